@@ -1,0 +1,40 @@
+"""`python -m loosespec_bench key=value ...`: the Hydra app (config in conf/)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from .errors import ConfigError
+
+
+def main() -> None:
+    import hydra
+    from omegaconf import DictConfig
+
+    from .app import run
+    from .config import CONF_DIR, check_group_overrides
+
+    try:
+        check_group_overrides(sys.argv[1:])
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+    def _app(cfg: DictConfig) -> float | None:
+        try:
+            summary = run(cfg)
+        except ConfigError as err:
+            # One line that says what to change; Hydra would otherwise print a traceback.
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+        return summary.get("speedup")
+
+    _app()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=os.environ.get("LOOSESPEC_LOG", "WARNING"))
+    main()

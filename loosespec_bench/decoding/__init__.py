@@ -1,0 +1,3 @@
+from .loop import GenerationOutput, generate
+
+__all__ = ["GenerationOutput", "generate"]

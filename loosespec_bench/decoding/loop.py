@@ -1,0 +1,170 @@
+"""The one decoding loop: propose -> score -> verify -> commit, for every method.
+
+Target alone (method=ar) is this same loop with no drafter (K = 0), so baseline and method are
+timed through identical code. The loop owns the target's KV cache; the convention is that the
+cache holds every committed token but the last one ("pending"), so each verification forward
+runs over [pending, d_1..d_K] and yields K+1 distributions p_1..p_{K+1} (ALGORITHMS.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from ..drafters.base import Drafter, empty_draft
+from ..verifiers.base import TargetScores, Verifier
+from .cache import crop_to
+
+# stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
+StopFn = Callable[[list[int]], bool]
+
+
+@dataclass
+class GenerationOutput:
+    new_tokens: list[int]
+    stop_reason: str  # "eos" | "max_new_tokens" | "stop_string"
+    # Per verification step: draft length offered, draft tokens accepted. Emitted tokens per
+    # step = accepted + 1 (the correction or bonus), except where EOS/limits cut the step short.
+    drafted: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    emitted: list[int] = field(default_factory=list)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    # Time per phase summed over steps (seconds): draft, target forward, rule, commit/rollback.
+    phase_s: dict[str, float] = field(default_factory=dict)
+    step_records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.emitted)
+
+    @property
+    def tau(self) -> float:
+        """Mean accepted length: emitted tokens / verification steps (bonus token included)."""
+        return sum(self.emitted) / self.steps if self.steps else 0.0
+
+
+def _sync(device: torch.device) -> None:
+    # Wall-clock timing on an accelerator is only honest after the queued kernels finish.
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _first_stop(
+    chunk: list[int], new_tokens: list[int], eos_ids: set[int], stop_fn: StopFn | None
+) -> tuple[int, str | None]:
+    """How many tokens of `chunk` to keep, and why generation stops (None: it goes on).
+
+    Cutting at the exact token where EOS or a stop string appears keeps a speculative run's
+    output identical to the target-alone run, which stops token by token.
+    """
+    for j, tok in enumerate(chunk):
+        if tok in eos_ids:
+            return j + 1, "eos"
+    if stop_fn is not None and stop_fn(new_tokens + chunk):
+        for j in range(1, len(chunk) + 1):
+            if stop_fn(new_tokens + chunk[:j]):
+                return j, "stop_string"
+    return len(chunk), None
+
+
+@torch.inference_mode()
+def generate(
+    target: PreTrainedModel,
+    prompt_ids: torch.Tensor,
+    *,
+    verifier: Verifier,
+    drafter: Drafter | None = None,
+    k: int = 0,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    eos_token_ids: set[int] | frozenset[int] = frozenset(),
+    stop_fn: StopFn | None = None,
+    generator: torch.Generator | None = None,
+    record_steps: bool = False,
+    want_draft_probs: bool = False,
+) -> GenerationOutput:
+    """Generate up to max_new_tokens after prompt_ids ([P] int64, P >= 1) for batch size 1."""
+    if prompt_ids.dim() != 1 or prompt_ids.numel() == 0:
+        raise ValueError(f"prompt_ids must be a non-empty 1-D tensor, got shape {tuple(prompt_ids.shape)}")
+    device = target.device
+    phase = {"draft": 0.0, "target": 0.0, "verify": 0.0, "commit": 0.0}
+    out = GenerationOutput(new_tokens=[], stop_reason="max_new_tokens", phase_s=phase)
+    lm_head = target.get_output_embeddings() if verifier.needs_hidden else None
+
+    _sync(device)
+    t_start = time.perf_counter()
+    cache = DynamicCache(config=target.config)
+    tokens = prompt_ids.to("cpu", torch.long)  # [n] all committed tokens, kept on the host
+    if tokens.numel() > 1:
+        target(tokens[None, :-1].to(device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+    if drafter is not None:
+        drafter.reset(tokens)
+    _sync(device)
+    t_decode = time.perf_counter()
+    out.prefill_s = t_decode - t_start
+
+    new_tokens = out.new_tokens
+    while len(new_tokens) < max_new_tokens:
+        t0 = time.perf_counter()
+        # Never draft past the budget: the last token of a step is always the target's.
+        k_step = min(k, max_new_tokens - len(new_tokens) - 1) if drafter is not None else 0
+        if k_step > 0:
+            draft = drafter.propose(
+                tokens, k_step, temperature=temperature, generator=generator, want_probs=want_draft_probs
+            )
+        else:
+            draft = empty_draft()
+        t1 = time.perf_counter()
+        inp = torch.cat([tokens[-1:], draft.tokens]).to(device)  # [K+1]
+        fwd = target(
+            inp.unsqueeze(0),
+            past_key_values=cache,
+            use_cache=True,
+            output_hidden_states=verifier.needs_hidden,
+        )
+        scores = TargetScores(
+            logits=fwd.logits[0].float(),  # [K+1, vocab]
+            hidden=fwd.hidden_states[-1][0] if verifier.needs_hidden else None,  # [K+1, hidden]
+            lm_head=lm_head,
+        )
+        _sync(device)
+        t2 = time.perf_counter()
+        verdict = verifier(draft, scores, temperature=temperature, generator=generator)
+        t3 = time.perf_counter()
+
+        n = verdict.num_accepted
+        chunk = draft.tokens[:n].tolist() + [verdict.next_token]
+        keep, reason = _first_stop(chunk, new_tokens, eos_token_ids, stop_fn)
+        keep = min(keep, max_new_tokens - len(new_tokens))
+        chunk = chunk[:keep]
+        # Roll the target cache back to [.., pending, d_1..d_n]; the new pending token is the
+        # correction/bonus, which the next forward feeds.
+        crop_to(cache, tokens.numel() + n)
+        tokens = torch.cat([tokens, torch.tensor(chunk, dtype=torch.long)])
+        new_tokens.extend(chunk)
+        out.drafted.append(draft.k)
+        out.accepted.append(n)
+        out.emitted.append(len(chunk))
+        if record_steps:
+            rec = {"draft": draft.tokens.tolist(), "accepted": n, "next": verdict.next_token}
+            if verdict.record:
+                rec.update(verdict.record)
+            if draft.info:
+                rec["drafter"] = draft.info
+            out.step_records.append(rec)
+        t4 = time.perf_counter()
+        phase["draft"] += t1 - t0
+        phase["target"] += t2 - t1
+        phase["verify"] += t3 - t2
+        phase["commit"] += t4 - t3
+        if reason is not None:
+            out.stop_reason = reason
+            break
+    _sync(device)
+    out.decode_s = time.perf_counter() - t_decode
+    return out

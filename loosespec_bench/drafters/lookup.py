@@ -1,0 +1,59 @@
+"""Prompt lookup decoding (Saxena 2023): propose the tokens that followed an earlier occurrence
+of the context's last n-gram. No model and no probabilities."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Draft, empty_draft
+
+
+def prompt_lookup(tokens: torch.Tensor, k: int, *, max_ngram: int, min_ngram: int = 1) -> torch.Tensor:
+    """Up to k tokens that followed the first earlier match of the trailing n-gram.
+
+    tokens: [n] int64. Tries n-gram sizes max_ngram down to min_ngram and returns the
+    continuation of the first (earliest) match of the largest size that matches, as
+    transformers' PromptLookupCandidateGenerator and the FLy code do. Returns [<= k] int64
+    (empty when nothing matches).
+    """
+    n = tokens.numel()
+    for size in range(min(max_ngram, n - 1), min_ngram - 1, -1):
+        if size <= 0:
+            break
+        pattern = tokens[n - size :]  # [size]
+        # Windows starting at 0..n-size-1: the window ending at the last token is the pattern
+        # itself and has no continuation, so it is excluded.
+        windows = tokens[: n - 1].unfold(0, size, 1)  # [n-size, size]
+        hits = (windows == pattern).all(dim=1).nonzero(as_tuple=True)[0]
+        if hits.numel() == 0:
+            continue
+        start = int(hits[0]) + size
+        return tokens[start : min(start + k, n)]
+    return tokens.new_empty(0)
+
+
+class PromptLookupDrafter:
+    """drafter=pld: n-gram lookup in the prompt and everything generated so far."""
+
+    name = "pld"
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+
+    def reset(self, prompt_ids: torch.Tensor) -> None:  # stateless
+        pass
+
+    def propose(
+        self,
+        tokens: torch.Tensor,
+        k: int,
+        *,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+        want_probs: bool = False,
+    ) -> Draft:
+        if k <= 0:
+            return empty_draft()
+        cand = prompt_lookup(tokens, k, max_ngram=self.max_ngram, min_ngram=self.min_ngram)
+        return Draft(tokens=cand.clone(), probs=None)

@@ -1,0 +1,73 @@
+"""drafter=model: a smaller causal LM with the target's tokenizer drafts K tokens, one forward
+each, over its own KV cache."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from ..decoding.cache import crop_to
+from .base import Draft, common_prefix_len, empty_draft
+
+
+class ModelDrafter:
+    name = "model"
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.model = model
+        self.cache: DynamicCache | None = None
+        # Token ids the cache holds, in order: [len(cache)] int64. Compared with the committed
+        # tokens at each step to find how much of the cache survives verification.
+        self.seen = torch.empty(0, dtype=torch.long)
+
+    def reset(self, prompt_ids: torch.Tensor) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+        self.seen = torch.empty(0, dtype=torch.long)
+
+    def _rollback(self, tokens: torch.Tensor) -> int:
+        """Crop the cache to its longest prefix still equal to the committed tokens."""
+        assert self.cache is not None, "reset() must be called before propose()"
+        # Keep at least one committed token to feed, so the forward yields the next logits.
+        keep = min(common_prefix_len(self.seen, tokens), tokens.numel() - 1)
+        if self.seen.numel() > keep:
+            crop_to(self.cache, keep)
+            self.seen = self.seen[:keep]
+        return keep
+
+    @torch.inference_mode()
+    def propose(
+        self,
+        tokens: torch.Tensor,
+        k: int,
+        *,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+        want_probs: bool = False,
+    ) -> Draft:
+        if k <= 0:
+            return empty_draft()
+        keep = self._rollback(tokens)
+        feed = tokens[keep:]  # [m] committed tokens the cache has not seen, m >= 1
+        out_tokens: list[int] = []
+        out_probs: list[torch.Tensor] = []
+        keep_probs = want_probs or temperature > 0
+        for _ in range(k):
+            logits = self.model(
+                feed.unsqueeze(0), past_key_values=self.cache, use_cache=True, logits_to_keep=1
+            ).logits[0, -1].float()  # [vocab]
+            self.seen = torch.cat([self.seen, feed])
+            if temperature > 0:
+                q = torch.softmax(logits / temperature, dim=-1)
+                d = int(torch.multinomial(q, 1, generator=generator))
+            else:
+                q = torch.softmax(logits, dim=-1) if keep_probs else None
+                d = int(logits.argmax())
+            out_tokens.append(d)
+            if keep_probs:
+                out_probs.append(q)
+            feed = torch.tensor([d], dtype=torch.long)
+        # The last draft token is never fed: the cache is one behind, as for the target.
+        return Draft(
+            tokens=torch.tensor(out_tokens, dtype=torch.long),
+            probs=torch.stack(out_probs) if keep_probs else None,
+        )

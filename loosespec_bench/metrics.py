@@ -1,0 +1,115 @@
+"""Per-sample metrics and their aggregation over a run.
+
+Definitions (stated once, used everywhere):
+- tau (mean accepted length) = emitted tokens / verification steps, counting the correction
+  or bonus token, so 1 <= tau <= K + 1. Run tau pools all samples' tokens and steps.
+- speedup = (method new tokens / method generation time) / (target-alone new tokens /
+  target-alone generation time), both over the same samples, both timed the same way
+  (prefill + decode) in the same process, paired per sample with alternating order. For a
+  lossless method the two outputs are identical, so this equals the time ratio.
+- retention = method accuracy / target-alone accuracy on the same samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .decoding import GenerationOutput
+
+SPEEDUP_METHOD = (
+    "throughput ratio (new tokens per second, prefill + decode) of the method over the target "
+    "alone, on the same samples, same process, paired per sample in alternating order after warm-up"
+)
+
+
+def sample_metrics(gen: GenerationOutput, prompt_tokens: int) -> dict[str, Any]:
+    total_s = gen.prefill_s + gen.decode_s
+    return {
+        "prompt_tokens": prompt_tokens,
+        "new_tokens": len(gen.new_tokens),
+        "steps": gen.steps,
+        "accepted": gen.accepted,  # draft tokens accepted per step
+        "drafted": gen.drafted,  # draft tokens offered per step
+        "tau": gen.tau,
+        "prefill_s": gen.prefill_s,
+        "decode_s": gen.decode_s,
+        "total_s": total_s,
+        "tokens_per_s": len(gen.new_tokens) / total_s if total_s > 0 else 0.0,
+        "phase_s": gen.phase_s,
+        "stop_reason": gen.stop_reason,
+    }
+
+
+def acceptance_by_position(records: list[dict[str, Any]]) -> list[float]:
+    """rate[i] = P(draft position i+1 accepted | it was drafted), pooled over steps."""
+    offered: list[int] = []
+    taken: list[int] = []
+    for r in records:
+        m = r["metrics"]
+        for k, n in zip(m["drafted"], m["accepted"]):
+            while len(offered) < k:
+                offered.append(0)
+                taken.append(0)
+            for i in range(k):
+                offered[i] += 1
+                taken[i] += i < n
+    return [t / o for t, o in zip(taken, offered)]
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_quality: dict[str, Any]) -> dict[str, Any]:
+    """Run-level figures from per-sample records (each with `metrics`, maybe `baseline`)."""
+    if not records:
+        return {"n_samples": 0}
+    ms = [r["metrics"] for r in records]
+    tokens = sum(m["new_tokens"] for m in ms)
+    steps = sum(m["steps"] for m in ms)
+    time_s = sum(m["total_s"] for m in ms)
+    out: dict[str, Any] = {
+        "n_samples": len(records),
+        "new_tokens": tokens,
+        "steps": steps,
+        "tau": tokens / steps if steps else None,
+        "tau_mean_of_samples": statistics.fmean(m["tau"] for m in ms),
+        "tokens_per_s": _ratio(tokens, time_s),
+        "time_s": time_s,
+        "prefill_s": sum(m["prefill_s"] for m in ms),
+        "decode_s": sum(m["decode_s"] for m in ms),
+        "acceptance_by_position": acceptance_by_position(records),
+        **quality,
+    }
+    phase_tot: dict[str, float] = {}
+    for m in ms:
+        for name, sec in m.get("phase_s", {}).items():
+            phase_tot[name] = phase_tot.get(name, 0.0) + sec
+    decode = out["decode_s"]
+    out["phase_fraction"] = {k: v / decode for k, v in phase_tot.items()} if decode else {}
+
+    paired = [r for r in records if r.get("baseline")]
+    if paired:
+        b_tokens = sum(r["baseline"]["metrics"]["new_tokens"] for r in paired)
+        b_time = sum(r["baseline"]["metrics"]["total_s"] for r in paired)
+        p_tokens = sum(r["metrics"]["new_tokens"] for r in paired)
+        p_time = sum(r["metrics"]["total_s"] for r in paired)
+        per_sample = [
+            r["metrics"]["tokens_per_s"] / r["baseline"]["metrics"]["tokens_per_s"]
+            for r in paired
+            if r["baseline"]["metrics"]["tokens_per_s"] > 0
+        ]
+        out.update(
+            baseline_tokens_per_s=_ratio(b_tokens, b_time),
+            speedup=_ratio(_ratio(p_tokens, p_time) or 0.0, _ratio(b_tokens, b_time) or 0.0),
+            speedup_median_of_samples=statistics.median(per_sample) if per_sample else None,
+            speedup_method=SPEEDUP_METHOD,
+            identical_to_target=sum(r["baseline"]["output_ids"] == r["output_ids"] for r in paired) / len(paired),
+            n_paired=len(paired),
+        )
+        for key, value in baseline_quality.items():
+            out[f"baseline_{key}"] = value
+        if "accuracy" in quality and baseline_quality.get("accuracy") is not None:
+            out["retention"] = _ratio(quality["accuracy"], baseline_quality["accuracy"])
+    return out

@@ -1,0 +1,95 @@
+"""The task interface: load samples (offline from a data directory, or from the hub), build
+the chat messages, score a completion. A data set is one small module plus a config file."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+
+@dataclass
+class Sample:
+    id: str  # stable across runs: resume and paired comparisons key on it
+    messages: list[dict[str, str]]  # chat messages up to the turn the model answers
+    reference: Any = None  # what the scorer compares against (None: not scored)
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"language": "fr"}
+
+
+class Task:
+    """Base class. Subclasses set `name` and implement `load_all` and `score`."""
+
+    name: str = "task"
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | None = None,
+        limit: int | None = None,
+        max_new_tokens: int = 256,
+        stop_strings: list[str] | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        self.data_dir = Path(os.path.expanduser(data_dir)) if data_dir else None
+        self.limit = limit
+        self.max_new_tokens = max_new_tokens
+        self.stop_strings = list(stop_strings or [])
+        self.system_prompt = system_prompt
+
+    # -- loading ---------------------------------------------------------------------------
+    def local_path(self, *parts: str) -> Path:
+        """A file under the data directory, with a one-line error naming it when missing."""
+        assert self.data_dir is not None
+        path = self.data_dir.joinpath(*parts)
+        if not path.exists():
+            raise ConfigError(
+                f"dataset {self.name}: {path} not found; set paths.data_dir (or LOOSESPEC_DATA_DIR) "
+                "to a folder laid out like shared/datasets, or unset it to load from the hub"
+            )
+        return path
+
+    def load_all(self) -> list[Sample]:
+        raise NotImplementedError  # abstract: every task module defines it
+
+    def samples(self) -> list[Sample]:
+        """The run's samples: `load_all()` cut to `limit` (None = the whole set)."""
+        items = self.load_all()
+        return items if self.limit is None else items[: self.limit]
+
+    def with_system(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        if self.system_prompt:
+            return [{"role": "system", "content": self.system_prompt}, *messages]
+        return messages
+
+    # -- scoring ---------------------------------------------------------------------------
+    def score(self, sample: Sample, completion: str) -> dict[str, Any]:
+        """Per-sample score: at least {"correct": bool} for scored tasks, {} otherwise."""
+        return {}
+
+    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """Run-level quality figures from per-sample records (accuracy by default)."""
+        scored = [r for r in records if r.get("score", {}).get("correct") is not None]
+        if not scored:
+            return {}
+        return {"accuracy": sum(bool(r["score"]["correct"]) for r in scored) / len(scored)}
+
+
+def load_hub_dataset(path: str, name: str | None, split: str):
+    """datasets.load_dataset with a clear message when the library or the network is missing."""
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError(
+            f"loading {path} from the hub needs the `datasets` package (pip install 'loosespec_bench[hub]'), "
+            "or set paths.data_dir to a local copy"
+        ) from None
+    try:
+        return datasets.load_dataset(path, name, split=split)
+    except Exception as err:  # network, auth, missing config: all end the same way for a user
+        raise ConfigError(
+            f"could not load {path} ({name}) from the hub: {str(err).splitlines()[0] if str(err) else type(err).__name__}; "
+            "set paths.data_dir (or LOOSESPEC_DATA_DIR) to a local copy"
+        ) from None
