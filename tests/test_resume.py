@@ -23,15 +23,15 @@ def _ids(path: Path) -> list[str]:
 
 
 def test_killed_run_resumes_without_duplicates_or_losses(tmp_path):
-    args = [*TINY, "dataset.limit=8", "generation.max_new_tokens=400"]
+    args = [*TINY, "dataset.limit=5", "generation.max_new_tokens=160"]
     env = {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "LOOSESPEC_RESULTS_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "loosespec_bench", *args, "progress=false"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 240
     samples = None
-    while time.time() < deadline:  # wait until 2 samples are on disk, then kill without warning
+    while time.time() < deadline:  # wait until a sample is on disk, then kill without warning
         found = list((tmp_path / "smoke_tiny").glob("*/samples.jsonl"))
-        if found and len(found[0].read_text().splitlines()) >= 2:
+        if found and len(found[0].read_text().splitlines()) >= 1:
             samples = found[0]
             break
         if proc.poll() is not None:
@@ -42,19 +42,19 @@ def test_killed_run_resumes_without_duplicates_or_losses(tmp_path):
     proc.wait()
     before = _ids(samples)
     kept = {json.loads(line)["id"]: line for line in samples.read_text().splitlines()}
-    assert 2 <= len(before) < 8
+    assert 1 <= len(before) < 5
     assert not (samples.parent / "summary.json").exists()
 
     again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert f"{len(before)} already done" in again.stdout
     after = _ids(samples)
-    assert len(after) == len(set(after)) == 8
+    assert len(after) == len(set(after)) == 5
     assert after[: len(before)] == before  # finished work is never redone or rewritten
     for line in samples.read_text().splitlines()[: len(before)]:
         assert kept[json.loads(line)["id"]] == line
     summary = json.loads((samples.parent / "summary.json").read_text())
-    assert summary["n_samples"] == 8
+    assert summary["n_samples"] == 5
 
 
 def test_partial_last_line_is_dropped_and_redone(tmp_path):
