@@ -40,3 +40,8 @@ test-slow: install-embedded
 
 clean-results:
 	rm -rf results/*/ results/_hydra
+
+# Paper-scale replication on Slurm (replicate-70b, replicate-405b, replicate-cpu, status).
+include replicate.mk
+include report.mk
+include bench.mk

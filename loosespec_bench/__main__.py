@@ -11,9 +11,11 @@ from .errors import ConfigError
 
 def main() -> None:
     import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
     from omegaconf import DictConfig
 
-    from .app import run
+    from .status import run_recording_errors
     from .config import CONF_DIR, check_group_overrides
 
     try:
@@ -25,10 +27,12 @@ def main() -> None:
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> float | None:
         try:
-            summary = run(cfg)
+            summary = run_recording_errors(cfg)  # a failure leaves error.txt in the run folder
         except ConfigError as err:
             # One line that says what to change; Hydra would otherwise print a traceback.
             print(f"error: {err}", file=sys.stderr)
+            if HydraConfig.get().mode == RunMode.MULTIRUN:
+                raise  # a sweep point: Hydra records the failure and the other points go on
             sys.exit(2)
         return summary.get("speedup")
 

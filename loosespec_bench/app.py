@@ -24,12 +24,15 @@ from .config import run_id, uses_drafter, validate
 from .decoding import GenerationOutput, generate
 from .metrics import sample_metrics, summarize
 from .models import LoadedModel, load_model
+from .models.loading import load_options
 from .sinks import RunFolder
+from .sinks.trackers import build_tracker
+from .stats import retention_summary
 from .tasks import Sample, Task
 from .verifiers.spd import SPD
 
 log = logging.getLogger(__name__)
-META_KEYS = ("name", "uses_drafter", "needs_model", "k")
+META_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "k")
 
 
 def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
@@ -47,10 +50,19 @@ def build_task(cfg: DictConfig) -> Task:
 
 def encode_prompt(tokenizer: Any, sample: Sample, use_chat_template: bool) -> tuple[str, list[int]]:
     """The exact text given to the tokenizer (after the chat template) and its ids."""
+    return encode_messages(tokenizer, sample.messages, use_chat_template)
+
+
+def encode_messages(tokenizer: Any, messages: list[dict[str, str]], use_chat_template: bool) -> tuple[str, list[int]]:
+    """encode_prompt for any message list. A final assistant message is an answer prefix that
+    the model continues (lm-eval's gen_prefix: HumanEval instruct, NIAH's answer prefix)."""
     if use_chat_template and getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=False)
+        prefill = messages[-1]["role"] == "assistant"
+        text = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=not prefill, continue_final_message=prefill, tokenize=False
+        )
     else:
-        text = "\n\n".join(m["content"] for m in sample.messages)
+        text = "\n\n".join(m["content"] for m in messages)
     # The template already holds the special tokens; adding BOS again would change the prompt.
     ids = tokenizer(text, add_special_tokens=not use_chat_template).input_ids
     return text, list(ids)
@@ -104,14 +116,18 @@ class Runner:
         self.cfg = cfg
         self.task = task
         pair = cfg.pair
-        self.target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device)
+        self.target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device, **load_options(pair.target))
         self.uses_drafter = uses_drafter(cfg)
         self.drafter = None
         if self.uses_drafter:
             extra = {}
             if cfg.drafter.get("needs_model", False):
-                draft = load_model(pair.draft.path, dtype=pair.dtype, device=pair.get("draft_device") or pair.device)
+                draft = load_model(pair.draft.path, dtype=pair.dtype, device=pair.get("draft_device") or pair.device, **load_options(pair.draft))
                 extra["model"] = draft.model
+                if cfg.drafter.get("needs_tokenizers", False):  # a draft with another vocabulary
+                    extra.update(draft_tokenizer=draft.tokenizer, target_tokenizer=self.target.tokenizer)
+            if cfg.drafter.get("needs_target", False):  # heads on the target's hidden states (EAGLE-3)
+                extra["target"] = self.target.model
             self.drafter = _instantiate(cfg.drafter, **extra)
         self.verifier = _instantiate(cfg.method)
         self.ar_verifier = SPD()
@@ -141,39 +157,80 @@ class Runner:
         for method in (True, False):
             self._generate(prompt_ids, method=method, seed=0, max_new=8)
 
-    def _side(self, gen: GenerationOutput, prompt_len: int, sample: Sample) -> dict[str, Any]:
+    def _decode(self, gen: GenerationOutput) -> str:
         text = self.target.tokenizer.decode(gen.new_tokens, skip_special_tokens=True)
-        text = cut_at_stop(text, self.task.stop_strings)
-        return {
-            "output_text": text,
+        return cut_at_stop(text, self.task.stop_strings)
+
+    def _side(self, turns: list[tuple[GenerationOutput, int, str]], sample: Sample) -> dict[str, Any]:
+        """One contestant's record part from its (output, prompt length, text) per turn:
+        metrics summed over turns, the score over all turns' answers."""
+        gen = turns[0][0] if len(turns) == 1 else merge_turns([g for g, _, _ in turns])
+        side = {
+            "output_text": turns[-1][2],
             "output_ids": gen.new_tokens,
-            "metrics": sample_metrics(gen, prompt_len),
-            "score": self.task.score(sample, text),
+            "metrics": sample_metrics(gen, sum(n for _, n, _ in turns)),
+            "score": self.task.score_turns(sample, [t for _, _, t in turns]),
         }
+        if len(turns) > 1:
+            side["turns"] = [{"output_text": t, "metrics": sample_metrics(g, n)} for g, n, t in turns]
+        return side
 
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
-        text, ids = encode_prompt(self.target.tokenizer, sample, bool(self.cfg.chat_template))
-        prompt = torch.tensor(ids, dtype=torch.long)
+        chat = bool(self.cfg.chat_template)
+        text, ids = encode_prompt(self.target.tokenizer, sample, chat)
         seed = (int(self.cfg.seed) * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
         paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
         # Alternate which contestant runs first so slow drift of the machine cancels out.
         order = (True, False) if index % 2 == 0 else (False, True)
-        outs: dict[bool, GenerationOutput] = {}
-        for method in order if paired else (True,):
-            outs[method] = self._generate(prompt, method=method, seed=seed)
+        contestants = order if paired else (True,)
+        # Multi-turn samples: each contestant's conversation goes on with its own answers.
+        convs = {method: list(sample.messages) for method in contestants}
+        turns: dict[bool, list[tuple[GenerationOutput, int, str]]] = {method: [] for method in contestants}
+        for t, user in enumerate([None, *sample.followups]):
+            for method in contestants:
+                if user is None:
+                    turn_ids = ids
+                else:
+                    convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
+                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat)[1]
+                gen = self._generate(torch.tensor(turn_ids, dtype=torch.long), method=method, seed=seed + t)
+                turns[method].append((gen, len(turn_ids), self._decode(gen)))
         rec = {
             "id": sample.id,
             "meta": sample.meta,
             "reference": sample.reference,
             "prompt_text": text,
             "prompt_ids": ids,
-            **self._side(outs[True], len(ids), sample),
+            **self._side(turns[True], sample),
         }
         if paired:
-            rec["baseline"] = self._side(outs[False], len(ids), sample)
-        if outs[True].step_records:
-            rec["steps"] = outs[True].step_records
+            rec["baseline"] = self._side(turns[False], sample)
+        steps = [
+            {**step, "turn": t} if sample.followups else step
+            for t, (gen, _, _) in enumerate(turns[True])
+            for step in gen.step_records
+        ]
+        if steps:
+            rec["steps"] = steps
         return rec
+
+
+def merge_turns(gens: list[GenerationOutput]) -> GenerationOutput:
+    """One multi-turn sample's outputs as one: tokens, steps and times summed over turns."""
+    phase: dict[str, float] = {}
+    for g in gens:
+        for name, sec in g.phase_s.items():
+            phase[name] = phase.get(name, 0.0) + sec
+    return GenerationOutput(
+        new_tokens=[tok for g in gens for tok in g.new_tokens],
+        stop_reason=gens[-1].stop_reason,
+        drafted=[x for g in gens for x in g.drafted],
+        accepted=[x for g in gens for x in g.accepted],
+        emitted=[x for g in gens for x in g.emitted],
+        prefill_s=sum(g.prefill_s for g in gens),
+        decode_s=sum(g.decode_s for g in gens),
+        phase_s=phase,
+    )
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -192,6 +249,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done -> {folder.path}",
         flush=True,
     )
+    tracker = build_tracker(cfg)  # None for logger=none; a SafeTracker never raises
+    if tracker:
+        tracker.start(cfg, folder.path, folder.path.name)
     try:
         if todo:
             runner = Runner(cfg, task)
@@ -201,9 +261,15 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             for index, sample in bar:
                 rec = runner.run_sample(sample, index)
-                folder.append(rec)
+                folder.append(rec)  # on disk first: a tracker failure can never lose it
+                if tracker:
+                    tracker.log_sample(rec)
                 done[rec["id"]] = rec
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
+    except BaseException:
+        if tracker:
+            tracker.close()  # the tracker's run is marked failed; finished samples are on disk
+        raise
     finally:
         folder.close()
 
@@ -211,6 +277,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     quality = task.aggregate(records)
     baseline_quality = task.aggregate([{**r, **r["baseline"]} for r in records if r.get("baseline")])
     summary = summarize(records, quality, baseline_quality)
+    # Retention with its paired-bootstrap interval (stats.py); "retention" itself comes from
+    # summarize when the task reports accuracy, else (e.g. judge ratings) from the pairs here.
+    ci = retention_summary(records, task.quality_key, seed=int(cfg.seed))
+    if ci and summary.get("retention") is None:
+        summary["retention"] = ci["retention_paired"]
+    summary.update(ci)
     summary.update(
         method=cfg.method.name,
         drafter=cfg.drafter.name if uses_drafter(cfg) else None,
@@ -229,6 +301,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         tau_definition="emitted tokens / verification steps, bonus or correction token included",
     )
     folder.write_summary(summary)
+    if tracker:
+        tracker.finish(summary, records)
+        tracker.close()
     print(format_summary(summary), flush=True)
     return summary
 
@@ -237,6 +312,13 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     if v is None:
         return "-"
     return format(v, spec) if isinstance(v, float) else str(v)
+
+
+def _ci(s: dict[str, Any]) -> str:
+    """The retention's interval as ' [low, high] 95% CI', when the paired bootstrap gave one."""
+    if s.get("retention_ci_low") is None:
+        return ""
+    return f" [{s['retention_ci_low']:.3f}, {s['retention_ci_high']:.3f}] {s['retention_ci_level']:.0%} CI"
 
 
 def format_summary(s: dict[str, Any]) -> str:
@@ -251,7 +333,7 @@ def format_summary(s: dict[str, Any]) -> str:
         ("speedup, median of samples", _fmt(s.get("speedup_median_of_samples"), ".2f")),
         ("accuracy (method)", _fmt(s.get("accuracy"))),
         ("accuracy (target alone)", _fmt(s.get("baseline_accuracy"))),
-        ("accuracy retention", _fmt(s.get("retention"))),
+        ("accuracy retention", _fmt(s.get("retention")) + _ci(s)),
         ("identical to target alone", _fmt(s.get("identical_to_target"))),
     ]
     width = max(len(a) for a, _ in rows)

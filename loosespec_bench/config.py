@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from .errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment")
+GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "paper_dataset")
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
 NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name")

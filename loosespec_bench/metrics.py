@@ -57,6 +57,46 @@ def acceptance_by_position(records: list[dict[str, Any]]) -> list[float]:
     return [t / o for t, o in zip(taken, offered)]
 
 
+def loose_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Loose-decision figures from per-step records (rec["steps"]); {} when no rule left any.
+
+    Reads the keys that lossy rules (FLy, DropMatch) put into Verdict.record:
+    - raw_match: [K] exact-rule flags (T = 0: d_i == t_i; T > 0: the rule's own exact test);
+    - loose_accepted: positions accepted although raw_match is False;
+    - dropmatch_s: DropMatch's extra LM-head + criterion time.
+    Figures:
+    - mismatches: raw mismatches over all drafted positions; loose_accepts: those accepted
+      anyway; loose_accept_rate = loose_accepts / mismatches;
+    - tau_with_loose = sum(accepted + 1) / steps and tau_without_loose = sum(longest raw-match
+      prefix + 1) / steps over the same steps: what exact match would have accepted on the
+      very drafts the loose rule saw (the trajectories differ after a loose accept, so this is
+      the per-step gain, not a rerun of SPD);
+    - dropmatch_overhead = sum(dropmatch_s) / method decode time.
+    """
+    steps = [s for r in records for s in r.get("steps", []) if "raw_match" in s]
+    if not steps:
+        return {}
+    mismatches = sum(sum(not f for f in s["raw_match"]) for s in steps)
+    loose = sum(len(s.get("loose_accepted", [])) for s in steps)
+    with_loose = sum(s["accepted"] + 1 for s in steps)
+    # Longest raw-match prefix + 1: exact match's accepted tokens plus its correction/bonus.
+    without_loose = sum(next((i for i, f in enumerate(s["raw_match"]) if not f), len(s["raw_match"])) + 1 for s in steps)
+    out: dict[str, Any] = {
+        "loose_steps": len(steps),
+        "mismatches": mismatches,
+        "loose_accepts": loose,
+        "loose_accept_rate": _ratio(loose, mismatches),
+        "tau_with_loose": with_loose / len(steps),
+        "tau_without_loose": without_loose / len(steps),
+    }
+    timed = [s["dropmatch_s"] for s in steps if "dropmatch_s" in s]
+    if timed:
+        decode = sum(r["metrics"]["decode_s"] for r in records if r.get("steps"))
+        out["dropmatch_s"] = sum(timed)
+        out["dropmatch_overhead"] = _ratio(sum(timed), decode)
+    return out
+
+
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b else None
 
@@ -88,6 +128,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
             phase_tot[name] = phase_tot.get(name, 0.0) + sec
     decode = out["decode_s"]
     out["phase_fraction"] = {k: v / decode for k, v in phase_tot.items()} if decode else {}
+    out.update(loose_summary(records))
 
     paired = [r for r in records if r.get("baseline")]
     if paired:

@@ -8,12 +8,17 @@ runs over [pending, d_1..d_K] and yields K+1 distributions p_1..p_{K+1} (ALGORIT
 
 from __future__ import annotations
 
+import functools
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+import torch.nn.functional as F
+from transformers import AttentionInterface, DynamicCache, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from ..drafters.base import Drafter, empty_draft
 from ..verifiers.base import TargetScores, Verifier
@@ -34,7 +39,8 @@ class GenerationOutput:
     emitted: list[int] = field(default_factory=list)
     prefill_s: float = 0.0
     decode_s: float = 0.0
-    # Time per phase summed over steps (seconds): draft, target forward, rule, commit/rollback.
+    # Time per phase summed over steps (seconds): draft, target forward, rule (verify), target
+    # cache rollback, commit (bookkeeping).
     phase_s: dict[str, float] = field(default_factory=dict)
     step_records: list[dict[str, Any]] = field(default_factory=list)
 
@@ -50,8 +56,10 @@ class GenerationOutput:
 
 def _sync(device: torch.device) -> None:
     # Wall-clock timing on an accelerator is only honest after the queued kernels finish.
+    # A target split over several GPUs (device_map) has kernels queued on each of them.
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        for i in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(i)
 
 
 def _first_stop(
@@ -72,6 +80,88 @@ def _first_stop(
     return len(chunk), None
 
 
+# -- CPU attention for short queries ---------------------------------------------------------
+# transformers' "sdpa" hands a 1-token query with grouped-query attention (GQA) to
+# scaled_dot_product_attention(enable_gqa=True), whose CPU bf16 kernel is slow at decode: 2.65 ms
+# per layer at 500 cached tokens for Qwen2.5-1.5B shapes, against 0.31 ms for the same attention
+# with the g query heads that share a KV head packed as g rows of one query (9x). That was 13% of
+# a target decode forward and 19% of a draft forward on the embedded pair (CPU, bf16). Packing is
+# the same arithmetic (each row attends the same keys with its own mask row); only the kernel's
+# summation order differs, so fp32 outputs agree to rounding. The loop switches CPU models that
+# use stock "sdpa" to it while it runs and restores "sdpa" after; anything else (long queries:
+# prefill; batches; padding masks with per-head rows; accelerators) goes to stock sdpa unchanged.
+PACKED_SDPA = "loosespec_packed_sdpa"
+_PACK_MAX_QUERY = 16  # verification forwards are K+1 tokens; prefill stays on the flash kernel
+
+
+def packed_gqa_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,  # [B, Hq, q, D]
+    key: torch.Tensor,  # [B, Hkv, kv, D]
+    value: torch.Tensor,  # [B, Hkv, kv, D]
+    attention_mask: torch.Tensor | None,  # [B, 1, q, kv] bool, or None when transformers skipped it
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    b, hq, q, d = query.shape
+    hkv, kv = key.shape[1], key.shape[2]
+    g = hq // hkv
+    if (
+        g == 1 or q > _PACK_MAX_QUERY or b != 1 or query.device.type != "cpu" or dropout
+        or kwargs.get("position_bias") is not None or kwargs.get("cache") is not None
+        or (attention_mask is not None and (attention_mask.dim() != 4 or attention_mask.shape[1] != 1))
+    ):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
+    # Query head h reads KV head h // g (repeat_kv's layout): rows [g * q] share one KV head.
+    packed = query.reshape(b, hkv, g * q, d)  # [B, Hkv, g*q, D], row = (head in group, position)
+    mask = None
+    if attention_mask is not None:  # one mask for all heads: the same q rows for each head of a group
+        mask = attention_mask[..., :kv].expand(b, 1, q, kv).repeat(1, 1, g, 1)  # [B, 1, g*q, kv]
+    elif q > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
+        # transformers leaves the mask out when plain causality is enough; the cached keys come
+        # first, so query i sees keys 0..kv-q+i (bottom-right aligned).
+        last = torch.arange(q, device=query.device)[:, None] + (kv - q)
+        mask = (torch.arange(kv, device=query.device)[None, :] <= last).repeat(g, 1)  # [g*q, kv]
+    out = F.scaled_dot_product_attention(packed, key, value, attn_mask=mask, scale=scaling)  # [B, Hkv, g*q, D]
+    return out.reshape(b, hq, q, d).transpose(1, 2).contiguous(), None  # [B, q, Hq, D], as sdpa returns
+
+
+AttentionInterface.register(PACKED_SDPA, packed_gqa_sdpa)
+AttentionMaskInterface.register(PACKED_SDPA, sdpa_mask)  # the masks sdpa gets, unchanged
+
+
+@contextmanager
+def packed_attention(*models: torch.nn.Module | None) -> Iterator[None]:
+    """Run CPU models that use stock "sdpa" on packed_gqa_sdpa inside the block, then restore."""
+    switched = []
+    for m in models:
+        cfg = getattr(m, "config", None)
+        if cfg is not None and getattr(cfg, "_attn_implementation", None) == "sdpa" and m.device.type == "cpu":
+            cfg._attn_implementation = PACKED_SDPA
+            switched.append(cfg)
+    try:
+        yield
+    finally:
+        for cfg in switched:
+            cfg._attn_implementation = "sdpa"
+
+
+def _with_packed_attention(fn: Callable[..., GenerationOutput]) -> Callable[..., GenerationOutput]:
+    """generate() runs the target and the drafter's model (if it has one) under packed_attention."""
+
+    @functools.wraps(fn)
+    def wrapper(target: PreTrainedModel, *args: Any, drafter: Drafter | None = None, **kwargs: Any) -> GenerationOutput:
+        with packed_attention(target, getattr(drafter, "model", None)):
+            return fn(target, *args, drafter=drafter, **kwargs)
+
+    return wrapper
+
+
+@_with_packed_attention
 @torch.inference_mode()
 def generate(
     target: PreTrainedModel,
@@ -92,18 +182,28 @@ def generate(
     if prompt_ids.dim() != 1 or prompt_ids.numel() == 0:
         raise ValueError(f"prompt_ids must be a non-empty 1-D tensor, got shape {tuple(prompt_ids.shape)}")
     device = target.device
-    phase = {"draft": 0.0, "target": 0.0, "verify": 0.0, "commit": 0.0}
+    # "rollback" = cropping the target's cache; "commit" = the rest of the bookkeeping. (A
+    # drafter's own cache rollback happens inside propose and counts as "draft".)
+    phase = {"draft": 0.0, "target": 0.0, "verify": 0.0, "rollback": 0.0, "commit": 0.0}
     out = GenerationOutput(new_tokens=[], stop_reason="max_new_tokens", phase_s=phase)
     lm_head = target.get_output_embeddings() if verifier.needs_hidden else None
+    # Drafters fed by the target's hidden states (EAGLE-3) name the layers they read: indices
+    # into transformers' hidden_states tuple. They get the kept positions via observe().
+    taps: tuple[int, ...] = tuple(getattr(drafter, "needs_target_hidden", ())) if drafter is not None else ()
 
     _sync(device)
     t_start = time.perf_counter()
     cache = DynamicCache(config=target.config)
     tokens = prompt_ids.to("cpu", torch.long)  # [n] all committed tokens, kept on the host
     if tokens.numel() > 1:
-        target(tokens[None, :-1].to(device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        pre = target(
+            tokens[None, :-1].to(device), past_key_values=cache, use_cache=True, logits_to_keep=1,
+            output_hidden_states=bool(taps),
+        )
     if drafter is not None:
         drafter.reset(tokens)
+        if taps and tokens.numel() > 1:
+            drafter.observe(tuple(pre.hidden_states[i][0] for i in taps))  # [P-1, hidden] each
     _sync(device)
     t_decode = time.perf_counter()
     out.prefill_s = t_decode - t_start
@@ -125,7 +225,7 @@ def generate(
             inp.unsqueeze(0),
             past_key_values=cache,
             use_cache=True,
-            output_hidden_states=verifier.needs_hidden,
+            output_hidden_states=verifier.needs_hidden or bool(taps),
         )
         scores = TargetScores(
             logits=fwd.logits[0].float(),  # [K+1, vocab]
@@ -144,7 +244,11 @@ def generate(
         chunk = chunk[:keep]
         # Roll the target cache back to [.., pending, d_1..d_n]; the new pending token is the
         # correction/bonus, which the next forward feeds.
+        t_crop = time.perf_counter()
         crop_to(cache, tokens.numel() + n)
+        rollback = time.perf_counter() - t_crop
+        if taps:  # features of the committed positions: pending + accepted draft tokens
+            drafter.observe(tuple(fwd.hidden_states[i][0, : n + 1] for i in taps))  # [n+1, hidden] each
         tokens = torch.cat([tokens, torch.tensor(chunk, dtype=torch.long)])
         new_tokens.extend(chunk)
         out.drafted.append(draft.k)
@@ -161,7 +265,8 @@ def generate(
         phase["draft"] += t1 - t0
         phase["target"] += t2 - t1
         phase["verify"] += t3 - t2
-        phase["commit"] += t4 - t3
+        phase["rollback"] += rollback
+        phase["commit"] += t4 - t3 - rollback
         if reason is not None:
             out.stop_reason = reason
             break

@@ -1,7 +1,18 @@
 """Drafters propose; they never decide. See base.Drafter for the interface."""
 
 from .base import Drafter
+from .cross_tokenizer import CrossTokenizerDrafter
+from .eagle3 import Eagle3Drafter
 from .lookup import PromptLookupDrafter, prompt_lookup
+from .mla import MLADrafter
 from .model import ModelDrafter
 
-__all__ = ["Drafter", "ModelDrafter", "PromptLookupDrafter", "prompt_lookup"]
+__all__ = [
+    "CrossTokenizerDrafter",
+    "Drafter",
+    "Eagle3Drafter",
+    "MLADrafter",
+    "ModelDrafter",
+    "PromptLookupDrafter",
+    "prompt_lookup",
+]

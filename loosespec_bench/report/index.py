@@ -1,0 +1,242 @@
+"""The results index: one row per run folder under a results directory.
+
+A run folder is results/<experiment>/<run id>/ with config.yaml, samples.jsonl and, once the run
+ended, summary.json (app.run). Folders of killed or still running runs are indexed too:
+  status = complete   summary.json is newer than samples.jsonl (the run ended after its last sample)
+           partial    samples but no summary, or samples appended after the summary (a resumed run
+                      that was killed): the figures are recomputed from samples.jsonl with the
+                      harness's own metrics.summarize; task-specific quality beyond 0/1 `correct`
+                      (judge ratings, IFEval levels) is then missing
+           empty      config.yaml only (killed before its first sample)
+Hydra's own folders (_hydra, .hydra) and W&B folders (wandb) are skipped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+SKIP_DIRS = {"_hydra", ".hydra", "wandb", "plots", "__pycache__"}
+RUN_FILES = ("summary.json", "samples.jsonl", "config.yaml")
+
+# The columns of the index, in order: a selection of the summary's figures plus the config knobs
+COLUMNS = [
+    "experiment", "run_id", "status", "method", "drafter", "pair", "dataset", "subset",
+    "theta", "W", "K", "mode", "no_window", "criterion", "n_paths", "dropout_p",
+    "temperature", "seed", "tau", "speedup", "speedup_median", "tokens_per_s", "baseline_tokens_per_s",
+    "accuracy", "baseline_accuracy", "score", "score_name", "retention", "retention_ci_low", "retention_ci_high",
+    "identical_to_target", "n_samples", "n_expected", "mismatches", "loose_accepts", "loose_accept_rate",
+    "tau_with_loose", "tau_without_loose", "acceptance_by_position", "hardware", "date", "git_commit",
+    "run_dir", "summary_source",
+]
+NUMERIC = [
+    "theta", "W", "K", "n_paths", "dropout_p", "temperature", "tau", "speedup", "speedup_median", "tokens_per_s",
+    "baseline_tokens_per_s", "accuracy", "baseline_accuracy", "score", "retention", "retention_ci_low",
+    "retention_ci_high", "identical_to_target", "mismatches", "loose_accepts", "loose_accept_rate",
+    "tau_with_loose", "tau_without_loose",
+]
+# Quality figures tried in order for the generic "score" column (the task's headline figure).
+SCORE_KEYS = ("accuracy", "prompt_level_strict_acc", "rating", "quality")
+
+
+def find_run_dirs(results_dir: str | Path) -> list[Path]:
+    """Run folders under results_dir (which may itself be an experiment or a run folder)."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    found: list[Path] = []
+
+    def walk(path: Path) -> None:
+        if any((path / name).is_file() for name in RUN_FILES):
+            found.append(path)
+            return  # a run folder's subfolders (wandb/, plots/) are not runs
+        for child in sorted(path.iterdir()):
+            if child.is_dir() and child.name not in SKIP_DIRS and not child.name.startswith("."):
+                walk(child)
+
+    walk(root)
+    return found
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _complete_lines(path: Path) -> int:
+    """Finished samples in samples.jsonl without parsing them (a cut-off last line is not one)."""
+    if not path.exists():
+        return 0
+    n = 0
+    with path.open("rb") as f:
+        for line in f:
+            n += line.endswith(b"\n")
+    return n
+
+
+def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """samples.jsonl records exactly as the harness reads them on resume (first line per id;
+    a line cut off by a kill is skipped)."""
+    from ..sinks.local import RunFolder
+
+    run_dir = Path(run_dir)
+    if not (run_dir / RunFolder.SAMPLES).exists():
+        return []
+    return RunFolder(run_dir).records()  # the folder exists: RunFolder() creates nothing here
+
+
+def summary_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run figures recomputed from samples (a killed run), with the harness's definitions."""
+    from ..metrics import summarize
+
+    def quality(recs: list[dict[str, Any]]) -> dict[str, Any]:
+        scored = [r for r in recs if (r.get("score") or {}).get("correct") is not None]
+        return {"accuracy": sum(bool(r["score"]["correct"]) for r in scored) / len(scored)} if scored else {}
+
+    summary = summarize(records, quality(records), quality([{**r, **r["baseline"]} for r in records if r.get("baseline")]))
+    return summary
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return None if isinstance(value, float) and math.isnan(value) else float(value)
+    return None
+
+
+def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir: Path | None = None) -> dict[str, Any]:
+    """One index row from a summary (and the run's config, when known)."""
+    cfg = config or {}
+    method_cfg = cfg.get("method") or {}
+    drafter_cfg = cfg.get("drafter") or {}
+    dataset_cfg = cfg.get("dataset") or {}
+    uses_drafter = method_cfg.get("uses_drafter", True) if method_cfg else summary.get("drafter") is not None
+    score_name = next((k for k in SCORE_KEYS if _num(summary.get(k)) is not None), None)
+    languages = dataset_cfg.get("languages")
+    k = summary.get("k")
+    if k is None and drafter_cfg:
+        k = int(drafter_cfg.get("k", 0)) if uses_drafter else 0
+    row: dict[str, Any] = {
+        "experiment": summary.get("experiment") or cfg.get("experiment_name") or (run_dir.parent.name if run_dir else None),
+        "run_id": run_dir.name if run_dir else None,
+        "method": summary.get("method") or method_cfg.get("name"),
+        "drafter": summary.get("drafter") if "drafter" in summary else (drafter_cfg.get("name") if uses_drafter else None),
+        "pair": summary.get("pair") or (cfg.get("pair") or {}).get("name"),
+        "dataset": summary.get("dataset") or dataset_cfg.get("name"),
+        "subset": ",".join(map(str, languages)) if isinstance(languages, list) else None,
+        # theta / W (FLy) and the DropMatch knobs come from the method section when it has them.
+        "theta": _num(method_cfg.get("theta")),
+        "W": _num(method_cfg.get("window")),
+        "K": _num(k),
+        "mode": method_cfg.get("mode"),
+        "no_window": method_cfg.get("no_window"),
+        "criterion": method_cfg.get("criterion"),
+        "n_paths": _num(method_cfg.get("n_paths")),
+        "dropout_p": _num(method_cfg.get("p")),
+        "temperature": _num(summary.get("temperature", (cfg.get("generation") or {}).get("temperature"))),
+        "seed": summary.get("seed", cfg.get("seed")),
+        "tau": _num(summary.get("tau")),
+        "speedup": _num(summary.get("speedup")),
+        "speedup_median": _num(summary.get("speedup_median_of_samples")),
+        "tokens_per_s": _num(summary.get("tokens_per_s")),
+        "baseline_tokens_per_s": _num(summary.get("baseline_tokens_per_s")),
+        "accuracy": _num(summary.get("accuracy")),
+        "baseline_accuracy": _num(summary.get("baseline_accuracy")),
+        "score": _num(summary.get(score_name)) if score_name else None,
+        "score_name": score_name,
+        "retention": _num(summary.get("retention")),
+        "retention_ci_low": _num(summary.get("retention_ci_low")),
+        "retention_ci_high": _num(summary.get("retention_ci_high")),
+        "identical_to_target": _num(summary.get("identical_to_target")),
+        "n_samples": summary.get("n_samples"),
+        "n_expected": dataset_cfg.get("limit"),
+        "mismatches": _num(summary.get("mismatches")),
+        "loose_accepts": _num(summary.get("loose_accepts")),
+        "loose_accept_rate": _num(summary.get("loose_accept_rate")),
+        "tau_with_loose": _num(summary.get("tau_with_loose")),
+        "tau_without_loose": _num(summary.get("tau_without_loose")),
+        "acceptance_by_position": list(summary.get("acceptance_by_position") or []),
+        "hardware": summary.get("hardware"),
+        "date": summary.get("date"),
+        "git_commit": summary.get("git_commit"),
+        "run_dir": str(run_dir) if run_dir else summary.get("run_dir"),
+    }
+    if row["method"] == "ar":
+        row["K"] = 0.0
+        row["drafter"] = None
+    return row
+
+
+def index_run(run_dir: str | Path) -> dict[str, Any]:
+    """The index row of one run folder, complete or not."""
+    run_dir = Path(run_dir)
+    config = _read_yaml(run_dir / "config.yaml")
+    samples = run_dir / "samples.jsonl"
+    summary_path = run_dir / "summary.json"
+    summary = _read_json(summary_path) if summary_path.exists() else None
+    n_lines = _complete_lines(samples)
+    # A summary older than samples.jsonl was written by an earlier invocation; the later one was
+    # killed after appending samples (e.g. a resumed run with a larger dataset.limit).
+    stale = summary is not None and samples.exists() and samples.stat().st_mtime_ns > summary_path.stat().st_mtime_ns
+    if summary is not None and not (stale and n_lines > (summary.get("n_samples") or 0)):
+        row = summary_row(summary, config, run_dir)
+        row.update(status="complete", summary_source="summary.json")
+        return row
+    records = read_records(run_dir) if n_lines else []
+    if records:
+        row = summary_row(summary_from_records(records), config, run_dir)
+        row.update(status="partial", summary_source="samples.jsonl (recomputed: the run did not finish)")
+    else:
+        row = summary_row({"n_samples": 0}, config, run_dir)
+        row.update(status="empty", summary_source="none (no finished sample)")
+    newest = max((p.stat().st_mtime for p in (samples, run_dir / "config.yaml") if p.exists()), default=None)
+    if newest is not None:  # the time of the last write, for lack of the summary's date
+        row["date"] = datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).isoformat(timespec="seconds")
+    return row
+
+
+def load_index(results_dir: str | Path = "results", experiment: str | None = None) -> pd.DataFrame:
+    """One row per run folder under results_dir, columns COLUMNS; experiment filters by
+    experiment name (fnmatch pattern). Sorted by experiment, method, drafter, K, dataset."""
+    from fnmatch import fnmatch
+
+    rows = [index_run(d) for d in find_run_dirs(results_dir)]
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for col in NUMERIC:  # None -> NaN, so that means and sorting work column-wise
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    if experiment:
+        df = df[df["experiment"].astype(str).map(lambda e: fnmatch(e, experiment))]
+    if df.empty:
+        return df.reset_index(drop=True)
+    df = df.sort_values(["experiment", "method", "drafter", "K", "pair", "dataset", "run_id"], na_position="first", kind="stable")
+    return df.reset_index(drop=True)
+
+
+def index_to_csv(df: pd.DataFrame, path: str | Path) -> Path:
+    """The index as CSV (list columns as JSON)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = df.copy()
+    out["acceptance_by_position"] = out["acceptance_by_position"].map(
+        lambda v: json.dumps([round(x, 6) for x in v]) if isinstance(v, list) else ""
+    )
+    out.to_csv(path, index=False)
+    return path

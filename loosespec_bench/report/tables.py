@@ -1,0 +1,542 @@
+"""Paper tables: our runs beside the published figures, as Markdown, LaTeX and CSV.
+
+Tables (the layouts of the two papers):
+- fly_main: methods as rows, data sets as columns (speedup and tau each), the in-distribution
+  (ID) and out-of-distribution (OOD) means, the mean over all sets run, the lowest accuracy
+  retention, and FLy's speedup over EAGLE-3 on the OOD sets;
+- fly_ablation_{theta,W,K,MLA}: one row per FLy configuration along one axis;
+- dropmatch_main: SD vs SD + DropMatch (tau, speedup, task score) per pair / data set / drafter;
+- dropmatch_eagle3: EAGLE-3 vs EAGLE-3 + DropMatch.
+
+Published figures come from published.csv (one number per row, each with its source). Cells say
+"not run" where we have no run and "not sourced" where published.csv holds no figure: never 0.
+Our figures: the mean over the runs of one configuration (seeds, language subsets) on one data
+set; speedup = method tokens/s over target-alone tokens/s, paired per sample (app.run); tau =
+emitted tokens / verification steps, bonus or correction token included.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+PUBLISHED_CSV = Path(__file__).with_name("published.csv")
+
+# FLy's split (ALGORITHMS.md): in-distribution for the drafters / EAGLE-3 training data, and not.
+ID_SETS = ("gsm8k", "humaneval", "mbpp")
+OOD_SETS = ("mgsm", "niah", "acp")
+NOT_RUN = "not run"
+NOT_SOURCED = "not sourced"
+NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone accuracy 0)
+METHOD_NAMES = {"fly": "FLy", "spd": "SPD", "dropmatch": "DropMatch", "ar": "target alone"}
+# Configuration = every knob that changes what a run computes (runs that differ only in seed or
+# data subset are averaged into one row).
+CONFIG_KEYS = ["pair", "method", "drafter", "K", "theta", "W", "mode", "no_window", "criterion", "n_paths", "dropout_p", "temperature"]
+
+
+# -- cells ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Num:
+    """A figure with its kind: speedup (x), tau, ratio (x), score (fraction)."""
+
+    value: float
+    kind: str = "score"
+    high: float | None = None  # a published range value..high
+    bound: str | None = None  # ">=" or "<=" ("up to")
+    of: str | None = None  # "n/m": a mean over n of the m sets it should cover
+
+    def text(self, latex: bool = False) -> str:
+        digits = 3 if self.kind == "score" else 2
+        times = r"$\times$" if latex else "×"
+        unit = times if self.kind in ("speedup", "ratio") else ""
+        core = f"{self.value:.{digits}f}"
+        if self.high is not None:
+            core += ("--" if latex else "–") + f"{self.high:.{digits}f}"
+        core += unit
+        if self.bound == ">=":
+            core = (r"$\geq$" if latex else "≥") + core
+        elif self.bound == "<=":
+            core = "up to " + core
+        if self.of:
+            core += f" ({self.of} sets)"
+        return core
+
+    def raw(self) -> str:
+        out = f"{self.value:.4g}"
+        if self.high is not None:
+            out += f"-{self.high:.4g}"
+        if self.bound:
+            out = self.bound + out
+        return out
+
+
+def _cell_text(cell: Any, latex: bool = False) -> str:
+    if isinstance(cell, Num):
+        return cell.text(latex)
+    if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+        return ""
+    if isinstance(cell, float):
+        return f"{cell:g}"
+    return _latex_escape(str(cell)) if latex else str(cell)
+
+
+def _latex_escape(text: str) -> str:
+    repl = {
+        "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
+        "×": r"$\times$", "÷": r"$/$", "θ": r"$\theta$", "≥": r"$\geq$", "≤": r"$\leq$", "–": "--", "→": r"$\to$",
+    }
+    return "".join(repl.get(ch, ch) for ch in text)
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_markdown(self) -> str:
+        def esc(s: str) -> str:
+            return s.replace("|", r"\|")
+
+        lines = [f"### {self.title}", "", "| " + " | ".join(esc(c) for c in self.columns) + " |"]
+        lines.append("|" + "|".join("---" for _ in self.columns) + "|")
+        lines += ["| " + " | ".join(esc(_cell_text(c)) for c in row) + " |" for row in self.rows]
+        if self.notes:
+            lines += [""] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def to_latex(self) -> str:
+        spec = "l" * min(3, len(self.columns)) + "r" * max(0, len(self.columns) - 3)
+        head = " & ".join(_latex_escape(c) for c in self.columns) + r" \\"
+        body = [" & ".join(_cell_text(c, latex=True) for c in row) + r" \\" for row in self.rows]
+        label = re.sub(r"[^a-z0-9_]", "_", self.name.lower())
+        notes = "".join(f"% {n}\n" for n in self.notes)
+        return (
+            f"% {self.title}\n% needs \\usepackage{{booktabs,graphicx}}\n{notes}"
+            "\\begin{table}[t]\n\\centering\n\\small\n"
+            f"\\caption{{{_latex_escape(self.title)}}}\n\\label{{tab:{label}}}\n"
+            "\\resizebox{\\linewidth}{!}{%\n"
+            f"\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head}\n\\midrule\n" + "\n".join(body) + "\n"
+            "\\bottomrule\n\\end{tabular}}\n\\end{table}\n"
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """Raw values (numbers unformatted, markers as text) for CSV."""
+        return pd.DataFrame([[c.raw() if isinstance(c, Num) else c for c in row] for row in self.rows], columns=self.columns)
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / f"{self.name}.md", out / f"{self.name}.tex", out / f"{self.name}.csv"]
+        paths[0].write_text(self.to_markdown(), encoding="utf-8")
+        paths[1].write_text(self.to_latex(), encoding="utf-8")
+        self.to_frame().to_csv(paths[2], index=False)
+        return paths
+
+
+# -- inputs -----------------------------------------------------------------------------------
+def load_published(path: str | Path = PUBLISHED_CSV) -> pd.DataFrame:
+    df = pd.read_csv(path, dtype={"k": "Int64", "arxiv": str}, keep_default_na=True)
+    return df.astype(object).where(df.notna(), None)
+
+
+def our_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """Runs with at least one finished sample (complete, or partial: recomputed figures)."""
+    if df.empty:
+        return df
+    keep = df["status"].isin(["complete", "partial"]) & (pd.to_numeric(df["n_samples"], errors="coerce").fillna(0) > 0)
+    return df[keep].copy()
+
+
+def _nan(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _key(row: pd.Series | dict, keys: Iterable[str] = CONFIG_KEYS) -> tuple:
+    return tuple(None if _nan(row.get(k)) else row.get(k) for k in keys)
+
+
+def _mean(values: Iterable[Any]) -> float | None:
+    xs = [float(v) for v in values if not _nan(v)]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _figure(members: list, metric: str, kind: str) -> Any:
+    """The mean of one figure over a configuration's runs: 'not run' without runs, 'n/a' when
+    the runs exist but the figure is undefined in all of them."""
+    if not members:
+        return NOT_RUN
+    v = _mean(m[metric] for m in members)
+    return Num(v, kind) if v is not None else NA
+
+
+def is_eagle(drafter: Any) -> bool:
+    return isinstance(drafter, str) and drafter.lower().startswith("eagle")
+
+
+def method_label(row: dict | pd.Series, skip: Iterable[str] = ()) -> str:
+    """e.g. 'FLy (mla, K=15, θ=0.3, W=6)', 'SPD (pld, K=10)', 'EAGLE-3 + DropMatch (K=10, js)'.
+    skip: index columns left out (the x axis of a plot)."""
+    skip = set(skip)
+    row = {k: (None if k in skip else v) for k, v in dict(row).items()}
+    method, drafter = row.get("method"), row.get("drafter")
+    if is_eagle(drafter):
+        name = "EAGLE-3" + (" + DropMatch" if method == "dropmatch" else " + FLy" if method == "fly" else "")
+        parts = []
+    elif method == "spd" and drafter == "pld":
+        name, parts = "PLD", []
+    else:
+        name = METHOD_NAMES.get(method, str(method))
+        parts = [str(drafter)] if drafter else []
+    if not _nan(row.get("K")) and row.get("K"):
+        parts.append(f"K={int(row['K'])}")
+    if method == "fly":
+        if not _nan(row.get("theta")):
+            parts.append(f"θ={row['theta']:g}")
+        if not _nan(row.get("W")):
+            parts.append(f"W={int(row['W'])}")
+        if row.get("mode") not in (None, "code"):
+            parts.append(f"mode={row['mode']}")
+        if row.get("no_window") is True:
+            parts.append("no window")
+    if method == "dropmatch":
+        for key, fmt in (("criterion", "{}"), ("n_paths", "N={:g}"), ("dropout_p", "p={:g}")):
+            if not _nan(row.get(key)):
+                parts.append(fmt.format(row[key]))
+    if not _nan(row.get("temperature")) and row.get("temperature"):
+        parts.append(f"T={row['temperature']:g}")
+    return f"{name} ({', '.join(parts)})" if parts else name
+
+
+def _pub_source(rows: Iterable[dict]) -> str:
+    locs = sorted({f"{r['paper']}, {r['location']}, arXiv:{r['arxiv']}" for r in rows})
+    return "published: " + "; ".join(locs)
+
+
+def _pub_num(r: dict, kind: str) -> Num:
+    return Num(float(r["value"]), kind, high=None if _nan(r.get("value_high")) else float(r["value_high"]), bound=r.get("bound"))
+
+
+def _kind(metric: str) -> str:
+    return {"speedup": "speedup", "tau": "tau", "retention": "score", "score": "score"}.get(metric, "ratio")
+
+
+def _partial_note(runs: pd.DataFrame) -> list[str]:
+    n = int((runs["status"] == "partial").sum()) if not runs.empty else 0
+    return [f"includes {n} unfinished run(s) (killed; figures recomputed from their finished samples)"] if n else []
+
+
+def _subset_notes(runs: pd.DataFrame) -> list[str]:
+    notes = []
+    for ds, group in runs.groupby("dataset"):
+        subsets = sorted({s for s in group["subset"] if isinstance(s, str)})
+        if subsets:
+            notes.append(f"{ds}: subsets run: {' | '.join(subsets)} (averaged per configuration)")
+    return notes
+
+
+# -- FLy main table ----------------------------------------------------------------------------
+def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
+    published = load_published() if published is None else published
+    runs = our_runs(index)
+    runs = runs[runs["method"] != "ar"] if not runs.empty else runs
+    extra = sorted(set(runs["dataset"].dropna()) - set(ID_SETS) - set(OOD_SETS)) if not runs.empty else []
+    datasets = [*ID_SETS, *OOD_SETS, *extra]
+    columns = ["source", "pair", "method"]
+    for ds in datasets:
+        columns += [f"{ds} speedup", f"{ds} tau"]
+    columns += ["ID mean speedup", "ID mean tau", "OOD mean speedup", "OOD mean tau", "mean speedup (all sets)", "min retention", "speedup ÷ EAGLE-3 (OOD)"]
+
+    # Our rows: one per configuration; per data set the mean over its runs.
+    ours: dict[tuple, dict[str, Any]] = {}
+    for _, r in runs.iterrows():
+        entry = ours.setdefault(_key(r), {"row": r, "by_ds": {}})
+        entry["by_ds"].setdefault(r["dataset"], []).append(r)
+
+    def set_means(by_ds: dict[str, list], sets: tuple[str, ...], metric: str, kind: str) -> Any:
+        if not any(d in by_ds for d in sets):
+            return NOT_RUN
+        per = [_mean(x[metric] for x in by_ds[d]) for d in sets if d in by_ds]
+        per = [p for p in per if p is not None]
+        if not per:
+            return NA
+        return Num(sum(per) / len(per), kind, of=None if len(per) == len(sets) else f"{len(per)}/{len(sets)}")
+
+    eagle_ood: dict[Any, float] = {}
+    for entry in ours.values():
+        r = entry["row"]
+        if is_eagle(r["drafter"]) and r["method"] == "spd":
+            m = set_means(entry["by_ds"], OOD_SETS, "speedup", "speedup")
+            if isinstance(m, Num):
+                eagle_ood[r["pair"]] = m.value
+
+    our_rows: list[tuple[str, list[Any]]] = []
+    for entry in ours.values():
+        r, by_ds = entry["row"], entry["by_ds"]
+        cells: list[Any] = ["ours", r["pair"], method_label(r)]
+        for ds in datasets:
+            for metric, kind in (("speedup", "speedup"), ("tau", "tau")):
+                cells.append(_figure(by_ds.get(ds, []), metric, kind))
+        ood = set_means(by_ds, OOD_SETS, "speedup", "speedup")
+        all_means = [_mean(x["speedup"] for x in rows) for rows in by_ds.values()]
+        all_means = [v for v in all_means if v is not None]
+        retentions = [_mean(x["retention"] for x in rows) for rows in by_ds.values()]
+        retentions = [v for v in retentions if v is not None]
+        ratio: Any = NOT_RUN if r["method"] == "fly" else NA  # a FLy figure only
+        if r["method"] == "fly" and isinstance(ood, Num) and eagle_ood.get(r["pair"]):
+            ratio = Num(ood.value / eagle_ood[r["pair"]], "ratio")
+        cells += [
+            set_means(by_ds, ID_SETS, "speedup", "speedup"),
+            set_means(by_ds, ID_SETS, "tau", "tau"),
+            ood,
+            set_means(by_ds, OOD_SETS, "tau", "tau"),
+            Num(sum(all_means) / len(all_means), "speedup") if all_means else NA,
+            Num(min(retentions), "score") if retentions else NA,
+            ratio,
+        ]
+        our_rows.append((r["pair"], cells))
+
+    # Published rows: one per (pair, method, drafter) of published.csv's fly_main figures.
+    pub = [dict(p) for _, p in published[published["table"] == "fly_main"].iterrows()]
+    pub_rows: list[tuple[str, list[Any]]] = []
+    groups: dict[tuple, list[dict]] = {}
+    for p in pub:
+        groups.setdefault((p["pair"], p["method"]), []).append(p)
+    scope_col = {
+        ("mean", "speedup"): "mean speedup (all sets)", ("id_mean", "speedup"): "ID mean speedup",
+        ("id_mean", "tau"): "ID mean tau", ("ood_mean", "speedup"): "OOD mean speedup", ("ood_mean", "tau"): "OOD mean tau",
+        ("all", "retention"): "min retention", ("ood_mean", "speedup_over_eagle3"): "speedup ÷ EAGLE-3 (OOD)",
+    }
+    for (pair, method), rows in groups.items():
+        cells = {c: NOT_SOURCED for c in columns}
+        cells.update(source=_pub_source(rows), pair=pair, method=f"{METHOD_NAMES.get(method, method)} (paper)")
+        for p in rows:
+            col = scope_col.get((p["dataset"], p["metric"])) or f"{p['dataset']} {p['metric']}"
+            if col in cells:
+                cells[col] = _pub_num(p, _kind(p["metric"]))
+        pub_rows.append((pair, [cells[c] for c in columns]))
+        # Our counterpart, when we have no run for that pair and method: a row of "not run".
+        if pair not in ("all", "not stated") and not any(k[0] == pair and k[1] == method for k in ours):
+            our_rows.append((pair, ["ours", pair, f"{METHOD_NAMES.get(method, method)}"] + [NOT_RUN] * (len(columns) - 3)))
+
+    rows = _interleave(pub_rows, our_rows)
+    notes = [
+        "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included.",
+        f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). A mean over fewer sets than the split says '(n/m sets)'.",
+        "'not run': no finished run of ours; 'n/a': run, but the figure is undefined (retention with target-alone accuracy 0, speedup without a paired baseline); 'not sourced': no published figure in published.csv (see its source and note columns).",
+        *_subset_notes(runs),
+        *_partial_note(runs),
+        *[f"published {p['pair']} {p['metric']} ({p['dataset']}): {p['note']}" for p in pub],
+    ]
+    return Table("fly_main", "FLy main results: speedup and tau per data set, ours beside published", columns, rows, notes)
+
+
+def _interleave(pub_rows: list[tuple[str, list]], our_rows: list[tuple[str, list]]) -> list[list[Any]]:
+    """Rows grouped by pair: published first, then ours; pairs in order of first appearance."""
+    order: list[str] = []
+    for pair, _ in [*pub_rows, *our_rows]:
+        if pair not in order:
+            order.append(pair)
+    out = []
+    for pair in order:
+        out += [cells for p, cells in pub_rows if p == pair]
+        out += sorted((cells for p, cells in our_rows if p == pair), key=lambda c: str(c[2]))
+    return out
+
+
+# -- FLy ablations ---------------------------------------------------------------------------
+ABLATIONS = {
+    # axis: (index column, header, experiment name part)
+    "theta": ("theta", "θ (entropy threshold)", "theta"),
+    "W": ("W", "W (window, tokens)", "window"),
+    "K": ("K", "K (draft tokens)", "k"),
+    "MLA": ("drafter", "MLA", "mla"),
+}
+
+
+def _mla(drafter: Any) -> str:
+    return {"mla": "on", "model": "off"}.get(drafter, f"off ({drafter})" if drafter else "off")
+
+
+def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame | None = None) -> Table:
+    """FLy along one axis (theta, W, K, MLA). Runs of experiments named *ablation_<axis>* are
+    used when there are any, else every FLy run; one row per configuration, its figures the mean
+    over the data sets it ran (listed)."""
+    del published  # the papers' ablation figures are not sourced yet: the column says so
+    col, header, exp_part = ABLATIONS[axis]
+    runs = our_runs(index)
+    fly = runs[runs["method"] == "fly"] if not runs.empty else runs
+    if not fly.empty:
+        dedicated = fly[fly["experiment"].astype(str).map(lambda e: fnmatch(e, f"*ablation_{exp_part}*"))]
+        fly = dedicated if not dedicated.empty else fly
+    others = [("K", "K"), ("W", "W"), ("theta", "θ"), ("drafter", "MLA"), ("mode", "mode"), ("no_window", "no_window")]
+    columns = [header, "source", "pair", "other settings", "data sets", "speedup", "tau", "tau without loose accepts",
+               "loose accept rate", "retention", "published speedup"]
+    rows: list[list[Any]] = []
+    groups: dict[tuple, list] = {}
+    for _, r in fly.iterrows():
+        groups.setdefault(_key(r), []).append(r)
+    for members in groups.values():
+        r = members[0]
+        value = _mla(r["drafter"]) if axis == "MLA" else (None if _nan(r[col]) else r[col])
+        settings = []
+        for key, name in others:
+            if key == col or _nan(r.get(key)) or (key == "no_window" and r.get(key) is not True):
+                continue
+            v = r[key]
+            settings.append(f"{name}={_mla(v)}" if key == "drafter" else f"{name}={v:g}" if isinstance(v, float) else f"{name}={v}")
+
+        def avg(metric: str, kind: str) -> Any:
+            return _figure(members, metric, kind)
+
+        rows.append([
+            value if value is not None else "",
+            "ours",
+            r["pair"],
+            ", ".join(settings),
+            ", ".join(sorted({str(m["dataset"]) for m in members})),
+            avg("speedup", "speedup"),
+            avg("tau", "tau"),
+            avg("tau_without_loose", "tau"),
+            avg("loose_accept_rate", "score"),
+            avg("retention", "score"),
+            NOT_SOURCED,
+        ])
+    rows.sort(key=lambda c: (str(c[2]), _sort_key(c[0]), c[3]))
+    if not rows:
+        rows.append([NOT_RUN, "ours", NOT_RUN, "", "", NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN, NOT_SOURCED])
+    notes = [
+        "Each row: the mean over the data sets (and seeds) of one configuration.",
+        "tau without loose accepts: what exact match would have accepted on the same drafts (metrics.loose_summary).",
+        "published speedup: 'not sourced' (the papers' ablation figures are not in published.csv).",
+        *_partial_note(fly),
+    ]
+    return Table(f"fly_ablation_{axis}", f"FLy ablation over {header}", columns, rows, notes)
+
+
+def _sort_key(v: Any) -> tuple:
+    return (0, float(v), "") if isinstance(v, (int, float)) and not _nan(v) else (1, 0.0, str(v))
+
+
+# -- DropMatch tables ------------------------------------------------------------------------
+def _versus_table(
+    index: pd.DataFrame, published: pd.DataFrame, *, name: str, title: str, eagle: bool, base_label: str
+) -> Table:
+    """Base method (SPD with a drafter) vs the same drafter + DropMatch, per pair/data set/K."""
+    runs = our_runs(index)
+    if not runs.empty:
+        runs = runs[runs["drafter"].map(is_eagle) == eagle]
+        runs = runs[runs["method"].isin(["spd", "dropmatch"])]
+    base_keys = ["pair", "dataset", "drafter", "K", "temperature"]
+    columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting",
+               f"{base_label} tau", "+DropMatch tau", f"{base_label} speedup", "+DropMatch speedup",
+               f"{base_label} score", "+DropMatch score", f"speedup ÷ {base_label}"]
+
+    def figs(members: list) -> tuple[Any, Any, Any]:
+        return tuple(_figure(members, metric, kind) for metric, kind in (("tau", "tau"), ("speedup", "speedup"), ("score", "score")))
+
+    base: dict[tuple, list] = {}
+    dm: dict[tuple, list] = {}
+    for _, r in runs.iterrows():
+        if r["method"] == "spd":
+            base.setdefault(_key(r, base_keys), []).append(r)
+        else:  # one DropMatch row per (base configuration, DropMatch knobs)
+            dm.setdefault((_key(r, base_keys), _key(r, ["criterion", "n_paths", "dropout_p"])), []).append(r)
+    our_rows: list[tuple[str, list]] = []
+    seen_base = set()
+    for (bkey, dkey), members in dm.items():
+        seen_base.add(bkey)
+        b = figs(base.get(bkey, []))
+        d = figs(members)
+        gain: Any = NOT_RUN if NOT_RUN in (b[1], d[1]) else NA
+        if isinstance(d[1], Num) and isinstance(b[1], Num) and b[1].value:
+            gain = Num(d[1].value / b[1].value, "ratio")
+        r = members[0]
+        setting = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in zip(("criterion", "N", "p"), dkey) if v is not None)
+        our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), setting,
+                                     b[0], d[0], b[1], d[1], b[2], d[2], gain]))
+    for bkey, members in base.items():
+        if bkey in seen_base:
+            continue
+        r = members[0]
+        b = figs(members)
+        our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), NOT_RUN,
+                                     b[0], NOT_RUN, b[1], NOT_RUN, b[2], NOT_RUN, NOT_RUN]))
+
+    pub = [dict(p) for _, p in published[published["table"] == name].iterrows()]
+    groups: dict[tuple, list[dict]] = {}
+    for p in pub:
+        groups.setdefault((p["pair"], p["dataset"], p["k"]), []).append(p)
+    pub_rows: list[tuple[str, list]] = []
+    for (pair, dataset, k), rows in groups.items():
+        cells = dict.fromkeys(columns, NOT_SOURCED)
+        drafters = sorted({str(p["drafter"]) for p in rows if p.get("drafter")})
+        cells.update({"source": _pub_source(rows), "pair": pair, "data set": dataset,
+                      "drafter": ", ".join(drafters) or "not stated", "K": k if k is not None else "not stated",
+                      "DropMatch setting": "paper"})
+        for p in rows:
+            if p["metric"] == "speedup_gain":
+                cells[f"speedup ÷ {base_label}"] = _pub_num(p, "ratio")
+                continue
+            side = f"{base_label} " if p["method"] == "spd" else "+DropMatch "
+            col = side + {"tau": "tau", "speedup": "speedup", "score": "score"}.get(p["metric"], p["metric"])
+            if col in cells:
+                cells[col] = _pub_num(p, _kind(p["metric"]))
+        pub_rows.append((pair, [cells[c] for c in columns]))
+        ours_for = [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset)]
+        if pair != "all" and not ours_for:
+            our_rows.append((pair, ["ours", "any" if pair == "not stated" else pair, "any" if dataset == "not stated" else dataset, "eagle3" if eagle else "any",
+                                    k if k is not None else "any", NOT_RUN] + [NOT_RUN] * 7))
+    notes = [
+        f"{base_label}: exact-match speculative decoding{' with the EAGLE-3 drafter' if eagle else ''}; +DropMatch: the same drafter and K with method=dropmatch.",
+        "speedup over the target alone (paired per sample); tau includes the bonus/correction token; score = the task's headline quality figure (accuracy, IFEval prompt-level strict, judge rating).",
+        "'not run': no finished run of ours; 'n/a': run, but the figure is undefined; 'not sourced': no published figure in published.csv.",
+        *_partial_note(runs),
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}): {p['note']}" for p in pub],
+    ]
+    return Table(name, title, columns, _interleave(pub_rows, our_rows), notes)
+
+
+def _int(v: Any) -> Any:
+    return int(v) if not _nan(v) else ""
+
+
+def dropmatch_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
+    published = load_published() if published is None else published
+    return _versus_table(index, published, name="dropmatch_main", title="DropMatch main results: SD vs SD + DropMatch",
+                         eagle=False, base_label="SD")
+
+
+def dropmatch_eagle3_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
+    published = load_published() if published is None else published
+    return _versus_table(index, published, name="dropmatch_eagle3", title="DropMatch on top of EAGLE-3",
+                         eagle=True, base_label="EAGLE-3")
+
+
+def build_tables(index: pd.DataFrame, published: pd.DataFrame | None = None) -> list[Table]:
+    published = load_published() if published is None else published
+    return [
+        fly_main_table(index, published),
+        *[fly_ablation_table(index, axis, published) for axis in ABLATIONS],
+        dropmatch_main_table(index, published),
+        dropmatch_eagle3_table(index, published),
+    ]
+
+
+def write_tables(index: pd.DataFrame, out_dir: str | Path, published: pd.DataFrame | None = None) -> list[Path]:
+    """Every table as <name>.md/.tex/.csv in out_dir, plus tables.md with all of them."""
+    out = Path(out_dir)
+    tables = build_tables(index, published)
+    paths = [p for t in tables for p in t.write(out)]
+    combined = out / "tables.md"
+    combined.write_text("# Paper tables\n\n" + "\n".join(t.to_markdown() for t in tables), encoding="utf-8")
+    return [combined, *paths]

@@ -1,0 +1,308 @@
+"""Weights & Biases tracker: `logger=wandb` (conf/logger/wandb.yaml).
+
+Offline by default: no account, no network. The W&B run is written inside the run folder,
+    results/<experiment>/<run id>/wandb/offline-run-<time>-<wandb id>/run-<wandb id>.wandb
+and uploaded later with `wandb sync <that folder>` (a whole sweep:
+`wandb sync results/<experiment>/*/wandb/offline-run-*`).
+`logger.mode=online` logs live (needs `wandb login` or WANDB_API_KEY).
+
+What is logged:
+- config: the resolved Hydra config, plus run_id and run_dir; name = the run id (the config
+  hash that names the run folder); group = experiment_name, so a sweep shows as one group per
+  experiment; tags = logger.tags + method/drafter/pair/dataset;
+- per sample (x axis sample/index): tau, tokens, steps, tokens/s, the paired target-alone
+  tokens/s and the sample's speedup, identical-to-target, score fields, loose accepts;
+- per verification step (x axis step/index, when logger.log_steps): draft tokens offered and
+  accepted, accepted length (accepted + 1, the tau of that step), and for lossy rules the raw
+  mismatches and loose accepts of the step;
+- at the end: the run summary (scalars; nested fields flattened as a/b), a samples table, and
+  the per-run plots (acceptance rate by draft position, FLy mismatch entropies) as images.
+
+This class may raise: app.run only ever calls it through sinks.trackers.SafeTracker.
+The W&B id is fresh per process; a resumed run folder therefore gets a second W&B run (same
+name and group) whose per-sample history holds the newly finished samples and whose summary
+and samples table cover all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+MODES = ("offline", "online", "disabled")
+TAG_MAX = 64  # W&B rejects longer tags
+
+
+def _number(value: Any) -> float | int | None:
+    """A loggable scalar (bools as 0/1), or None."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return value
+    return None
+
+
+def flatten_summary(summary: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Scalars and strings of a (nested) summary as flat keys: phase_fraction/draft,
+    acceptance_by_position/1 (1-based draft position)."""
+    out: dict[str, Any] = {}
+    for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_summary(value, f"{name}/"))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value, 1):
+                if _number(item) is not None:
+                    out[f"{name}/{i}"] = _number(item)
+        elif _number(value) is not None:
+            out[name] = _number(value)
+        elif isinstance(value, str):
+            out[name] = value
+    return out
+
+
+def sample_log(record: dict[str, Any], index: int) -> dict[str, Any]:
+    """Per-sample metrics from one samples.jsonl record (the keys app.Runner writes)."""
+    m = record.get("metrics", {})
+    data: dict[str, Any] = {"sample/index": index}
+    for key in ("tau", "new_tokens", "steps", "tokens_per_s", "prefill_s", "decode_s", "total_s", "prompt_tokens"):
+        if _number(m.get(key)) is not None:
+            data[f"sample/{key}"] = m[key]
+    for key, value in (record.get("score") or {}).items():
+        if _number(value) is not None:
+            data[f"sample/score/{key}"] = _number(value)
+    base = record.get("baseline")
+    if base:
+        bm = base.get("metrics", {})
+        if _number(bm.get("tokens_per_s")) is not None:
+            data["sample/baseline_tokens_per_s"] = bm["tokens_per_s"]
+            if bm["tokens_per_s"] > 0 and _number(m.get("tokens_per_s")) is not None:
+                data["sample/speedup"] = m["tokens_per_s"] / bm["tokens_per_s"]
+        data["sample/identical_to_target"] = int(base.get("output_ids") == record.get("output_ids"))
+        for key, value in (base.get("score") or {}).items():
+            if _number(value) is not None:
+                data[f"sample/baseline_score/{key}"] = _number(value)
+    loose = [s for s in record.get("steps", []) if "raw_match" in s]
+    if loose:
+        data["sample/mismatches"] = sum(sum(not f for f in s["raw_match"]) for s in loose)
+        data["sample/loose_accepts"] = sum(len(s.get("loose_accepted", [])) for s in loose)
+    return data
+
+
+def step_logs(record: dict[str, Any], index: int, first_step: int) -> list[dict[str, Any]]:
+    """Per-step rows: offered/accepted draft tokens, and the loose-rule fields when present."""
+    m = record.get("metrics", {})
+    accepted, drafted = m.get("accepted", []), m.get("drafted", [])
+    steps = record.get("steps", [])
+    aligned = len(steps) == len(accepted)
+    rows = []
+    for j, (acc, off) in enumerate(zip(accepted, drafted)):
+        row = {
+            "step/index": first_step + j,
+            "step/sample": index,
+            "step/drafted": off,
+            "step/accepted": acc,
+            "step/accepted_length": acc + 1,  # accepted drafts + the correction/bonus token
+        }
+        if aligned and "raw_match" in steps[j]:
+            row["step/mismatches"] = sum(not f for f in steps[j]["raw_match"])
+            row["step/loose_accepts"] = len(steps[j].get("loose_accepted", []))
+        rows.append(row)
+    return rows
+
+
+SAMPLE_COLUMNS = [
+    "id", "meta", "tau", "new_tokens", "steps", "tokens_per_s", "baseline_tokens_per_s", "speedup",
+    "correct", "baseline_correct", "identical_to_target", "loose_accepts", "output_text", "reference",
+]
+
+
+def sample_row(record: dict[str, Any], max_chars: int) -> list[Any]:
+    m = record.get("metrics", {})
+    base = record.get("baseline") or {}
+    bm = base.get("metrics", {})
+    b_tps = bm.get("tokens_per_s")
+    speedup = m.get("tokens_per_s") / b_tps if b_tps else None
+    meta = record.get("meta")
+    return [
+        str(record.get("id")),
+        ", ".join(f"{k}={v}" for k, v in meta.items()) if isinstance(meta, dict) else str(meta or ""),
+        m.get("tau"),
+        m.get("new_tokens"),
+        m.get("steps"),
+        m.get("tokens_per_s"),
+        b_tps,
+        speedup,
+        _number((record.get("score") or {}).get("correct")),
+        _number((base.get("score") or {}).get("correct")),
+        int(base.get("output_ids") == record.get("output_ids")) if base else None,
+        sum(len(s.get("loose_accepted", [])) for s in record.get("steps", [])) if record.get("steps") else None,
+        str(record.get("output_text", ""))[:max_chars],
+        str(record.get("reference", ""))[:max_chars],
+    ]
+
+
+class WandbTracker:
+    """W&B run per run folder. Arguments are the keys of conf/logger/wandb.yaml."""
+
+    def __init__(
+        self,
+        project: str = "loosespec_bench",
+        entity: str | None = None,
+        mode: str = "offline",
+        group: str | None = None,
+        tags: list[str] | None = None,
+        job_type: str | None = None,
+        notes: str | None = None,
+        log_steps: bool = True,
+        plots: bool = True,
+        system_metrics: bool = True,
+        max_table_rows: int = 1000,
+        max_text_chars: int = 2000,
+        init_timeout: float = 60.0,
+        teardown: bool = True,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"logger.mode={mode!r} must be one of {', '.join(MODES)}")
+        self.project = project
+        self.entity = entity
+        self.mode = mode
+        self.group = group
+        self.tags = [str(t) for t in (tags or [])]
+        self.job_type = job_type
+        self.notes = notes
+        self.log_steps = bool(log_steps)
+        self.plots = bool(plots)
+        self.system_metrics = bool(system_metrics)
+        self.max_table_rows = int(max_table_rows)
+        self.max_text_chars = int(max_text_chars)
+        self.init_timeout = float(init_timeout)
+        self.teardown = bool(teardown)
+        self.run: Any = None
+        self.run_dir: Path | None = None
+        self.wandb_dir: Path | None = None  # offline-run-* (or run-*) folder of this W&B run
+        self._n_samples = 0
+        self._n_steps = 0
+        self._method: dict[str, Any] = {}  # FLy's mode and theta, for the entropy plot
+        self._config: dict[str, Any] = {}  # the resolved config, for the plots' labels
+
+    def start(self, cfg: DictConfig, run_dir: Path, run_id: str) -> None:
+        import wandb  # imported here: a missing package is a tracker failure, not an import error of the app
+
+        config = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+        assert isinstance(config, dict)
+        config.update(run_id=run_id, run_dir=str(run_dir))
+        method = (config.get("method") or {}).get("name")
+        uses_drafter = (config.get("method") or {}).get("uses_drafter", True)
+        facets = {
+            "method": method,
+            "drafter": (config.get("drafter") or {}).get("name") if uses_drafter else None,
+            "pair": (config.get("pair") or {}).get("name"),
+            "dataset": (config.get("dataset") or {}).get("name"),
+        }
+        tags = self.tags + [f"{k}:{v}" for k, v in facets.items() if v]
+        self.run_dir = Path(run_dir)
+        self._config = config
+        method_cfg = config.get("method") or {}
+        self._method = {"mode": method_cfg.get("mode"), "theta": method_cfg.get("theta")}
+        settings = wandb.Settings(
+            console="off",  # the harness's own output stays as it is
+            silent=True,
+            disable_git=True,  # the summary records the git commit itself
+            save_code=False,
+            x_disable_stats=not self.system_metrics,
+            init_timeout=self.init_timeout,
+        )
+        self.run = wandb.init(
+            project=self.project,
+            entity=self.entity,
+            group=self.group or config.get("experiment_name"),
+            job_type=self.job_type or method,
+            name=run_id,
+            id=uuid.uuid4().hex[:12],  # fresh per process (see the module docstring)
+            tags=[t[:TAG_MAX] for t in dict.fromkeys(tags)],
+            notes=self.notes,
+            config=config,
+            dir=str(self.run_dir),
+            mode=self.mode,
+            reinit="create_new",  # one process may run a whole Hydra sweep: one W&B run per point
+            settings=settings,
+        )
+        self.wandb_dir = Path(self.run.dir).parent
+        self.run.define_metric("sample/index")
+        self.run.define_metric("sample/*", step_metric="sample/index")
+        self.run.define_metric("step/index")
+        self.run.define_metric("step/*", step_metric="step/index")
+
+    def log_sample(self, record: dict[str, Any]) -> None:
+        index = self._n_samples
+        self.run.log(sample_log(record, index))
+        if self.log_steps:
+            rows = step_logs(record, index, self._n_steps)
+            for row in rows:
+                self.run.log(row)
+            self._n_steps += len(rows)
+        self._n_samples += 1
+
+    def finish(self, summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        import wandb
+
+        self.run.summary.update(flatten_summary(summary))
+        table = wandb.Table(
+            columns=SAMPLE_COLUMNS, data=[sample_row(r, self.max_text_chars) for r in records[: self.max_table_rows]]
+        )
+        self.run.log({"samples": table})
+        if self.plots:
+            try:
+                images = {f"plots/{name}": wandb.Image(str(path)) for name, path in self._plot(summary, records).items()}
+            except Exception as err:  # noqa: BLE001 (plots are optional; the summary and table are logged)
+                log.warning("W&B tracker: plots skipped (%s: %s)", type(err).__name__, err)
+                self.run.summary["plots_error"] = f"{type(err).__name__}: {err}"
+            else:
+                self.run.log(images)
+        run, self.run = self.run, None
+        url = run.url if self.mode == "online" else None
+        run.finish()
+        self._flush(wandb)
+        if self.mode == "offline" and self.wandb_dir is not None:
+            print(f"[loosespec_bench] W&B offline run: {self.wandb_dir} (upload: wandb sync {self.wandb_dir})", flush=True)
+        elif url:
+            print(f"[loosespec_bench] W&B run: {url}", flush=True)
+
+    def _plot(self, summary: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Path]:
+        """This run's plots as PNGs inside the W&B run's files folder (synced with it)."""
+        from ..report import plots
+        from ..report.index import summary_row
+
+        out = Path(self.run.dir) / "plots"
+        row = summary_row(summary, self._config)
+        made = {"acceptance_by_position": plots.fig_acceptance_by_position([row])}
+        if summary.get("method") == "fly":
+            made["fly_mismatch_entropy"] = plots.fig_fly_entropy([{"records": records, **self._method}])
+        paths = {}
+        for name, fig in made.items():
+            paths[name] = plots.save(fig, out, name, formats=("png",))[0]
+        return paths
+
+    def _flush(self, wandb: Any) -> None:
+        """Wait until W&B's service process has written everything. run.finish() returns once the
+        run is closed, but the service writes the .wandb file asynchronously; teardown waits for
+        it, so the offline folder is complete (syncable) when the harness moves on. The next run
+        of a sweep starts a fresh service (about a second)."""
+        if self.teardown:
+            wandb.teardown()
+
+    def close(self) -> None:
+        """End a run that did not reach finish() (an exception in the run): marked failed."""
+        run, self.run = self.run, None
+        if run is not None:
+            import wandb
+
+            run.finish(exit_code=1)
+            self._flush(wandb)

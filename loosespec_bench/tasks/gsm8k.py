@@ -1,0 +1,100 @@
+"""GSM8K (Cobbe et al. 2021): 1,319 grade-school math test problems.
+
+Prompted as lm-evaluation-harness' `gsm8k_cot_llama`: an instruction asking for "The final
+answer is N", with the Wei et al. chain-of-thought exemplars as earlier user/assistant chat
+turns (the exemplars are data: tasks/data/gsm8k_cot_llama.json). The paper setting is 8 shots;
+`num_fewshot` defaults lower in conf/dataset/gsm8k.yaml to keep CPU prompts short.
+
+Scored as lm-eval scores it: the last "The final answer is N" (strict-match) or the last
+number (flexible-extract), then string exact match after removing commas, "$", a trailing
+"." and case, against the reference after "#### ".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .answers import (
+    LM_EVAL_FLEXIBLE,
+    LM_EVAL_STRICT,
+    extract_answer,
+    lm_eval_exact_match,
+    lm_eval_filter,
+)
+from .base import Sample, Task, load_hub_dataset, read_jsonl
+
+PROMPT_FILE = Path(__file__).parent / "data" / "gsm8k_cot_llama.json"
+MATCHES = ("strict", "flexible")
+
+
+def load_prompt() -> dict[str, Any]:
+    with PROMPT_FILE.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+class GSM8K(Task):
+    name = "gsm8k"
+    hub_path = "openai/gsm8k"
+
+    def __init__(self, *, num_fewshot: int = 8, match: str = "strict", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.prompt = load_prompt()
+        n = len(self.prompt["exemplars"])
+        if not isinstance(num_fewshot, int) or not 0 <= num_fewshot <= n:
+            raise ConfigError(f"dataset.num_fewshot={num_fewshot!r} must be an integer in 0..{n} (the paper used 8)")
+        if match not in MATCHES:
+            raise ConfigError(f"dataset.match={match!r} must be one of {MATCHES} (lm-eval's strict-match or flexible-extract)")
+        self.num_fewshot = num_fewshot
+        self.match = match
+
+    def _rows(self) -> list[dict[str, str]]:
+        if self.data_dir is not None:
+            return read_jsonl(self.local_path("gsm8k", "test.jsonl"))
+        return [dict(r) for r in load_hub_dataset(self.hub_path, "main", "test")]
+
+    def user_turn(self, question: str) -> str:
+        return self.prompt["instruction"].replace("{question}", question)
+
+    def messages(self, question: str) -> list[dict[str, str]]:
+        turns: list[dict[str, str]] = []
+        # lm-eval's sampler "first_n": always the first n exemplars, in file order.
+        for ex in self.prompt["exemplars"][: self.num_fewshot]:
+            turns.append({"role": "user", "content": self.user_turn(ex["question"])})
+            turns.append({"role": "assistant", "content": ex["answer"]})
+        turns.append({"role": "user", "content": self.user_turn(question)})
+        return self.with_system(turns)
+
+    def load_all(self) -> list[Sample]:
+        out = []
+        for i, row in enumerate(self._rows()):
+            # The reference is the text after "#### " (lm-eval's doc_to_target), e.g. "1,600".
+            reference = row["answer"].split("####")[-1].strip()
+            out.append(Sample(id=f"gsm8k/{i}", messages=self.messages(row["question"]), reference=reference))
+        return out
+
+    def score(self, sample: Sample, completion: str) -> dict[str, Any]:
+        strict = lm_eval_filter(completion, LM_EVAL_STRICT)
+        flexible = lm_eval_filter(completion, LM_EVAL_FLEXIBLE)
+        ok = {
+            "strict": lm_eval_exact_match(strict, sample.reference),
+            "flexible": lm_eval_exact_match(flexible, sample.reference),
+        }
+        return {
+            "pred": strict if self.match == "strict" else flexible,
+            "pred_number": extract_answer(completion, ["The final answer is"]),
+            "correct": ok[self.match],
+            "correct_strict": ok["strict"],
+            "correct_flexible": ok["flexible"],
+        }
+
+    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        out = super().aggregate(records)
+        scored = [r["score"] for r in records if "correct_strict" in r.get("score", {})]
+        if scored:
+            out["accuracy_strict"] = sum(s["correct_strict"] for s in scored) / len(scored)
+            out["accuracy_flexible"] = sum(s["correct_flexible"] for s in scored) / len(scored)
+            out["accuracy_match"] = self.match
+        return out

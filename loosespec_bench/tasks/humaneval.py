@@ -1,0 +1,109 @@
+"""HumanEval (Chen et al. 2021): 164 Python functions to complete, checked by unit tests.
+
+Prompted as lm-evaluation-harness' `humaneval_instruct`: the user asks for a solution to the
+problem shown in a ```python block; the assistant turn is pre-filled with "Here is the
+completed function:" and the problem's own code, and the model continues the function body.
+The completion is cut at the first ``` and at lm-eval's stop strings ("\\nclass", "\\ndef",
+"\\n#", "\\nif", "\\nprint").
+
+Scored as pass@1 (one greedy sample per problem): prompt + completion + the problem's tests +
+`check(entry_point)` must run to the end and exit 0, executed in the sandbox (tasks/sandbox.py),
+never in the harness's process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from typing import Any
+
+from ..errors import ConfigError
+from .base import Sample, Task, load_hub_dataset
+from .sandbox import Limits, Result, run_many, run_python
+
+USER_TEMPLATE = "Write a solution to the following problem and make sure that it passes the tests:\n```python\n{prompt}\n```\n"
+ASSISTANT_PREFIX = "Here is the completed function:\n```python\n{prompt}\n"
+
+
+class HumanEval(Task):
+    name = "humaneval"
+    hub_path = "openai/openai_humaneval"
+
+    def __init__(self, *, sandbox: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        opts = dict(sandbox or {})
+        self.isolation = opts.pop("isolation", "auto")
+        self.allow_same_user = bool(opts.pop("allow_same_user", False))
+        self.hide_paths = [str(p) for p in (opts.pop("hide_paths", None) or []) if p]
+        self.workers = opts.pop("workers", None)
+        try:
+            self.limits = Limits(**opts)  # timeout_s, cpu_s, memory_mb, max_procs, file_mb, tmp_mb
+        except TypeError:
+            known = sorted(Limits.__dataclass_fields__) + ["allow_same_user", "hide_paths", "isolation", "workers"]
+            raise ConfigError(f"dataset.sandbox has unknown keys {sorted(opts)}; known: {known}") from None
+
+    def _rows(self) -> list[dict[str, Any]]:
+        if self.data_dir is not None:
+            with gzip.open(self.local_path("humaneval", "HumanEval.jsonl.gz"), "rt", encoding="utf-8") as f:
+                return [json.loads(line) for line in f if line.strip()]
+        return [dict(r) for r in load_hub_dataset(self.hub_path, None, "test")]
+
+    def load_all(self) -> list[Sample]:
+        out = []
+        for row in self._rows():
+            messages = [
+                {"role": "user", "content": USER_TEMPLATE.format(prompt=row["prompt"])},
+                # A final assistant message is a prefix the model continues (app.encode_messages).
+                {"role": "assistant", "content": ASSISTANT_PREFIX.format(prompt=row["prompt"])},
+            ]
+            reference = {k: row[k] for k in ("prompt", "test", "entry_point")}
+            out.append(
+                Sample(
+                    id=row["task_id"],
+                    messages=self.with_system(messages),
+                    reference=reference,
+                    meta={"canonical_solution": row.get("canonical_solution")},
+                )
+            )
+        return out
+
+    @staticmethod
+    def program(sample: Sample, completion: str) -> str:
+        """The file the sandbox runs: lm-eval's build_predictions_instruct + code_eval's test."""
+        cut = completion.find("```")
+        body = completion if cut == -1 else completion[:cut]
+        ref = sample.reference
+        return f"{ref['prompt']}{body}\n{ref['test']}\ncheck({ref['entry_point']})\n"
+
+    def _sandbox_kwargs(self) -> dict[str, Any]:
+        return dict(
+            limits=self.limits,
+            isolation=self.isolation,
+            hide_paths=[os.path.abspath(p) for p in self.hide_paths],
+            allow_same_user=self.allow_same_user,
+        )
+
+    @staticmethod
+    def _score(result: Result) -> dict[str, Any]:
+        return {
+            "correct": result.passed,
+            "status": result.status,
+            "isolation": result.isolation,
+            "exec_s": round(result.duration_s, 3),
+            "output": result.output[-1000:],
+        }
+
+    def score(self, sample: Sample, completion: str) -> dict[str, Any]:
+        return self._score(run_python(self.program(sample, completion), **self._sandbox_kwargs()))
+
+    def score_batch(self, samples: list[Sample], completions: list[list[str]]) -> list[dict[str, Any]]:
+        programs = [self.program(s, c[-1]) for s, c in zip(samples, completions)]
+        results = run_many(programs, workers=self.workers, **self._sandbox_kwargs())
+        return [self._score(r) for r in results]
+
+    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        out = super().aggregate(records)
+        if "accuracy" in out:
+            out["pass@1"] = out["accuracy"]  # greedy, one sample per problem
+        return out

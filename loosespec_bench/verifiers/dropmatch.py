@@ -1,0 +1,335 @@
+"""DropMatch: training-free dropout sampling for semantic token acceptance (arXiv 2603.03333).
+
+The target's final hidden state h_i at each draft position comes free with the verification
+forward. DropMatch re-runs only the LM head on N dropout-perturbed copies of it,
+    P_i^(k) = softmax(LMHead(dropout_p(h_i))),  k = 1..N,
+and reads the spread of these N predictions as the set of tokens the target would find
+acceptable at position i. (The paper calls the number of paths K; here K is the draft length,
+so the paths are N = n_paths.)
+
+Criteria for a draft token d_i that is not the target's own token t_i:
+  naive  accept iff d_i is the argmax of at least one path.
+  js     c_i = softmax(mean_k logits_i^(k)) (centroid); accept iff
+         JS(q_i, c_i) <= max_k JS(P_i^(k), c_i), i.e. the draft distribution q_i lies no
+         farther from the centroid than the farthest dropout path; or (majority rule) more than
+         `majority` * N paths vote for d_i.
+Acceptance stops at the first position that fails; the correction is the target's token there.
+
+No official code exists; the unconfirmed details are options (defaults in brackets):
+  include_clean_path [False]  path 1 is the clean (no-dropout) prediction, N-1 are dropped out;
+                              False: all N paths are dropped out, as the abstract words it.
+  majority [0.5]              majority-rule threshold: votes for d_i > majority * N
+                              ("more than half"); null disables the rule.
+  q_i for drafters without probabilities (prompt lookup, MLA at T > 0): one-hot(d_i).
+Exact matches (d_i == t_i) are always accepted: rejecting one would emit the same token as the
+correction and only waste the rest of the draft, so DropMatch accepts a superset of SPD.
+
+Temperature T > 0 (not specified by the paper; this harness's rule): the semantic criteria are
+computed as above (the js criterion on softmax(logits / T) of the paths, matching q_i's
+temperature), and a token they do not accept still gets the exact speculative-sampling test
+min(1, p_i(d_i) / q_i(d_i)); the first position failing both is resampled from
+norm(max(0, p_i - q_i)), and the bonus is drawn from p_{K+1}. This stays lossy even at p = 0
+(the target's argmax is then accepted outright); at T = 0 and p = 0 it is exactly SPD.
+
+The extra work (masks + batched LM head + criteria) is timed per step into
+Verdict.record["dropmatch_s"], so its overhead can be reported as a fraction of decode time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..errors import ConfigError
+from .base import Draft, TargetScores, Verdict
+from .spd import longest_true_prefix
+
+CRITERIA = ("naive", "js")
+
+
+def dropout_path_logits(
+    hidden: torch.Tensor,
+    lm_head: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    n_paths: int,
+    p: float,
+    include_clean_path: bool = False,
+    clean_logits: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The N stochastic predictions' logits, all paths in one LM-head matmul.
+
+    hidden: [K, H] final hidden states at the draft positions (after the final norm, i.e. what
+    the LM head reads); clean_logits: [K, vocab], the verification forward's own logits, used
+    as path 1 when include_clean_path (it costs nothing). Returns [N, K, vocab] float32.
+    Dropout is inverted dropout (keep with probability 1 - p, scale by 1 / (1 - p)), as
+    torch.nn.Dropout in training mode, so each path's expected input equals h_i.
+    """
+    if not 0.0 <= p < 1.0:
+        raise ConfigError(f"DropMatch p={p!r} must be in [0, 1)")
+    K, H = hidden.shape
+    n_drop = n_paths - 1 if include_clean_path else n_paths
+    paths: list[torch.Tensor] = []
+    if include_clean_path:
+        assert clean_logits is not None, "include_clean_path needs the verification logits"
+        paths.append(clean_logits.float().unsqueeze(0))  # [1, K, vocab]
+    if n_drop > 0:
+        if p > 0:
+            # Masks come from the run's seeded generator, so a seed reproduces them. A CPU
+            # generator cannot draw on an accelerator: draw on its device, then move.
+            gen_device = generator.device if generator is not None else hidden.device
+            u = torch.rand((n_drop, K, H), generator=generator, device=gen_device)  # [N', K, H]
+            keep = (u >= p).to(device=hidden.device, dtype=hidden.dtype)  # [N', K, H]
+            x = hidden.unsqueeze(0) * keep / (1.0 - p)  # [N', K, H]
+        else:
+            x = hidden.unsqueeze(0).expand(n_drop, K, H)  # p = 0: every path is the clean one
+        logits = lm_head(x.reshape(n_drop * K, H)).float()  # [N'*K, vocab]: one matmul
+        paths.append(logits.view(n_drop, K, -1))
+    return torch.cat(paths, dim=0)  # [N, K, vocab]
+
+
+def js_divergence(P: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence (natural log) over the last dim; broadcasts. Returns [...]."""
+    M = 0.5 * (P + Q)
+    # xlogy(x, x / m) is 0 where x = 0 (one-hot q, underflowed p), never nan.
+    kl_pm = torch.xlogy(P, P).sum(-1) - torch.xlogy(P, M).sum(-1)
+    kl_qm = torch.xlogy(Q, Q).sum(-1) - torch.xlogy(Q, M).sum(-1)
+    return 0.5 * (kl_pm + kl_qm)
+
+
+def draft_distribution(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, vocab: int) -> torch.Tensor:
+    """q_i over the target's vocabulary: the drafter's probabilities, or one-hot(d_i) without.
+
+    draft_tokens: [K]; draft_probs: [K, vocab_draft] or None. Returns [K, vocab] float32. A draft
+    vocabulary of another size (padded embeddings) is cut or zero-padded to the target's.
+    """
+    K = draft_tokens.numel()
+    if draft_probs is None:
+        q = torch.zeros(K, vocab, device=draft_tokens.device)
+        q[torch.arange(K, device=draft_tokens.device), draft_tokens] = 1.0
+        return q
+    q = draft_probs.float()
+    if q.shape[-1] > vocab:
+        q = q[:, :vocab]
+    elif q.shape[-1] < vocab:
+        q = torch.nn.functional.pad(q, (0, vocab - q.shape[-1]))
+    return q
+
+
+def naive_accept(draft_tokens: torch.Tensor, path_logits: torch.Tensor) -> torch.Tensor:
+    """d_i equals the argmax of at least one path. draft_tokens: [K]; path_logits: [N, K, vocab] -> [K] bool."""
+    return (path_logits.argmax(dim=-1) == draft_tokens.unsqueeze(0)).any(dim=0)
+
+
+def js_accept(
+    draft_tokens: torch.Tensor,
+    q: torch.Tensor,
+    path_logits: torch.Tensor,
+    *,
+    temperature: float = 0.0,
+    majority: float | None = 0.5,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """JS criterion plus majority rule.
+
+    draft_tokens: [K]; q: [K, vocab] draft distribution; path_logits: [N, K, vocab].
+    Returns (js_ok [K] bool, majority_ok [K] bool, js_q [K], js_max [K]) where
+    js_q = JS(q_i, c_i) and js_max = max_k JS(P_i^(k), c_i).
+    """
+    scale = temperature if temperature > 0 else 1.0
+    P = torch.softmax(path_logits / scale, dim=-1)  # [N, K, vocab]
+    c = torch.softmax(path_logits.mean(dim=0) / scale, dim=-1)  # [K, vocab] centroid c_i
+    js_paths = js_divergence(P, c.unsqueeze(0))  # [N, K]
+    js_max = js_paths.max(dim=0).values  # [K]: the spread of the target's own predictions
+    js_q = js_divergence(q.to(c.device), c)  # [K]
+    js_ok = js_q <= js_max
+    if majority is None:
+        majority_ok = torch.zeros_like(js_ok)
+    else:
+        votes = (path_logits.argmax(dim=-1) == draft_tokens.unsqueeze(0)).sum(dim=0)  # [K] paths voting for d_i
+        majority_ok = votes > majority * path_logits.shape[0]
+    return js_ok, majority_ok, js_q, js_max
+
+
+@dataclass
+class DropMatchDecision:
+    """Everything DropMatch decided for one step (0-based positions)."""
+
+    a: torch.Tensor  # [K] bool exact acceptance (T = 0: d_i == t_i; T > 0: the speculative-sampling test)
+    semantic: torch.Tensor  # [K] bool the DropMatch criterion (naive, or js OR majority)
+    votes: torch.Tensor  # [K] int64 paths whose argmax is d_i
+    n: int  # accepted prefix length
+    next_token: int  # correction at position n, or the bonus token
+    t: torch.Tensor  # [K] int64 target argmax at the draft positions
+    js_q: torch.Tensor | None = None  # [K] JS(q_i, c_i), js criterion only
+    js_max: torch.Tensor | None = None  # [K] max_k JS(P_i^(k), c_i), js criterion only
+
+    @property
+    def mismatches(self) -> list[int]:
+        return (~self.a).nonzero(as_tuple=True)[0].tolist()
+
+    @property
+    def loose(self) -> list[int]:
+        """Positions the exact rule rejects but DropMatch kept (inside the accepted prefix)."""
+        return [i for i in self.mismatches if i < self.n]
+
+    def record(self, seconds: float) -> dict[str, Any]:
+        """JSON-ready per-step record (see metrics.summarize for the keys it reads)."""
+        miss = self.mismatches
+        rec: dict[str, Any] = {
+            "rule": "dropmatch",
+            "raw_match": self.a.tolist(),
+            "target_tokens": self.t.tolist(),
+            "mismatch_positions": miss,
+            "mismatch_votes": [int(self.votes[i]) for i in miss],  # the criterion's margin there
+            "loose_accepted": self.loose,
+            "dropmatch_s": seconds,
+        }
+        if self.js_q is not None and self.js_max is not None:
+            rec["mismatch_js"] = [[round(float(self.js_q[i]), 6), round(float(self.js_max[i]), 6)] for i in miss]
+        return rec
+
+
+def _residual_sample(p: torch.Tensor, q: torch.Tensor, generator: torch.Generator | None) -> int:
+    """Speculative sampling's correction: a draw from norm(max(0, p - q)). p, q: [vocab]."""
+    residual = torch.clamp(p - q, min=0.0)  # [vocab]
+    total = residual.sum()
+    # p <= q everywhere can only happen when the rejection had probability 0 (p == q): float edge.
+    dist = residual / total if total > 0 else p
+    return int(torch.multinomial(dist, 1, generator=generator))
+
+
+def dropmatch_decide(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_logits: torch.Tensor,
+    hidden: torch.Tensor,
+    lm_head: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    criterion: str = "js",
+    n_paths: int = 5,
+    p: float = 0.3,
+    include_clean_path: bool = False,
+    majority: float | None = 0.5,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> DropMatchDecision:
+    """One DropMatch step.
+
+    draft_tokens: [K]; draft_probs: [K, vocab] or None (one-hot); target_logits: [K+1, vocab];
+    hidden: [K+1, H] final hidden states of the verification forward; lm_head: the target's.
+    """
+    if criterion not in CRITERIA:
+        raise ConfigError(f"DropMatch criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
+    K = draft_tokens.numel()
+    V = target_logits.shape[-1]
+    logits = target_logits.float()  # [K+1, vocab]
+    draft_tokens = draft_tokens.to(logits.device)  # the loop keeps tokens on the host
+    t = logits.argmax(dim=-1)  # [K+1]
+    if K == 0:
+        if temperature <= 0:
+            nxt = int(t[0])
+        else:  # nothing to verify: sample p_1 where the generator lives
+            p_1 = torch.softmax(logits[0] / temperature, dim=-1)  # [vocab]
+            nxt = int(torch.multinomial(p_1.to(generator.device) if generator is not None else p_1, 1, generator=generator))
+        empty = torch.zeros(0, dtype=torch.bool)
+        return DropMatchDecision(empty, empty, torch.zeros(0, dtype=torch.long), 0, nxt, t[:0])
+
+    path_logits = dropout_path_logits(
+        hidden[:K], lm_head, n_paths=n_paths, p=p, include_clean_path=include_clean_path,
+        clean_logits=logits[:K], generator=generator,
+    ).to(logits.device)  # [N, K, vocab]
+    votes = (path_logits.argmax(dim=-1) == draft_tokens.unsqueeze(0)).sum(dim=0)  # [K]
+    js_q = js_max = None
+    if criterion == "naive":
+        semantic = votes > 0  # d_i is some path's argmax
+    else:
+        q = draft_distribution(draft_tokens, draft_probs, V).to(logits.device)  # [K, vocab]
+        js_ok, majority_ok, js_q, js_max = js_accept(
+            draft_tokens, q, path_logits, temperature=temperature, majority=majority
+        )
+        semantic = js_ok | majority_ok  # [K]
+
+    if temperature <= 0:
+        a = draft_tokens == t[:K]  # [K] exact match, always accepted
+        n = longest_true_prefix(a | semantic)
+        return DropMatchDecision(a, semantic, votes, n, int(t[n]), t[:K], js_q, js_max)
+
+    # T > 0: the exact speculative-sampling test as the fallback for tokens the criterion rejects.
+    # Sampling runs where the generator lives (the run's CPU generator), as SPD's does.
+    dev = generator.device if generator is not None else logits.device
+    p_T = torch.softmax(logits / temperature, dim=-1).to(dev)  # [K+1, vocab]
+    d_dev = draft_tokens.to(dev)
+    probs = None if draft_probs is None else draft_probs.float().to(dev)  # [K, vocab_draft]
+    idx = torch.arange(K, device=dev)
+    p_d = p_T[idx, d_dev]  # [K] p_i(d_i)
+    q_d = torch.ones_like(p_d) if probs is None else probs[idx, d_dev]  # [K]
+    u = torch.rand(K, generator=generator, device=dev)  # [K]
+    a = u * q_d < p_d  # [K] accept with probability min(1, p/q)
+    semantic = semantic.to(dev)
+    n = longest_true_prefix(a | semantic)
+    if n == K:
+        nxt = int(torch.multinomial(p_T[K], 1, generator=generator))
+    else:
+        q_n = draft_distribution(d_dev[n : n + 1], None if probs is None else probs[n : n + 1], V)[0]  # [vocab]
+        nxt = _residual_sample(p_T[n], q_n.to(dev), generator)
+    return DropMatchDecision(a, semantic, votes.to(dev), n, nxt, t[:K], js_q, js_max)
+
+
+def _sync(device: torch.device) -> None:
+    # The overhead is only measured honestly once the queued kernels have finished.
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class DropMatch:
+    """method=dropmatch as a configured verifier (reported settings: 5 paths, p = 0.3)."""
+
+    needs_hidden = True
+
+    def __init__(
+        self,
+        criterion: str = "js",
+        n_paths: int = 5,
+        p: float = 0.3,
+        include_clean_path: bool = False,
+        majority: float | None = 0.5,
+    ) -> None:
+        if criterion not in CRITERIA:
+            raise ConfigError(f"method.criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
+        if not isinstance(n_paths, int) or n_paths < 1 or (include_clean_path and n_paths < 2):
+            raise ConfigError(f"method.n_paths={n_paths!r} must be an integer >= 1 (>= 2 with include_clean_path)")
+        if not 0.0 <= float(p) < 1.0:
+            raise ConfigError(f"method.p={p!r} (dropout probability) must be in [0, 1)")
+        if majority is not None and not 0.0 <= float(majority) < 1.0:
+            raise ConfigError(f"method.majority={majority!r} must be in [0, 1) or null (no majority rule)")
+        self.criterion = criterion
+        self.n_paths = n_paths
+        self.p = float(p)
+        self.include_clean_path = bool(include_clean_path)
+        self.majority = None if majority is None else float(majority)
+
+    @property
+    def needs_draft_probs(self) -> bool:
+        """The loop asks the drafter for q_i only when the js criterion reads it."""
+        return self.criterion == "js"
+
+    def __call__(
+        self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
+    ) -> Verdict:
+        if scores.hidden is None or scores.lm_head is None:
+            raise RuntimeError("DropMatch needs TargetScores.hidden and lm_head (needs_hidden=True)")
+        _sync(scores.hidden.device)
+        t0 = time.perf_counter()
+        d = dropmatch_decide(
+            draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
+            criterion=self.criterion, n_paths=self.n_paths, p=self.p,
+            include_clean_path=self.include_clean_path, majority=self.majority,
+            temperature=temperature, generator=generator,
+        )
+        _sync(scores.hidden.device)
+        # Everything above is DropMatch's extra cost over SPD's argmax compare (which is ~free).
+        seconds = time.perf_counter() - t0
+        return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record(seconds))

@@ -1,0 +1,261 @@
+"""FLy: Training-Free Loosely Speculative Decoding (arXiv 2511.22972, code AMD-AGI/FLy).
+
+FLy accepts a draft token d_i that differs from the target's token t_i when
+  - the target was unsure there (its entropy is at least theta), and
+  - the target went on to agree with the draft right after it (a "deferral window"): since the
+    target's later distributions were computed on d_i, W-1 (code) or W (paper) exact matches
+    after the mismatch show that d_i did not derail it.
+A deferred position keeps the DRAFT token. A second mismatch inside the window breaks the
+pattern, so the first mismatch fails after all ("retroactive rejection").
+
+Two readings, both offered (ALGORITHMS.md):
+  mode="code"  (default) what the released code computes:
+      H_i   = -sum_{top-3 of p_i} p log p        (full-vocab softmax, 3 largest, not renormalised)
+      deferred_i  iff  a_i..a_{i+W-1} == [False, True * (W-1)], K >= W, i not in the last W
+      a'_i  = a_i OR deferred_i
+      a''_i = a'_i AND NOT (H_i < theta AND NOT a_i)           (entropy gate)
+  mode="paper" Eq. 5 as the paper states it:
+      h_j   = -sum_v p log p / log|V|              (normalised full-vocab entropy)
+      accept the mismatch at j iff h_j >= theta, a_{j+1..j+W} all true, j + W <= K.
+Then emit the longest prefix with a'' true and t at the first rejected position (or the bonus
+token when all K pass). Ablation no_window: every mismatch that passes the entropy gate is
+accepted (code: a'' = gate; paper: a'' = a OR h >= theta).
+
+Sampling (T > 0), as the released code: two samples from p_i; a_i = either equals d_i; the
+correction is the first sample; the bonus is drawn from p_{K+1}. The entropies are computed on
+the untempered logits at every temperature, as the released code does.
+
+Indices in code are 0-based (position i here is d_{i+1} in the paper's notation).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..errors import ConfigError
+from .base import Draft, TargetScores, Verdict
+from .spd import longest_true_prefix
+
+log = logging.getLogger(__name__)
+
+MODES = ("code", "paper")
+
+
+def topk_entropy(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    """H_i = -sum over the top_k largest p_i(v) of p log p, p = softmax over the whole vocabulary.
+
+    logits: [K, vocab]. Returns [K] float32. Not renormalised over the top_k and not divided by
+    log|V| (as the released code): the maximum is log(top_k), reached when the top_k are equal
+    and hold all the mass.
+    """
+    log_p = torch.log_softmax(logits.float(), dim=-1)  # [K, vocab]
+    top_log_p = log_p.topk(min(top_k, log_p.shape[-1]), dim=-1).values  # [K, top_k]
+    return -(top_log_p.exp() * top_log_p).sum(dim=-1)  # [K]
+
+
+def normalized_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """h_j = -sum_v p log p / log|V| over the whole vocabulary, in [0, 1]. logits: [K, vocab] -> [K]."""
+    log_p = torch.log_softmax(logits.float(), dim=-1)  # [K, vocab]
+    # xlogy-style product: p = 0 entries (underflow) contribute 0, not 0 * -inf = nan.
+    plogp = torch.where(log_p.isfinite(), log_p.exp() * log_p, torch.zeros_like(log_p))  # [K, vocab]
+    return -plogp.sum(dim=-1) / math.log(logits.shape[-1])
+
+
+def deferral_code(a: torch.Tensor, window: int) -> torch.Tensor:
+    """Released-code deferral: position i is deferred-accepted when a_i..a_{i+W-1} equal
+    [False, True, ..., True], only when K >= W, and never in the last W positions.
+
+    a: [K] bool raw flags. Returns deferred [K] bool (True only where a is False).
+    """
+    K = a.numel()
+    deferred = torch.zeros_like(a)  # [K]
+    if K < window:  # the code skips the window step entirely when the draft is shorter than W
+        return deferred
+    pattern = torch.ones(window, dtype=torch.bool, device=a.device)  # [W] = [False, True * (W-1)]
+    pattern[0] = False
+    windows = a.unfold(0, window, 1)  # [K-W+1, W], window j covers a_j..a_{j+W-1}
+    deferred[: K - window + 1] = (windows == pattern).all(dim=-1)
+    # The code then restores a' = a on the last W positions: the window "cannot fill" there.
+    # This also undoes the match at j = K-W, whose window reaches exactly the last draft token.
+    deferred[K - window :] = False
+    return deferred
+
+
+def deferral_paper(a: torch.Tensor, window: int) -> torch.Tensor:
+    """Paper (Eq. 5) deferral window, without the entropy part: the mismatch at j is followed
+    by W raw matches a_{j+1..j+W}, all inside the draft (j + W <= K, 1-based).
+
+    a: [K] bool. Returns [K] bool (True only where a is False).
+    """
+    K = a.numel()
+    deferred = torch.zeros_like(a)  # [K]
+    # 0-based j needs flags j+1..j+W to exist: j + W <= K - 1.
+    last = K - window  # number of positions j = 0..K-W-1 that have W flags after them
+    if last <= 0:
+        return deferred
+    following = a[1:].unfold(0, window, 1)[:last]  # [K-W, W], row j = a_{j+1..j+W}
+    deferred[:last] = ~a[:last] & following.all(dim=-1)
+    return deferred
+
+
+@dataclass
+class FLyDecision:
+    """Everything FLy decided for one step (0-based positions)."""
+
+    a: torch.Tensor  # [K] bool raw exact-match flags (at T > 0: either of two samples equals d_i)
+    t: torch.Tensor  # [K+1] int64 target tokens (argmax, or the first sample at T > 0); t[K] = bonus
+    H: torch.Tensor  # [K] float32 entropy the gate uses (code: top-k H_i; paper: normalised h_j)
+    deferred: torch.Tensor  # [K] bool mismatches the deferral window would accept
+    a_final: torch.Tensor  # [K] bool a'' (code) / the paper's acceptance flags
+    n: int  # accepted prefix length: keep d_1..d_n
+    next_token: int  # t_{n+1}: the correction at the first rejected position, or the bonus
+
+    @property
+    def mismatches(self) -> list[int]:
+        return (~self.a).nonzero(as_tuple=True)[0].tolist()
+
+    @property
+    def loose(self) -> list[int]:
+        """Mismatched positions inside the accepted prefix: accepted loosely, draft token kept."""
+        return [i for i in self.mismatches if i < self.n]
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready per-step record (see metrics.summarize for the keys it reads)."""
+        miss = self.mismatches
+        return {
+            "rule": "fly",
+            "raw_match": self.a.tolist(),
+            "target_tokens": self.t[:-1].tolist(),
+            "mismatch_positions": miss,
+            "mismatch_entropy": [round(float(self.H[i]), 6) for i in miss],
+            "deferred": self.deferred.nonzero(as_tuple=True)[0].tolist(),
+            "loose_accepted": self.loose,
+        }
+
+
+def _target_tokens(
+    draft_tokens: torch.Tensor, target_logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a [K] bool, t [K+1] int64): greedy argmax, or the released code's two-sample test."""
+    K = draft_tokens.numel()
+    if temperature <= 0:
+        t = target_logits.argmax(dim=-1)  # [K+1]
+        return draft_tokens == t[:K], t
+    p = torch.softmax(target_logits.float() / temperature, dim=-1)  # [K+1, vocab]
+    if generator is not None:  # a CPU generator samples on the CPU (as SPD's sampling does)
+        p, draft_tokens = p.to(generator.device), draft_tokens.to(generator.device)
+    # Two independent samples per draft position; a_i holds when either one equals d_i, which
+    # raises the match rate over one sample (the released code's choice for T > 0).
+    samples = torch.multinomial(p[:K], 2, replacement=True, generator=generator)  # [K, 2]
+    a = (samples == draft_tokens.unsqueeze(-1)).any(dim=-1)  # [K]
+    bonus = torch.multinomial(p[K], 1, generator=generator)  # [1] t_{K+1} ~ p_{K+1}
+    t = torch.cat([samples[:, 0], bonus])  # [K+1]: the correction is the first sample
+    return a, t
+
+
+def fly_decide(
+    draft_tokens: torch.Tensor,
+    target_logits: torch.Tensor,
+    *,
+    theta: float,
+    window: int,
+    top_k: int = 3,
+    mode: str = "code",
+    no_window: bool = False,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> FLyDecision:
+    """The FLy decision with its intermediate flags.
+
+    draft_tokens: [K] int64 d_1..d_K; target_logits: [K+1, vocab] (row i predicts d_{i+1}, row K
+    the bonus). theta: entropy threshold; window: W; top_k: entries in H_i (code mode);
+    mode: "code" | "paper"; no_window: ablation without the deferral window.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"FLy mode={mode!r} is not one of {MODES}")
+    K = draft_tokens.numel()
+    draft_tokens = draft_tokens.to(target_logits.device)  # the loop keeps tokens on the host
+    a, t = _target_tokens(draft_tokens, target_logits, temperature, generator)  # [K], [K+1]
+    a = a.to(target_logits.device)
+    if mode == "code":
+        H = topk_entropy(target_logits[:K], top_k)  # [K]
+        # Entropy gate: a mismatch where the target was confident (H_i < theta) is never loose.
+        gate = ~((H < theta) & ~a)  # [K]
+        deferred = deferral_code(a, window)  # [K]
+        a_final = gate if no_window else (a | deferred) & gate
+    else:
+        H = normalized_entropy(target_logits[:K])  # [K] h_j in [0, 1]
+        unsure = H >= theta  # [K]
+        deferred = deferral_paper(a, window)  # [K]
+        a_final = a | (unsure if no_window else deferred & unsure)
+    n = longest_true_prefix(a_final)
+    return FLyDecision(a=a, t=t, H=H, deferred=deferred, a_final=a_final, n=n, next_token=int(t[n]))
+
+
+def verify_greedy(
+    draft_tokens: torch.Tensor,
+    target_logits: torch.Tensor,
+    *,
+    theta: float,
+    window: int,
+    top_k: int = 3,
+    mode: str = "code",
+    no_window: bool = False,
+) -> tuple[int, int]:
+    """Greedy FLy. draft_tokens: [K]; target_logits: [K+1, vocab].
+
+    Returns (n, next_token): keep draft_tokens[:n] (draft tokens, also at loosely accepted
+    mismatches), then emit next_token.
+    """
+    d = fly_decide(draft_tokens, target_logits, theta=theta, window=window, top_k=top_k, mode=mode, no_window=no_window)
+    return d.n, d.next_token
+
+
+class FLy:
+    """method=fly as a configured verifier. Defaults are the released 70B settings."""
+
+    needs_hidden = False
+
+    def __init__(
+        self, theta: float = 0.3, window: int = 6, top_k: int = 3, mode: str = "code", no_window: bool = False
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"method.mode={mode!r} must be one of {', '.join(MODES)}")
+        if not isinstance(window, int) or window < 1:
+            raise ConfigError(f"method.window={window!r} must be an integer >= 1 (the deferral window W)")
+        if not isinstance(top_k, int) or top_k < 1:
+            raise ConfigError(f"method.top_k={top_k!r} must be an integer >= 1 (entries in the entropy)")
+        self.theta = float(theta)
+        self.window = window
+        self.top_k = top_k
+        self.mode = mode
+        self.no_window = bool(no_window)
+        self._checked_first = False
+
+    def __call__(
+        self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
+    ) -> Verdict:
+        if not self._checked_first:
+            # Said once, on the first (full-length) draft: drafter.k defaults to a CPU-sized K
+            # below FLy's W = 6, and with K <= W the window never fits, so FLy only rejects.
+            self._checked_first = True
+            if 0 < draft.k <= self.window and not self.no_window:
+                log.warning("FLy: the first draft has K=%d <= W=%d tokens; deferral needs K > W "
+                            "(drafter.k > method.window), otherwise FLy rejects like SPD", draft.k, self.window)
+        d = fly_decide(
+            draft.tokens,
+            scores.logits,
+            theta=self.theta,
+            window=self.window,
+            top_k=self.top_k,
+            mode=self.mode,
+            no_window=self.no_window,
+            temperature=temperature,
+            generator=generator,
+        )
+        return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record())

@@ -1,0 +1,103 @@
+"""scripts/bench_engine.py end to end on tiny models, and the loop's packed CPU attention."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from loosespec_bench.decoding.loop import PACKED_SDPA, packed_attention
+from loosespec_bench.models.loading import load_model
+
+from .conftest import REPO, shared_data_dir
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("bench_engine", REPO / "scripts" / "bench_engine.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_engine"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run_smoke(bench, out):
+    return bench.main([
+        "--tiny", "--fp32", "--max-new-tokens", "12", "--repeats", "1", "--prompts-per-set", "1",
+        "--warmup-tokens", "2", "--data-dir", str(shared_data_dir()), "--out", str(out),
+        # torch is already loaded here, so the script's OMP_WAIT_POLICY default comes too late:
+        # one thread keeps a loaded CI machine from spinning.
+        "--threads", "1",
+    ])
+
+
+def test_bench_engine_tiny_fp32_smoke(tmp_path, capsys):
+    bench = _bench_module()
+    out = tmp_path / "bench.json"
+    threads = torch.get_num_threads()
+    try:
+        res = _run_smoke(bench, out)
+    finally:
+        torch.set_num_threads(threads)  # --threads is process-wide: give the next tests theirs back
+    text = capsys.readouterr().out
+    # Every contestant ran on every prompt (3 sets x 1 prompt x 1 repeat).
+    assert set(res["contestants"]) == set(bench.ALL_CONTESTANTS) - set(json.loads(out.read_text())["unavailable"])
+    for name, s in res["contestants"].items():
+        assert s["runs"] == 3, name
+        assert s["tokens"] > 0 and s["tokens_per_s"] > 0
+    # Lossless pairs give the same tokens in fp32 (tiny models; ties are well separated).
+    for key in ("ar|hf-ar", "spd|hf-assist", "spd|hf-assist-dyn", "spd-mla|hf-assist", "pld|hf-pld"):
+        c = res["comparisons"][key]
+        assert c["lossless_pair"] and c["pairs"] == 3
+        assert c["identical"] == 3, key
+        assert c["time_ratio_median"] > 0
+    assert "target alone: ours vs generate()" in text and "time ratio" in text
+    assert "per verification step" in text and "cost model" in text
+    # Overheads: phase shares are fractions of decode time and include the target rollback.
+    o = res["overheads"]["spd"]
+    assert {"draft_share", "target_share", "verify_share", "rollback_share", "commit_share"} <= set(o)
+    assert 0.9 < sum(o[k] for k in ("draft_share", "target_share", "verify_share", "rollback_share", "commit_share")) <= 1.0 + 1e-6
+    m = res["costmodel"]["spd"]
+    assert m["c"] > 0 and m["predicted_speedup"] > 0 and m["measured_decode_speedup"] > 0
+    # The JSON holds every raw timing.
+    raw = json.loads(out.read_text())
+    assert len(raw["runs"]) == sum(s["runs"] for s in res["contestants"].values())
+    assert {"wall_s", "tokens", "target_forwards", "phase_s"} <= set(raw["runs"][0])
+
+
+def test_bench_rejects_unknown_contestant():
+    bench = _bench_module()
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--contestants", "ar,nope"])
+
+
+@pytest.mark.parametrize("q", [1, 3, 6, 17])
+def test_packed_attention_matches_stock_sdpa(q):
+    """The loop's packed-GQA attention (decode and verification shapes) equals stock sdpa, and
+    the model is back on "sdpa" afterwards."""
+    model = load_model("tiny:0", dtype="float32").model
+    assert model.config._attn_implementation == "sdpa"
+    ids = torch.randint(0, 250, (40,), generator=torch.Generator().manual_seed(0))
+    x = torch.randint(0, 250, (1, q), generator=torch.Generator().manual_seed(1))
+    outs = []
+    with torch.inference_mode():
+        for packed in (False, True):
+            cache = DynamicCache(config=model.config)
+            model(ids[None], past_key_values=cache, use_cache=True)
+            if packed:
+                with packed_attention(model):
+                    assert model.config._attn_implementation == PACKED_SDPA
+                    outs.append(model(x, past_key_values=cache, use_cache=True).logits)
+            else:
+                outs.append(model(x, past_key_values=cache, use_cache=True).logits)
+        # No cache at all (transformers then passes no mask: plain causality).
+        plain = model(x).logits
+        with packed_attention(model):
+            packed_plain = model(x).logits
+    assert model.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(packed_plain, plain, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,297 @@
+"""DropMatch: hand-built hidden states and LM head for the criteria, p = 0 == SPD through the
+loop, seeded reproducibility, JS edge cases, and the overhead record."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from loosespec_bench.config import CONF_DIR
+from loosespec_bench.decoding import generate
+from loosespec_bench.drafters import MLADrafter, ModelDrafter, PromptLookupDrafter
+from loosespec_bench.metrics import loose_summary
+from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
+from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
+from loosespec_bench.verifiers.dropmatch import (
+    draft_distribution,
+    dropmatch_decide,
+    dropout_path_logits,
+    js_accept,
+    js_divergence,
+    naive_accept,
+)
+from loosespec_bench.verifiers.spd import SPD
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # Tiny models gain nothing from threads, and 2 threads on a shared 2-core box thrash.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# ---- a hand-built LM head -----------------------------------------------------------------
+# Hidden size 4, vocabulary 3. With h = [1, 1, 0, 0]:
+#   token 0: h0 + h1 + 0.01   -> 2.01, the clean argmax (the 0.01 wins the all-dropped tie)
+#   token 1: 1.5 * h0         -> 1.5;  the argmax whenever h1 is dropped and h0 kept
+#   token 2: -(h0 + h1)       -> never above token 0, so never any path's argmax
+H_CLEAN = torch.tensor([1.0, 1.0, 0.0, 0.0])
+
+
+def hand_head() -> torch.nn.Linear:
+    head = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        head.weight.copy_(torch.tensor([[1.0, 1.0, 0, 0], [1.5, 0, 0, 0], [-1.0, -1.0, 0, 0]]))
+        head.bias.copy_(torch.tensor([0.01, 0.0, 0.0]))
+    return head
+
+
+def hand_scores(K: int) -> TargetScores:
+    head = hand_head()
+    hidden = H_CLEAN.repeat(K + 1, 1)  # [K+1, 4]
+    with torch.no_grad():
+        logits = head(hidden)  # [K+1, 3]
+    return TargetScores(logits=logits, hidden=hidden, lm_head=head)
+
+
+def test_naive_accepts_an_argmax_of_some_path_and_rejects_no_paths_argmax():
+    scores = hand_scores(2)
+    with torch.no_grad():
+        paths = dropout_path_logits(scores.hidden[:2], scores.lm_head, n_paths=40, p=0.5,
+                                    generator=torch.Generator().manual_seed(0))  # [40, 2, 3]
+    winners = paths.argmax(-1)
+    assert set(winners.flatten().tolist()) == {0, 1}  # 40 paths: P(no dropped-h1 path) ~ 1e-5
+    assert naive_accept(torch.tensor([1, 1]), paths).tolist() == [True, True]
+    assert naive_accept(torch.tensor([2, 2]), paths).tolist() == [False, False]
+
+    rule = DropMatch(criterion="naive", n_paths=40, p=0.5)
+    with torch.no_grad():
+        v = rule(Draft(tokens=torch.tensor([1, 1])), scores, temperature=0.0, generator=torch.Generator().manual_seed(0))
+        assert (v.num_accepted, v.next_token) == (2, 0)  # both kept, bonus = clean argmax
+        assert v.record["loose_accepted"] == [0, 1] and v.record["dropmatch_s"] >= 0
+        v = rule(Draft(tokens=torch.tensor([1, 2])), scores, temperature=0.0, generator=torch.Generator().manual_seed(0))
+        assert (v.num_accepted, v.next_token) == (1, 0)  # stops at token 2; correction = t = 0
+        v = rule(Draft(tokens=torch.tensor([2, 1])), scores, temperature=0.0, generator=torch.Generator().manual_seed(0))
+        assert (v.num_accepted, v.next_token) == (0, 0)
+
+
+def test_exact_match_always_accepted_and_clean_path_option():
+    scores = hand_scores(1)
+    with torch.no_grad():
+        # p = 0.9 with 1 path: the path may well not have token 0 as argmax; d = t = 0 still passes.
+        for seed in range(10):
+            v = DropMatch(criterion="naive", n_paths=1, p=0.9)(
+                Draft(tokens=torch.tensor([0])), scores, temperature=0.0, generator=torch.Generator().manual_seed(seed))
+            assert v.num_accepted == 1 and v.record["loose_accepted"] == []
+        paths = dropout_path_logits(scores.hidden[:1], scores.lm_head, n_paths=3, p=0.5, include_clean_path=True,
+                                    clean_logits=scores.logits[:1], generator=torch.Generator().manual_seed(0))
+    assert paths.shape == (3, 1, 3)
+    torch.testing.assert_close(paths[0], scores.logits[:1])  # path 1 is the clean prediction
+
+
+def test_masks_batched_scaled_and_seeded():
+    hidden = torch.ones(3, 8)
+    seen = []
+    head = lambda x: (seen.append(x.shape), x)[1]  # identity head records what it was fed  # noqa: E731
+    out = dropout_path_logits(hidden, head, n_paths=5, p=0.25, generator=torch.Generator().manual_seed(1))
+    assert seen == [torch.Size([15, 8])]  # all 5 paths x 3 positions in ONE call
+    vals = out.unique()
+    assert len(vals) == 2 and vals[0] == 0 and vals[1].item() == pytest.approx(1 / 0.75)  # inverted dropout
+    again = dropout_path_logits(hidden, head, n_paths=5, p=0.25, generator=torch.Generator().manual_seed(1))
+    other = dropout_path_logits(hidden, head, n_paths=5, p=0.25, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(out, again) and not torch.equal(out, other)
+
+
+# ---- the JS criterion ----------------------------------------------------------------------
+
+
+def test_js_divergence_basics():
+    p = torch.tensor([0.5, 0.5, 0.0])
+    q = torch.tensor([0.0, 0.0, 1.0])
+    assert js_divergence(p, p).item() == pytest.approx(0.0, abs=1e-7)
+    assert js_divergence(p, q).item() == pytest.approx(torch.log(torch.tensor(2.0)).item(), rel=1e-6)  # disjoint: ln 2
+    assert js_divergence(p, q).item() == pytest.approx(js_divergence(q, p).item())
+
+
+def _paths(*rows: list[float]) -> torch.Tensor:
+    return torch.tensor(rows).unsqueeze(1)  # [N, 1, vocab]: one draft position
+
+
+def test_js_draft_distribution_equal_to_centroid_is_accepted():
+    paths = _paths([2.0, 1.0, 0.0], [1.0, 2.0, 0.0], [1.5, 1.5, 0.0])
+    c = torch.softmax(paths.mean(0), -1)  # [1, 3]
+    ok, maj, js_q, js_max = js_accept(torch.tensor([2]), c, paths, majority=None)
+    assert ok.tolist() == [True] and js_q.item() == pytest.approx(0.0, abs=1e-6) and js_max.item() > 0
+
+
+def test_js_one_hot_draft_far_from_a_tight_consensus_is_rejected():
+    # Paths agree closely on token 0; a one-hot draft on token 1 is much farther from c than
+    # any path.
+    paths = _paths([5.0, 0.0, 0.0], [5.1, 0.0, 0.0], [4.9, 0.1, 0.0])
+    q = draft_distribution(torch.tensor([1]), None, 3)  # one-hot(d)
+    ok, maj, js_q, js_max = js_accept(torch.tensor([1]), q, paths)
+    assert ok.tolist() == [False] and maj.tolist() == [False] and js_q.item() > js_max.item()
+
+
+def test_js_majority_rule_threshold():
+    # 3 of 4 soft paths lean to token 1: they all sit close to the centroid, while the one-hot
+    # draft on token 1 is far from it, so the JS test fails and only the majority rule accepts.
+    paths = _paths([0.0, 0.5, 0.0], [0.0, 0.5, 0.0], [0.0, 0.5, 0.0], [0.5, 0.0, 0.0])
+    q = draft_distribution(torch.tensor([1]), None, 3)
+    ok, maj, *_ = js_accept(torch.tensor([1]), q, paths, majority=0.5)
+    assert ok.tolist() == [False] and maj.tolist() == [True]  # JS fails, the majority accepts
+    assert js_accept(torch.tensor([1]), q, paths, majority=None)[1].tolist() == [False]
+    assert js_accept(torch.tensor([1]), q, paths, majority=0.75)[1].tolist() == [False]  # 3 > 3 is false
+    # Exactly half is not "more than half".
+    half = _paths([0.0, 0.5, 0.0], [0.0, 0.5, 0.0], [0.5, 0.0, 0.0], [0.5, 0.0, 0.0])
+    assert js_accept(torch.tensor([1]), q, half, majority=0.5)[1].tolist() == [False]
+
+
+def test_js_with_p0_accepts_only_exact_matches():
+    # p = 0: every path is the clean prediction, the spread max_k JS(P^(k), c) is ~0.
+    scores = hand_scores(2)
+    probs = torch.softmax(torch.tensor([[0.0, 3.0, 0.0], [0.0, 3.0, 0.0]]), -1)
+    with torch.no_grad():
+        d = dropmatch_decide(torch.tensor([0, 1]), probs, scores.logits, scores.hidden, scores.lm_head,
+                             criterion="js", n_paths=5, p=0.0)
+    assert (d.n, d.next_token) == (1, 0) and d.js_max.abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_empty_draft_emits_a_target_token(temperature):
+    scores = hand_scores(0)
+    with torch.no_grad():
+        v = DropMatch()(Draft(tokens=torch.empty(0, dtype=torch.long)), scores, temperature=temperature,
+                        generator=torch.Generator().manual_seed(0))
+    assert v.num_accepted == 0 and v.next_token in (0, 1, 2) and v.record["raw_match"] == []
+    if temperature == 0:
+        assert v.next_token == 0
+
+
+def test_sampling_fallback_is_speculative_sampling_for_rejected_tokens():
+    # T > 0 with a token no path votes for (token 2): it can still pass the exact test
+    # min(1, p/q) with q one-hot, i.e. with probability p(2); else the correction is drawn
+    # from p with token 2 removed.
+    scores = hand_scores(1)
+    rule = DropMatch(criterion="naive", n_paths=5, p=0.3)
+    p2 = torch.softmax(scores.logits[0], -1)[2].item()
+    with torch.no_grad():
+        outs = [rule(Draft(tokens=torch.tensor([2])), scores, temperature=1.0,
+                     generator=torch.Generator().manual_seed(s)) for s in range(400)]
+    kept = sum(v.num_accepted for v in outs) / len(outs)
+    assert abs(kept - p2) < 0.05
+    assert all(v.next_token != 2 for v in outs if v.num_accepted == 0)
+
+
+def test_draft_vocabulary_padding():
+    q = draft_distribution(torch.tensor([1]), torch.tensor([[0.25, 0.75]]), 4)
+    assert q.tolist() == [[0.25, 0.75, 0.0, 0.0]]
+    assert draft_distribution(torch.tensor([1]), torch.tensor([[0.2, 0.7, 0.1]]), 2).shape == (1, 2)
+
+
+def test_validation():
+    for bad in (dict(criterion="cosine"), dict(n_paths=0), dict(p=1.0), dict(majority=1.5),
+                dict(n_paths=1, include_clean_path=True)):
+        with pytest.raises(ValueError):
+            DropMatch(**bad)
+    assert DropMatch(criterion="js").needs_draft_probs and not DropMatch(criterion="naive").needs_draft_probs
+    assert DropMatch.needs_hidden is True
+
+
+# ---- through the decoding loop on tiny models --------------------------------------------------
+
+
+def near_copy(seed: int = 0, scale: float = 0.1) -> torch.nn.Module:
+    """tiny_model(seed) with 10% weight noise: a draft that agrees with it often, not always."""
+    model = tiny_model(seed)
+    g = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1:
+                p.add_(torch.randn(p.shape, generator=g) * scale * p.std())
+    return model
+
+
+@pytest.fixture(scope="module")
+def models():
+    return tiny_model(0), near_copy(0), tiny_tokenizer()
+
+
+def _prompt(tok) -> torch.Tensor:
+    text = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n\nQuestion: 3 + 4 = ?"
+    return torch.tensor(tok(text, add_special_tokens=False).input_ids)
+
+
+def _drafter(name, draft):
+    return {"model": lambda: ModelDrafter(draft), "pld": lambda: PromptLookupDrafter(max_ngram=3),
+            "mla": lambda: MLADrafter(draft)}[name]()
+
+
+@pytest.mark.parametrize(("criterion", "drafter"), [("naive", "model"), ("js", "model"), ("js", "pld"), ("naive", "mla")])
+def test_p0_equals_vanilla_spd_token_for_token(models, criterion, drafter):
+    target, draft, tok = models
+    prompt = _prompt(tok)
+    rule = DropMatch(criterion=criterion, p=0.0)
+    kw = dict(k=6, max_new_tokens=40, record_steps=True, generator=torch.Generator().manual_seed(0))
+    out = generate(target, prompt, verifier=rule, drafter=_drafter(drafter, draft),
+                   want_draft_probs=rule.needs_draft_probs, **kw)
+    spd = generate(target, prompt, verifier=SPD(), drafter=_drafter(drafter, draft), **kw)
+    assert out.new_tokens == spd.new_tokens and out.accepted == spd.accepted
+    flags = [f for s in out.step_records for f in s["raw_match"]]
+    assert any(flags) and not all(flags)  # not vacuous: matches and mismatches both occurred
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_seeded_runs_reproducible_and_loose(models, temperature):
+    target, draft, tok = models
+    prompt = _prompt(tok)
+
+    def run(seed):
+        return generate(target, prompt, verifier=DropMatch(criterion="naive", n_paths=5, p=0.3),
+                        drafter=ModelDrafter(draft), k=6, max_new_tokens=40, record_steps=True,
+                        temperature=temperature, generator=torch.Generator().manual_seed(seed))
+
+    a, b = run(5), run(5)
+    assert a.new_tokens == b.new_tokens and a.accepted == b.accepted
+    assert [s["loose_accepted"] for s in a.step_records] == [s["loose_accepted"] for s in b.step_records]
+    rec = {"metrics": {"decode_s": a.decode_s}, "steps": a.step_records}
+    s = loose_summary([rec])
+    assert s["tau_with_loose"] >= s["tau_without_loose"]
+    assert 0 < s["dropmatch_overhead"] < 1
+
+
+def test_loose_accepts_keep_the_loop_consistent(models):
+    # Each step's last token must be the target's greedy token after the committed prefix.
+    target, draft, tok = models
+    prompt = _prompt(tok)
+    out = generate(target, prompt, verifier=DropMatch(criterion="naive", n_paths=8, p=0.5),
+                   drafter=ModelDrafter(draft), k=6, max_new_tokens=40, record_steps=True,
+                   generator=torch.Generator().manual_seed(0))
+    assert sum(len(s["loose_accepted"]) for s in out.step_records) > 0
+    seq = prompt.tolist()
+    with torch.inference_mode():
+        for s, e in zip(out.step_records, out.emitted):
+            seq += s["draft"][: s["accepted"]]
+            if e == s["accepted"] + 1:
+                assert s["next"] == int(target(torch.tensor([seq])).logits[0, -1].argmax())
+                seq.append(s["next"])
+
+
+DROPMATCH_EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("dropmatch_*.yaml"))
+
+
+@pytest.mark.parametrize("name", DROPMATCH_EXPERIMENTS)
+def test_dropmatch_experiment_files_compose_and_sweep_known_keys(name):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"experiment={name}"], return_hydra_config=True)
+    assert cfg.experiment_name == name and cfg.method.name == "dropmatch"
+    for key in cfg.hydra.sweeper.params:
+        if "." in key:
+            group, field = key.split(".", 1)
+            assert field in cfg[group], f"{name}: sweeps unknown key {key}"
+        else:
+            values = str(cfg.hydra.sweeper.params[key]).split(",")
+            assert all((CONF_DIR / key / f"{v.strip()}.yaml").exists() for v in values)

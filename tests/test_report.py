@@ -1,0 +1,185 @@
+"""Reports from real (tiny) result folders: the index (complete, killed and empty runs), the
+paper tables (ours beside published, 'not run' cells, never 0), the plots, the notebook."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("matplotlib")
+
+from loosespec_bench.app import run  # noqa: E402
+from loosespec_bench.report import load_index, load_published, write_plots  # noqa: E402
+from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
+from loosespec_bench.report.tables import ABLATIONS, NOT_RUN, build_tables  # noqa: E402
+
+from .conftest import REPO, compose_config  # noqa: E402
+
+BASE = ["experiment=smoke_tiny", "dataset.limit=2", "generation.max_new_tokens=10", "threads=1"]
+RUNS = {
+    "ar": ["method=ar"],
+    "spd": ["method=spd", "drafter.k=2"],
+    # Without the window FLy accepts unsure mismatches even between tiny random models: loose
+    # accepts and FLy entropy records to report.
+    "fly": ["method=fly", "method.no_window=true", "method.theta=0.45", "drafter.k=3"],
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    """A results dir with three finished runs, one killed run (no summary, cut-off last line),
+    one resumed run killed after appending (stale summary), one run killed before its first
+    sample, and Hydra's own folder (not a run)."""
+    root = tmp_path_factory.mktemp("results")
+    summaries = {name: run(compose_config([*BASE, *extra], results_dir=root)) for name, extra in RUNS.items()}
+    killed = root / "killed_exp" / "spd_killed"
+    shutil.copytree(summaries["spd"]["run_dir"], killed)
+    (killed / "summary.json").unlink()
+    lines = (killed / "samples.jsonl").read_text().splitlines(keepends=True)
+    (killed / "samples.jsonl").write_text(lines[0] + lines[1][: len(lines[1]) // 2])  # killed mid-write
+    # Resumed with a larger limit, killed after one more sample: the old summary is stale.
+    resumed = root / "killed_exp" / "spd_resumed_killed"
+    shutil.copytree(summaries["spd"]["run_dir"], resumed)  # copies keep the files' times
+    more = json.loads(lines[1])
+    more["id"] += "-more"
+    with (resumed / "samples.jsonl").open("a") as f:
+        f.write(json.dumps(more) + "\n")
+    empty = root / "killed_exp" / "fly_empty"
+    empty.mkdir()
+    shutil.copy(Path(summaries["fly"]["run_dir"]) / "config.yaml", empty / "config.yaml")
+    hydra = root / "_hydra" / "multirun" / "0" / ".hydra"
+    hydra.mkdir(parents=True)
+    (hydra / "config.yaml").write_text("method: {name: spd}\n")
+    return {"root": root, "summaries": summaries}
+
+
+def test_index_has_one_row_per_run_folder(results):
+    df = load_index(results["root"])
+    assert len(df) == 6  # 3 finished + 2 killed + empty; _hydra skipped
+    by_id = {r["run_id"]: r for _, r in df.iterrows()}
+    for name, s in results["summaries"].items():
+        r = by_id[Path(s["run_dir"]).name]
+        assert r["status"] == "complete" and r["method"] == s["method"] and r["experiment"] == "smoke_tiny"
+        assert r["tau"] == pytest.approx(s["tau"]) and r["n_samples"] == 2
+        assert r["pair"] == "tiny" and r["dataset"] == "mgsm" and r["hardware"] and r["date"] and r["run_dir"] == s["run_dir"]
+    fly = by_id[Path(results["summaries"]["fly"]["run_dir"]).name]
+    assert fly["theta"] == 0.45 and fly["W"] == 6 and fly["K"] == 3 and fly["mode"] == "code"
+    assert fly["loose_accepts"] == results["summaries"]["fly"].get("loose_accepts")
+    spd = by_id[Path(results["summaries"]["spd"]["run_dir"]).name]
+    assert pd.isna(spd["theta"]) and pd.isna(spd["W"]) and spd["K"] == 2
+    assert by_id[Path(results["summaries"]["ar"]["run_dir"]).name]["K"] == 0
+
+    killed = by_id["spd_killed"]  # recomputed from the one complete sample line
+    assert killed["status"] == "partial" and killed["n_samples"] == 1 and killed["experiment"] == "smoke_tiny"
+    assert killed["tau"] >= 1 and killed["speedup"] > 0 and "samples.jsonl" in killed["summary_source"]
+    stale = by_id["spd_resumed_killed"]
+    assert stale["status"] == "partial" and stale["n_samples"] == 3
+    empty = by_id["fly_empty"]
+    assert empty["status"] == "empty" and empty["n_samples"] == 0 and empty["method"] == "fly" and empty["theta"] == 0.45
+
+    only = load_index(results["root"], experiment="killed*")
+    assert len(only) == 0  # experiment comes from the run's own config/summary, not the folder name
+    assert len(load_index(results["root"], experiment="smoke_*")) == 6
+
+
+def test_index_cli_writes_csv(results, tmp_path, capsys):
+    out = tmp_path / "index.csv"
+    assert report_main(["index", "--results", str(results["root"]), "--csv", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "spd_killed" in printed and "partial" in printed
+    csv = pd.read_csv(out)
+    assert len(csv) == 6 and {"theta", "W", "K", "tau", "speedup", "run_dir", "git_commit", "hardware", "date"} <= set(csv.columns)
+    assert json.loads(csv.loc[csv["method"] == "spd", "acceptance_by_position"].iloc[0])  # lists as JSON
+
+
+def test_tables_show_ours_beside_published_with_not_run_cells(results, tmp_path):
+    out = tmp_path / "reports"
+    assert report_main(["tables", "--results", str(results["root"]), "--out", str(out)]) == 0
+    names = ["fly_main", *[f"fly_ablation_{a}" for a in ABLATIONS], "dropmatch_main", "dropmatch_eagle3"]
+    for name in names:
+        for ext in ("md", "tex", "csv"):
+            assert (out / f"{name}.{ext}").stat().st_size > 0, (name, ext)
+    fly_s = results["summaries"]["fly"]
+    spd_s = results["summaries"]["spd"]
+
+    fly_main = (out / "fly_main.md").read_text()
+    ours = [line for line in fly_main.splitlines() if line.startswith("| ours | tiny | FLy")]
+    assert len(ours) == 1 and f"{fly_s['tau']:.2f}" in ours[0] and f"{fly_s['speedup']:.2f}×" in ours[0]
+    assert NOT_RUN in ours[0]  # gsm8k, humaneval, ... were not run
+    assert "| ours | tiny | SPD (model, K=2) |" in fly_main
+    published = [line for line in fly_main.splitlines() if line.startswith("| published")]
+    assert any("2.81×" in line for line in published) and any("5.07×" in line for line in published)
+    assert any("1.62×" in line for line in published)
+    assert "| ours | llama31-8b-70b | FLy |" in fly_main  # our counterpart of a published row
+    tex = (out / "fly_main.tex").read_text()
+    assert r"2.81$\times$" in tex and r"\begin{tabular}" in tex and "not run" in tex
+
+    dm = (out / "dropmatch_main.md").read_text()
+    assert "7.62" in dm and "9.20" in dm and "1.22×" in dm and "9.78" in dm and "1.09–1.33×" in dm
+    ours_spd = [line for line in dm.splitlines() if line.startswith("| ours | tiny")]
+    assert len(ours_spd) == 1 and f"{spd_s['tau']:.2f}" in ours_spd[0] and NOT_RUN in ours_spd[0]
+    eagle = (out / "dropmatch_eagle3.md").read_text()
+    assert "1.46" in eagle and "5.24" in eagle and "up to 1.09×" in eagle and NOT_RUN in eagle
+
+    theta = (out / "fly_ablation_theta.md").read_text()
+    assert "| 0.45 | ours | tiny |" in theta and "not sourced" in theta
+
+    # Missing figures are named, never shown as zero.
+    for table in build_tables(load_index(results["root"])):
+        frame = table.to_frame()
+        for col in frame.columns:
+            if "speedup" in col or "tau" in col:
+                assert not frame[col].isin([0, 0.0, "0", "0.0"]).any(), (table.name, col)
+    csv = pd.read_csv(out / "fly_main.csv")
+    assert (csv["gsm8k speedup"] == NOT_RUN).any() and (csv["mean speedup (all sets)"] == "2.81").any()
+
+
+def test_published_csv_every_figure_has_a_source():
+    pub = load_published()
+    assert len(pub) >= 10
+    for _, row in pub.iterrows():
+        assert row["source"] and row["arxiv"] in ("2511.22972", "2603.03333") and row["checked"]
+        assert float(row["value"]) > 0 and row["table"] in ("fly_main", "dropmatch_main", "dropmatch_eagle3")
+
+
+def test_plots_are_written_as_png_and_pdf(results, tmp_path):
+    paths = write_plots(load_index(results["root"]), tmp_path)
+    names = {p.stem for p in paths}
+    assert names == {"speedup_tau_vs_theta", "speedup_tau_vs_W", "speedup_tau_vs_K", "retention_vs_speedup",
+                     "acceptance_by_position", "fly_mismatch_entropy"}
+    for p in paths:
+        head = p.read_bytes()[:8]
+        assert head.startswith(b"\x89PNG" if p.suffix == ".png" else b"%PDF") and p.stat().st_size > 5000, p
+
+
+def test_fly_entropy_plot_reads_the_fly_step_records(results):
+    from loosespec_bench.report import plots
+    from loosespec_bench.report.index import read_records
+
+    records = read_records(results["summaries"]["fly"]["run_dir"])
+    accepted, rejected = plots.fly_mismatch_entropies(records)
+    assert len(accepted) == results["summaries"]["fly"]["loose_accepts"] > 0
+    assert min(accepted) >= 0.45  # the entropy gate: a loose accept needs H >= theta
+    # Without FLy records the figure says so instead of drawing nothing.
+    fig = plots.fig_fly_entropy([{"records": read_records(results["summaries"]["spd"]["run_dir"])}])
+    assert any("no FLy step records" in t.get_text() for t in fig.axes[0].texts)
+
+
+def test_notebook_runs_top_to_bottom_on_tiny_results(results, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    nb = nbformat.read(REPO / "notebooks" / "report.ipynb", as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1
+    params[0].source = f"RESULTS_DIR = {str(results['root'])!r}\nEXPERIMENT = 'smoke_tiny'\nOUT_DIR = {str(tmp_path / 'out')!r}"
+    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 6
+    assert any("2.81×" in o.get("data", {}).get("text/markdown", "") for o in outputs)
+    assert (tmp_path / "out" / "tables.md").exists() and (tmp_path / "out" / "plots" / "retention_vs_speedup.png").exists()
