@@ -291,8 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         f"response tokens and {t2d[top1].float().mean():.2%} of the target's top-1 predictions on them")
     cfg = head_config_for(target, draft_vocab_size=draft_ids.numel(), intermediate_size=args.intermediate)
 
-    n_eval = max(1, int(len(data) * args.heldout))
-    train, heldout = data[n_eval:], data[:n_eval]
+    # Every stride-th corpus sample is held out (data[i] is corpus sample i: shards are written in
+    # order), so a resumed run with more shards keeps the earlier held-out samples held out.
+    stride = max(2, round(1 / args.heldout))
+    train = [s for i, s in enumerate(data) if i % stride]
+    heldout = [s for i, s in enumerate(data) if not i % stride]
     log(f"training on {len(train)} samples ({sum(len(s['ids']) for s in train)} tokens), "
         f"{len(heldout)} held out; head: hidden {cfg['hidden_size']}, MLP {cfg['intermediate_size']}, "
         f"draft vocab {cfg['draft_vocab_size']}, layers {taps}")

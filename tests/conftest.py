@@ -6,12 +6,18 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from loosespec_bench.config import CONF_DIR
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Tiny models are latency-bound: one thread is ~100x faster than two oversubscribed ones on a
+# loaded 2-core machine. Subprocesses (CLI tests) inherit the variable.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
 
 
 def shared_data_dir() -> Path:

@@ -331,6 +331,11 @@ def save_head(head: Eagle3Head, folder: str | Path, *, safetensors: bool = True)
         torch.save(state, folder / "pytorch_model.bin.partial")
         os.replace(folder / "pytorch_model.bin.partial", folder / "pytorch_model.bin")
     os.replace(tmp, folder / "config.json")
+    mask = os.umask(0)
+    os.umask(mask)
+    for f in folder.iterdir():  # the safetensors writer makes 0600 files; the cache is shared
+        if f.is_file():
+            os.chmod(f, 0o666 & ~mask)
     return folder
 
 

@@ -52,9 +52,11 @@ class ModelDrafter:
         out_probs: list[torch.Tensor] = []
         keep_probs = want_probs or temperature > 0
         for _ in range(k):
+            # Tokens live on the host; the draft may sit on an accelerator. The logits come back
+            # to the host because the sampling generator and the verifiers' tokens are there.
             logits = self.model(
-                feed.unsqueeze(0), past_key_values=self.cache, use_cache=True, logits_to_keep=1
-            ).logits[0, -1].float()  # [vocab]
+                feed.unsqueeze(0).to(self.model.device), past_key_values=self.cache, use_cache=True, logits_to_keep=1
+            ).logits[0, -1].float().cpu()  # [vocab]
             self.seen = torch.cat([self.seen, feed])
             if temperature > 0:
                 q = torch.softmax(logits / temperature, dim=-1)
