@@ -335,6 +335,8 @@ def format_summary(s: dict[str, Any]) -> str:
         ("accuracy (target alone)", _fmt(s.get("baseline_accuracy"))),
         ("accuracy retention", _fmt(s.get("retention")) + _ci(s)),
         ("identical to target alone", _fmt(s.get("identical_to_target"))),
+        ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
+        ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),
     ]
     width = max(len(a) for a, _ in rows)
     lines = ["", "=" * (width + 24)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 24)]

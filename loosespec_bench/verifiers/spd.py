@@ -18,9 +18,9 @@ def raw_match_flags(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> 
 
     draft_tokens: [K]; target_logits: [K+1, vocab]. Returns (a [K] bool, t [K+1] int64).
     """
-    t = target_logits.argmax(dim=-1)  # [K+1]
+    t = target_logits.argmax(dim=-1).cpu()  # [K+1]; tokens live on the host, logits may not
     k = draft_tokens.numel()
-    return draft_tokens == t[:k], t
+    return draft_tokens.cpu() == t[:k], t
 
 
 def longest_true_prefix(flags: torch.Tensor) -> int:
@@ -59,7 +59,9 @@ def verify_sampling(
     """
     if temperature <= 0:
         raise ValueError("verify_sampling needs temperature > 0; use verify_greedy for T = 0")
-    p = torch.softmax(target_logits.float() / temperature, dim=-1)  # [K+1, vocab]
+    # On the host: the seeded generator and the draft's q live there (one copy per step).
+    p = torch.softmax(target_logits.float() / temperature, dim=-1).cpu()  # [K+1, vocab]
+    draft_tokens = draft_tokens.cpu()
     k = draft_tokens.numel()
     idx = torch.arange(k)
     p_d = p[idx, draft_tokens]  # [K] p_i(d_i)
