@@ -11,7 +11,7 @@ from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter, PromptLookupDrafter
 from loosespec_bench.metrics import loose_summary
-from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
+from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
 from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
 from loosespec_bench.verifiers.dropmatch import (
     draft_distribution,
@@ -204,20 +204,11 @@ def test_validation():
 # ---- through the decoding loop on tiny models --------------------------------------------------
 
 
-def near_copy(seed: int = 0, scale: float = 0.1) -> torch.nn.Module:
-    """tiny_model(seed) with 10% weight noise: a draft that agrees with it often, not always."""
-    model = tiny_model(seed)
-    g = torch.Generator().manual_seed(1234)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.numel() > 1:
-                p.add_(torch.randn(p.shape, generator=g) * scale * p.std())
-    return model
 
 
 @pytest.fixture(scope="module")
 def models():
-    return tiny_model(0), near_copy(0), tiny_tokenizer()
+    return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
 
 
 def _prompt(tok) -> torch.Tensor:

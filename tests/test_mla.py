@@ -7,7 +7,7 @@ import torch
 
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter
-from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
+from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
 from loosespec_bench.verifiers.spd import SPD
 
 
@@ -20,20 +20,11 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def near_copy(seed: int = 0, scale: float = 0.1) -> torch.nn.Module:
-    """tiny_model(seed) with 10% weight noise: a draft that agrees with it often, not always."""
-    model = tiny_model(seed)
-    g = torch.Generator().manual_seed(1234)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.numel() > 1:
-                p.add_(torch.randn(p.shape, generator=g) * scale * p.std())
-    return model
 
 
 @pytest.fixture(scope="module")
 def models():
-    return tiny_model(0), near_copy(0), tiny_tokenizer()
+    return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
 
 
 def _ids(tok, text: str) -> torch.Tensor:
