@@ -11,6 +11,7 @@ from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter, PromptLookupDrafter
 from loosespec_bench.metrics import loose_summary
+from .helpers import code_prompt, make_drafter
 from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
 from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
 from loosespec_bench.verifiers.dropmatch import (
@@ -211,25 +212,16 @@ def models():
     return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
 
 
-def _prompt(tok) -> torch.Tensor:
-    text = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n\nQuestion: 3 + 4 = ?"
-    return torch.tensor(tok(text, add_special_tokens=False).input_ids)
-
-
-def _drafter(name, draft):
-    return {"model": lambda: ModelDrafter(draft), "pld": lambda: PromptLookupDrafter(max_ngram=3),
-            "mla": lambda: MLADrafter(draft)}[name]()
-
 
 @pytest.mark.parametrize(("criterion", "drafter"), [("naive", "model"), ("js", "model"), ("js", "pld"), ("naive", "mla")])
 def test_p0_equals_vanilla_spd_token_for_token(models, criterion, drafter):
     target, draft, tok = models
-    prompt = _prompt(tok)
+    prompt = code_prompt(tok)
     rule = DropMatch(criterion=criterion, p=0.0)
     kw = dict(k=6, max_new_tokens=40, record_steps=True, generator=torch.Generator().manual_seed(0))
-    out = generate(target, prompt, verifier=rule, drafter=_drafter(drafter, draft),
+    out = generate(target, prompt, verifier=rule, drafter=make_drafter(drafter, draft),
                    want_draft_probs=rule.needs_draft_probs, **kw)
-    spd = generate(target, prompt, verifier=SPD(), drafter=_drafter(drafter, draft), **kw)
+    spd = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft), **kw)
     assert out.new_tokens == spd.new_tokens and out.accepted == spd.accepted
     flags = [f for s in out.step_records for f in s["raw_match"]]
     assert any(flags) and not all(flags)  # not vacuous: matches and mismatches both occurred
@@ -238,7 +230,7 @@ def test_p0_equals_vanilla_spd_token_for_token(models, criterion, drafter):
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_seeded_runs_reproducible_and_loose(models, temperature):
     target, draft, tok = models
-    prompt = _prompt(tok)
+    prompt = code_prompt(tok)
 
     def run(seed):
         return generate(target, prompt, verifier=DropMatch(criterion="naive", n_paths=5, p=0.3),
@@ -257,7 +249,7 @@ def test_seeded_runs_reproducible_and_loose(models, temperature):
 def test_loose_accepts_keep_the_loop_consistent(models):
     # Each step's last token must be the target's greedy token after the committed prefix.
     target, draft, tok = models
-    prompt = _prompt(tok)
+    prompt = code_prompt(tok)
     out = generate(target, prompt, verifier=DropMatch(criterion="naive", n_paths=8, p=0.5),
                    drafter=ModelDrafter(draft), k=6, max_new_tokens=40, record_steps=True,
                    generator=torch.Generator().manual_seed(0))

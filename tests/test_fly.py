@@ -14,6 +14,7 @@ from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter, PromptLookupDrafter
 from loosespec_bench.metrics import loose_summary, summarize
+from .helpers import code_prompt, make_drafter
 from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
 from loosespec_bench.verifiers import Draft, FLy, TargetScores
 from loosespec_bench.verifiers.fly import (
@@ -239,25 +240,16 @@ def models():
     return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
 
 
-def _prompt(tok) -> torch.Tensor:
-    text = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n\nQuestion: 3 + 4 = ?"
-    return torch.tensor(tok(text, add_special_tokens=False).input_ids)
-
-
-def _drafter(name, draft):
-    return {"model": lambda: ModelDrafter(draft), "pld": lambda: PromptLookupDrafter(max_ngram=3),
-            "mla": lambda: MLADrafter(draft)}[name]()
-
 
 @pytest.mark.parametrize(("drafter", "mode"), [("model", "code"), ("pld", "code"), ("mla", "code"), ("model", "paper")])
 def test_fly_with_impossible_theta_equals_spd_token_for_token(models, drafter, mode):
     target, draft, tok = models
-    prompt = _prompt(tok)
+    prompt = code_prompt(tok)
     # log 3 ~ 1.10 bounds the top-3 entropy and 1 bounds the normalised one: theta = 2 rejects
     # every mismatch, so FLy must reproduce SPD (and hence the target alone) exactly.
     kw = dict(k=8, max_new_tokens=48, record_steps=True)
-    spd = generate(target, prompt, verifier=SPD(), drafter=_drafter(drafter, draft), **kw)
-    fly = generate(target, prompt, verifier=FLy(theta=2.0, window=3, mode=mode), drafter=_drafter(drafter, draft), **kw)
+    spd = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft), **kw)
+    fly = generate(target, prompt, verifier=FLy(theta=2.0, window=3, mode=mode), drafter=make_drafter(drafter, draft), **kw)
     ar = generate(target, prompt, verifier=SPD(), max_new_tokens=48)
     assert fly.new_tokens == spd.new_tokens == ar.new_tokens
     assert fly.accepted == spd.accepted
@@ -272,7 +264,7 @@ def test_fly_loose_accepts_keep_the_loop_consistent(models, rule):
     # Each step's last token must be the target's greedy token after the committed prefix
     # (loosely accepted draft tokens included), which holds only if the caches stayed right.
     target, draft, tok = models
-    prompt = _prompt(tok)
+    prompt = code_prompt(tok)
     out = generate(target, prompt, verifier=FLy(**rule), drafter=ModelDrafter(draft),
                    k=8, max_new_tokens=40, record_steps=True)
     assert sum(len(s["loose_accepted"]) for s in out.step_records) > 0
