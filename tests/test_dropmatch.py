@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 
 from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
-from loosespec_bench.drafters import MLADrafter, ModelDrafter, PromptLookupDrafter
+from loosespec_bench.drafters import ModelDrafter
 from loosespec_bench.metrics import loose_summary
 from .helpers import code_prompt, make_drafter
 from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
