@@ -6,14 +6,16 @@ built by the tasks' own loaders and the chat template), with the same draft leng
 same max_new_tokens, in one process. Contestants are interleaved prompt by prompt (the order
 rotates between prompts and repeats, so slow drift of a shared machine cancels out), after an
 untimed warm-up of each. Comparisons are the MEDIAN OF PAIRED RATIOS of seconds per new token
-(ours / peer) over the same (prompt, repeat) pairs; for lossless pairs the outputs are the same
-tokens, so this is the time ratio.
+(ours / peer; wall time of the whole call, prefill + decode, as a user sees it) over the same
+(prompt, repeat) pairs; for lossless pairs in fp32 the outputs are the same tokens, so this is
+the time ratio (in bf16 near-ties can part them; "ratio(ident)" keeps the identical pairs).
 
-  target alone      ours (loop, K = 0)         vs transformers generate()
-  SPD, draft model  ours (ModelDrafter + SPD)  vs transformers assisted generation
-                                                  (assistant_model, K constant / heuristic)
-  prompt lookup     ours (PromptLookupDrafter) vs transformers prompt_lookup_num_tokens
-  FLy, FLy + MLA, DropMatch                    vs our SPD (and our target alone)
+  target alone      ours (loop, K = 0)             vs transformers generate()
+  SPD, draft model  ours (ModelDrafter + SPD)      vs transformers assisted generation
+                                                      (assistant_model, K constant / heuristic)
+                    ours (MLADrafter + SPD: the same greedy drafts in fewer draft forwards)
+  prompt lookup     ours (PromptLookupDrafter)     vs transformers prompt_lookup_num_tokens
+  FLy, FLy + MLA, DropMatch                        vs our SPD (and our target alone)
 
 Also printed: per-step overheads from GenerationOutput.phase_s (draft, target forward, rule,
 rollback, bookkeeping), the FLy-rule and DropMatch LM-head shares of step time (limit 2%), and
@@ -36,8 +38,8 @@ import os
 # On a CPU shared with other jobs, OpenMP workers that spin-wait at every barrier lose their
 # core to another process and the barrier then waits a whole scheduler slice: a 1.5B forward
 # measured 10x slower with 2 spinning threads at load average 10 (0.4 s with 1 thread or with
-# passive waiting, 4 s with the default). Passive waiting costs ~nothing on an idle machine.
-# Set before torch loads libgomp; both contestants of every pair run under the same setting.
+# passive waiting, 4 s with the default). Set before torch loads libgomp (importing this file
+# after torch is too late: pass --threads 1 there); every contestant runs under the same setting.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
@@ -403,6 +405,9 @@ def compare(runs: list[Run], a: str, b: str, lossless: bool) -> dict[str, Any]:
     return {
         "pairs": len(pairs),
         "time_ratio_median": _median(ratios),  # ours / peer, seconds per new token
+        # bf16 near-ties can send the two down different (often different-length) outputs, so
+        # the pairs that produced the very same tokens are also summarised on their own.
+        "time_ratio_median_identical": _median([x for x, same in zip(ratios, ident) if same]),
         "time_ratio_min": min(ratios) if ratios else None,
         "time_ratio_max": max(ratios) if ratios else None,
         "identical": sum(ident),
@@ -502,7 +507,7 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
         print(f"{n:<14} not available ({why})")
     print()
     print("time ratio = median over (prompt, repeat) pairs of (ours s/token) / (peer s/token); < 1: ours faster")
-    print(f"{'comparison':<52} {'ratio':>6} {'[min, max]':>15} {'pairs':>5}  {'identical tokens':<24} target")
+    print(f"{'comparison':<52} {'ratio':>6} {'[min, max]':>15} {'pairs':>5}  {'identical tokens':<24} {'ratio(ident)':>12}  target")
     for a, b, label in COMPARISONS:
         key = f"{a}|{b}"
         if key not in res["comparisons"]:
@@ -514,7 +519,8 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
             ident = f"lossy ({c['identical']}/{c['pairs']} same)"
         print(f"{label:<52} {_fmt(c['time_ratio_median']):>6} "
               f"[{_fmt(c['time_ratio_min'], '.2f')}, {_fmt(c['time_ratio_max'], '.2f')}]".rjust(16)
-              + f" {c['pairs']:>5}  {ident:<24} {c.get('target', '')}")
+              + f" {c['pairs']:>5}  {ident:<24} {_fmt(c['time_ratio_median_identical']) if c['lossless_pair'] else '':>12}  "
+              + c.get("target", ""))
     ret = res.get("retention")
     if ret:
         print()
@@ -602,15 +608,19 @@ def summarize(runs: list[Run], bench: Bench, args: argparse.Namespace, calib: di
                 m = cost_model(runs, n, bench.contestants[n].k, res.get("calibration"))
                 if m:
                     res["costmodel"][n] = m
-    if "spd" in res["costmodel"]:
-        rates = res["costmodel"]["spd"]["rates"]
-        lines = []
+    lines = []
+    for n, m in res["costmodel"].items():
+        if not m.get("c"):  # prompt lookup: no draft model to re-cost
+            continue
+        k = bench.contestants[n].k
+        # Draft forwards per draft token as measured (1 for a draft model, < 1 with MLA).
+        per_token = m["draft_forwards_per_step"] / k
         for c in args.project_c:
-            p = costmodel.project(rates, c=c, k=args.k, verify_factor=args.project_v)
-            b = costmodel.best_k(rates, c=c, k_max=args.project_k_max, verify_factor=args.project_v)
-            lines.append(f"SPD rates, c={c:.3f}, v={args.project_v:.2f}: K={args.k} -> {p.speedup:.2f}x "
+            p = costmodel.project(m["rates"], c=c, k=k, verify_factor=args.project_v, draft_forwards=per_token * k)
+            b = costmodel.best_k(m["rates"], c=c * per_token, k_max=args.project_k_max, verify_factor=args.project_v)
+            lines.append(f"{n} rates, c={c:.3f}, v={args.project_v:.2f}: K={k} -> {p.speedup:.2f}x "
                          f"(E {p.expected_tokens:.2f}); best K<={args.project_k_max}: K={b.k} -> {b.speedup:.2f}x")
-        res["projections"] = lines
+    res["projections"] = lines
     return res
 
 
