@@ -299,11 +299,11 @@ class Bench:
     def calibrate(self, context: torch.Tensor, lengths: list[int], reps: int) -> dict[str, Any]:
         """Median times of one target forward of each length in `lengths` and of one 1-token
         draft forward, over `context` cached tokens, interleaved, under the loop's attention."""
-        from loosespec_bench.decoding.loop import packed_attention
+        from loosespec_bench.decoding.cpu import cpu_fast_paths
 
         T, D = self.target.model, self.draft.model
         times: dict[str, list[float]] = {}
-        with torch.inference_mode(), packed_attention(T, D):
+        with torch.inference_mode(), cpu_fast_paths(T, D):
             caches = {}
             for name, m in (("target", T), ("draft", D)):
                 caches[name] = DynamicCache(config=m.config)

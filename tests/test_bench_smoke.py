@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from loosespec_bench.decoding.loop import PACKED_SDPA, packed_attention
+from loosespec_bench.decoding.cpu import PACKED_SDPA, packed_attention
 from loosespec_bench.models.loading import load_model
 
 from .conftest import REPO, shared_data_dir

@@ -16,13 +16,14 @@ from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_co
 from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
 from loosespec_bench.verifiers.dropmatch import (
     draft_distribution,
+    draw_keep_masks,
     dropmatch_decide,
     dropout_path_logits,
     js_accept,
     js_divergence,
     naive_accept,
 )
-from loosespec_bench.verifiers.spd import SPD
+from loosespec_bench.verifiers.spd import SPD, longest_true_prefix
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -106,6 +107,55 @@ def test_masks_batched_scaled_and_seeded():
     assert torch.equal(out, again) and not torch.equal(out, other)
 
 
+@pytest.mark.parametrize("criterion", ["naive", "js"])
+def test_lazy_criterion_equals_the_eager_one_and_skips_exact_matches(criterion):
+    """Evaluating the criterion only at exact-rule rejections, up to the first failure, decides
+    exactly what evaluating it at every position (with the same masks) decides."""
+    torch.manual_seed(0)
+    K, H, V, N, p = 6, 8, 5, 4, 0.4
+    calls = []
+    head = torch.nn.Linear(H, V)
+    counted = lambda x: (calls.append(x.shape[0]), head(x))[1]  # noqa: E731
+    checked = loose = 0
+    with torch.no_grad():
+        for seed in range(60):
+            g = torch.Generator().manual_seed(seed)
+            hidden = torch.randn(K + 1, H, generator=g)  # [K+1, H]
+            logits = head(hidden)  # [K+1, V]
+            t = logits.argmax(-1)
+            # Draft = the target's tokens with a few random substitutions.
+            d = torch.where(torch.rand(K, generator=g) < 0.4, torch.randint(0, V, (K,), generator=g), t[:K])
+            probs = torch.softmax(torch.randn(K, V, generator=g), -1)
+            calls.clear()
+            dec = dropmatch_decide(d, probs, logits, hidden, counted, criterion=criterion, n_paths=N, p=p,
+                                   generator=torch.Generator().manual_seed(seed))
+            keep = draw_keep_masks(N, K, H, p, torch.Generator().manual_seed(seed), hidden.device)
+            paths = dropout_path_logits(hidden[:K], head, n_paths=N, p=p, keep=keep)  # [N, K, V]
+            if criterion == "naive":
+                sem = naive_accept(d, paths)
+            else:
+                ok, maj, *_ = js_accept(d, draft_distribution(d, probs, V), paths)
+                sem = ok | maj
+            exact = d == t[:K]
+            assert dec.n == longest_true_prefix(exact | sem) and dec.next_token == int(t[dec.n])
+            assert dec.evaluated == [i for i in range(min(dec.n + 1, K)) if not exact[i]]
+            assert dec.semantic[dec.evaluated].tolist() == sem[dec.evaluated].tolist()
+            assert calls == [N] * len(dec.evaluated)  # one LM-head call of N rows per evaluated position
+            checked += len(dec.evaluated)
+            loose += len(dec.loose)
+    assert checked > 30 and loose > 0  # not vacuous
+
+
+def test_no_mismatch_no_lm_head_call():
+    scores = hand_scores(3)
+    calls = []
+    head = lambda x: (calls.append(x.shape), scores.lm_head(x))[1]  # noqa: E731
+    with torch.no_grad():
+        d = dropmatch_decide(torch.tensor([0, 0, 0]), None, scores.logits, scores.hidden, head,
+                             criterion="js", generator=torch.Generator().manual_seed(0))
+    assert (d.n, d.evaluated, calls) == (3, [], [])
+
+
 # ---- the JS criterion ----------------------------------------------------------------------
 
 
@@ -158,7 +208,7 @@ def test_js_with_p0_accepts_only_exact_matches():
     with torch.no_grad():
         d = dropmatch_decide(torch.tensor([0, 1]), probs, scores.logits, scores.hidden, scores.lm_head,
                              criterion="js", n_paths=5, p=0.0)
-    assert (d.n, d.next_token) == (1, 0) and d.js_max.abs().max() < 1e-6
+    assert (d.n, d.next_token) == (1, 0) and d.evaluated == [1] and d.js_max[1].abs() < 1e-6
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

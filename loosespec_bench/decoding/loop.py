@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import functools
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
-from transformers import AttentionInterface, DynamicCache, PreTrainedModel
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import DynamicCache, PreTrainedModel
 
 from ..drafters.base import Drafter, empty_draft
 from ..verifiers.base import TargetScores, Verifier
 from .cache import crop_to
+from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
 StopFn = Callable[[list[int]], bool]
@@ -80,88 +77,26 @@ def _first_stop(
     return len(chunk), None
 
 
-# -- CPU attention for short queries ---------------------------------------------------------
-# transformers' "sdpa" hands a 1-token query with grouped-query attention (GQA) to
-# scaled_dot_product_attention(enable_gqa=True), whose CPU bf16 kernel is slow at decode: 2.65 ms
-# per layer at 500 cached tokens for Qwen2.5-1.5B shapes, against 0.31 ms for the same attention
-# with the g query heads that share a KV head packed as g rows of one query (9x). That was 13% of
-# a target decode forward and 19% of a draft forward on the embedded pair (CPU, bf16). Packing is
-# the same arithmetic (each row attends the same keys with its own mask row); only the kernel's
-# summation order differs, so fp32 outputs agree to rounding. The loop switches CPU models that
-# use stock "sdpa" to it while it runs and restores "sdpa" after; anything else (long queries:
-# prefill; batches; padding masks with per-head rows; accelerators) goes to stock sdpa unchanged.
-PACKED_SDPA = "loosespec_packed_sdpa"
-_PACK_MAX_QUERY = 16  # verification forwards are K+1 tokens; prefill stays on the flash kernel
+def _drafter_modules(drafter: Any) -> list[torch.nn.Module]:
+    """The networks a drafter runs: a draft model, an EAGLE-3 head, a wrapped drafter's model."""
+    if drafter is None:
+        return []
+    mods = [m for m in (getattr(drafter, "model", None), getattr(drafter, "head", None)) if isinstance(m, torch.nn.Module)]
+    return mods + _drafter_modules(getattr(drafter, "inner", None))
 
 
-def packed_gqa_sdpa(
-    module: torch.nn.Module,
-    query: torch.Tensor,  # [B, Hq, q, D]
-    key: torch.Tensor,  # [B, Hkv, kv, D]
-    value: torch.Tensor,  # [B, Hkv, kv, D]
-    attention_mask: torch.Tensor | None,  # [B, 1, q, kv] bool, or None when transformers skipped it
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    is_causal: bool | None = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    b, hq, q, d = query.shape
-    hkv, kv = key.shape[1], key.shape[2]
-    g = hq // hkv
-    if (
-        g == 1 or q > _PACK_MAX_QUERY or b != 1 or query.device.type != "cpu" or dropout
-        or kwargs.get("position_bias") is not None or kwargs.get("cache") is not None
-        or (attention_mask is not None and (attention_mask.dim() != 4 or attention_mask.shape[1] != 1))
-    ):
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
-        )
-    # Query head h reads KV head h // g (repeat_kv's layout): rows [g * q] share one KV head.
-    packed = query.reshape(b, hkv, g * q, d)  # [B, Hkv, g*q, D], row = (head in group, position)
-    mask = None
-    if attention_mask is not None:  # one mask for all heads: the same q rows for each head of a group
-        mask = attention_mask[..., :kv].expand(b, 1, q, kv).repeat(1, 1, g, 1)  # [B, 1, g*q, kv]
-    elif q > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
-        # transformers leaves the mask out when plain causality is enough; the cached keys come
-        # first, so query i sees keys 0..kv-q+i (bottom-right aligned).
-        last = torch.arange(q, device=query.device)[:, None] + (kv - q)
-        mask = (torch.arange(kv, device=query.device)[None, :] <= last).repeat(g, 1)  # [g*q, kv]
-    out = F.scaled_dot_product_attention(packed, key, value, attn_mask=mask, scale=scaling)  # [B, Hkv, g*q, D]
-    return out.reshape(b, hq, q, d).transpose(1, 2).contiguous(), None  # [B, q, Hq, D], as sdpa returns
-
-
-AttentionInterface.register(PACKED_SDPA, packed_gqa_sdpa)
-AttentionMaskInterface.register(PACKED_SDPA, sdpa_mask)  # the masks sdpa gets, unchanged
-
-
-@contextmanager
-def packed_attention(*models: torch.nn.Module | None) -> Iterator[None]:
-    """Run CPU models that use stock "sdpa" on packed_gqa_sdpa inside the block, then restore."""
-    switched = []
-    for m in models:
-        cfg = getattr(m, "config", None)
-        if cfg is not None and getattr(cfg, "_attn_implementation", None) == "sdpa" and m.device.type == "cpu":
-            cfg._attn_implementation = PACKED_SDPA
-            switched.append(cfg)
-    try:
-        yield
-    finally:
-        for cfg in switched:
-            cfg._attn_implementation = "sdpa"
-
-
-def _with_packed_attention(fn: Callable[..., GenerationOutput]) -> Callable[..., GenerationOutput]:
-    """generate() runs the target and the drafter's model (if it has one) under packed_attention."""
+def _with_cpu_fast_paths(fn: Callable[..., GenerationOutput]) -> Callable[..., GenerationOutput]:
+    """generate() runs the target and the drafter's model (if it has one) under cpu_fast_paths."""
 
     @functools.wraps(fn)
     def wrapper(target: PreTrainedModel, *args: Any, drafter: Drafter | None = None, **kwargs: Any) -> GenerationOutput:
-        with packed_attention(target, getattr(drafter, "model", None)):
+        with cpu_fast_paths(target, *_drafter_modules(drafter)):
             return fn(target, *args, drafter=drafter, **kwargs)
 
     return wrapper
 
 
-@_with_packed_attention
+@_with_cpu_fast_paths
 @torch.inference_mode()
 def generate(
     target: PreTrainedModel,

@@ -1,0 +1,186 @@
+"""CPU fast paths for decode-time forwards: packed GQA attention and prepacked linear weights.
+
+Both are switched on only while the decoding loop runs (cpu_fast_paths), on CPU models, and
+restored afterwards, so the same model object still behaves stock elsewhere (transformers'
+generate() in the engine benchmark runs the untouched model). Neither changes the arithmetic a
+model does, only the kernel that does it: outputs agree to float rounding (bit-identical in the
+bf16 linear checks of tests/test_cpu_fast_paths.py).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from contextlib import ExitStack, contextmanager
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+
+# -- CPU attention for short queries ---------------------------------------------------------
+# transformers' "sdpa" hands a 1-token query with grouped-query attention (GQA) to
+# scaled_dot_product_attention(enable_gqa=True), whose CPU bf16 kernel is slow at decode: 2.65 ms
+# per layer at 500 cached tokens for Qwen2.5-1.5B shapes, against 0.31 ms for the same attention
+# with the g query heads that share a KV head packed as g rows of one query (9x). That was 13% of
+# a target decode forward and 19% of a draft forward on the embedded pair (CPU, bf16). Packing is
+# the same arithmetic (each row attends the same keys with its own mask row); only the kernel's
+# summation order differs, so fp32 outputs agree to rounding. The loop switches CPU models that
+# use stock "sdpa" to it while it runs and restores "sdpa" after; anything else (long queries:
+# prefill; batches; padding masks with per-head rows; accelerators) goes to stock sdpa unchanged.
+PACKED_SDPA = "loosespec_packed_sdpa"
+_PACK_MAX_QUERY = 16  # verification forwards are K+1 tokens; prefill stays on the flash kernel
+
+
+def packed_gqa_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,  # [B, Hq, q, D]
+    key: torch.Tensor,  # [B, Hkv, kv, D]
+    value: torch.Tensor,  # [B, Hkv, kv, D]
+    attention_mask: torch.Tensor | None,  # [B, 1, q, kv] bool, or None when transformers skipped it
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    b, hq, q, d = query.shape
+    hkv, kv = key.shape[1], key.shape[2]
+    g = hq // hkv
+    if (
+        g == 1 or q > _PACK_MAX_QUERY or b != 1 or query.device.type != "cpu" or dropout
+        or kwargs.get("position_bias") is not None or kwargs.get("cache") is not None
+        or (attention_mask is not None and (attention_mask.dim() != 4 or attention_mask.shape[1] != 1))
+    ):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
+    # Query head h reads KV head h // g (repeat_kv's layout): rows [g * q] share one KV head.
+    packed = query.reshape(b, hkv, g * q, d)  # [B, Hkv, g*q, D], row = (head in group, position)
+    mask = None
+    if attention_mask is not None:  # one mask for all heads: the same q rows for each head of a group
+        mask = attention_mask[..., :kv].expand(b, 1, q, kv).repeat(1, 1, g, 1)  # [B, 1, g*q, kv]
+    elif q > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
+        # transformers leaves the mask out when plain causality is enough; the cached keys come
+        # first, so query i sees keys 0..kv-q+i (bottom-right aligned).
+        last = torch.arange(q, device=query.device)[:, None] + (kv - q)
+        mask = (torch.arange(kv, device=query.device)[None, :] <= last).repeat(g, 1)  # [g*q, kv]
+    out = F.scaled_dot_product_attention(packed, key, value, attn_mask=mask, scale=scaling)  # [B, Hkv, g*q, D]
+    return out.reshape(b, hq, q, d).transpose(1, 2).contiguous(), None  # [B, q, Hq, D], as sdpa returns
+
+
+AttentionInterface.register(PACKED_SDPA, packed_gqa_sdpa)
+AttentionMaskInterface.register(PACKED_SDPA, sdpa_mask)  # the masks sdpa gets, unchanged
+
+
+@contextmanager
+def packed_attention(*models: torch.nn.Module | None) -> Iterator[None]:
+    """Run CPU models that use stock "sdpa" on packed_gqa_sdpa inside the block, then restore."""
+    switched = []
+    for m in models:
+        if not isinstance(m, PreTrainedModel):  # e.g. an EAGLE-3 head: its own attention code
+            continue
+        cfg = getattr(m, "config", None)
+        if cfg is not None and getattr(cfg, "_attn_implementation", None) == "sdpa" and m.device.type == "cpu":
+            cfg._attn_implementation = PACKED_SDPA
+            switched.append(cfg)
+    try:
+        yield
+    finally:
+        for cfg in switched:
+            cfg._attn_implementation = "sdpa"
+
+
+# -- prepacked linear weights ------------------------------------------------------------------
+# A decode forward on CPU is a chain of matrix-vector products that stream every weight from
+# memory once, so its speed is the bandwidth the matmul kernel reaches. aten's bf16 linear on a
+# plain [out, in] weight reached ~20 GB/s for the embedded 0.5B draft's layers (2 cores, AVX-512
+# BF16) against ~40 GB/s for a plain sum over the same bytes; oneDNN's matmul on a weight
+# reordered once into its blocked layout (the path torch.compile's CPU "freezing" takes) reached
+# ~26 GB/s: 36 -> 27 ms per draft forward's layer matmuls, 1.35x at 6-token verification
+# queries, 2x in fp32 (scripts/bench_engine.py measures the effect end to end). The packed copy
+# costs one more copy of the weights in memory; LOOSESPEC_CPU_PREPACK=0 switches it off.
+# Packed copies live beside the modules, not on them: an opaque oneDNN tensor attribute would
+# break copy.deepcopy, pickling and state_dict walks of the model. Gone with the module.
+_PACKED: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, torch.Tensor]]" = weakref.WeakKeyDictionary()
+
+
+def prepack_available() -> bool:
+    return (
+        os.environ.get("LOOSESPEC_CPU_PREPACK", "1") != "0"
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    )
+
+
+def _packable(lin: torch.nn.Module) -> bool:
+    # Exactly nn.Linear (quantised and LoRA subclasses bring their own forward), plain weights,
+    # on the CPU, in a dtype oneDNN packs, with no accelerate hook that would move tensors.
+    w = getattr(lin, "weight", None)
+    return (
+        type(lin) is torch.nn.Linear
+        and isinstance(w, torch.Tensor)
+        and w.device.type == "cpu"
+        and w.dtype in (torch.float32, torch.bfloat16)
+        and not hasattr(lin, "_hf_hook")
+        and not lin._forward_hooks
+        and not lin._forward_pre_hooks
+    )
+
+
+def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
+    """The oneDNN-blocked copy of lin.weight, made once and remade if the weight changes."""
+    w = lin.weight
+    key = (w.data_ptr(), w._version, tuple(w.shape), w.dtype)
+    cached = _PACKED.get(lin)
+    if cached is None or cached[0] != key:
+        with torch.no_grad():
+            cached = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach(), None))
+        _PACKED[lin] = cached
+    return cached[1]
+
+
+def _packed_forward(lin: torch.nn.Linear) -> Any:
+    packed = _packed_weight(lin)
+    bias = lin.bias
+
+    def forward(x: torch.Tensor) -> torch.Tensor:  # x: [..., in] -> [..., out]
+        if x.dtype != lin.weight.dtype or x.device.type != "cpu" or torch.is_grad_enabled():
+            return F.linear(x, lin.weight, bias)  # mixed dtypes / autograd: the stock path
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
+
+    return forward
+
+
+@contextmanager
+def prepacked_linears(*models: torch.nn.Module | None) -> Iterator[int]:
+    """Route every packable nn.Linear of the CPU models to oneDNN on prepacked weights inside
+    the block (an instance-level forward, removed afterwards). Yields how many were switched."""
+    switched: list[torch.nn.Module] = []
+    if prepack_available():
+        for m in models:
+            if m is None:
+                continue
+            for mod in m.modules():
+                if _packable(mod) and "forward" not in mod.__dict__:
+                    mod.forward = _packed_forward(mod)
+                    switched.append(mod)
+    try:
+        yield len(switched)
+    finally:
+        for mod in switched:
+            del mod.forward
+
+
+@contextmanager
+def cpu_fast_paths(*models: torch.nn.Module | None) -> Iterator[None]:
+    """Both CPU fast paths for the models (None entries and accelerator models are skipped)."""
+    # Models off the CPU are left alone by both (each checks where the weights live).
+    cpu_models = [m for m in models if m is not None]
+    with ExitStack() as stack:
+        stack.enter_context(packed_attention(*cpu_models))
+        stack.enter_context(prepacked_linears(*cpu_models))
+        yield

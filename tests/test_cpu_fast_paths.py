@@ -1,0 +1,108 @@
+"""The loop's prepacked-weight linears (decoding/cpu.py): same outputs as stock, switched on
+only inside the block, following in-place weight changes, and lossless end to end."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from loosespec_bench.decoding import generate
+from loosespec_bench.decoding.cpu import cpu_fast_paths, prepack_available, prepacked_linears
+from loosespec_bench.models.loading import load_model
+from loosespec_bench.verifiers.spd import SPD
+
+from .helpers import make_drafter
+
+pytestmark = pytest.mark.skipif(not prepack_available(), reason="this torch build has no oneDNN linear")
+
+
+def _linears(model):
+    return [m for m in model.modules() if type(m) is torch.nn.Linear]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 6, 33])
+@pytest.mark.parametrize("bias", [True, False])
+def test_prepacked_linear_matches_stock(dtype, rows, bias):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 200, bias=bias).to(dtype)
+    x = torch.randn(1, rows, 64).to(dtype)  # [B, q, in]
+    with torch.inference_mode():
+        ref = F.linear(x, lin.weight, lin.bias)
+        with prepacked_linears(lin) as n:
+            assert n == 1 and "forward" in lin.__dict__
+            got = lin(x)
+    assert "forward" not in lin.__dict__  # stock forward again
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got.float(), ref.float(), rtol=tol, atol=tol)
+
+
+def test_prepacked_weight_follows_in_place_changes():
+    lin = torch.nn.Linear(32, 48)
+    x = torch.randn(2, 32)
+    with torch.inference_mode(), prepacked_linears(lin):
+        lin(x)
+    with torch.no_grad():
+        lin.weight.mul_(-2.0)  # e.g. a test perturbing a copy of a model
+    with torch.inference_mode():
+        ref = F.linear(x, lin.weight, lin.bias)
+        with prepacked_linears(lin):
+            got = lin(x)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_grad_mode_and_foreign_dtype_fall_back_to_stock():
+    lin = torch.nn.Linear(16, 8)
+    x = torch.randn(3, 16, requires_grad=True)
+    with prepacked_linears(lin):
+        y = lin(x)  # autograd on: the stock path, so backward works
+        y.sum().backward()
+        assert x.grad is not None
+        with torch.inference_mode():
+            out = lin(torch.randn(3, 16, dtype=torch.float64).float())
+    assert out.shape == (3, 8)
+
+
+def test_switch_off_with_env(monkeypatch):
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", "0")
+    lin = torch.nn.Linear(4, 4)
+    with prepacked_linears(lin) as n:
+        assert n == 0 and "forward" not in lin.__dict__
+
+
+@pytest.mark.parametrize("drafter", ["model", "mla"])
+def test_generate_identical_with_and_without_prepack(monkeypatch, drafter):
+    """fp32 tiny pair: the loop's tokens are the same with the fast paths and without."""
+    target = load_model("tiny:0", dtype="float32").model
+    draft = load_model("tiny:1", dtype="float32").model
+    prompt = torch.randint(0, 250, (30,), generator=torch.Generator().manual_seed(3))
+    outs = []
+    for env in ("1", "0"):
+        monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", env)
+        out = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft), k=4, max_new_tokens=24)
+        outs.append(out.new_tokens)
+        # Nothing stays switched after the loop.
+        assert not any("forward" in m.__dict__ for m in _linears(target) + _linears(draft))
+    assert outs[0] == outs[1]
+    ar = generate(target, prompt, verifier=SPD(), max_new_tokens=24)
+    assert ar.new_tokens == outs[0]
+
+
+def test_cpu_fast_paths_skips_none():
+    model = load_model("tiny:0", dtype="float32").model
+    with cpu_fast_paths(model, None):
+        assert model.config._attn_implementation != "sdpa"
+        assert all("forward" in m.__dict__ for m in _linears(model))
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_model_still_deepcopies_after_the_fast_paths():
+    import copy
+
+    model = load_model("tiny:0", dtype="float32").model
+    prompt = torch.randint(0, 250, (10,), generator=torch.Generator().manual_seed(0))
+    generate(model, prompt, verifier=SPD(), max_new_tokens=3)
+    clone = copy.deepcopy(model)  # no opaque packed tensor hangs off the modules
+    assert all("forward" not in m.__dict__ for m in _linears(clone))
