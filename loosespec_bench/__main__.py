@@ -7,6 +7,10 @@ import os
 import sys
 
 from .errors import ConfigError
+from .omp import default_wait_policy
+
+# Before torch loads (see omp.py): spinning OpenMP workers for CPU runs on a dedicated machine.
+default_wait_policy()
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from . import __version__
+from . import __version__, omp
 from .config import run_id, uses_drafter, validate
 from .decoding import GenerationOutput, generate
 from .metrics import sample_metrics, summarize
@@ -106,7 +106,7 @@ def _git_commit() -> str | None:
 def _hardware(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    return f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
+    return f"{platform.machine()} CPU, {torch.get_num_threads()} threads, OMP_WAIT_POLICY={omp.describe()}"
 
 
 class Runner:

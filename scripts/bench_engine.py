@@ -34,13 +34,16 @@ Examples:
 from __future__ import annotations
 
 import os
+import sys
 
-# On a CPU shared with other jobs, OpenMP workers that spin-wait at every barrier lose their
-# core to another process and the barrier then waits a whole scheduler slice: a 1.5B forward
-# measured 10x slower with 2 spinning threads at load average 10 (0.4 s with 1 thread or with
-# passive waiting, 4 s with the default). Set before torch loads libgomp (importing this file
-# after torch is too late: pass --threads 1 there); every contestant runs under the same setting.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP wait policy, set before torch loads libgomp (importing this file after torch is too
+# late: pass --threads 1 there). ACTIVE (spinning workers) is the fast choice on a dedicated
+# machine; on one shared with busy processes spinning workers stall every barrier (a 1.5B
+# forward measured 10x slower at load average 10): run with OMP_WAIT_POLICY=PASSIVE there.
+# Every contestant runs under the same setting, and the report prints it. See loosespec_bench/omp.py.
+from loosespec_bench.omp import default_wait_policy  # noqa: E402
+
+default_wait_policy()
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
@@ -48,7 +51,6 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -680,6 +682,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     data_dir = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
     load_before = load_avg()
+    if os.environ.get("OMP_WAIT_POLICY") == "ACTIVE" and torch.get_num_threads() > 1 and os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
+        print(f"[bench] warning: load average {load_before} with spinning OpenMP workers: other busy processes will "
+              "distort the timings; wait for a quiet machine or rerun with OMP_WAIT_POLICY=PASSIVE", flush=True)
     bench = Bench(args)
     prompts = build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, bench.target.tokenizer, args.max_prompt_tokens)
     names = list(bench.contestants)
