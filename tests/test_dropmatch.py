@@ -171,6 +171,20 @@ def _paths(*rows: list[float]) -> torch.Tensor:
     return torch.tensor(rows).unsqueeze(1)  # [N, 1, vocab]: one draft position
 
 
+def test_fast_path_js_equals_the_plain_formula_and_survives_masked_logits():
+    from loosespec_bench.verifiers.dropmatch import _js_paths_to_centroid
+
+    z = torch.randn(5, 3, 50, generator=torch.Generator().manual_seed(0)) * 4  # [N, K, vocab]
+    z[:, 1, 7] = float("-inf")  # a masked token in every path
+    z[2, 2, 9] = float("-inf")  # and in one path only
+    P = torch.softmax(z, -1)
+    c = torch.softmax(z.mean(0), -1)
+    got, c_got = _js_paths_to_centroid(z)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, js_divergence(P, c.unsqueeze(0)), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(c_got, c)
+
+
 def test_js_draft_distribution_equal_to_centroid_is_accepted():
     paths = _paths([2.0, 1.0, 0.0], [1.0, 2.0, 0.0], [1.5, 1.5, 0.0])
     c = torch.softmax(paths.mean(0), -1)  # [1, 3]
