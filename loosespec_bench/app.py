@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
 import platform
 import subprocess
 import zlib

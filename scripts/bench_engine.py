@@ -490,7 +490,6 @@ def cost_model(runs: list[Run], name: str, k: int, calib: dict[str, Any] | None)
 
 
 def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) -> None:
-    runs: list[Run] = res["_runs"]
     names = list(bench.contestants)
     dtype = "fp32" if args.fp32 else "bf16"
     print()

@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from loosespec_bench.config import CONF_DIR
+from loosespec_bench.models.tiny import tiny_model, tiny_near_copy, tiny_tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,3 +50,10 @@ def tiny_pair():
     from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
 
     return tiny_model(0), tiny_model(1), tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def models():
+    """Rule tests' tiny pair: target, a near copy of it as the draft (so drafts mostly match,
+    with real mismatches), and the tiny tokenizer."""
+    return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()

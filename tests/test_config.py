@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from loosespec_bench.config import CONF_DIR, check_group_overrides, group_choices, run_id, validate
+from loosespec_bench.config import check_group_overrides, group_choices, run_id, validate
 from loosespec_bench.errors import ConfigError
 
 from .conftest import REPO, compose_config, shared_data_dir

@@ -12,7 +12,6 @@ from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
 from loosespec_bench.metrics import loose_summary
 from .helpers import code_prompt, make_drafter
-from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
 from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
 from loosespec_bench.verifiers.dropmatch import (
     draft_distribution,
@@ -24,15 +23,6 @@ from loosespec_bench.verifiers.dropmatch import (
     naive_accept,
 )
 from loosespec_bench.verifiers.spd import SPD, longest_true_prefix
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny models gain nothing from threads, and 2 threads on a shared 2-core box thrash.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ---- a hand-built LM head -----------------------------------------------------------------
@@ -267,14 +257,6 @@ def test_validation():
 
 
 # ---- through the decoding loop on tiny models --------------------------------------------------
-
-
-
-
-@pytest.fixture(scope="module")
-def models():
-    return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
-
 
 
 @pytest.mark.parametrize(("criterion", "drafter"), [("naive", "model"), ("js", "model"), ("js", "pld"), ("naive", "mla")])

@@ -15,7 +15,6 @@ from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
 from loosespec_bench.metrics import loose_summary, summarize
 from .helpers import code_prompt, make_drafter
-from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
 from loosespec_bench.verifiers import Draft, FLy, TargetScores
 from loosespec_bench.verifiers.fly import (
     deferral_code,
@@ -222,23 +221,6 @@ def test_verifier_class_fills_record_and_validates():
 
 
 # ---- through the decoding loop on tiny models --------------------------------------------------
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny models gain nothing from threads, and 2 threads on a shared 2-core box thrash.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-
-
-@pytest.fixture(scope="module")
-def models():
-    return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
-
 
 
 @pytest.mark.parametrize(("drafter", "mode"), [("model", "code"), ("pld", "code"), ("mla", "code"), ("model", "paper")])

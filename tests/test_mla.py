@@ -7,24 +7,8 @@ import torch
 
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter
-from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer, tiny_near_copy
+from loosespec_bench.models.tiny import tiny_model
 from loosespec_bench.verifiers.spd import SPD
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny models gain nothing from threads, and 2 threads on a shared 2-core box thrash.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-
-
-@pytest.fixture(scope="module")
-def models():
-    return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
 
 
 def _ids(tok, text: str) -> torch.Tensor:
