@@ -101,6 +101,21 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b else None
 
 
+def paired_speedup(records: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Pooled speedup over the records that carry a paired target-alone run (see the module
+    docstring): method tokens/s over target-alone tokens/s, both summed over the same samples.
+    Returns {} when no record is paired."""
+    paired = [r for r in records if r.get("baseline")]
+    if not paired:
+        return {}
+    b_tokens = sum(r["baseline"]["metrics"]["new_tokens"] for r in paired)
+    b_time = sum(r["baseline"]["metrics"]["total_s"] for r in paired)
+    p_tokens = sum(r["metrics"]["new_tokens"] for r in paired)
+    p_time = sum(r["metrics"]["total_s"] for r in paired)
+    baseline = _ratio(b_tokens, b_time)
+    return {"baseline_tokens_per_s": baseline, "speedup": _ratio(_ratio(p_tokens, p_time) or 0.0, baseline or 0.0)}
+
+
 def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_quality: dict[str, Any]) -> dict[str, Any]:
     """Run-level figures from per-sample records (each with `metrics`, maybe `baseline`)."""
     if not records:
@@ -132,18 +147,13 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
 
     paired = [r for r in records if r.get("baseline")]
     if paired:
-        b_tokens = sum(r["baseline"]["metrics"]["new_tokens"] for r in paired)
-        b_time = sum(r["baseline"]["metrics"]["total_s"] for r in paired)
-        p_tokens = sum(r["metrics"]["new_tokens"] for r in paired)
-        p_time = sum(r["metrics"]["total_s"] for r in paired)
         per_sample = [
             r["metrics"]["tokens_per_s"] / r["baseline"]["metrics"]["tokens_per_s"]
             for r in paired
             if r["baseline"]["metrics"]["tokens_per_s"] > 0
         ]
         out.update(
-            baseline_tokens_per_s=_ratio(b_tokens, b_time),
-            speedup=_ratio(_ratio(p_tokens, p_time) or 0.0, _ratio(b_tokens, b_time) or 0.0),
+            **paired_speedup(paired),
             speedup_median_of_samples=statistics.median(per_sample) if per_sample else None,
             speedup_method=SPEEDUP_METHOD,
             identical_to_target=sum(r["baseline"]["output_ids"] == r["output_ids"] for r in paired) / len(paired),

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from loosespec_bench.config import check_group_overrides, group_choices, run_id, validate
+from hydra import compose, initialize_config_dir
+
+from loosespec_bench.config import CONF_DIR, check_group_overrides, group_choices, run_id, validate
 from loosespec_bench.errors import ConfigError
 
 from .conftest import REPO, compose_config, shared_data_dir
@@ -41,6 +43,20 @@ def test_every_experiment_composes(name):
     OmegaConf.to_container(cfg, resolve=True)
     validate(cfg)
     assert cfg.experiment_name != "default", f"experiment {name} must set experiment_name"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_experiment_sweeps_known_keys(name):
+    """A sweep over a misspelt key or a missing group option would only fail at launch."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"experiment={name}"], return_hydra_config=True)
+    for key, values in (cfg.hydra.sweeper.params or {}).items():
+        if "." in key:
+            group, field = key.split(".", 1)
+            assert field in cfg[group], f"{name}: sweeps unknown key {key}"
+        else:
+            missing = [v.strip() for v in str(values).split(",") if not (CONF_DIR / key / f"{v.strip()}.yaml").exists()]
+            assert not missing, f"{name}: sweeps unknown {key} options {missing}"
 
 
 def test_run_id_is_stable_and_ignores_reporting_keys():

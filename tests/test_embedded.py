@@ -404,3 +404,18 @@ def test_real_target_greedy_generation(real_pair: dict[str, tuple[object, object
     assert 0 < len(new) <= 8
     text = tok.decode(new, skip_special_tokens=True)
     assert text.strip(), f"empty generation: {new.tolist()}"
+
+
+def test_strip_gguf_quantizer_drops_every_marker():
+    from types import SimpleNamespace
+
+    from loosespec_bench.models.embedded import strip_gguf_quantizer
+
+    removed = []
+    quantizer = SimpleNamespace(remove_quantization_config=lambda model: removed.append(model))
+    lm = SimpleNamespace(hf_quantizer=quantizer, quantization_method="gguf", is_quantized=True,
+                         config=SimpleNamespace(quantization_config={"quant_method": "gguf"}))
+    strip_gguf_quantizer(lm)
+    assert removed == [lm]
+    assert not hasattr(lm, "hf_quantizer") and not hasattr(lm, "quantization_method")
+    assert lm.config.quantization_config is None and lm.is_quantized is False

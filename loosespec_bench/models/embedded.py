@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +240,24 @@ def assemble_gguf(name: str, out_dir: str | Path) -> Path:
     return final
 
 
+def strip_gguf_quantizer(lm: Any) -> None:
+    """Make a GGUF-loaded model saveable with save_pretrained.
+
+    transformers refuses save_pretrained for a GGUF-loaded model because its quantizer says
+    "not serializable"; the weights are already plain dequantised tensors, so dropping the
+    markers is enough. remove_quantization_config is transformers' own way to do it.
+    """
+    quantizer = getattr(lm, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(lm)
+    for attr in ("hf_quantizer", "quantization_method"):
+        if getattr(lm, attr, None) is not None:
+            delattr(lm, attr)
+    if getattr(lm.config, "quantization_config", None) is not None:
+        lm.config.quantization_config = None  # None is not written to config.json
+    lm.is_quantized = False
+
+
 def _convert_to_hf(model: EmbeddedModel, gguf_path: Path, hf_dir: Path) -> None:
     """Dequantise `gguf_path` in float32 and save model + tokenizer as safetensors in `hf_dir`.
 
@@ -257,18 +276,7 @@ def _convert_to_hf(model: EmbeddedModel, gguf_path: Path, hf_dir: Path) -> None:
     lm.eval()
     log.info("loaded GGUF in %.1f s", time.monotonic() - start)
 
-    # transformers refuses save_pretrained for a GGUF-loaded model because its quantizer says
-    # "not serializable"; the weights are already plain dequantised tensors, so dropping the
-    # markers is enough. remove_quantization_config is transformers' own way to do it.
-    quantizer = getattr(lm, "hf_quantizer", None)
-    if quantizer is not None:
-        quantizer.remove_quantization_config(lm)
-    for attr in ("hf_quantizer", "quantization_method"):
-        if getattr(lm, attr, None) is not None:
-            delattr(lm, attr)
-    if getattr(lm.config, "quantization_config", None) is not None:
-        lm.config.quantization_config = None  # None is not written to config.json
-    lm.is_quantized = False
+    strip_gguf_quantizer(lm)
 
     _fix_eos(lm, tokenizer)
     # The GGUF tokenizer has no length limit (1e30), so over-long prompts would pass silently.

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .embedded import _file_lock, _make_shareable, default_cache_dir
+from .embedded import _file_lock, _make_shareable, default_cache_dir, strip_gguf_quantizer
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +84,7 @@ def _convert(src: Path, hf_dir: Path) -> None:
     log.info("converting %s (GGUF -> float32 safetensors)", src.name)
     tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
     lm = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name, dtype=torch.float32).eval()
-    # Same as models.embedded: the weights are plain dequantised tensors, only the markers of
-    # the GGUF "quantizer" stop save_pretrained.
-    quantizer = getattr(lm, "hf_quantizer", None)
-    if quantizer is not None:
-        quantizer.remove_quantization_config(lm)
-    for attr in ("hf_quantizer", "quantization_method"):
-        if getattr(lm, attr, None) is not None:
-            delattr(lm, attr)
-    if getattr(lm.config, "quantization_config", None) is not None:
-        lm.config.quantization_config = None
-    lm.is_quantized = False
+    strip_gguf_quantizer(lm)
     if not tokenizer.chat_template:
         raise RuntimeError(f"{src.name}: the GGUF tokenizer has no chat template")
     # The GGUF's eos is <|im_end|> (the end of an assistant turn in ChatML); keep generation on it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
+from ..metrics import paired_speedup
 from .base import Sample, Task, read_jsonl, round_robin
 
 # Spec-Bench's six task groups; MT-bench's eight categories form "multi_turn_conversation".
@@ -34,14 +35,9 @@ def speed(records: list[dict[str, Any]]) -> dict[str, Any]:
         "tau": tokens / steps if steps else None,
         "tokens_per_s": tokens / time_s if time_s else None,
     }
-    paired = [r for r in records if r.get("baseline")]
-    if paired:
-        b_tokens = sum(r["baseline"]["metrics"]["new_tokens"] for r in paired)
-        b_time = sum(r["baseline"]["metrics"]["total_s"] for r in paired)
-        p_tokens = sum(r["metrics"]["new_tokens"] for r in paired)
-        p_time = sum(r["metrics"]["total_s"] for r in paired)
-        if b_time and p_time and b_tokens:
-            out["speedup"] = (p_tokens / p_time) / (b_tokens / b_time)
+    speedup = paired_speedup(records).get("speedup")
+    if speedup is not None:
+        out["speedup"] = speedup
     return out
 
 

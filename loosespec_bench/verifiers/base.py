@@ -12,6 +12,24 @@ from typing import Any, Callable, Protocol
 import torch
 
 
+class LooseDecision:
+    """Shared reading of a loose rule's step decision (FLy, DropMatch): subclasses are
+    dataclasses with `a` ([K] bool, the exact rule's acceptance) and `n` (accepted prefix)."""
+
+    a: torch.Tensor
+    n: int
+
+    @property
+    def mismatches(self) -> list[int]:
+        """Positions the exact rule rejects."""
+        return (~self.a).nonzero(as_tuple=True)[0].tolist()
+
+    @property
+    def loose(self) -> list[int]:
+        """Mismatched positions inside the accepted prefix: accepted loosely, draft token kept."""
+        return [i for i in self.mismatches if i < self.n]
+
+
 @dataclass
 class Draft:
     """What a drafter proposes for one verification step."""

@@ -47,7 +47,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ConfigError
-from .base import Draft, TargetScores, Verdict
+from .base import Draft, LooseDecision, TargetScores, Verdict
 
 CRITERIA = ("naive", "js")
 
@@ -189,7 +189,7 @@ def js_accept(
 
 
 @dataclass
-class DropMatchDecision:
+class DropMatchDecision(LooseDecision):
     """Everything DropMatch decided for one step (0-based positions).
 
     The criterion is evaluated lazily: only at positions the exact rule rejects, in order, up to
@@ -206,15 +206,6 @@ class DropMatchDecision:
     evaluated: list[int] = field(default_factory=list)  # positions the criterion was computed at
     js_q: torch.Tensor | None = None  # [K] JS(q_i, c_i), js criterion only (nan where not evaluated)
     js_max: torch.Tensor | None = None  # [K] max_k JS(P_i^(k), c_i), js criterion only
-
-    @property
-    def mismatches(self) -> list[int]:
-        return (~self.a).nonzero(as_tuple=True)[0].tolist()
-
-    @property
-    def loose(self) -> list[int]:
-        """Positions the exact rule rejects but DropMatch kept (inside the accepted prefix)."""
-        return [i for i in self.mismatches if i < self.n]
 
     def record(self, seconds: float) -> dict[str, Any]:
         """JSON-ready per-step record (see metrics.summarize for the keys it reads)."""

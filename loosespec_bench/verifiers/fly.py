@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from .base import Draft, TargetScores, Verdict
+from .base import Draft, LooseDecision, TargetScores, Verdict
 from .spd import longest_true_prefix
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def deferral_paper(a: torch.Tensor, window: int) -> torch.Tensor:
 
 
 @dataclass
-class FLyDecision:
+class FLyDecision(LooseDecision):
     """Everything FLy decided for one step (0-based positions)."""
 
     a: torch.Tensor  # [K] bool raw exact-match flags (at T > 0: either of two samples equals d_i)
@@ -114,15 +114,6 @@ class FLyDecision:
     a_final: torch.Tensor  # [K] bool a'' (code) / the paper's acceptance flags
     n: int  # accepted prefix length: keep d_1..d_n
     next_token: int  # t_{n+1}: the correction at the first rejected position, or the bonus
-
-    @property
-    def mismatches(self) -> list[int]:
-        return (~self.a).nonzero(as_tuple=True)[0].tolist()
-
-    @property
-    def loose(self) -> list[int]:
-        """Mismatched positions inside the accepted prefix: accepted loosely, draft token kept."""
-        return [i for i in self.mismatches if i < self.n]
 
     def record(self) -> dict[str, Any]:
         """JSON-ready per-step record (see metrics.summarize for the keys it reads)."""
