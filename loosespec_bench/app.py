@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from . import __version__, omp
+from .build import build_drafter, build_task, build_verifier
 from .config import run_id, uses_drafter, validate
 from .decoding import GenerationOutput, generate
 from .metrics import sample_metrics, summarize
@@ -31,20 +31,6 @@ from .tasks import Sample, Task
 from .verifiers.spd import SPD
 
 log = logging.getLogger(__name__)
-META_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "k")
-
-
-def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
-    """hydra instantiate without the harness's own bookkeeping keys."""
-    cfg = OmegaConf.to_container(node, resolve=True)
-    assert isinstance(cfg, dict)
-    for key in META_KEYS:
-        cfg.pop(key, None)
-    return instantiate(cfg, **kwargs)
-
-
-def build_task(cfg: DictConfig) -> Task:
-    return _instantiate(cfg.dataset)
 
 
 def encode_prompt(tokenizer: Any, sample: Sample, use_chat_template: bool) -> tuple[str, list[int]]:
@@ -116,19 +102,8 @@ class Runner:
         self.task = task
         pair = cfg.pair
         self.target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device, **load_options(pair.target))
-        self.uses_drafter = uses_drafter(cfg)
-        self.drafter = None
-        if self.uses_drafter:
-            extra = {}
-            if cfg.drafter.get("needs_model", False):
-                draft = load_model(pair.draft.path, dtype=pair.dtype, device=pair.get("draft_device") or pair.device, **load_options(pair.draft))
-                extra["model"] = draft.model
-                if cfg.drafter.get("needs_tokenizers", False):  # a draft with another vocabulary
-                    extra.update(draft_tokenizer=draft.tokenizer, target_tokenizer=self.target.tokenizer)
-            if cfg.drafter.get("needs_target", False):  # heads on the target's hidden states (EAGLE-3)
-                extra["target"] = self.target.model
-            self.drafter = _instantiate(cfg.drafter, **extra)
-        self.verifier = _instantiate(cfg.method)
+        self.drafter = build_drafter(cfg, self.target)  # None for method=ar
+        self.verifier = build_verifier(cfg)
         self.ar_verifier = SPD()
         self.eos = eos_ids(self.target)
         self.stop_fn = make_stop_fn(self.target.tokenizer, task.stop_strings)
@@ -141,14 +116,12 @@ class Runner:
             prompt_ids,
             verifier=self.verifier if method else self.ar_verifier,
             drafter=self.drafter if method else None,
-            k=int(self.cfg.drafter.k) if method and self.uses_drafter else 0,
             max_new_tokens=max_new or self.max_new,
             temperature=float(self.cfg.generation.temperature),
             eos_token_ids=self.eos,
             stop_fn=self.stop_fn,
             generator=gen,
             record_steps=bool(self.cfg.record_steps) and method,
-            want_draft_probs=bool(getattr(self.verifier, "needs_draft_probs", False)),
         )
 
     def warmup(self, prompt_ids: torch.Tensor) -> None:

@@ -36,23 +36,18 @@ from .sinks import RunFolder
 from .stats import retention_summary
 from .tasks import Sample, Task
 
-META_KEYS = ("name", "uses_drafter", "needs_model", "k")
 RETENTION_KEYS = ("retention",)  # plus every key stats.retention_summary writes (retention_*)
 
 
 def build_task(node: DictConfig, overrides: list[str], workers: int | None = None) -> Task:
-    """Instantiate a dataset config node (as app.build_task) after `--set` overrides."""
-    from hydra.utils import instantiate
+    """Instantiate a dataset config node (as build.build_task) after `--set` overrides."""
+    from .build import instantiate
 
     if workers and "sandbox" in node:
         overrides = [*overrides, f"sandbox.workers={workers}"]
     if overrides:
         node = OmegaConf.merge(node, OmegaConf.from_dotlist(overrides))
-    cfg = OmegaConf.to_container(node, resolve=True)
-    assert isinstance(cfg, dict)
-    for key in META_KEYS:
-        cfg.pop(key, None)
-    return instantiate(cfg)
+    return instantiate(node)
 
 
 def compose_dataset(name: str, data_dir: str | None) -> DictConfig:

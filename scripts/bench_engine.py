@@ -59,11 +59,11 @@ from typing import Any, Callable  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from loosespec_bench import costmodel  # noqa: E402
 from loosespec_bench.app import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
+from loosespec_bench.build import instantiate  # noqa: E402
 from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.decoding import GenerationOutput, generate  # noqa: E402
 from loosespec_bench.decoding.cache import crop_to  # noqa: E402
@@ -114,11 +114,8 @@ def build_task(name: str, data_dir: str) -> Any:
         raise SystemExit(f"unknown data set {name!r}; choose from {known}")
     root = OmegaConf.create({"paths": {"data_dir": data_dir, "results_dir": str(REPO / "results")}})
     root.dataset = OmegaConf.load(path)
-    node = OmegaConf.to_container(root.dataset, resolve=True)
-    assert isinstance(node, dict)
-    node.pop("name", None)
-    node["limit"] = None
-    return instantiate(node)
+    root.dataset.limit = None
+    return instantiate(root.dataset)
 
 
 def build_prompts(sets: list[str], per_set: int, data_dir: str, tokenizer: Any, max_prompt_tokens: int | None) -> list[Prompt]:
@@ -201,14 +198,13 @@ class Bench:
         self.contestants = self._build(args.contestants)
 
     # -- ours ----------------------------------------------------------------------------------
-    def _ours(self, verifier: Any, drafter: Any, k: int, record: bool = False):
-        want_probs = bool(getattr(verifier, "needs_draft_probs", False))
+    def _ours(self, verifier: Any, drafter: Any, record: bool = False):
+        """Our loop with this rule and drafter (the drafter carries its K; None: target alone)."""
 
         def fn(prompt_ids: torch.Tensor, max_new: int) -> tuple[list[int], GenerationOutput]:
             gen = generate(
-                self.target.model, prompt_ids, verifier=verifier, drafter=drafter, k=k,
+                self.target.model, prompt_ids, verifier=verifier, drafter=drafter,
                 max_new_tokens=max_new, eos_token_ids=self.eos, record_steps=record,
-                want_draft_probs=want_probs,
             )
             return gen.new_tokens, gen
 
@@ -264,13 +260,13 @@ class Bench:
             if name in names:
                 out[name] = Contestant(name, ours, lossless, k, describe, fn)
 
-        add("ar", True, True, 0, "our loop, target alone", self._ours(SPD(), None, 0))
+        add("ar", True, True, 0, "our loop, target alone", self._ours(SPD(), None))
         add("hf-ar", False, True, 0, "transformers generate(), greedy", self._hf())
-        add("spd", True, True, a.k, f"our SPD, draft model, K={a.k}", self._ours(SPD(), ModelDrafter(d), a.k))
+        add("spd", True, True, a.k, f"our SPD, draft model, K={a.k}", self._ours(SPD(), ModelDrafter(d, k=a.k)))
         add("hf-assist", False, True, a.k, f"HF assisted, K={a.k} constant, no confidence stop", self._hf(assistant="constant"))
         add("hf-assist-dyn", False, True, a.k, f"HF assisted, K={a.k} heuristic, confidence {a.hf_confidence}", self._hf(assistant="heuristic"))
-        pld = PromptLookupDrafter(max_ngram=a.pld_max_ngram)
-        add("pld", True, True, a.pld_k, f"our prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._ours(SPD(), pld, a.pld_k))
+        pld = PromptLookupDrafter(k=a.pld_k, max_ngram=a.pld_max_ngram)
+        add("pld", True, True, a.pld_k, f"our prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._ours(SPD(), pld))
         add("hf-pld", False, True, a.pld_k, f"HF prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._hf(prompt_lookup=a.pld_k))
         FLy = self._optional("loosespec_bench.verifiers.fly", "FLy") if {"fly", "fly-mla"} & set(names) else None
         MLA = self._optional("loosespec_bench.drafters.mla", "MLADrafter") if {"fly-mla", "spd-mla"} & set(names) else None
@@ -281,17 +277,17 @@ class Bench:
             # acceptance, less drafting time. Only bf16 near-ties of batched vs 1-token draft
             # forwards can change a draft token, and the exact rule still decides every output.
             add("spd-mla", True, True, a.k, f"our SPD, draft model sped up by lookup (MLA), K={a.k}",
-                self._ours(SPD(), MLA(d), a.k))
+                self._ours(SPD(), MLA(d, k=a.k)))
         if FLy is not None:
             fly_rule = FLy(theta=a.fly_theta, window=a.fly_window)
             add("fly", True, False, a.fly_k, f"FLy (theta {a.fly_theta}, W {a.fly_window}), draft model, K={a.fly_k}",
-                self._ours(fly_rule, ModelDrafter(d), a.fly_k, record=True))
+                self._ours(fly_rule, ModelDrafter(d, k=a.fly_k), record=True))
             if MLA is not None:
                 add("fly-mla", True, False, a.fly_k, f"FLy + MLA, K={a.fly_k}",
-                    self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d), a.fly_k, record=True))
+                    self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d, k=a.fly_k), record=True))
         if DropMatch is not None:
             add("dropmatch", True, False, a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
-                self._ours(DropMatch(), ModelDrafter(d), a.k, record=True))
+                self._ours(DropMatch(), ModelDrafter(d, k=a.k), record=True))
         for name in names:
             if name not in out:
                 self.unavailable.setdefault(name, "module not available")
@@ -309,14 +305,14 @@ class Bench:
             caches = {}
             for name, m in (("target", T), ("draft", D)):
                 caches[name] = DynamicCache(config=m.config)
-                m(context[None, :-1], past_key_values=caches[name], use_cache=True, logits_to_keep=1)
+                m(context[None, :-1], cache=caches[name], use_cache=True, logits_to_keep=1)
             jobs = [("target", T, n) for n in lengths] + [("draft", D, 1)]
             for rep in range(reps + 1):  # the first round warms up each shape
                 for name, m, n in jobs[rep % len(jobs):] + jobs[: rep % len(jobs)]:
                     x = context[-n:][None]
                     t0 = time.perf_counter()
                     # Same call as the loop: the target returns every row's logits, the draft one.
-                    m(x, past_key_values=caches[name], use_cache=True, **({} if name == "target" else {"logits_to_keep": 1}))
+                    m(x, cache=caches[name], use_cache=True, **({} if name == "target" else {"logits_to_keep": 1}))
                     dt = time.perf_counter() - t0
                     crop_to(caches[name], context.numel() - 1)
                     if rep:

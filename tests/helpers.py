@@ -14,6 +14,6 @@ def code_prompt(tok) -> torch.Tensor:
     return torch.tensor(tok(CODE_PROMPT, add_special_tokens=False).input_ids)
 
 
-def make_drafter(name: str, draft):
-    return {"model": lambda: ModelDrafter(draft), "pld": lambda: PromptLookupDrafter(max_ngram=3),
-            "mla": lambda: MLADrafter(draft)}[name]()
+def make_drafter(name: str, draft, k: int):
+    return {"model": lambda: ModelDrafter(draft, k=k), "pld": lambda: PromptLookupDrafter(k=k, max_ngram=3),
+            "mla": lambda: MLADrafter(draft, k=k)}[name]()

@@ -87,13 +87,13 @@ def test_packed_attention_matches_stock_sdpa(q):
     with torch.inference_mode():
         for packed in (False, True):
             cache = DynamicCache(config=model.config)
-            model(ids[None], past_key_values=cache, use_cache=True)
+            model(ids[None], cache=cache, use_cache=True)
             if packed:
                 with packed_attention(model):
                     assert model.config._attn_implementation == PACKED_SDPA
-                    outs.append(model(x, past_key_values=cache, use_cache=True).logits)
+                    outs.append(model(x, cache=cache, use_cache=True).logits)
             else:
-                outs.append(model(x, past_key_values=cache, use_cache=True).logits)
+                outs.append(model(x, cache=cache, use_cache=True).logits)
         # No cache at all (transformers then passes no mask: plain causality).
         plain = model(x).logits
         with packed_attention(model):

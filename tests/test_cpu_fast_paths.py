@@ -81,7 +81,7 @@ def test_generate_identical_with_and_without_prepack(monkeypatch, drafter):
     outs = []
     for env in ("1", "0"):
         monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", env)
-        out = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft), k=4, max_new_tokens=24)
+        out = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft, k=4), max_new_tokens=24)
         outs.append(out.new_tokens)
         # Nothing stays switched after the loop.
         assert not any("forward" in m.__dict__ for m in _linears(target) + _linears(draft))

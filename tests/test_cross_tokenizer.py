@@ -81,10 +81,10 @@ def test_perfect_draft_in_another_vocabulary_is_fully_accepted(tiny_pair, perm):
     target, _, ttok = tiny_pair
     target = ascii_only(target, ttok)
     dtok = other_tokenizer(perm)
-    drafter = CrossTokenizerDrafter(permuted_model(target, perm), dtok, ttok)
+    drafter = CrossTokenizerDrafter(permuted_model(target, perm), dtok, ttok, k=4)
     prompt = _prompt(ttok)
     ref = generate(target, prompt, verifier=SPD(), max_new_tokens=30)
-    out = generate(target, prompt, verifier=SPD(), drafter=drafter, k=4, max_new_tokens=30)
+    out = generate(target, prompt, verifier=SPD(), drafter=drafter, max_new_tokens=30)
     assert out.new_tokens == ref.new_tokens
     # Byte-level on both sides: the mapping is exact, so the draft loses only at the drop of the
     # last (possibly partial) target token, never by disagreement.
@@ -99,7 +99,7 @@ def test_spd_with_cross_tokenizer_draft_equals_target_alone(tiny_pair, perm, k):
     draft = tiny_model(1, vocab_size=256 + len(SPECIAL_TOKENS) + len(MERGES) + 2)
     prompt = _prompt(ttok)
     ref = generate(target, prompt, verifier=SPD(), max_new_tokens=40)
-    out = generate(target, prompt, verifier=SPD(), drafter=CrossTokenizerDrafter(draft, dtok, ttok), k=k, max_new_tokens=40)
+    out = generate(target, prompt, verifier=SPD(), drafter=CrossTokenizerDrafter(draft, dtok, ttok, k=k), max_new_tokens=40)
     assert out.new_tokens == ref.new_tokens
     assert all(d <= k for d in out.drafted)
 
@@ -131,7 +131,7 @@ def test_spd_sampling_with_cross_tokenizer_is_seeded(tiny_pair, perm):
 
     def run():
         return generate(
-            target, prompt, verifier=SPD(), drafter=CrossTokenizerDrafter(draft, dtok, ttok), k=3,
+            target, prompt, verifier=SPD(), drafter=CrossTokenizerDrafter(draft, dtok, ttok, k=3),
             max_new_tokens=20, temperature=1.0, generator=torch.Generator().manual_seed(3),
         ).new_tokens
 
@@ -154,8 +154,8 @@ def test_smollm2_drafting_for_qwen_equals_target_alone():
     prompt = torch.tensor(target.tokenizer(ids, add_special_tokens=False).input_ids)
     eos = {target.tokenizer.eos_token_id}
     ref = generate(target.model, prompt, verifier=SPD(), max_new_tokens=48, eos_token_ids=eos)
-    drafter = CrossTokenizerDrafter(draft.model, draft.tokenizer, target.tokenizer)
-    out = generate(target.model, prompt, verifier=SPD(), drafter=drafter, k=4, max_new_tokens=48, eos_token_ids=eos)
+    drafter = CrossTokenizerDrafter(draft.model, draft.tokenizer, target.tokenizer, k=4)
+    out = generate(target.model, prompt, verifier=SPD(), drafter=drafter, max_new_tokens=48, eos_token_ids=eos)
     assert out.new_tokens == ref.new_tokens
     assert sum(out.accepted) > 0
 

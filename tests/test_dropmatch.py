@@ -264,10 +264,9 @@ def test_p0_equals_vanilla_spd_token_for_token(models, criterion, drafter):
     target, draft, tok = models
     prompt = code_prompt(tok)
     rule = DropMatch(criterion=criterion, p=0.0)
-    kw = dict(k=6, max_new_tokens=40, record_steps=True, generator=torch.Generator().manual_seed(0))
-    out = generate(target, prompt, verifier=rule, drafter=make_drafter(drafter, draft),
-                   want_draft_probs=rule.needs_draft_probs, **kw)
-    spd = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft), **kw)
+    kw = dict(max_new_tokens=40, record_steps=True, generator=torch.Generator().manual_seed(0))
+    out = generate(target, prompt, verifier=rule, drafter=make_drafter(drafter, draft, k=6), **kw)
+    spd = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft, k=6), **kw)
     assert out.new_tokens == spd.new_tokens and out.accepted == spd.accepted
     flags = [f for s in out.step_records for f in s["raw_match"]]
     assert any(flags) and not all(flags)  # not vacuous: matches and mismatches both occurred
@@ -280,7 +279,7 @@ def test_seeded_runs_reproducible_and_loose(models, temperature):
 
     def run(seed):
         return generate(target, prompt, verifier=DropMatch(criterion="naive", n_paths=5, p=0.3),
-                        drafter=ModelDrafter(draft), k=6, max_new_tokens=40, record_steps=True,
+                        drafter=ModelDrafter(draft, k=6), max_new_tokens=40, record_steps=True,
                         temperature=temperature, generator=torch.Generator().manual_seed(seed))
 
     a, b = run(5), run(5)
@@ -297,7 +296,7 @@ def test_loose_accepts_keep_the_loop_consistent(models):
     target, draft, tok = models
     prompt = code_prompt(tok)
     out = generate(target, prompt, verifier=DropMatch(criterion="naive", n_paths=8, p=0.5),
-                   drafter=ModelDrafter(draft), k=6, max_new_tokens=40, record_steps=True,
+                   drafter=ModelDrafter(draft, k=6), max_new_tokens=40, record_steps=True,
                    generator=torch.Generator().manual_seed(0))
     assert sum(len(s["loose_accepted"]) for s in out.step_records) > 0
     seq = prompt.tolist()

@@ -144,7 +144,7 @@ def test_spd_with_eagle3_equals_target_alone(checkpoint, tiny_pair, k):
     target, _, tok = tiny_pair
     prompt = _prompt(tok)
     ref = generate(target, prompt, verifier=SPD(), max_new_tokens=32)
-    out = generate(target, prompt, verifier=SPD(), drafter=Eagle3Drafter(target, str(checkpoint)), k=k, max_new_tokens=32)
+    out = generate(target, prompt, verifier=SPD(), drafter=Eagle3Drafter(target, str(checkpoint), k=k), max_new_tokens=32)
     assert out.new_tokens == ref.new_tokens
     assert all(d == k or len(out.new_tokens) + 1 >= 32 for d in out.drafted[:-1])
 
@@ -164,12 +164,12 @@ def test_perfect_head_is_fully_accepted_and_partial_heads_stay_lossless(tiny_pai
     ref = generate(const, prompt, verifier=SPD(), max_new_tokens=30)
     assert set(ref.new_tokens) == {0}
     # A one-token draft vocabulary {0}: the head can only propose the target's token.
-    one = Eagle3Drafter(const, "", head=random_head(const, torch.tensor([0])))
-    out = generate(const, prompt, verifier=SPD(), drafter=one, k=4, max_new_tokens=30)
+    one = Eagle3Drafter(const, "", k=4, head=random_head(const, torch.tensor([0])))
+    out = generate(const, prompt, verifier=SPD(), drafter=one, max_new_tokens=30)
     assert out.new_tokens == ref.new_tokens and out.tau == pytest.approx(5.0)
     # Two tokens {0, 7}: some drafts right, some wrong; the output is still the target's.
-    two = Eagle3Drafter(const, "", head=random_head(const, torch.tensor([0, 7]), seed=3))
-    out = generate(const, prompt, verifier=SPD(), drafter=two, k=4, max_new_tokens=30)
+    two = Eagle3Drafter(const, "", k=4, head=random_head(const, torch.tensor([0, 7]), seed=3))
+    out = generate(const, prompt, verifier=SPD(), drafter=two, max_new_tokens=30)
     assert out.new_tokens == ref.new_tokens
     assert 0 < sum(out.accepted) < sum(out.drafted)
 
@@ -178,10 +178,11 @@ def test_loose_verifier_and_one_token_prompt(checkpoint, tiny_pair):
     """FLy keeps draft tokens past a mismatch: the features handed to the head are then those of
     the kept draft tokens. A 1-token prompt has no feature before the first step."""
     target, _, tok = tiny_pair
-    drafter = Eagle3Drafter(target, str(checkpoint))
-    out = generate(target, _prompt(tok), verifier=FLy(theta=0.0, window=2), drafter=drafter, k=6, max_new_tokens=24)
+    drafter = Eagle3Drafter(target, str(checkpoint), k=6)
+    out = generate(target, _prompt(tok), verifier=FLy(theta=0.0, window=2), drafter=drafter, max_new_tokens=24)
     assert len(out.new_tokens) == 24
-    out = generate(target, _prompt(tok)[:1], verifier=SPD(), drafter=drafter, k=3, max_new_tokens=8)
+    drafter.k = 3  # the same drafter (reset per sequence) on a second sequence, shorter drafts
+    out = generate(target, _prompt(tok)[:1], verifier=SPD(), drafter=drafter, max_new_tokens=8)
     ref = generate(target, _prompt(tok)[:1], verifier=SPD(), max_new_tokens=8)
     assert out.new_tokens == ref.new_tokens and out.drafted[0] == 0
 
@@ -216,7 +217,7 @@ def test_trained_head_for_the_embedded_target_is_lossless():
     prompt = torch.tensor(target.tokenizer(text, add_special_tokens=False).input_ids)
     eos = {target.tokenizer.eos_token_id}
     ref = generate(target.model, prompt, verifier=SPD(), max_new_tokens=48, eos_token_ids=eos)
-    drafter = Eagle3Drafter(target.model, folder)
-    out = generate(target.model, prompt, verifier=SPD(), drafter=drafter, k=4, max_new_tokens=48, eos_token_ids=eos)
+    drafter = Eagle3Drafter(target.model, folder, k=4)
+    out = generate(target.model, prompt, verifier=SPD(), drafter=drafter, max_new_tokens=48, eos_token_ids=eos)
     assert out.new_tokens == ref.new_tokens
     assert sum(out.accepted) > 0

@@ -230,9 +230,9 @@ def test_fly_with_impossible_theta_equals_spd_token_for_token(models, drafter, m
     prompt = code_prompt(tok)
     # log 3 ~ 1.10 bounds the top-3 entropy and 1 bounds the normalised one: theta = 2 rejects
     # every mismatch, so FLy must reproduce SPD (and hence the target alone) exactly.
-    kw = dict(k=8, max_new_tokens=48, record_steps=True)
-    spd = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft), **kw)
-    fly = generate(target, prompt, verifier=FLy(theta=2.0, window=3, mode=mode), drafter=make_drafter(drafter, draft), **kw)
+    kw = dict(max_new_tokens=48, record_steps=True)
+    spd = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft, k=8), **kw)
+    fly = generate(target, prompt, verifier=FLy(theta=2.0, window=3, mode=mode), drafter=make_drafter(drafter, draft, k=8), **kw)
     ar = generate(target, prompt, verifier=SPD(), max_new_tokens=48)
     assert fly.new_tokens == spd.new_tokens == ar.new_tokens
     assert fly.accepted == spd.accepted
@@ -248,8 +248,8 @@ def test_fly_loose_accepts_keep_the_loop_consistent(models, rule):
     # (loosely accepted draft tokens included), which holds only if the caches stayed right.
     target, draft, tok = models
     prompt = code_prompt(tok)
-    out = generate(target, prompt, verifier=FLy(**rule), drafter=ModelDrafter(draft),
-                   k=8, max_new_tokens=40, record_steps=True)
+    out = generate(target, prompt, verifier=FLy(**rule), drafter=ModelDrafter(draft, k=8),
+                   max_new_tokens=40, record_steps=True)
     assert sum(len(s["loose_accepted"]) for s in out.step_records) > 0
     if rule.get("no_window"):
         assert all(n == k for n, k in zip(out.accepted, out.drafted))  # theta = 0: every mismatch

@@ -25,17 +25,17 @@ def test_kv_rollback_equals_fresh_prefill_of_kept_tokens(tiny_pair):
     ids = _prompt(tok)[:30]
     with torch.inference_mode():
         cache = DynamicCache(config=target.config)
-        target(ids[None], past_key_values=cache, use_cache=True)
+        target(ids[None], cache=cache, use_cache=True)
         crop_to(cache, 17)
         fresh = DynamicCache(config=target.config)
-        target(ids[None, :17], past_key_values=fresh, use_cache=True)
+        target(ids[None, :17], cache=fresh, use_cache=True)
         assert cache.get_seq_length() == fresh.get_seq_length() == 17
         for a, b in zip(cache.layers, fresh.layers):
             torch.testing.assert_close(a.keys, b.keys)
             torch.testing.assert_close(a.values, b.values)
         # And the next step computed on the cropped cache equals the one on the fresh cache.
-        la = target(ids[None, 17:20], past_key_values=cache, use_cache=True).logits
-        lb = target(ids[None, 17:20], past_key_values=fresh, use_cache=True).logits
+        la = target(ids[None, 17:20], cache=cache, use_cache=True).logits
+        lb = target(ids[None, 17:20], cache=fresh, use_cache=True).logits
         torch.testing.assert_close(la, lb)
 
 
@@ -50,7 +50,7 @@ def test_spd_with_draft_model_equals_target_alone(tiny_pair, k):
     target, draft, tok = tiny_pair
     prompt = _prompt(tok)
     ref = _ar(target, prompt, max_new_tokens=40)
-    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(draft), k=k, max_new_tokens=40)
+    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(draft, k=k), max_new_tokens=40)
     assert out.new_tokens == ref.new_tokens
     assert len(out.new_tokens) == 40
     assert sum(out.emitted) == 40
@@ -61,7 +61,7 @@ def test_spd_with_perfect_draft_accepts_everything(tiny_pair):
     target, _, tok = tiny_pair
     prompt = _prompt(tok)
     ref = _ar(target, prompt, max_new_tokens=36)
-    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(target), k=5, max_new_tokens=36)
+    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(target, k=5), max_new_tokens=36)
     assert out.new_tokens == ref.new_tokens
     assert out.tau == pytest.approx(6.0)  # K accepted + the bonus token, every step
     assert all(a == d for a, d in zip(out.accepted, out.drafted))
@@ -72,7 +72,7 @@ def test_spd_with_prompt_lookup_equals_target_alone(tiny_pair):
     # A repetitive prompt, so that lookups fire and some are accepted.
     prompt = _prompt(tok, "abc abc abc abc abc abc abc abc abc abc abc abc")
     ref = _ar(target, prompt, max_new_tokens=48)
-    out = generate(target, prompt, verifier=SPD(), drafter=PromptLookupDrafter(max_ngram=3), k=8, max_new_tokens=48)
+    out = generate(target, prompt, verifier=SPD(), drafter=PromptLookupDrafter(max_ngram=3, k=8), max_new_tokens=48)
     assert out.new_tokens == ref.new_tokens
     assert sum(out.drafted) > 0
 
@@ -82,7 +82,7 @@ def test_spd_sampling_is_seeded(tiny_pair):
     prompt = _prompt(tok)
     runs = [
         generate(
-            target, prompt, verifier=SPD(), drafter=ModelDrafter(draft), k=4, max_new_tokens=20,
+            target, prompt, verifier=SPD(), drafter=ModelDrafter(draft, k=4), max_new_tokens=20,
             temperature=0.8, generator=torch.Generator().manual_seed(5),
         ).new_tokens
         for _ in range(2)
@@ -96,7 +96,7 @@ def test_eos_inside_accepted_draft_stops_exactly_there(tiny_pair):
     ref = _ar(target, prompt, max_new_tokens=30)
     eos = ref.new_tokens[11]  # pretend the 12th generated token is EOS
     ref_eos = _ar(target, prompt, max_new_tokens=30, eos_token_ids={eos})
-    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(target), k=5, max_new_tokens=30, eos_token_ids={eos})
+    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(target, k=5), max_new_tokens=30, eos_token_ids={eos})
     assert out.new_tokens == ref_eos.new_tokens
     assert out.new_tokens[-1] == eos and out.stop_reason == "eos"
     assert eos not in out.new_tokens[:-1]
@@ -109,7 +109,7 @@ def test_stop_string_cuts_at_the_same_token_as_target_alone(tiny_pair):
     text = tok.decode(ref.new_tokens[8:10])
     stop = lambda ids: text in tok.decode(ids)  # noqa: E731
     a = _ar(target, prompt, max_new_tokens=30, stop_fn=stop)
-    b = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(target), k=6, max_new_tokens=30, stop_fn=stop)
+    b = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(target, k=6), max_new_tokens=30, stop_fn=stop)
     assert a.new_tokens == b.new_tokens
     assert a.stop_reason == b.stop_reason == "stop_string"
     assert len(a.new_tokens) <= 10
@@ -118,7 +118,7 @@ def test_stop_string_cuts_at_the_same_token_as_target_alone(tiny_pair):
 def test_one_token_prompt_and_one_token_budget(tiny_pair):
     target, draft, _ = tiny_pair
     prompt = torch.tensor([65])
-    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(draft), k=4, max_new_tokens=1)
+    out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(draft, k=4), max_new_tokens=1)
     assert out.new_tokens == _ar(target, prompt, max_new_tokens=1).new_tokens
     assert out.steps == 1 and out.drafted == [0]  # no drafting past the budget
 

@@ -72,8 +72,8 @@ def test_spd_with_mla_equals_target_alone_and_model_drafter(models, k):
     target, draft, tok = models
     prompt = _ids(tok, "Question: 3 apples and 4 apples make how many? " + REPEAT)
     ar = generate(target, prompt, verifier=SPD(), max_new_tokens=40)
-    out = generate(target, prompt, verifier=SPD(), drafter=MLADrafter(draft), k=k, max_new_tokens=40, record_steps=True)
-    ref = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(draft), k=k, max_new_tokens=40, record_steps=True)
+    out = generate(target, prompt, verifier=SPD(), drafter=MLADrafter(draft, k=k), max_new_tokens=40, record_steps=True)
+    ref = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(draft, k=k), max_new_tokens=40, record_steps=True)
     assert out.new_tokens == ar.new_tokens
     # Same drafts at every step as the one-token-per-forward drafter.
     assert [s["draft"] for s in out.step_records] == [s["draft"] for s in ref.step_records]
@@ -85,7 +85,7 @@ def test_sampling_spd_with_mla_runs_and_is_reproducible(models):
     target, draft, tok = models
     prompt = _ids(tok, REPEAT)
     runs = [
-        generate(target, prompt, verifier=SPD(), drafter=MLADrafter(draft), k=5, max_new_tokens=30,
+        generate(target, prompt, verifier=SPD(), drafter=MLADrafter(draft, k=5), max_new_tokens=30,
                  temperature=0.8, generator=torch.Generator().manual_seed(3))
         for _ in range(2)
     ]

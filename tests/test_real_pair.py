@@ -32,8 +32,8 @@ def test_spd_equals_target_alone_in_fp32_on_the_embedded_pair(fp32_pair, data_di
         _, ids = encode_prompt(target.tokenizer, sample, use_chat_template=True)
         prompt = torch.tensor(ids)
         ref = generate(target.model, prompt, verifier=SPD(), max_new_tokens=48, eos_token_ids=eos)
-        for drafter, k in ((ModelDrafter(draft.model), 5), (PromptLookupDrafter(), 10)):
-            out = generate(target.model, prompt, verifier=SPD(), drafter=drafter, k=k, max_new_tokens=48, eos_token_ids=eos)
+        for drafter in (ModelDrafter(draft.model, k=5), PromptLookupDrafter(k=10)):
+            out = generate(target.model, prompt, verifier=SPD(), drafter=drafter, max_new_tokens=48, eos_token_ids=eos)
             assert out.new_tokens == ref.new_tokens, (sample.id, drafter.name)
             if drafter.name == "model":
                 # A real draft of the same family agrees often: tau well above 1.

@@ -16,9 +16,9 @@ from typing import Any, Callable
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from ..drafters.base import Drafter, empty_draft
-from ..verifiers.base import TargetScores, Verifier
-from .cache import crop_to
+from ..drafters.base import Drafter
+from ..step import TargetScores, crop_to, empty_draft
+from ..verifiers.base import Verifier
 from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
@@ -77,20 +77,12 @@ def _first_stop(
     return len(chunk), None
 
 
-def _drafter_modules(drafter: Any) -> list[torch.nn.Module]:
-    """The networks a drafter runs: a draft model, an EAGLE-3 head, a wrapped drafter's model."""
-    if drafter is None:
-        return []
-    mods = [m for m in (getattr(drafter, "model", None), getattr(drafter, "head", None)) if isinstance(m, torch.nn.Module)]
-    return mods + _drafter_modules(getattr(drafter, "inner", None))
-
-
 def _with_cpu_fast_paths(fn: Callable[..., GenerationOutput]) -> Callable[..., GenerationOutput]:
     """generate() runs the target and the drafter's model (if it has one) under cpu_fast_paths."""
 
     @functools.wraps(fn)
     def wrapper(target: PreTrainedModel, *args: Any, drafter: Drafter | None = None, **kwargs: Any) -> GenerationOutput:
-        with cpu_fast_paths(target, *_drafter_modules(drafter)):
+        with cpu_fast_paths(target, *(drafter.modules() if drafter is not None else [])):
             return fn(target, *args, drafter=drafter, **kwargs)
 
     return wrapper
@@ -104,16 +96,18 @@ def generate(
     *,
     verifier: Verifier,
     drafter: Drafter | None = None,
-    k: int = 0,
     max_new_tokens: int = 256,
     temperature: float = 0.0,
     eos_token_ids: set[int] | frozenset[int] = frozenset(),
     stop_fn: StopFn | None = None,
     generator: torch.Generator | None = None,
     record_steps: bool = False,
-    want_draft_probs: bool = False,
 ) -> GenerationOutput:
-    """Generate up to max_new_tokens after prompt_ids ([P] int64, P >= 1) for batch size 1."""
+    """Generate up to max_new_tokens after prompt_ids ([P] int64, P >= 1) for batch size 1.
+
+    Without a drafter every step is a plain target step (K = 0, the target-alone baseline);
+    with one, each step drafts drafter.k tokens (fewer near max_new_tokens).
+    """
     if prompt_ids.dim() != 1 or prompt_ids.numel() == 0:
         raise ValueError(f"prompt_ids must be a non-empty 1-D tensor, got shape {tuple(prompt_ids.shape)}")
     device = target.device
@@ -124,7 +118,10 @@ def generate(
     lm_head = target.get_output_embeddings() if verifier.needs_hidden else None
     # Drafters fed by the target's hidden states (EAGLE-3) name the layers they read: indices
     # into transformers' hidden_states tuple. They get the kept positions via observe().
-    taps: tuple[int, ...] = tuple(getattr(drafter, "needs_target_hidden", ())) if drafter is not None else ()
+    taps: tuple[int, ...] = tuple(drafter.needs_target_hidden) if drafter is not None else ()
+    k = drafter.k if drafter is not None else 0
+    # The rule, not the caller, says whether q_i is needed at T = 0 (DropMatch's js criterion).
+    want_probs = verifier.needs_draft_probs
 
     _sync(device)
     t_start = time.perf_counter()
@@ -132,7 +129,7 @@ def generate(
     tokens = prompt_ids.to("cpu", torch.long)  # [n] all committed tokens, kept on the host
     if tokens.numel() > 1:
         pre = target(
-            tokens[None, :-1].to(device), past_key_values=cache, use_cache=True, logits_to_keep=1,
+            tokens[None, :-1].to(device), cache=cache, use_cache=True, logits_to_keep=1,
             output_hidden_states=bool(taps),
         )
     if drafter is not None:
@@ -147,18 +144,16 @@ def generate(
     while len(new_tokens) < max_new_tokens:
         t0 = time.perf_counter()
         # Never draft past the budget: the last token of a step is always the target's.
-        k_step = min(k, max_new_tokens - len(new_tokens) - 1) if drafter is not None else 0
+        k_step = min(k, max_new_tokens - len(new_tokens) - 1)
         if k_step > 0:
-            draft = drafter.propose(
-                tokens, k_step, temperature=temperature, generator=generator, want_probs=want_draft_probs
-            )
+            draft = drafter.propose(tokens, k_step, temperature=temperature, generator=generator, want_probs=want_probs)
         else:
             draft = empty_draft()
         t1 = time.perf_counter()
         inp = torch.cat([tokens[-1:], draft.tokens]).to(device)  # [K+1]
         fwd = target(
             inp.unsqueeze(0),
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
             output_hidden_states=verifier.needs_hidden or bool(taps),
         )

@@ -1,51 +1,63 @@
-"""The drafter interface: propose K tokens given every committed token.
+"""The drafter interface: propose up to K tokens given every committed token.
 
-Drafters are stateful (a draft model keeps a KV cache) but never see the target. The loop
-calls `reset` once per sequence and `propose` once per verification step with all committed
-tokens; a drafter that caches works out for itself how much of its cache is still valid (the
-longest common prefix with the committed tokens), so a rule that keeps draft tokens (FLy's
-deferral) or replaces them (a correction) needs no special rollback call.
+Drafters are stateful (a draft model keeps a KV cache) but never see the target's decisions.
+The loop calls `reset` once per sequence and `propose` once per verification step with all
+committed tokens; a drafter that caches works out for itself how much of its cache is still
+valid (the longest common prefix with the committed tokens), so a rule that keeps draft tokens
+(FLy's deferral) or replaces them (a correction) needs no special rollback call.
+
+A drafter owns its draft length K (`k`, from conf/drafter/*.yaml); the loop only caps it so no
+step drafts past max_new_tokens. Everything else the loop may ask of a drafter has a default
+here, so the loop reads attributes instead of probing for them.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 
-from ..verifiers.base import Draft
+from ..errors import ConfigError
+from ..step import Draft, common_prefix_len, empty_draft
+
+__all__ = ["Drafter", "common_prefix_len", "empty_draft"]
 
 
-class Drafter(Protocol):
-    name: str
+class Drafter:
+    """Base class of every drafter; concrete drafters override `propose` (and `reset` if stateful)."""
+
+    name: str = "drafter"
+    # Indices into transformers' hidden_states tuple (i = the input of layer i) that the drafter
+    # reads from the target's forwards (EAGLE-3); the loop then calls observe() with them.
+    needs_target_hidden: tuple[int, ...] = ()
+
+    def __init__(self, k: int) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
+        self.k = k
+
+    def modules(self) -> list[torch.nn.Module]:
+        """The torch networks this drafter runs (the loop puts them under its CPU fast paths)."""
+        return []
 
     def reset(self, prompt_ids: torch.Tensor) -> None:
-        """Start a new sequence. prompt_ids: [P] int64."""
+        """Start a new sequence. prompt_ids: [P] int64. Stateless drafters keep the default."""
+
+    def observe(self, features: tuple[torch.Tensor, ...]) -> None:
+        """Target hidden states of newly committed positions, one [m, hidden] per index in
+        needs_target_hidden. Only drafters that declare needs_target_hidden receive any."""
 
     def propose(
         self,
         tokens: torch.Tensor,
         k: int,
         *,
-        temperature: float,
-        generator: torch.Generator | None,
-        want_probs: bool,
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+        want_probs: bool = False,
     ) -> Draft:
         """Propose up to k tokens continuing `tokens` ([n] int64, all committed tokens).
 
-        want_probs asks for q_i even at T = 0 (DropMatch's JS criterion needs it); drafters
-        that have no distribution (prompt lookup) return probs=None regardless.
+        k is this step's length: self.k, or fewer near max_new_tokens. want_probs asks for q_i
+        even at T = 0 (DropMatch's js criterion needs it); drafters that have no distribution
+        (prompt lookup) return probs=None regardless.
         """
-
-
-def empty_draft() -> Draft:
-    return Draft(tokens=torch.empty(0, dtype=torch.long), probs=None)
-
-
-def common_prefix_len(a: torch.Tensor, b: torch.Tensor) -> int:
-    """Length of the longest common prefix of two [n] int64 tensors."""
-    m = min(a.numel(), b.numel())
-    if m == 0:
-        return 0
-    eq = (a[:m] == b[:m]).to(torch.int64)
-    return int(eq.cumprod(dim=0).sum())
+        raise NotImplementedError

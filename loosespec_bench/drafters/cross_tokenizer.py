@@ -29,11 +29,12 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .base import Draft, empty_draft
+from ..step import Draft, empty_draft
+from .base import Drafter
 from .model import ModelDrafter
 
 
-class CrossTokenizerDrafter:
+class CrossTokenizerDrafter(Drafter):
     name = "model_xtok"
 
     def __init__(
@@ -41,13 +42,16 @@ class CrossTokenizerDrafter:
         model: PreTrainedModel,
         draft_tokenizer: PreTrainedTokenizerBase,
         target_tokenizer: PreTrainedTokenizerBase,
+        k: int = 5,
         context_tokens: int = 4,
         special_tokens: str = "keep",
         max_draft_factor: float = 2.0,
     ) -> None:
         if special_tokens not in ("keep", "skip"):
             raise ValueError(f"special_tokens={special_tokens!r}: choose 'keep' or 'skip'")
-        self.inner = ModelDrafter(model)  # the draft's KV cache and its prefix rollback
+        super().__init__(k)
+        # The draft's KV cache and its prefix rollback; its K is unused (each call says how many).
+        self.inner = ModelDrafter(model, k)
         self.dtok = draft_tokenizer
         self.ttok = target_tokenizer
         self.context_tokens = context_tokens
@@ -65,6 +69,9 @@ class CrossTokenizerDrafter:
             if full[i : i + len(plain)] == plain:
                 return list(full[:i])
         return []
+
+    def modules(self) -> list[torch.nn.Module]:
+        return self.inner.modules()
 
     def reset(self, prompt_ids: torch.Tensor) -> None:
         self.inner.reset(prompt_ids)

@@ -52,7 +52,9 @@ from transformers import LlamaConfig, PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from ..errors import ConfigError
-from .base import Draft, common_prefix_len, empty_draft
+from ..sampling import sample_or_argmax
+from ..step import Draft, common_prefix_len, empty_draft
+from .base import Drafter
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -372,7 +374,7 @@ def vocab_maps(draft_to_target: torch.Tensor, vocab_size: int) -> tuple[torch.Te
 
 
 # ---- the drafter -------------------------------------------------------------------------------
-class Eagle3Drafter:
+class Eagle3Drafter(Drafter):
     """drafter=eagle3: chain drafting of K tokens with an EAGLE-3 head over its own KV cache."""
 
     name = "eagle3"
@@ -381,10 +383,12 @@ class Eagle3Drafter:
         self,
         target: PreTrainedModel,
         head_path: str | None,
+        k: int = 5,
         layers: list[int] | tuple[int, ...] | None = None,
         dtype: str | None = None,
         head: Eagle3Head | None = None,
     ) -> None:
+        super().__init__(k)
         if head is None and not head_path:
             raise ConfigError(
                 "drafter=eagle3 needs a head: this pair has no pair.eagle3_head and no "
@@ -417,6 +421,9 @@ class Eagle3Drafter:
             head.embed_tokens.to(device=target.device, dtype=torch_dtype)
         self._target_ids = self.head.draft_ids_of_target()  # [draft_vocab] target id of each draft id
         self.reset(torch.empty(0, dtype=torch.long))
+
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.head]
 
     def reset(self, prompt_ids: torch.Tensor) -> None:
         self.cache: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -470,18 +477,14 @@ class Eagle3Drafter:
         keep_probs = want_probs or temperature > 0
         for s in range(k):
             logits = self.head.logits(last)[0].float()  # [draft_vocab]
-            if temperature > 0:
-                q = torch.softmax(logits / temperature, dim=-1)
-                i = int(torch.multinomial(q.cpu(), 1, generator=generator))
-            else:
-                q = torch.softmax(logits, dim=-1) if keep_probs else None
-                i = int(logits.argmax())
+            # A draw (or the argmax) in the draft vocabulary; q on the generator's device.
+            i, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs)
             d = int(self._target_ids[i])
             out_tokens.append(d)
             if keep_probs:
                 # q over the target vocabulary: zero outside the draft vocabulary.
                 full = torch.zeros(self.head.vocab_size, dtype=torch.float32, device=q.device)
-                full[self._target_ids] = q
+                full[self._target_ids.to(q.device)] = q
                 out_probs.append(full.cpu())
             if s + 1 < k:
                 pos = n_feat + s  # entry of drafted token d at position n_feat + s

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Draft, empty_draft
+from ..step import Draft, empty_draft
+from .base import Drafter
 
 
 def prompt_lookup(tokens: torch.Tensor, k: int, *, max_ngram: int, min_ngram: int = 1) -> torch.Tensor:
@@ -32,17 +33,15 @@ def prompt_lookup(tokens: torch.Tensor, k: int, *, max_ngram: int, min_ngram: in
     return tokens.new_empty(0)
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """drafter=pld: n-gram lookup in the prompt and everything generated so far."""
 
     name = "pld"
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
+    def __init__(self, k: int = 10, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        super().__init__(k)
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
-
-    def reset(self, prompt_ids: torch.Tensor) -> None:  # stateless
-        pass
 
     def propose(
         self,

@@ -20,9 +20,8 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from ..decoding.cache import crop_to
-from ..verifiers.spd import longest_true_prefix
-from .base import Draft, empty_draft
+from ..sampling import tempered_probs
+from ..step import Draft, crop_to, empty_draft, longest_true_prefix
 from .lookup import prompt_lookup
 from .model import ModelDrafter
 
@@ -33,9 +32,9 @@ class MLADrafter(ModelDrafter):
     name = "mla"
 
     def __init__(
-        self, model: PreTrainedModel, max_ngram: int = 4, min_ngram: int = 1, num_pred_tokens: int = 6
+        self, model: PreTrainedModel, k: int = 5, max_ngram: int = 4, min_ngram: int = 1, num_pred_tokens: int = 6
     ) -> None:
-        super().__init__(model)
+        super().__init__(model, k)
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.num_pred_tokens = num_pred_tokens
@@ -77,7 +76,7 @@ class MLADrafter(ModelDrafter):
             inp = torch.cat([feed, guess])  # [m + L]
             logits = self.model(
                 inp.unsqueeze(0).to(self.model.device),
-                past_key_values=self.cache,
+                cache=self.cache,
                 use_cache=True,
                 logits_to_keep=L + 1,
             ).logits[0].float()  # [L+1, vocab]: row j predicts the token after guess[:j]
@@ -94,7 +93,8 @@ class MLADrafter(ModelDrafter):
             ctx = torch.cat([ctx, new])
             drafted.append(new)
             if keep_probs:
-                probs.append(torch.softmax(logits[: j + 1], dim=-1))  # [j+1, vocab]
+                # Untempered (the draft is greedy), on the generator's device as ModelDrafter's q.
+                probs.append(tempered_probs(logits[: j + 1], 0.0, generator))  # [j+1, vocab]
             n_drafted += j + 1
         return Draft(
             tokens=torch.cat(drafted),  # [k]: the guess cap keeps n_drafted from passing k

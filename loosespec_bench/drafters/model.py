@@ -6,19 +6,24 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from ..decoding.cache import crop_to
-from .base import Draft, common_prefix_len, empty_draft
+from ..sampling import sample_or_argmax
+from ..step import Draft, common_prefix_len, crop_to, empty_draft
+from .base import Drafter
 
 
-class ModelDrafter:
+class ModelDrafter(Drafter):
     name = "model"
 
-    def __init__(self, model: PreTrainedModel) -> None:
+    def __init__(self, model: PreTrainedModel, k: int = 5) -> None:
+        super().__init__(k)
         self.model = model
         self.cache: DynamicCache | None = None
         # Token ids the cache holds, in order: [len(cache)] int64. Compared with the committed
         # tokens at each step to find how much of the cache survives verification.
         self.seen = torch.empty(0, dtype=torch.long)
+
+    def modules(self) -> list[torch.nn.Module]:
+        return [self.model]
 
     def reset(self, prompt_ids: torch.Tensor) -> None:
         self.cache = DynamicCache(config=self.model.config)
@@ -55,15 +60,10 @@ class ModelDrafter:
             # Tokens live on the host; the draft may sit on an accelerator. The logits come back
             # to the host because the sampling generator and the verifiers' tokens are there.
             logits = self.model(
-                feed.unsqueeze(0).to(self.model.device), past_key_values=self.cache, use_cache=True, logits_to_keep=1
+                feed.unsqueeze(0).to(self.model.device), cache=self.cache, use_cache=True, logits_to_keep=1
             ).logits[0, -1].float().cpu()  # [vocab]
             self.seen = torch.cat([self.seen, feed])
-            if temperature > 0:
-                q = torch.softmax(logits / temperature, dim=-1)
-                d = int(torch.multinomial(q, 1, generator=generator))
-            else:
-                q = torch.softmax(logits, dim=-1) if keep_probs else None
-                d = int(logits.argmax())
+            d, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs)
             out_tokens.append(d)
             if keep_probs:
                 out_probs.append(q)

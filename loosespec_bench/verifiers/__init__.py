@@ -3,5 +3,6 @@
 from .base import Draft, TargetScores, Verdict, Verifier
 from .dropmatch import DropMatch
 from .fly import FLy
+from .spd import SPD
 
-__all__ = ["Draft", "DropMatch", "FLy", "TargetScores", "Verdict", "Verifier"]
+__all__ = ["SPD", "Draft", "DropMatch", "FLy", "TargetScores", "Verdict", "Verifier"]

@@ -1,15 +1,17 @@
-"""Types shared by every acceptance rule.
+"""The verifier interface and what loose rules share.
 
 A verifier is a pure function of the draft and the target's scores: it never touches a model
 or a cache. The decoding loop turns its `Verdict` into committed tokens and cache rollbacks.
+Draft, TargetScores and Verdict live in loosespec_bench.step (re-exported here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
-
 import torch
+
+from ..step import Draft, TargetScores, Verdict
+
+__all__ = ["Draft", "LooseDecision", "TargetScores", "Verdict", "Verifier"]
 
 
 class LooseDecision:
@@ -30,48 +32,18 @@ class LooseDecision:
         return [i for i in self.mismatches if i < self.n]
 
 
-@dataclass
-class Draft:
-    """What a drafter proposes for one verification step."""
+class Verifier:
+    """A configured acceptance rule: a callable that subclasses implement.
 
-    tokens: torch.Tensor  # [K] int64, K >= 0 (prompt lookup may find nothing)
-    # [K, vocab] float32 draft distribution q_i, or None for drafters without probabilities
-    # (prompt lookup); rules then treat q_i as one-hot(d_i), see ALGORITHMS.md.
-    probs: torch.Tensor | None = None
-    # Free-form drafter statistics for this step (e.g. MLA's inner lookups), recorded as-is.
-    info: dict[str, Any] = field(default_factory=dict)
+    The two flags are what the loop asks of the other layers on the rule's behalf:
+    `needs_hidden` asks the target for TargetScores.hidden (and its LM head), and
+    `needs_draft_probs` asks the drafter for q_i even at T = 0 (DropMatch's js criterion).
+    """
 
-    @property
-    def k(self) -> int:
-        return int(self.tokens.numel())
-
-
-@dataclass
-class TargetScores:
-    """The target's single verification forward over [last_token, d_1..d_K]."""
-
-    logits: torch.Tensor  # [K+1, vocab] float32; row i predicts draft position i+1, row K the bonus
-    # [K+1, hidden] final hidden states (before the LM head), only when the rule asks for them
-    # (DropMatch re-runs the LM head on them under dropout).
-    hidden: torch.Tensor | None = None
-    lm_head: Callable[[torch.Tensor], torch.Tensor] | None = None
-
-
-@dataclass
-class Verdict:
-    """The decision for one step: keep draft[:num_accepted], then emit next_token."""
-
-    num_accepted: int
-    next_token: int
-    # Per-step decision record (raw match flags, entropies, loose accepts...); optional.
-    record: dict[str, Any] | None = None
-
-
-class Verifier(Protocol):
-    """A configured acceptance rule. `needs_hidden` asks the loop for TargetScores.hidden."""
-
-    needs_hidden: bool
+    needs_hidden: bool = False
+    needs_draft_probs: bool = False
 
     def __call__(
         self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
-    ) -> Verdict: ...
+    ) -> Verdict:
+        raise NotImplementedError

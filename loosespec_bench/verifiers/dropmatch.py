@@ -47,7 +47,8 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ConfigError
-from .base import Draft, LooseDecision, TargetScores, Verdict
+from ..sampling import accept_exact, generator_device, match_vocab, sample_residual, sample_token, tempered_probs
+from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
 
 CRITERIA = ("naive", "js")
 
@@ -60,8 +61,7 @@ def draw_keep_masks(
     Drawn from the run's seeded generator, so a seed reproduces them. A CPU generator cannot
     draw on an accelerator: draw on its device, then move.
     """
-    gen_device = generator.device if generator is not None else device
-    u = torch.rand((n_drop, k, h), generator=generator, device=gen_device)  # [N', K, H]
+    u = torch.rand((n_drop, k, h), generator=generator, device=generator_device(generator, device))  # [N', K, H]
     return (u >= p).to(device)
 
 
@@ -125,12 +125,7 @@ def draft_distribution(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | N
         q = torch.zeros(K, vocab, device=draft_tokens.device)
         q[torch.arange(K, device=draft_tokens.device), draft_tokens] = 1.0
         return q
-    q = draft_probs.float()
-    if q.shape[-1] > vocab:
-        q = q[:, :vocab]
-    elif q.shape[-1] < vocab:
-        q = torch.nn.functional.pad(q, (0, vocab - q.shape[-1]))
-    return q
+    return match_vocab(draft_probs, vocab)
 
 
 def naive_accept(draft_tokens: torch.Tensor, path_logits: torch.Tensor) -> torch.Tensor:
@@ -225,15 +220,6 @@ class DropMatchDecision(LooseDecision):
         return rec
 
 
-def _residual_sample(p: torch.Tensor, q: torch.Tensor, generator: torch.Generator | None) -> int:
-    """Speculative sampling's correction: a draw from norm(max(0, p - q)). p, q: [vocab]."""
-    residual = torch.clamp(p - q, min=0.0)  # [vocab]
-    total = residual.sum()
-    # p <= q everywhere can only happen when the rejection had probability 0 (p == q): float edge.
-    dist = residual / total if total > 0 else p
-    return int(torch.multinomial(dist, 1, generator=generator))
-
-
 def dropmatch_decide(
     draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor | None,
@@ -265,8 +251,7 @@ def dropmatch_decide(
         if temperature <= 0:
             nxt = int(t[0])
         else:  # nothing to verify: sample p_1 where the generator lives
-            p_1 = torch.softmax(logits[0] / temperature, dim=-1)  # [vocab]
-            nxt = int(torch.multinomial(p_1.to(generator.device) if generator is not None else p_1, 1, generator=generator))
+            nxt = sample_token(tempered_probs(logits[0], temperature, generator), generator)
         empty = torch.zeros(0, dtype=torch.bool)
         return DropMatchDecision(empty, empty, torch.zeros(0, dtype=torch.long), 0, nxt, t[:0])
 
@@ -279,20 +264,14 @@ def dropmatch_decide(
 
     if temperature <= 0:
         a = draft_tokens == t[:K]  # [K] exact match, always accepted
-        dev = logits.device
     else:
         # T > 0: the exact speculative-sampling test decides first; the semantic criterion is
         # the fallback for tokens it rejects. Sampling runs where the generator lives (the
         # run's CPU generator), as SPD's does.
-        dev = generator.device if generator is not None else logits.device
-        p_T = torch.softmax(logits / temperature, dim=-1).to(dev)  # [K+1, vocab]
-        d_dev = draft_tokens.to(dev)
-        probs = None if draft_probs is None else draft_probs.float().to(dev)  # [K, vocab_draft]
-        idx = torch.arange(K, device=dev)
-        p_d = p_T[idx, d_dev]  # [K] p_i(d_i)
-        q_d = torch.ones_like(p_d) if probs is None else probs[idx, d_dev]  # [K]
-        u = torch.rand(K, generator=generator, device=dev)  # [K]
-        a = (u * q_d < p_d).cpu()  # [K] accept with probability min(1, p/q)
+        p_T = tempered_probs(logits, temperature, generator)  # [K+1, vocab]
+        d_dev = draft_tokens.to(p_T.device)
+        probs = None if draft_probs is None else draft_probs.float().to(p_T.device)  # [K, vocab_draft]
+        a = accept_exact(p_T, probs, d_dev, generator).cpu()  # [K] accept with probability min(1, p/q)
 
     # The criterion only matters where the exact rule rejects, and only up to the first position
     # that fails both (acceptance stops there). Evaluating it there alone, one position at a
@@ -335,10 +314,9 @@ def dropmatch_decide(
     if temperature <= 0:
         nxt = int(t[n])
     elif n == K:
-        nxt = int(torch.multinomial(p_T[K], 1, generator=generator))
-    else:
-        q_n = draft_distribution(d_dev[n : n + 1], None if probs is None else probs[n : n + 1], V)[0]  # [vocab]
-        nxt = _residual_sample(p_T[n], q_n.to(dev), generator)
+        nxt = sample_token(p_T[K], generator)  # the bonus token
+    else:  # the correction: norm(max(0, p_n - q_n)), q_n one-hot(d_n) without draft probabilities
+        nxt = sample_residual(p_T[n], None if probs is None else probs[n], int(d_dev[n]), generator)
     return DropMatchDecision(a.cpu(), semantic, votes, n, nxt, t[:K].cpu(), evaluated, js_q, js_max)
 
 
@@ -348,7 +326,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-class DropMatch:
+class DropMatch(Verifier):
     """method=dropmatch as a configured verifier (reported settings: 5 paths, p = 0.3)."""
 
     needs_hidden = True

@@ -38,8 +38,9 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from .base import Draft, LooseDecision, TargetScores, Verdict
-from .spd import longest_true_prefix
+from ..sampling import sample_token, tempered_probs
+from ..step import longest_true_prefix
+from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +138,14 @@ def _target_tokens(
     if temperature <= 0:
         t = target_logits.argmax(dim=-1)  # [K+1]
         return draft_tokens == t[:K], t
-    p = torch.softmax(target_logits.float() / temperature, dim=-1)  # [K+1, vocab]
-    if generator is not None:  # a CPU generator samples on the CPU (as SPD's sampling does)
-        p, draft_tokens = p.to(generator.device), draft_tokens.to(generator.device)
+    p = tempered_probs(target_logits, temperature, generator)  # [K+1, vocab] on the generator's device
+    draft_tokens = draft_tokens.to(p.device)
     # Two independent samples per draft position; a_i holds when either one equals d_i, which
     # raises the match rate over one sample (the released code's choice for T > 0).
     samples = torch.multinomial(p[:K], 2, replacement=True, generator=generator)  # [K, 2]
     a = (samples == draft_tokens.unsqueeze(-1)).any(dim=-1)  # [K]
-    bonus = torch.multinomial(p[K], 1, generator=generator)  # [1] t_{K+1} ~ p_{K+1}
-    t = torch.cat([samples[:, 0], bonus])  # [K+1]: the correction is the first sample
+    bonus = sample_token(p[K], generator)  # t_{K+1} ~ p_{K+1}
+    t = torch.cat([samples[:, 0], samples.new_tensor([bonus])])  # [K+1]: the correction is the first sample
     return a, t
 
 
@@ -207,10 +207,8 @@ def verify_greedy(
     return d.n, d.next_token
 
 
-class FLy:
+class FLy(Verifier):
     """method=fly as a configured verifier. Defaults are the released 70B settings."""
-
-    needs_hidden = False
 
     def __init__(
         self, theta: float = 0.3, window: int = 6, top_k: int = 3, mode: str = "code", no_window: bool = False

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from .base import Draft, TargetScores, Verdict
+from ..sampling import accept_exact, sample_residual, sample_token, tempered_probs
+from ..step import longest_true_prefix
+from .base import Draft, TargetScores, Verdict, Verifier
+
+__all__ = ["SPD", "longest_true_prefix", "raw_match_flags", "verify_greedy", "verify_sampling"]
 
 
 def raw_match_flags(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -21,14 +25,6 @@ def raw_match_flags(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> 
     t = target_logits.argmax(dim=-1).cpu()  # [K+1]; tokens live on the host, logits may not
     k = draft_tokens.numel()
     return draft_tokens.cpu() == t[:k], t
-
-
-def longest_true_prefix(flags: torch.Tensor) -> int:
-    """Number of leading True entries of a [K] bool tensor (0 when flags is empty)."""
-    if flags.numel() == 0:
-        return 0
-    # cumprod stays 1 while flags are True and drops to 0 for good at the first False.
-    return int(flags.to(torch.int64).cumprod(dim=0).sum())
 
 
 def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
@@ -59,38 +55,20 @@ def verify_sampling(
     """
     if temperature <= 0:
         raise ValueError("verify_sampling needs temperature > 0; use verify_greedy for T = 0")
-    # On the host: the seeded generator and the draft's q live there (one copy per step).
-    p = torch.softmax(target_logits.float() / temperature, dim=-1).cpu()  # [K+1, vocab]
-    draft_tokens = draft_tokens.cpu()
+    # p on the generator's device (the run's seeded CPU generator; the draft's q lives there too).
+    p = tempered_probs(target_logits, temperature, generator)  # [K+1, vocab]
+    draft_tokens = draft_tokens.to(p.device)
     k = draft_tokens.numel()
-    idx = torch.arange(k)
-    p_d = p[idx, draft_tokens]  # [K] p_i(d_i)
-    if draft_probs is None:
-        q_d = torch.ones_like(p_d)  # one-hot draft: q_i(d_i) = 1
-    else:
-        q_d = draft_probs[idx, draft_tokens].float()  # [K]
-    # Draw all K uniforms at once: one host sync per step instead of K.
-    u = torch.rand(k, generator=generator)
-    accept = u * q_d < p_d  # u < p/q without dividing by a possibly tiny q
+    accept = accept_exact(p, draft_probs, draft_tokens, generator)  # [K]
     n = longest_true_prefix(accept)
     if n == k:
-        return n, int(torch.multinomial(p[k], 1, generator=generator))
-    if draft_probs is None:
-        residual = p[n].clone()
-        residual[draft_tokens[n]] = 0.0
-    else:
-        residual = torch.clamp(p[n] - draft_probs[n].float(), min=0.0)
-    total = residual.sum()
-    # p == q exactly leaves nothing to resample from; the rejection then had probability 0,
-    # so this only guards against floating-point edge cases.
-    dist = residual / total if total > 0 else p[n]
-    return n, int(torch.multinomial(dist, 1, generator=generator))
+        return n, sample_token(p[k], generator)  # the bonus token
+    q_n = None if draft_probs is None else draft_probs[n]
+    return n, sample_residual(p[n], q_n, int(draft_tokens[n]), generator)
 
 
-class SPD:
+class SPD(Verifier):
     """Vanilla speculative decoding as a configured verifier (also used for method=ar, K = 0)."""
-
-    needs_hidden = False
 
     def __call__(
         self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None

@@ -1,0 +1,69 @@
+"""Build a run's components from its composed config: the task, the acceptance rule and the
+drafter, through one `instantiate` that strips the harness's bookkeeping keys.
+
+This is the one place that knows which config keys are bookkeeping and what a drafter needs
+besides its own node (the draft model, tokenizers, the target); the app, the re-scorer and the
+engine benchmark all build through it. It may import drafters, verifiers, models and tasks;
+nothing below it imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.utils import instantiate as hydra_instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from .config import uses_drafter
+from .drafters.base import Drafter
+from .models import LoadedModel, load_model
+from .models.loading import load_options
+from .tasks import Task
+from .verifiers.base import Verifier
+
+# Keys of a config node that steer the harness (what to load, whether a drafter runs, the name
+# used in run ids), not arguments of the class named by _target_. Drafters' `k` is NOT one of
+# them: a drafter owns its draft length.
+BOOKKEEPING_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers")
+
+
+def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
+    """hydra's instantiate of a config node (resolved), without the bookkeeping keys; kwargs
+    add or override arguments (e.g. the loaded models a drafter needs)."""
+    cfg = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+    assert isinstance(cfg, dict)
+    for key in BOOKKEEPING_KEYS:
+        cfg.pop(key, None)
+    return hydra_instantiate(cfg, **kwargs)
+
+
+def build_task(cfg: DictConfig) -> Task:
+    """The data set of a composed config (cfg.dataset)."""
+    return instantiate(cfg.dataset)
+
+
+def build_verifier(cfg: DictConfig) -> Verifier:
+    """The acceptance rule of a composed config (cfg.method)."""
+    return instantiate(cfg.method)
+
+
+def build_drafter(cfg: DictConfig, target_loaded: LoadedModel) -> Drafter | None:
+    """The drafter of a composed config, or None for a method without one (method=ar).
+
+    Loads what the drafter node asks for: the pair's draft model (needs_model), its tokenizer
+    and the target's for a draft with another vocabulary (needs_tokenizers), the target model
+    itself for heads on its hidden states (needs_target, EAGLE-3).
+    """
+    if not uses_drafter(cfg):
+        return None
+    pair, node = cfg.pair, cfg.drafter
+    extra: dict[str, Any] = {}
+    if node.get("needs_model", False):
+        device = pair.get("draft_device") or pair.device
+        draft = load_model(pair.draft.path, dtype=pair.dtype, device=device, **load_options(pair.draft))
+        extra["model"] = draft.model
+        if node.get("needs_tokenizers", False):  # a draft with another vocabulary
+            extra.update(draft_tokenizer=draft.tokenizer, target_tokenizer=target_loaded.tokenizer)
+    if node.get("needs_target", False):  # heads on the target's hidden states (EAGLE-3)
+        extra["target"] = target_loaded.model
+    return instantiate(node, **extra)

@@ -1,0 +1,110 @@
+"""Sampling primitives, written once: tempering, the exact accept test, the residual and bonus
+draws, and a drafter's sample-or-argmax.
+
+Speculative sampling (Leviathan et al. 2023; Chen et al. 2023) in the papers' symbols: p_i is
+the target's tempered distribution at draft position i, q_i the drafter's, d_i the draft token.
+  accept d_i          with probability min(1, p_i(d_i) / q_i(d_i))      (`accept_exact`)
+  on the first reject  draw from norm(max(0, p_i - q_i))                  (`sample_residual`)
+  when all K pass      draw the bonus from p_{K+1}                        (`sample_token`)
+A drafter without probabilities (prompt lookup, MLA, cross-tokenizer) has q_i = one-hot(d_i),
+passed as q = None. The loose rules (FLy, DropMatch) and SPD call these; drafters call
+`sample_or_argmax`.
+
+Every draw happens on the generator's device (the run's seeded CPU generator in practice), so
+a seed reproduces a run whichever device the models sit on; the logits' device is used when
+there is no generator. This module imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def generator_device(generator: torch.Generator | None, default: torch.device) -> torch.device:
+    """Where draws from `generator` must happen: a CPU generator cannot draw on an accelerator."""
+    return generator.device if generator is not None else default
+
+
+def tempered_probs(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """softmax(logits / T) in float32 over the last dim, moved to the generator's device.
+
+    T <= 0 gives the untempered softmax (a greedy drafter's q, DropMatch's js criterion at T = 0).
+    logits: [..., vocab]. Returns [..., vocab].
+    """
+    z = logits.float()
+    if temperature > 0:
+        z = z / temperature
+    # softmax where the logits are (one [.., vocab] copy to the host instead of the logits' own).
+    return torch.softmax(z, dim=-1).to(generator_device(generator, logits.device))
+
+
+def match_vocab(q: torch.Tensor, vocab: int) -> torch.Tensor:
+    """A draft distribution [..., vocab_draft] cut or zero-padded to the target's vocabulary:
+    padded embedding rows make the two sizes differ even for one tokenizer."""
+    q = q.float()
+    if q.shape[-1] > vocab:
+        return q[..., :vocab]
+    if q.shape[-1] < vocab:
+        return torch.nn.functional.pad(q, (0, vocab - q.shape[-1]))
+    return q
+
+
+def accept_exact(
+    p: torch.Tensor, q: torch.Tensor | None, draft_tokens: torch.Tensor, generator: torch.Generator | None
+) -> torch.Tensor:
+    """The speculative-sampling test u_i < p_i(d_i) / q_i(d_i), u_i ~ U(0, 1), for all K at once.
+
+    p: [>= K, vocab] target probabilities (extra rows, e.g. the bonus row, are ignored); q: [K,
+    vocab_draft] or None (one-hot: q_i(d_i) = 1); draft_tokens: [K]. Returns [K] bool on p's
+    device. Where p_i(d_i) >= q_i(d_i) the token is accepted whatever u is.
+    """
+    k = draft_tokens.numel()
+    dev = p.device
+    idx = torch.arange(k, device=dev)
+    d = draft_tokens.to(dev)
+    p_d = p[idx, d]  # [K] p_i(d_i)
+    q_d = torch.ones_like(p_d) if q is None else q.float().to(dev)[idx, d]  # [K] q_i(d_i)
+    # All K uniforms in one draw: one host sync per step instead of K, and the generator's
+    # stream does not depend on where the first rejection falls.
+    u = torch.rand(k, generator=generator, device=dev)  # [K]
+    return u * q_d < p_d  # u < p/q without dividing by a possibly tiny q
+
+
+def sample_token(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """One draw from a [vocab] distribution (the bonus token, a correction, a drafter's sample)."""
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def sample_residual(
+    p: torch.Tensor, q: torch.Tensor | None, draft_token: int, generator: torch.Generator | None
+) -> int:
+    """The correction after rejecting d: a draw from norm(max(0, p - q)).
+
+    p: [vocab] target row; q: [vocab_draft] draft row, or None for one-hot(d) (then the residual
+    is p with d removed). A token where p <= q can never be drawn.
+    """
+    if q is None:
+        residual = p.clone()  # max(0, p - one-hot(d)) is p with d zeroed: p(d) <= 1
+        residual[draft_token] = 0.0
+    else:
+        residual = torch.clamp(p - match_vocab(q, p.shape[-1]).to(p.device), min=0.0)  # [vocab]
+    total = residual.sum()
+    # p <= q everywhere only when p == q, where the rejection had probability 0: a float edge.
+    dist = residual / total if total > 0 else p
+    return sample_token(dist, generator)
+
+
+def sample_or_argmax(
+    logits: torch.Tensor, temperature: float, generator: torch.Generator | None, *, want_probs: bool
+) -> tuple[int, torch.Tensor | None]:
+    """A drafter's next token: a draw from softmax(logits / T) at T > 0, else the argmax.
+
+    logits: [vocab]. Returns (token, q) where q ([vocab], on the generator's device) is the
+    distribution the token came from; at T = 0 it is the untempered softmax when want_probs
+    (DropMatch's js criterion reads it), else None.
+    """
+    if temperature > 0:
+        q = tempered_probs(logits, temperature, generator)
+        return sample_token(q, generator), q
+    q = tempered_probs(logits, 0.0, generator) if want_probs else None
+    return int(logits.argmax()), q
