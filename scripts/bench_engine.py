@@ -66,7 +66,7 @@ from loosespec_bench.app import cut_at_stop, encode_prompt, eos_ids  # noqa: E40
 from loosespec_bench.build import instantiate  # noqa: E402
 from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.decoding import GenerationOutput, generate  # noqa: E402
-from loosespec_bench.decoding.cache import crop_to  # noqa: E402
+from loosespec_bench.step import crop_to  # noqa: E402
 from loosespec_bench.drafters.lookup import PromptLookupDrafter  # noqa: E402
 from loosespec_bench.drafters.model import ModelDrafter  # noqa: E402
 from loosespec_bench.models.loading import LoadedModel, load_model  # noqa: E402

@@ -8,7 +8,7 @@ from transformers import DynamicCache
 
 from loosespec_bench.decoding import generate
 from loosespec_bench.decoding.cache import crop_to
-from loosespec_bench.drafters import ModelDrafter, PromptLookupDrafter, prompt_lookup
+from loosespec_bench.drafters import MLADrafter, ModelDrafter, PromptLookupDrafter, prompt_lookup
 from loosespec_bench.verifiers.spd import SPD
 
 
@@ -121,6 +121,16 @@ def test_one_token_prompt_and_one_token_budget(tiny_pair):
     out = generate(target, prompt, verifier=SPD(), drafter=ModelDrafter(draft, k=4), max_new_tokens=1)
     assert out.new_tokens == _ar(target, prompt, max_new_tokens=1).new_tokens
     assert out.steps == 1 and out.drafted == [0]  # no drafting past the budget
+
+
+@pytest.mark.filterwarnings("error::FutureWarning")
+@pytest.mark.parametrize("make", [lambda d: ModelDrafter(d, k=3), lambda d: MLADrafter(d, k=3)], ids=["model", "mla"])
+def test_model_forwards_use_the_current_cache_keyword(tiny_pair, make):
+    # transformers 5.2x deprecates `past_key_values=` (FutureWarning) for `cache=`: the loop's
+    # prefill and verification forwards and the drafters' forwards must all use the new name.
+    target, draft, tok = tiny_pair
+    out = generate(target, _prompt(tok), verifier=SPD(), drafter=make(draft), max_new_tokens=6)
+    assert len(out.new_tokens) == 6
 
 
 def test_generate_rejects_empty_prompt(tiny_pair):
