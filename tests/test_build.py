@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
 from loosespec_bench.build import BOOKKEEPING_KEYS, build_drafter, build_verifier, instantiate
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter, PromptLookupDrafter
+from loosespec_bench.errors import ConfigError
 from loosespec_bench.models import load_model
 from loosespec_bench.step import Draft
 from loosespec_bench.verifiers import DropMatch, SPD, Verifier
@@ -54,3 +56,9 @@ def test_the_loop_asks_the_verifier_for_draft_probs(tiny_pair):
         assert {w for _, w in d.asked} == {want}
         assert max(k for k, _ in d.asked) == 4 and d.asked[-1][0] < 4  # drafter.k, capped near the budget
     assert Verifier.needs_draft_probs is False and Verifier.needs_hidden is False
+
+
+def test_a_drafter_refuses_a_draft_length_below_one():
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigError, match="drafter.k"):
+            PromptLookupDrafter(k=bad)
