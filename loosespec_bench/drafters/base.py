@@ -18,7 +18,7 @@ import torch
 from ..errors import ConfigError
 from ..step import Draft, common_prefix_len, empty_draft
 
-__all__ = ["Drafter", "common_prefix_len", "empty_draft"]
+__all__ = ["Draft", "Drafter", "common_prefix_len", "empty_draft"]  # Draft & co. re-exported from step
 
 
 class Drafter:
