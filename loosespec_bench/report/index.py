@@ -14,13 +14,16 @@ Hydra's own folders (_hydra, .hydra) and W&B folders (wandb) are skipped.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 import yaml
+
+from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
 
 SKIP_DIRS = {"_hydra", ".hydra", "wandb", "plots", "__pycache__"}
 RUN_FILES = ("summary.json", "samples.jsonl", "config.yaml")
@@ -32,17 +35,77 @@ COLUMNS = [
     "temperature", "seed", "tau", "speedup", "speedup_median", "tokens_per_s", "baseline_tokens_per_s",
     "accuracy", "baseline_accuracy", "score", "score_name", "retention", "retention_ci_low", "retention_ci_high",
     "identical_to_target", "n_samples", "n_expected", "mismatches", "loose_accepts", "loose_accept_rate",
-    "tau_with_loose", "tau_without_loose", "acceptance_by_position", "hardware", "date", "git_commit",
-    "run_dir", "summary_source",
+    "tau_with_loose", "tau_without_loose", "dropmatch_overhead", "acceptance_by_position", "hardware", "date", "git_commit",
+    "run_dir", "summary_source", "config", "config_id", "dataset_config_id",
 ]
 NUMERIC = [
     "theta", "W", "K", "n_paths", "dropout_p", "temperature", "tau", "speedup", "speedup_median", "tokens_per_s",
     "baseline_tokens_per_s", "accuracy", "baseline_accuracy", "score", "retention", "retention_ci_low",
     "retention_ci_high", "identical_to_target", "mismatches", "loose_accepts", "loose_accept_rate",
-    "tau_with_loose", "tau_without_loose",
+    "tau_with_loose", "tau_without_loose", "dropmatch_overhead",
 ]
 # Quality figures tried in order for the generic "score" column (the task's headline figure).
 SCORE_KEYS = ("accuracy", "prompt_level_strict_acc", "rating", "quality")
+
+
+# Keys averaged over inside one configuration: repetitions (seed) and a data set's subsets
+# (MGSM languages), which the tables name in their notes.
+REPEAT_KEYS = ("seed",)
+SUBSET_KEYS = ("dataset.languages",)
+
+
+def flat_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's resolved config as {dotted key: scalar}, without the keys that do not change
+    what a run computes (config.NON_SEMANTIC: paths, logger, ...; dataset.limit/data_dir).
+    Lists become JSON text so that every value is hashable and comparable."""
+    data = {k: v for k, v in dict(config).items() if k not in NON_SEMANTIC}
+    dataset = data.get("dataset")
+    if isinstance(dataset, Mapping):
+        data["dataset"] = {k: v for k, v in dataset.items() if k not in NON_SEMANTIC_DATASET}
+    method = data.get("method")
+    if isinstance(method, Mapping) and method.get("uses_drafter") is False:
+        data.pop("drafter", None)  # target alone: the drafter section is irrelevant (config.semantic_config)
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(f"{prefix}{key}.", value)
+        elif isinstance(node, (list, tuple)):
+            out[prefix[:-1]] = json.dumps(list(node), sort_keys=True, default=str)
+        else:
+            out[prefix[:-1]] = node
+
+    walk("", data)
+    return out
+
+
+def config_signature(config: Mapping[str, Any], *, exclude: Iterable[str] = (), exclude_prefixes: Iterable[str] = ()) -> str:
+    """A short hash of a flat config without the given keys (and key prefixes, e.g. 'dataset.')."""
+    skip, prefixes = set(exclude), tuple(exclude_prefixes)
+    kept = {k: v for k, v in config.items() if k not in skip and not k.startswith(prefixes)}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def config_ids(config: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(configuration id, data-set settings id) of a flat config; (None, None) without one.
+
+    A table row is one configuration: every resolved key but the repetition (seed) and the data
+    set's own keys; its cell on a data set is one setting of that data set's keys (subsets
+    averaged). Nothing outside these two ids is ever averaged together."""
+    if not config:
+        return None, None
+    row = config_signature(config, exclude=REPEAT_KEYS, exclude_prefixes=("dataset.",))
+    ds = {k: v for k, v in config.items() if k.startswith("dataset.") and k not in SUBSET_KEYS}
+    return row, config_signature(ds)
+
+
+def differing_keys(configs: Iterable[Mapping[str, Any]], *, ignore: Iterable[str] = ()) -> list[str]:
+    """The dotted keys whose values are not the same in all of the given flat configs."""
+    configs = list(configs)
+    skip = set(ignore)
+    keys = sorted({k for c in configs for k in c} - skip)
+    return [k for k in keys if len({json.dumps(c.get(k), sort_keys=True, default=str) for c in configs}) > 1]
 
 
 def find_run_dirs(results_dir: str | Path) -> list[Path]:
@@ -173,12 +236,16 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
         "loose_accept_rate": _num(summary.get("loose_accept_rate")),
         "tau_with_loose": _num(summary.get("tau_with_loose")),
         "tau_without_loose": _num(summary.get("tau_without_loose")),
+        "dropmatch_overhead": _num(summary.get("dropmatch_overhead")),
         "acceptance_by_position": list(summary.get("acceptance_by_position") or []),
         "hardware": summary.get("hardware"),
         "date": summary.get("date"),
         "git_commit": summary.get("git_commit"),
         "run_dir": str(run_dir) if run_dir else summary.get("run_dir"),
     }
+    flat = flat_config(cfg) if cfg else {}
+    row["config"] = flat
+    row["config_id"], row["dataset_config_id"] = config_ids(flat)
     if row["method"] == "ar":
         row["K"] = 0.0
         row["drafter"] = None
@@ -235,6 +302,7 @@ def index_to_csv(df: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     out = df.copy()
+    out["config"] = out["config"].map(lambda v: json.dumps(v, sort_keys=True, default=str) if isinstance(v, dict) else "")
     out["acceptance_by_position"] = out["acceptance_by_position"].map(
         lambda v: json.dumps([round(x, 6) for x in v]) if isinstance(v, list) else ""
     )

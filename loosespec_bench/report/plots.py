@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from .index import read_records
-from .tables import CONFIG_KEYS, method_label
+from .tables import CONFIG_KEYS, config_key, config_suffixes, method_label
 
 SPEEDUP_LABEL = "speedup over target alone (×)"
 TAU_LABEL = "tau (tokens per target step)"
@@ -34,6 +34,8 @@ PARAMS = {
     "W": ("W", "deferral window W (tokens)"),
     "K": ("K", "draft length K (tokens)"),
 }
+# The resolved-config key behind each x axis: a line is one configuration of every other key.
+PARAM_CONFIG_KEY = {"theta": "method.theta", "W": "method.window", "K": "drafter.k"}
 ENTROPY_LABEL = {
     "code": "top-3 entropy H of the target (nats)",
     "paper": "normalised entropy h of the target (0 to 1)",
@@ -103,9 +105,14 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     fig, (ax_s, ax_t) = _figure(11, 4.2, ncols=2)
     fig.suptitle(f"Speedup and tau vs {xlabel}")
     keys = [k for k in CONFIG_KEYS if k != col] + ["dataset", "subset"]
+
+    def line_of(r: Any) -> tuple:
+        # every resolved setting but the x axis (runs differing in anything else never share a line)
+        return (*config_key(r, keys, exclude=(PARAM_CONFIG_KEY[param],), exclude_prefixes=()), str(r.get("subset")))
+
     series: dict[tuple, list] = {}
     for _, r in df.iterrows():
-        series.setdefault(tuple(str(r.get(k)) for k in keys), []).append(r)
+        series.setdefault(line_of(r), []).append(r)
     multi = series
     if not multi:
         what = "FLy runs" if param in ("theta", "W") else "runs with a drafter"
@@ -113,7 +120,8 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
             _note(ax, f"no {what} to plot against {param}")
         return fig
     reps = [v[0] for v in multi.values()]
-    labels = _varying_label(reps, keys, skip=(col,))
+    suffix = config_suffixes(reps, keyfn=line_of)
+    labels = [lab + suffix.get(line_of(r), "") for lab, r in zip(_varying_label(reps, keys, skip=(col,)), reps)]
     for (members, label) in zip(multi.values(), labels):
         frame = pd.DataFrame(members).groupby(col)[["speedup", "tau"]].mean(numeric_only=True).sort_index()
         for ax, metric in ((ax_s, "speedup"), (ax_t, "tau")):
@@ -156,7 +164,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     missing = 0
     groups: dict[tuple, list] = {}
     for _, r in df.iterrows():
-        groups.setdefault(tuple(str(r.get(k)) for k in keys), []).append(r)
+        groups.setdefault(config_key(r, keys, exclude_prefixes=()), []).append(r)
     for members in groups.values():
         s = _mean(m["speedup"] for m in members)
         r = _mean(m["retention"] for m in members)
@@ -207,10 +215,18 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
     if not lines:
         _note(ax, "no acceptance-by-position figures (target-alone runs only, or no drafter)")
         return fig
-    labels = _varying_label([r for r, _ in lines], ["pair", "dataset", "subset"])
-    merged: dict[str, list[list[float]]] = {}
-    for label, (_, rates) in zip(labels, lines):
-        merged.setdefault(label, []).append(rates)
+    def line_of(r: Any) -> tuple:
+        return (*config_key(r, [*CONFIG_KEYS, "dataset"], exclude_prefixes=()), str(r.get("subset")))
+
+    reps = [r for r, _ in lines]
+    suffix = config_suffixes(reps, keyfn=line_of)
+    labels = [lab + suffix.get(line_of(r), "") for lab, r in zip(_varying_label(reps, ["pair", "dataset", "subset"]), reps)]
+    # one line per configuration (seeds averaged), never per label: two configurations that
+    # print alike carry their differing settings in the label instead
+    merged: dict[tuple, tuple[str, list[list[float]]]] = {}
+    for label, (r, rates) in zip(labels, lines):
+        merged.setdefault(line_of(r), (label, []))[1].append(rates)
+    merged = {label: runs for label, runs in merged.values()}
     for label, runs in list(merged.items())[:max_lines]:
         n = max(len(r) for r in runs)
         mean = [sum(r[i] for r in runs if i < len(r)) / sum(1 for r in runs if i < len(r)) for i in range(n)]

@@ -26,11 +26,19 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
+
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 
 # FLy's split (ALGORITHMS.md): in-distribution for the drafters / EAGLE-3 training data, and not.
-ID_SETS = ("gsm8k", "humaneval", "mbpp")
-OOD_SETS = ("mgsm", "niah", "acp")
+# The means over them use these sets only; any other set a run covers gets its own columns.
+ID_SETS = ("gsm8k", "humaneval", "mbpp_plus")
+OOD_SETS = ("mgsm", "niah", "acp_prog_gen")
+# Other names a run may give a paper set (lm-eval task names through dataset=lm_eval).
+SET_ALIASES = {
+    "mbpp": "mbpp_plus", "mbppplus": "mbpp_plus", "acp": "acp_prog_gen",
+    "gsm8k_cot_llama": "gsm8k", "humaneval_instruct": "humaneval",
+}
 NOT_RUN = "not run"
 NOT_SOURCED = "not sourced"
 NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone accuracy 0)
@@ -161,8 +169,76 @@ def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _key(row: pd.Series | dict, keys: Iterable[str] = CONFIG_KEYS) -> tuple:
+def _config(row: pd.Series | dict) -> dict[str, Any]:
+    cfg = row.get("config")
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def config_key(
+    row: pd.Series | dict,
+    keys: Iterable[str] = CONFIG_KEYS,
+    *,
+    exclude: tuple[str, ...] = (),
+    exclude_prefixes: tuple[str, ...] = ("dataset.",),
+) -> tuple:
+    """A configuration's identity. With the run's resolved config (every run folder has one):
+    all of its keys but the seed, the data set's subsets, `exclude` and `exclude_prefixes`, so
+    two runs that differ in any setting (draft model, dtype, max new tokens, few-shot...) are
+    never averaged together. Without one (a summary alone): the listed index columns."""
+    cfg = _config(row)
+    if cfg:
+        return ("config", config_signature(cfg, exclude=(*REPEAT_KEYS, *SUBSET_KEYS, *exclude), exclude_prefixes=exclude_prefixes))
     return tuple(None if _nan(row.get(k)) else row.get(k) for k in keys)
+
+
+def paper_set(dataset: Any) -> Any:
+    """The paper's name of a data set a run used (lm-eval task names included)."""
+    if not isinstance(dataset, str):
+        return dataset
+    name = dataset.split(":", 1)[-1]
+    return SET_ALIASES.get(name, name)
+
+
+def config_suffixes(reps: Iterable[pd.Series | dict], keyfn: Any = None) -> dict[tuple, str]:
+    """For configurations that would print the same method label, the settings that tell them
+    apart, as ' [key=value, ...]' (the report names the keys rather than merge the rows)."""
+    keyfn = keyfn or config_key
+    by_label: dict[str, list] = {}
+    for r in reps:
+        by_label.setdefault(f"{r.get('pair')}|{method_label(r)}", []).append(r)
+    out: dict[tuple, str] = {}
+    for group in by_label.values():
+        if len({keyfn(r) for r in group}) < 2:
+            continue
+        keys = differing_keys([_config(r) for r in group], ignore=(*REPEAT_KEYS, *SUBSET_KEYS))
+        keys = [k for k in keys if not k.startswith("dataset.")]
+        for r in group:
+            cfg = _config(r)
+            shown = [f"{k}={cfg.get(k)}" for k in keys[:4]] + (["…"] if len(keys) > 4 else [])
+            out[keyfn(r)] = f" [{', '.join(shown)}]" if shown else f" [config {r.get('config_id')}]"
+    return out
+
+
+def choose_variant(members: list, where: str) -> tuple[list, list[str]]:
+    """One data-set setting per cell. Runs of one configuration on one data set whose data-set
+    keys differ (few-shot, prompt variant, max new tokens...) are not averaged: the variant with
+    the most samples (then the newest) is shown and a note names the keys that differ."""
+    groups: dict[Any, list] = {}
+    for m in members:
+        groups.setdefault(m.get("dataset_config_id"), []).append(m)
+    if len(groups) < 2:
+        return members, []
+
+    def weight(rows: list) -> tuple:
+        n = sum(float(r.get("n_samples") or 0) for r in rows)
+        return (n, max(str(r.get("date") or "") for r in rows))
+
+    chosen = max(groups.values(), key=weight)
+    keys = differing_keys([_config(g[0]) for g in groups.values()], ignore=SUBSET_KEYS)
+    cfg = _config(chosen[0])
+    shown = ", ".join(f"{k}={cfg.get(k)}" for k in keys)
+    return chosen, [f"{where}: {len(groups)} settings of the data set were run (they differ in {', '.join(keys)}); "
+                    f"shown: {shown} (most samples), the others are left out, not averaged"]
 
 
 def _mean(values: Iterable[Any]) -> float | None:
@@ -218,7 +294,7 @@ def method_label(row: dict | pd.Series, skip: Iterable[str] = ()) -> str:
 
 
 def _pub_source(rows: Iterable[dict]) -> str:
-    locs = sorted({f"{r['paper']}, {r['location']}, arXiv:{r['arxiv']}" for r in rows})
+    locs = sorted({f"{r['paper']}, {r['location']}, arXiv:{r['arxiv']}{_kind_note(r)}" for r in rows})
     return "published: " + "; ".join(locs)
 
 
@@ -249,18 +325,30 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     published = load_published() if published is None else published
     runs = our_runs(index)
     runs = runs[runs["method"] != "ar"] if not runs.empty else runs
-    extra = sorted(set(runs["dataset"].dropna()) - set(ID_SETS) - set(OOD_SETS)) if not runs.empty else []
-    datasets = [*ID_SETS, *OOD_SETS, *extra]
+    if not runs.empty:
+        runs = runs.assign(dataset=runs["dataset"].map(paper_set))
+    paper_sets = (*ID_SETS, *OOD_SETS)
+    extra = sorted(set(runs["dataset"].dropna()) - set(paper_sets)) if not runs.empty else []
+    datasets = [*paper_sets, *extra]
     columns = ["source", "pair", "method"]
     for ds in datasets:
-        columns += [f"{ds} speedup", f"{ds} tau"]
-    columns += ["ID mean speedup", "ID mean tau", "OOD mean speedup", "OOD mean tau", "mean speedup (all sets)", "min retention", "speedup ÷ EAGLE-3 (OOD)"]
+        columns += [f"{ds} speedup", f"{ds} tau", f"{ds} accuracy"]
+    columns += ["ID mean speedup", "ID mean tau", "OOD mean speedup", "OOD mean tau", "mean speedup (paper sets)",
+                "min retention", "speedup ÷ EAGLE-3 (OOD)"]
 
-    # Our rows: one per configuration; per data set the mean over its runs.
+    # Our rows: one per configuration (every resolved key but the data set's, the seed and the
+    # subsets); per data set one setting of the data set's keys, the mean over its runs.
     ours: dict[tuple, dict[str, Any]] = {}
     for _, r in runs.iterrows():
-        entry = ours.setdefault(_key(r), {"row": r, "by_ds": {}})
+        entry = ours.setdefault(config_key(r), {"row": r, "by_ds": {}})
         entry["by_ds"].setdefault(r["dataset"], []).append(r)
+    suffix = config_suffixes([e["row"] for e in ours.values()])
+    variant_notes: list[str] = []
+    for key, entry in ours.items():
+        label = method_label(entry["row"]) + suffix.get(key, "")
+        for ds in list(entry["by_ds"]):
+            entry["by_ds"][ds], notes = choose_variant(entry["by_ds"][ds], f"{entry['row']['pair']} {label}, {ds}")
+            variant_notes += notes
 
     def set_means(by_ds: dict[str, list], sets: tuple[str, ...], metric: str, kind: str) -> Any:
         if not any(d in by_ds for d in sets):
@@ -280,15 +368,13 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
                 eagle_ood[r["pair"]] = m.value
 
     our_rows: list[tuple[str, list[Any]]] = []
-    for entry in ours.values():
+    for key, entry in ours.items():
         r, by_ds = entry["row"], entry["by_ds"]
-        cells: list[Any] = ["ours", r["pair"], method_label(r)]
+        cells: list[Any] = ["ours", r["pair"], method_label(r) + suffix.get(key, "")]
         for ds in datasets:
-            for metric, kind in (("speedup", "speedup"), ("tau", "tau")):
+            for metric, kind in (("speedup", "speedup"), ("tau", "tau"), ("accuracy", "score")):
                 cells.append(_figure(by_ds.get(ds, []), metric, kind))
         ood = set_means(by_ds, OOD_SETS, "speedup", "speedup")
-        all_means = [_mean(x["speedup"] for x in rows) for rows in by_ds.values()]
-        all_means = [v for v in all_means if v is not None]
         retentions = [_mean(x["retention"] for x in rows) for rows in by_ds.values()]
         retentions = [v for v in retentions if v is not None]
         ratio: Any = NOT_RUN if r["method"] == "fly" else NA  # a FLy figure only
@@ -299,45 +385,59 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
             set_means(by_ds, ID_SETS, "tau", "tau"),
             ood,
             set_means(by_ds, OOD_SETS, "tau", "tau"),
-            Num(sum(all_means) / len(all_means), "speedup") if all_means else NA,
+            set_means(by_ds, paper_sets, "speedup", "speedup"),  # extra sets never enter the paper's mean
             Num(min(retentions), "score") if retentions else NA,
             ratio,
         ]
         our_rows.append((r["pair"], cells))
 
-    # Published rows: one per (pair, method, drafter) of published.csv's fly_main figures.
+    # Published rows: one per (pair, method) of published.csv's fly_main figures.
     pub = [dict(p) for _, p in published[published["table"] == "fly_main"].iterrows()]
     pub_rows: list[tuple[str, list[Any]]] = []
     groups: dict[tuple, list[dict]] = {}
     for p in pub:
-        groups.setdefault((p["pair"], p["method"]), []).append(p)
+        groups.setdefault((p["pair"], p["method"], p.get("drafter")), []).append(p)
     scope_col = {
-        ("mean", "speedup"): "mean speedup (all sets)", ("id_mean", "speedup"): "ID mean speedup",
+        ("mean", "speedup"): "mean speedup (paper sets)", ("id_mean", "speedup"): "ID mean speedup",
         ("id_mean", "tau"): "ID mean tau", ("ood_mean", "speedup"): "OOD mean speedup", ("ood_mean", "tau"): "OOD mean tau",
         ("all", "retention"): "min retention", ("ood_mean", "speedup_over_eagle3"): "speedup ÷ EAGLE-3 (OOD)",
     }
-    for (pair, method), rows in groups.items():
+    extra_pub: list[dict] = []
+    for (pair, method, drafter), rows in groups.items():
         cells = {c: NOT_SOURCED for c in columns}
-        cells.update(source=_pub_source(rows), pair=pair, method=f"{METHOD_NAMES.get(method, method)} (paper)")
+        name = method_label({"method": method, "drafter": drafter})
+        cells.update(source=_pub_source(rows), pair=pair, method=f"{name} (paper)")
         for p in rows:
-            col = scope_col.get((p["dataset"], p["metric"])) or f"{p['dataset']} {p['metric']}"
+            col = scope_col.get((p["dataset"], p["metric"])) or f"{paper_set(p['dataset'])} {p['metric']}"
             if col in cells:
                 cells[col] = _pub_num(p, _kind(p["metric"]))
+            else:
+                extra_pub.append(p)  # a figure with no column of its own (e.g. over EAGLE-2): in the notes
         pub_rows.append((pair, [cells[c] for c in columns]))
         # Our counterpart, when we have no run for that pair and method: a row of "not run".
-        if pair not in ("all", "not stated") and not any(k[0] == pair and k[1] == method for k in ours):
-            our_rows.append((pair, ["ours", pair, f"{METHOD_NAMES.get(method, method)}"] + [NOT_RUN] * (len(columns) - 3)))
-
+        if pair not in ("all", "not stated") and not any(
+            e["row"]["pair"] == pair and e["row"]["method"] == method for e in ours.values()
+        ):
+            our_rows.append((pair, ["ours", pair, name] + [NOT_RUN] * (len(columns) - 3)))
     rows = _interleave(pub_rows, our_rows)
     notes = [
-        "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included.",
-        f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). A mean over fewer sets than the split says '(n/m sets)'.",
+        "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the method's task accuracy.",
+        f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). The means cover these sets only; other sets ({', '.join(extra) or 'none'}) have their own columns. A mean over fewer sets than the split says '(n/m sets)'.",
+        "One row per configuration: runs that differ in any resolved setting other than the seed and the data set's subsets are separate rows; where rows would share a label, the settings that differ are named in brackets.",
         "'not run': no finished run of ours; 'n/a': run, but the figure is undefined (retention with target-alone accuracy 0, speedup without a paired baseline); 'not sourced': no published figure in published.csv (see its source and note columns).",
+        *variant_notes,
         *_subset_notes(runs),
         *_partial_note(runs),
-        *[f"published {p['pair']} {p['metric']} ({p['dataset']}): {p['note']}" for p in pub],
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){_kind_note(p)}: {p['note']}" for p in pub],
+        *[f"published, no column: {p['pair']} {p['method']} {p['metric']} = {_pub_num(p, _kind(p['metric'])).text()} ({p['dataset']})" for p in extra_pub],
     ]
-    return Table("fly_main", "FLy main results: speedup and tau per data set, ours beside published", columns, rows, notes)
+    return Table("fly_main", "FLy main results: speedup, tau and accuracy per data set, ours beside published", columns, rows, notes)
+
+
+def _kind_note(p: dict) -> str:
+    """Marks a published figure whose source is not the paper's own results table."""
+    kind = p.get("source_kind")
+    return "" if kind in (None, "paper_table") else f" [source: {kind}, not the paper's table]"
 
 
 def _interleave(pub_rows: list[tuple[str, list]], our_rows: list[tuple[str, list]]) -> list[list[Any]]:
@@ -384,8 +484,18 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
     rows: list[list[Any]] = []
     groups: dict[tuple, list] = {}
     for _, r in fly.iterrows():
-        groups.setdefault(_key(r), []).append(r)
-    for members in groups.values():
+        groups.setdefault(config_key(r), []).append(r)
+    suffix = config_suffixes([m[0] for m in groups.values()])
+    variant_notes: list[str] = []
+    for gkey, members in groups.items():
+        by_ds: dict[Any, list] = {}
+        for m in members:
+            by_ds.setdefault(m["dataset"], []).append(m)
+        members = []
+        for ds, ms in by_ds.items():
+            chosen, notes = choose_variant(ms, f"{ms[0]['pair']} {method_label(ms[0])}{suffix.get(gkey, '')}, {ds}")
+            members += chosen
+            variant_notes += notes
         r = members[0]
         value = _mla(r["drafter"]) if axis == "MLA" else (None if _nan(r[col]) else r[col])
         settings = []
@@ -402,7 +512,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
             value if value is not None else "",
             "ours",
             r["pair"],
-            ", ".join(settings),
+            ", ".join(settings) + suffix.get(gkey, ""),
             ", ".join(sorted({str(m["dataset"]) for m in members})),
             avg("speedup", "speedup"),
             avg("tau", "tau"),
@@ -418,6 +528,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
         "Each row: the mean over the data sets (and seeds) of one configuration.",
         "tau without loose accepts: what exact match would have accepted on the same drafts (metrics.loose_summary).",
         "published speedup: 'not sourced' (the papers' ablation figures are not in published.csv).",
+        *variant_notes,
         *_partial_note(fly),
     ]
     return Table(f"fly_ablation_{axis}", f"FLy ablation over {header}", columns, rows, notes)
@@ -439,7 +550,7 @@ def _versus_table(
     base_keys = ["pair", "dataset", "drafter", "K", "temperature"]
     columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting",
                f"{base_label} tau", "+DropMatch tau", f"{base_label} speedup", "+DropMatch speedup",
-               f"{base_label} score", "+DropMatch score", f"speedup ÷ {base_label}"]
+               f"{base_label} score", "+DropMatch score", f"tau ÷ {base_label}", f"speedup ÷ {base_label}"]
 
     def figs(members: list) -> tuple[Any, Any, Any]:
         return tuple(_figure(members, metric, kind) for metric, kind in (("tau", "tau"), ("speedup", "speedup"), ("score", "score")))
@@ -447,10 +558,13 @@ def _versus_table(
     base: dict[tuple, list] = {}
     dm: dict[tuple, list] = {}
     for _, r in runs.iterrows():
+        # The base configuration: every setting but the rule's own (method.*) and the step
+        # records DropMatch's overhead figures need; SPD and DropMatch runs meet on it.
+        bkey = config_key(r, base_keys, exclude=("record_steps",), exclude_prefixes=("method.",))
         if r["method"] == "spd":
-            base.setdefault(_key(r, base_keys), []).append(r)
+            base.setdefault(bkey, []).append(r)
         else:  # one DropMatch row per (base configuration, DropMatch knobs)
-            dm.setdefault((_key(r, base_keys), _key(r, ["criterion", "n_paths", "dropout_p"])), []).append(r)
+            dm.setdefault((bkey, config_key(r, ["criterion", "n_paths", "dropout_p"], exclude_prefixes=())), []).append(r)
     our_rows: list[tuple[str, list]] = []
     seen_base = set()
     for (bkey, dkey), members in dm.items():
@@ -460,17 +574,20 @@ def _versus_table(
         gain: Any = NOT_RUN if NOT_RUN in (b[1], d[1]) else NA
         if isinstance(d[1], Num) and isinstance(b[1], Num) and b[1].value:
             gain = Num(d[1].value / b[1].value, "ratio")
+        tau_gain: Any = NOT_RUN if NOT_RUN in (b[0], d[0]) else NA
+        if isinstance(d[0], Num) and isinstance(b[0], Num) and b[0].value:
+            tau_gain = Num(d[0].value / b[0].value, "ratio")
         r = members[0]
         setting = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in zip(("criterion", "N", "p"), dkey) if v is not None)
         our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), setting,
-                                     b[0], d[0], b[1], d[1], b[2], d[2], gain]))
+                                     b[0], d[0], b[1], d[1], b[2], d[2], tau_gain, gain]))
     for bkey, members in base.items():
         if bkey in seen_base:
             continue
         r = members[0]
         b = figs(members)
         our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), NOT_RUN,
-                                     b[0], NOT_RUN, b[1], NOT_RUN, b[2], NOT_RUN, NOT_RUN]))
+                                     b[0], NOT_RUN, b[1], NOT_RUN, b[2], NOT_RUN, NOT_RUN, NOT_RUN]))
 
     pub = [dict(p) for _, p in published[published["table"] == name].iterrows()]
     groups: dict[tuple, list[dict]] = {}
@@ -484,8 +601,8 @@ def _versus_table(
                       "drafter": ", ".join(drafters) or "not stated", "K": k if k is not None else "not stated",
                       "DropMatch setting": "paper"})
         for p in rows:
-            if p["metric"] == "speedup_gain":
-                cells[f"speedup ÷ {base_label}"] = _pub_num(p, "ratio")
+            if p["metric"] in ("speedup_gain", "tau_gain"):
+                cells[f"{p['metric'].split('_')[0]} ÷ {base_label}"] = _pub_num(p, "ratio")
                 continue
             side = f"{base_label} " if p["method"] == "spd" else "+DropMatch "
             col = side + {"tau": "tau", "speedup": "speedup", "score": "score"}.get(p["metric"], p["metric"])
@@ -495,13 +612,13 @@ def _versus_table(
         ours_for = [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset)]
         if pair != "all" and not ours_for:
             our_rows.append((pair, ["ours", "any" if pair == "not stated" else pair, "any" if dataset == "not stated" else dataset, "eagle3" if eagle else "any",
-                                    k if k is not None else "any", NOT_RUN] + [NOT_RUN] * 7))
+                                    k if k is not None else "any", NOT_RUN] + [NOT_RUN] * 8))
     notes = [
         f"{base_label}: exact-match speculative decoding{' with the EAGLE-3 drafter' if eagle else ''}; +DropMatch: the same drafter and K with method=dropmatch.",
         "speedup over the target alone (paired per sample); tau includes the bonus/correction token; score = the task's headline quality figure (accuracy, IFEval prompt-level strict, judge rating).",
         "'not run': no finished run of ours; 'n/a': run, but the figure is undefined; 'not sourced': no published figure in published.csv.",
         *_partial_note(runs),
-        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}): {p['note']}" for p in pub],
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){_kind_note(p)}: {p['note']}" for p in pub],
     ]
     return Table(name, title, columns, _interleave(pub_rows, our_rows), notes)
 
@@ -522,6 +639,41 @@ def dropmatch_eagle3_table(index: pd.DataFrame, published: pd.DataFrame | None =
                          eagle=True, base_label="EAGLE-3")
 
 
+def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
+    """DropMatch's own cost: the share of decode time spent in the N-path LM-head passes and the
+    criterion (summary's dropmatch_overhead, from the per-step timings), per configuration."""
+    published = load_published() if published is None else published
+    runs = our_runs(index)
+    runs = runs[runs["method"] == "dropmatch"] if not runs.empty else runs
+    columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)", "tau", "speedup"]
+    groups: dict[tuple, list] = {}
+    for _, r in runs.iterrows():
+        groups.setdefault(config_key(r, exclude_prefixes=()), []).append(r)
+    suffix = config_suffixes([g[0] for g in groups.values()], keyfn=lambda r: config_key(r, exclude_prefixes=()))
+    our_rows: list[tuple[str, list]] = []
+    for key, members in groups.items():
+        r = members[0]
+        setting = ", ".join(f"{k}={r[c]:g}" if isinstance(r[c], float) else f"{k}={r[c]}"
+                            for k, c in (("criterion", "criterion"), ("N", "n_paths"), ("p", "dropout_p")) if not _nan(r.get(c)))
+        our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), setting + suffix.get(key, ""),
+                                     _figure(members, "dropmatch_overhead", "score"), _figure(members, "tau", "tau"),
+                                     _figure(members, "speedup", "speedup")]))
+    pub_rows: list[tuple[str, list]] = []
+    pub = [dict(p) for _, p in published[published["table"] == "dropmatch_overhead"].iterrows()]
+    for p in pub:
+        pub_rows.append((p["pair"], [_pub_source([p]), p["pair"], p["dataset"], p.get("drafter") or "not stated",
+                                     p["k"] if p.get("k") is not None else "not stated", "paper (5 paths)",
+                                     _pub_num(p, "score"), NOT_SOURCED, NOT_SOURCED]))
+    if not our_rows:
+        our_rows.append(("any", ["ours", "any", "any", "any", "any", NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN]))
+    notes = [
+        "overhead = time in DropMatch's N-path LM-head passes and criterion ÷ decode time (needs record_steps=true; 'n/a' without step timings).",
+        *[f"published {p['pair']} {p['metric']}{_kind_note(p)}: {p['note']}" for p in pub],
+        *_partial_note(runs),
+    ]
+    return Table("dropmatch_overhead", "DropMatch overhead: LM-head passes and criterion", columns, _interleave(pub_rows, our_rows), notes)
+
+
 def build_tables(index: pd.DataFrame, published: pd.DataFrame | None = None) -> list[Table]:
     published = load_published() if published is None else published
     return [
@@ -529,6 +681,7 @@ def build_tables(index: pd.DataFrame, published: pd.DataFrame | None = None) -> 
         *[fly_ablation_table(index, axis, published) for axis in ABLATIONS],
         dropmatch_main_table(index, published),
         dropmatch_eagle3_table(index, published),
+        dropmatch_overhead_table(index, published),
     ]
 
 

@@ -1,0 +1,163 @@
+"""The report never merges unlike runs: a table row or a plot line is one configuration of every
+resolved setting (seeds and data-set subsets averaged, nothing else), and the published figures
+join our runs on the same pair ids as the run configs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("matplotlib")
+
+from loosespec_bench.config import CONF_DIR  # noqa: E402
+from loosespec_bench.report.index import COLUMNS, NUMERIC, summary_row  # noqa: E402
+from loosespec_bench.report.plots import fig_vs_param  # noqa: E402
+from loosespec_bench.report.tables import (  # noqa: E402
+    NOT_RUN,
+    dropmatch_main_table,
+    fly_main_table,
+    load_published,
+)
+
+BASE_CFG = {
+    "method": {"name": "fly", "theta": 0.3, "window": 6, "mode": "code", "no_window": False},
+    "drafter": {"name": "mla", "k": 15},
+    "pair": {"name": "llama31-8b-70b", "dtype": "bfloat16", "target": {"path": "meta-llama/Llama-3.1-70B-Instruct"},
+             "draft": {"path": "meta-llama/Llama-3.1-8B-Instruct"}},
+    "dataset": {"name": "gsm8k", "num_fewshot": 8, "limit": 10},
+    "generation": {"temperature": 0.0, "max_new_tokens": None},
+    "seed": 0,
+    "paths": {"results_dir": "/somewhere"},
+    "experiment_name": "fly_main",
+}
+
+
+def _run(cfg: dict, *, tau: float, speedup: float, n: int = 10, run_id: str | None = None) -> dict:
+    summary = {
+        "method": cfg["method"]["name"], "drafter": cfg.get("drafter", {}).get("name"), "k": cfg.get("drafter", {}).get("k"),
+        "pair": cfg["pair"]["name"], "dataset": cfg["dataset"]["name"], "tau": tau, "speedup": speedup,
+        "accuracy": 0.8, "baseline_accuracy": 0.8, "retention": 1.0, "n_samples": n, "temperature": 0.0,
+        "seed": cfg["seed"], "date": "2026-11-30T00:00:00+00:00",
+    }
+    row = summary_row(summary, cfg, Path("/r") / cfg["experiment_name"] / (run_id or f"run{tau}"))
+    row.update(status="complete", summary_source="summary.json")
+    return row
+
+
+def _index(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for col in NUMERIC:
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def _variant(**changes: object) -> dict:
+    cfg = copy.deepcopy(BASE_CFG)
+    for dotted, value in changes.items():
+        node = cfg
+        *parents, last = dotted.split("__")
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return cfg
+
+
+def _ours(table, pair: str) -> list[list]:
+    return [row for row in table.rows if row[0] == "ours" and row[1] == pair]
+
+
+def test_runs_that_differ_in_the_draft_model_are_two_rows_named_by_the_setting():
+    a = _run(BASE_CFG, tau=6.0, speedup=2.5)
+    b = _run(_variant(pair__draft__path="meta-llama/Llama-3.2-1B-Instruct"), tau=4.0, speedup=1.5)
+    table = fly_main_table(_index([a, b]), load_published())
+    ours = [r for r in _ours(table, "llama31-8b-70b") if NOT_RUN not in r[3:6] or "gsm8k" not in table.columns[3]]
+    labels = [r[2] for r in ours]
+    assert len(ours) == 2, labels  # never one averaged row
+    assert all("pair.draft.path=" in label for label in labels)
+    col = table.columns.index("gsm8k speedup")
+    assert sorted(r[col].value for r in ours) == [1.5, 2.5]
+
+
+@pytest.mark.parametrize("key", ["pair__dtype", "generation__max_new_tokens"])
+def test_any_setting_outside_the_old_key_list_splits_rows(key):
+    other = {"pair__dtype": "float32", "generation__max_new_tokens": 512}[key]
+    rows = [_run(BASE_CFG, tau=6.0, speedup=2.5), _run(_variant(**{key: other}), tau=5.0, speedup=2.0)]
+    ours = _ours(fly_main_table(_index(rows), load_published()), "llama31-8b-70b")
+    assert len(ours) == 2 and all(key.replace("__", ".") + "=" in r[2] for r in ours)
+
+
+def test_seeds_of_one_configuration_are_averaged_into_one_row():
+    rows = [_run(BASE_CFG, tau=6.0, speedup=2.0, run_id="s0"), _run(_variant(seed=1), tau=8.0, speedup=3.0, run_id="s1")]
+    table = fly_main_table(_index(rows), load_published())
+    ours = _ours(table, "llama31-8b-70b")
+    assert len(ours) == 1 and "[" not in ours[0][2]
+    assert ours[0][table.columns.index("gsm8k speedup")].value == pytest.approx(2.5)
+
+
+def test_data_set_settings_that_differ_are_chosen_and_named_never_averaged():
+    eight = _run(BASE_CFG, tau=6.0, speedup=2.0, n=10, run_id="eight")
+    zero = _run(_variant(dataset__num_fewshot=0), tau=9.0, speedup=4.0, n=5, run_id="zero")
+    table = fly_main_table(_index([eight, zero]), load_published())
+    ours = _ours(table, "llama31-8b-70b")
+    assert len(ours) == 1
+    assert ours[0][table.columns.index("gsm8k speedup")].value == pytest.approx(2.0)  # the variant with more samples
+    assert any("dataset.num_fewshot" in n and "not averaged" in n for n in table.notes)
+
+
+def test_extra_sets_have_their_own_columns_and_never_enter_the_paper_mean():
+    gsm = _run(BASE_CFG, tau=6.0, speedup=2.0, run_id="gsm")
+    ifeval = _run(_variant(dataset__name="ifeval"), tau=3.0, speedup=1.0, run_id="ifeval")
+    table = fly_main_table(_index([gsm, ifeval]), load_published())
+    assert "ifeval speedup" in table.columns
+    row = _ours(table, "llama31-8b-70b")[0]
+    assert row[table.columns.index("mean speedup (paper sets)")].value == pytest.approx(2.0)
+    assert row[table.columns.index("gsm8k accuracy")].value == pytest.approx(0.8)
+
+
+def test_every_published_cell_lands_beside_our_run_of_the_same_pair_set_and_method():
+    published = load_published()
+    pair_names = {p.read_text().split("name:", 1)[1].split()[0] for p in (CONF_DIR / "pair").glob("*.yaml")}
+    keyed = published[~published["pair"].isin(["all", "not stated"])]
+    assert set(keyed["pair"]) <= pair_names, set(keyed["pair"]) - pair_names  # published pairs are run pairs
+
+    rows = []
+    for (pair, method, drafter), _ in keyed[keyed["table"] == "fly_main"].groupby(["pair", "method", "drafter"], dropna=False):
+        cfg = _variant(pair__name=pair, method__name=method)
+        cfg["drafter"] = {"name": drafter if isinstance(drafter, str) else "model", "k": 15}
+        rows.append(_run(cfg, tau=5.0, speedup=2.0, run_id=f"{pair}-{method}"))
+    table = fly_main_table(_index(rows), published)
+    for pair in set(keyed[keyed["table"] == "fly_main"]["pair"]):
+        group = [r for r in table.rows if r[1] == pair]
+        assert group[0][0].startswith("published"), pair  # the published row heads its pair's group
+        ours = [r for r in group if r[0] == "ours"]
+        col = table.columns.index("gsm8k speedup")
+        assert any(getattr(r[col], "value", None) == pytest.approx(2.0) for r in ours), pair  # our run joined
+        assert not any(r[3:] == [NOT_RUN] * (len(table.columns) - 3) for r in ours), pair  # no empty placeholder
+
+    dm_rows = []
+    for (pair, k), _ in keyed[keyed["table"] == "dropmatch_main"].groupby(["pair", "k"], dropna=False):
+        for method in ("spd", "dropmatch"):
+            cfg = _variant(pair__name=pair, method__name=method)
+            cfg["method"] = {"name": method, **({"criterion": "js", "n_paths": 5, "p": 0.3} if method == "dropmatch" else {})}
+            cfg["drafter"] = {"name": "model", "k": int(k) if not pd.isna(k) else 10}
+            dm_rows.append(_run(cfg, tau=7.0 if method == "spd" else 9.0, speedup=1.0, run_id=f"{pair}-{method}"))
+    dm = dropmatch_main_table(_index(dm_rows), published)
+    for pair in set(keyed[keyed["table"] == "dropmatch_main"]["pair"]):
+        ours = [r for r in dm.rows if r[0] == "ours" and r[1] == pair]
+        assert ours and ours[0][dm.columns.index("+DropMatch tau")].value == pytest.approx(9.0), pair
+
+
+def test_plot_lines_are_configurations_not_labels():
+    rows = []
+    for dtype, speed in (("bfloat16", 2.0), ("float32", 1.0)):
+        for theta in (0.3, 0.6):
+            cfg = _variant(pair__dtype=dtype, method__theta=theta)
+            rows.append(_run(cfg, tau=5.0, speedup=speed + theta, run_id=f"{dtype}-{theta}"))
+    fig = fig_vs_param(_index(rows), "theta")
+    lines = [line for line in fig.axes[0].get_lines() if not line.get_label().startswith("target alone")]
+    assert len(lines) == 2
+    labels = {line.get_label() for line in lines}
+    assert any("pair.dtype=float32" in lab for lab in labels) and any("pair.dtype=bfloat16" in lab for lab in labels)
