@@ -118,6 +118,8 @@ class Runner:
             drafter=self.drafter if method else None,
             max_new_tokens=max_new or self.max_new,
             temperature=float(self.cfg.generation.temperature),
+            top_k=int(self.cfg.generation.get("top_k", 0)),
+            top_p=float(self.cfg.generation.get("top_p", 1.0)),
             eos_token_ids=self.eos,
             stop_fn=self.stop_fn,
             generator=gen,

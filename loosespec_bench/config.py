@@ -22,6 +22,7 @@ GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "paper
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
 NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name")
 NON_SEMANTIC_DATASET = ("limit", "data_dir")
+NEUTRAL_GENERATION = {"top_k": 0, "top_p": 1.0}
 
 
 def group_choices(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
@@ -57,11 +58,22 @@ def validate(cfg: DictConfig) -> None:
     _need(isinstance(k, int) and not isinstance(k, bool) and k >= 1, f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
     t = cfg.generation.temperature
     _need(isinstance(t, (int, float)) and t >= 0, f"generation.temperature={t!r} must be >= 0 (0 = greedy)")
+    top_k = cfg.generation.get("top_k", 0)
+    _need(isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0, f"generation.top_k={top_k!r} must be an integer >= 0 (0 = off)")
+    top_p = cfg.generation.get("top_p", 1.0)
+    _need(isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and 0 < top_p <= 1, f"generation.top_p={top_p!r} must be in (0, 1] (1.0 = off)")
     m = cfg.generation.max_new_tokens
     _need(m is None or (isinstance(m, int) and m >= 1), f"generation.max_new_tokens={m!r} must be an integer >= 1 or null (the data set's default)")
     lim = cfg.dataset.get("limit")
     _need(lim is None or (isinstance(lim, int) and lim >= 1), f"dataset.limit={lim!r} must be an integer >= 1 or null (the whole set)")
     _need(cfg.baseline in ("paired", "none"), f"baseline={cfg.baseline!r} must be 'paired' or 'none'")
+    if cfg.method.name == "fly" and uses_drafter(cfg) and not cfg.method.get("no_window", False):
+        w = cfg.method.get("window")
+        _need(
+            not (isinstance(w, int) and k <= w),
+            f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
+            "raise K or set method.no_window=true for the no-window ablation",
+        )
     from .models.loading import resolve_dtype
 
     resolve_dtype(cfg.pair.dtype)
@@ -78,6 +90,11 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
         data.pop(key, None)
     for key in NON_SEMANTIC_DATASET:
         data.get("dataset", {}).pop(key, None)
+    # Sampling truncation at its neutral value computes what runs from before the keys existed
+    # computed: leaving it out keeps their folders (resume) and run ids.
+    for key, neutral in NEUTRAL_GENERATION.items():
+        if data.get("generation", {}).get(key, neutral) == neutral:
+            data.get("generation", {}).pop(key, None)
     if not uses_drafter(cfg):
         data.pop("drafter", None)  # target alone: the drafter is irrelevant
     return data

@@ -449,6 +449,8 @@ class Eagle3Drafter(Drafter):
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         # Draft entries of the last step are dropped even where accepted: their features were the
         # head's own guesses; the target's real features for those positions arrive via observe().
@@ -478,7 +480,7 @@ class Eagle3Drafter(Drafter):
         for s in range(k):
             logits = self.head.logits(last)[0].float()  # [draft_vocab]
             # A draw (or the argmax) in the draft vocabulary; q on the generator's device.
-            i, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs)
+            i, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs, top_k=top_k, top_p=top_p)
             d = int(self._target_ids[i])
             out_tokens.append(d)
             if keep_probs:

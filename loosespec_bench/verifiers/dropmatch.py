@@ -234,11 +234,15 @@ def dropmatch_decide(
     majority: float | None = 0.5,
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> DropMatchDecision:
     """One DropMatch step.
 
     draft_tokens: [K]; draft_probs: [K, vocab] or None (one-hot); target_logits: [K+1, vocab];
     hidden: [K+1, H] final hidden states of the verification forward; lm_head: the target's.
+    top_k / top_p truncate the exact part at T > 0 (accept test, residual, bonus: p is the
+    processed target distribution, as SPD's); the semantic criterion reads the paths untruncated.
     """
     if criterion not in CRITERIA:
         raise ConfigError(f"DropMatch criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
@@ -251,7 +255,7 @@ def dropmatch_decide(
         if temperature <= 0:
             nxt = int(t[0])
         else:  # nothing to verify: sample p_1 where the generator lives
-            nxt = sample_token(tempered_probs(logits[0], temperature, generator), generator)
+            nxt = sample_token(tempered_probs(logits[0], temperature, generator, top_k=top_k, top_p=top_p), generator)
         empty = torch.zeros(0, dtype=torch.bool)
         return DropMatchDecision(empty, empty, torch.zeros(0, dtype=torch.long), 0, nxt, t[:0])
 
@@ -268,7 +272,7 @@ def dropmatch_decide(
         # T > 0: the exact speculative-sampling test decides first; the semantic criterion is
         # the fallback for tokens it rejects. Sampling runs where the generator lives (the
         # run's CPU generator), as SPD's does.
-        p_T = tempered_probs(logits, temperature, generator)  # [K+1, vocab]
+        p_T = tempered_probs(logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
         d_dev = draft_tokens.to(p_T.device)
         probs = None if draft_probs is None else draft_probs.float().to(p_T.device)  # [K, vocab_draft]
         a = accept_exact(p_T, probs, d_dev, generator).cpu()  # [K] accept with probability min(1, p/q)
@@ -359,7 +363,14 @@ class DropMatch(Verifier):
         return self.criterion == "js"
 
     def __call__(
-        self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
+        self,
+        draft: Draft,
+        scores: TargetScores,
+        *,
+        temperature: float,
+        generator: torch.Generator | None,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Verdict:
         if scores.hidden is None or scores.lm_head is None:
             raise RuntimeError("DropMatch needs TargetScores.hidden and lm_head (needs_hidden=True)")
@@ -369,7 +380,7 @@ class DropMatch(Verifier):
             draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
             criterion=self.criterion, n_paths=self.n_paths, p=self.p,
             include_clean_path=self.include_clean_path, majority=self.majority,
-            temperature=temperature, generator=generator,
+            temperature=temperature, generator=generator, top_k=top_k, top_p=top_p,
         )
         _sync(scores.hidden.device)
         # Everything above is DropMatch's extra cost over SPD's argmax compare (which is ~free).
