@@ -15,7 +15,7 @@ from loosespec_bench.drafters import MLADrafter, ModelDrafter, prompt_lookup
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_model
 from loosespec_bench.sampling import process_logits, sample_or_argmax, tempered_probs
-from loosespec_bench.verifiers import FLy
+from loosespec_bench.verifiers import Draft, FLy, TargetScores
 from loosespec_bench.verifiers.dropmatch import DropMatch
 from loosespec_bench.verifiers.fly import fly_decide
 from loosespec_bench.verifiers.spd import SPD, verify_sampling
@@ -102,8 +102,6 @@ def test_tiny_theta_switches_the_entropy_gate_off_as_the_released_code():
     # The switch-off is the released code's: the paper and vLLM readings keep their rules.
     assert fly_decide(d, lg, theta=0.005, window=4, mode="vllm").n == 2
     # The verifier passes the option through.
-    from loosespec_bench.verifiers import Draft, TargetScores
-
     v = FLy(theta=0.005, window=4, theta_switch_off=False)
     assert v(Draft(tokens=d), TargetScores(logits=lg), temperature=0.0, generator=None).num_accepted == 2
 
