@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+log = logging.getLogger(__name__)
 SKIP_DIRS = {"_hydra", ".hydra", "wandb", "plots", "__pycache__"}
 RUN_FILES = ("summary.json", "samples.jsonl", "config.yaml")
 
@@ -94,12 +96,9 @@ def _complete_lines(path: Path) -> int:
 def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
     """samples.jsonl records exactly as the harness reads them on resume (first line per id;
     a line cut off by a kill is skipped)."""
-    from ..sinks.local import RunFolder
+    from ..run_folder import RunFolder
 
-    run_dir = Path(run_dir)
-    if not (run_dir / RunFolder.SAMPLES).exists():
-        return []
-    return RunFolder(run_dir).records()  # the folder exists: RunFolder() creates nothing here
+    return RunFolder(run_dir, create=False).records()
 
 
 def summary_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -218,7 +217,12 @@ def load_index(results_dir: str | Path = "results", experiment: str | None = Non
     experiment name (fnmatch pattern). Sorted by experiment, method, drafter, K, dataset."""
     from fnmatch import fnmatch
 
-    rows = [index_run(d) for d in find_run_dirs(results_dir)]
+    rows = []
+    for run_dir in find_run_dirs(results_dir):
+        try:
+            rows.append(index_run(run_dir))
+        except Exception as err:  # one broken folder must not hide every other run
+            log.warning("%s: skipped, not a readable run folder (%s: %s)", run_dir, type(err).__name__, err)
     df = pd.DataFrame(rows, columns=COLUMNS)
     for col in NUMERIC:  # None -> NaN, so that means and sorting work column-wise
         df[col] = pd.to_numeric(df[col], errors="coerce")
