@@ -182,12 +182,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     validate(cfg)
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
-    task = build_task(cfg)
-    samples = task.samples()
     folder = RunFolder(run_dir(cfg))
-    folder.lock("run")
+    folder.lock("run")  # before anything slow (data download, model load): a duplicate stops at once
     tracker = None
     try:
+        task = build_task(cfg)
+        samples = task.samples()
         folder.clear_error()  # this attempt replaces the last one's verdict
         folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         done = reusable_records(folder, samples)

@@ -7,8 +7,9 @@ Writers: a run (app.run) holds the folder's lock for its whole duration, the re-
 (score.py) while it rewrites. The lock is fcntl.flock on .lock, taken without waiting: a
 second writer fails at once with one `error:` line naming the holder (its pid, host and
 purpose are written into .lock). flock locks belong to the open file, so the OS drops the
-lock of a killed process (kill -9, lost node on a local disk) and a rerun resumes. On network
-file systems flock may be per host only; run one point per folder there as well.
+lock of a killed process (kill -9, an out-of-memory kill) and a rerun resumes. On NFS, Linux
+maps flock to the server's byte-range locks: they hold across hosts, and a lost node's lock
+goes when its lease expires (about a minute and a half by default).
 
 Whole-file writes go to a uniquely named temp file in the same folder, then os.replace: two
 processes never share a temp name and a reader never sees half a file.
@@ -94,6 +95,15 @@ def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict
                 log.warning("%s line %d: not a %s; skipped", path, lineno, "sample record (no id)" if run_file else "JSON object")
                 continue
             yield lineno, obj
+
+
+def count_finished_lines(path: Path) -> int:
+    """Lines written to the end (a cut-off last line is not one), without parsing: cheap for
+    status displays."""
+    if not path.is_file():
+        return 0
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.endswith(b"\n"))
 
 
 def first_per_id(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

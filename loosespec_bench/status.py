@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .run_folder import RunFolder
+from .run_folder import RunFolder, count_finished_lines
 
 ERROR = RunFolder.ERROR
 SUMMARY = RunFolder.SUMMARY
@@ -35,21 +35,14 @@ class PointStatus:
 
 def point_status(folder: Path, now: float | None = None) -> PointStatus:
     if (folder / SUMMARY).exists():
-        return PointStatus("done", folder, _count_lines(folder / SAMPLES))
+        return PointStatus("done", folder, count_finished_lines(folder / SAMPLES))
     if (folder / ERROR).exists():
         lines = [ln for ln in (folder / ERROR).read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-        return PointStatus("failed", folder, _count_lines(folder / SAMPLES), error=lines[-1] if lines else "")
+        return PointStatus("failed", folder, count_finished_lines(folder / SAMPLES), error=lines[-1] if lines else "")
     if folder.is_dir():
         stamps = [p.stat().st_mtime for p in folder.iterdir() if p.is_file()] or [folder.stat().st_mtime]
-        return PointStatus("running", folder, _count_lines(folder / SAMPLES), age_s=(now or time.time()) - max(stamps))
+        return PointStatus("running", folder, count_finished_lines(folder / SAMPLES), age_s=(now or time.time()) - max(stamps))
     return PointStatus("pending", folder)
-
-
-def _count_lines(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with path.open("rb") as f:
-        return sum(1 for line in f if line.endswith(b"\n"))
 
 
 def format_age(seconds: float | None) -> str:

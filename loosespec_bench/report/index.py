@@ -23,9 +23,11 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from ..run_folder import RunFolder, count_finished_lines
+
 log = logging.getLogger(__name__)
 SKIP_DIRS = {"_hydra", ".hydra", "wandb", "plots", "__pycache__"}
-RUN_FILES = ("summary.json", "samples.jsonl", "config.yaml")
+RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 
 # The columns of the index, in order: a selection of the summary's figures plus the config knobs
 COLUMNS = [
@@ -82,22 +84,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _complete_lines(path: Path) -> int:
-    """Finished samples in samples.jsonl without parsing them (a cut-off last line is not one)."""
-    if not path.exists():
-        return 0
-    n = 0
-    with path.open("rb") as f:
-        for line in f:
-            n += line.endswith(b"\n")
-    return n
-
-
 def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
     """samples.jsonl records exactly as the harness reads them on resume (first line per id;
     a line cut off by a kill is skipped)."""
-    from ..run_folder import RunFolder
-
     return RunFolder(run_dir, create=False).records()
 
 
@@ -187,11 +176,11 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
 def index_run(run_dir: str | Path) -> dict[str, Any]:
     """The index row of one run folder, complete or not."""
     run_dir = Path(run_dir)
-    config = _read_yaml(run_dir / "config.yaml")
-    samples = run_dir / "samples.jsonl"
-    summary_path = run_dir / "summary.json"
+    config = _read_yaml(run_dir / RunFolder.CONFIG)
+    samples = run_dir / RunFolder.SAMPLES
+    summary_path = run_dir / RunFolder.SUMMARY
     summary = _read_json(summary_path) if summary_path.exists() else None
-    n_lines = _complete_lines(samples)
+    n_lines = count_finished_lines(samples)
     # A summary older than samples.jsonl was written by an earlier invocation; the later one was
     # killed after appending samples (e.g. a resumed run with a larger dataset.limit).
     stale = summary is not None and samples.exists() and samples.stat().st_mtime_ns > summary_path.stat().st_mtime_ns
@@ -206,7 +195,7 @@ def index_run(run_dir: str | Path) -> dict[str, Any]:
     else:
         row = summary_row({"n_samples": 0}, config, run_dir)
         row.update(status="empty", summary_source="none (no finished sample)")
-    newest = max((p.stat().st_mtime for p in (samples, run_dir / "config.yaml") if p.exists()), default=None)
+    newest = max((p.stat().st_mtime for p in (samples, run_dir / RunFolder.CONFIG) if p.exists()), default=None)
     if newest is not None:  # the time of the last write, for lack of the summary's date
         row["date"] = datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).isoformat(timespec="seconds")
     return row
