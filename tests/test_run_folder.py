@@ -225,7 +225,7 @@ def test_rescore_and_index_skip_unreadable_lines_and_broken_folders(tmp_path, ca
     broken = tmp_path / "smoke_tiny" / "broken"
     broken.mkdir()
     (broken / "config.yaml").write_text("method: {name: fly}\n")
-    (broken / "samples.jsonl").mkdir()  # unreadable as a file
+    (broken / "summary.json").write_text('{"method": "fly", "acceptance_by_position": 5}')  # hand-edited, wrong type
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         df = load_index(tmp_path)
