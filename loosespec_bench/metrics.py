@@ -181,7 +181,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
         ]
         out.update(
             **paired_speedup(paired),
-            speedup_median_of_samples=statistics.median(per_sample) if per_sample else None,
+            speedup_median_of_samples=median_or_none(per_sample),
             speedup_method=SPEEDUP_METHOD,
             identical_to_target=sum(r["baseline"]["output_ids"] == r["output_ids"] for r in paired) / len(paired),
             n_paired=len(paired),

@@ -131,10 +131,6 @@ class RunFolder:
         self._fh: Any = None
         self._lock_fd: int | None = None
 
-    @classmethod
-    def for_config(cls, cfg: Any) -> "RunFolder":
-        return cls(run_dir(cfg))
-
     # -- the lock ----------------------------------------------------------------------------
     def lock(self, purpose: str) -> None:
         """Take the folder's exclusive lock or raise FolderLocked naming the holder."""
@@ -164,8 +160,8 @@ class RunFolder:
         self._lock_fd = fd
 
     def unlock(self) -> None:
-        # The lock file stays: removing it would let a third process lock a new inode while a
-        # second one still waits on the old.
+        # The lock file stays: were it removed, a process that opened the old file just before
+        # could lock that orphaned inode while another locks a new file: two writers.
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
