@@ -19,7 +19,7 @@ def main() -> None:
     from hydra.types import RunMode
     from omegaconf import DictConfig
 
-    from .status import run_recording_errors
+    from .app import run_recording_errors
     from .config import CONF_DIR, check_group_overrides
 
     try:

@@ -225,7 +225,7 @@ def test_failed_point_leaves_its_error_and_the_sweep_goes_on(tmp_path):
     assert "1 done, 0 running, 1 failed, 1 pending" in report and "tiny:x" in report
 
     # An attempt that succeeds clears the error an earlier attempt left.
-    from loosespec_bench.status import run_recording_errors
+    from loosespec_bench.app import run_recording_errors
 
     (ok[0] / ERROR).write_text("failed: earlier\n")
     run_recording_errors(compose_config([*TINY, "pair.draft.path=tiny:1"], results_dir=tmp_path))
@@ -299,7 +299,7 @@ def test_killed_sweep_job_shows_as_running_and_a_rerun_resumes_it(tmp_path):
     before = text[: text.rfind("\n") + 1].splitlines()  # finished samples (a kill may cut the last line)
     assert point_status(samples.parent).state == "running"  # no summary, no error: killed or still running
     # Rerun the same point (here in-process, as the basic launcher would run it): it resumes.
-    from loosespec_bench.status import run_recording_errors
+    from loosespec_bench.app import run_recording_errors
 
     summary = run_recording_errors(compose_config([*TINY, *LONG], results_dir=tmp_path))
     assert summary["n_samples"] == 5
