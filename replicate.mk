@@ -59,21 +59,21 @@ MODE = $(if $(filter 1 yes true,$(DRY_RUN)),plan,launch)
 
 .PHONY: install-replicate replicate-70b replicate-405b replicate-cpu status status-70b status-405b status-cpu
 
-install-replicate: install
+install-replicate: install  ## + the Slurm / submitit launcher and accelerate
 	$(PY) -m pip install -q $(REPLICATE_DEPS)
 
-replicate-70b: install-replicate
+replicate-70b: install-replicate  ## FLy + DropMatch at 70B scale on Slurm (DRY_RUN=1: print the plan)
 	$(PLAN) $(MODE) --title 70b --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(REPLICATE_70B_SWEEPS)) -- $(ARGS_70B)
 
-replicate-405b: install-replicate
+replicate-405b: install-replicate  ## FLy at 405B scale on Slurm (DRY_RUN=1: print the plan)
 	$(PLAN) $(MODE) --title 405b --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(REPLICATE_405B_SWEEPS)) -- $(ARGS_405B)
 
 # Needs the embedded pair (make install-embedded); results beside the GPU runs' (the run id names the pair).
-replicate-cpu: install-replicate
+replicate-cpu: install-replicate  ## the 70B plan at scale=cpu on this machine, one point at a time
 	$(PLAN) $(MODE) --title cpu --fill $(FILL) --sequential $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
 
 # Reads result folders only (same sweeps and overrides as the launch, so the same run ids).
-status: status-70b status-405b status-cpu
+status: status-70b status-405b status-cpu  ## done / running / failed / pending points of every replication sweep
 status-70b:
 	$(PLAN) status --title 70b $(addprefix -e ,$(REPLICATE_70B_SWEEPS)) -- $(ARGS_70B)
 status-405b:
