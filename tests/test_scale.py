@@ -82,3 +82,11 @@ def test_scale_cpu_without_an_experiment_and_the_command_line_wins():
     assert (cfg.pair.name, cfg.dataset.limit, cfg.generation.max_new_tokens) == (CPU_PAIR, 3, 128)
     cfg = compose_config(["experiment=fly_main", "scale=cpu", "pair=tiny", "dataset.limit=1"])
     assert (cfg.pair.name, cfg.dataset.limit, cfg.drafter.k) == ("tiny", 1, 10)
+
+
+def test_unknown_scale_is_a_one_line_error():
+    from loosespec_bench.config import check_group_overrides
+    from loosespec_bench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="scale='gpu' is not a known scale"):
+        check_group_overrides(["experiment=fly_main", "scale=gpu"])
