@@ -87,9 +87,10 @@ def catalog(conf_dir: Path = CONF_DIR) -> str:
 
 # Registered on import: every entry point that composes the config imports this module first.
 OmegaConf.register_new_resolver("lsb.site_conf", _site_searchpath, replace=True)
-# The help template (conf/hydra/help/loosespec.yaml) goes through string.Template after
+# The help template (hydra/help/loosespec.yaml) goes through string.Template after
 # OmegaConf: a literal $ must be doubled there.
 OmegaConf.register_new_resolver("lsb.catalog", lambda: catalog().replace("$", "$$"), replace=True)
+
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
 NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name")
