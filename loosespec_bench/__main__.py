@@ -1,4 +1,4 @@
-"""`python -m loosespec_bench key=value ...`: the Hydra app (config in conf/)."""
+"""`python -m loosespec_bench key=value ...`: the Hydra app (configs in loosespec_bench/conf/; --help lists them)."""
 
 from __future__ import annotations
 

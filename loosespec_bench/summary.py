@@ -59,12 +59,16 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
 
 
 def git_commit() -> str | None:
+    # Only a checkout has a commit of its own: an installed copy inside another repository (a
+    # project's .venv) must not report that repository's commit.
+    here = Path(__file__).resolve().parent
     try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        ).stdout.strip() or None
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None
+    return out[1] if len(out) == 2 and Path(out[0]).resolve() == here.parent else None
 
 
 def hardware(device: str) -> str:

@@ -122,7 +122,7 @@ def test_every_replicate_experiment_point_composes_and_no_two_jobs_share_a_folde
 
     gpu = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=4", f"paths.results_dir={tmp_path}"]
     sweeps = build_plan(REPLICATE, gpu)
-    sweeps += build_plan([e for e in REPLICATE if "405b" not in e], [*gpu[:1], "pair=qwen25_coder_embedded", "dataset.limit=1"])
+    sweeps += build_plan([e for e in REPLICATE if "405b" not in e], [*gpu[:1], "scale=cpu"])
     assert not duplicates(sweeps)
     by_name = {s.experiment: s for s in sweeps[: len(REPLICATE)]}
     assert len(by_name["replicate_fly_70b"].jobs) == 16  # 8 data sets x K in {15, 25}
@@ -179,6 +179,21 @@ def test_dry_run_prints_the_70b_plan_with_the_official_settings():
     assert "[replicate_fly_70b] 16 jobs" in out and "[replicate_ar_70b] 16 jobs" in out
     assert "total: 2 sweeps, 32 jobs" in out
     assert "WARNING" not in out
+
+
+def test_dry_run_of_replicate_cpu_plans_the_cpu_scale():
+    proc = subprocess.run(
+        ["make", "-s", "-o", "install", "-o", "install-replicate", "replicate-cpu",
+         f"PY={sys.executable}", "DRY_RUN=1", "REPLICATE_CPU_SWEEPS=fly_ablation_theta replicate_ar_70b"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "LOOSESPEC_RESULTS_DIR": "results"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for fragment in ("experiment=fly_ablation_theta hydra/launcher=basic scale=cpu", "embedded:qwen2.5-coder-1.5b-instruct",
+                     "generation.max_new_tokens=128", "drafter.k=10", "method.theta=0.5"):
+        assert fragment in out, fragment
+    assert "[fly_ablation_theta] 3 jobs" in out and "[replicate_ar_70b] 8 jobs" in out  # the CPU grid; one pair
+    assert "Llama" not in out and "Qwen3" not in out
 
 
 # --------------------------------------------------------------------------- launching
