@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from .build import build_drafter, build_task, build_verifier
-from .config import uses_drafter, validate
+from .config import validate
 from .decoding import GenerationOutput, generate
 from .metrics import sample_metrics
 from .models import load_model
