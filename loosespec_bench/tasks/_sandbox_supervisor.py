@@ -1,0 +1,238 @@
+"""The sandbox's trusted supervisor: one per sandboxed program, started by the harness.
+
+Run as `python -I -S _sandbox_supervisor.py HARNESS_PID UID DEADLINE_S LEVEL STARTED_FD -- CMD...` (stdlib
+only, no package imports, so that it runs under -I -S). It forks CMD (the rlimits/namespace/uid
+chain that ends in the program) and stays its parent:
+
+- the forked child gets PR_SET_PDEATHSIG=SIGKILL, then re-checks getppid() (closing the race in
+  which the supervisor died before the prctl), and at the "uid" and "process" levels installs a
+  seccomp filter (below) before exec. Rlimits, the filter and the uid are inherited by every
+  descendant, whatever way it was started (fork, spawnv_passfds, ctypes...).
+- the supervisor is a child subreaper (orphans of the program are re-parented to it) and polls
+  every 20 ms: when the harness is gone (getppid() changed: a `kill -9` of the harness) or the
+  deadline passed, it kills the child and every process of the sandbox uid; when the child
+  ended, it kills what is left of the uid too.
+- at the "uid" level it then removes what the uid left in the world-writable places of the host
+  (remove_files_of), since there is no private mount namespace there.
+
+Its exit status is the child's (128 + signal when killed by a signal, 124 at its own deadline,
+SETUP_FAILED when the chain could not be started). The sandboxed program runs under another uid
+than the supervisor (root) at the "namespaces" and "uid" levels, so it cannot signal or ptrace it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import shutil
+import signal
+import struct
+import sys
+import time
+
+SETUP_FAILED = 199
+# World-writable places where a sandbox uid could leave files on the host ("uid" level).
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/shm", "/dev/mqueue")
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+PR_SET_CHILD_SUBREAPER = 36
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+EPERM = 1
+# Syscalls the "uid"/"process" levels refuse (EPERM): no socket of any family (so no network,
+# no host Unix socket, abstract or not; socketpair stays allowed), no System V IPC object or
+# POSIX message queue (they would outlive the run: no IPC namespace there), no kernel keyring
+# entries, no io_uring (it can open sockets itself).
+_BLOCKED = {
+    # arch: (AUDIT_ARCH_*, {name: nr})
+    "x86_64": (0xC000003E, dict(socket=41, shmget=29, semget=64, msgget=68, mq_open=240, add_key=248,
+                                request_key=249, keyctl=250, io_uring_setup=425)),
+    "aarch64": (0xC00000B7, dict(socket=198, shmget=194, semget=190, msgget=186, mq_open=180, add_key=217,
+                                 request_key=218, keyctl=219, io_uring_setup=425)),
+}
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(libc: ctypes.CDLL, *args: int) -> None:
+    if libc.prctl(*[ctypes.c_ulong(a) for a in args], *[ctypes.c_ulong(0)] * (5 - len(args))) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl{args}")
+
+
+def seccomp_program(machine: str | None = None) -> bytes:
+    """The BPF filter: wrong architecture (32-bit or x32 syscalls) kills the process, the
+    blocked syscalls fail with EPERM, everything else is allowed."""
+    machine = machine or platform.machine()
+    if machine not in _BLOCKED:
+        raise OSError(f"no seccomp filter for architecture {machine}")
+    arch, calls = _BLOCKED[machine]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    nrs = sorted(calls.values())
+    # Layout: 0 ld arch; 1 jeq arch; 2 ld nr; 3 jge x32 (x86_64); then one jeq per nr; allow;
+    # errno; kill.
+    head = [(ld, 0, 0, 4)]
+    body = [(ld, 0, 0, 0)]
+    if machine == "x86_64":
+        body.append(("x32",))
+    body += [("nr", n) for n in nrs]
+    n_total = len(head) + 1 + len(body) + 3
+    allow, errno, kill = n_total - 3, n_total - 2, n_total - 1
+    out = list(head)
+    pc = len(out)
+    out.append((jeq, 0, kill - (pc + 1), arch))
+    for item in body:
+        pc = len(out)
+        if item[0] == "x32":
+            out.append((jge, kill - (pc + 1), 0, 0x40000000))
+        elif item[0] == "nr":
+            out.append((jeq, errno - (pc + 1), 0, item[1]))
+        else:
+            out.append(item)
+    out += [(ret, 0, 0, SECCOMP_RET_ALLOW), (ret, 0, 0, SECCOMP_RET_ERRNO | EPERM), (ret, 0, 0, SECCOMP_RET_KILL_PROCESS)]
+    assert len(out) == n_total
+    return b"".join(struct.pack("=HBBI", *ins) for ins in out)
+
+
+def install_seccomp(libc: ctypes.CDLL) -> None:
+    prog = seccomp_program()
+    buf = ctypes.create_string_buffer(prog, len(prog))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _prctl(libc, PR_SET_NO_NEW_PRIVS, 1)
+    if libc.prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter")
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid`, in every PID namespace below ours: a forked helper takes
+    that uid, and kill(-1) then reaches exactly those processes (and not the helper)."""
+    if uid <= 0:
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            for _ in range(3):  # a second pass for anything forked while the first ran
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    break
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def remove_files_of(uid: int) -> None:
+    """Delete what `uid` created at the top of the host's world-writable folders."""
+    if uid <= 0:
+        return
+    for folder in WORLD_WRITABLE:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path, ignore_errors=True)  # fd-based: never follows the uid's symlinks
+                else:
+                    os.unlink(e.path)
+            except OSError:
+                pass
+
+
+def _child(cmd: list[str], supervisor: int, level: str, started_fd: int) -> None:
+    try:
+        libc = _libc()
+        _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != supervisor:  # the supervisor died before the prctl took effect
+            os._exit(SETUP_FAILED)
+        if level in ("uid", "process"):
+            install_seccomp(libc)
+        if started_fd >= 0:  # the last trusted step before the program's chain
+            os.write(started_fd, b"S")
+        os.execvp(cmd[0], cmd)
+    except BaseException as e:  # noqa: BLE001 - report and never return into the supervisor's code
+        try:
+            os.write(2, f"sandbox supervisor: {e}\n".encode())
+        finally:
+            os._exit(SETUP_FAILED)
+
+
+def main(argv: list[str]) -> int:
+    harness, uid, deadline, level, started_fd = int(argv[0]), int(argv[1]), float(argv[2]), argv[3], int(argv[4])
+    assert argv[5] == "--"
+    cmd = argv[6:]
+    if os.getppid() != harness:
+        return SETUP_FAILED
+    libc = _libc()
+    try:
+        _prctl(libc, PR_SET_CHILD_SUBREAPER, 1)
+    except OSError:
+        pass
+    me = os.getpid()
+    start = time.monotonic()
+    child = os.fork()
+    if child == 0:
+        _child(cmd, me, level, started_fd)
+    status: int | None = None
+    killed_by_us = False
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            if pid == child:
+                status = st
+            continue  # reap everything that is ready before sleeping
+        if status is not None:
+            break  # the chain ended; what is left of the uid is killed below
+        if os.getppid() != harness or time.monotonic() - start > deadline:
+            killed_by_us = True
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            break
+        time.sleep(0.02)
+    if level != "process":
+        kill_uid(uid)
+    if level == "uid":
+        remove_files_of(uid)
+    # Reap what is left (orphans re-parented to us, the child if we killed it). At the "process"
+    # level nothing was killed by uid: do not wait for the program's orphans.
+    end = time.monotonic() + (2.0 if level != "process" else 0.0)
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == child and status is None:
+            status = st
+        if not pid:
+            if time.monotonic() >= end:
+                break
+            time.sleep(0.01)
+    if killed_by_us or status is None:
+        return 124
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
