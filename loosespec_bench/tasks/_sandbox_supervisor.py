@@ -1,6 +1,6 @@
 """The sandbox's trusted supervisor: one per sandboxed program, started by the harness.
 
-Run as `python -I -S _sandbox_supervisor.py HARNESS_PID UID DEADLINE_S LEVEL STARTED_FD -- CMD...` (stdlib
+Run as `python -I -S _sandbox_supervisor.py HARNESS_PID UID DEADLINE_S LEVEL NONCE_FD VERDICT_FD -- CMD...` (stdlib
 only, no package imports, so that it runs under -I -S). It forks CMD (the rlimits/namespace/uid
 chain that ends in the program) and stays its parent:
 
@@ -9,8 +9,8 @@ chain that ends in the program) and stays its parent:
   seccomp filter (below) before exec. Rlimits, the filter and the uid are inherited by every
   descendant, whatever way it was started (fork, spawnv_passfds, ctypes...).
 - the supervisor is a child subreaper (orphans of the program are re-parented to it) and polls
-  every 20 ms: when the harness is gone (getppid() changed: a `kill -9` of the harness) or the
-  deadline passed, it kills the child and every process of the sandbox uid; when the child
+  every 20 ms: when the harness is gone (getppid() changed: a `kill -9` of the harness), the
+  harness asks (SIGUSR1: its wall-clock limit expired) or its own deadline passed, it kills the child and every process of the sandbox uid; when the child
   ended, it kills what is left of the uid too.
 - at the "uid" level it then removes what the uid left in the world-writable places of the host
   (remove_files_of), since there is no private mount namespace there.
@@ -32,6 +32,7 @@ import sys
 import time
 
 SETUP_FAILED = 199
+NONCE_FD, VERDICT_FD = 3, 4  # where the program's chain finds the two pipes (see sandbox._RUNNER)
 # World-writable places where a sandbox uid could leave files on the host ("uid" level).
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/shm", "/dev/mqueue")
 
@@ -155,16 +156,28 @@ def remove_files_of(uid: int) -> None:
                 pass
 
 
-def _child(cmd: list[str], supervisor: int, level: str, started_fd: int) -> None:
+def _remap(fds: tuple[int, int]) -> None:
+    """Move the nonce and verdict pipes to fds 3 and 4, where the runner expects them."""
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    for target, fd in zip((NONCE_FD, VERDICT_FD), high):
+        os.dup2(fd, target, inheritable=True)
+        os.close(fd)
+
+
+def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, int]) -> None:
     try:
         libc = _libc()
         _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != supervisor:  # the supervisor died before the prctl took effect
             os._exit(SETUP_FAILED)
+        _remap(fds)
         if level in ("uid", "process"):
             install_seccomp(libc)
-        if started_fd >= 0:  # the last trusted step before the program's chain
-            os.write(started_fd, b"S")
+            os.write(VERDICT_FD, b"S")  # the last trusted step before the program's chain
         os.execvp(cmd[0], cmd)
     except BaseException as e:  # noqa: BLE001 - report and never return into the supervisor's code
         try:
@@ -174,9 +187,10 @@ def _child(cmd: list[str], supervisor: int, level: str, started_fd: int) -> None
 
 
 def main(argv: list[str]) -> int:
-    harness, uid, deadline, level, started_fd = int(argv[0]), int(argv[1]), float(argv[2]), argv[3], int(argv[4])
-    assert argv[5] == "--"
-    cmd = argv[6:]
+    harness, uid, deadline, level = int(argv[0]), int(argv[1]), float(argv[2]), argv[3]
+    fds = (int(argv[4]), int(argv[5]))
+    assert argv[6] == "--"
+    cmd = argv[7:]
     if os.getppid() != harness:
         return SETUP_FAILED
     libc = _libc()
@@ -184,11 +198,13 @@ def main(argv: list[str]) -> int:
         _prctl(libc, PR_SET_CHILD_SUBREAPER, 1)
     except OSError:
         pass
+    stop = []  # SIGUSR1 from the harness: its timeout expired, kill and clean up now
+    signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
     me = os.getpid()
     start = time.monotonic()
     child = os.fork()
     if child == 0:
-        _child(cmd, me, level, started_fd)
+        _child(cmd, me, level, fds)
     status: int | None = None
     killed_by_us = False
     while True:
@@ -202,7 +218,7 @@ def main(argv: list[str]) -> int:
             continue  # reap everything that is ready before sleeping
         if status is not None:
             break  # the chain ended; what is left of the uid is killed below
-        if os.getppid() != harness or time.monotonic() - start > deadline:
+        if stop or os.getppid() != harness or time.monotonic() - start > deadline:
             killed_by_us = True
             try:
                 os.kill(child, signal.SIGKILL)

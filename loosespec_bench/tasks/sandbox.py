@@ -181,18 +181,23 @@ if {guard}:
     sys.addaudithook(_guard)
     del _guard
 sys.argv = ["main.py"]
+def _flush():
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
 try:
     import runpy
     runpy.run_path({main!r}, run_name="__main__")
 except BaseException:
-    import traceback
-    traceback.print_exc()
-    _exit(1)
-try:
-    sys.stdout.flush()
-    sys.stderr.flush()
-except BaseException:
-    pass
+    try:
+        import traceback
+        traceback.print_exc()
+    finally:
+        _flush()
+        _exit(1)
+_flush()
 _write({verdict_fd}, _read({nonce_fd}, 64))
 _exit(0)
 """
@@ -206,12 +211,13 @@ _exit(0)
 # host's tree: the repository, the data sets, the results, /home, /root and every host socket
 # are simply not there. The root itself is remounted read-only.
 # Arguments: host folder, uid, Python prefix, interpreter, tmpfs size (MB), inner wall-clock
-# limit (s), verdict fd, then extra paths to cover (only meaningful if under a bound folder).
+# limit (s), then extra paths to cover (only meaningful if under a bound folder). The verdict
+# pipe is fd 4 (the supervisor put it there).
 _NS_SCRIPT = r"""
 set -e
 trap 'exit 199' EXIT
 opath=$PATH; PATH=/usr/local/sbin:/usr/sbin:/sbin:$PATH
-host=$1; uid=$2; prefix=$3; exe=$4; tmp_mb=$5; wall=$6; vfd=$7; shift 7
+host=$1; uid=$2; prefix=$3; exe=$4; tmp_mb=$5; wall=$6; shift 6
 r=$host/root
 mkdir "$r"
 mount -t tmpfs -o size=32m,mode=755,nosuid,nodev tmpfs "$r"
@@ -256,7 +262,7 @@ cd "$r"
 pivot_root . .oldroot
 cd /
 umount -l /.oldroot
-printf S >&"$vfd"
+printf S >&4
 trap - EXIT
 set +e
 PATH=$opath
@@ -361,7 +367,7 @@ def run_python(
         nonce_w = -1
         out_path = host_dir / "output.txt"
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-        runner_args = dict(nonce_fd=nonce_r, verdict_fd=verdict_w, guard=level != "namespaces")
+        runner_args = dict(nonce_fd=_sup.NONCE_FD, verdict_fd=_sup.VERDICT_FD, guard=level != "namespaces")
         wall = f"{limits.timeout_s + 1:.2f}"  # inner limit, should the harness's own be missed
         with out_path.open("wb") as out:
             if level == "namespaces":
@@ -373,7 +379,7 @@ def run_python(
                 (host_dir / "main.py").write_text(source, encoding="utf-8")
                 (host_dir / "runner.py").write_text(_RUNNER.format(main="/sandbox/main.py", **runner_args), encoding="utf-8")
                 cmd = _ns_prefix() + ["/bin/sh", "-c", _NS_SCRIPT, "sh", str(host_dir), str(uid), prefix, exe,
-                                      str(limits.tmp_mb), wall, str(verdict_w), *hide]
+                                      str(limits.tmp_mb), wall, *hide]
                 env.update(HOME="/tmp/work", TMPDIR="/tmp/work")
                 cwd = "/"
             else:
@@ -395,8 +401,7 @@ def run_python(
             else:  # no util-linux prlimit: set the limits between fork and exec instead
                 preexec = functools.partial(_set_limits, limits)
             supervisor = [sys.executable, "-I", "-S", _sup.__file__, str(os.getpid()), str(uid or -1),
-                          f"{limits.timeout_s + 2:.2f}", level,
-                          str(verdict_w if level != "namespaces" else -1), "--", *cmd]
+                          f"{limits.timeout_s + 2:.2f}", level, str(nonce_r), str(verdict_w), "--", *cmd]
             proc = subprocess.Popen(
                 supervisor, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env,
                 start_new_session=True, preexec_fn=preexec, close_fds=True, pass_fds=(nonce_r, verdict_w),
@@ -408,13 +413,17 @@ def run_python(
                 returncode: int | None = proc.wait(timeout=limits.timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(proc.pid)
-                proc.wait()
                 returncode = None
-                if uid is not None:  # the supervisor was killed with its group: clean up for it
-                    _kill_uid(uid)
-                    if level == "uid":
-                        _sup.remove_files_of(uid)
+                proc.send_signal(signal.SIGUSR1)  # the supervisor kills the uid's processes and cleans up
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:  # backstop: kill it with its group, clean up for it
+                    _kill_group(proc.pid)
+                    proc.wait()
+                    if uid is not None:
+                        _kill_uid(uid)
+                        if level == "uid":
+                            _sup.remove_files_of(uid)
         duration = time.monotonic() - start
         verdict = _read_available(verdict_r)
         text = _tail(out_path)
