@@ -174,6 +174,7 @@ def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, int]) ->
         _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != supervisor:  # the supervisor died before the prctl took effect
             os._exit(SETUP_FAILED)
+        os.setpgid(0, 0)  # its own process group: killed as a whole at the end (all levels)
         _remap(fds)
         if level in ("uid", "process"):
             install_seccomp(libc)
@@ -226,6 +227,10 @@ def main(argv: list[str]) -> int:
                 pass
             break
         time.sleep(0.02)
+    try:
+        os.killpg(child, signal.SIGKILL)  # the "process" level's only handle on descendants
+    except (ProcessLookupError, PermissionError):
+        pass
     if level != "process":
         kill_uid(uid)
     if level == "uid":

@@ -1,37 +1,53 @@
 """Run untrusted Python (model-written code, e.g. HumanEval completions) in a contained child.
 
 The harness never exec()s generated code in its own process. Each program runs in a fresh
-`python -I -S` child, started in its own session, under rlimits (address space, CPU seconds,
-processes, file size), with a wall-clock timeout after which the whole group is killed, in a
-throw-away working directory that is also its HOME and TMPDIR, with a minimal environment (no
-API keys or tokens from the harness's environment reach it).
+`python -I -S` child under rlimits (address space, CPU seconds, processes, file size), with a
+minimal environment (no API keys or tokens from the harness's environment reach it), started
+by a trusted supervisor (`_sandbox_supervisor.py`, one per program, root at the two root
+levels): its child gets PR_SET_PDEATHSIG=SIGKILL (re-checking getppid() after the prctl), and
+the supervisor itself polls for the harness's death (a `kill -9` of the harness), for the
+harness's timeout request and for its own deadline, then kills every process of the sandbox
+uid. Every program gets a fresh uid from UID_RANGE; its temp folder on the host is named
+`loosespec-sandbox-<harness pid>-<uid>-*`, so each sandbox start sweeps the folders (and kills
+the uids, and removes the uid's files) of harnesses that no longer live (`sweep_stale`).
 
-On top of that, the strongest isolation the machine allows (`isolation="auto"`):
+Isolation levels (`isolation="auto"` takes the strongest the machine allows; results record it;
+the README has the table of what each guarantees):
 
-- "namespaces" (root, util-linux `unshare` + `setpriv`): new network namespace (only a downed
-  loopback: no connection anywhere, the host's localhost included), new PID namespace (killing
-  its init kills every process the program started, even ones that called setsid), new mount
-  namespace in which /tmp, /var/tmp and /dev/shm are fresh size-capped tmpfs (the host's temp
-  files are invisible and nothing written survives the run) and each `hide_paths` entry (e.g.
-  the results folder) is covered by an empty read-only tmpfs; the harness's Python installation
-  is bind-mounted read-only at /run/loosespec-python (an empty mount point left on the host), so
-  the program runs under the harness's own interpreter; then the program drops to a fresh
-  unprivileged uid (no groups, no capabilities, no_new_privs), so it cannot write or delete
-  anything owned by root or by the user running the harness, nor read what they keep private.
-- "uid" (root, no usable namespaces, e.g. a container without CAP_SYS_ADMIN): the fresh uid,
-  rlimits and process-group kill, plus a kill of every process of that uid afterwards; network
-  is blocked only by an audit hook (socket creation, subprocesses and ctypes raise), which code
-  that finds another way to the kernel could bypass.
-- "process" (not root): rlimits, timeout and the audit hook only, as the harness's own user: such
-  code could delete that user's files. Refused unless `allow_same_user=True`.
+- "namespaces" (root, util-linux `unshare`, `setpriv`, `pivot_root`): new network, PID, IPC, UTS
+  and mount namespaces. The program's root is a private read-only tmpfs (pivot_root, the host's
+  tree detached): read-only binds of /usr and the /bin, /lib... folders and of the harness's
+  Python installation, a few copied /etc files, /dev with null/zero/full/random/urandom, its
+  own /proc, and fresh size-capped tmpfs for /tmp, /var/tmp, /dev/shm, /run (with /run/lock).
+  The repository, the data sets, the results, /home, /root and every host socket file are not
+  in it; abstract Unix sockets and 127.0.0.1 belong to the (empty) network namespace; SysV IPC
+  objects die with the IPC namespace. The program runs as the fresh unprivileged uid (no
+  groups, no capabilities, no_new_privs) under the namespace's init (root, out of its reach),
+  which also enforces the wall clock (`timeout -s KILL`) should the harness miss it.
+- "uid" (root, no usable namespaces, e.g. a container without CAP_SYS_ADMIN): the fresh uid and
+  rlimits, plus a seccomp filter installed before exec and inherited by every descendant however
+  started (fork, `multiprocessing.util.spawnv_passfds`, ctypes): socket(), System V IPC, POSIX
+  message queues, keyrings and io_uring fail with EPERM, so no network (127.0.0.1 included) and
+  no host Unix socket; afterwards every process of the uid is killed and what the uid left at
+  the top of the world-writable folders (/tmp, /var/tmp, /dev/shm, /run/lock...) is deleted.
+  World-readable files (the repository, the data sets) stay readable, and the program sees the
+  host's file tree. An audit hook (subprocess, exec, ctypes raise) is a second line only.
+- "process" (not root): rlimits, seccomp filter, timeout and the audit hook, as the harness's own
+  user: such code could delete or read that user's files and signal their processes. Refused
+  unless `allow_same_user=True`.
 
-Limits that remain: world-readable files (the repository, the data sets) stay readable; memory
-is capped per process, so the worst case is max_procs x memory_mb (8 GiB with the defaults); at
-the "uid" level, killed processes may linger as zombies until the machine's init reaps them.
+Memory is capped per process, so the worst case is max_procs x memory_mb (8 GiB by default).
 
-`available_isolation()` says which applies; results record it. A program passes when it exits 0
-and reaches its last line (a per-run marker printed after the tests), so `sys.exit(0)` or
-`os._exit(0)` before the tests does not count as a pass.
+Verdict: the program's source is run by a trusted runner (`_RUNNER`) with runpy. Only when it
+returns normally does the runner read a per-run nonce from fd 3 (a pipe the harness filled and
+closed; the nonce is in no file, argument, environment variable or code object of the sandbox)
+and copy it to fd 4 (a pipe the harness reads), then `os._exit(0)`. The program passes when it
+exited 0 and fd 4 holds exactly that nonce. So an exception, SystemExit (even 0), `os._exit`,
+a signal or a timeout before the end of the tests fails, and nothing the program can find in
+its source, its code constants, its memory or /proc forges a pass: printing does not reach fd 4.
+Not guaranteed: a completion written against this harness can itself read fd 3 and write fd 4,
+or skip the asserts (sys.settrace, objects equal to everything); code and tests share one
+interpreter, so that cannot be told apart from a real pass.
 """
 
 from __future__ import annotations
