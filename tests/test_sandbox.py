@@ -230,7 +230,7 @@ def test_ipc_and_files_do_not_outlive_the_run(level):
     assert not r.passed
     if level == "namespaces":  # it really made them, inside: they died with the namespaces
         assert "wrote /run/lock" in r.output and "shmget -1" not in r.output, r.output
-    assert "unguarded child ran" in r.output, r.output
+    assert "unguarded child ran" in r.output and "wrote /tmp" in r.output, r.output  # made, then removed
     assert key not in host_shm_keys()
     left = [d for d in places if os.path.lexists(os.path.join(d, name))]
     assert not left, (left, r.output)
@@ -308,9 +308,19 @@ def test_data_folder_and_repository_are_hidden(data_dir):
             except OSError as e:
                 print(p, "hidden", type(e).__name__)
         """)
+    code += textwrap.dedent(f"""\
+        import sys
+        for d in ("/", "/usr", "/etc", "/dev", {sys.base_prefix!r}):  # the private root is read-only
+            try:
+                open(os.path.join(d, "x"), "w")
+                print("WROTE", d)
+            except OSError as e:
+                print("read-only", d, type(e).__name__)
+        """)
     r = run(code, LEVEL)
     assert "HumanEval.jsonl.gz" not in r.output and "pyproject.toml" not in r.output, r.output
     assert f"{data_dir} hidden" in r.output and f"{REPO} hidden" in r.output, r.output
+    assert "WROTE" not in r.output and r.output.count("read-only") == 5, r.output
 
 
 FORGER = textwrap.dedent("""\

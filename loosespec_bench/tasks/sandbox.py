@@ -36,6 +36,9 @@ the README has the table of what each guarantees):
   user: such code could delete or read that user's files and signal their processes. Refused
   unless `allow_same_user=True`.
 
+The seccomp filter exists for x86_64 and aarch64; elsewhere the "uid" and "process" levels
+refuse to start (SandboxError) rather than run without it.
+
 Memory is capped per process, so the worst case is max_procs x memory_mb (8 GiB by default).
 
 Verdict: the program's source is run by a trusted runner (`_RUNNER`) with runpy. Only when it
