@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
-import shutil
 import signal
 import struct
 import sys
@@ -70,7 +68,7 @@ def _prctl(libc: ctypes.CDLL, *args: int) -> None:
 def seccomp_program(machine: str | None = None) -> bytes:
     """The BPF filter: wrong architecture (32-bit or x32 syscalls) kills the process, the
     blocked syscalls fail with EPERM, everything else is allowed."""
-    machine = machine or platform.machine()
+    machine = machine or os.uname().machine
     if machine not in _BLOCKED:
         raise OSError(f"no seccomp filter for architecture {machine}")
     arch, calls = _BLOCKED[machine]
@@ -149,6 +147,8 @@ def remove_files_of(uid: int) -> None:
                 if e.stat(follow_symlinks=False).st_uid != uid:
                     continue
                 if e.is_dir(follow_symlinks=False):
+                    import shutil
+
                     shutil.rmtree(e.path, ignore_errors=True)  # fd-based: never follows the uid's symlinks
                 else:
                     os.unlink(e.path)
@@ -206,6 +206,14 @@ def main(argv: list[str]) -> int:
     child = os.fork()
     if child == 0:
         _child(cmd, me, level, fds)
+    try:  # wake up as soon as the child ends (pidfd), else every 20 ms
+        import select
+
+        poller = select.poll()
+        poller.register(os.pidfd_open(child), select.POLLIN)
+        wait_child = lambda t: poller.poll(t * 1000)  # noqa: E731
+    except (AttributeError, OSError):
+        wait_child = time.sleep
     status: int | None = None
     killed_by_us = False
     while True:
@@ -226,7 +234,7 @@ def main(argv: list[str]) -> int:
             except ProcessLookupError:
                 pass
             break
-        time.sleep(0.02)
+        wait_child(0.02)
     try:
         os.killpg(child, signal.SIGKILL)  # the "process" level's only handle on descendants
     except (ProcessLookupError, PermissionError):

@@ -238,46 +238,48 @@ trap 'exit 199' EXIT
 opath=$PATH; PATH=/usr/local/sbin:/usr/sbin:/sbin:$PATH
 host=$1; uid=$2; prefix=$3; exe=$4; tmp_mb=$5; wall=$6; shift 6
 r=$host/root
+t="nosuid,nodev,size=${tmp_mb}m"
 mkdir "$r"
 mount -t tmpfs -o size=32m,mode=755,nosuid,nodev tmpfs "$r"
-for d in /usr /bin /sbin /lib /lib32 /lib64 /libx32; do
-  if [ -L "$d" ]; then ln -s "$(readlink "$d")" "$r$d"
-  elif [ -d "$d" ]; then mkdir "$r$d"; mount --bind "$d" "$r$d"; mount -o remount,bind,ro,nosuid,nodev "$r$d"; fi
+cd "$r"
+mkdir -p "./$prefix" etc dev proc tmp var/tmp run home root sandbox .oldroot
+for d in usr bin sbin lib lib32 lib64 libx32; do
+  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$d"
+  elif [ -d "/$d" ]; then mkdir "$d"; mount --bind "/$d" "$d"; mount -o remount,bind,ro,nosuid,nodev "$d"; fi
 done
-mkdir -p "$r$prefix"
-mount --bind "$prefix" "$r$prefix"
-mount -o remount,bind,ro,nosuid,nodev "$r$prefix"
-mkdir "$r/etc"
+mount --bind "$prefix" "./$prefix"
+mount -o remount,bind,ro,nosuid,nodev "./$prefix"
+files=""
 for f in ld.so.cache ld.so.conf ld.so.conf.d localtime nsswitch.conf; do
-  if [ -e "/etc/$f" ]; then cp -RL "/etc/$f" "$r/etc/$f"; fi
+  if [ -e "/etc/$f" ]; then files="$files /etc/$f"; fi
 done
-printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%s:%s::/tmp/work:/usr/sbin/nologin\n' "$uid" "$uid" > "$r/etc/passwd"
-printf 'root:x:0:\nsandbox:x:%s:\n' "$uid" > "$r/etc/group"
-printf '127.0.0.1 localhost\n' > "$r/etc/hosts"
-mkdir "$r/dev"
-mount -t tmpfs -o size=64k,mode=755,nosuid tmpfs "$r/dev"
-for n in null zero full random urandom; do touch "$r/dev/$n"; mount --bind "/dev/$n" "$r/dev/$n"; done
-ln -s /proc/self/fd "$r/dev/fd"
-ln -s /proc/self/fd/0 "$r/dev/stdin"; ln -s /proc/self/fd/1 "$r/dev/stdout"; ln -s /proc/self/fd/2 "$r/dev/stderr"
-mkdir "$r/dev/shm"
-mount -t tmpfs -o size=${tmp_mb}m,mode=1777,nosuid,nodev tmpfs "$r/dev/shm"
-mount -o remount,ro,nosuid "$r/dev"
-mkdir "$r/proc"
-mount -t proc -o nosuid,nodev,noexec proc "$r/proc"
-mkdir -p "$r/tmp" "$r/var/tmp" "$r/run" "$r/home" "$r/root" "$r/sandbox" "$r/.oldroot"
-for d in /tmp /var/tmp; do mount -t tmpfs -o size=${tmp_mb}m,mode=1777,nosuid,nodev tmpfs "$r$d"; done
-mount -t tmpfs -o size=${tmp_mb}m,mode=755,nosuid,nodev tmpfs "$r/run"
-mkdir -m 1777 "$r/run/lock" "$r/run/shm"
-mkdir -m 700 "$r/tmp/work"
-chown "$uid:$uid" "$r/tmp/work"
-cp "$host/main.py" "$host/runner.py" "$r/sandbox/"
-chmod 644 "$r/sandbox/main.py" "$r/sandbox/runner.py"
+if [ -n "$files" ]; then cp -RL $files etc/; fi
+printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%s:%s::/tmp/work:/usr/sbin/nologin\n' "$uid" "$uid" > etc/passwd
+printf 'root:x:0:\nsandbox:x:%s:\n' "$uid" > etc/group
+printf '127.0.0.1 localhost\n' > etc/hosts
+cp "$host/main.py" "$host/runner.py" sandbox/
+mount -t tmpfs -o size=64k,mode=755,nosuid tmpfs dev
+touch dev/null dev/zero dev/full dev/random dev/urandom
+for n in null zero full random urandom; do mount --bind "/dev/$n" "dev/$n"; done
+ln -s /proc/self/fd dev/fd
+ln -s /proc/self/fd/0 dev/stdin
+ln -s /proc/self/fd/1 dev/stdout
+ln -s /proc/self/fd/2 dev/stderr
+mkdir dev/shm
+mount -t tmpfs -o "$t,mode=1777" tmpfs dev/shm
+mount -o remount,ro,nosuid dev
+mount -t proc -o nosuid,nodev,noexec proc proc
+mount -t tmpfs -o "$t,mode=1777" tmpfs tmp
+mount -t tmpfs -o "$t,mode=1777" tmpfs var/tmp
+mount -t tmpfs -o "$t,mode=755" tmpfs run
+mkdir -m 1777 run/lock run/shm
+mkdir -m 700 tmp/work
+chown "$uid:$uid" tmp/work
 for p in "$@"; do
-  if [ -d "$r$p" ]; then mount -t tmpfs -o size=4k,mode=000,ro tmpfs "$r$p"
-  elif [ -e "$r$p" ]; then mount --bind -o ro /dev/null "$r$p"; fi
+  if [ -d "./$p" ]; then mount -t tmpfs -o size=4k,mode=000,ro tmpfs "./$p"
+  elif [ -e "./$p" ]; then mount --bind -o ro /dev/null "./$p"; fi
 done
 mount -o remount,ro,nosuid,nodev "$r"
-cd "$r"
 pivot_root . .oldroot
 cd /
 umount -l /.oldroot
