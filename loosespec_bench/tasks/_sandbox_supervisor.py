@@ -1,6 +1,7 @@
 """The sandbox's trusted supervisor: one per sandboxed program, started by the harness.
 
-Run as `python -I -S _sandbox_supervisor.py HARNESS_PID UID DEADLINE_S LEVEL NONCE_FD VERDICT_FD -- CMD...` (stdlib
+Run as `python -I -S _sandbox_supervisor.py HARNESS_PID UID DEADLINE_S LEVEL NONCE_FD VERDICT_FD -- CMD...`
+(and, inside the namespaces, as `... --ns-init ...`: the namespace's PID 1, `ns_init`) (stdlib
 only, no package imports, so that it runs under -I -S). It forks CMD (the rlimits/namespace/uid
 chain that ends in the program) and stays its parent:
 
@@ -263,5 +264,144 @@ def main(argv: list[str]) -> int:
     return code if code >= 0 else 128 - code
 
 
+# --- the namespaces level's init --------------------------------------------------------------
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+MNT_DETACH = 2
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
+
+
+def _mount(libc: ctypes.CDLL, src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda v: v.encode() if v is not None else None  # noqa: E731
+    if libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {src} on {target}: {os.strerror(err)}")
+
+
+def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int, hide: list[str]) -> None:
+    """Build the private root in HOST/root and pivot_root into it (described in sandbox.py)."""
+    import shutil
+
+    r = os.path.join(host, "root")
+    os.mkdir(r)
+    ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    tmpfs = lambda path, mode, size=f"{tmp_mb}m": _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")  # noqa: E731
+    tmpfs(r, "755", "32m")
+    os.chdir(r)
+    for d in ("etc", "dev", "proc", "tmp", "var/tmp", "run", "home", "root", "sandbox", ".oldroot", "." + prefix):
+        os.makedirs(d, exist_ok=True)
+    for d in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        if os.path.islink("/" + d):
+            os.symlink(os.readlink("/" + d), d)
+        elif os.path.isdir("/" + d):
+            os.makedirs(d, exist_ok=True)
+            _mount(libc, "/" + d, d, None, MS_BIND)
+            _mount(libc, None, d, None, ro)
+    _mount(libc, prefix, "." + prefix, None, MS_BIND)
+    _mount(libc, None, "." + prefix, None, ro)
+    for f in ETC_FILES:
+        src = "/etc/" + f
+        if os.path.isdir(src):
+            shutil.copytree(src, "etc/" + f)
+        elif os.path.exists(src):
+            shutil.copyfile(src, "etc/" + f)
+    with open("etc/passwd", "w") as fh:
+        fh.write(f"root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{uid}::/tmp/work:/usr/sbin/nologin\n")
+    with open("etc/group", "w") as fh:
+        fh.write(f"root:x:0:\nsandbox:x:{uid}:\n")
+    with open("etc/hosts", "w") as fh:
+        fh.write("127.0.0.1 localhost\n")
+    for f in ("main.py", "runner.py"):
+        shutil.copyfile(os.path.join(host, f), "sandbox/" + f)
+        os.chmod("sandbox/" + f, 0o644)
+    _mount(libc, "tmpfs", "dev", "tmpfs", MS_NOSUID, "size=64k,mode=755")
+    for n in ("null", "zero", "full", "random", "urandom"):
+        open("dev/" + n, "w").close()
+        _mount(libc, "/dev/" + n, "dev/" + n, None, MS_BIND)
+    os.symlink("/proc/self/fd", "dev/fd")
+    for i, n in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{i}", "dev/" + n)
+    os.mkdir("dev/shm")
+    tmpfs("dev/shm", "1777")
+    _mount(libc, None, "dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    _mount(libc, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    tmpfs("tmp", "1777")
+    tmpfs("var/tmp", "1777")
+    tmpfs("run", "755")
+    for d in ("run/lock", "run/shm"):
+        os.mkdir(d)
+        os.chmod(d, 0o1777)
+    os.mkdir("tmp/work", 0o700)
+    os.chown("tmp/work", uid, uid)
+    for p in hide:  # anything asked to be hidden that a bound folder holds
+        q = "." + p
+        if os.path.isdir(q):
+            _mount(libc, "tmpfs", q, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=000")
+        elif os.path.exists(q):
+            _mount(libc, "/dev/null", q, None, MS_BIND)
+            _mount(libc, None, q, None, ro)
+    _mount(libc, None, r, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if libc.syscall(ctypes.c_long(SYS_PIVOT_ROOT[os.uname().machine]), b".", b".oldroot") != 0:
+        raise OSError(ctypes.get_errno(), "pivot_root")
+    os.chdir("/")
+    if libc.umount2(b"/.oldroot", MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), "umount /.oldroot")
+
+
+def ns_init(argv: list[str]) -> int:
+    """PID 1 of the sandbox's namespaces (root): build the private root, start the program as
+    the sandbox uid, reap everything, and kill the namespace at the inner deadline. When it
+    returns, the kernel kills every process left in the PID namespace."""
+    host, uid, prefix, exe, tmp_mb, wall = argv[0], int(argv[1]), argv[2], argv[3], int(argv[4]), float(argv[5])
+    hide = argv[6:]
+    try:
+        libc = _libc()
+        build_root(libc, host, uid, prefix, tmp_mb, hide)
+    except BaseException as e:  # noqa: BLE001
+        os.write(2, f"sandbox setup: {e}\n".encode())
+        return SETUP_FAILED
+    os.write(VERDICT_FD, b"S")  # the last trusted step before the program
+    start = time.monotonic()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.chdir("/tmp/work")
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            _prctl(libc, PR_SET_NO_NEW_PRIVS, 1)
+            os.execv(exe, [exe, "-I", "-S", "/sandbox/runner.py"])
+        finally:
+            os._exit(127)
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(os.pidfd_open(child), select.POLLIN)
+        wait_child = lambda t: poller.poll(t * 1000)  # noqa: E731
+    except (AttributeError, OSError):
+        wait_child = time.sleep
+    status = None
+    while True:  # PID 1 of the namespace: reap every orphan, wait for the program
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == child:
+            status = st
+            break
+        if pid:
+            continue
+        if time.monotonic() - start > wall:
+            break
+        wait_child(0.02)
+    if status is None:
+        return 124
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--ns-init"]:
+        sys.exit(ns_init(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))

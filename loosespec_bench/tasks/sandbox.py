@@ -14,16 +14,16 @@ the uids, and removes the uid's files) of harnesses that no longer live (`sweep_
 Isolation levels (`isolation="auto"` takes the strongest the machine allows; results record it;
 the README has the table of what each guarantees):
 
-- "namespaces" (root, util-linux `unshare`, `setpriv`, `pivot_root`): new network, PID, IPC, UTS
-  and mount namespaces. The program's root is a private read-only tmpfs (pivot_root, the host's
+- "namespaces" (root, util-linux `unshare`; mounts and pivot_root by syscall): new network,
+  PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs (pivot_root, the host's
   tree detached): read-only binds of /usr and the /bin, /lib... folders and of the harness's
   Python installation, a few copied /etc files, /dev with null/zero/full/random/urandom, its
   own /proc, and fresh size-capped tmpfs for /tmp, /var/tmp, /dev/shm, /run (with /run/lock).
   The repository, the data sets, the results, /home, /root and every host socket file are not
   in it; abstract Unix sockets and 127.0.0.1 belong to the (empty) network namespace; SysV IPC
   objects die with the IPC namespace. The program runs as the fresh unprivileged uid (no
-  groups, no capabilities, no_new_privs) under the namespace's init (root, out of its reach),
-  which also enforces the wall clock (`timeout -s KILL`) should the harness miss it.
+  groups, no capabilities, no_new_privs) under the namespace's init (root, out of its reach,
+  `_sandbox_supervisor.ns_init`), which also enforces the wall clock should the harness miss it.
 - "uid" (root, no usable namespaces, e.g. a container without CAP_SYS_ADMIN): the fresh uid and
   rlimits, plus a seccomp filter installed before exec and inherited by every descendant however
   started (fork, `multiprocessing.util.spawnv_passfds`, ctypes): socket(), System V IPC, POSIX
@@ -221,75 +221,15 @@ _write({verdict_fd}, _read({nonce_fd}, 64))
 _exit(0)
 """
 
-# Namespaces level: run as root inside fresh network, PID, IPC, UTS and mount namespaces (PID 1
-# there); it stays the parent of the program (no exec), so the namespaces, and every process in
-# them, end with it. It builds a private root in a tmpfs: read-only binds of /usr (and the
-# /bin, /lib... links or folders), of the harness's Python installation at its own path, a few
-# copied /etc files, a minimal /dev, a fresh /proc, and size-capped tmpfs for every writable
-# place (/tmp, /var/tmp, /dev/shm, /run with /run/lock); then pivot_root into it and detach the
-# host's tree: the repository, the data sets, the results, /home, /root and every host socket
-# are simply not there. The root itself is remounted read-only.
-# Arguments: host folder, uid, Python prefix, interpreter, tmpfs size (MB), inner wall-clock
-# limit (s), then extra paths to cover (only meaningful if under a bound folder). The verdict
-# pipe is fd 4 (the supervisor put it there).
-_NS_SCRIPT = r"""
-set -e
-trap 'exit 199' EXIT
-opath=$PATH; PATH=/usr/local/sbin:/usr/sbin:/sbin:$PATH
-host=$1; uid=$2; prefix=$3; exe=$4; tmp_mb=$5; wall=$6; shift 6
-r=$host/root
-t="nosuid,nodev,size=${tmp_mb}m"
-mkdir "$r"
-mount -t tmpfs -o size=32m,mode=755,nosuid,nodev tmpfs "$r"
-cd "$r"
-mkdir -p "./$prefix" etc dev proc tmp var/tmp run home root sandbox .oldroot
-for d in usr bin sbin lib lib32 lib64 libx32; do
-  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$d"
-  elif [ -d "/$d" ]; then mkdir "$d"; mount --bind "/$d" "$d"; mount -o remount,bind,ro,nosuid,nodev "$d"; fi
-done
-mount --bind "$prefix" "./$prefix"
-mount -o remount,bind,ro,nosuid,nodev "./$prefix"
-files=""
-for f in ld.so.cache ld.so.conf ld.so.conf.d localtime nsswitch.conf; do
-  if [ -e "/etc/$f" ]; then files="$files /etc/$f"; fi
-done
-if [ -n "$files" ]; then cp -RL $files etc/; fi
-printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%s:%s::/tmp/work:/usr/sbin/nologin\n' "$uid" "$uid" > etc/passwd
-printf 'root:x:0:\nsandbox:x:%s:\n' "$uid" > etc/group
-printf '127.0.0.1 localhost\n' > etc/hosts
-cp "$host/main.py" "$host/runner.py" sandbox/
-mount -t tmpfs -o size=64k,mode=755,nosuid tmpfs dev
-touch dev/null dev/zero dev/full dev/random dev/urandom
-for n in null zero full random urandom; do mount --bind "/dev/$n" "dev/$n"; done
-ln -s /proc/self/fd dev/fd
-ln -s /proc/self/fd/0 dev/stdin
-ln -s /proc/self/fd/1 dev/stdout
-ln -s /proc/self/fd/2 dev/stderr
-mkdir dev/shm
-mount -t tmpfs -o "$t,mode=1777" tmpfs dev/shm
-mount -o remount,ro,nosuid dev
-mount -t proc -o nosuid,nodev,noexec proc proc
-mount -t tmpfs -o "$t,mode=1777" tmpfs tmp
-mount -t tmpfs -o "$t,mode=1777" tmpfs var/tmp
-mount -t tmpfs -o "$t,mode=755" tmpfs run
-mkdir -m 1777 run/lock run/shm
-mkdir -m 700 tmp/work
-chown "$uid:$uid" tmp/work
-for p in "$@"; do
-  if [ -d "./$p" ]; then mount -t tmpfs -o size=4k,mode=000,ro tmpfs "./$p"
-  elif [ -e "./$p" ]; then mount --bind -o ro /dev/null "./$p"; fi
-done
-mount -o remount,ro,nosuid,nodev "$r"
-pivot_root . .oldroot
-cd /
-umount -l /.oldroot
-printf S >&4
-trap - EXIT
-set +e
-PATH=$opath
-cd /tmp/work
-timeout -s KILL "$wall" setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs -- "$exe" -I -S /sandbox/runner.py </dev/null
-"""
+# Namespaces level: `_sandbox_supervisor.py --ns-init` runs as root inside fresh network, PID,
+# IPC, UTS and mount namespaces (PID 1 there) and stays the parent of the program, so the
+# namespaces, and every process in them, end with it. It builds a private root in a tmpfs:
+# read-only binds of /usr (and the /bin, /lib... links or folders), of the harness's Python
+# installation at its own path, a few copied /etc files, a minimal /dev, a fresh /proc, and
+# size-capped tmpfs for every writable place (/tmp, /var/tmp, /dev/shm, /run with /run/lock);
+# then pivot_root into it and detach the host's tree: the repository, the data sets, the
+# results, /home, /root and every host socket are simply not there. The root itself is
+# remounted read-only. Then it starts the program as the sandbox uid.
 
 SETUP_FAILED = _sup.SETUP_FAILED  # exit status when the sandbox itself could not be built
 STARTED = b"S"  # written to the verdict pipe by the last trusted step before the program starts
@@ -399,8 +339,8 @@ def run_python(
                 hide = [os.path.realpath(p) for p in [*hide_paths, *_default_hidden()]]
                 (host_dir / "main.py").write_text(source, encoding="utf-8")
                 (host_dir / "runner.py").write_text(_RUNNER.format(main="/sandbox/main.py", **runner_args), encoding="utf-8")
-                cmd = _ns_prefix() + ["/bin/sh", "-c", _NS_SCRIPT, "sh", str(host_dir), str(uid), prefix, exe,
-                                      str(limits.tmp_mb), wall, *hide]
+                cmd = _ns_prefix() + [sys.executable, "-I", "-S", _sup.__file__, "--ns-init", str(host_dir), str(uid),
+                                      prefix, exe, str(limits.tmp_mb), wall, *hide]
                 env.update(HOME="/tmp/work", TMPDIR="/tmp/work")
                 cwd = "/"
             else:
