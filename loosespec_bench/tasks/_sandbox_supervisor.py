@@ -6,8 +6,8 @@ only, no package imports, so that it runs under -I -S). It forks CMD (the rlimit
 chain that ends in the program) and stays its parent:
 
 - the forked child gets PR_SET_PDEATHSIG=SIGKILL, then re-checks getppid() (closing the race in
-  which the supervisor died before the prctl), and at the "uid" and "process" levels installs a
-  seccomp filter (below) before exec. Rlimits, the filter and the uid are inherited by every
+  which the supervisor died before the prctl), and installs a seccomp filter (below; at the
+  "namespaces" level only its keyring part) before exec. Rlimits, the filter and the uid are inherited by every
   descendant, whatever way it was started (fork, spawnv_passfds, ctypes...).
 - the supervisor is a child subreaper (orphans of the program are re-parented to it) and polls
   every 20 ms: when the harness is gone (getppid() changed: a `kill -9` of the harness), the
@@ -66,15 +66,19 @@ def _prctl(libc: ctypes.CDLL, *args: int) -> None:
         raise OSError(ctypes.get_errno(), f"prctl{args}")
 
 
-def seccomp_program(machine: str | None = None) -> bytes:
+KEYRING_ONLY = ("add_key", "request_key", "keyctl")  # the namespaces level: keyrings are not namespaced
+
+
+def seccomp_program(machine: str | None = None, only: tuple[str, ...] | None = None) -> bytes:
     """The BPF filter: wrong architecture (32-bit or x32 syscalls) kills the process, the
-    blocked syscalls fail with EPERM, everything else is allowed."""
+    blocked syscalls (all of _BLOCKED, or those named in `only`) fail with EPERM, everything
+    else is allowed."""
     machine = machine or os.uname().machine
     if machine not in _BLOCKED:
         raise OSError(f"no seccomp filter for architecture {machine}")
     arch, calls = _BLOCKED[machine]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    nrs = sorted(calls.values())
+    nrs = sorted(nr for name, nr in calls.items() if only is None or name in only)
     # Layout: 0 ld arch; 1 jeq arch; 2 ld nr; 3 jge x32 (x86_64); then one jeq per nr; allow;
     # errno; kill.
     head = [(ld, 0, 0, 4)]
@@ -100,8 +104,8 @@ def seccomp_program(machine: str | None = None) -> bytes:
     return b"".join(struct.pack("=HBBI", *ins) for ins in out)
 
 
-def install_seccomp(libc: ctypes.CDLL) -> None:
-    prog = seccomp_program()
+def install_seccomp(libc: ctypes.CDLL, only: tuple[str, ...] | None = None) -> None:
+    prog = seccomp_program(only=only)
     buf = ctypes.create_string_buffer(prog, len(prog))
 
     class SockFprog(ctypes.Structure):
@@ -180,6 +184,8 @@ def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, int]) ->
         if level in ("uid", "process"):
             install_seccomp(libc)
             os.write(VERDICT_FD, b"S")  # the last trusted step before the program's chain
+        else:  # network and IPC are namespaced there; the kernel's keyrings are not
+            install_seccomp(libc, only=KEYRING_ONLY)
         os.execvp(cmd[0], cmd)
     except BaseException as e:  # noqa: BLE001 - report and never return into the supervisor's code
         try:

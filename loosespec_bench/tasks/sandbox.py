@@ -21,7 +21,7 @@ the README has the table of what each guarantees):
   own /proc, and fresh size-capped tmpfs for /tmp, /var/tmp, /dev/shm, /run (with /run/lock).
   The repository, the data sets, the results, /home, /root and every host socket file are not
   in it; abstract Unix sockets and 127.0.0.1 belong to the (empty) network namespace; SysV IPC
-  objects die with the IPC namespace. The program runs as the fresh unprivileged uid (no
+  objects die with the IPC namespace; kernel keyrings (not namespaced) are refused by seccomp. The program runs as the fresh unprivileged uid (no
   groups, no capabilities, no_new_privs) under the namespace's init (root, out of its reach,
   `_sandbox_supervisor.ns_init`), which also enforces the wall clock should the harness miss it.
 - "uid" (root, no usable namespaces, e.g. a container without CAP_SYS_ADMIN): the fresh uid and
