@@ -184,7 +184,7 @@ def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, int]) ->
         if level in ("uid", "process"):
             install_seccomp(libc)
             os.write(VERDICT_FD, b"S")  # the last trusted step before the program's chain
-        else:  # network and IPC are namespaced there; the kernel's keyrings are not
+        elif os.uname().machine in _BLOCKED:  # network and IPC are namespaced there; keyrings are not
             install_seccomp(libc, only=KEYRING_ONLY)
         os.execvp(cmd[0], cmd)
     except BaseException as e:  # noqa: BLE001 - report and never return into the supervisor's code

@@ -15,15 +15,17 @@ Isolation levels (`isolation="auto"` takes the strongest the machine allows; res
 the README has the table of what each guarantees):
 
 - "namespaces" (root, util-linux `unshare`; mounts and pivot_root by syscall): new network,
-  PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs (pivot_root, the host's
-  tree detached): read-only binds of /usr and the /bin, /lib... folders and of the harness's
-  Python installation, a few copied /etc files, /dev with null/zero/full/random/urandom, its
-  own /proc, and fresh size-capped tmpfs for /tmp, /var/tmp, /dev/shm, /run (with /run/lock).
-  The repository, the data sets, the results, /home, /root and every host socket file are not
-  in it; abstract Unix sockets and 127.0.0.1 belong to the (empty) network namespace; SysV IPC
-  objects die with the IPC namespace; kernel keyrings (not namespaced) are refused by seccomp. The program runs as the fresh unprivileged uid (no
-  groups, no capabilities, no_new_privs) under the namespace's init (root, out of its reach,
-  `_sandbox_supervisor.ns_init`), which also enforces the wall clock should the harness miss it.
+  PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs
+  (pivot_root, the host's tree detached): read-only binds of /usr and the /bin, /lib...
+  folders and of the harness's Python installation, a few copied /etc files, /dev with
+  null/zero/full/random/urandom, its own /proc, and fresh size-capped tmpfs for /tmp,
+  /var/tmp, /dev/shm, /run (with /run/lock). The repository, the data sets, the results,
+  /home, /root and every host socket file are not in it; abstract Unix sockets and 127.0.0.1
+  belong to the (empty) network namespace; SysV IPC objects die with the IPC namespace; kernel
+  keyrings (not namespaced) are refused by seccomp. The program runs as the fresh unprivileged
+  uid (no groups, no capabilities, no_new_privs) under the namespace's init (root, out of its
+  reach, `_sandbox_supervisor.ns_init`), which also enforces the wall clock should the harness
+  miss it.
 - "uid" (root, no usable namespaces, e.g. a container without CAP_SYS_ADMIN): the fresh uid and
   rlimits, plus a seccomp filter installed before exec and inherited by every descendant however
   started (fork, `multiprocessing.util.spawnv_passfds`, ctypes): socket(), System V IPC, POSIX
@@ -37,7 +39,8 @@ the README has the table of what each guarantees):
   unless `allow_same_user=True`.
 
 The seccomp filter exists for x86_64 and aarch64; elsewhere the "uid" and "process" levels
-refuse to start (SandboxError) rather than run without it.
+refuse to start (SandboxError) rather than run without it (the "namespaces" level runs, without
+its keyring filter).
 
 Memory is capped per process, so the worst case is max_procs x memory_mb (8 GiB by default).
 
@@ -287,7 +290,8 @@ def sweep_stale(tmp_root: str | None = None) -> list[str]:
 
 def _default_hidden() -> list[str]:
     """Paths covered even when a bound folder holds them: the data sets and the repository."""
-    out = [str(Path(__file__).resolve().parents[2])]
+    repo = Path(__file__).resolve().parents[2]
+    out = [str(repo)] if (repo / "pyproject.toml").exists() else []  # not when installed as a package
     data = os.environ.get("LOOSESPEC_DATA_DIR")
     if data:
         out.append(data)
