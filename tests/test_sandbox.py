@@ -417,7 +417,9 @@ def test_stale_sandbox_folders_are_swept():
     stray = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "sleep", "60"],
                              start_new_session=True)
     try:
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while processes_of(uid) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert processes_of(uid) == 1
         assert run("pass", LEVEL).passed
         assert not folder.exists() and live.exists() and not leftover.exists()
