@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import struct
 import sys
@@ -214,8 +215,6 @@ def main(argv: list[str]) -> int:
     if child == 0:
         _child(cmd, me, level, fds)
     try:  # wake up as soon as the child ends (pidfd), else every 20 ms
-        import select
-
         poller = select.poll()
         poller.register(os.pidfd_open(child), select.POLLIN)
         wait_child = lambda t: poller.poll(t * 1000)  # noqa: E731
@@ -380,8 +379,6 @@ def ns_init(argv: list[str]) -> int:
         finally:
             os._exit(127)
     try:
-        import select
-
         poller = select.poll()
         poller.register(os.pidfd_open(child), select.POLLIN)
         wait_child = lambda t: poller.poll(t * 1000)  # noqa: E731
