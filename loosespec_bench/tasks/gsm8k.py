@@ -17,17 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .answers import (
-    LM_EVAL_FLEXIBLE,
-    LM_EVAL_STRICT,
-    extract_answer,
-    lm_eval_exact_match,
-    lm_eval_filter,
-)
+from .answers import LmEvalScorer, extract_answer
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 PROMPT_FILE = Path(__file__).parent / "data" / "gsm8k_cot_llama.json"
 MATCHES = ("strict", "flexible")
+# lm-eval's own filters (strict-match, flexible-extract) and exact_match options, read from
+# its task file rather than re-typed.
+LM_EVAL_YAML = "gsm8k/gsm8k-cot-llama.yaml"
+FILTER_NAMES = {"strict": "strict-match", "flexible": "flexible-extract"}
 
 
 def load_prompt() -> dict[str, Any]:
@@ -49,6 +47,7 @@ class GSM8K(Task):
             raise ConfigError(f"dataset.match={match!r} must be one of {MATCHES} (lm-eval's strict-match or flexible-extract)")
         self.num_fewshot = num_fewshot
         self.match = match
+        self.scorer = LmEvalScorer.from_task_yaml(LM_EVAL_YAML)
 
     def _rows(self) -> list[dict[str, str]]:
         if self.data_dir is not None:
@@ -76,14 +75,11 @@ class GSM8K(Task):
         return out
 
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:
-        strict = lm_eval_filter(completion, LM_EVAL_STRICT)
-        flexible = lm_eval_filter(completion, LM_EVAL_FLEXIBLE)
-        ok = {
-            "strict": lm_eval_exact_match(strict, sample.reference),
-            "flexible": lm_eval_exact_match(flexible, sample.reference),
-        }
+        filtered = self.scorer.filtered(completion)
+        preds = {m: filtered[FILTER_NAMES[m]] for m in MATCHES}
+        ok = {m: self.scorer.exact_match(preds[m], sample.reference) for m in MATCHES}
         return {
-            "pred": strict if self.match == "strict" else flexible,
+            "pred": preds[self.match],
             "pred_number": extract_answer(completion, ["The final answer is"]),
             "correct": ok[self.match],
             "correct_strict": ok["strict"],
