@@ -132,11 +132,12 @@ class LmEvalScorer:
         cfg = lm_eval_task_config(relpath)
         return cls(cfg["filter_list"], cfg["metric_list"])
 
-    def filtered(self, completion: str) -> dict[str, str]:
-        """Each filter ensemble's answer, by ensemble name (e.g. strict-match, flexible-extract)."""
+    def filtered(self, completion: str, doc: dict[str, Any] | None = None) -> dict[str, str]:
+        """Each filter ensemble's answer, by ensemble name (e.g. strict-match, flexible-extract);
+        `doc` for filters that read the document (multi_choice_regex reads its choices)."""
         from lm_eval.api.instance import Instance
 
-        inst = Instance(request_type="generate_until", doc={}, arguments=("", {}), idx=0)
+        inst = Instance(request_type="generate_until", doc=dict(doc or {}), arguments=("", {}), idx=0)
         inst.resps = [completion]
         for ensemble in self.ensembles:
             ensemble.apply([inst])

@@ -182,7 +182,7 @@ class MBPPPlus(HumanEval):
         return self._local[task_id]
 
     def _diff_program(self, row: dict[str, Any], solution: str, plus: bool) -> str:
-        inputs = row["base_input"] + (row["plus_input"] if plus else [])
+        inputs = list(row["base_input"] or []) + (list(row["plus_input"] or []) if plus else [])
         shape = first_call_args(row["assertion"], row["entry_point"])
         config = {
             "entry_point": row["entry_point"], "canonical": row["canonical_solution"], "solution": solution,
