@@ -47,9 +47,19 @@ _C = _json.loads(CONFIG)
 
 def _conform(value, shape):
     """JSON lists back to the container types of the example argument `shape`."""
+    if isinstance(shape, (int, float, complex)) and not isinstance(shape, bool) and isinstance(value, str):
+        try:
+            return complex(value.replace(" ", ""))  # JSON keeps complex numbers as strings
+        except ValueError:
+            return value
     if isinstance(shape, (tuple, list, set)) and isinstance(value, list):
         items = list(shape)
-        kids = [_conform(v, items[i] if len(items) == len(value) else (items[0] if items else None)) for i, v in enumerate(value)]
+        kids = []
+        for i, v in enumerate(value):
+            kid = items[i] if len(items) == len(value) else (items[0] if items else None)
+            if isinstance(v, list) and not isinstance(kid, (tuple, list, set)):
+                kid = shape  # nested deeper than the example: same container type
+            kids.append(_conform(v, kid))
         return tuple(kids) if isinstance(shape, tuple) else (set(kids) if isinstance(shape, set) else kids)
     if isinstance(shape, dict) and isinstance(value, dict):
         ex = next(iter(shape.values()), None)
@@ -114,17 +124,20 @@ def extract_code(completion: str) -> tuple[str, bool]:
 
 
 def first_call_args(assertion: str, entry_point: str) -> list[Any] | None:
-    """The arguments of the first call of `entry_point` in an assert line, as Python values."""
-    try:
-        tree = ast.parse(assertion.strip().splitlines()[0])
-    except (SyntaxError, IndexError):
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point:
-            try:
-                return [ast.literal_eval(a) for a in node.args]
-            except ValueError:
-                return None
+    """The arguments of the first call of `entry_point` in the assert lines, as Python values."""
+    for line in assertion.splitlines():
+        if entry_point not in line:
+            continue
+        try:
+            tree = ast.parse(line.strip())
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point:
+                try:
+                    return [ast.literal_eval(a) for a in node.args]
+                except ValueError:
+                    return None
     return None
 
 
