@@ -118,3 +118,22 @@ def test_hub_only_task_offline_is_one_clear_error(monkeypatch, data_dir):
         LmEvalTask(task="acp_prog_gen", data_dir=str(data_dir))
     msg = str(err.value)
     assert "\n" not in msg and "acp_prog_gen" in msg and "hub" in msg
+
+
+def test_mgsm_task_runs_from_the_local_copy(data_dir):
+    t = LmEvalTask(task="mgsm_native_cot_fr", data_dir=str(data_dir), limit=1)
+    (sample,) = t.samples()
+    assert t.local and sample.reference == "18"
+    assert sample.messages[-1]["content"].startswith("Question : Les canes de Janet")
+    assert t.score(sample, "... La réponse est 18.")["correct"] is True
+    assert t.score(sample, "... La réponse est 17.")["correct"] is False
+
+
+def test_fewshot_from_a_split_the_local_copy_lacks_is_refused(data_dir):
+    """lm-eval's `gsm8k` draws 5 exemplars from the hub's train split; offline it would quietly
+    draw them from the test split instead. The adapter refuses, saying what to set."""
+    with pytest.raises(ConfigError, match="num_fewshot=0") as err:
+        LmEvalTask(task="gsm8k", data_dir=str(data_dir), limit=1)
+    assert "\n" not in str(err.value)
+    zero = LmEvalTask(task="gsm8k", data_dir=str(data_dir), limit=1, num_fewshot=0)
+    assert len(zero.samples()[0].messages) == 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -52,6 +53,7 @@ def _mgsm(data_dir: Path, name: str | None) -> dict[str, list[dict[str, Any]]]:
     return {"test": out}
 
 
+LOCAL_SPLIT = "test"  # the one split every local copy provides
 # (dataset_path, dataset_name or None for any) -> (files that must exist, loader)
 LOCAL_COPIES: dict[tuple[str, str | None], tuple[Callable[[str | None], str], Callable[[Path, str | None], dict]]] = {
     ("openai/gsm8k", "main"): (lambda name: "gsm8k/test.jsonl", _gsm8k),
@@ -105,7 +107,8 @@ def _jsonable(value: Any) -> Any:
 
 def build_lm_eval_task(name: str, data_dir: Path | None = None, include_path: str | None = None):
     """lm-eval's task object for `name` (TaskManager's index and factory), with its data set
-    mapped to a local copy when `data_dir` has one. Returns (task, local: bool)."""
+    mapped to a local copy when `data_dir` has one. Returns (task, local: bool, the splits the
+    local copy lacks as "key=split")."""
     try:
         from lm_eval.tasks import TaskManager
     except ImportError as err:
@@ -119,11 +122,27 @@ def build_lm_eval_task(name: str, data_dir: Path | None = None, include_path: st
     if isinstance(cfg.get("task"), list) or "group" in cfg:
         raise ConfigError(f"dataset.task={name!r} is an lm-eval group; name one of its tasks")
     custom = local_copy(data_dir, cfg.get("dataset_path"), cfg.get("dataset_name"))
-    overrides = {"custom_dataset": custom} if custom else None
+    overrides: dict[str, Any] | None = None
+    dropped: list[str] = []
+    if custom:
+        # Local copies hold the test split only: the task must not look for its few-shot or
+        # validation splits there (a few-shot prompt then fails with one clear error).
+        overrides = {"custom_dataset": custom}
+        for key in ("training_split", "validation_split", "fewshot_split"):
+            if cfg.get(key) not in (None, LOCAL_SPLIT):
+                overrides[key] = None
+                dropped.append(f"{key}={cfg[key]}")
     try:
         # What TaskManager.load does for a registered name, plus our data override (the
         # factory merges it into the task's YAML config before ConfigurableTask downloads).
-        task = manager._factory.build(entry, overrides=overrides, registry=manager.task_index)
+        # (lm-eval warns about `--metadata` whenever custom_dataset is set: not meant for us.)
+        quiet = logging.getLogger("lm_eval.api.task")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR if custom else level)
+        try:
+            task = manager._factory.build(entry, overrides=overrides, registry=manager.task_index)
+        finally:
+            quiet.setLevel(level)
     except ConfigError:
         raise
     except Exception as err:  # offline hub, gated data set, missing extra dependency
@@ -135,7 +154,7 @@ def build_lm_eval_task(name: str, data_dir: Path | None = None, include_path: st
         ) from None
     if isinstance(task, list) or not hasattr(task, "fewshot_context"):
         raise ConfigError(f"dataset.task={name!r} is an lm-eval tag or group; name one task")
-    return task, custom is not None
+    return task, custom is not None, dropped
 
 
 class LmEvalTask(Task):
@@ -161,13 +180,20 @@ class LmEvalTask(Task):
             raise ConfigError("dataset=lm_eval needs dataset.task=<lm-eval task name>, e.g. gsm8k_cot_llama")
         self.task_name = str(task)
         self.name = self.task_name
-        self.lm_task, self.local = build_lm_eval_task(self.task_name, self.data_dir, include_path)
+        self.lm_task, self.local, missing = build_lm_eval_task(self.task_name, self.data_dir, include_path)
         if self.lm_task.OUTPUT_TYPE != "generate_until":
             raise ConfigError(
                 f"lm-eval task {self.task_name} is {self.lm_task.OUTPUT_TYPE}; dataset=lm_eval runs generate_until tasks only"
             )
         cfg_shots = self.lm_task.config.num_fewshot
         self.num_fewshot = int(num_fewshot if num_fewshot is not None else (cfg_shots or 0))
+        fixed_shots = getattr(self.lm_task.fewshot_cfg, "samples", None)  # exemplars in the task file
+        if self.num_fewshot > 0 and missing and not fixed_shots:
+            # lm-eval would quietly draw exemplars from the test split instead: refuse.
+            raise ConfigError(
+                f"lm-eval task {self.task_name}: its {self.num_fewshot}-shot exemplars come from a split the local copy "
+                f"lacks ({', '.join(missing)}); set dataset.num_fewshot=0, or paths.data_dir=null with the hub reachable"
+            )
         self.apply_chat_template = bool(apply_chat_template)
         self.fewshot_as_multiturn = bool(fewshot_as_multiturn)
         self.lm_task.set_fewshot_seed(FEWSHOT_SEED)
