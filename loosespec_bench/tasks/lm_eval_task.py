@@ -146,6 +146,8 @@ def build_lm_eval_task(name: str, data_dir: Path | None = None, include_path: st
     except ConfigError:
         raise
     except Exception as err:  # offline hub, gated data set, missing extra dependency
+        if isinstance(err, ImportError) or "pip install" in str(err):
+            raise ConfigError(f"lm-eval task {name} needs extra packages: {_first_line(err)}") from None
         where = f"{cfg.get('dataset_path')}" + (f" ({cfg.get('dataset_name')})" if cfg.get("dataset_name") else "")
         raise ConfigError(
             f"lm-eval task {name}: could not load its data set {where}: {_first_line(err)}; "
@@ -176,41 +178,60 @@ class LmEvalTask(Task):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_new_tokens=max_new_tokens or 256, stop_strings=stop_strings, **kwargs)
-        if not task:
+        # lm-eval's task is built on first use (prepare()), not here: building loads its data,
+        # and errors raised inside Hydra's instantiate would reach the user wrapped in a
+        # traceback instead of as one ConfigError line.
+        self.task_name = str(task) if task else ""
+        self.name = self.task_name or "lm_eval"
+        self._options = dict(num_fewshot=num_fewshot, include_path=include_path, metric=metric, max_new_tokens=max_new_tokens)
+        self.apply_chat_template = bool(apply_chat_template)
+        self.fewshot_as_multiturn = bool(fewshot_as_multiturn)
+        self._lm_task: Any = None
+        self._docs: dict[str, tuple[int, dict[str, Any], Any]] = {}
+
+    @property
+    def lm_task(self) -> Any:
+        return self.prepare()
+
+    def prepare(self) -> Any:
+        """Build lm-eval's task object and take its settings (once); returns it."""
+        if self._lm_task is not None:
+            return self._lm_task
+        if not self.task_name:
             raise ConfigError("dataset=lm_eval needs dataset.task=<lm-eval task name>, e.g. gsm8k_cot_llama")
-        self.task_name = str(task)
-        self.name = self.task_name
-        self.lm_task, self.local, missing = build_lm_eval_task(self.task_name, self.data_dir, include_path)
-        if self.lm_task.OUTPUT_TYPE != "generate_until":
+        opts = self._options
+        lm_task, self.local, missing = build_lm_eval_task(self.task_name, self.data_dir, opts["include_path"])
+        if lm_task.OUTPUT_TYPE != "generate_until":
             raise ConfigError(
-                f"lm-eval task {self.task_name} is {self.lm_task.OUTPUT_TYPE}; dataset=lm_eval runs generate_until tasks only"
+                f"lm-eval task {self.task_name} is {lm_task.OUTPUT_TYPE}; dataset=lm_eval runs generate_until tasks only"
             )
-        cfg_shots = self.lm_task.config.num_fewshot
-        self.num_fewshot = int(num_fewshot if num_fewshot is not None else (cfg_shots or 0))
-        fixed_shots = getattr(self.lm_task.fewshot_cfg, "samples", None)  # exemplars in the task file
+        cfg_shots = lm_task.config.num_fewshot
+        shots = opts["num_fewshot"]
+        self.num_fewshot = int(shots if shots is not None else (cfg_shots or 0))
+        fixed_shots = getattr(lm_task.fewshot_cfg, "samples", None)  # exemplars in the task file
         if self.num_fewshot > 0 and missing and not fixed_shots:
             # lm-eval would quietly draw exemplars from the test split instead: refuse.
             raise ConfigError(
                 f"lm-eval task {self.task_name}: its {self.num_fewshot}-shot exemplars come from a split the local copy "
                 f"lacks ({', '.join(missing)}); set dataset.num_fewshot=0, or paths.data_dir=null with the hub reachable"
             )
-        self.apply_chat_template = bool(apply_chat_template)
-        self.fewshot_as_multiturn = bool(fewshot_as_multiturn)
-        self.lm_task.set_fewshot_seed(FEWSHOT_SEED)
-        gen = dict(self.lm_task.config.generation_kwargs or {})
+        lm_task.set_fewshot_seed(FEWSHOT_SEED)
+        gen = dict(lm_task.config.generation_kwargs or {})
         until = gen.get("until") or []
         until = [until] if isinstance(until, str) else list(until)
         # lm-eval's stop strings first, then any of ours (dataset.stop_strings).
         self.stop_strings = list(dict.fromkeys([*until, *self.stop_strings]))
-        if max_new_tokens is None:
+        if opts["max_new_tokens"] is None:
             self.max_new_tokens = int(gen.get("max_gen_toks", 256))
         self.gen_kwargs = gen
-        self.filter_names = [f.name for f in getattr(self.lm_task, "_filters", [])] or ["none"]
-        metrics = list(self.lm_task.aggregation())
+        self.filter_names = [f.name for f in getattr(lm_task, "_filters", [])] or ["none"]
+        metrics = list(lm_task.aggregation())
+        metric = opts["metric"]
         if metric is not None and metric not in metrics:
             raise ConfigError(f"dataset.metric={metric!r}: lm-eval task {self.task_name} reports {metrics}")
         self.metric = metric or (metrics[0] if metrics else None)
-        self._docs: dict[str, tuple[int, dict[str, Any], Any]] = {}
+        self._lm_task = lm_task
+        return lm_task
 
     # -- prompts -----------------------------------------------------------------------------
     def context(self, doc: dict[str, Any]) -> Any:
@@ -265,6 +286,7 @@ class LmEvalTask(Task):
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:
         from lm_eval.api.instance import Instance
 
+        self.prepare()
         doc = self._doc(sample)
         doc_id = self._docs[sample.id][0]
         inst = Instance(
@@ -298,6 +320,7 @@ class LmEvalTask(Task):
         scored = [r["score"] for r in records if r.get("score")]
         if not scored:
             return {}
+        self.prepare()
         out: dict[str, Any] = {}
         aggregations = self.lm_task.aggregation()
         for key in self.filter_names:
