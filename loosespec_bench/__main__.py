@@ -1,4 +1,4 @@
-"""`python -m loosespec_bench key=value ...`: the Hydra app (config in conf/)."""
+"""`python -m loosespec_bench key=value ...`: the Hydra app (configs in loosespec_bench/conf/; --help lists them)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def main() -> None:
     from hydra.types import RunMode
     from omegaconf import DictConfig
 
-    from .status import run_recording_errors
+    from .app import run_recording_errors
     from .config import CONF_DIR, check_group_overrides
 
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,80 @@ from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "paper_dataset")
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The configs ship inside the package, so an installed wheel runs from any folder.
+CONF_DIR = PACKAGE_DIR / "conf"
+GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "scale", "paper_dataset")
+SITE_CONF_ENV = "LOOSESPEC_SITE_CONF"
+
+
+def site_conf_dir() -> Path | None:
+    """The folder of site settings that belong neither in git nor in the package (its
+    local/slurm.yaml: partition, account, setup lines; slurm/README.md): $LOOSESPEC_SITE_CONF,
+    else the checkout's conf/ when the package runs from a checkout; searched after the
+    packaged configs (config.yaml's hydra.searchpath)."""
+    env = os.environ.get(SITE_CONF_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    checkout = PACKAGE_DIR.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "conf" / "local").is_dir():
+        return checkout / "conf"
+    return None
+
+
+def _site_searchpath() -> str:
+    site = site_conf_dir()
+    # A search path entry that does not exist makes Hydra warn on every run; without a site
+    # folder the packaged configs stand in (listed twice, which changes nothing).
+    return f"file://{site}" if site is not None and site.is_dir() else f"file://{CONF_DIR}"
+
+
+# The groups `--help` lists, in this order, with a title each; the others (hydra/launcher,
+# paper_dataset, pair_drafter, experiment_scale) are composed by these and not chosen directly.
+HELP_GROUPS = {
+    "method": "Methods (method=NAME): the acceptance rule",
+    "drafter": "Drafters (drafter=NAME): who proposes the K draft tokens",
+    "dataset": "Data sets (dataset=NAME)",
+    "pair": "Model pairs (pair=NAME): target + draft",
+    "experiment": "Experiments (-m experiment=NAME: the paper's run and its sweep)",
+    "scale": "Scales (scale=NAME, with an experiment)",
+    "logger": "Trackers (logger=NAME)",
+}
+DESCRIPTION_TAG = "# description:"
+
+
+def description(path: Path) -> str:
+    """A config file's one-line description: its `# description:` line, else its first comment."""
+    first = ""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith(DESCRIPTION_TAG):
+            return line[len(DESCRIPTION_TAG) :].strip()
+        text = line.lstrip("#").strip()
+        if text and not text.startswith("@") and not first:
+            first = text
+    return first
+
+
+def catalog(conf_dir: Path = CONF_DIR) -> str:
+    """Every option of the user-facing groups with its description (read from the files, so a
+    new config file adds its own line)."""
+    blocks = []
+    for group, title in HELP_GROUPS.items():
+        names = group_choices(group, conf_dir)
+        width = max(map(len, names), default=0)
+        rows = [f"  {n:<{width}}  {description(conf_dir / group / f'{n}.yaml')}".rstrip() for n in names]
+        blocks.append("\n".join([f"{title}:", *rows]))
+    return "\n\n".join(blocks)
+
+
+# Registered on import: every entry point that composes the config imports this module first.
+OmegaConf.register_new_resolver("lsb.site_conf", _site_searchpath, replace=True)
+# The help template (hydra/help/loosespec.yaml) goes through string.Template after
+# OmegaConf: a literal $ must be doubled there.
+OmegaConf.register_new_resolver("lsb.catalog", lambda: catalog().replace("$", "$$"), replace=True)
+
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
 NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name")

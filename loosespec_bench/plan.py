@@ -63,7 +63,7 @@ DEFAULT_LOAD_MIN = 1.0
 # 1.22x and SPD 1.02x at 8B->70B, ALGORITHMS.md). Per-pair entries win: "method@pair".
 SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
 # Full set sizes (samples) and turns per sample, for dataset.limit = null.
-SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
+SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "mbpp_plus": 399, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
 MGSM_PER_LANGUAGE, MGSM_LANGUAGES = 250, 11
 TURNS = {"mt_bench": 2.0, "komt_bench": 2.0, "spec_bench": 560 / 480}  # Spec-Bench: 80 of 480 are two-turn
 

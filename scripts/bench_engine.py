@@ -62,10 +62,11 @@ from transformers import DynamicCache  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from loosespec_bench import costmodel  # noqa: E402
-from loosespec_bench.app import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
 from loosespec_bench.build import instantiate  # noqa: E402
 from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.decoding import GenerationOutput, generate  # noqa: E402
+from loosespec_bench.metrics import median_or_none as _median, pair_up, paired_ratio_stats  # noqa: E402
+from loosespec_bench.prompting import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
 from loosespec_bench.step import crop_to  # noqa: E402
 from loosespec_bench.drafters.lookup import PromptLookupDrafter  # noqa: E402
 from loosespec_bench.drafters.model import ModelDrafter  # noqa: E402
@@ -363,21 +364,16 @@ def _sample_of(p: Prompt) -> Any:
 # ---------------------------------------------------------------------------------------------
 # Summaries
 # ---------------------------------------------------------------------------------------------
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
 def _fmt(x: float | None, spec: str = ".3f", suffix: str = "") -> str:
     return "-" if x is None else format(x, spec) + suffix
 
 
 def paired(runs: list[Run], a: str, b: str) -> list[tuple[Run, Run]]:
-    by = {(r.contestant, r.set, r.prompt, r.repeat): r for r in runs}
-    return [
-        (r, by[(b, r.set, r.prompt, r.repeat)])
-        for r in runs
-        if r.contestant == a and (b, r.set, r.prompt, r.repeat) in by
-    ]
+    """Contestant a's and b's runs on the same (prompt, repeat)."""
+    def of(name: str) -> dict[tuple[str, str, int], Run]:
+        return {(r.set, r.prompt, r.repeat): r for r in runs if r.contestant == name}
+
+    return pair_up(of(a), of(b))
 
 
 def per_contestant(runs: list[Run], name: str) -> dict[str, Any]:
@@ -397,18 +393,12 @@ def per_contestant(runs: list[Run], name: str) -> dict[str, Any]:
 
 
 def compare(runs: list[Run], a: str, b: str, lossless: bool) -> dict[str, Any]:
+    """Ours / peer, seconds per new token, as paired-ratio statistics (metrics.paired_ratio_stats)."""
     pairs = paired(runs, a, b)
-    ratios = [ra.s_per_token / rb.s_per_token for ra, rb in pairs]
-    ident = [ra.tokens == rb.tokens for ra, rb in pairs]
     return {
         "pairs": len(pairs),
-        "time_ratio_median": _median(ratios),  # ours / peer, seconds per new token
-        # bf16 near-ties can send the two down different (often different-length) outputs, so
-        # the pairs that produced the very same tokens are also summarised on their own.
-        "time_ratio_median_identical": _median([x for x, same in zip(ratios, ident) if same]),
-        "time_ratio_min": min(ratios) if ratios else None,
-        "time_ratio_max": max(ratios) if ratios else None,
-        "identical": sum(ident),
+        **paired_ratio_stats([ra.s_per_token / rb.s_per_token for ra, rb in pairs],
+                             [ra.tokens == rb.tokens for ra, rb in pairs], name="time_ratio"),
         "lossless_pair": lossless,
     }
 

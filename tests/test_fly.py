@@ -306,4 +306,4 @@ def test_fly_experiment_files_run_fly_with_deferral_possible(name):
     cfg = compose_config([f"experiment={name}"])
     assert cfg.experiment_name == name and cfg.method.name == "fly"
     assert cfg.drafter.k > cfg.method.window or name.startswith("fly_ablation_window")
-    assert (name.endswith("_cpu")) == (cfg.pair.name == "qwen2.5-coder-0.5b-1.5b")
+    assert cfg.pair.name == "llama31-8b-70b"  # paper scale; scale=cpu: tests/test_scale.py

@@ -122,7 +122,7 @@ def test_every_replicate_experiment_point_composes_and_no_two_jobs_share_a_folde
 
     gpu = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=4", f"paths.results_dir={tmp_path}"]
     sweeps = build_plan(REPLICATE, gpu)
-    sweeps += build_plan([e for e in REPLICATE if "405b" not in e], [*gpu[:1], "pair=qwen25_coder_embedded", "dataset.limit=1"])
+    sweeps += build_plan([e for e in REPLICATE if "405b" not in e], [*gpu[:1], "scale=cpu"])
     assert not duplicates(sweeps)
     by_name = {s.experiment: s for s in sweeps[: len(REPLICATE)]}
     assert len(by_name["replicate_fly_70b"].jobs) == 16  # 8 data sets x K in {15, 25}
@@ -181,6 +181,21 @@ def test_dry_run_prints_the_70b_plan_with_the_official_settings():
     assert "WARNING" not in out
 
 
+def test_dry_run_of_replicate_cpu_plans_the_cpu_scale():
+    proc = subprocess.run(
+        ["make", "-s", "-o", "install", "-o", "install-replicate", "replicate-cpu",
+         f"PY={sys.executable}", "DRY_RUN=1", "REPLICATE_CPU_SWEEPS=fly_ablation_theta replicate_ar_70b"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "LOOSESPEC_RESULTS_DIR": "results"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for fragment in ("experiment=fly_ablation_theta hydra/launcher=basic scale=cpu", "embedded:qwen2.5-coder-1.5b-instruct",
+                     "generation.max_new_tokens=128", "drafter.k=10", "method.theta=0.5"):
+        assert fragment in out, fragment
+    assert "[fly_ablation_theta] 3 jobs" in out and "[replicate_ar_70b] 8 jobs" in out  # the CPU grid; one pair
+    assert "Llama" not in out and "Qwen3" not in out
+
+
 # --------------------------------------------------------------------------- launching
 
 
@@ -225,7 +240,7 @@ def test_failed_point_leaves_its_error_and_the_sweep_goes_on(tmp_path):
     assert "1 done, 0 running, 1 failed, 1 pending" in report and "tiny:x" in report
 
     # An attempt that succeeds clears the error an earlier attempt left.
-    from loosespec_bench.status import run_recording_errors
+    from loosespec_bench.app import run_recording_errors
 
     (ok[0] / ERROR).write_text("failed: earlier\n")
     run_recording_errors(compose_config([*TINY, "pair.draft.path=tiny:1"], results_dir=tmp_path))
@@ -299,7 +314,7 @@ def test_killed_sweep_job_shows_as_running_and_a_rerun_resumes_it(tmp_path):
     before = text[: text.rfind("\n") + 1].splitlines()  # finished samples (a kill may cut the last line)
     assert point_status(samples.parent).state == "running"  # no summary, no error: killed or still running
     # Rerun the same point (here in-process, as the basic launcher would run it): it resumes.
-    from loosespec_bench.status import run_recording_errors
+    from loosespec_bench.app import run_recording_errors
 
     summary = run_recording_errors(compose_config([*TINY, *LONG], results_dir=tmp_path))
     assert summary["n_samples"] == 5

@@ -392,7 +392,7 @@ class Eagle3Drafter(Drafter):
         if head is None and not head_path:
             raise ConfigError(
                 "drafter=eagle3 needs a head: this pair has no pair.eagle3_head and no "
-                "conf/pair_drafter/<pair>_eagle3.yaml; set drafter.head_path=<folder or hub id>"
+                "loosespec_bench/conf/pair_drafter/<pair>_eagle3.yaml; set drafter.head_path=<folder or hub id>"
             )
         if head is None:
             if head_path == "random":
