@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -73,14 +73,58 @@ def description(path: Path) -> str:
     return first
 
 
-def catalog(conf_dir: Path = CONF_DIR) -> str:
+def search_dirs(searchpath: Iterable[str] | None = None) -> list[Path]:
+    """The folders Hydra composes config groups from, in its order (the first holding a file
+    wins): the packaged conf/, then the `hydra.searchpath` entries that are folders (`file://`
+    paths, `pkg://` packages). searchpath None means config.yaml's own: the site folder
+    (site_conf_dir). A `hydra.searchpath=[...]` override replaces that list, as in Hydra, so
+    an extension's folder adds its group options (method/<name>.yaml...) without editing the
+    package (README, "Extend it")."""
+    entries = [_site_searchpath()] if searchpath is None else [str(e) for e in searchpath]
+    dirs = [CONF_DIR]
+    for entry in entries:
+        folder: Path | None = None
+        if entry.startswith("file://"):
+            folder = Path(entry[len("file://") :]).expanduser().resolve()
+        elif entry.startswith("pkg://"):
+            import importlib.resources
+
+            try:
+                folder = Path(str(importlib.resources.files(entry[len("pkg://") :].replace("/", "."))))
+            except (ImportError, TypeError, ValueError):
+                folder = None
+        if folder is not None and folder.is_dir() and folder not in dirs:
+            dirs.append(folder)
+    return dirs
+
+
+def searchpath_override(argv: Sequence[str]) -> list[str] | None:
+    """The entries of a `hydra.searchpath=[...]` command-line override, None without one."""
+    for arg in argv:
+        if arg.lstrip("+").startswith("hydra.searchpath="):
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            value = OverridesParser.create().parse_overrides([arg])[0].value()
+            if isinstance(value, list):
+                return [str(v) for v in value]
+            raise ConfigError(f"{arg}: hydra.searchpath must be a list, e.g. hydra.searchpath=[file:///path/to/conf]")
+    return None
+
+
+def option_file(group: str, name: str, dirs: Sequence[Path]) -> Path | None:
+    """The file Hydra composes for `group=name`: the first of the search folders holding it."""
+    return next((d / group / f"{name}.yaml" for d in dirs if (d / group / f"{name}.yaml").is_file()), None)
+
+
+def catalog(conf_dir: Path = CONF_DIR, searchpath: Iterable[str] | None = None) -> str:
     """Every option of the user-facing groups with its description (read from the files, so a
-    new config file adds its own line)."""
+    new config file adds its own line), the search path's folders included."""
+    dirs = [conf_dir, *(d for d in search_dirs(searchpath) if d != CONF_DIR)]
     blocks = []
     for group, title in HELP_GROUPS.items():
-        names = group_choices(group, conf_dir)
+        names = group_choices(group, dirs)
         width = max(map(len, names), default=0)
-        rows = [f"  {n:<{width}}  {description(conf_dir / group / f'{n}.yaml')}".rstrip() for n in names]
+        rows = [f"  {n:<{width}}  {description(option_file(group, n, dirs))}".rstrip() for n in names]  # type: ignore[arg-type]
         blocks.append("\n".join([f"{title}:", *rows]))
     return "\n\n".join(blocks)
 
@@ -89,7 +133,10 @@ def catalog(conf_dir: Path = CONF_DIR) -> str:
 OmegaConf.register_new_resolver("lsb.site_conf", _site_searchpath, replace=True)
 # The help template (hydra/help/loosespec.yaml) goes through string.Template after
 # OmegaConf: a literal $ must be doubled there.
-OmegaConf.register_new_resolver("lsb.catalog", lambda: catalog().replace("$", "$$"), replace=True)
+# Its argument is the composed hydra.searchpath, so options added through it are listed too.
+OmegaConf.register_new_resolver(
+    "lsb.catalog", lambda searchpath=None: catalog(searchpath=searchpath).replace("$", "$$"), replace=True
+)
 
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
@@ -98,13 +145,19 @@ NON_SEMANTIC_DATASET = ("limit", "data_dir")
 NEUTRAL_GENERATION = {"top_k": 0, "top_p": 1.0}
 
 
-def group_choices(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
-    folder = conf_dir / group
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+def group_choices(group: str, conf_dir: Path | Sequence[Path] = CONF_DIR) -> list[str]:
+    """The options of a config group: the yaml files in `<conf_dir>/<group>/`, over every
+    folder when given several (search_dirs)."""
+    dirs = [conf_dir] if isinstance(conf_dir, Path) else list(conf_dir)
+    return sorted({p.stem for d in dirs if (d / group).is_dir() for p in (d / group).glob("*.yaml")})
 
 
 def check_group_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
-    """Reject `group=unknown` command-line overrides before Hydra prints a multi-line error."""
+    """Reject `group=unknown` command-line overrides before Hydra prints a multi-line error.
+
+    Options are looked up where Hydra will look: conf_dir, then the search path (the site
+    folder, or the folders of a `hydra.searchpath=[...]` override in argv)."""
+    dirs = [conf_dir, *(d for d in search_dirs(searchpath_override(argv)) if d != CONF_DIR)]
     for arg in argv:
         if "=" not in arg or arg.startswith("-"):
             continue
@@ -112,7 +165,7 @@ def check_group_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         key = key.lstrip("+~")
         if key not in GROUPS or "(" in value:  # leave sweep functions (glob, choice...) to Hydra
             continue
-        choices = group_choices(key, conf_dir)
+        choices = group_choices(key, dirs)
         for v in value.split(","):
             if v and v != "null" and v not in choices:
                 near = difflib.get_close_matches(v, choices, n=1)
