@@ -60,7 +60,7 @@ DEFAULT_TPS = 10.0
 LOAD_MIN = {"llama31-8b-70b": 10.0, "qwen3-4b-32b": 5.0, "llama31-8b-405b": 30.0}
 DEFAULT_LOAD_MIN = 1.0
 # Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
-# 1.22x and SPD 1.02x at 8B->70B, ALGORITHMS.md). Per-pair entries win: "method@pair".
+# 1.22x and SPD 1.02x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair".
 SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
 # Full set sizes (samples) and turns per sample, for dataset.limit = null.
 SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "mbpp_plus": 399, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}

@@ -1,11 +1,11 @@
 """README "Extend it": a new acceptance rule, data set and model pair, each added through config
 and at most ONE small module outside the package, composed through Hydra's search path and run
-end to end on the tiny pair (2 samples). The module and yaml texts below are the README's."""
+end to end on the tiny pair (2 samples). The module and yaml files are read from the README."""
 
 from __future__ import annotations
 
 import json
-import textwrap
+import re
 from pathlib import Path
 
 import pytest
@@ -15,86 +15,29 @@ from loosespec_bench import app
 from loosespec_bench.config import CONF_DIR, catalog, check_group_overrides, search_dirs, searchpath_override
 from loosespec_bench.errors import ConfigError
 
-from .conftest import shared_data_dir
+from .conftest import REPO, shared_data_dir
 
-# -- a new acceptance rule: method=top2 ------------------------------------------------------
-TOP2_MODULE = '''
-"""method=top2: accept draft token d_i when it is among the target's 2 most likely tokens."""
-import torch
-
-from loosespec_bench.step import longest_true_prefix
-from loosespec_bench.verifiers.base import Verdict, Verifier
-
-
-class Top2(Verifier):
-    def __init__(self, top: int = 2) -> None:
-        self.top = top
-
-    def __call__(self, draft, scores, *, temperature, generator, top_k=0, top_p=1.0):
-        k = draft.k
-        logits = scores.logits  # [K+1, vocab]: row i scores draft position i, row K the bonus
-        best = logits[:k].topk(self.top, dim=-1).indices.cpu()  # [K, top]
-        ok = (best == draft.tokens.unsqueeze(-1)).any(dim=-1)  # [K]
-        n = longest_true_prefix(ok)  # keep d_1..d_n
-        exact = draft.tokens == logits[:k].argmax(dim=-1).cpu()  # [K] what SPD would accept
-        record = {"raw_match": exact.tolist(), "loose_accepted": [i for i in range(n) if not exact[i]]}
-        return Verdict(num_accepted=n, next_token=int(logits[n].argmax()), record=record)
-'''
-TOP2_YAML = """\
-# description: accept d_i when it is among the target's top-2 tokens (greedy)
-name: top2
-_target_: ext_top2.Top2
-top: 2
-"""
-
-# -- a new data set: dataset=toy ---------------------------------------------------------------
-TOY_MODULE = '''
-"""dataset=toy: questions from <data_dir>/toy/test.jsonl ({"id", "question", "answer"}), exact match."""
-from loosespec_bench.tasks.base import Sample, Task, read_jsonl
+def readme_examples() -> dict[str, str]:
+    """The files of README's "Extend it" section: each fenced python / yaml block whose first
+    line is `# <path>`, by path. The tests run exactly what the README shows."""
+    section = (REPO / "README.md").read_text().split("\n## Extend it\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(?:python|yaml)\n(.*?)```", section, re.S)
+    return {b.splitlines()[0].removeprefix("# ").strip(): b for b in blocks}
 
 
-class Toy(Task):
-    name = "toy"
-
-    def load_all(self):
-        rows = read_jsonl(self.local_path("toy", "test.jsonl"))
-        return [Sample(id=str(r["id"]), messages=self.with_system([{"role": "user", "content": r["question"]}]),
-                       reference=r["answer"]) for r in rows]
-
-    def score(self, sample, completion):
-        return {"correct": completion.strip() == sample.reference}
-'''
-TOY_YAML = """\
-# description: a toy question set (exact match)
-_target_: ext_toy.Toy
-name: toy
-data_dir: ${paths.data_dir}
-limit: 2
-max_new_tokens: 16
-stop_strings: []
-system_prompt: null
-"""
+EXAMPLES = readme_examples()
 TOY_ROWS = [{"id": i, "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(3)]
 
-# -- a new model pair: pair=tiny_seeds (config only) -------------------------------------------
-PAIR_YAML = """\
-# description: two other tiny random models (seeds 2 and 3)
-name: tiny_seeds
-target:
-  path: tiny:2
-draft:
-  path: tiny:3
-dtype: float32
-device: cpu
-draft_device: null
-"""
+
+def _files(*paths: str) -> dict[str, str]:
+    return {path: EXAMPLES[path] for path in paths}
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
+        path.write_text(text)
 
 
 def _run(conf: Path, overrides: list[str], results: Path) -> dict:
@@ -108,7 +51,7 @@ def _run(conf: Path, overrides: list[str], results: Path) -> dict:
 
 
 def test_a_new_acceptance_rule(tmp_path, monkeypatch):
-    _write(tmp_path, {"ext_top2.py": TOP2_MODULE, "conf/method/top2.yaml": TOP2_YAML})
+    _write(tmp_path, _files("ext_top2.py", "conf/method/top2.yaml"))
     monkeypatch.syspath_prepend(str(tmp_path))  # the module: on PYTHONPATH for the CLI
     summary = _run(tmp_path / "conf", ["method=top2", "drafter=model", "drafter.k=3"], tmp_path / "results")
     assert summary["method"] == "top2" and summary["n_samples"] == 2
@@ -118,7 +61,7 @@ def test_a_new_acceptance_rule(tmp_path, monkeypatch):
 
 
 def test_a_new_data_set(tmp_path, monkeypatch):
-    _write(tmp_path, {"ext_toy.py": TOY_MODULE, "conf/dataset/toy.yaml": TOY_YAML})
+    _write(tmp_path, _files("ext_toy.py", "conf/dataset/toy.yaml"))
     data = tmp_path / "data"
     _write(data, {"toy/test.jsonl": "".join(json.dumps(r) + "\n" for r in TOY_ROWS)})
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -130,7 +73,7 @@ def test_a_new_data_set(tmp_path, monkeypatch):
 
 
 def test_a_new_model_pair(tmp_path):
-    _write(tmp_path, {"conf/pair/tiny_seeds.yaml": PAIR_YAML})
+    _write(tmp_path, _files("conf/pair/tiny_seeds.yaml"))
     summary = _run(tmp_path / "conf", ["pair=tiny_seeds", "method=spd"], tmp_path / "results")
     assert summary["pair"] == "tiny_seeds" and summary["n_samples"] == 2
     config = (Path(summary["run_dir"]) / "config.yaml").read_text()
@@ -138,7 +81,7 @@ def test_a_new_model_pair(tmp_path):
 
 
 def test_search_path_options_are_checked_and_listed(tmp_path, monkeypatch):
-    _write(tmp_path, {"conf/method/top2.yaml": TOP2_YAML})
+    _write(tmp_path, _files("conf/method/top2.yaml"))
     sp = [f"file://{tmp_path / 'conf'}"]
     assert searchpath_override([f"hydra.searchpath=[{sp[0]}]", "method=top2"]) == sp
     assert search_dirs(sp) == [CONF_DIR, tmp_path / "conf"]

@@ -227,7 +227,7 @@ def test_mla_lookup_option_is_validated_and_configured():
 
 
 def test_vllm_window_disagrees_with_the_released_rule_on_the_documented_example():
-    # ALGORITHMS.md: d = [1,0,0,1,0,0,0,0], every target token 0, W = 3. The released rule
+    # docs/algorithms.md section 4.4: d = [1,0,0,1,0,0,0,0], every target token 0, W = 3. The released rule
     # matches the pattern [F,T,T] at 0 and 3 (a_3 is a mismatch inside 0's window, but the
     # code's pattern stops before it); vLLM needs a_1..a_3 all true after 0 and rejects there.
     d = torch.tensor([1, 0, 0, 1, 0, 0, 0, 0])

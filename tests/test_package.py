@@ -55,6 +55,18 @@ def test_every_listed_config_has_an_explicit_description():
     assert not missing, f"add a '# description: <one line>' comment to: {missing}"
 
 
+def test_readme_layout_names_every_top_level_module_and_the_help_commands():
+    readme = (REPO / "README.md").read_text()
+    layout = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    named = {line.split()[0] for line in layout.splitlines() if line.startswith("  ") and line[2:3].strip()}
+    pkg = REPO / "loosespec_bench"
+    tree = {p.name + ("/" if p.is_dir() else "") for p in pkg.iterdir()
+            if (p.suffix == ".py" or (p / "__init__.py").is_file() or p.name == "conf") and p.name != "__pycache__"}
+    assert tree - named == set(), f"README's Layout misses {sorted(tree - named)}"
+    assert named - tree == set(), f"README's Layout names what is not in loosespec_bench/: {sorted(named - tree)}"
+    assert "make help" in readme and "python -m loosespec_bench --help" in readme
+
+
 def test_make_help_lists_the_targets():
     proc = subprocess.run(["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -3,7 +3,7 @@
 Target alone (method=ar) is this same loop with no drafter (K = 0), so baseline and method are
 timed through identical code. The loop owns the target's KV cache; the convention is that the
 cache holds every committed token but the last one ("pending"), so each verification forward
-runs over [pending, d_1..d_K] and yields K+1 distributions p_1..p_{K+1} (ALGORITHMS.md).
+runs over [pending, d_1..d_K] and yields K+1 distributions p_1..p_{K+1} (docs/algorithms.md section 1).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 
-# FLy's split (ALGORITHMS.md): in-distribution for the drafters / EAGLE-3 training data, and not.
+# FLy's split (docs/algorithms.md section 8): in-distribution for the drafters / EAGLE-3 training data, and not.
 # The means over them use these sets only; any other set a run covers gets its own columns.
 ID_SETS = ("gsm8k", "humaneval", "mbpp_plus")
 OOD_SETS = ("mgsm", "niah", "acp_prog_gen")

@@ -8,7 +8,7 @@ FLy accepts a draft token d_i that differs from the target's token t_i when
 A deferred position keeps the DRAFT token. A second mismatch inside the window breaks the
 pattern, so the first mismatch fails after all ("retroactive rejection").
 
-Three readings, all offered (ALGORITHMS.md):
+Three readings, all offered (docs/algorithms.md section 4):
   mode="code"  (default) what the released code computes (fly/models/FLy.py, generate_chunks):
       H_i   = -sum_{top-3 of p_i} p log p        (full-vocab softmax, 3 largest, not renormalised)
       deferred_i  iff  a_i..a_{i+W-1} == [False, True * (W-1)], K >= W, i not in the last W
