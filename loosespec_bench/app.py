@@ -24,6 +24,7 @@ from .decoding import GenerationOutput, generate
 from .metrics import sample_metrics, summarize
 from .models import LoadedModel, load_model
 from .models.loading import load_options
+from .models.quantize import quantize_drafter
 from .sinks import RunFolder
 from .sinks.trackers import build_tracker
 from .stats import retention_summary
@@ -128,6 +129,9 @@ class Runner:
             if cfg.drafter.get("needs_target", False):  # heads on the target's hidden states (EAGLE-3)
                 extra["target"] = self.target.model
             self.drafter = _instantiate(cfg.drafter, **extra)
+            # pair.draft.quantize: weight-only int8/int4 linears for the draft network (the draft
+            # model, or an EAGLE-3 head), done once here; the target is never quantised.
+            quantize_drafter(self.drafter, pair.draft.get("quantize"))
         self.verifier = _instantiate(cfg.method)
         self.ar_verifier = SPD()
         self.eos = eos_ids(self.target)

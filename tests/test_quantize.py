@@ -1,0 +1,92 @@
+"""Weight-only int8/int4 draft linears (models/quantize.py, pair.draft.quantize)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from loosespec_bench.decoding import generate
+from loosespec_bench.decoding.cpu import prepacked_linears
+from loosespec_bench.errors import ConfigError
+from loosespec_bench.models.loading import load_model
+from loosespec_bench.models.quantize import QuantizedLinear, int_kernels_available, quantize_drafter, quantize_linears
+from loosespec_bench.verifiers.spd import SPD
+
+from .helpers import make_drafter
+
+MODES = [m for m, ok in int_kernels_available().items() if ok]
+pytestmark = pytest.mark.skipif(not MODES, reason="this torch build has no weight-only CPU kernels")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_quantized_linear_close_to_float_and_to_its_dequantised_weight(mode, dtype, rows):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(128, 64, bias=True).to(dtype)
+    q = QuantizedLinear(lin, mode)
+    x = torch.randn(2, rows, 128, dtype=dtype)
+    with torch.no_grad():
+        ref = lin(x).float()
+        y = q(x).float()
+        deq = F.linear(x.float(), q.weight.float(), q.bias.float())  # what every path multiplies by
+    scale = ref.abs().max()
+    rtol = {"int8": 0.02, "int4": 0.2}[mode]  # quantisation error against the float layer
+    assert (y - ref).abs().max() <= rtol * scale
+    # The int kernel (1 row) and F.linear (more rows) compute with the same quantised weights.
+    tol = 1e-4 if dtype == torch.float32 else 0.02
+    assert (y - deq).abs().max() <= tol * scale
+    assert q.weight.data_ptr() != lin.weight.data_ptr()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_prepacked_loop_keeps_int_kernel_for_one_row(mode):
+    torch.manual_seed(0)
+    q = QuantizedLinear(torch.nn.Linear(128, 64, bias=False), mode)
+    x1, x6 = torch.randn(1, 128), torch.randn(6, 128)
+    with torch.no_grad():
+        want1, want6 = q(x1), q(x6)
+        with prepacked_linears(q) as n:
+            assert n == 1
+            got1, got6 = q(x1), q(x6)
+    assert torch.equal(got1, want1)  # the int kernel, not the packed float path
+    assert torch.allclose(got6, want6, atol=1e-5)  # oneDNN on the dequantised weight
+    assert "forward" not in q.__dict__
+
+
+def test_quantize_linears_swaps_all_and_unties_the_head():
+    model = load_model("tiny:1", dtype="float32").model
+    n_lin = sum(type(m) is torch.nn.Linear for m in model.modules())
+    assert quantize_linears(model, "int8") == n_lin
+    assert isinstance(model.lm_head, QuantizedLinear)
+    assert not any(type(m) is torch.nn.Linear for m in model.modules())
+    assert quantize_linears(model, "none") == 0
+    with pytest.raises(ConfigError):
+        quantize_linears(model, "int3")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("drafter", ["model", "mla"])
+def test_greedy_spd_with_quantized_draft_identical_to_target_alone(mode, drafter):
+    """Lossless stays lossless: only the draft is quantised, the fp32 target decides every token."""
+    target = load_model("tiny:0", dtype="float32").model
+    draft = load_model("tiny:1", dtype="float32").model
+    d = make_drafter(drafter, draft)
+    assert quantize_drafter(d, mode) > 0
+    prompt = torch.randint(0, 250, (30,), generator=torch.Generator().manual_seed(3))
+    spd = generate(target, prompt, verifier=SPD(), drafter=d, k=4, max_new_tokens=32)
+    ar = generate(target, prompt, verifier=SPD(), max_new_tokens=32)
+    assert spd.new_tokens == ar.new_tokens
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sampled_spd_with_quantized_draft_runs(mode):
+    target = load_model("tiny:0", dtype="float32").model
+    draft = load_model("tiny:1", dtype="float32").model
+    d = make_drafter("model", draft)
+    quantize_drafter(d, mode)
+    prompt = torch.randint(0, 250, (20,), generator=torch.Generator().manual_seed(4))
+    out = generate(target, prompt, verifier=SPD(), drafter=d, k=3, max_new_tokens=16, temperature=0.8,
+                   generator=torch.Generator().manual_seed(0), want_draft_probs=True)
+    assert len(out.new_tokens) == 16
