@@ -191,6 +191,10 @@ class Bench:
         t0 = time.perf_counter()
         self.target: LoadedModel = load_model(args.target, dtype=dtype)
         self.draft: LoadedModel = load_model(args.draft, dtype=dtype)
+        if args.draft_quantize != "none":  # pair.draft.quantize: every contestant's draft (HF's too)
+            from loosespec_bench.models.quantize import quantize_linears
+
+            quantize_linears(self.draft.model, args.draft_quantize)
         self.load_s = time.perf_counter() - t0
         self.eos = eos_ids(self.target)
         tok = self.target.tokenizer
@@ -291,7 +295,7 @@ class Bench:
                     self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d), a.fly_k, record=True))
         if DropMatch is not None:
             add("dropmatch", True, False, a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
-                self._ours(DropMatch(), ModelDrafter(d), a.k, record=True))
+                self._ours(DropMatch(lm_head_batch=a.dm_lm_head_batch), ModelDrafter(d), a.k, record=True))
         for name in names:
             if name not in out:
                 self.unavailable.setdefault(name, "module not available")
@@ -493,6 +497,8 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
     names = list(bench.contestants)
     dtype = "fp32" if args.fp32 else "bf16"
     print()
+    if args.draft_quantize != "none":
+        dtype += f", draft {args.draft_quantize}"
     print(f"== engine benchmark: {args.target} <- {args.draft} ({dtype}, CPU, {torch.get_num_threads()} threads, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), greedy, max_new_tokens={args.max_new_tokens}")
     print(f"   prompts: {res['prompt_summary']}; repeats {args.repeats}; "
@@ -648,6 +654,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data-dir", default=None, help="data sets folder (default $LOOSESPEC_DATA_DIR, else ../shared/datasets)")
     ap.add_argument("--target", default=TARGET)
     ap.add_argument("--draft", default=DRAFT)
+    ap.add_argument("--draft-quantize", default="none", choices=("none", "int8", "int4"),
+                    help="weight-only int linears for the draft (pair.draft.quantize); the target is untouched")
+    ap.add_argument("--dm-lm-head-batch", type=int, default=None,
+                    help="DropMatch candidate positions per LM-head call (default: all in one call per step)")
     ap.add_argument("--tiny", action="store_true", help="tiny random models tiny:0 <- tiny:1 (smoke test)")
     ap.add_argument("--calibration-reps", type=int, default=5, help="isolated forwards per shape for the cost model (0: skip)")
     ap.add_argument("--max-prompt-tokens", type=int, default=None, help="keep only the last N prompt tokens")
