@@ -25,6 +25,7 @@ from .metrics import sample_metrics, summarize
 from .models import LoadedModel, load_model
 from .models.loading import load_options
 from .models.quantize import quantize_drafter
+from .models.subvocab import restrict_draft_vocab
 from .sinks import RunFolder
 from .sinks.trackers import build_tracker
 from .stats import retention_summary
@@ -32,7 +33,7 @@ from .tasks import Sample, Task
 from .verifiers.spd import SPD
 
 log = logging.getLogger(__name__)
-META_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "k")
+META_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "k", "vocab_top")
 
 
 def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
@@ -131,6 +132,9 @@ class Runner:
             self.drafter = _instantiate(cfg.drafter, **extra)
             # pair.draft.quantize: weight-only int8/int4 linears for the draft network (the draft
             # model, or an EAGLE-3 head), done once here; the target is never quantised.
+            # drafter.vocab_top (FR-Spec style): the draft's LM head over the most frequent ids
+            # only, before quantising so the smaller head is quantised too.
+            restrict_draft_vocab(self.drafter, cfg.drafter.get("vocab_top"), self.target.tokenizer, cfg.paths.data_dir)
             quantize_drafter(self.drafter, pair.draft.get("quantize"))
         self.verifier = _instantiate(cfg.method)
         self.ar_verifier = SPD()

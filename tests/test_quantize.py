@@ -90,3 +90,56 @@ def test_sampled_spd_with_quantized_draft_runs(mode):
     out = generate(target, prompt, verifier=SPD(), drafter=d, k=3, max_new_tokens=16, temperature=0.8,
                    generator=torch.Generator().manual_seed(0), want_draft_probs=True)
     assert len(out.new_tokens) == 16
+
+
+# -- draft sub-vocabulary (models/subvocab.py, drafter.vocab_top) -----------------------------
+def _subvocab_drafter(tmp_path, monkeypatch, top, drafter="model", mode="none"):
+    from loosespec_bench.models.subvocab import SubVocabHead, restrict_draft_vocab
+    from loosespec_bench.models.tiny import tiny_tokenizer
+
+    monkeypatch.setenv("LOOSESPEC_CACHE_DIR", str(tmp_path))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{"q": "the cat sat on the mat", "a": "0123 abc"}\n')
+    draft = load_model("tiny:1", dtype="float32").model
+    d = make_drafter(drafter, draft)
+    n = restrict_draft_vocab(d, top, tiny_tokenizer(), data)
+    quantize_drafter(d, mode)
+    assert isinstance(draft.get_output_embeddings(), SubVocabHead)
+    return d, draft, n
+
+
+def test_subvocab_head_maps_ids_back_to_the_full_vocabulary(tmp_path, monkeypatch):
+    full = load_model("tiny:1", dtype="float32").model
+    d, draft, n = _subvocab_drafter(tmp_path, monkeypatch, top=40)
+    head = draft.get_output_embeddings()
+    assert 40 <= n == head.ids.numel() < full.config.vocab_size
+    from loosespec_bench.models.tiny import tiny_tokenizer
+
+    counted = tiny_tokenizer()("the cat", add_special_tokens=False)["input_ids"]
+    assert set(counted) <= set(head.ids.tolist())  # counted tokens rank first
+    x = torch.randn(3, full.config.hidden_size)
+    with torch.no_grad():
+        want = full.lm_head(x)
+        got = head(x)
+    assert got.shape == want.shape
+    assert torch.allclose(got[:, head.ids], want[:, head.ids], atol=1e-6)
+    outside = torch.ones(want.shape[-1], dtype=torch.bool)
+    outside[head.ids] = False
+    assert torch.isneginf(got[:, outside]).all()
+    assert torch.isin(got.argmax(-1), head.ids).all()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+@pytest.mark.parametrize("mode", ["none", *MODES])
+def test_spd_with_subvocab_draft_stays_lossless(tmp_path, monkeypatch, temperature, mode):
+    target = load_model("tiny:0", dtype="float32").model
+    d, _, _ = _subvocab_drafter(tmp_path, monkeypatch, top=64, mode=mode)
+    prompt = torch.randint(0, 250, (30,), generator=torch.Generator().manual_seed(3))
+    kw = dict(max_new_tokens=24, temperature=temperature)
+    out = generate(target, prompt, verifier=SPD(), drafter=d, k=4, want_draft_probs=temperature > 0,
+                   generator=torch.Generator().manual_seed(0), **kw)
+    if temperature == 0:
+        assert out.new_tokens == generate(target, prompt, verifier=SPD(), **kw).new_tokens
+    else:  # q_i is 0 outside the sub-vocabulary: the rule still runs (the residual covers p there)
+        assert len(out.new_tokens) == 24
