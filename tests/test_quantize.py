@@ -143,3 +143,19 @@ def test_spd_with_subvocab_draft_stays_lossless(tmp_path, monkeypatch, temperatu
         assert out.new_tokens == generate(target, prompt, verifier=SPD(), **kw).new_tokens
     else:  # q_i is 0 outside the sub-vocabulary: the rule still runs (the residual covers p there)
         assert len(out.new_tokens) == 24
+
+
+def test_cli_run_with_quantized_subvocab_draft(tmp_path, monkeypatch):
+    """pair.draft.quantize and drafter.vocab_top reach the draft through the app; lossless SPD
+    still matches the target alone (fp32 tiny pair)."""
+    import json
+
+    from .test_config import _cli
+
+    monkeypatch.setenv("LOOSESPEC_CACHE_DIR", str(tmp_path / "cache"))
+    proc = _cli("experiment=smoke_tiny", "method=spd", f"pair.draft.quantize={MODES[0]}", "drafter.vocab_top=64",
+                "dataset.limit=1", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (summary,) = (tmp_path / "smoke_tiny").glob("*/summary.json")
+    rows = [json.loads(ln) for ln in (summary.parent / "samples.jsonl").read_text().splitlines()]
+    assert rows and all(r["output_ids"] == r["baseline"]["output_ids"] for r in rows)

@@ -85,11 +85,14 @@ class QuantizedLinear(torch.nn.Linear):
         dtype = w.dtype
         self.mode, self.group = mode, group
         if mode == "int8":
-            self.qweight, self.qscales, deq = _quantize_int8(w, dtype)
+            qweight, qscales, deq = _quantize_int8(w, dtype)
         elif mode == "int4":
-            self.qweight, self.qscales, deq = _quantize_int4(w, dtype, group)
+            qweight, qscales, deq = _quantize_int4(w, dtype, group)
         else:
             raise ConfigError(f"quantize={mode!r}: choose one of {list(QUANTIZE_MODES)}")
+        # Buffers, so .to(device) moves them; not persistent: a state_dict stays the float layout.
+        self.register_buffer("qweight", qweight, persistent=False)
+        self.register_buffer("qscales", qscales, persistent=False)
         # A new Parameter (not lin.weight): a tied input embedding keeps its float weights.
         self.weight = torch.nn.Parameter(deq, requires_grad=False)
         self.bias = None if lin.bias is None else torch.nn.Parameter(lin.bias.detach().clone(), requires_grad=False)
