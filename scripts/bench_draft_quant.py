@@ -3,13 +3,14 @@
 Prints the median 1-token draft forward (ms) over a cached context, the same for the target,
 their ratio c for each mode (acceptance: scripts/bench_engine.py --draft-quantize). Loads the target once and the draft once per mode (one process, ~5 GB in bf16).
 
-  python scripts/bench_draft_quant.py [--modes none,int8,int4] [--reps 20] [--context 300] [--fp32]
+  python scripts/bench_draft_quant.py [--modes none,int8,int4] [--vocab-top 32768] [--reps 20] [--context 300] [--fp32]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import statistics
 import time
 
@@ -19,7 +20,9 @@ from transformers import DynamicCache
 from loosespec_bench.decoding.cache import crop_to
 from loosespec_bench.decoding.cpu import cpu_fast_paths
 from loosespec_bench.models.loading import load_model
+from loosespec_bench.drafters.model import ModelDrafter
 from loosespec_bench.models.quantize import quantize_linears
+from loosespec_bench.models.subvocab import restrict_draft_vocab
 
 TARGET = "embedded:qwen2.5-coder-1.5b-instruct"
 DRAFT = "embedded:qwen2.5-coder-0.5b-instruct"
@@ -44,6 +47,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--context", type=int, default=300)
     ap.add_argument("--fp32", action="store_true")
+    ap.add_argument("--vocab-top", type=int, default=None, help="also measure each mode with the draft head over the top-N ids")
+    ap.add_argument("--data-dir", default=os.environ.get("LOOSESPEC_DATA_DIR"))
     a = ap.parse_args()
     dtype = "float32" if a.fp32 else "bfloat16"
     target = load_model(TARGET, dtype=dtype).model
@@ -52,13 +57,16 @@ def main() -> None:
     with torch.inference_mode(), cpu_fast_paths(target):
         t_ms = one_token_ms(target, context, a.reps)
     print(f"threads {torch.get_num_threads()}, dtype {dtype}, context {a.context}: target 1-token forward {t_ms:.1f} ms")
+    tok = load_model(DRAFT, dtype=dtype).tokenizer if a.vocab_top else None
     for mode in a.modes.split(","):
-        draft = base if mode == "none" else copy.deepcopy(base)
-        quantize_linears(draft, mode)
-        with torch.inference_mode(), cpu_fast_paths(draft):
-            d_ms = one_token_ms(draft, context, a.reps)
-        print(f"draft quantize={mode:5}: 1-token forward {d_ms:.1f} ms  c = {d_ms / t_ms:.3f}")
-        if draft is not base:
+        for top in [None, a.vocab_top] if a.vocab_top else [None]:
+            draft = base if mode == "none" and top is None else copy.deepcopy(base)
+            if top:
+                restrict_draft_vocab(ModelDrafter(draft), top, tok, a.data_dir)
+            quantize_linears(draft, mode)
+            with torch.inference_mode(), cpu_fast_paths(draft):
+                d_ms = one_token_ms(draft, context, a.reps)
+            print(f"draft quantize={mode:5} vocab_top={top}: 1-token forward {d_ms:.1f} ms  c = {d_ms / t_ms:.3f}")
             del draft
 
 
