@@ -93,8 +93,7 @@ def frequency_ranking(tokenizer: Any, vocab: int, data_dir: str | Path | None) -
                 counts += torch.bincount(torch.tensor(ids, dtype=torch.long).clamp_(0, vocab - 1), minlength=vocab)
         log.info("draft sub-vocabulary: counted %d tokens over %d texts in %s", int(counts.sum()), len(texts), data)
     # Most counted first; ties (incl. all uncounted) by id = BPE merge rank.
-    order = sorted(range(vocab), key=lambda i: (-int(counts[i]), i))
-    ranking = torch.tensor(order, dtype=torch.long)
+    ranking = torch.argsort(-counts, stable=True)  # stable: equal counts keep id order
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     torch.save(ranking, tmp)
@@ -155,9 +154,10 @@ def restrict_draft_vocab(drafter: Any, top: int | None, tokenizer: Any, data_dir
         return 0
     ranking = frequency_ranking(tokenizer, vocab, data_dir)
     special = torch.tensor([i for i in getattr(tokenizer, "all_special_ids", []) if 0 <= i < vocab], dtype=torch.long)
-    extra = [int(i) for i in getattr(getattr(model, "generation_config", None), "eos_token_id", None) or []] \
-        if isinstance(getattr(getattr(model, "generation_config", None), "eos_token_id", None), list) else []
-    ids = torch.unique(torch.cat([ranking[:top], special, torch.tensor(extra, dtype=torch.long)]))
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+    extra = torch.tensor([int(i) for i in eos_ids if 0 <= int(i) < vocab], dtype=torch.long)
+    ids = torch.unique(torch.cat([ranking[:top], special, extra]))
     # Round the size up to a multiple of 64 with the next-ranked ids: the int4 kernel
     # (pair.draft.quantize=int4) needs out_features % 16 == 0, and blocked kernels like round sizes.
     more = ranking[top:][~torch.isin(ranking[top:], ids)]
