@@ -108,7 +108,8 @@ class Sweep:
         return out
 
 
-SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization")
+SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization",
+            "pair.draft.quantize")
 SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed")
 
 

@@ -189,6 +189,15 @@ class Bench:
         t0 = time.perf_counter()
         self.target: LoadedModel = load_model(args.target, dtype=dtype)
         self.draft: LoadedModel = load_model(args.draft, dtype=dtype)
+        if args.vocab_top:  # drafter.vocab_top: every contestant's draft (HF's too), before quantising
+            from loosespec_bench.models.subvocab import restrict_draft_vocab
+
+            data = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
+            restrict_draft_vocab(ModelDrafter(self.draft.model), args.vocab_top, self.target.tokenizer, data)
+        if args.draft_quantize != "none":  # pair.draft.quantize: every contestant's draft (HF's too)
+            from loosespec_bench.models.quantize import quantize_linears
+
+            quantize_linears(self.draft.model, args.draft_quantize)
         self.load_s = time.perf_counter() - t0
         self.eos = eos_ids(self.target)
         tok = self.target.tokenizer
@@ -288,7 +297,7 @@ class Bench:
                     self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d, k=a.fly_k), record=True))
         if DropMatch is not None:
             add("dropmatch", True, False, a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
-                self._ours(DropMatch(), ModelDrafter(d, k=a.k), record=True))
+                self._ours(DropMatch(lm_head_batch=a.dm_lm_head_batch), ModelDrafter(d, k=a.k), record=True))
         for name in names:
             if name not in out:
                 self.unavailable.setdefault(name, "module not available")
@@ -479,6 +488,10 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
     names = list(bench.contestants)
     dtype = "fp32" if args.fp32 else "bf16"
     print()
+    if args.draft_quantize != "none":
+        dtype += f", draft {args.draft_quantize}"
+    if args.vocab_top:
+        dtype += f", draft vocab top {args.vocab_top}"
     print(f"== engine benchmark: {args.target} <- {args.draft} ({dtype}, CPU, {torch.get_num_threads()} threads, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), greedy, max_new_tokens={args.max_new_tokens}")
     print(f"   prompts: {res['prompt_summary']}; repeats {args.repeats}; "
@@ -634,6 +647,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data-dir", default=None, help="data sets folder (default $LOOSESPEC_DATA_DIR, else ../shared/datasets)")
     ap.add_argument("--target", default=TARGET)
     ap.add_argument("--draft", default=DRAFT)
+    ap.add_argument("--draft-quantize", default="none", choices=("none", "int8", "int4"),
+                    help="weight-only int linears for the draft (pair.draft.quantize); the target is untouched")
+    ap.add_argument("--vocab-top", type=int, default=None,
+                    help="draft LM head over the N most frequent ids only (drafter.vocab_top, FR-Spec style)")
+    ap.add_argument("--dm-lm-head-batch", type=int, default=None,
+                    help="DropMatch candidate positions per LM-head call (default: all in one call per step)")
     ap.add_argument("--tiny", action="store_true", help="tiny random models tiny:0 <- tiny:1 (smoke test)")
     ap.add_argument("--calibration-reps", type=int, default=5, help="isolated forwards per shape for the cost model (0: skip)")
     ap.add_argument("--max-prompt-tokens", type=int, default=None, help="keep only the last N prompt tokens")
