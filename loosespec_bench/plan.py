@@ -65,6 +65,9 @@ DEFAULT_LOAD_MIN = 1.0
 SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
 # Full set sizes (samples) and turns per sample, for dataset.limit = null.
 SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "mbpp_plus": 399, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
+# Sizes the plan cannot count exactly (shown with *): MMLU flan_cot_zeroshot validation split,
+# LiveCodeBench release_v1.
+SET_SIZE_APPROX = {"mmlu": 1531, "livecodebench": 400}
 MGSM_PER_LANGUAGE, MGSM_LANGUAGES = 250, 11
 TURNS = {"mt_bench": 2.0, "komt_bench": 2.0, "spec_bench": 560 / 480}  # Spec-Bench: 80 of 480 are two-turn
 
@@ -180,6 +183,8 @@ def _set_size(d: DictConfig) -> tuple[int, bool]:
     elif name in SET_SIZE:
         # A category filter gives fewer: the full set is an upper bound.
         full, exact = SET_SIZE[name], not d.get("categories")
+    elif name in SET_SIZE_APPROX:
+        full, exact = SET_SIZE_APPROX[name], False
     else:
         full, exact = 0, False
     limit = d.get("limit")
