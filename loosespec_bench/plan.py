@@ -44,7 +44,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .config import CONF_DIR, check_group_overrides, run_id
 from .errors import ConfigError
 from .status import STATES, PointStatus, format_age, point_status
-from .sweeper import SKIP_ENV, SkipSweeper
+from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
 # Assumed decode rate of the target alone (new tokens/s, batch 1, HF transformers, bf16) by
 # pair name: memory-bandwidth bound, one GPU busy at a time when a model is split by layers
@@ -256,13 +256,13 @@ def assign_owners(sweeps: Sequence[Sweep]) -> None:
     """Each distinct configuration (run id) runs once: in the first sweep of the plan that has it,
     into that sweep's folder results/<experiment>/<run id>; a later sweep that needs it too reads
     its results from there (plan status, the report tables select runs by configuration)."""
-    first: dict[str, Job] = {}
-    for s in sweeps:
+    first: dict[str, tuple[int, Job]] = {}
+    for n, s in enumerate(sweeps):
         for j in s.jobs:
             j.owner, j.needed_by = None, []
-            own = first.get(j.run_id)
-            if own is None or own.sweep == s.experiment:
-                first.setdefault(j.run_id, j)
+            sweep_n, own = first.get(j.run_id, (n, None))
+            if own is None or sweep_n == n:
+                first.setdefault(j.run_id, (n, j))
                 if own is None:
                     j.needed_by.append(s.experiment)
                 continue  # the same run id twice within one sweep: duplicates() reports it

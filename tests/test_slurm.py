@@ -125,7 +125,7 @@ def test_every_replicate_experiment_point_composes_and_no_two_jobs_share_a_folde
     sweeps += build_plan([e for e in REPLICATE if "405b" not in e], [*gpu[:1], "scale=cpu"])
     assert not duplicates(sweeps)
     by_name = {s.experiment: s for s in sweeps[: len(REPLICATE)]}
-    assert len(by_name["replicate_fly_70b"].jobs) == 16  # 8 data sets x K in {15, 25}
+    assert len(by_name["replicate_fly_70b"].jobs) == 24  # 12 data sets x K in {15, 25}
     assert len(by_name["replicate_dropmatch"].jobs) == 32  # 2 pairs x {dropmatch, spd} x 8 data sets
     assert {j.dataset for j in by_name["replicate_ar_70b"].jobs} == {
         "gsm8k", "mgsm", "humaneval", "niah", "ifeval", "komt_bench", "mt_bench", "spec_bench"
@@ -176,8 +176,8 @@ def test_dry_run_prints_the_70b_plan_with_the_official_settings():
         "pair.target.device_map=balanced_low_0", "hydra/launcher=slurm", "GPU-hours",
     ):
         assert fragment in out, fragment
-    assert "[replicate_fly_70b] 16 jobs" in out and "[replicate_ar_70b] 16 jobs" in out
-    assert "total: 2 sweeps, 32 jobs" in out
+    assert "[replicate_fly_70b] 24 jobs" in out and "[replicate_ar_70b] 16 jobs" in out
+    assert "total: 2 sweeps, 40 jobs" in out
     assert "WARNING" not in out
 
 

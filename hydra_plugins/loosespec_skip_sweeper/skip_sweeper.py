@@ -1,11 +1,13 @@
-"""Hydra's basic sweeper, minus the points another sweep of the plan runs (loosespec_bench.plan).
+"""(A Hydra plugin: Hydra instantiates sweepers from the hydra_plugins namespace only.)
+
+Hydra's basic sweeper, minus the points another sweep of the plan runs (loosespec_bench.plan).
 
 The plan launches every distinct configuration once: a point (run id: the semantic config,
 without experiment_name) that several sweeps need runs in the first sweep that has it, and the
 other sweeps leave it out. plan.launch writes the run ids a sweep must leave out to a file, one
 per line, names it in $LOOSESPEC_SKIP_RUN_IDS and selects this sweeper for that sweep:
 
-    python -m loosespec_bench -m experiment=NAME ... hydra.sweeper._target_=loosespec_bench.sweeper.SkipSweeper
+    python -m loosespec_bench -m experiment=NAME ... hydra.sweeper._target_=hydra_plugins.loosespec_skip_sweeper.skip_sweeper.SkipSweeper
 
 Each point's config is composed as the job would compose it; a point whose run id is listed is
 not handed to the launcher (no Slurm job). Without the variable it is the basic sweeper.
@@ -37,7 +39,7 @@ class SkipSweeper(BasicSweeper):
     """BasicSweeper whose batches leave out the points listed in $LOOSESPEC_SKIP_RUN_IDS."""
 
     def _run_id(self, overrides: Sequence[str]) -> str:
-        from .config import run_id
+        from loosespec_bench.config import run_id
 
         assert self.hydra_context is not None and self.config is not None
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
