@@ -149,3 +149,34 @@ def test_qwen3_pair_turns_thinking_off_in_the_chat_template():
     on, _ = encode_messages(tok, msgs, True)
     off, _ = encode_messages(tok, msgs, True, chat_template_kwargs(cfg))
     assert "<think></think>" not in on and off.endswith("<assistant><think></think>")
+
+
+def _run(experiment: str, theta: float, window: int, dataset: str, speedup: float) -> dict:
+    cfg = {"method.name": "fly", "method.theta": theta, "method.window": window, "drafter.name": "mla", "drafter.k": 25,
+           "pair.name": "llama31-8b-70b", "dataset.name": dataset, "seed": 0}
+    return {"experiment": experiment, "run_id": f"r{theta}{window}{dataset}", "status": "complete", "method": "fly",
+            "drafter": "mla", "pair": "llama31-8b-70b", "dataset": dataset, "theta": theta, "W": window, "K": 25,
+            "mode": "code", "no_window": False, "temperature": 0.0, "seed": 0, "tau": 5.0, "speedup": speedup,
+            "retention": 1.0, "n_samples": 3, "config": cfg}
+
+
+def test_ablation_tables_find_a_shared_point_in_another_experiments_folder():
+    import pandas as pd
+
+    from loosespec_bench.report.tables import fly_ablation_table
+
+    from loosespec_bench.report.index import COLUMNS
+
+    index = pd.DataFrame([
+        # The released setting ran once, in the theta sweep's folder; the window ablation needs it too.
+        _run("fly_ablation_theta", 0.3, 6, "humaneval", 2.0),
+        _run("fly_ablation_theta", 0.5, 6, "humaneval", 2.5),
+        _run("fly_ablation_window", 0.3, 4, "humaneval", 1.5),
+        _run("replicate_fly_70b", 0.3, 8, "humaneval", 1.8),  # same fixed settings: a W point found by configuration
+        {**_run("other", 0.3, 5, "humaneval", 9.9), "config": {**_run("other", 0.3, 5, "humaneval", 9.9)["config"], "drafter.k": 15}},
+    ]).reindex(columns=COLUMNS)
+    w = fly_ablation_table(index, "W").to_frame()
+    values = sorted(str(v) for v in w.iloc[:, 0])
+    assert values == ["4", "6", "8"]  # W=6 from the theta folder; K=15 (other fixed settings) left out
+    theta = fly_ablation_table(index, "theta").to_frame()
+    assert sorted(str(v) for v in theta.iloc[:, 0]) == ["0.3", "0.5"]
