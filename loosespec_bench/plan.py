@@ -10,9 +10,19 @@ by Hydra's config loader (load_sweep_config), exactly as the launcher does in th
 plan lists the same points, and the same result folders (results/<experiment>/<run id>), that a
 launch creates.
 
+Each configuration runs once. Two points are the same configuration when their run ids are
+equal (config.run_id: the semantic config, without experiment_name). A configuration that several
+sweeps of the plan need (e.g. FLy's released setting in the theta, W and MLA ablations) belongs to
+the first sweep that has it (the order of --experiment): it runs there, into that sweep's folder,
+and the later sweeps leave it out of their job arrays (hydra_plugins/loosespec_skip_sweeper: the
+run ids to leave out are in $LOOSESPEC_SKIP_RUN_IDS). `plan` prints "N points, M distinct, S shared
+by several sweeps" and each shared point with the sweeps that need it; `status` reports a shared
+point from its owner's folder in every sweep (and a point finished in any other experiment folder
+of the results directory counts as done); the report's tables select runs by configuration.
+
   plan    every job: its sweep values, GPUs, samples, token budget, estimated hours; totals
   status  every job: done / running (or killed) / failed / pending, read from its result folder
-  launch  run the sweeps (all at once: with submitit each blocks until its array ends; or
+  launch  run the sweeps, each distinct point once (all at once: with submitit each blocks until its array ends; or
           --sequential: one after the other, for the basic launcher on one machine); driver
           logs and Hydra's sweep dirs (submitit's job logs) in results/_launch/<time>/
 
@@ -333,7 +343,7 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
         lines.append(f"  {'#':>3}  {'sweep point':<48} {'samples':>8} {'tokens':>10} {'hours':>7}  result folder")
         for j in s.jobs:
             point = " ".join(j.overrides) or "(single point)"
-            n = f"{j.samples}" + ("" if j.samples_exact else "*")
+            n = "?" if not j.samples and not j.samples_exact else f"{j.samples}" + ("" if j.samples_exact else "*")
             if j.owner is not None:
                 lines.append(f"  {j.index:>3}  {point:<48} {n:>8} {'shared':>10} {'-':>7}  = [{j.owner.sweep}] #{j.owner.index}: {j.folder}")
                 continue
@@ -361,7 +371,7 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
         lines.append(f"WARNING: {len(jobs)} jobs write {folder}: " + ", ".join(f"{j.sweep}#{j.index}" for j in jobs))
     lines.append(
         f"cost model: hours = load + samples x turns x max_new_tokens x fill({fill}) / (tps x speedup) "
-        "[+ same / tps for the paired target alone]; * = upper bound (category filter)"
+        "[+ same / tps for the paired target alone]; * = upper bound or approximate size; ? = size unknown offline (load time only)"
     )
     return "\n".join(lines)
 
