@@ -25,7 +25,7 @@ REPLICATE_DEPS ?= -e '.[slurm]'
 # The sweeps (loosespec_bench/conf/experiment/<name>.yaml) of each target.
 # A configuration that several sweeps need (e.g. FLy's released setting in the theta, W and MLA
 # ablations) runs once, in the first sweep that has it: the order below decides whose folder.
-REPLICATE_70B_SWEEPS ?= replicate_fly_70b fly_spd_70b fly_pld_70b spd_temp1_70b fly_llama33_70b eagle3_llama33_70b \
+REPLICATE_70B_SWEEPS ?= replicate_fly_70b spd_k15_70b pld_70b spd_temp1_70b fly_llama33_70b eagle3_llama33_70b \
 	replicate_dropmatch dropmatch_eagle3 replicate_ar_70b \
 	fly_ablation_theta fly_ablation_window fly_ablation_mla fly_ablation_no_window \
 	fly_ablation_mode fly_grid dropmatch_grid dropmatch_criterion

@@ -100,7 +100,7 @@ def test_skip_sweeper_drops_the_listed_points(tmp_path, monkeypatch):
 def test_dry_run_of_replicate_70b_lists_the_papers_runs_and_the_shared_points():
     proc = subprocess.run(
         [sys.executable, "-m", "loosespec_bench.plan", "plan", "--title", "70b",
-         *[a for e in "replicate_fly_70b fly_spd_70b fly_pld_70b spd_temp1_70b fly_llama33_70b eagle3_llama33_70b "
+         *[a for e in "replicate_fly_70b spd_k15_70b pld_70b spd_temp1_70b fly_llama33_70b eagle3_llama33_70b "
            "fly_ablation_theta fly_ablation_window fly_ablation_mla".split() for a in ("-e", e)],
          "--", "hydra/launcher=basic"],
         cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "LOOSESPEC_RESULTS_DIR": "results"},
@@ -109,7 +109,7 @@ def test_dry_run_of_replicate_70b_lists_the_papers_runs_and_the_shared_points():
     out = proc.stdout
     for fragment in (
         "paper_dataset=mbpp_plus", "paper_dataset=acp_prog_gen", "paper_dataset=mmlu", "paper_dataset=livecodebench",
-        "[fly_spd_70b]", "method=spd", "drafter=model", "drafter.k=15", "[fly_pld_70b]", "drafter=pld",
+        "[spd_k15_70b]", "method=spd", "drafter=model", "drafter.k=15", "[pld_70b]", "drafter=pld",
         "[spd_temp1_70b]", "generation.temperature=1.0", "[fly_llama33_70b]", "[eagle3_llama33_70b]",
         "meta-llama/Llama-3.3-70B-Instruct", "drafter=eagle3", "shared by several sweeps",
     ):
