@@ -3,7 +3,10 @@
 #   make replicate-70b            FLy 8B->70B (K=15,25, W=6, theta=0.3, MLA) + its ablation grids, DropMatch
 #                                 8B->70B and 4B->32B (draft length 10, 5 paths, p=0.3) vs SPD, and the
 #                                 target alone, on every data set: Slurm job arrays, one job per sweep point
-#   make replicate-405b           FLy 8B->405B (target split over the GPUs of one node) + the target alone
+#                                 + FLy's SPD (K=15) and PLD rows, SPD and FLy at temperature 1, FLy vs
+#                                 EAGLE-3 on Llama-3.3-70B, DropMatch + EAGLE-3; shared points run once
+#   make replicate-405b           FLy 8B->405B (target split over the GPUs of one node), its K ablation
+#                                 (W=8), + the target alone
 #   make replicate-cpu            the 70B plan at scale=cpu (the embedded pair, 3 samples, 128 new tokens,
 #                                 the experiments' CPU grids), on this machine, one point at a time
 #   DRY_RUN=1 make replicate-...  print the job plan (jobs, GPUs per job, estimated GPU-hours); no cluster
@@ -20,11 +23,14 @@ PLAN := $(PY) -m loosespec_bench.plan
 REPLICATE_DEPS ?= -e '.[slurm]'
 
 # The sweeps (loosespec_bench/conf/experiment/<name>.yaml) of each target.
-REPLICATE_70B_SWEEPS ?= replicate_fly_70b replicate_dropmatch replicate_ar_70b \
-	fly_ablation_k fly_ablation_theta fly_ablation_window fly_ablation_mla fly_ablation_no_window \
+# A configuration that several sweeps need (e.g. FLy's released setting in the theta, W and MLA
+# ablations) runs once, in the first sweep that has it: the order below decides whose folder.
+REPLICATE_70B_SWEEPS ?= replicate_fly_70b spd_k15_70b pld_70b spd_temp1_70b fly_llama33_70b eagle3_llama33_70b \
+	replicate_dropmatch dropmatch_eagle3 replicate_ar_70b \
+	fly_ablation_theta fly_ablation_window fly_ablation_mla fly_ablation_no_window \
 	fly_ablation_mode fly_grid dropmatch_grid dropmatch_criterion
-REPLICATE_405B_SWEEPS ?= replicate_fly_405b replicate_ar_405b
-REPLICATE_CPU_SWEEPS ?= $(REPLICATE_70B_SWEEPS)
+REPLICATE_405B_SWEEPS ?= replicate_fly_405b fly_ablation_k replicate_ar_405b
+REPLICATE_CPU_SWEEPS ?= $(REPLICATE_70B_SWEEPS) fly_ablation_k
 
 # Launcher: slurm (job arrays), local (submitit on this machine: every point of a sweep at once),
 # basic (Hydra's default: one point after the other, in one process).

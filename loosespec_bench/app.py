@@ -21,7 +21,7 @@ from .decoding import GenerationOutput, generate
 from .metrics import sample_metrics
 from .models import load_model
 from .models.loading import load_options
-from .prompting import cut_at_stop, encode_messages, encode_prompt, eos_ids, make_stop_fn, sample_hash
+from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, eos_ids, make_stop_fn, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import build_summary, run_metadata
@@ -90,7 +90,7 @@ class Runner:
 
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
         chat = bool(self.cfg.chat_template)
-        text, ids = encode_prompt(self.target.tokenizer, sample, chat)
+        text, ids = encode_prompt(self.target.tokenizer, sample, chat, chat_template_kwargs(self.cfg))
         seed = (int(self.cfg.seed) * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
         paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
         # Alternate which contestant runs first so slow drift of the machine cancels out.
@@ -105,7 +105,7 @@ class Runner:
                     turn_ids = ids
                 else:
                     convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
-                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat)[1]
+                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
                 gen = self._generate(torch.tensor(turn_ids, dtype=torch.long), method=method, seed=seed + t)
                 turns[method].append((gen, len(turn_ids), self._decode(gen)))
         rec = {
@@ -179,7 +179,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             runner = Runner(cfg, task)
             if cfg.warmup:
                 _, first = todo[0]
-                runner.warmup(torch.tensor(encode_prompt(runner.target.tokenizer, first, bool(cfg.chat_template))[1]))
+                runner.warmup(torch.tensor(encode_prompt(runner.target.tokenizer, first, bool(cfg.chat_template), chat_template_kwargs(cfg))[1]))
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             for index, sample in bar:
                 rec = runner.run_sample(sample, index)

@@ -14,18 +14,35 @@ from typing import Any, Callable
 from .tasks import Sample
 
 
-def encode_prompt(tokenizer: Any, sample: Sample, use_chat_template: bool) -> tuple[str, list[int]]:
+def chat_template_kwargs(cfg: Any) -> dict[str, Any]:
+    """The pair's extra chat-template variables (pair.chat_template_kwargs), e.g. Qwen3's
+    {enable_thinking: false}: thinking mode off, as FLy's Qwen3 runs (enable_qwen_thinking=False)."""
+    from omegaconf import OmegaConf
+
+    kw = OmegaConf.select(cfg, "pair.chat_template_kwargs", default=None) if OmegaConf.is_config(cfg) else None
+    if kw is None:
+        return {}
+    return dict(OmegaConf.to_container(kw, resolve=True) if OmegaConf.is_config(kw) else kw)
+
+
+def encode_prompt(
+    tokenizer: Any, sample: Sample, use_chat_template: bool, template_kwargs: dict[str, Any] | None = None
+) -> tuple[str, list[int]]:
     """The exact text given to the tokenizer (after the chat template) and its ids."""
-    return encode_messages(tokenizer, sample.messages, use_chat_template)
+    return encode_messages(tokenizer, sample.messages, use_chat_template, template_kwargs)
 
 
-def encode_messages(tokenizer: Any, messages: list[dict[str, str]], use_chat_template: bool) -> tuple[str, list[int]]:
+def encode_messages(
+    tokenizer: Any, messages: list[dict[str, str]], use_chat_template: bool, template_kwargs: dict[str, Any] | None = None
+) -> tuple[str, list[int]]:
     """encode_prompt for any message list. A final assistant message is an answer prefix that
-    the model continues (lm-eval's gen_prefix: HumanEval instruct, NIAH's answer prefix)."""
+    the model continues (lm-eval's gen_prefix: HumanEval instruct, NIAH's answer prefix).
+    template_kwargs: extra variables the chat template reads (chat_template_kwargs(cfg))."""
     if use_chat_template and getattr(tokenizer, "chat_template", None):
         prefill = messages[-1]["role"] == "assistant"
         text = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=not prefill, continue_final_message=prefill, tokenize=False
+            messages, add_generation_prompt=not prefill, continue_final_message=prefill, tokenize=False,
+            **(template_kwargs or {}),
         )
     else:
         text = "\n\n".join(m["content"] for m in messages)

@@ -306,4 +306,7 @@ def test_fly_experiment_files_run_fly_with_deferral_possible(name):
     cfg = compose_config([f"experiment={name}"])
     assert cfg.experiment_name == name and cfg.method.name == "fly"
     assert cfg.drafter.k > cfg.method.window or name.startswith("fly_ablation_window")
-    assert cfg.pair.name == "llama31-8b-70b"  # paper scale; scale=cpu: tests/test_scale.py
+    # Paper scale (scale=cpu: tests/test_scale.py): 8B->70B; the K ablation at 405B
+    # (0818abla_spdtok.sh); the EAGLE-3 comparison on Llama-3.3-70B (0922_llama33_*.sh).
+    expected = {"fly_ablation_k": "llama31-8b-405b", "fly_llama33_70b": "llama33-70b-eagle3"}.get(name, "llama31-8b-70b")
+    assert cfg.pair.name == expected
