@@ -67,8 +67,8 @@ class Task:
         items = items if self.limit is None else items[: self.limit]
         if not items:
             raise ConfigError(
-                f"dataset {self.name}: the selection is empty (0 samples after dataset.limit and the filters); "
-                "check the data files and the dataset's filter settings"
+                f"dataset {self.name}: the selection is empty (0 samples after dataset.limit and the filters, "
+                f"data from {self.data_dir or 'the hub'}); check the data files and the dataset's filter settings"
             )
         return items
 
