@@ -120,12 +120,14 @@ def main() -> None:
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> float | None:
+        sweep = HydraConfig.get().mode == RunMode.MULTIRUN
         try:
-            summary = run_recording_errors(cfg)  # a failure leaves error.txt in the run folder
+            # A failure leaves error.txt in the run folder (a ConfigError only for sweep points).
+            summary = run_recording_errors(cfg, record_config_errors=sweep)
         except ConfigError as err:
             # One line that says what to change; Hydra would otherwise print a traceback.
             print(f"error: {err}", file=sys.stderr)
-            if HydraConfig.get().mode == RunMode.MULTIRUN:
+            if sweep:
                 raise  # a sweep point: Hydra records the failure and the other points go on
             _remove_job_dir()
             sys.exit(2)

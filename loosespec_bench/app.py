@@ -23,7 +23,7 @@ from .metrics import sample_metrics
 from .models import load_model
 from .models.loading import load_options
 from .prompting import cut_at_stop, encode_messages, encode_prompt, eos_ids, make_stop_fn, sample_hash
-from .run_folder import RunFolder, first_per_id, run_dir, utc_stamp, write_error
+from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import build_summary, run_metadata
 from .tasks import Sample, Task
@@ -271,13 +271,14 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
     return {r["id"]: r for r in first_per_id(kept)}
 
 
-def run_recording_errors(cfg: DictConfig) -> dict[str, Any]:
+def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False) -> dict[str, Any]:
     """run(cfg), leaving the traceback in the point's folder (error.txt) when it fails.
 
     Only errors (Exception) are recorded: SystemExit / KeyboardInterrupt are how submitit
     requeues a pre-empted or timed-out job and how a user stops a run; those points resume.
     A refused start (FolderLocked: another process writes the folder) records nothing, since
-    the folder belongs to that process. The exception is re-raised, so Hydra marks the job
+    the folder belongs to that process; nor does a ConfigError unless record_config_errors
+    (sweep points): a rejected single run leaves no folder. The exception is re-raised, so Hydra marks the job
     failed and the other sweep points go on.
     """
     try:
@@ -286,7 +287,14 @@ def run_recording_errors(cfg: DictConfig) -> dict[str, Any]:
         folder = None
     try:
         return run(cfg)
-    except ConfigError:  # a rejected config or data (FolderLocked too): nothing to record, no folder
+    except FolderLocked:
+        raise
+    except ConfigError:
+        # A rejected config or bad data: a single run says so in one line and leaves no folder;
+        # a sweep point (record_config_errors) records it, so that the sweep's failed points
+        # stay listed (status, plan launch) after the sweep goes on.
+        if record_config_errors:
+            write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
         raise
     except Exception:
         write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
