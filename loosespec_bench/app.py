@@ -202,7 +202,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done -> {folder.path}",
             flush=True,
         )
-        tracker = build_tracker(cfg)  # None for logger=none; a SafeTracker never raises
+        tracker = build_tracker(cfg, **tracker_extras(cfg))  # None for logger=none; a SafeTracker never raises
         if tracker:
             tracker.start(cfg, folder.path, folder.path.name)
         if todo:
@@ -299,6 +299,18 @@ def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False)
     except Exception:
         write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
         raise
+
+
+def _tracker_plots(*args: Any) -> dict[str, Path]:
+    from .report.plots import tracker_plots  # pandas + matplotlib: only when a tracker plots
+
+    return tracker_plots(*args)
+
+
+def tracker_extras(cfg: DictConfig) -> dict[str, Any]:
+    """What the configured tracker gets besides its own config node: W&B's plot maker."""
+    target = str((cfg.get("logger") or {}).get("_target_", ""))
+    return {"plotter": _tracker_plots} if target.endswith("WandbTracker") else {}
 
 
 def remove_if_empty(path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from loosespec_bench import app
-from loosespec_bench.app import run
+from loosespec_bench.app import run, tracker_extras
 from loosespec_bench.sinks.trackers import SafeTracker, TrackerWarning, build_tracker
 
 from .conftest import compose_config
@@ -71,7 +71,7 @@ def test_wandb_offline_leaves_a_syncable_run_in_the_run_folder(tiny_run):
     assert cfg.logger.mode == "offline" and cfg.logger.group == "smoke_tiny"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tracker = build_tracker(cfg)
+        tracker = build_tracker(cfg, **tracker_extras(cfg))  # as app.run builds it: with the plotter
         assert isinstance(tracker, SafeTracker) and tracker.active
         _drive(tracker, cfg, run_dir, summary, records)
     assert not _tracker_warnings(caught), [str(w.message) for w in caught]

@@ -160,11 +160,12 @@ class SafeTracker:
                 pass
 
 
-def build_tracker(cfg: DictConfig) -> SafeTracker | None:
+def build_tracker(cfg: DictConfig, **extra: Any) -> SafeTracker | None:
     """The configured tracker behind a SafeTracker, or None for logger=none (or no logger).
 
     `cfg.logger` is instantiated with hydra.utils.instantiate, minus its `name` key, inside the
     guard: a tracker whose class cannot be imported or built warns once and is returned disabled.
+    `extra` adds constructor arguments (app.run hands W&B its `plotter`).
     """
     node = cfg.get("logger") if isinstance(cfg, DictConfig) else None
     if node is None:
@@ -179,6 +180,6 @@ def build_tracker(cfg: DictConfig) -> SafeTracker | None:
         spec = OmegaConf.to_container(node, resolve=True)
         assert isinstance(spec, dict)
         spec.pop("name", None)
-        return instantiate(spec, _convert_="all")
+        return instantiate(spec, _convert_="all", **extra)
 
     return SafeTracker(name=str(name), factory=factory)
