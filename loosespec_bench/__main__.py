@@ -29,7 +29,9 @@ def one_line(err: BaseException) -> str:
             continue
         lines.append(line.rstrip("."))
     text = "; ".join(lines) or type(err).__name__
-    return text[:1].lower() + text[1:] if text[:2].isupper() is False else text
+    if text[:1].isupper() and not text[1:2].isupper():  # "Could not ..." -> "could not ...", not "ABC"
+        text = text[:1].lower() + text[1:]
+    return text
 
 
 def precheck(argv: list[str]) -> None:
@@ -50,6 +52,7 @@ def precheck(argv: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as err:
         raise ConfigError(f"bad override syntax: {one_line(err)}") from None
+    swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
     if multirun:
         points = [p for batch in BasicSweeper.split_arguments(parsed, None) for p in batch][:MAX_CHECKED_POINTS]
     else:
@@ -71,7 +74,8 @@ def precheck(argv: list[str]) -> None:
                     validate(cfg)
                 except ConfigError as err:
                     if len(points) > 1:
-                        raise ConfigError(f"sweep point {' '.join(point)}: {err}") from None
+                        where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in swept)
+                        raise ConfigError(f"sweep point {where}: {err}") from None
                     raise
     finally:
         GlobalHydra.instance().clear()

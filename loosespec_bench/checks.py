@@ -135,6 +135,12 @@ _SANDBOX: dict[str, Rule] = {
 }
 _JUDGE: dict[str, Rule] = {
     "kind": optional(choice("openai", "local")),
+    "url": optional(string),
+    "model": optional(string),
+    "api_key_env": optional(string),
+    "path": optional(string),
+    "dtype": optional(string),
+    "device": optional(string),
     "max_tokens": integer(1),
     "timeout_s": real(0, lo_open=True),
     "retries": integer(0),
@@ -236,8 +242,8 @@ def _check_rules(prefix: str, node: dict[str, Any], rules: dict[str, Any]) -> No
                 continue
             if not isinstance(value, dict):
                 _fail(f"{prefix}.{key}", value, "must be a mapping of settings")
-            unknown = sorted(set(value) - set(rule) - {"url", "model", "api_key_env", "path", "dtype", "device"})
-            if unknown and rule is _SANDBOX:
+            unknown = sorted(set(value) - set(rule))
+            if unknown:
                 raise ConfigError(f"{prefix}.{key}.{unknown[0]} is not a setting of {prefix}.{key}; known: {', '.join(sorted(rule))}")
             _check_rules(f"{prefix}.{key}", value, rule)
             continue
@@ -319,7 +325,8 @@ def validate_settings(cfg: DictConfig) -> None:
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
     except Exception as err:  # an interpolation that cannot be resolved
-        raise ConfigError(f"the config cannot be resolved: {' '.join(str(err).split())}") from None
+        text = " ".join(str(err).split("full_key:")[0].split())
+        raise ConfigError(f"the config cannot be resolved: {text}") from None
     assert isinstance(data, dict)
     _check_plain(data)
     _check_rules("", data, ROOT_RULES)
