@@ -14,9 +14,11 @@ default_wait_policy()
 
 # Sweep points composed and checked before a multirun starts; a larger sweep checks this many.
 MAX_CHECKED_POINTS = 256
-# Flags that make Hydra print something instead of running: no pre-check.
-INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--version", "--shell-completion", "-sc",
-              "--resolve", "--package", "-p")
+# Flags that make Hydra print something instead of running, or that change which config it
+# composes (another config file or folder, a rerun): no pre-check, Hydra handles them.
+SKIP_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--version", "--shell-completion", "-sc",
+              "--resolve", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+              "--experimental-rerun")
 
 
 def one_line(err: BaseException) -> str:
@@ -115,7 +117,7 @@ def main() -> None:
     from .config import CONF_DIR
 
     argv = sys.argv[1:]
-    if not any(a.split("=", 1)[0] in INFO_FLAGS for a in argv):
+    if not any(a.split("=", 1)[0] in SKIP_FLAGS for a in argv):
         try:
             precheck(argv)
         except ConfigError as err:
