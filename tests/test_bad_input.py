@@ -147,6 +147,7 @@ DATA_CASES: list[tuple[str, dict[str, str | bytes], list[str]]] = [
     ("humaneval-not-gzip", {"humaneval/HumanEval.jsonl.gz": b"plain text"}, ["dataset=humaneval"]),
     ("humaneval-missing-field", {"humaneval/HumanEval.jsonl.gz": gzip.compress(b'{"task_id": "H/0"}\n')}, ["dataset=humaneval"]),
     ("spec-bench-bad-json", {"spec_bench/question.jsonl": "{oops\n"}, ["dataset=spec_bench"]),
+    ("spec-bench-missing-field", {"spec_bench/question.jsonl": '{"question_id": 1}\n'}, ["dataset=spec_bench"]),
 ]
 
 

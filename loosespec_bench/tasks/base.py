@@ -63,7 +63,13 @@ class Task:
 
     def samples(self) -> list[Sample]:
         """The run's samples: `load_all()` cut to `limit` (None = the whole set)."""
-        items = self.load_all()
+        try:
+            items = self.load_all()
+        except KeyError as err:  # a row without a field the loader reads (the loaders that check name the line)
+            raise ConfigError(
+                f"dataset {self.name}: a data row has no field {err.args[0]!r} (data from {self.data_dir or 'the hub'}); "
+                "fix or replace the data file"
+            ) from None
         items = items if self.limit is None else items[: self.limit]
         if not items:
             raise ConfigError(
