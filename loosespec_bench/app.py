@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from .build import build_drafter, build_task, build_verifier
 from .config import validate
 from .decoding import GenerationOutput, generate
+from .errors import ConfigError
 from .metrics import sample_metrics
 from .models import load_model
 from .models.loading import load_options
@@ -47,6 +48,33 @@ class Runner:
         self.eos = eos_ids(self.target)
         self.stop_fn = make_stop_fn(self.target.tokenizer, task.stop_strings)
         self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
+
+    def context_length(self) -> int | None:
+        """The target's context: max_position_embeddings of its config (None: unknown)."""
+        n = getattr(getattr(self.target.model, "config", None), "max_position_embeddings", None)
+        return n if isinstance(n, int) and n > 0 else None
+
+    def check_lengths(self, samples: list[Sample]) -> None:
+        """A prompt that, with max_new_tokens, does not fit the target's context is a
+        ConfigError naming the sample, before any generation (the model would otherwise fail or
+        silently run past its trained positions)."""
+        ctx = self.context_length()
+        if ctx is None:
+            return
+        if self.max_new >= ctx:
+            raise ConfigError(
+                f"generation.max_new_tokens={self.max_new} does not fit the target's context of {ctx} tokens "
+                "(max_position_embeddings); lower it"
+            )
+        chat = bool(self.cfg.chat_template)
+        for sample in samples:
+            n = len(encode_prompt(self.target.tokenizer, sample, chat)[1])
+            if n + self.max_new > ctx:
+                raise ConfigError(
+                    f"sample {sample.id}: its prompt ({n} tokens) + max_new_tokens ({self.max_new}) exceeds the target's "
+                    f"context of {ctx} tokens (max_position_embeddings); lower generation.max_new_tokens, "
+                    "shorten the prompt (e.g. dataset.num_fewshot) or use a longer-context model"
+                )
 
     def _generate(self, prompt_ids: torch.Tensor, *, method: bool, seed: int, max_new: int | None = None) -> GenerationOutput:
         gen = torch.Generator().manual_seed(seed)
@@ -157,12 +185,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     validate(cfg)
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
-    folder = RunFolder(run_dir(cfg))
-    folder.lock("run")  # before anything slow (data download, model load): a duplicate stops at once
+    # The task and its samples load before the folder exists: a rejected config or bad data
+    # (ConfigError) leaves no result folder behind.
+    task = build_task(cfg)
+    samples = task.samples()
+    path = run_dir(cfg)
+    existed = path.exists()
+    folder = RunFolder(path)
+    folder.lock("run")  # before the model loads: a duplicate stops at once
     tracker = None
     try:
-        task = build_task(cfg)
-        samples = task.samples()
         folder.clear_error()  # this attempt replaces the last one's verdict
         folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         done = reusable_records(folder, samples)
@@ -172,11 +204,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done -> {folder.path}",
             flush=True,
         )
-        tracker = build_tracker(cfg)  # None for logger=none; a SafeTracker never raises
+        tracker = build_tracker(cfg, **tracker_extras(cfg))  # None for logger=none; a SafeTracker never raises
         if tracker:
             tracker.start(cfg, folder.path, folder.path.name)
         if todo:
             runner = Runner(cfg, task)
+            runner.check_lengths([s for _, s in todo])  # before any generation
             if cfg.warmup:
                 _, first = todo[0]
                 runner.warmup(torch.tensor(encode_prompt(runner.target.tokenizer, first, bool(cfg.chat_template), chat_template_kwargs(cfg))[1]))
@@ -193,9 +226,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         summary = build_summary(task, records, seed=int(cfg.seed))
         summary.update(run_metadata(cfg, task.name, folder.path))
         folder.write_summary(summary)
-    except BaseException:
+    except BaseException as err:
         if tracker:
             tracker.close()  # the tracker's run is marked failed; finished samples are on disk
+        if isinstance(err, ConfigError) and not existed:
+            folder.close()
+            remove_if_empty(folder.path)  # a rejected config leaves no result folder
         raise
     finally:
         folder.close()  # releases the lock
@@ -237,13 +273,14 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
     return {r["id"]: r for r in first_per_id(kept)}
 
 
-def run_recording_errors(cfg: DictConfig) -> dict[str, Any]:
+def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False) -> dict[str, Any]:
     """run(cfg), leaving the traceback in the point's folder (error.txt) when it fails.
 
     Only errors (Exception) are recorded: SystemExit / KeyboardInterrupt are how submitit
     requeues a pre-empted or timed-out job and how a user stops a run; those points resume.
     A refused start (FolderLocked: another process writes the folder) records nothing, since
-    the folder belongs to that process. The exception is re-raised, so Hydra marks the job
+    the folder belongs to that process; nor does a ConfigError unless record_config_errors
+    (sweep points): a rejected single run leaves no folder. The exception is re-raised, so Hydra marks the job
     failed and the other sweep points go on.
     """
     try:
@@ -254,9 +291,42 @@ def run_recording_errors(cfg: DictConfig) -> dict[str, Any]:
         return run(cfg)
     except FolderLocked:
         raise
+    except ConfigError:
+        # A rejected config or bad data: a single run says so in one line and leaves no folder;
+        # a sweep point (record_config_errors) records it, so that the sweep's failed points
+        # stay listed (status, plan launch) after the sweep goes on.
+        if record_config_errors:
+            write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
+        raise
     except Exception:
         write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
         raise
+
+
+def _tracker_plots(*args: Any) -> dict[str, Path]:
+    from .report.plots import tracker_plots  # pandas + matplotlib: only when a tracker plots
+
+    return tracker_plots(*args)
+
+
+def tracker_extras(cfg: DictConfig) -> dict[str, Any]:
+    """What the configured tracker gets besides its own config node: W&B's plot maker."""
+    target = str((cfg.get("logger") or {}).get("_target_", ""))
+    return {"plotter": _tracker_plots} if target.endswith("WandbTracker") else {}
+
+
+def remove_if_empty(path: Path) -> None:
+    """Remove a new run folder that holds no result (only its lock file and config.yaml: a run
+    refused before its first sample), and its experiment folder when that is left empty."""
+    try:
+        if any(p.name not in (RunFolder.LOCK, RunFolder.CONFIG) for p in path.iterdir()):
+            return
+        for name in (RunFolder.CONFIG, RunFolder.LOCK):
+            (path / name).unlink(missing_ok=True)
+        path.rmdir()
+        path.parent.rmdir()  # the experiment folder, only if empty
+    except OSError:
+        pass
 
 
 def _hydra_job_dir() -> Path | None:

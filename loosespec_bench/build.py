@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from .config import uses_drafter
 from .drafters.base import Drafter
+from .errors import ConfigError
 from .models import LoadedModel, load_model
 from .models.quantize import quantize_drafter
 from .models.subvocab import restrict_draft_vocab
@@ -37,7 +39,17 @@ def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
     assert isinstance(cfg, dict)
     for key in BOOKKEEPING_KEYS:
         cfg.pop(key, None)
-    return hydra_instantiate(cfg, **kwargs)
+    try:
+        return hydra_instantiate(cfg, **kwargs)
+    except InstantiationException as err:
+        # Hydra wraps what the constructor raised; a ConfigError (a task's own check of its
+        # settings) must reach the CLI as itself, one `error:` line.
+        cause = err.__cause__ or err.__context__
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise cause from None
+        raise
 
 
 def build_task(cfg: DictConfig) -> Task:

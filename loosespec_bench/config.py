@@ -180,6 +180,9 @@ def _need(cond: bool, msg: str) -> None:
 
 def validate(cfg: DictConfig) -> None:
     """Value checks that Hydra's composition cannot express."""
+    from .checks import validate_settings
+
+    validate_settings(cfg)  # every key and range, declared per config node (checks.py)
     k = cfg.drafter.get("k")
     _need(isinstance(k, int) and not isinstance(k, bool) and k >= 1, f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
     t = cfg.generation.temperature

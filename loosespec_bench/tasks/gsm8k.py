@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from .answers import LmEvalScorer, extract_answer, lm_eval_task_config
+from .answers import LmEvalScorer, extract_answer, lm_eval_task_config, parse_number
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 MATCHES = ("strict", "flexible")
@@ -53,7 +53,7 @@ class GSM8K(Task):
 
     def _rows(self) -> list[dict[str, str]]:
         if self.data_dir is not None:
-            return read_jsonl(self.local_path("gsm8k", "test.jsonl"))
+            return read_jsonl(self.local_path("gsm8k", "test.jsonl"), required=("question", "answer"))
         return [dict(r) for r in load_hub_dataset(self.hub_path, "main", "test")]
 
     def user_turn(self, question: str) -> str:
@@ -75,6 +75,12 @@ class GSM8K(Task):
         for i, row in enumerate(self._rows()):
             # The reference is the text after "#### " (lm-eval's doc_to_target), e.g. "1,600".
             reference = row["answer"].split("####")[-1].strip()
+            if "####" not in row["answer"] or parse_number(reference) is None:
+                where = self.local_path("gsm8k", "test.jsonl") if self.data_dir is not None else self.hub_path
+                raise ConfigError(
+                    f"{where} line {i + 1}: the reference answer {reference[-40:]!r} is not a number after '####'; "
+                    "fix or replace the data file"
+                )
             out.append(Sample(id=f"gsm8k/{i}", messages=self.messages(row["question"]), reference=reference))
         return out
 

@@ -91,7 +91,18 @@ class MGSM(Task):
             # No header, no quoting: a question may contain quote characters.
             with path.open(encoding="utf-8", newline="") as f:
                 rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-            return [(q, parse_number(a)) for q, a in rows]
+            out = []
+            for lineno, row in enumerate(rows, 1):
+                if len(row) != 2:
+                    raise ConfigError(
+                        f"{path} line {lineno}: {len(row)} tab-separated field(s), expected 2 (question, answer); "
+                        "fix or replace the data file"
+                    )
+                number = parse_number(row[1])
+                if number is None:
+                    raise ConfigError(f"{path} line {lineno}: the reference answer {row[1]!r} is not a number; fix or replace the data file")
+                out.append((row[0], number))
+            return out
         ds = load_hub_dataset(self.hub_path, lang, "test")
         return [(r["question"], float(r["answer_number"])) for r in ds]
 
