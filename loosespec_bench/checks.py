@@ -153,8 +153,11 @@ RULES: dict[str, dict[str, Any]] = {
         "theta": real(0),
         "window": integer(1),
         "top_k": integer(1),
-        "mode": choice("code", "paper"),
+        "mode": choice("code", "paper", "vllm"),
         "no_window": boolean,
+        "theta_switch_off": boolean,
+        "near_limit": choice("full_k", "shrink"),
+        "draft_sampling": boolean,
     },
     "loosespec_bench.verifiers.dropmatch.DropMatch": {
         "criterion": choice("naive", "js"),
@@ -162,10 +165,13 @@ RULES: dict[str, dict[str, Any]] = {
         "p": real(0, 1, hi_open=True),
         "include_clean_path": boolean,
         "majority": optional(real(0, 1, hi_open=True)),
+        "lm_head_batch": optional(integer(1)),
     },
     # drafters
     "loosespec_bench.drafters.PromptLookupDrafter": {"max_ngram": integer(1), "min_ngram": integer(1)},
-    "loosespec_bench.drafters.MLADrafter": {"max_ngram": integer(1), "min_ngram": integer(1), "num_pred_tokens": integer(1)},
+    "loosespec_bench.drafters.MLADrafter": {
+        "max_ngram": integer(1), "min_ngram": integer(1), "num_pred_tokens": integer(1), "lookup": choice("official", "hf"),
+    },
     "loosespec_bench.drafters.CrossTokenizerDrafter": {
         "context_tokens": integer(0),
         "special_tokens": choice("keep", "skip"),
@@ -204,13 +210,13 @@ RULES: dict[str, dict[str, Any]] = {
     },
 }
 GROUP_COMMON: dict[str, dict[str, Rule]] = {
-    "drafter": {"k": integer(1)},
+    "drafter": {"k": integer(1), "vocab_top": optional(integer(1))},
     "dataset": _TASK_COMMON,
 }
 # Keys of an instantiated node that the harness reads itself (build.BOOKKEEPING_KEYS, plus
 # the ones the app or the node's own interpolations use).
-HARNESS_KEYS = {"_target_", "name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers",
-                "data_dir", "limit", "max_new_tokens", "stop_strings", "system_prompt"}
+HARNESS_KEYS = {"_target_", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "vocab_top",
+                "name", "data_dir", "limit", "max_new_tokens", "stop_strings", "system_prompt"}
 ROOT_RULES: dict[str, Rule] = {
     "seed": integer(0),
     "baseline": choice("paired", "none"),
@@ -223,6 +229,8 @@ ROOT_RULES: dict[str, Rule] = {
 }
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),
+    "top_k": integer(0),
+    "top_p": real(0, 1, lo_open=True),
     "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
 }
 
@@ -367,6 +375,9 @@ def _check_cross(data: dict[str, Any]) -> None:
         if bad:
             raise ConfigError(f"dataset.languages has unknown entries {bad}; choose from {', '.join(LANGUAGES)} or all")
     pair = data.get("pair") or {}
+    quantize = (pair.get("draft") or {}).get("quantize")
+    if quantize not in (None, "none", "int8", "int4"):
+        raise ConfigError(f"pair.draft.quantize={quantize!r} must be one of none, int8, int4 (weight-only, the draft only)")
     device = pair.get("device")
     if device is not None and not (isinstance(device, str) and (device in ("cpu", "cuda", "mps", "auto") or device.startswith("cuda:"))):
         raise ConfigError(f"pair.device={device!r} must be cpu, cuda, cuda:<n>, mps or auto")

@@ -54,6 +54,17 @@ CASES: list[tuple[str, list[str]]] = [
     ("fly-topk-zero", ["method=fly", "method.top_k=0"]),
     ("fly-mode", ["method=fly", "method.mode=foo"]),
     ("fly-no-window", ["method=fly", "method.no_window=maybe"]),
+    ("fly-k-not-above-w", ["method=fly", "drafter.k=5"]),
+    ("fly-near-limit", ["method=fly", "method.near_limit=sometimes"]),
+    ("fly-draft-sampling", ["method=fly", "method.draft_sampling=perhaps"]),
+    ("fly-switch-off", ["method=fly", "method.theta_switch_off=2"]),
+    ("mla-lookup", ["method=fly", "drafter=mla", "drafter.lookup=vllm"]),
+    ("dm-lm-head-batch", ["method=dropmatch", "+method.lm_head_batch=0"]),
+    ("generation-top-p", ["generation.temperature=1", "generation.top_p=1.5"]),
+    ("generation-top-p-zero", ["generation.temperature=1", "generation.top_p=0"]),
+    ("generation-top-k", ["generation.top_k=-1"]),
+    ("draft-quantize", ["pair.draft.quantize=int3"]),
+    ("draft-vocab-top", ["drafter.vocab_top=0"]),
     ("dm-n-paths", ["method=dropmatch", "method.n_paths=0"]),
     ("dm-p-one", ["method=dropmatch", "method.p=1.0"]),
     ("dm-p-negative", ["method=dropmatch", "method.p=-0.1"]),
@@ -209,3 +220,32 @@ def test_instantiate_unwraps_config_error():
 
     with pytest.raises(ConfigError, match="num_fewshot"):
         instantiate({"_target_": "loosespec_bench.tasks.gsm8k.GSM8K", "num_fewshot": 99})
+
+
+# Settings that every helper of a method, drafter or pair declares: each composes and passes
+# the pre-check (a new option that validation does not know would be rejected here).
+GOOD = [
+    ["method=fly", "method.mode=vllm", "drafter.k=10"],
+    ["method=fly", "method.near_limit=shrink", "method.draft_sampling=true", "method.theta_switch_off=false"],
+    ["method=fly", "drafter=mla", "drafter.lookup=hf"],
+    ["pair.draft.quantize=int8"], ["pair.draft.quantize=int4", "drafter.vocab_top=32768"],
+    ["generation.temperature=1", "generation.top_p=0.9", "generation.top_k=50"],
+    ["pair=qwen3_4b_32b"], ["method=dropmatch", "+method.lm_head_batch=1"],
+    ["drafter=eagle3"], ["pair=smollm2_to_qwen25_coder", "drafter=model_xtok"],
+]
+
+
+@pytest.mark.parametrize("args", GOOD, ids=[" ".join(g) for g in GOOD])
+def test_declared_options_pass_the_precheck(args):
+    from loosespec_bench.__main__ import precheck
+
+    precheck(args)
+
+
+def test_every_experiment_at_every_scale_passes_the_precheck():
+    from loosespec_bench.__main__ import precheck
+    from loosespec_bench.config import group_choices
+
+    for exp in group_choices("experiment"):
+        for scale in group_choices("scale"):
+            precheck([f"experiment={exp}", f"scale={scale}"])

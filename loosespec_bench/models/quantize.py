@@ -175,9 +175,6 @@ def quantize_drafter(drafter: object, mode: str | None) -> int:
     drafter's too). Prompt lookup has none: a no-op. Returns how many layers were swapped."""
     if mode is None or mode == "none" or drafter is None:
         return 0
-    n = 0
-    for attr in ("model", "head"):
-        net = getattr(drafter, attr, None)
-        if isinstance(net, torch.nn.Module):
-            n += quantize_linears(net, mode)
-    return n + quantize_drafter(getattr(drafter, "inner", None), mode)
+    # The drafter declares the networks it runs (Drafter.modules(): a draft model, an EAGLE-3
+    # head, a wrapped drafter's); never the target, which an EAGLE-3 drafter only reads.
+    return sum(quantize_linears(net, mode) for net in drafter.modules())
