@@ -259,6 +259,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         method=cfg.method.name,
         drafter=cfg.drafter.name if uses_drafter(cfg) else None,
         k=int(cfg.drafter.k) if uses_drafter(cfg) else 0,
+        tree=bool(uses_drafter(cfg) and (cfg.drafter.get("tree") or cfg.drafter.name == "lookahead")),
         pair=cfg.pair.name,
         dataset=task.name,
         temperature=float(cfg.generation.temperature),
