@@ -192,3 +192,45 @@ def test_tree_sampling_is_refused(tiny_pair):
     with pytest.raises(ConfigError, match="temperature 0"):
         generate(target, _prompt(tok), verifier=SPD(), drafter=DecoyTreeDrafter(draft, 2), max_new_tokens=5,
                  temperature=1.0, generator=torch.Generator().manual_seed(0))
+
+
+def _official_eagle2_checkpoint(folder, target, seed: int = 0):
+    """A random head with SafeAILab/EAGLE's EAGLE-2 (cnets1.Model) key names and config."""
+    import json
+
+    tc = target.config
+    h, heads, kv = tc.hidden_size, tc.num_attention_heads, tc.num_key_value_heads
+    d = h // heads
+    g = torch.Generator().manual_seed(seed)
+
+    def w(*shape):
+        return torch.randn(*shape, generator=g) * 0.2
+
+    state = {
+        "fc.weight": w(h, 2 * h), "fc.bias": w(h),
+        "layers.0.self_attn.q_proj.weight": w(heads * d, h), "layers.0.self_attn.k_proj.weight": w(kv * d, h),
+        "layers.0.self_attn.v_proj.weight": w(kv * d, h), "layers.0.self_attn.o_proj.weight": w(h, heads * d),
+        "layers.0.mlp.gate_proj.weight": w(96, h), "layers.0.mlp.up_proj.weight": w(96, h),
+        "layers.0.mlp.down_proj.weight": w(h, 96), "layers.0.post_attention_layernorm.weight": torch.ones(h),
+    }
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": h, "intermediate_size": 96,
+           "num_attention_heads": heads, "num_key_value_heads": kv, "rms_norm_eps": 1e-6,
+           "rope_theta": 10000.0, "vocab_size": tc.vocab_size, "num_hidden_layers": 1, "bias": True}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    torch.save(state, folder / "pytorch_model.bin")
+    return folder
+
+
+def test_eagle2_official_head_loads_and_drafts_chain_and_tree_losslessly(tmp_path, tiny_pair):
+    from loosespec_bench.drafters.eagle2 import Eagle2Head
+
+    target, _, tok = tiny_pair
+    folder = _official_eagle2_checkpoint(tmp_path / "eagle2", target)
+    prompt = _prompt(tok)
+    ref = generate(target, prompt, verifier=SPD(), max_new_tokens=25)
+    for tree in (False, True):
+        d = Eagle3Drafter(target, str(folder), tree=tree, total_token=15, depth=3, top_k=3)
+        assert isinstance(d.head, Eagle2Head)
+        assert d.needs_target_hidden == (target.config.num_hidden_layers,)  # the final hidden state
+        assert generate(target, prompt, verifier=SPD(), drafter=d, max_new_tokens=25).new_tokens == ref.new_tokens

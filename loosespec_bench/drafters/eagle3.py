@@ -55,6 +55,7 @@ from ..errors import ConfigError
 from ..sampling import sample_or_argmax
 from ..step import Draft, common_prefix_len, empty_draft
 from .base import Drafter
+from .eagle2 import Eagle2Head, build_eagle2_head, is_eagle2_state
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -297,6 +298,9 @@ def read_head(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]
     else:
         raise ConfigError(f"EAGLE-3 head {path!r}: none of {WEIGHT_FILES} in {folder}")
     state = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v for k, v in state.items()}
+    if is_eagle2_state(state):
+        cfg = {**cfg, "eagle_version": 2}  # EAGLE-1/2 layout: drafters/eagle2.py builds it
+        return cfg, state
     if "fc.weight" not in state or not any(k.startswith("midlayer.") for k in state):
         raise ConfigError(f"EAGLE-3 head {path!r}: the weights have no fc.weight / midlayer.* (not an EAGLE-3 head?)")
     return cfg, state
@@ -395,7 +399,7 @@ class Eagle3Drafter(Drafter):
         k: int = 5,
         layers: list[int] | tuple[int, ...] | None = None,
         dtype: str | None = None,
-        head: Eagle3Head | None = None,
+        head: Eagle3Head | Eagle2Head | None = None,
         tree: bool = False,
         total_token: int = 60,
         depth: int = 7,
@@ -424,7 +428,10 @@ class Eagle3Drafter(Drafter):
                 head = build_head(cfg, None, target.get_input_embeddings())
             else:
                 cfg, state = read_head(head_path)
-                head = build_head(cfg, state, target.get_input_embeddings())
+                if cfg.get("eagle_version") == 2:
+                    head = build_eagle2_head(cfg, state, target.get_input_embeddings(), target.get_output_embeddings())
+                else:
+                    head = build_head(cfg, state, target.get_input_embeddings())
         emb = target.get_input_embeddings()
         if head.vocab_size != emb.num_embeddings:
             raise ConfigError(
@@ -432,11 +439,17 @@ class Eagle3Drafter(Drafter):
                 f"the target has {emb.num_embeddings}"
             )
         n_layers = target.config.num_hidden_layers
-        layers = layers or head.cfg.get("eagle_aux_hidden_state_layer_ids") or default_layers(n_layers)
+        if isinstance(head, Eagle2Head):
+            # EAGLE-2 reads the target's final (normed) hidden state: hidden_states[L].
+            layers = layers or (n_layers,)
+            want = 1
+        else:
+            layers = layers or head.cfg.get("eagle_aux_hidden_state_layer_ids") or default_layers(n_layers)
+            want = 3
         # Indices into transformers' hidden_states tuple: i = the input of layer i (0 = embeddings).
         self.needs_target_hidden: tuple[int, ...] = tuple(int(i) for i in layers)
-        if len(self.needs_target_hidden) != 3 or not all(0 <= i <= n_layers for i in self.needs_target_hidden):
-            raise ConfigError(f"drafter.layers={list(self.needs_target_hidden)}: need 3 layer indices in [0, {n_layers}]")
+        if len(self.needs_target_hidden) != want or not all(0 <= i <= n_layers for i in self.needs_target_hidden):
+            raise ConfigError(f"drafter.layers={list(self.needs_target_hidden)}: need {want} layer indices in [0, {n_layers}]")
         torch_dtype = getattr(torch, dtype) if dtype else target.dtype
         # .to() casts floating tensors only: d2t / t2d keep their integer / bool types.
         self.head = head.to(device=target.device, dtype=torch_dtype).eval()
