@@ -258,7 +258,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     summary.update(
         method=cfg.method.name,
         drafter=cfg.drafter.name if uses_drafter(cfg) else None,
-        k=int(cfg.drafter.k) if uses_drafter(cfg) else 0,
+        # A tree's K is its longest path (depth + 1), the most tokens one step can accept.
+        k=(int(cfg.drafter.depth) + 1 if cfg.drafter.get("tree") else int(cfg.drafter.k)) if uses_drafter(cfg) else 0,
         tree=bool(uses_drafter(cfg) and (cfg.drafter.get("tree") or cfg.drafter.name == "lookahead")),
         pair=cfg.pair.name,
         dataset=task.name,

@@ -32,7 +32,7 @@ class GenerationOutput:
     stop_reason: str  # "eos" | "max_new_tokens" | "stop_string"
     # Per verification step: draft length offered, draft tokens accepted. Emitted tokens per
     # step = accepted + 1 (the correction or bonus), except where EOS/limits cut the step short.
-    drafted: list[int] = field(default_factory=list)
+    drafted: list[int] = field(default_factory=list)  # chain length, or tree depth
     accepted: list[int] = field(default_factory=list)
     emitted: list[int] = field(default_factory=list)
     prefill_s: float = 0.0
@@ -234,7 +234,8 @@ def generate(
             drafter.observe(tuple(fwd.hidden_states[i][0].index_select(0, rows) for i in taps))  # [n+1, hidden] each
         tokens = torch.cat([tokens, torch.tensor(chunk, dtype=torch.long)])
         new_tokens.extend(chunk)
-        out.drafted.append(draft.k)
+        # Positions offered: a chain's length, a tree's depth (its node count is in the records).
+        out.drafted.append(draft.k if draft.parents is None or draft.k == 0 else int(node_depths(draft.parents).max()))
         out.accepted.append(n)
         out.emitted.append(len(chunk))
         if record_steps:
