@@ -234,3 +234,31 @@ def test_eagle2_official_head_loads_and_drafts_chain_and_tree_losslessly(tmp_pat
         assert isinstance(d.head, Eagle2Head)
         assert d.needs_target_hidden == (target.config.num_hidden_layers,)  # the final hidden state
         assert generate(target, prompt, verifier=SPD(), drafter=d, max_new_tokens=25).new_tokens == ref.new_tokens
+
+
+@pytest.mark.slow
+def test_trained_head_tree_is_lossless_and_beats_its_chain_on_the_embedded_pair():
+    """The CPU-trained EAGLE-3 head of the embedded target (scripts/train_eagle3.py): greedy tree
+    SPD equals the target alone in float32, and the tree accepts more per step than a chain of
+    the same head."""
+    import os
+
+    from loosespec_bench.models import load_model
+
+    from .conftest import compose_config
+
+    folder = os.path.expanduser(compose_config(["drafter=eagle3"]).drafter.head_path)
+    if not os.path.isdir(folder):
+        pytest.skip(f"no trained head in {folder}: run scripts/train_eagle3.py")
+    target = load_model("embedded:qwen2.5-coder-1.5b-instruct", dtype="float32")
+    msgs = [{"role": "user", "content": "Question: Tom has 3 boxes of 12 pencils and gives away 5. How many are left?\nStep-by-Step Answer:"}]
+    text = target.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    prompt = torch.tensor(target.tokenizer(text, add_special_tokens=False).input_ids)
+    eos = {target.tokenizer.eos_token_id}
+    ref = generate(target.model, prompt, verifier=SPD(), max_new_tokens=48, eos_token_ids=eos)
+    chain = generate(target.model, prompt, verifier=SPD(), drafter=Eagle3Drafter(target.model, folder, k=5),
+                     max_new_tokens=48, eos_token_ids=eos)
+    tree = generate(target.model, prompt, verifier=SPD(), drafter=Eagle3Drafter(target.model, folder, tree=True),
+                    max_new_tokens=48, eos_token_ids=eos)
+    assert tree.new_tokens == ref.new_tokens == chain.new_tokens
+    assert tree.tau > chain.tau

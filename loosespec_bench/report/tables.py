@@ -437,7 +437,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         "'not run': no finished run of ours; 'n/a': run, but the figure is undefined (retention with target-alone accuracy 0, speedup without a paired baseline); 'not sourced': no published figure in published.csv (see its source and note columns).",
         "speedup ÷ EAGLE-3 (OOD) divides by our EAGLE-3 run of the same pair with the dynamic tree when there is one"
         + (" (this table: " + ", ".join(f"{p}: {'tree' if t else 'CHAIN, which understates EAGLE-3 and inflates the ratio'}" for p, t in eagle_tree.items()) + ")" if eagle_tree else "")
-        + "; the papers' EAGLE-2/3 and Lookahead figures are dynamic-tree / official-default runs (experiment=fly_baselines).",
+        + "; the papers' EAGLE-2/3 and Lookahead figures are dynamic-tree / official-default runs (experiment=baselines_tree).",
         *variant_notes,
         *_subset_notes(runs),
         *_partial_note(runs),
