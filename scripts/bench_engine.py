@@ -95,7 +95,9 @@ COMPARISONS = (
     ("fly-mla", "spd", "FLy + MLA: vs our SPD"),
     ("dropmatch", "spd", "DropMatch (draft model): vs our SPD"),
     ("eagle3-tree", "eagle3", "EAGLE head: dynamic tree vs chain (same head)"),
+    ("eagle3-tree", "ar", "EAGLE dynamic tree: vs our target alone (identical tokens: lossless)"),
     ("lookahead", "pld", "Lookahead decoding vs prompt lookup"),
+    ("lookahead", "ar", "Lookahead decoding: vs our target alone (identical tokens: lossless)"),
 )
 RULE_SHARE_LIMIT = 0.02  # FLy rule / DropMatch LM-head passes: at most 2% of step time
 
