@@ -27,7 +27,7 @@ def test_lookahead_branch_attends_along_the_diagonal():
     d.levels = [[1, 2, 3], [11, 12, 13, 14], [21, 22, 23, 24]]
     draft = d.propose(torch.tensor([5, 6]), 3)
     assert draft.k == 0  # empty pool: no guesses yet
-    xt, xp = draft.extra_tokens.tolist(), draft.extra_parents.tolist()
+    xt = draft.extra_tokens.tolist()
     assert xt == [1, 2, 3, 11, 21, 12, 22, 13, 23, 14, 24]
     anc = ancestor_matrix(draft.extra_parents)
     # level-2 token of column 2 (23) sees: level0 [1, 2] (columns 0..1's keys), level1 13, itself.
