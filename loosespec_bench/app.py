@@ -5,10 +5,8 @@ Kept free of Hydra's decorator so tests (and notebooks) call it with a composed 
 
 from __future__ import annotations
 
-import datetime
 import logging
-import platform
-import subprocess
+import traceback
 import zlib
 from pathlib import Path
 from typing import Any
@@ -17,81 +15,23 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from . import __version__, omp
 from .build import build_drafter, build_task, build_verifier
-from .config import run_id, uses_drafter, validate
+from .config import validate
 from .decoding import GenerationOutput, generate
-from .metrics import sample_metrics, summarize
-from .models import LoadedModel, load_model
+from .errors import ConfigError
+from .metrics import sample_metrics
+from .models import load_model
 from .models.loading import load_options
-from .sinks import RunFolder
+from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, eos_ids, make_stop_fn, sample_hash
+from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
-from .stats import retention_summary
+from .summary import build_summary, run_metadata
 from .tasks import Sample, Task
 from .verifiers.spd import SPD
 
 log = logging.getLogger(__name__)
-
-
-def encode_prompt(tokenizer: Any, sample: Sample, use_chat_template: bool) -> tuple[str, list[int]]:
-    """The exact text given to the tokenizer (after the chat template) and its ids."""
-    return encode_messages(tokenizer, sample.messages, use_chat_template)
-
-
-def encode_messages(tokenizer: Any, messages: list[dict[str, str]], use_chat_template: bool) -> tuple[str, list[int]]:
-    """encode_prompt for any message list. A final assistant message is an answer prefix that
-    the model continues (lm-eval's gen_prefix: HumanEval instruct, NIAH's answer prefix)."""
-    if use_chat_template and getattr(tokenizer, "chat_template", None):
-        prefill = messages[-1]["role"] == "assistant"
-        text = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=not prefill, continue_final_message=prefill, tokenize=False
-        )
-    else:
-        text = "\n\n".join(m["content"] for m in messages)
-    # The template already holds the special tokens; adding BOS again would change the prompt.
-    ids = tokenizer(text, add_special_tokens=not use_chat_template).input_ids
-    return text, list(ids)
-
-
-def eos_ids(loaded: LoadedModel) -> set[int]:
-    ids: set[int] = set()
-    for src in (loaded.tokenizer.eos_token_id, getattr(loaded.model.generation_config, "eos_token_id", None)):
-        if isinstance(src, int):
-            ids.add(src)
-        elif src:
-            ids.update(int(i) for i in src)
-    return ids
-
-
-def make_stop_fn(tokenizer: Any, stop_strings: list[str]):
-    if not stop_strings:
-        return None
-
-    def stop_fn(new_ids: list[int]) -> bool:
-        text = tokenizer.decode(new_ids, skip_special_tokens=True)
-        return any(s in text for s in stop_strings)
-
-    return stop_fn
-
-
-def cut_at_stop(text: str, stop_strings: list[str]) -> str:
-    cut = min((text.find(s) for s in stop_strings if s in text), default=-1)
-    return text[:cut] if cut >= 0 else text
-
-
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        ).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _hardware(device: str) -> str:
-    if device.startswith("cuda") and torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    return f"{platform.machine()} CPU, {torch.get_num_threads()} threads, OMP_WAIT_POLICY={omp.describe()}"
+# Moved to prompting.py / build.py; importable from here for old code.
+__all__ = ["build_task", "cut_at_stop", "encode_messages", "encode_prompt", "eos_ids", "make_stop_fn", "run", "run_recording_errors"]
 
 
 class Runner:
@@ -109,6 +49,33 @@ class Runner:
         self.stop_fn = make_stop_fn(self.target.tokenizer, task.stop_strings)
         self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
 
+    def context_length(self) -> int | None:
+        """The target's context: max_position_embeddings of its config (None: unknown)."""
+        n = getattr(getattr(self.target.model, "config", None), "max_position_embeddings", None)
+        return n if isinstance(n, int) and n > 0 else None
+
+    def check_lengths(self, samples: list[Sample]) -> None:
+        """A prompt that, with max_new_tokens, does not fit the target's context is a
+        ConfigError naming the sample, before any generation (the model would otherwise fail or
+        silently run past its trained positions)."""
+        ctx = self.context_length()
+        if ctx is None:
+            return
+        if self.max_new >= ctx:
+            raise ConfigError(
+                f"generation.max_new_tokens={self.max_new} does not fit the target's context of {ctx} tokens "
+                "(max_position_embeddings); lower it"
+            )
+        chat = bool(self.cfg.chat_template)
+        for sample in samples:
+            n = len(encode_prompt(self.target.tokenizer, sample, chat)[1])
+            if n + self.max_new > ctx:
+                raise ConfigError(
+                    f"sample {sample.id}: its prompt ({n} tokens) + max_new_tokens ({self.max_new}) exceeds the target's "
+                    f"context of {ctx} tokens (max_position_embeddings); lower generation.max_new_tokens, "
+                    "shorten the prompt (e.g. dataset.num_fewshot) or use a longer-context model"
+                )
+
     def _generate(self, prompt_ids: torch.Tensor, *, method: bool, seed: int, max_new: int | None = None) -> GenerationOutput:
         gen = torch.Generator().manual_seed(seed)
         return generate(
@@ -118,6 +85,8 @@ class Runner:
             drafter=self.drafter if method else None,
             max_new_tokens=max_new or self.max_new,
             temperature=float(self.cfg.generation.temperature),
+            top_k=int(self.cfg.generation.get("top_k", 0)),
+            top_p=float(self.cfg.generation.get("top_p", 1.0)),
             eos_token_ids=self.eos,
             stop_fn=self.stop_fn,
             generator=gen,
@@ -149,7 +118,7 @@ class Runner:
 
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
         chat = bool(self.cfg.chat_template)
-        text, ids = encode_prompt(self.target.tokenizer, sample, chat)
+        text, ids = encode_prompt(self.target.tokenizer, sample, chat, chat_template_kwargs(self.cfg))
         seed = (int(self.cfg.seed) * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
         paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
         # Alternate which contestant runs first so slow drift of the machine cancels out.
@@ -164,11 +133,12 @@ class Runner:
                     turn_ids = ids
                 else:
                     convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
-                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat)[1]
+                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
                 gen = self._generate(torch.tensor(turn_ids, dtype=torch.long), method=method, seed=seed + t)
                 turns[method].append((gen, len(turn_ids), self._decode(gen)))
         rec = {
             "id": sample.id,
+            "prompt_sha256": sample_hash(sample),  # resume reuses the record only for this prompt
             "meta": sample.meta,
             "reference": sample.reference,
             "prompt_text": text,
@@ -206,30 +176,43 @@ def merge_turns(gens: list[GenerationOutput]) -> GenerationOutput:
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Run (or resume) one experiment point; returns and saves its summary."""
+    """Run (or resume) one experiment point; returns and saves its summary.
+
+    The run holds its folder's lock from before it reads what is on disk until the summary is
+    written: a second run of the same point (or a re-score of the folder) fails at once with
+    FolderLocked instead of computing every sample twice or losing appended ones.
+    """
     validate(cfg)
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
+    # The task and its samples load before the folder exists: a rejected config or bad data
+    # (ConfigError) leaves no result folder behind.
     task = build_task(cfg)
     samples = task.samples()
-    folder = RunFolder(Path(cfg.paths.results_dir) / cfg.experiment_name / run_id(cfg))
-    folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
-    done = {r["id"]: r for r in folder.records()}
-    todo = [(i, s) for i, s in enumerate(samples) if s.id not in done]
-    print(
-        f"[loosespec_bench] {cfg.method.name} on {task.name}: {len(samples)} samples "
-        f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done -> {folder.path}",
-        flush=True,
-    )
-    tracker = build_tracker(cfg)  # None for logger=none; a SafeTracker never raises
-    if tracker:
-        tracker.start(cfg, folder.path, folder.path.name)
+    path = run_dir(cfg)
+    existed = path.exists()
+    folder = RunFolder(path)
+    folder.lock("run")  # before the model loads: a duplicate stops at once
+    tracker = None
     try:
+        folder.clear_error()  # this attempt replaces the last one's verdict
+        folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
+        done = reusable_records(folder, samples)
+        todo = [(i, s) for i, s in enumerate(samples) if s.id not in done]
+        print(
+            f"[loosespec_bench] {cfg.method.name} on {task.name}: {len(samples)} samples "
+            f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done -> {folder.path}",
+            flush=True,
+        )
+        tracker = build_tracker(cfg, **tracker_extras(cfg))  # None for logger=none; a SafeTracker never raises
+        if tracker:
+            tracker.start(cfg, folder.path, folder.path.name)
         if todo:
             runner = Runner(cfg, task)
+            runner.check_lengths([s for _, s in todo])  # before any generation
             if cfg.warmup:
                 _, first = todo[0]
-                runner.warmup(torch.tensor(encode_prompt(runner.target.tokenizer, first, bool(cfg.chat_template))[1]))
+                runner.warmup(torch.tensor(encode_prompt(runner.target.tokenizer, first, bool(cfg.chat_template), chat_template_kwargs(cfg))[1]))
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             for index, sample in bar:
                 rec = runner.run_sample(sample, index)
@@ -238,48 +221,121 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                     tracker.log_sample(rec)
                 done[rec["id"]] = rec
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
-    except BaseException:
+
+        records = [done[s.id] for s in samples if s.id in done]
+        summary = build_summary(task, records, seed=int(cfg.seed))
+        summary.update(run_metadata(cfg, task.name, folder.path))
+        folder.write_summary(summary)
+    except BaseException as err:
         if tracker:
             tracker.close()  # the tracker's run is marked failed; finished samples are on disk
+        if isinstance(err, ConfigError) and not existed:
+            folder.close()
+            remove_if_empty(folder.path)  # a rejected config leaves no result folder
         raise
     finally:
-        folder.close()
-
-    records = [done[s.id] for s in samples if s.id in done]
-    quality = task.aggregate(records)
-    baseline_quality = task.aggregate([{**r, **r["baseline"]} for r in records if r.get("baseline")])
-    summary = summarize(records, quality, baseline_quality)
-    # Retention with its paired-bootstrap interval (stats.py); "retention" itself comes from
-    # summarize when the task reports accuracy, else (e.g. judge ratings) from the pairs here.
-    ci = retention_summary(records, task.quality_key, seed=int(cfg.seed))
-    if ci and summary.get("retention") is None:
-        summary["retention"] = ci["retention_paired"]
-    summary.update(ci)
-    summary.update(
-        method=cfg.method.name,
-        drafter=cfg.drafter.name if uses_drafter(cfg) else None,
-        # A tree's K is its longest path (depth + 1), the most tokens one step can accept.
-        k=(int(cfg.drafter.depth) + 1 if cfg.drafter.get("tree") else int(cfg.drafter.k)) if uses_drafter(cfg) else 0,
-        tree=bool(uses_drafter(cfg) and (cfg.drafter.get("tree") or cfg.drafter.name == "lookahead")),
-        pair=cfg.pair.name,
-        dataset=task.name,
-        temperature=float(cfg.generation.temperature),
-        seed=int(cfg.seed),
-        experiment=cfg.experiment_name,
-        run_dir=str(folder.path),
-        harness_version=__version__,
-        git_commit=_git_commit(),
-        hardware=_hardware(cfg.pair.device),
-        torch=torch.__version__,
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        tau_definition="emitted tokens / verification steps, bonus or correction token included",
-    )
-    folder.write_summary(summary)
+        folder.close()  # releases the lock
     if tracker:
         tracker.finish(summary, records)
         tracker.close()
     print(format_summary(summary), flush=True)
     return summary
+
+
+def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict[str, Any]]:
+    """The records on disk that resume may keep, by sample id.
+
+    Sample ids survive edits to a data file, so each record carries the hash of the prompt it
+    answered (prompting.sample_hash). A record whose hash differs from the current sample's
+    is not reused: it is regenerated, with a warning naming the sample, and moved out of
+    samples.jsonl (the old file is kept as samples.jsonl.bak-<time>) so that every reader's
+    first-record-per-id is the new one. Regenerating, rather than refusing, keeps a rerun
+    with an edited data file a one-command affair; the backup keeps the old answers.
+    Records written before the hash existed cannot be checked and are reused.
+    """
+    current = {s.id: sample_hash(s) for s in samples}
+    kept: list[dict[str, Any]] = []
+    stale: list[dict[str, Any]] = []
+    for rec in folder.lines():
+        stored = rec.get("prompt_sha256")
+        if stored is not None and rec["id"] in current and stored != current[rec["id"]]:
+            stale.append(rec)
+        else:
+            kept.append(rec)
+    if stale:
+        for rec in first_per_id(stale):
+            log.warning(
+                "%s: sample %r was generated from a different prompt than the data now holds; regenerating it",
+                folder.path, rec["id"],
+            )
+        backup = folder.rewrite_samples(kept, utc_stamp())
+        log.warning("%s: %d stale record(s) kept only in %s", folder.path, len(stale), backup.name)
+    return {r["id"]: r for r in first_per_id(kept)}
+
+
+def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False) -> dict[str, Any]:
+    """run(cfg), leaving the traceback in the point's folder (error.txt) when it fails.
+
+    Only errors (Exception) are recorded: SystemExit / KeyboardInterrupt are how submitit
+    requeues a pre-empted or timed-out job and how a user stops a run; those points resume.
+    A refused start (FolderLocked: another process writes the folder) records nothing, since
+    the folder belongs to that process; nor does a ConfigError unless record_config_errors
+    (sweep points): a rejected single run leaves no folder. The exception is re-raised, so Hydra marks the job
+    failed and the other sweep points go on.
+    """
+    try:
+        folder: Path | None = run_dir(cfg)
+    except Exception:  # a config that cannot even name its folder: its error goes to Hydra's job dir
+        folder = None
+    try:
+        return run(cfg)
+    except FolderLocked:
+        raise
+    except ConfigError:
+        # A rejected config or bad data: a single run says so in one line and leaves no folder;
+        # a sweep point (record_config_errors) records it, so that the sweep's failed points
+        # stay listed (status, plan launch) after the sweep goes on.
+        if record_config_errors:
+            write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
+        raise
+    except Exception:
+        write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
+        raise
+
+
+def _tracker_plots(*args: Any) -> dict[str, Path]:
+    from .report.plots import tracker_plots  # pandas + matplotlib: only when a tracker plots
+
+    return tracker_plots(*args)
+
+
+def tracker_extras(cfg: DictConfig) -> dict[str, Any]:
+    """What the configured tracker gets besides its own config node: W&B's plot maker."""
+    target = str((cfg.get("logger") or {}).get("_target_", ""))
+    return {"plotter": _tracker_plots} if target.endswith("WandbTracker") else {}
+
+
+def remove_if_empty(path: Path) -> None:
+    """Remove a new run folder that holds no result (only its lock file and config.yaml: a run
+    refused before its first sample), and its experiment folder when that is left empty."""
+    try:
+        if any(p.name not in (RunFolder.LOCK, RunFolder.CONFIG) for p in path.iterdir()):
+            return
+        for name in (RunFolder.CONFIG, RunFolder.LOCK):
+            (path / name).unlink(missing_ok=True)
+        path.rmdir()
+        path.parent.rmdir()  # the experiment folder, only if empty
+    except OSError:
+        pass
+
+
+def _hydra_job_dir() -> Path | None:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except Exception:
+        return None
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:

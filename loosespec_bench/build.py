@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from .config import uses_drafter
 from .drafters.base import Drafter
+from .errors import ConfigError
 from .models import LoadedModel, load_model
+from .models.quantize import quantize_drafter
+from .models.subvocab import restrict_draft_vocab
 from .models.loading import load_options
 from .tasks import Task
 from .verifiers.base import Verifier
@@ -24,7 +28,8 @@ from .verifiers.base import Verifier
 # Keys of a config node that steer the harness (what to load, whether a drafter runs, the name
 # used in run ids), not arguments of the class named by _target_. Drafters' `k` is NOT one of
 # them: a drafter owns its draft length.
-BOOKKEEPING_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers")
+# vocab_top is applied to the built drafter's network here, not passed to its constructor.
+BOOKKEEPING_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "vocab_top")
 
 
 def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
@@ -34,7 +39,17 @@ def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
     assert isinstance(cfg, dict)
     for key in BOOKKEEPING_KEYS:
         cfg.pop(key, None)
-    return hydra_instantiate(cfg, **kwargs)
+    try:
+        return hydra_instantiate(cfg, **kwargs)
+    except InstantiationException as err:
+        # Hydra wraps what the constructor raised; a ConfigError (a task's own check of its
+        # settings) must reach the CLI as itself, one `error:` line.
+        cause = err.__cause__ or err.__context__
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise cause from None
+        raise
 
 
 def build_task(cfg: DictConfig) -> Task:
@@ -66,4 +81,11 @@ def build_drafter(cfg: DictConfig, target_loaded: LoadedModel) -> Drafter | None
             extra.update(draft_tokenizer=draft.tokenizer, target_tokenizer=target_loaded.tokenizer)
     if node.get("needs_target", False):  # heads on the target's hidden states (EAGLE-3)
         extra["target"] = target_loaded.model
-    return instantiate(node, **extra)
+    drafter = instantiate(node, **extra)
+    # drafter.vocab_top (FR-Spec style): the draft's LM head over the most frequent ids only,
+    # before quantising so that the smaller head is the one quantised. pair.draft.quantize:
+    # weight-only int8/int4 linears for the draft network (a draft model or an EAGLE-3 head),
+    # once here; the target is never quantised, so lossless methods stay lossless.
+    restrict_draft_vocab(drafter, node.get("vocab_top"), target_loaded.tokenizer, cfg.paths.data_dir)
+    quantize_drafter(drafter, pair.draft.get("quantize"))
+    return drafter

@@ -9,28 +9,155 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "paper_dataset")
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The configs ship inside the package, so an installed wheel runs from any folder.
+CONF_DIR = PACKAGE_DIR / "conf"
+GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "scale", "paper_dataset")
+SITE_CONF_ENV = "LOOSESPEC_SITE_CONF"
+
+
+def site_conf_dir() -> Path | None:
+    """The folder of site settings that belong neither in git nor in the package (its
+    local/slurm.yaml: partition, account, setup lines; slurm/README.md): $LOOSESPEC_SITE_CONF,
+    else the checkout's conf/ when the package runs from a checkout; searched after the
+    packaged configs (config.yaml's hydra.searchpath)."""
+    env = os.environ.get(SITE_CONF_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    checkout = PACKAGE_DIR.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "conf" / "local").is_dir():
+        return checkout / "conf"
+    return None
+
+
+def _site_searchpath() -> str:
+    site = site_conf_dir()
+    # A search path entry that does not exist makes Hydra warn on every run; without a site
+    # folder the packaged configs stand in (listed twice, which changes nothing).
+    return f"file://{site}" if site is not None and site.is_dir() else f"file://{CONF_DIR}"
+
+
+# The groups `--help` lists, in this order, with a title each; the others (hydra/launcher,
+# paper_dataset, pair_drafter, experiment_scale) are composed by these and not chosen directly.
+HELP_GROUPS = {
+    "method": "Methods (method=NAME): the acceptance rule",
+    "drafter": "Drafters (drafter=NAME): who proposes the K draft tokens",
+    "dataset": "Data sets (dataset=NAME)",
+    "pair": "Model pairs (pair=NAME): target + draft",
+    "experiment": "Experiments (-m experiment=NAME: the paper's run and its sweep)",
+    "scale": "Scales (scale=NAME, with an experiment)",
+    "logger": "Trackers (logger=NAME)",
+}
+DESCRIPTION_TAG = "# description:"
+
+
+def description(path: Path) -> str:
+    """A config file's one-line description: its `# description:` line, else its first comment."""
+    first = ""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith(DESCRIPTION_TAG):
+            return line[len(DESCRIPTION_TAG) :].strip()
+        text = line.lstrip("#").strip()
+        if text and not text.startswith("@") and not first:
+            first = text
+    return first
+
+
+def search_dirs(searchpath: Iterable[str] | None = None) -> list[Path]:
+    """The folders Hydra composes config groups from, in its order (the first holding a file
+    wins): the packaged conf/, then the `hydra.searchpath` entries that are folders (`file://`
+    paths, `pkg://` packages). searchpath None means config.yaml's own: the site folder
+    (site_conf_dir). A `hydra.searchpath=[...]` override replaces that list, as in Hydra, so
+    an extension's folder adds its group options (method/<name>.yaml...) without editing the
+    package (README, "Extend it")."""
+    entries = [_site_searchpath()] if searchpath is None else [str(e) for e in searchpath]
+    dirs = [CONF_DIR]
+    for entry in entries:
+        folder: Path | None = None
+        if entry.startswith("file://"):
+            folder = Path(entry[len("file://") :]).expanduser().resolve()
+        elif entry.startswith("pkg://"):
+            import importlib.resources
+
+            try:
+                folder = Path(str(importlib.resources.files(entry[len("pkg://") :].replace("/", "."))))
+            except (ImportError, TypeError, ValueError):
+                folder = None
+        if folder is not None and folder.is_dir() and folder not in dirs:
+            dirs.append(folder)
+    return dirs
+
+
+def searchpath_override(argv: Sequence[str]) -> list[str] | None:
+    """The entries of a `hydra.searchpath=[...]` command-line override, None without one."""
+    for arg in argv:
+        if arg.lstrip("+").startswith("hydra.searchpath="):
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            value = OverridesParser.create().parse_overrides([arg])[0].value()
+            if isinstance(value, list):
+                return [str(v) for v in value]
+            raise ConfigError(f"{arg}: hydra.searchpath must be a list, e.g. hydra.searchpath=[file:///path/to/conf]")
+    return None
+
+
+def option_file(group: str, name: str, dirs: Sequence[Path]) -> Path | None:
+    """The file Hydra composes for `group=name`: the first of the search folders holding it."""
+    return next((d / group / f"{name}.yaml" for d in dirs if (d / group / f"{name}.yaml").is_file()), None)
+
+
+def catalog(conf_dir: Path = CONF_DIR, searchpath: Iterable[str] | None = None) -> str:
+    """Every option of the user-facing groups with its description (read from the files, so a
+    new config file adds its own line), the search path's folders included."""
+    dirs = [conf_dir, *(d for d in search_dirs(searchpath) if d != CONF_DIR)]
+    blocks = []
+    for group, title in HELP_GROUPS.items():
+        names = group_choices(group, dirs)
+        width = max(map(len, names), default=0)
+        rows = [f"  {n:<{width}}  {description(option_file(group, n, dirs))}".rstrip() for n in names]  # type: ignore[arg-type]
+        blocks.append("\n".join([f"{title}:", *rows]))
+    return "\n\n".join(blocks)
+
+
+# Registered on import: every entry point that composes the config imports this module first.
+OmegaConf.register_new_resolver("lsb.site_conf", _site_searchpath, replace=True)
+# The help template (hydra/help/loosespec.yaml) goes through string.Template after
+# OmegaConf: a literal $ must be doubled there.
+# Its argument is the composed hydra.searchpath, so options added through it are listed too.
+OmegaConf.register_new_resolver(
+    "lsb.catalog", lambda searchpath=None: catalog(searchpath=searchpath).replace("$", "$$"), replace=True
+)
+
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
 NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name")
 NON_SEMANTIC_DATASET = ("limit", "data_dir")
+NEUTRAL_GENERATION = {"top_k": 0, "top_p": 1.0}
 
 
-def group_choices(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
-    folder = conf_dir / group
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+def group_choices(group: str, conf_dir: Path | Sequence[Path] = CONF_DIR) -> list[str]:
+    """The options of a config group: the yaml files in `<conf_dir>/<group>/`, over every
+    folder when given several (search_dirs)."""
+    dirs = [conf_dir] if isinstance(conf_dir, Path) else list(conf_dir)
+    return sorted({p.stem for d in dirs if (d / group).is_dir() for p in (d / group).glob("*.yaml")})
 
 
 def check_group_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
-    """Reject `group=unknown` command-line overrides before Hydra prints a multi-line error."""
+    """Reject `group=unknown` command-line overrides before Hydra prints a multi-line error.
+
+    Options are looked up where Hydra will look: conf_dir, then the search path (the site
+    folder, or the folders of a `hydra.searchpath=[...]` override in argv)."""
+    dirs = [conf_dir, *(d for d in search_dirs(searchpath_override(argv)) if d != CONF_DIR)]
     for arg in argv:
         if "=" not in arg or arg.startswith("-"):
             continue
@@ -38,7 +165,7 @@ def check_group_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         key = key.lstrip("+~")
         if key not in GROUPS or "(" in value:  # leave sweep functions (glob, choice...) to Hydra
             continue
-        choices = group_choices(key, conf_dir)
+        choices = group_choices(key, dirs)
         for v in value.split(","):
             if v and v != "null" and v not in choices:
                 near = difflib.get_close_matches(v, choices, n=1)
@@ -53,6 +180,9 @@ def _need(cond: bool, msg: str) -> None:
 
 def validate(cfg: DictConfig) -> None:
     """Value checks that Hydra's composition cannot express."""
+    from .checks import validate_settings
+
+    validate_settings(cfg)  # every key and range, declared per config node (checks.py)
     k = cfg.drafter.get("k")
     _need(isinstance(k, int) and not isinstance(k, bool) and k >= 1, f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
     t = cfg.generation.temperature
@@ -60,11 +190,22 @@ def validate(cfg: DictConfig) -> None:
     is_tree = uses_drafter(cfg) and (bool(cfg.drafter.get("tree")) or cfg.drafter.name == "lookahead")
     _need(not (is_tree and t > 0), f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
           "are verified at temperature 0 only (lossless tree sampling is not implemented)")
+    top_k = cfg.generation.get("top_k", 0)
+    _need(isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0, f"generation.top_k={top_k!r} must be an integer >= 0 (0 = off)")
+    top_p = cfg.generation.get("top_p", 1.0)
+    _need(isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and 0 < top_p <= 1, f"generation.top_p={top_p!r} must be in (0, 1] (1.0 = off)")
     m = cfg.generation.max_new_tokens
     _need(m is None or (isinstance(m, int) and m >= 1), f"generation.max_new_tokens={m!r} must be an integer >= 1 or null (the data set's default)")
     lim = cfg.dataset.get("limit")
     _need(lim is None or (isinstance(lim, int) and lim >= 1), f"dataset.limit={lim!r} must be an integer >= 1 or null (the whole set)")
     _need(cfg.baseline in ("paired", "none"), f"baseline={cfg.baseline!r} must be 'paired' or 'none'")
+    if cfg.method.name == "fly" and uses_drafter(cfg) and not cfg.method.get("no_window", False):
+        w = cfg.method.get("window")
+        _need(
+            not (isinstance(w, int) and k <= w),
+            f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
+            "raise K or set method.no_window=true for the no-window ablation",
+        )
     from .models.loading import resolve_dtype
 
     resolve_dtype(cfg.pair.dtype)
@@ -81,6 +222,11 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
         data.pop(key, None)
     for key in NON_SEMANTIC_DATASET:
         data.get("dataset", {}).pop(key, None)
+    # Sampling truncation at its neutral value computes what runs from before the keys existed
+    # computed: leaving it out keeps their folders (resume) and run ids.
+    for key, neutral in NEUTRAL_GENERATION.items():
+        if data.get("generation", {}).get(key, neutral) == neutral:
+            data.get("generation", {}).pop(key, None)
     if not uses_drafter(cfg):
         data.pop("drafter", None)  # target alone: the drafter is irrelevant
     return data

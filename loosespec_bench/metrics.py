@@ -13,7 +13,7 @@ Definitions (stated once, used everywhere):
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
 from .decoding import GenerationOutput
 
@@ -116,6 +116,33 @@ def paired_speedup(records: list[dict[str, Any]]) -> dict[str, float | None]:
     return {"baseline_tokens_per_s": baseline, "speedup": _ratio(_ratio(p_tokens, p_time) or 0.0, baseline or 0.0)}
 
 
+T = TypeVar("T")
+
+
+def median_or_none(xs: Sequence[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def pair_up(a: Mapping[Hashable, T], b: Mapping[Hashable, T]) -> list[tuple[T, T]]:
+    """(a[key], b[key]) for every key in both, in a's order: two contestants' runs on the same
+    (prompt, repeat), the unit that paired comparisons are made of."""
+    return [(x, b[key]) for key, x in a.items() if key in b]
+
+
+def paired_ratio_stats(ratios: Sequence[float], identical: Sequence[bool], name: str = "ratio") -> dict[str, Any]:
+    """Median of paired ratios (robust to a shared machine's slow drift and to outlier pairs),
+    its range, and the median over the pairs whose outputs were identical (bf16 near-ties can
+    send two lossless contestants down different, often different-length, outputs).
+    Keys: <name>_median, <name>_median_identical, <name>_min, <name>_max, identical (count)."""
+    return {
+        f"{name}_median": median_or_none(ratios),
+        f"{name}_median_identical": median_or_none([x for x, same in zip(ratios, identical) if same]),
+        f"{name}_min": min(ratios) if ratios else None,
+        f"{name}_max": max(ratios) if ratios else None,
+        "identical": sum(bool(x) for x in identical),
+    }
+
+
 def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_quality: dict[str, Any]) -> dict[str, Any]:
     """Run-level figures from per-sample records (each with `metrics`, maybe `baseline`)."""
     if not records:
@@ -154,7 +181,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
         ]
         out.update(
             **paired_speedup(paired),
-            speedup_median_of_samples=statistics.median(per_sample) if per_sample else None,
+            speedup_median_of_samples=median_or_none(per_sample),
             speedup_method=SPEEDUP_METHOD,
             identical_to_target=sum(r["baseline"]["output_ids"] == r["output_ids"] for r in paired) / len(paired),
             n_paired=len(paired),

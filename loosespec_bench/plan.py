@@ -10,9 +10,19 @@ by Hydra's config loader (load_sweep_config), exactly as the launcher does in th
 plan lists the same points, and the same result folders (results/<experiment>/<run id>), that a
 launch creates.
 
+Each configuration runs once. Two points are the same configuration when their run ids are
+equal (config.run_id: the semantic config, without experiment_name). A configuration that several
+sweeps of the plan need (e.g. FLy's released setting in the theta, W and MLA ablations) belongs to
+the first sweep that has it (the order of --experiment): it runs there, into that sweep's folder,
+and the later sweeps leave it out of their job arrays (hydra_plugins/loosespec_skip_sweeper: the
+run ids to leave out are in $LOOSESPEC_SKIP_RUN_IDS). `plan` prints "N points, M distinct, S shared
+by several sweeps" and each shared point with the sweeps that need it; `status` reports a shared
+point from its owner's folder in every sweep (and a point finished in any other experiment folder
+of the results directory counts as done); the report's tables select runs by configuration.
+
   plan    every job: its sweep values, GPUs, samples, token budget, estimated hours; totals
   status  every job: done / running (or killed) / failed / pending, read from its result folder
-  launch  run the sweeps (all at once: with submitit each blocks until its array ends; or
+  launch  run the sweeps, each distinct point once (all at once: with submitit each blocks until its array ends; or
           --sequential: one after the other, for the basic launcher on one machine); driver
           logs and Hydra's sweep dirs (submitit's job logs) in results/_launch/<time>/
 
@@ -44,6 +54,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .config import CONF_DIR, check_group_overrides, run_id
 from .errors import ConfigError
 from .status import STATES, PointStatus, format_age, point_status
+from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
 # Assumed decode rate of the target alone (new tokens/s, batch 1, HF transformers, bf16) by
 # pair name: memory-bandwidth bound, one GPU busy at a time when a model is split by layers
@@ -60,10 +71,13 @@ DEFAULT_TPS = 10.0
 LOAD_MIN = {"llama31-8b-70b": 10.0, "qwen3-4b-32b": 5.0, "llama31-8b-405b": 30.0}
 DEFAULT_LOAD_MIN = 1.0
 # Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
-# 1.22x and SPD 1.02x at 8B->70B, ALGORITHMS.md). Per-pair entries win: "method@pair".
+# 1.22x and SPD 1.02x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair".
 SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
 # Full set sizes (samples) and turns per sample, for dataset.limit = null.
-SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
+SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "mbpp_plus": 399, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
+# Sizes the plan cannot count exactly (shown with *): MMLU flan_cot_zeroshot validation split,
+# LiveCodeBench release_v1.
+SET_SIZE_APPROX = {"mmlu": 1531, "livecodebench": 400}
 MGSM_PER_LANGUAGE, MGSM_LANGUAGES = 250, 11
 TURNS = {"mt_bench": 2.0, "komt_bench": 2.0, "spec_bench": 560 / 480}  # Spec-Bench: 80 of 480 are two-turn
 
@@ -85,6 +99,13 @@ class Job:
     dataset: str
     settings: dict[str, Any] = field(default_factory=dict)
     status: PointStatus | None = None
+    run_id: str = ""
+    owner: "Job | None" = None  # the job of an earlier sweep that runs this configuration (None: this one runs it)
+    needed_by: list[str] = field(default_factory=list)  # every sweep of the plan that needs this configuration (owners)
+
+    @property
+    def launched(self) -> bool:
+        return self.owner is None
 
 
 @dataclass
@@ -108,7 +129,8 @@ class Sweep:
         return out
 
 
-SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization")
+SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization",
+            "pair.draft.quantize")
 SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed")
 
 
@@ -172,6 +194,8 @@ def _set_size(d: DictConfig) -> tuple[int, bool]:
     elif name in SET_SIZE:
         # A category filter gives fewer: the full set is an upper bound.
         full, exact = SET_SIZE[name], not d.get("categories")
+    elif name in SET_SIZE_APPROX:
+        full, exact = SET_SIZE_APPROX[name], False
     else:
         full, exact = 0, False
     limit = d.get("limit")
@@ -222,17 +246,56 @@ def build_plan(
         )
         varying = _varying_keys([ov for ov, _ in points])
         for i, (ov, cfg) in enumerate(points):
-            folder = Path(cfg.paths.results_dir) / cfg.experiment_name / run_id(cfg)
+            rid = run_id(cfg)
+            folder = Path(cfg.paths.results_dir) / cfg.experiment_name / rid
             est = estimate(cfg, fill, tps, speedup, load_min)
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,
-                gpus=gpus, settings=settings(cfg), **est,
+                gpus=gpus, settings=settings(cfg), run_id=rid, **est,
             )
-            if with_status:
-                job.status = point_status(folder)
             sweep.jobs.append(job)
         sweeps.append(sweep)
+    assign_owners(sweeps)
+    if with_status:
+        for s in sweeps:
+            for j in s.jobs:
+                j.status = job_status(j)
     return sweeps
+
+
+def assign_owners(sweeps: Sequence[Sweep]) -> None:
+    """Each distinct configuration (run id) runs once: in the first sweep of the plan that has it,
+    into that sweep's folder results/<experiment>/<run id>; a later sweep that needs it too reads
+    its results from there (plan status, the report tables select runs by configuration)."""
+    first: dict[str, tuple[int, Job]] = {}
+    for n, s in enumerate(sweeps):
+        for j in s.jobs:
+            j.owner, j.needed_by = None, []
+            sweep_n, own = first.get(j.run_id, (n, None))
+            if own is None or sweep_n == n:
+                first.setdefault(j.run_id, (n, j))
+                if own is None:
+                    j.needed_by.append(s.experiment)
+                continue  # the same run id twice within one sweep: duplicates() reports it
+            j.owner, j.folder = own, own.folder
+            if s.experiment not in own.needed_by:
+                own.needed_by.append(s.experiment)
+
+
+def job_status(job: Job) -> PointStatus:
+    """The point's state in the folder that runs it; where that is not done, a finished run of the
+    same configuration in another experiment's folder (e.g. from an earlier plan) counts."""
+    st = point_status(job.folder)
+    if st.state != "done":
+        for other in sorted(job.folder.parent.parent.glob(f"*/{job.run_id}")):
+            if other != job.folder and (other / "summary.json").exists():
+                return point_status(other)
+    return st
+
+
+def shared_points(sweeps: Sequence[Sweep]) -> list[Job]:
+    """The launched jobs whose configuration several sweeps of the plan need."""
+    return [j for s in sweeps for j in s.jobs if j.launched and len(j.needed_by) > 1]
 
 
 def _varying_keys(job_overrides: list[list[str]]) -> set[str]:
@@ -245,18 +308,19 @@ def _varying_keys(job_overrides: list[list[str]]) -> set[str]:
 
 
 def duplicates(sweeps: Sequence[Sweep]) -> dict[Path, list[Job]]:
-    """Result folders planned more than once: two jobs writing one folder at the same time."""
+    """Result folders that more than one launched job writes (at the same time). A point that
+    several sweeps share is launched once (Job.owner) and does not count."""
     seen: dict[Path, list[Job]] = {}
     for s in sweeps:
         for j in s.jobs:
-            seen.setdefault(j.folder.resolve(), []).append(j)
+            if j.launched:
+                seen.setdefault(j.folder.resolve(), []).append(j)
     return {k: v for k, v in seen.items() if len(v) > 1}
 
 
 def repeated_configs(sweeps: Sequence[Sweep]) -> int:
-    """Jobs whose run id (the semantic config) another experiment of the plan also runs."""
-    ids = Counter(j.folder.name for s in sweeps for j in s.jobs)
-    return sum(n - 1 for n in ids.values() if n > 1)
+    """Jobs whose configuration (run id) an earlier sweep of the plan runs: not launched again."""
+    return sum(1 for s in sweeps for j in s.jobs if not j.launched)
 
 
 def _h(x: float) -> str:
@@ -265,38 +329,50 @@ def _h(x: float) -> str:
 
 def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> str:
     lines = [f"== plan{': ' + title if title else ''} =="]
-    tot_jobs = tot_gpuh = tot_hours = 0.0
+    tot_jobs = tot_gpuh = tot_hours = all_gpuh = 0.0
     for s in sweeps:
         unit = "GPU-h" if s.gpus else "CPU node-h"
-        sweep_gpuh = sum(j.hours * max(s.gpus, 1) for j in s.jobs)
+        own = [j for j in s.jobs if j.launched]
+        sweep_gpuh = sum(j.hours * max(s.gpus, 1) for j in own)
         lines.append("")
-        lines.append(f"[{s.experiment}] {len(s.jobs)} jobs ({'one Slurm job array' if 'Slurm' in s.launcher else s.launcher}), {s.gpus} GPU(s)/job, est. {_h(sweep_gpuh)} {unit}")
+        elsewhere = len(s.jobs) - len(own)
+        note = f"; {elsewhere} run by an earlier sweep" if elsewhere else ""
+        lines.append(f"[{s.experiment}] {len(s.jobs)} jobs{note} ({'one Slurm job array' if 'Slurm' in s.launcher else s.launcher}), "
+                     f"{s.gpus} GPU(s)/job, est. {_h(sweep_gpuh)} {unit}")
         lines.append("  $ " + shlex.join(["python", *s.command[1:]]))
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in s.settings().items()))
         lines.append(f"  {'#':>3}  {'sweep point':<48} {'samples':>8} {'tokens':>10} {'hours':>7}  result folder")
         for j in s.jobs:
             point = " ".join(j.overrides) or "(single point)"
-            n = f"{j.samples}" + ("" if j.samples_exact else "*")
-            lines.append(f"  {j.index:>3}  {point:<48} {n:>8} {j.tokens:>10,.0f} {j.hours:>7.1f}  {j.folder}")
+            n = "?" if not j.samples and not j.samples_exact else f"{j.samples}" + ("" if j.samples_exact else "*")
+            if j.owner is not None:
+                lines.append(f"  {j.index:>3}  {point:<48} {n:>8} {'shared':>10} {'-':>7}  = [{j.owner.sweep}] #{j.owner.index}: {j.folder}")
+                continue
+            shared = f"  (shared: {', '.join(j.needed_by)})" if len(j.needed_by) > 1 else ""
+            lines.append(f"  {j.index:>3}  {point:<48} {n:>8} {j.tokens:>10,.0f} {j.hours:>7.1f}  {j.folder}{shared}")
             if s.timeout_min and j.hours * 60 > s.timeout_min * (s.max_requeue + 1):
                 lines.append(f"       ! est. {j.hours:.0f} h > timeout_min x (max_num_timeout + 1) = {s.timeout_min * (s.max_requeue + 1) / 60:.0f} h")
-        tot_jobs += len(s.jobs)
+        tot_jobs += len(own)
         tot_gpuh += sweep_gpuh
-        tot_hours += sum(j.hours for j in s.jobs)
+        all_gpuh += sum(j.hours * max(s.gpus, 1) for j in s.jobs)
+        tot_hours += sum(j.hours for j in own)
     dup = duplicates(sweeps)
     lines.append("")
     unit = "GPU-hours" if any(s.gpus for s in sweeps) else "CPU node-hours"
+    points = sum(len(s.jobs) for s in sweeps)
+    shared = shared_points(sweeps)
+    lines.append(f"points: {points} points, {int(tot_jobs)} distinct, {len(shared)} shared by several sweeps "
+                 f"(run once, in the first sweep that has them; {repeated_configs(sweeps)} jobs saved, est. {_h(all_gpuh - tot_gpuh)} {unit})")
+    for j in shared:
+        lines.append(f"  shared: {j.run_id}  [{j.sweep}] #{j.index} -> " + ", ".join(j.needed_by))
     lines.append(f"total: {len(sweeps)} sweeps, {int(tot_jobs)} jobs, est. {_h(tot_gpuh)} {unit} (job-hours {_h(tot_hours)})")
     gpus = sorted({s.gpus for s in sweeps})
     lines.append(f"GPUs per job: {', '.join(map(str, gpus))}")
-    rep = repeated_configs(sweeps)
-    if rep:
-        lines.append(f"note: {rep} jobs repeat a configuration (run id) that another experiment of the plan also runs (kept: separate result folders)")
     for folder, jobs in dup.items():
         lines.append(f"WARNING: {len(jobs)} jobs write {folder}: " + ", ".join(f"{j.sweep}#{j.index}" for j in jobs))
     lines.append(
         f"cost model: hours = load + samples x turns x max_new_tokens x fill({fill}) / (tps x speedup) "
-        "[+ same / tps for the paired target alone]; * = upper bound (category filter)"
+        "[+ same / tps for the paired target alone]; * = upper bound or approximate size; ? = size unknown offline (load time only)"
     )
     return "\n".join(lines)
 
@@ -313,13 +389,13 @@ def format_status(sweeps: Sequence[Sweep], title: str = "") -> str:
             st = j.status
             assert st is not None
             point = " ".join(j.overrides) or "(single point)"
-            extra = ""
+            extra = "" if j.owner is None else f"(shared: [{j.owner.sweep}] #{j.owner.index}) "
             if st.state == "running":
-                extra = f"{st.samples}/{j.samples} samples, last write {format_age(st.age_s)} ago"
+                extra += f"{st.samples}/{j.samples} samples, last write {format_age(st.age_s)} ago"
             elif st.state == "failed":
-                extra = f"{st.samples}/{j.samples} samples; {st.error}"
+                extra += f"{st.samples}/{j.samples} samples; {st.error}"
             elif st.state == "done":
-                extra = f"{st.samples} samples"
+                extra += f"{st.samples} samples"
             lines.append(f"  {j.index:>3}  {st.state:<8} {point:<48} {extra}")
             if st.state in ("running", "failed"):
                 lines.append(f"       {st.folder}")
@@ -339,9 +415,23 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
         log = log_dir / f"{s.experiment}.log"
         # Sweeps started in the same second would share Hydra's default ${now:...} sweep dir.
         command = [*s.command, f"hydra.sweep.dir={log_dir.resolve() / s.experiment}"]
-        print(f"$ {shlex.join(['python', *command[1:]])}\n  -> {len(s.jobs)} jobs, log {log}", flush=True)
+        env = dict(os.environ)
+        skip = sorted({j.run_id for j in s.jobs if not j.launched})
+        own = sum(j.launched for j in s.jobs)
+        if not own:
+            print(f"[{s.experiment}] all {len(s.jobs)} points run in earlier sweeps: not launched", flush=True)
+            continue
+        if skip:
+            # The points an earlier sweep runs: left out of this sweep's array (loosespec_bench.sweeper).
+            skip_file = log_dir.resolve() / f"{s.experiment}.skip"
+            skip_file.write_text("".join(f"{r}\n" for r in skip))
+            env[SKIP_ENV] = str(skip_file)
+            command.append(f"hydra.sweeper._target_={SkipSweeper.__module__}.{SkipSweeper.__name__}")
+        print(f"$ {shlex.join(['python', *command[1:]])}\n  -> {own} jobs"
+              + (f" ({len(s.jobs) - own} shared points run by earlier sweeps: {skip_file})" if skip else "")
+              + f", log {log}", flush=True)
         with log.open("ab") as fh:
-            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env)
         if sequential:
             rc = proc.wait()
             failed += rc != 0

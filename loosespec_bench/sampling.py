@@ -10,6 +10,10 @@ A drafter without probabilities (prompt lookup, MLA, cross-tokenizer) has q_i = 
 passed as q = None. The loose rules (FLy, DropMatch) and SPD call these; drafters call
 `sample_or_argmax`.
 
+Top-k and top-p (nucleus) truncation apply at T > 0 to the target's p and the drafter's q
+alike, in the order transformers' and vLLM's samplers use: temperature, then top-k, then top-p
+(`process_logits`). SPD stays exactly lossless with respect to that processed p.
+
 Every draw happens on the generator's device (the run's seeded CPU generator in practice), so
 a seed reproduces a run whichever device the models sit on; the logits' device is used when
 there is no generator. This module imports nothing from the package.
@@ -25,15 +29,51 @@ def generator_device(generator: torch.Generator | None, default: torch.device) -
     return generator.device if generator is not None else default
 
 
-def tempered_probs(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> torch.Tensor:
-    """softmax(logits / T) in float32 over the last dim, moved to the generator's device.
+def process_logits(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """The sampling distribution's logits: logits / T, then top-k, then top-p, in float32.
 
-    T <= 0 gives the untempered softmax (a greedy drafter's q, DropMatch's js criterion at T = 0).
+    Tokens cut by top-k or top-p get -inf. top_k = 0 and top_p = 1 are off. As transformers'
+    TopKLogitsWarper / TopPLogitsWarper and vLLM's sampler: top-k keeps every token tied with
+    the k-th largest logit; top-p keeps the smallest set of most likely tokens whose mass reaches
+    p (at least one token). T <= 0 leaves the logits unscaled and untruncated: a greedy decision
+    reads only the argmax, which both truncations always keep.
     logits: [..., vocab]. Returns [..., vocab].
     """
     z = logits.float()
-    if temperature > 0:
-        z = z / temperature
+    if temperature <= 0:
+        return z
+    z = z / temperature
+    vocab = z.shape[-1]
+    if 0 < top_k < vocab:
+        kth = z.topk(top_k, dim=-1).values[..., -1:]  # [..., 1] the k-th largest logit
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p < 1.0:
+        # Ascending sort: a token goes when the mass of itself and every less likely token is
+        # at most 1 - p, i.e. the more likely tokens already hold p; the most likely one stays.
+        sorted_z, order = z.sort(dim=-1)  # [..., vocab] ascending
+        cum = sorted_z.softmax(dim=-1).cumsum(dim=-1)  # [..., vocab]
+        drop_sorted = cum <= 1.0 - top_p
+        drop_sorted[..., -1] = False
+        drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+        z = z.masked_fill(drop, float("-inf"))
+    return z
+
+
+def tempered_probs(
+    logits: torch.Tensor,
+    temperature: float,
+    generator: torch.Generator | None = None,
+    *,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> torch.Tensor:
+    """softmax(process_logits(logits, T, top_k, top_p)) in float32 over the last dim, moved to
+    the generator's device.
+
+    T <= 0 gives the untempered, untruncated softmax (a greedy drafter's q, DropMatch's js
+    criterion at T = 0). logits: [..., vocab]. Returns [..., vocab].
+    """
+    z = process_logits(logits, temperature, top_k, top_p)
     # softmax where the logits are (one [.., vocab] copy to the host instead of the logits' own).
     return torch.softmax(z, dim=-1).to(generator_device(generator, logits.device))
 
@@ -95,16 +135,23 @@ def sample_residual(
 
 
 def sample_or_argmax(
-    logits: torch.Tensor, temperature: float, generator: torch.Generator | None, *, want_probs: bool
+    logits: torch.Tensor,
+    temperature: float,
+    generator: torch.Generator | None,
+    *,
+    want_probs: bool,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[int, torch.Tensor | None]:
-    """A drafter's next token: a draw from softmax(logits / T) at T > 0, else the argmax.
+    """A drafter's next token: a draw from the processed softmax (T, top-k, top-p) at T > 0,
+    else the argmax.
 
     logits: [vocab]. Returns (token, q) where q ([vocab], on the generator's device) is the
     distribution the token came from; at T = 0 it is the untempered softmax when want_probs
     (DropMatch's js criterion reads it), else None.
     """
     if temperature > 0:
-        q = tempered_probs(logits, temperature, generator)
+        q = tempered_probs(logits, temperature, generator, top_k=top_k, top_p=top_p)
         return sample_token(q, generator), q
     q = tempered_probs(logits, 0.0, generator) if want_probs else None
     return int(logits.argmax()), q

@@ -3,7 +3,9 @@
 PATH is either
 - a result folder (config.yaml + samples.jsonl [+ summary.json]): every record's score (and its
   baseline's) is recomputed with the current scorer, samples.jsonl is rewritten (new file,
-  fsync, atomic rename; the old one kept as samples.jsonl.bak-<time>), and the summary's
+  fsync, atomic rename; the old one kept as samples.jsonl.bak-<time>; a line that cannot be
+  read, e.g. one cut off by a kill, is skipped with a warning and stays only in the backup),
+  under the folder's lock (refused while a run writes the folder), and the summary's
   quality fields (accuracy, retention and its interval, ...) are recomputed, the speed fields
   left as they were measured; or
 - a JSONL of completions for any data set (`--dataset` required): one object per line with the
@@ -20,10 +22,8 @@ sandboxed programs for HumanEval).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
-from .metrics import summarize
-from .sinks import RunFolder
-from .stats import retention_summary
+from .run_folder import RunFolder, atomic_write, first_per_id, read_jsonl, utc_stamp
+from .summary import build_summary
 from .tasks import Sample, Task
 
 RETENTION_KEYS = ("retention",)  # plus every key stats.retention_summary writes (retention_*)
@@ -88,19 +87,6 @@ def find_sample(samples: dict[str, Sample], key: Any) -> Sample:
     raise ConfigError(f"no sample with id {key!r} in this data set (ids look like {next(iter(samples), '?')!r})")
 
 
-def _stamp() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def rescore_records(task: Task, samples: dict[str, Sample], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """New records with `score` (and `baseline.score`) recomputed; everything else kept."""
     jobs: list[tuple[dict[str, Any], Sample, list[str]]] = []
@@ -148,50 +134,29 @@ def rescore_folder(
             node.data_dir = os.environ["LOOSESPEC_DATA_DIR"]
     task = build_task(node, overrides, workers)
 
-    before = samples_path.stat()
-    with samples_path.open(encoding="utf-8") as f:
-        lines = [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
-    new_lines = rescore_records(task, samples_by_id(task), lines)
-    after = samples_path.stat()
-    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
-        raise ConfigError(f"{samples_path} changed while scoring (is a run still writing to it?); nothing was rewritten")
+    with RunFolder(folder, create=False) as run_folder:
+        # The lock: a run still appending (or another re-score) would lose samples to the rewrite.
+        run_folder.lock("re-score")
+        lines = run_folder.lines()  # every readable line; an unreadable one is skipped with a warning
+        new_lines = rescore_records(task, samples_by_id(task), lines)
 
-    stamp = _stamp()
-    backup = samples_path.with_name(f"{RunFolder.SAMPLES}.bak-{stamp}")
-    shutil.copy2(samples_path, backup)
-    _atomic_write(samples_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in new_lines))
+        stamp = utc_stamp()
+        backup = run_folder.rewrite_samples(new_lines, stamp)  # the old file kept as samples.jsonl.bak-<stamp>
 
-    # The summary: drop the old score-derived fields, recompute them from the new scores.
-    old_records = _first_per_id(lines)
-    records = _first_per_id(new_lines)
-    summary_path = folder / RunFolder.SUMMARY
-    old = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
-    if old:
-        shutil.copy2(summary_path, summary_path.with_name(f"{RunFolder.SUMMARY}.bak-{stamp}"))
-    stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
-    summary = {k: v for k, v in old.items() if k not in stale}
-    quality = task.aggregate(records)
-    baseline_quality = task.aggregate([{**r, **r["baseline"]} for r in records if r.get("baseline")])
-    summary.update(summarize(records, quality, baseline_quality))
-    seed = int(cfg.seed) if cfg is not None and "seed" in cfg else 0
-    ci = retention_summary(records, task.quality_key, seed=seed)
-    if ci and summary.get("retention") is None:
-        summary["retention"] = ci["retention_paired"]
-    summary.update(ci)
-    summary.setdefault("dataset", task.name)
-    summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name}
-    _atomic_write(summary_path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        # The summary: drop the old score-derived fields, recompute them from the new scores.
+        old_records = first_per_id(lines)
+        records = first_per_id(new_lines)
+        old = run_folder.read_summary() or {}
+        if old:
+            run_folder.backup(RunFolder.SUMMARY, stamp)
+        stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
+        summary = {k: v for k, v in old.items() if k not in stale}
+        seed = int(cfg.seed) if cfg is not None and "seed" in cfg else 0
+        summary.update(build_summary(task, records, seed=seed))
+        summary.setdefault("dataset", task.name)
+        summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name}
+        run_folder.write_summary(summary)
     return summary
-
-
-def _first_per_id(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: set[str] = set()
-    out = []
-    for r in records:
-        if r["id"] not in seen:
-            seen.add(r["id"])
-            out.append(r)
-    return out
 
 
 def _line_id(row: dict[str, Any]) -> Any:
@@ -220,17 +185,16 @@ def score_jsonl(
         raise ConfigError("scoring a JSONL of completions needs --dataset NAME")
     task = build_task(compose_dataset(dataset, data_dir or os.environ.get("LOOSESPEC_DATA_DIR")), overrides, workers)
     samples = samples_by_id(task)
-    with path.open(encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = [row for _, row in read_jsonl(path, run_file=False)]
     picked = [find_sample(samples, _line_id(r)) for r in rows]
     scores = task.score_batch(picked, [_line_completions(r) for r in rows])
     records = [
         {**row, "id": s.id, "meta": s.meta, "score": score} for row, s, score in zip(rows, picked, scores)
     ]
     stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
-    _atomic_write(path.with_name(f"{stem}.scored.jsonl"), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    atomic_write(path.with_name(f"{stem}.scored.jsonl"), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     summary = {"dataset": task.name, "n_samples": len(records), "source": str(path), **task.aggregate(records)}
-    _atomic_write(path.with_name(f"{stem}.summary.json"), json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(path.with_name(f"{stem}.summary.json"), json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary
 
 

@@ -24,7 +24,7 @@ class Draft:
 
     tokens: torch.Tensor  # [K] int64, K >= 0 (prompt lookup may find nothing)
     # [K, vocab] float32 draft distribution q_i, or None for drafters without probabilities
-    # (prompt lookup); rules then treat q_i as one-hot(d_i), see ALGORITHMS.md.
+    # (prompt lookup); rules then treat q_i as one-hot(d_i), see docs/algorithms.md section 1.
     probs: torch.Tensor | None = None
     # Free-form drafter statistics for this step (e.g. MLA's inner lookups), recorded as-is.
     info: dict[str, Any] = field(default_factory=dict)

@@ -64,10 +64,11 @@ from transformers import DynamicCache  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from loosespec_bench import costmodel  # noqa: E402
-from loosespec_bench.app import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
 from loosespec_bench.build import instantiate  # noqa: E402
 from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.decoding import GenerationOutput, generate  # noqa: E402
+from loosespec_bench.metrics import median_or_none as _median, pair_up, paired_ratio_stats  # noqa: E402
+from loosespec_bench.prompting import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
 from loosespec_bench.step import crop_to  # noqa: E402
 from loosespec_bench.drafters.lookup import PromptLookupDrafter  # noqa: E402
 from loosespec_bench.drafters.model import ModelDrafter  # noqa: E402
@@ -195,6 +196,15 @@ class Bench:
         t0 = time.perf_counter()
         self.target: LoadedModel = load_model(args.target, dtype=dtype)
         self.draft: LoadedModel = load_model(args.draft, dtype=dtype)
+        if args.vocab_top:  # drafter.vocab_top: every contestant's draft (HF's too), before quantising
+            from loosespec_bench.models.subvocab import restrict_draft_vocab
+
+            data = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
+            restrict_draft_vocab(ModelDrafter(self.draft.model), args.vocab_top, self.target.tokenizer, data)
+        if args.draft_quantize != "none":  # pair.draft.quantize: every contestant's draft (HF's too)
+            from loosespec_bench.models.quantize import quantize_linears
+
+            quantize_linears(self.draft.model, args.draft_quantize)
         self.load_s = time.perf_counter() - t0
         self.eos = eos_ids(self.target)
         tok = self.target.tokenizer
@@ -294,7 +304,7 @@ class Bench:
                     self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d, k=a.fly_k), record=True))
         if DropMatch is not None:
             add("dropmatch", True, False, a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
-                self._ours(DropMatch(), ModelDrafter(d, k=a.k), record=True))
+                self._ours(DropMatch(lm_head_batch=a.dm_lm_head_batch), ModelDrafter(d, k=a.k), record=True))
         if {"eagle3", "eagle3-tree"} & set(names):
             # The same head (the embedded pair's CPU-trained one; random on --tiny) drafts a chain
             # of K and EAGLE's dynamic tree (official total_token / depth / top_k by default).
@@ -394,21 +404,16 @@ def _sample_of(p: Prompt) -> Any:
 # ---------------------------------------------------------------------------------------------
 # Summaries
 # ---------------------------------------------------------------------------------------------
-def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
-
-
 def _fmt(x: float | None, spec: str = ".3f", suffix: str = "") -> str:
     return "-" if x is None else format(x, spec) + suffix
 
 
 def paired(runs: list[Run], a: str, b: str) -> list[tuple[Run, Run]]:
-    by = {(r.contestant, r.set, r.prompt, r.repeat): r for r in runs}
-    return [
-        (r, by[(b, r.set, r.prompt, r.repeat)])
-        for r in runs
-        if r.contestant == a and (b, r.set, r.prompt, r.repeat) in by
-    ]
+    """Contestant a's and b's runs on the same (prompt, repeat)."""
+    def of(name: str) -> dict[tuple[str, str, int], Run]:
+        return {(r.set, r.prompt, r.repeat): r for r in runs if r.contestant == name}
+
+    return pair_up(of(a), of(b))
 
 
 def per_contestant(runs: list[Run], name: str) -> dict[str, Any]:
@@ -428,18 +433,12 @@ def per_contestant(runs: list[Run], name: str) -> dict[str, Any]:
 
 
 def compare(runs: list[Run], a: str, b: str, lossless: bool) -> dict[str, Any]:
+    """Ours / peer, seconds per new token, as paired-ratio statistics (metrics.paired_ratio_stats)."""
     pairs = paired(runs, a, b)
-    ratios = [ra.s_per_token / rb.s_per_token for ra, rb in pairs]
-    ident = [ra.tokens == rb.tokens for ra, rb in pairs]
     return {
         "pairs": len(pairs),
-        "time_ratio_median": _median(ratios),  # ours / peer, seconds per new token
-        # bf16 near-ties can send the two down different (often different-length) outputs, so
-        # the pairs that produced the very same tokens are also summarised on their own.
-        "time_ratio_median_identical": _median([x for x, same in zip(ratios, ident) if same]),
-        "time_ratio_min": min(ratios) if ratios else None,
-        "time_ratio_max": max(ratios) if ratios else None,
-        "identical": sum(ident),
+        **paired_ratio_stats([ra.s_per_token / rb.s_per_token for ra, rb in pairs],
+                             [ra.tokens == rb.tokens for ra, rb in pairs], name="time_ratio"),
         "lossless_pair": lossless,
     }
 
@@ -520,6 +519,10 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
     names = list(bench.contestants)
     dtype = "fp32" if args.fp32 else "bf16"
     print()
+    if args.draft_quantize != "none":
+        dtype += f", draft {args.draft_quantize}"
+    if args.vocab_top:
+        dtype += f", draft vocab top {args.vocab_top}"
     print(f"== engine benchmark: {args.target} <- {args.draft} ({dtype}, CPU, {torch.get_num_threads()} threads, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), greedy, max_new_tokens={args.max_new_tokens}")
     print(f"   prompts: {res['prompt_summary']}; repeats {args.repeats}; "
@@ -684,6 +687,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data-dir", default=None, help="data sets folder (default $LOOSESPEC_DATA_DIR, else ../shared/datasets)")
     ap.add_argument("--target", default=TARGET)
     ap.add_argument("--draft", default=DRAFT)
+    ap.add_argument("--draft-quantize", default="none", choices=("none", "int8", "int4"),
+                    help="weight-only int linears for the draft (pair.draft.quantize); the target is untouched")
+    ap.add_argument("--vocab-top", type=int, default=None,
+                    help="draft LM head over the N most frequent ids only (drafter.vocab_top, FR-Spec style)")
+    ap.add_argument("--dm-lm-head-batch", type=int, default=None,
+                    help="DropMatch candidate positions per LM-head call (default: all in one call per step)")
     ap.add_argument("--tiny", action="store_true", help="tiny random models tiny:0 <- tiny:1 (smoke test)")
     ap.add_argument("--calibration-reps", type=int, default=5, help="isolated forwards per shape for the cost model (0: skip)")
     ap.add_argument("--max-prompt-tokens", type=int, default=None, help="keep only the last N prompt tokens")

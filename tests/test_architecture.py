@@ -85,10 +85,5 @@ def test_nothing_below_build_imports_it(layer):
     assert _violations(layer, ("loosespec_bench.build",)) == {}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="sinks/wandb.py imports report (plots, summary_row) for the W&B run's plots; "
-    "the run-folder/summary refactor of issue 15 removes it (drop this marker then)",
-)
 def test_sinks_do_not_import_the_report():
     assert _violations("sinks", ("loosespec_bench.report",)) == {}

@@ -98,9 +98,12 @@ def test_masks_batched_scaled_and_seeded():
 
 
 @pytest.mark.parametrize("criterion", ["naive", "js"])
-def test_lazy_criterion_equals_the_eager_one_and_skips_exact_matches(criterion):
+@pytest.mark.parametrize("lm_head_batch", [None, 1, 2])
+def test_lazy_criterion_equals_the_eager_one_and_skips_exact_matches(criterion, lm_head_batch):
     """Evaluating the criterion only at exact-rule rejections, up to the first failure, decides
-    exactly what evaluating it at every position (with the same masks) decides."""
+    exactly what evaluating it at every position (with the same masks) decides, whether the
+    candidates' dropout paths go through the LM head all in one call (the default: one weight
+    read per step) or a few positions per call."""
     torch.manual_seed(0)
     K, H, V, N, p = 6, 8, 5, 4, 0.4
     calls = []
@@ -118,7 +121,7 @@ def test_lazy_criterion_equals_the_eager_one_and_skips_exact_matches(criterion):
             probs = torch.softmax(torch.randn(K, V, generator=g), -1)
             calls.clear()
             dec = dropmatch_decide(d, probs, logits, hidden, counted, criterion=criterion, n_paths=N, p=p,
-                                   generator=torch.Generator().manual_seed(seed))
+                                   generator=torch.Generator().manual_seed(seed), lm_head_batch=lm_head_batch)
             keep = draw_keep_masks(N, K, H, p, torch.Generator().manual_seed(seed), hidden.device)
             paths = dropout_path_logits(hidden[:K], head, n_paths=N, p=p, keep=keep)  # [N, K, V]
             if criterion == "naive":
@@ -130,7 +133,12 @@ def test_lazy_criterion_equals_the_eager_one_and_skips_exact_matches(criterion):
             assert dec.n == longest_true_prefix(exact | sem) and dec.next_token == int(t[dec.n])
             assert dec.evaluated == [i for i in range(min(dec.n + 1, K)) if not exact[i]]
             assert dec.semantic[dec.evaluated].tolist() == sem[dec.evaluated].tolist()
-            assert calls == [N] * len(dec.evaluated)  # one LM-head call of N rows per evaluated position
+            cand = [i for i in range(K) if not exact[i]]
+            if lm_head_batch is None:  # one LM-head call per step, N rows per candidate position
+                assert calls == ([N * len(cand)] if cand else [])
+            else:  # calls of up to lm_head_batch candidates, only as far as the criterion got
+                per = [min(lm_head_batch, len(cand) - j) for j in range(0, len(cand), lm_head_batch)]
+                assert calls == [N * b for b in per[: len(calls)]] and sum(calls) >= N * len(dec.evaluated)
             checked += len(dec.evaluated)
             loose += len(dec.loose)
     assert checked > 30 and loose > 0  # not vacuous

@@ -221,3 +221,17 @@ def test_trained_head_for_the_embedded_target_is_lossless():
     out = generate(target.model, prompt, verifier=SPD(), drafter=drafter, max_new_tokens=48, eos_token_ids=eos)
     assert out.new_tokens == ref.new_tokens
     assert sum(out.accepted) > 0
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_spd_with_quantized_eagle3_head_equals_target_alone(checkpoint, tiny_pair, mode):
+    """pair.draft.quantize on an EAGLE-3 head: its linears are swapped, lossless SPD unchanged."""
+    from loosespec_bench.models.quantize import QuantizedLinear, quantize_drafter
+
+    target, _, tok = tiny_pair
+    prompt = _prompt(tok)
+    drafter = Eagle3Drafter(target, str(checkpoint), k=3)
+    assert quantize_drafter(drafter, mode) > 0 and isinstance(drafter.head.fc, QuantizedLinear)
+    ref = generate(target, prompt, verifier=SPD(), max_new_tokens=32)
+    out = generate(target, prompt, verifier=SPD(), drafter=drafter, max_new_tokens=32)
+    assert out.new_tokens == ref.new_tokens

@@ -4,16 +4,23 @@ bodies fail, and hostile programs fail their sample without touching the machine
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
+import sys
+import tempfile
+import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.tasks import Sample
+from loosespec_bench.tasks import Sample, sandbox
 from loosespec_bench.tasks.humaneval import HumanEval
-from loosespec_bench.tasks.sandbox import UID_RANGE, Limits, available_isolation, run_python
+from loosespec_bench.tasks.sandbox import SWEEP_PREFIX, UID_RANGE, Limits, available_isolation, run_python
+
+REPO = Path(__file__).resolve().parent.parent
 
 LEVEL = available_isolation()
 FAST = Limits(timeout_s=1.5, cpu_s=2)
@@ -21,10 +28,10 @@ FAST = Limits(timeout_s=1.5, cpu_s=2)
 LEVELS = [LEVEL] + (["uid"] if LEVEL == "namespaces" else [])
 
 
-def sandbox_processes() -> int:
-    """Live (not zombie) processes running as a sandbox uid."""
+def processes_of(uid: int) -> int:
+    """Live (not zombie) processes running as `uid`."""
     out = subprocess.run(["ps", "-eo", "uid=,stat="], capture_output=True, text=True).stdout.split("\n")
-    return sum(1 for line in out if line.split() and UID_RANGE[0] <= int(line.split()[0]) < UID_RANGE[1] and "Z" not in line.split()[1])
+    return sum(1 for line in out if line.split() and int(line.split()[0]) == uid and "Z" not in line.split()[1])
 
 
 def run(source: str, level: str, **kwargs):
@@ -64,12 +71,14 @@ def test_infinite_loop_times_out(level):
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_fork_bomb_is_contained(level):
+def test_fork_bomb_is_contained(level, monkeypatch):
+    uid = UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0])
+    monkeypatch.setattr(sandbox, "_pick_uid", lambda: uid)
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     r = run(bomb, level)
     assert not r.passed
     time.sleep(0.2)
-    assert sandbox_processes() == 0  # every forked process was killed
+    assert processes_of(uid) == 0  # every forked process was killed
     assert run("print('still fine')", level).passed
 
 
@@ -139,6 +148,9 @@ def test_no_network(level):
 def test_early_exit_is_not_a_pass(level):
     assert not run("import sys\nsys.exit(0)\n", level).passed
     assert not run("import os\nos._exit(0)\n", level).passed
+    assert not run("raise SystemExit(0)\n", level).passed
+    assert not run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos._exit(0)\n", level).passed
+    assert not run("import atexit, os\natexit.register(lambda: os._exit(0))\nraise ValueError\n", level).passed
     assert run("x = 1\n", level).passed
 
 
@@ -166,3 +178,253 @@ def test_sample_reference_carries_the_tests(humaneval):
     s: Sample = humaneval.load_all()[5]
     program = humaneval.program(s, "    return 1\n")
     assert program.startswith(s.reference["prompt"]) and program.rstrip().endswith(f"check({s.reference['entry_point']})")
+
+
+# --- the hostile cases of issue 14 ----------------------------------------------------------
+def with_unguarded_child(code: str) -> str:
+    """A program that runs `code`, then runs it again in a Python it starts through
+    multiprocessing.util.spawnv_passfds (no audit hook there: the route that escaped the "uid"
+    level before), and never passes."""
+    return textwrap.dedent(f"""\
+        import os, sys
+        CODE = {code!r}
+        exec(CODE)
+        try:
+            import multiprocessing.util as u
+            pid = u.spawnv_passfds(os.fsencode(sys.executable), [sys.executable, "-I", "-S", "-c", CODE], [])
+            os.waitpid(pid, 0)
+            print("unguarded child ran", flush=True)
+        except Exception as e:
+            print("spawn blocked", type(e).__name__, e, flush=True)
+        raise SystemExit(1)
+        """)
+
+
+def host_shm_keys() -> set[int]:
+    return {int(line.split()[0]) for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:] if line.split()}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_ipc_and_files_do_not_outlive_the_run(level):
+    key = 0x10000000 + secrets.randbelow(0x0FFFFFFF)
+    name = f"loosespec-probe-{secrets.token_hex(4)}"
+    places = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/shm", "/run")
+    code = textwrap.dedent(f"""\
+        import os
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            shmid = libc.shmget({key}, ctypes.c_size_t(3 << 30), 0o1666)  # IPC_CREAT | 0666, 3 GB
+            print("shmget", shmid, "errno", ctypes.get_errno(), flush=True)
+        except Exception as e:
+            print("shm blocked", type(e).__name__, flush=True)
+        for d in {places!r}:
+            try:
+                with open(os.path.join(d, {name!r}), "w") as f:
+                    f.write("x")
+                print("wrote", d, flush=True)
+            except OSError as e:
+                print("write blocked", d, type(e).__name__, flush=True)
+        """)
+    r = run(with_unguarded_child(code), level)
+    assert not r.passed
+    if level == "namespaces":  # it really made them, inside: they died with the namespaces
+        assert "wrote /run/lock" in r.output and "shmget -1" not in r.output, r.output
+    assert "unguarded child ran" in r.output and "wrote /tmp" in r.output, r.output  # made, then removed
+    assert key not in host_shm_keys()
+    left = [d for d in places if os.path.lexists(os.path.join(d, name))]
+    if level == "process":  # README: as your own user, what it writes stays
+        subprocess.run(["rm", "-f", *[os.path.join(d, name) for d in left]])
+        return
+    assert not left, (left, r.output)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_host_unix_sockets_are_unreachable(level):
+    folder = tempfile.mkdtemp(dir="/run" if os.access("/run", os.W_OK) else None)
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "host.sock")
+    abstract = f"\0loosespec-probe-{secrets.token_hex(4)}"
+    servers = []
+    try:
+        for addr in (path, abstract):
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(addr)
+            s.listen(1)
+            s.settimeout(0.3)
+            servers.append(s)
+        os.chmod(path, 0o777)
+        code = textwrap.dedent(f"""\
+            import socket
+            for addr in ({path!r}, {abstract!r}):
+                try:
+                    s = socket.socket(socket.AF_UNIX)
+                    s.connect(addr)
+                    print("CONNECTED", repr(addr), flush=True)
+                except Exception as e:
+                    print("blocked", type(e).__name__, flush=True)
+            """)
+        r = run(with_unguarded_child(code), level)
+        assert not r.passed and "CONNECTED" not in r.output, r.output
+        assert r.output.count("blocked") == 4 and "unguarded child ran" in r.output, r.output  # 2 tries x 2 processes
+        for s in servers:
+            with pytest.raises(socket.timeout):
+                s.accept()
+    finally:
+        for s in servers:
+            s.close()
+        subprocess.run(["rm", "-rf", folder])
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_no_network_from_an_unguarded_child(level):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    code = textwrap.dedent(f"""\
+        import socket
+        try:
+            socket.create_connection(("127.0.0.1", {port}), timeout=2)
+            print("CONNECTED", flush=True)
+        except Exception as e:
+            print("blocked", type(e).__name__, flush=True)
+        """)
+    try:
+        r = run(with_unguarded_child(code), level)
+        assert not r.passed and "CONNECTED" not in r.output and r.output.count("blocked") == 2, r.output
+        with pytest.raises(socket.timeout):
+            server.accept()
+    finally:
+        server.close()
+
+
+def test_data_folder_and_repository_are_hidden(data_dir):
+    if LEVEL != "namespaces":
+        pytest.skip("hiding world-readable folders needs the namespaces level (README: the uid level cannot)")
+    code = textwrap.dedent(f"""\
+        import os
+        for p in ({str(data_dir)!r}, {str(data_dir / "humaneval")!r}, {str(REPO)!r}, "/work", "/home", "/root", "/var/run"):
+            try:
+                print(p, sorted(os.listdir(p)))
+            except OSError as e:
+                print(p, "hidden", type(e).__name__)
+        """)
+    code += textwrap.dedent(f"""\
+        import sys
+        for d in ("/", "/usr", "/etc", "/dev", {sys.base_prefix!r}):  # the private root is read-only
+            try:
+                open(os.path.join(d, "x"), "w")
+                print("WROTE", d)
+            except OSError as e:
+                print("read-only", d, type(e).__name__)
+        """)
+    r = run(code, LEVEL)
+    assert "HumanEval.jsonl.gz" not in r.output and "pyproject.toml" not in r.output, r.output
+    assert f"{data_dir} hidden" in r.output and f"{REPO} hidden" in r.output, r.output
+    assert "WROTE" not in r.output and r.output.count("read-only") == 5, r.output
+
+
+FORGER = textwrap.dedent("""\
+    import gc, os, sys
+    seen = set()
+    def show(s):
+        if isinstance(s, (str, bytes)) and s not in seen:
+            seen.add(s)
+            print(s if isinstance(s, str) else s.decode("latin-1"))
+    for path in [__file__, *sys.argv, "/sandbox/runner.py", "runner.py", "/proc/self/cmdline", "/proc/self/environ"]:
+        try:
+            show(open(path, "rb").read())
+        except OSError:
+            pass
+    f = sys._getframe()
+    while f is not None:  # every constant of every code object on the stack (the runner's too)
+        for c in f.f_code.co_consts:
+            show(c)
+        for v in list(f.f_globals.values()) + list(f.f_locals.values()):
+            show(v)
+        f = f.f_back
+    for o in gc.get_objects():
+        if hasattr(o, "co_consts"):
+            for c in o.co_consts:
+                show(c)
+    sys.stdout.flush()
+    os._exit(0)
+    """)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_pass_cannot_be_forged_by_replaying_what_the_program_can_see(level, humaneval):
+    r = run(FORGER, level)
+    assert not r.passed and r.returncode == 0
+    assert "sys._getframe" in r.output  # it did read its own source and printed it all
+    sample = humaneval.load_all()[0]
+    completion = textwrap.indent(FORGER, "    ")
+    res = run(humaneval.program(sample, completion), level)
+    assert not res.passed and res.returncode == 0
+
+
+def sandbox_uid_of(harness_pid: int) -> int | None:
+    for entry in Path(tempfile.gettempdir()).iterdir():
+        if entry.name.startswith(f"{SWEEP_PREFIX}{harness_pid}-"):
+            return int(entry.name[len(SWEEP_PREFIX):].split("-")[1])
+    return None
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_kill_9_of_the_harness_kills_the_program(level):
+    if level == "process":
+        pytest.skip("needs root (a sandbox uid to count processes of)")
+    program = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(120)\nprint('started', flush=True)\ntime.sleep(120)\n"
+    script = (
+        "from loosespec_bench.tasks.sandbox import Limits, run_python\n"
+        f"run_python({program!r}, limits=Limits(timeout_s=120, cpu_s=5), isolation={level!r})\n"
+    )
+    harness = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        uid = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (uid is None or processes_of(uid) < 2):
+            uid = uid or sandbox_uid_of(harness.pid)
+            time.sleep(0.1)
+        assert uid is not None and processes_of(uid) >= 2  # the program and its setsid() child
+    finally:
+        harness.kill()
+        harness.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and processes_of(uid):
+        time.sleep(0.05)
+    assert processes_of(uid) == 0
+    # The folder the dead harness left is swept by the next sandbox start.
+    assert sandbox_uid_of(harness.pid) == uid
+    assert run("pass", level).passed
+    assert sandbox_uid_of(harness.pid) is None
+
+
+def test_stale_sandbox_folders_are_swept():
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    uid = UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0])
+    folder = Path(tempfile.mkdtemp(prefix=f"{SWEEP_PREFIX}{dead.pid}-{uid}-"))
+    (folder / "output.txt").write_text("left behind")
+    live = Path(tempfile.mkdtemp(prefix=f"{SWEEP_PREFIX}{os.getpid()}-{uid}-"))  # our own: kept
+    leftover = Path("/dev/shm") / f"loosespec-probe-{secrets.token_hex(4)}"
+    leftover.write_text("x")
+    os.chown(leftover, uid, uid)
+    stray = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "sleep", "60"],
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while processes_of(uid) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_of(uid) == 1
+        assert run("pass", LEVEL).passed
+        assert not folder.exists() and live.exists() and not leftover.exists()
+        stray.wait(timeout=5)
+        assert processes_of(uid) == 0
+    finally:
+        stray.kill()
+        subprocess.run(["rm", "-rf", str(folder), str(live), str(leftover)])

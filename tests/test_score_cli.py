@@ -81,3 +81,14 @@ def test_score_cli_errors_are_one_line(tmp_path, capsys):
     assert main([str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert "--dataset" in err and "did you mean 'gsm8k'" in err
+
+
+def test_rescore_of_an_untouched_run_reproduces_its_summary(tmp_path, capsys):
+    """The app and the re-scorer build summary.json with the same code (summary.build_summary)."""
+    summary = run(compose_config(["experiment=smoke_tiny", "method=spd", "dataset=gsm8k", "dataset.num_fewshot=0",
+                                  "dataset.limit=3", "generation.max_new_tokens=8"], results_dir=tmp_path))
+    folder = tmp_path / "smoke_tiny" / summary["run_dir"].rsplit("/", 1)[-1]
+    assert main([str(folder)]) == 0
+    new = json.loads((folder / RunFolder.SUMMARY).read_text())
+    assert new.pop("rescored")["by"] == "loosespec_bench.score"
+    assert new == json.loads(json.dumps(summary))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from loosespec_bench import app
-from loosespec_bench.app import run
+from loosespec_bench.app import run, tracker_extras
 from loosespec_bench.sinks.trackers import SafeTracker, TrackerWarning, build_tracker
 
 from .conftest import compose_config
@@ -71,7 +71,7 @@ def test_wandb_offline_leaves_a_syncable_run_in_the_run_folder(tiny_run):
     assert cfg.logger.mode == "offline" and cfg.logger.group == "smoke_tiny"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tracker = build_tracker(cfg)
+        tracker = build_tracker(cfg, **tracker_extras(cfg))  # as app.run builds it: with the plotter
         assert isinstance(tracker, SafeTracker) and tracker.active
         _drive(tracker, cfg, run_dir, summary, records)
     assert not _tracker_warnings(caught), [str(w.message) for w in caught]
@@ -214,3 +214,37 @@ def test_app_run_with_wandb_offline_and_with_a_broken_logger(tmp_path):
         summary = run(compose_config([*TINY, *WANDB_FAST, "logger.mode=bogus"], results_dir=tmp_path / "bad"))
     assert len(_tracker_warnings(caught)) == 1
     assert summary["n_samples"] == 2 and (Path(summary["run_dir"]) / "summary.json").exists()
+
+
+def test_a_hanging_tracker_call_is_abandoned_and_the_run_goes_on():
+    import time
+
+    class Sleepy:
+        def __init__(self):
+            self.logged = 0
+
+        def start(self, cfg, run_dir, run_id):
+            pass
+
+        def log_sample(self, record):
+            time.sleep(30)  # a network call that never answers
+
+        def finish(self, summary, records):
+            raise AssertionError("a disabled tracker is not called again")
+
+        def close(self):
+            raise AssertionError("a hung tracker is not closed from the harness thread")
+
+    tracker = SafeTracker(Sleepy(), name="sleepy", timeout_s=0.2)
+    t0 = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tracker.start(None, Path("."), "run")
+        tracker.log_sample({"id": "a"})
+        tracker.log_sample({"id": "b"})
+        tracker.finish({}, [])
+        tracker.close()
+    assert time.monotonic() - t0 < 5
+    msgs = [str(w.message) for w in _tracker_warnings(caught)]
+    assert len(msgs) == 1 and "log_sample" in msgs[0] and "abandoned" in msgs[0], msgs
+    assert not tracker.active

@@ -37,7 +37,7 @@ class DecoyTreeDrafter(Drafter):
         self.model = model
 
     @torch.inference_mode()
-    def propose(self, tokens, k, *, temperature=0.0, generator=None, want_probs=False) -> Draft:
+    def propose(self, tokens, k, *, temperature=0.0, generator=None, want_probs=False, top_k=0, top_p=1.0) -> Draft:
         toks: list[int] = []
         pars: list[int] = []
         seq = tokens.clone()

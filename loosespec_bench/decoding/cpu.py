@@ -20,6 +20,8 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from ..models.quantize import QuantizedLinear
+
 
 # -- CPU attention for short queries ---------------------------------------------------------
 # transformers' "sdpa" hands a 1-token query with grouped-query attention (GQA) to
@@ -119,9 +121,11 @@ def prepack_available() -> bool:
 def _packable(lin: torch.nn.Module) -> bool:
     # Exactly nn.Linear (quantised and LoRA subclasses bring their own forward), plain weights,
     # on the CPU, in a dtype oneDNN packs, with no accelerate hook that would move tensors.
+    # Our own QuantizedLinear (pair.draft.quantize) too: its 1-row inputs keep the int kernel,
+    # its multi-row inputs go to oneDNN on its dequantised weight, packed once like any other.
     w = getattr(lin, "weight", None)
     return (
-        type(lin) is torch.nn.Linear
+        type(lin) in (torch.nn.Linear, QuantizedLinear)
         and isinstance(w, torch.Tensor)
         and w.device.type == "cpu"
         and w.dtype in (torch.float32, torch.bfloat16)
@@ -146,8 +150,13 @@ def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
 def _packed_forward(lin: torch.nn.Linear) -> Any:
     packed = _packed_weight(lin)
     bias = lin.bias
+    int_forward = lin.int_forward if isinstance(lin, QuantizedLinear) else None
 
     def forward(x: torch.Tensor) -> torch.Tensor:  # x: [..., in] -> [..., out]
+        if int_forward is not None:
+            y = int_forward(x)  # 1-row input of a quantised layer: the int8/int4 kernel
+            if y is not None:
+                return y
         if x.dtype != lin.weight.dtype or x.device.type != "cpu" or torch.is_grad_enabled():
             return F.linear(x, lin.weight, bias)  # mixed dtypes / autograd: the stock path
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")

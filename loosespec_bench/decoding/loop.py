@@ -3,7 +3,7 @@
 Target alone (method=ar) is this same loop with no drafter (K = 0), so baseline and method are
 timed through identical code. The loop owns the target's KV cache; the convention is that the
 cache holds every committed token but the last one ("pending"), so each verification forward
-runs over [pending, d_1..d_K] and yields K+1 distributions p_1..p_{K+1} (ALGORITHMS.md).
+runs over [pending, d_1..d_K] and yields K+1 distributions p_1..p_{K+1} (docs/algorithms.md section 1).
 """
 
 from __future__ import annotations
@@ -131,6 +131,8 @@ def generate(
     drafter: Drafter | None = None,
     max_new_tokens: int = 256,
     temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
     eos_token_ids: set[int] | frozenset[int] = frozenset(),
     stop_fn: StopFn | None = None,
     generator: torch.Generator | None = None,
@@ -139,7 +141,10 @@ def generate(
     """Generate up to max_new_tokens after prompt_ids ([P] int64, P >= 1) for batch size 1.
 
     Without a drafter every step is a plain target step (K = 0, the target-alone baseline);
-    with one, each step drafts drafter.k tokens (fewer near max_new_tokens).
+    with one, each step drafts drafter.k tokens; near max_new_tokens fewer, unless the rule
+    declares drafts_full_k_near_limit (then the committed chunk is cut at the limit instead).
+    top_k / top_p (0 / 1.0 = off) truncate the sampling distributions at T > 0, the drafter's
+    and the rule's alike (sampling.process_logits).
     """
     if prompt_ids.dim() != 1 or prompt_ids.numel() == 0:
         raise ValueError(f"prompt_ids must be a non-empty 1-D tensor, got shape {tuple(prompt_ids.shape)}")
@@ -155,6 +160,9 @@ def generate(
     k = drafter.k if drafter is not None else 0
     # The rule, not the caller, says whether q_i is needed at T = 0 (DropMatch's js criterion).
     want_probs = verifier.needs_draft_probs
+    # The rule says at which temperature the drafter proposes (FLy's released drafter is greedy
+    # at every T; speculative sampling needs the drafter's own sampling distribution).
+    draft_temperature = verifier.draft_temperature(temperature)
 
     _sync(device)
     t_start = time.perf_counter()
@@ -176,10 +184,16 @@ def generate(
     new_tokens = out.new_tokens
     while len(new_tokens) < max_new_tokens:
         t0 = time.perf_counter()
-        # Never draft past the budget: the last token of a step is always the target's.
-        k_step = min(k, max_new_tokens - len(new_tokens) - 1)
+        if verifier.drafts_full_k_near_limit:
+            k_step = k  # the rule's decision depends on K: draft it all, cut the chunk below
+        else:
+            # Never draft past the budget: the last token of a step is always the target's.
+            k_step = min(k, max_new_tokens - len(new_tokens) - 1)
         if k_step > 0:
-            draft = drafter.propose(tokens, k_step, temperature=temperature, generator=generator, want_probs=want_probs)
+            draft = drafter.propose(
+                tokens, k_step, temperature=draft_temperature, generator=generator, want_probs=want_probs,
+                top_k=top_k, top_p=top_p,
+            )
         else:
             draft = empty_draft()
         t1 = time.perf_counter()
@@ -210,7 +224,7 @@ def generate(
             drafter.observe_scores(fwd.logits[0, kk + 1 :].float())  # [E, vocab]
         _sync(device)
         t2 = time.perf_counter()
-        verdict = verify(verifier, draft, scores, temperature=temperature, generator=generator)
+        verdict = verify(verifier, draft, scores, temperature=temperature, generator=generator, top_k=top_k, top_p=top_p)
         t3 = time.perf_counter()
 
         n = verdict.num_accepted

@@ -7,7 +7,7 @@ valid (the longest common prefix with the committed tokens), so a rule that keep
 (FLy's deferral) or replaces them (a correction) needs no special rollback call.
 
 A drafter owns its draft length K (`k`, from conf/drafter/*.yaml); the loop only caps it so no
-step drafts past max_new_tokens. Everything else the loop may ask of a drafter has a default
+step drafts past max_new_tokens (unless the rule declares drafts_full_k_near_limit). Everything else the loop may ask of a drafter has a default
 here, so the loop reads attributes instead of probing for them.
 """
 
@@ -58,11 +58,15 @@ class Drafter:
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         """Propose up to k tokens continuing `tokens` ([n] int64, all committed tokens).
 
         k is this step's length: self.k, or fewer near max_new_tokens. want_probs asks for q_i
         even at T = 0 (DropMatch's js criterion needs it); drafters that have no distribution
-        (prompt lookup) return probs=None regardless.
+        (prompt lookup) return probs=None regardless. A drafter that samples at T > 0 draws from
+        the processed distribution (temperature, top_k, top_p: sampling.process_logits), the same
+        processing the rule applies to the target's p; greedy drafters ignore them.
         """
         raise NotImplementedError

@@ -112,6 +112,8 @@ class CrossTokenizerDrafter(Drafter):
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()

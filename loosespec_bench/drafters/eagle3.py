@@ -419,7 +419,7 @@ class Eagle3Drafter(Drafter):
         if head is None and not head_path:
             raise ConfigError(
                 "drafter=eagle3 needs a head: this pair has no pair.eagle3_head and no "
-                "conf/pair_drafter/<pair>_eagle3.yaml; set drafter.head_path=<folder or hub id>"
+                "loosespec_bench/conf/pair_drafter/<pair>_eagle3.yaml; set drafter.head_path=<folder or hub id>"
             )
         if head is None:
             if head_path == "random":
@@ -485,6 +485,8 @@ class Eagle3Drafter(Drafter):
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         # Draft entries of the last step are dropped even where accepted: their features were the
         # head's own guesses; the target's real features for those positions arrive via observe().
@@ -516,7 +518,7 @@ class Eagle3Drafter(Drafter):
         for s in range(k):
             logits = self.head.logits(last)[0].float()  # [draft_vocab]
             # A draw (or the argmax) in the draft vocabulary; q on the generator's device.
-            i, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs)
+            i, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs, top_k=top_k, top_p=top_p)
             d = int(self._target_ids[i])
             out_tokens.append(d)
             if keep_probs:

@@ -94,6 +94,8 @@ class LookaheadDrafter(Drafter):
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         pending = int(tokens[-1])
         # Verification branch: the pool's guesses for the pending token, merged into a trie.

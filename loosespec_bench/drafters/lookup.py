@@ -9,22 +9,29 @@ from ..step import Draft, empty_draft
 from .base import Drafter
 
 
-def prompt_lookup(tokens: torch.Tensor, k: int, *, max_ngram: int, min_ngram: int = 1) -> torch.Tensor:
+def prompt_lookup(
+    tokens: torch.Tensor, k: int, *, max_ngram: int, min_ngram: int = 1, overlap: bool = True
+) -> torch.Tensor:
     """Up to k tokens that followed the first earlier match of the trailing n-gram.
 
     tokens: [n] int64. Tries n-gram sizes max_ngram down to min_ngram and returns the
-    continuation of the first (earliest) match of the largest size that matches, as
-    transformers' PromptLookupCandidateGenerator and the FLy code do. Returns [<= k] int64
-    (empty when nothing matches).
+    continuation of the first (earliest) match of the largest size that matches.
+    overlap=True (transformers' PromptLookupCandidateGenerator): a match may overlap the
+    trailing n-gram itself (any window that starts before it). overlap=False (the released FLy
+    code, ngram_find_candidate_pred_tokens): only windows inside tokens[:n - size], i.e. ending
+    before the trailing n-gram starts. Returns [<= k] int64 (empty when nothing matches).
     """
     n = tokens.numel()
     for size in range(min(max_ngram, n - 1), min_ngram - 1, -1):
         if size <= 0:
             break
         pattern = tokens[n - size :]  # [size]
-        # Windows starting at 0..n-size-1: the window ending at the last token is the pattern
-        # itself and has no continuation, so it is excluded.
-        windows = tokens[: n - 1].unfold(0, size, 1)  # [n-size, size]
+        # overlap: windows starting at 0..n-size-1 (the window ending at the last token is the
+        # pattern itself and has no continuation). No overlap: windows inside tokens[:n-size].
+        searched = tokens[: n - 1] if overlap else tokens[: n - size]
+        if searched.numel() < size:
+            continue
+        windows = searched.unfold(0, size, 1)  # [windows, size]
         hits = (windows == pattern).all(dim=1).nonzero(as_tuple=True)[0]
         if hits.numel() == 0:
             continue
@@ -51,6 +58,8 @@ class PromptLookupDrafter(Drafter):
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()

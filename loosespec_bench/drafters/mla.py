@@ -9,6 +9,16 @@ or the bonus when the whole guess matched), exactly as the target verifies the d
 level up. Because every kept token is the draft model's argmax given the tokens before it, the
 draft equals ModelDrafter's greedy draft token for token; only the number of forwards changes.
 
+Two lookups (`lookup`), same draft tokens, different draft-model work:
+  official (default) the released code's draft_with_ngram / ngram_find_candidate_pred_tokens
+           (fly/models/FLy.py): a match must lie inside tokens[:-n] (no overlap with the
+           trailing n-gram); before the first match of a step the guess is the dummy
+           101..100+num_pred_tokens; every guess is fed whole and the draft is cut at K after
+           the loop, so draft forwards and fed tokens are the authors'.
+  hf       transformers-style prompt lookup: overlapping matches allowed, no guess before the
+           first match (a plain draft step), and guesses cut to what can still be kept
+           (k - drafted - 1 tokens), so nothing past K is computed.
+
 The draft is greedy at every temperature, as in the released code (which calls it with
 temperature 0). A deterministic draft's distribution is one-hot(d_i), so it returns
 probs=None at T > 0 and speculative sampling stays exact; at T = 0 it returns the draft model's
@@ -20,10 +30,16 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
+from ..errors import ConfigError
 from ..sampling import tempered_probs
 from ..step import Draft, crop_to, empty_draft, longest_true_prefix
 from .lookup import prompt_lookup
 from .model import ModelDrafter
+
+LOOKUPS = ("official", "hf")
+# The released code's guess while nothing has matched yet in a step: ids 101, 102, ...
+# (draft_with_ngram: torch.arange(101, num_ngram_pred_tokens + 101)).
+DUMMY_FIRST_ID = 101
 
 
 class MLADrafter(ModelDrafter):
@@ -32,12 +48,26 @@ class MLADrafter(ModelDrafter):
     name = "mla"
 
     def __init__(
-        self, model: PreTrainedModel, k: int = 5, max_ngram: int = 4, min_ngram: int = 1, num_pred_tokens: int = 6
+        self,
+        model: PreTrainedModel,
+        k: int = 5,
+        max_ngram: int = 4,
+        min_ngram: int = 1,
+        num_pred_tokens: int = 6,
+        lookup: str = "official",
     ) -> None:
         super().__init__(model, k)
+        if lookup not in LOOKUPS:
+            raise ConfigError(f"drafter.lookup={lookup!r} must be one of {', '.join(LOOKUPS)}")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.num_pred_tokens = num_pred_tokens
+        self.lookup = lookup
+
+    def _dummy_guess(self) -> torch.Tensor:
+        """[num_pred_tokens] the released code's first guess (wrapped into a smaller vocabulary)."""
+        ids = torch.arange(DUMMY_FIRST_ID, DUMMY_FIRST_ID + self.num_pred_tokens, dtype=torch.long)
+        return ids % int(self.model.config.vocab_size)
 
     @torch.inference_mode()
     def propose(
@@ -48,6 +78,8 @@ class MLADrafter(ModelDrafter):
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()
@@ -57,21 +89,26 @@ class MLADrafter(ModelDrafter):
         drafted: list[torch.Tensor] = []  # pieces of the draft, [<= k] in all
         probs: list[torch.Tensor] = []  # matching [*, vocab] rows of q
         n_drafted = 0
-        guess_prev = tokens.new_empty(0)  # no guess yet: the first forward without a hit is a plain step
+        official = self.lookup == "official"
+        # Before the first hit: the released code's dummy guess, or (hf) none, a plain step.
+        guess_prev = self._dummy_guess() if official else tokens.new_empty(0)
         info = {"lookups": 0, "lookup_hits": 0, "lookup_proposed": 0, "lookup_accepted": 0, "draft_forwards": 0}
         while n_drafted < k:
-            guess = prompt_lookup(ctx, self.num_pred_tokens, max_ngram=self.max_ngram, min_ngram=self.min_ngram)
+            guess = prompt_lookup(
+                ctx, self.num_pred_tokens, max_ngram=self.max_ngram, min_ngram=self.min_ngram, overlap=not official
+            )
             info["lookups"] += 1
             if guess.numel() > 0:
                 info["lookup_hits"] += 1
                 guess_prev = guess
             else:
                 guess = guess_prev
-            # The draft model adds one token of its own, so more than k - n_drafted - 1 guessed
-            # tokens could never be kept (the released code feeds all 6 and cuts at K; the kept
-            # draft is the same, this only skips work that is thrown away).
-            guess = guess[: k - n_drafted - 1]  # [L]
-            L = guess.numel()
+            if not official:
+                # The draft model adds one token of its own, so more than k - n_drafted - 1
+                # guessed tokens could never be kept (the released code feeds the whole guess
+                # and cuts at K; the kept draft is the same, this only skips thrown-away work).
+                guess = guess[: k - n_drafted - 1]
+            L = guess.numel()  # [L] guessed tokens fed
             feed = ctx[self.seen.numel() :]  # [m >= 1] context tokens the cache has not seen
             inp = torch.cat([feed, guess])  # [m + L]
             logits = self.model(
@@ -96,8 +133,10 @@ class MLADrafter(ModelDrafter):
                 # Untempered (the draft is greedy), on the generator's device as ModelDrafter's q.
                 probs.append(tempered_probs(logits[: j + 1], 0.0, generator))  # [j+1, vocab]
             n_drafted += j + 1
+        # [k]: hf's guess cap keeps n_drafted at k; official may pass it and is cut here (the
+        # draft cache keeps the extra tokens until the next step's rollback).
         return Draft(
-            tokens=torch.cat(drafted),  # [k]: the guess cap keeps n_drafted from passing k
-            probs=torch.cat(probs) if keep_probs else None,
+            tokens=torch.cat(drafted)[:k],
+            probs=torch.cat(probs)[:k] if keep_probs else None,
             info=info,
         )

@@ -48,6 +48,8 @@ class ModelDrafter(Drafter):
         temperature: float = 0.0,
         generator: torch.Generator | None = None,
         want_probs: bool = False,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()
@@ -63,7 +65,7 @@ class ModelDrafter(Drafter):
                 feed.unsqueeze(0).to(self.model.device), cache=self.cache, use_cache=True, logits_to_keep=1
             ).logits[0, -1].float().cpu()  # [vocab]
             self.seen = torch.cat([self.seen, feed])
-            d, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs)
+            d, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs, top_k=top_k, top_p=top_p)
             out_tokens.append(d)
             if keep_probs:
                 out_probs.append(q)

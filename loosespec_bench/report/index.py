@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -24,9 +25,11 @@ import pandas as pd
 import yaml
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
+from ..run_folder import RunFolder, count_finished_lines
 
+log = logging.getLogger(__name__)
 SKIP_DIRS = {"_hydra", ".hydra", "wandb", "plots", "__pycache__"}
-RUN_FILES = ("summary.json", "samples.jsonl", "config.yaml")
+RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 
 # The columns of the index, in order: a selection of the summary's figures plus the config knobs
 COLUMNS = [
@@ -143,26 +146,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _complete_lines(path: Path) -> int:
-    """Finished samples in samples.jsonl without parsing them (a cut-off last line is not one)."""
-    if not path.exists():
-        return 0
-    n = 0
-    with path.open("rb") as f:
-        for line in f:
-            n += line.endswith(b"\n")
-    return n
-
-
 def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
     """samples.jsonl records exactly as the harness reads them on resume (first line per id;
     a line cut off by a kill is skipped)."""
-    from ..sinks.local import RunFolder
-
-    run_dir = Path(run_dir)
-    if not (run_dir / RunFolder.SAMPLES).exists():
-        return []
-    return RunFolder(run_dir).records()  # the folder exists: RunFolder() creates nothing here
+    return RunFolder(run_dir, create=False).records()
 
 
 def summary_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -257,11 +244,11 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
 def index_run(run_dir: str | Path) -> dict[str, Any]:
     """The index row of one run folder, complete or not."""
     run_dir = Path(run_dir)
-    config = _read_yaml(run_dir / "config.yaml")
-    samples = run_dir / "samples.jsonl"
-    summary_path = run_dir / "summary.json"
+    config = _read_yaml(run_dir / RunFolder.CONFIG)
+    samples = run_dir / RunFolder.SAMPLES
+    summary_path = run_dir / RunFolder.SUMMARY
     summary = _read_json(summary_path) if summary_path.exists() else None
-    n_lines = _complete_lines(samples)
+    n_lines = count_finished_lines(samples)
     # A summary older than samples.jsonl was written by an earlier invocation; the later one was
     # killed after appending samples (e.g. a resumed run with a larger dataset.limit).
     stale = summary is not None and samples.exists() and samples.stat().st_mtime_ns > summary_path.stat().st_mtime_ns
@@ -276,7 +263,7 @@ def index_run(run_dir: str | Path) -> dict[str, Any]:
     else:
         row = summary_row({"n_samples": 0}, config, run_dir)
         row.update(status="empty", summary_source="none (no finished sample)")
-    newest = max((p.stat().st_mtime for p in (samples, run_dir / "config.yaml") if p.exists()), default=None)
+    newest = max((p.stat().st_mtime for p in (samples, run_dir / RunFolder.CONFIG) if p.exists()), default=None)
     if newest is not None:  # the time of the last write, for lack of the summary's date
         row["date"] = datetime.datetime.fromtimestamp(newest, datetime.timezone.utc).isoformat(timespec="seconds")
     return row
@@ -287,7 +274,12 @@ def load_index(results_dir: str | Path = "results", experiment: str | None = Non
     experiment name (fnmatch pattern). Sorted by experiment, method, drafter, K, dataset."""
     from fnmatch import fnmatch
 
-    rows = [index_run(d) for d in find_run_dirs(results_dir)]
+    rows = []
+    for run_dir in find_run_dirs(results_dir):
+        try:
+            rows.append(index_run(run_dir))
+        except Exception as err:  # one broken folder must not hide every other run
+            log.warning("%s: skipped, not a readable run folder (%s: %s)", run_dir, type(err).__name__, err)
     df = pd.DataFrame(rows, columns=COLUMNS)
     for col in NUMERIC:  # None -> NaN, so that means and sorting work column-wise
         df[col] = pd.to_numeric(df[col], errors="coerce")

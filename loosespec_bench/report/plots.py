@@ -341,3 +341,16 @@ def build_figures(index: pd.DataFrame) -> dict[str, Figure]:
 def write_plots(index: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
     """Every report plot as <name>.png and <name>.pdf in out_dir."""
     return [p for name, fig in build_figures(index).items() for p in save(fig, out_dir, name, formats)]
+
+
+def tracker_plots(
+    summary: dict[str, Any], records: list[dict[str, Any]], config: dict[str, Any], method: dict[str, Any], out_dir: Path
+) -> dict[str, Path]:
+    """One run's plots for a tracker (sinks/wandb.py's `plotter`): acceptance by draft position,
+    and FLy's mismatch entropies for a FLy run; {name: png path}."""
+    from .index import summary_row
+
+    made = {"acceptance_by_position": fig_acceptance_by_position([summary_row(summary, config)])}
+    if summary.get("method") == "fly":
+        made["fly_mismatch_entropy"] = fig_fly_entropy([{"records": records, **method}])
+    return {name: save(fig, out_dir, name, formats=("png",))[0] for name, fig in made.items()}

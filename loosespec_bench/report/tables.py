@@ -30,7 +30,7 @@ from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 
-# FLy's split (ALGORITHMS.md): in-distribution for the drafters / EAGLE-3 training data, and not.
+# FLy's split (docs/algorithms.md section 8): in-distribution for the drafters / EAGLE-3 training data, and not.
 # The means over them use these sets only; any other set a run covers gets its own columns.
 ID_SETS = ("gsm8k", "humaneval", "mbpp_plus")
 OOD_SETS = ("mgsm", "niah", "acp_prog_gen")
@@ -467,6 +467,14 @@ def _interleave(pub_rows: list[tuple[str, list]], our_rows: list[tuple[str, list
 
 
 # -- FLy ablations ---------------------------------------------------------------------------
+# The configuration keys an ablation axis varies (excluded when matching runs to an ablation).
+AXIS_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # axis: (keys, key prefixes)
+    "theta": (("method.theta",), ()),
+    "W": (("method.window",), ()),
+    "K": (("drafter.k",), ()),
+    "MLA": ((), ("drafter.",)),
+}
 ABLATIONS = {
     # axis: (index column, header, experiment name part)
     "theta": ("theta", "θ (entropy threshold)", "theta"),
@@ -480,17 +488,31 @@ def _mla(drafter: Any) -> str:
     return {"mla": "on", "model": "off"}.get(drafter, f"off ({drafter})" if drafter else "off")
 
 
+def _axis_free_key(row: pd.Series | dict, axis: str) -> tuple:
+    """A run's configuration without the ablation axis' keys (and, as config_key, the data set)."""
+    keys, prefixes = AXIS_KEYS[axis]
+    col = ABLATIONS[axis][0]
+    if _config(row):
+        return config_key(row, exclude=keys, exclude_prefixes=("dataset.", *prefixes))
+    return config_key(row, keys=[k for k in CONFIG_KEYS if k != col])
+
+
 def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame | None = None) -> Table:
-    """FLy along one axis (theta, W, K, MLA). Runs of experiments named *ablation_<axis>* are
-    used when there are any, else every FLy run; one row per configuration, its figures the mean
-    over the data sets it ran (listed)."""
+    """FLy along one axis (theta, W, K, MLA); one row per configuration, its figures the mean over
+    the data sets it ran (listed). Runs are selected by configuration: the experiments named
+    *ablation_<axis>* name the ablation's fixed settings (every key but the axis'), and every FLy
+    run with those settings belongs to it, whichever experiment's folder holds it (a point that
+    several sweeps share runs once, in the first sweep's folder: loosespec_bench.plan). Without
+    such experiments, every FLy run."""
     del published  # the papers' ablation figures are not sourced yet: the column says so
     col, header, exp_part = ABLATIONS[axis]
     runs = our_runs(index)
     fly = runs[runs["method"] == "fly"] if not runs.empty else runs
     if not fly.empty:
         dedicated = fly[fly["experiment"].astype(str).map(lambda e: fnmatch(e, f"*ablation_{exp_part}*"))]
-        fly = dedicated if not dedicated.empty else fly
+        if not dedicated.empty:
+            fixed = {_axis_free_key(r, axis) for _, r in dedicated.iterrows()}
+            fly = fly[[_axis_free_key(r, axis) in fixed for _, r in fly.iterrows()]]
     others = [("K", "K"), ("W", "W"), ("theta", "θ"), ("drafter", "MLA"), ("mode", "mode"), ("no_window", "no_window")]
     columns = [header, "source", "pair", "other settings", "data sets", "speedup", "tau", "tau without loose accepts",
                "loose accept rate", "retention", "published speedup"]

@@ -3,7 +3,8 @@
 A tracker mirrors what the run folder already holds (config, per-sample metrics, summary) to a
 service such as Weights & Biases. The run folder is the record; the tracker is a convenience.
 So every tracker call goes through SafeTracker: the first failure of any kind (package not
-installed, invalid mode, no network, bad API key, an exception inside the library) warns once,
+installed, invalid mode, no network, bad API key, an exception inside the library, a call
+that hangs past SafeTracker.timeout_s) warns once,
 names the tracker and the error, and turns the tracker off for the rest of the run. The
 decoding loop, samples.jsonl and summary.json never see the error.
 
@@ -23,6 +24,7 @@ Wiring (app.run):
 
 from __future__ import annotations
 
+import threading
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -33,8 +35,18 @@ from omegaconf import DictConfig, OmegaConf
 NO_TRACKER = (None, "none", "null", "")
 
 
+# Seconds one tracker call may take before it is abandoned (the run goes on without the tracker).
+# W&B's own init has its own, shorter, init_timeout; this bounds everything else (a log call
+# blocked on a full queue, a finish() waiting for an unreachable server).
+DEFAULT_TIMEOUT_S = 300.0
+
+
 class TrackerWarning(UserWarning):
     """A tracker failed and was turned off; local results are unaffected."""
+
+
+class TrackerTimeout(TimeoutError):
+    """A tracker call did not return in time."""
 
 
 class SafeTracker:
@@ -45,8 +57,16 @@ class SafeTracker:
     service (a W&B run) is shut down. KeyboardInterrupt still propagates: the user asked to stop.
     """
 
-    def __init__(self, tracker: Any = None, *, name: str = "tracker", factory: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        tracker: Any = None,
+        *,
+        name: str = "tracker",
+        factory: Callable[[], Any] | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.name = name
+        self.timeout_s = timeout_s  # per call; None = wait for ever
         self.tracker: Any = None
         self.disabled = False
         self.error: BaseException | None = None  # the failure that disabled the tracker
@@ -89,12 +109,35 @@ class SafeTracker:
 
     def _guard(self, what: str, fn: Callable[[], Any]) -> Any:
         try:
-            return fn()
+            return self._bounded(what, fn)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 (SystemExit from a library must not end the run either)
             self._fail(what, err)
             return None
+
+    def _bounded(self, what: str, fn: Callable[[], Any]) -> Any:
+        """fn() in a daemon thread, abandoned after timeout_s (a hung network call, a stuck
+        service): TrackerTimeout, which turns the tracker off like any other failure."""
+        if self.timeout_s is None:
+            return fn()
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as err:  # noqa: BLE001 (handed to the caller's guard)
+                box["error"] = err
+
+        thread = threading.Thread(target=target, name=f"{self.name}-tracker-{what}", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s)
+        if thread.is_alive():
+            self._hung = True  # the abandoned call may still hold the tracker: close() is not attempted
+            raise TrackerTimeout(f"no answer within {self.timeout_s:g} s; the call was abandoned")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
 
     def _fail(self, what: str, err: BaseException) -> None:
         self.disabled = True
@@ -108,7 +151,7 @@ class SafeTracker:
         # Shut down whatever the tracker had started (e.g. a W&B run and its service process),
         # without a second warning: the first one already said what went wrong.
         tracker, self.tracker = self.tracker, None
-        if tracker is not None and what != "close":
+        if tracker is not None and what != "close" and not getattr(self, "_hung", False):
             try:
                 tracker.close()
             except KeyboardInterrupt:
@@ -117,11 +160,12 @@ class SafeTracker:
                 pass
 
 
-def build_tracker(cfg: DictConfig) -> SafeTracker | None:
+def build_tracker(cfg: DictConfig, **extra: Any) -> SafeTracker | None:
     """The configured tracker behind a SafeTracker, or None for logger=none (or no logger).
 
     `cfg.logger` is instantiated with hydra.utils.instantiate, minus its `name` key, inside the
     guard: a tracker whose class cannot be imported or built warns once and is returned disabled.
+    `extra` adds constructor arguments (app.run hands W&B its `plotter`).
     """
     node = cfg.get("logger") if isinstance(cfg, DictConfig) else None
     if node is None:
@@ -136,6 +180,6 @@ def build_tracker(cfg: DictConfig) -> SafeTracker | None:
         spec = OmegaConf.to_container(node, resolve=True)
         assert isinstance(spec, dict)
         spec.pop("name", None)
-        return instantiate(spec, _convert_="all")
+        return instantiate(spec, _convert_="all", **extra)
 
     return SafeTracker(name=str(name), factory=factory)

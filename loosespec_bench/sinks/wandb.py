@@ -30,7 +30,7 @@ import logging
 import math
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -167,6 +167,7 @@ class WandbTracker:
         max_text_chars: int = 2000,
         init_timeout: float = 60.0,
         teardown: bool = True,
+        plotter: Callable[..., dict[str, Path]] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"logger.mode={mode!r} must be one of {', '.join(MODES)}")
@@ -184,6 +185,10 @@ class WandbTracker:
         self.max_text_chars = int(max_text_chars)
         self.init_timeout = float(init_timeout)
         self.teardown = bool(teardown)
+        # Makes the per-run plots: plotter(summary, records, config, method, out_dir) -> {name: png}.
+        # Handed in by whoever builds the tracker (app.run: report.plots.tracker_plots); the sinks
+        # never import the report, which reads what they write.
+        self.plotter = plotter
         self.run: Any = None
         self.run_dir: Path | None = None
         self.wandb_dir: Path | None = None  # offline-run-* (or run-*) folder of this W&B run
@@ -258,7 +263,7 @@ class WandbTracker:
             columns=SAMPLE_COLUMNS, data=[sample_row(r, self.max_text_chars) for r in records[: self.max_table_rows]]
         )
         self.run.log({"samples": table})
-        if self.plots:
+        if self.plots and self.plotter is not None:
             try:
                 images = {f"plots/{name}": wandb.Image(str(path)) for name, path in self._plot(summary, records).items()}
             except Exception as err:  # noqa: BLE001 (plots are optional; the summary and table are logged)
@@ -277,18 +282,8 @@ class WandbTracker:
 
     def _plot(self, summary: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Path]:
         """This run's plots as PNGs inside the W&B run's files folder (synced with it)."""
-        from ..report import plots
-        from ..report.index import summary_row
-
-        out = Path(self.run.dir) / "plots"
-        row = summary_row(summary, self._config)
-        made = {"acceptance_by_position": plots.fig_acceptance_by_position([row])}
-        if summary.get("method") == "fly":
-            made["fly_mismatch_entropy"] = plots.fig_fly_entropy([{"records": records, **self._method}])
-        paths = {}
-        for name, fig in made.items():
-            paths[name] = plots.save(fig, out, name, formats=("png",))[0]
-        return paths
+        assert self.plotter is not None
+        return self.plotter(summary, records, self._config, self._method, Path(self.run.dir) / "plots")
 
     def _flush(self, wandb: Any) -> None:
         """Wait until W&B's service process has written everything. run.finish() returns once the

@@ -3,14 +3,22 @@
 Two scorers live here:
 - `extract_answer` / `numbers_equal`: numeric, tolerant of how people write numbers (thousands
   separators in several conventions, currency, other scripts' digits); MGSM uses it.
-- `lm_eval_*`: lm-evaluation-harness' string exact match for GSM8K (its regex filters, then
-  the same normalisation on both sides), so GSM8K accuracy matches what that community reports.
+- `LmEvalScorer`: lm-evaluation-harness' own regex filters and string exact match, configured
+  from lm-eval's task YAML (GSM8K) or the authors' task file (MGSM 0813), so accuracy matches
+  what that community reports.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import unicodedata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
 
 # A number with optional sign, thousands separators and decimals: -1,234.5 / 1.234,5 / 3.
 # Non-breaking and narrow spaces group thousands too ("1\u202f234", French typography); a
@@ -87,32 +95,56 @@ def numbers_equal(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
 
-# --- lm-evaluation-harness GSM8K (gsm8k_cot_llama) -------------------------------------------
-# Filters of lm-eval 0.4.13 tasks/gsm8k/gsm8k-cot-llama.yaml: the last match of each regex.
-LM_EVAL_STRICT = re.compile(r"The final answer is ((-?[$0-9.,]{2,})|(-?[0-9]+))")
-LM_EVAL_FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
-# exact_match's regexes_to_ignore, applied in order to prediction and reference alike.
-_LM_EVAL_IGNORE = [re.compile(p) for p in (",", r"\$", r"(?s).*#### ", r"\.$")]
-LM_EVAL_INVALID = "[invalid]"  # what lm-eval's regex filter yields when nothing matches
+# --- lm-evaluation-harness filters and exact match ------------------------------------------
+# Not re-typed here: the regexes and exact_match options come from lm-eval's own task YAML
+# (e.g. tasks/gsm8k/gsm8k-cot-llama.yaml), and lm-eval's RegexFilter / take_first and
+# exact_match metric do the work.
 
 
-def lm_eval_filter(text: str, pattern: re.Pattern[str]) -> str:
-    """lm-eval's RegexFilter with group_select=-1: the last match (its first non-empty group)."""
-    matches = pattern.findall(text)
-    if not matches:
-        return LM_EVAL_INVALID
-    match = matches[-1]
-    if isinstance(match, tuple):
-        match = [m for m in match if m]
-        match = match[0] if match else LM_EVAL_INVALID
-    return match.strip()
+def lm_eval_task_config(relpath: str) -> dict[str, Any]:
+    """One of lm-eval's bundled task YAMLs (plain YAML ones), read without building the task."""
+    spec = importlib.util.find_spec("lm_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("this scorer needs lm_eval==0.4.13 (pip install lm_eval==0.4.13)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "tasks" / relpath
+    with path.open(encoding="utf-8") as f:
+        return yaml.safe_load(f)
 
 
-def lm_eval_normalise(text: str) -> str:
-    for pattern in _LM_EVAL_IGNORE:
-        text = pattern.sub("", text)
-    return text.strip().lower()  # ignore_case: true
+class LmEvalScorer:
+    """A task's filter ensembles (its `filter_list`) and its exact_match options (its
+    `metric_list` entry), run with lm-eval's own filter and metric functions."""
 
+    def __init__(self, filter_list: list[dict[str, Any]], metric_list: list[dict[str, Any]]) -> None:
+        from lm_eval.filters import build_filter_ensemble
 
-def lm_eval_exact_match(prediction: str, reference: str) -> bool:
-    return lm_eval_normalise(prediction) == lm_eval_normalise(reference)
+        self.ensembles = [
+            build_filter_ensemble(
+                f["name"], [(c["function"], {k: v for k, v in c.items() if k != "function"}) for c in f["filter"]]
+            )
+            for f in filter_list
+        ]
+        (em,) = [m for m in metric_list if m["metric"] == "exact_match"]
+        self.em_kwargs = {k: v for k, v in em.items() if k not in ("metric", "aggregation", "higher_is_better")}
+
+    @classmethod
+    def from_task_yaml(cls, relpath: str) -> "LmEvalScorer":
+        cfg = lm_eval_task_config(relpath)
+        return cls(cfg["filter_list"], cfg["metric_list"])
+
+    def filtered(self, completion: str, doc: dict[str, Any] | None = None) -> dict[str, str]:
+        """Each filter ensemble's answer, by ensemble name (e.g. strict-match, flexible-extract);
+        `doc` for filters that read the document (multi_choice_regex reads its choices)."""
+        from lm_eval.api.instance import Instance
+
+        inst = Instance(request_type="generate_until", doc=dict(doc or {}), arguments=("", {}), idx=0)
+        inst.resps = [completion]
+        for ensemble in self.ensembles:
+            ensemble.apply([inst])
+        return dict(inst.filtered_resps)
+
+    def exact_match(self, prediction: str, reference: str) -> bool:
+        from lm_eval.api.metrics import exact_match_hf_evaluate
+
+        out = exact_match_hf_evaluate(predictions=[prediction], references=[str(reference)], **self.em_kwargs)
+        return bool(out["exact_match"] == 1.0)

@@ -63,8 +63,20 @@ class Task:
 
     def samples(self) -> list[Sample]:
         """The run's samples: `load_all()` cut to `limit` (None = the whole set)."""
-        items = self.load_all()
-        return items if self.limit is None else items[: self.limit]
+        try:
+            items = self.load_all()
+        except KeyError as err:  # a row without a field the loader reads (the loaders that check name the line)
+            raise ConfigError(
+                f"dataset {self.name}: a data row has no field {err.args[0]!r} (data from {self.data_dir or 'the hub'}); "
+                "fix or replace the data file"
+            ) from None
+        items = items if self.limit is None else items[: self.limit]
+        if not items:
+            raise ConfigError(
+                f"dataset {self.name}: the selection is empty (0 samples after dataset.limit and the filters, "
+                f"data from {self.data_dir or 'the hub'}); check the data files and the dataset's filter settings"
+            )
+        return items
 
     def with_system(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
         if self.system_prompt:
@@ -102,9 +114,25 @@ def round_robin(samples: list[Sample], key: str) -> list[Sample]:
     return [g[i] for i in range(longest) for g in groups.values() if i < len(g)]
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def read_jsonl(path: Path, *, opener: Any = None, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every line of a JSONL data file as an object; a line that is not a JSON object, or lacks
+    one of the `required` keys, is a ConfigError naming the file and the line."""
+    rows = []
+    with (opener(path) if opener else path.open(encoding="utf-8")) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise ConfigError(f"{path} line {lineno}: not valid JSON ({err}); fix or replace the data file") from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{path} line {lineno}: not a JSON object; fix or replace the data file")
+            missing = [k for k in required if k not in row]
+            if missing:
+                raise ConfigError(f"{path} line {lineno}: missing field(s) {missing}; fix or replace the data file")
+            rows.append(row)
+    return rows
 
 
 def hub_file(repo_id: str, filename: str) -> Path:

@@ -2,8 +2,11 @@
 
 Prompted as lm-evaluation-harness' `gsm8k_cot_llama`: an instruction asking for "The final
 answer is N", with the Wei et al. chain-of-thought exemplars as earlier user/assistant chat
-turns (the exemplars are data: tasks/data/gsm8k_cot_llama.json). The paper setting is 8 shots;
-`num_fewshot` defaults lower in conf/dataset/gsm8k.yaml to keep CPU prompts short.
+turns. Instruction (doc_to_text) and exemplars (fewshot_config.samples) are read from lm-eval's
+own task file, tasks/gsm8k/gsm8k-cot-llama.yaml, not re-typed (`dataset=lm_eval
+dataset.task=gsm8k_cot_llama` builds the same prompt through lm-eval's task object). The paper
+setting is 8 shots; `num_fewshot` defaults lower in conf/dataset/gsm8k.yaml to keep CPU prompts
+short.
 
 Scored as lm-eval scores it: the last "The final answer is N" (strict-match) or the last
 number (flexible-extract), then string exact match after removing commas, "$", a trailing
@@ -12,27 +15,24 @@ number (flexible-extract), then string exact match after removing commas, "$", a
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .answers import (
-    LM_EVAL_FLEXIBLE,
-    LM_EVAL_STRICT,
-    extract_answer,
-    lm_eval_exact_match,
-    lm_eval_filter,
-)
+from .answers import LmEvalScorer, extract_answer, lm_eval_task_config, parse_number
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
-PROMPT_FILE = Path(__file__).parent / "data" / "gsm8k_cot_llama.json"
 MATCHES = ("strict", "flexible")
+# lm-eval's own filters (strict-match, flexible-extract) and exact_match options, read from
+# its task file rather than re-typed.
+LM_EVAL_YAML = "gsm8k/gsm8k-cot-llama.yaml"
+FILTER_NAMES = {"strict": "strict-match", "flexible": "flexible-extract"}
 
 
 def load_prompt() -> dict[str, Any]:
-    with PROMPT_FILE.open(encoding="utf-8") as f:
-        return json.load(f)
+    """lm-eval's gsm8k_cot_llama prompt: {"instruction": jinja doc_to_text, "exemplars": [...]}."""
+    cfg = lm_eval_task_config(LM_EVAL_YAML)
+    shots = [{"question": x["question"], "answer": x["target"]} for x in cfg["fewshot_config"]["samples"]]
+    return {"instruction": cfg["doc_to_text"], "exemplars": shots}
 
 
 class GSM8K(Task):
@@ -49,14 +49,17 @@ class GSM8K(Task):
             raise ConfigError(f"dataset.match={match!r} must be one of {MATCHES} (lm-eval's strict-match or flexible-extract)")
         self.num_fewshot = num_fewshot
         self.match = match
+        self.scorer = LmEvalScorer.from_task_yaml(LM_EVAL_YAML)
 
     def _rows(self) -> list[dict[str, str]]:
         if self.data_dir is not None:
-            return read_jsonl(self.local_path("gsm8k", "test.jsonl"))
+            return read_jsonl(self.local_path("gsm8k", "test.jsonl"), required=("question", "answer"))
         return [dict(r) for r in load_hub_dataset(self.hub_path, "main", "test")]
 
     def user_turn(self, question: str) -> str:
-        return self.prompt["instruction"].replace("{question}", question)
+        from lm_eval.utils import apply_template
+
+        return apply_template(self.prompt["instruction"], {"question": question})
 
     def messages(self, question: str) -> list[dict[str, str]]:
         turns: list[dict[str, str]] = []
@@ -72,18 +75,21 @@ class GSM8K(Task):
         for i, row in enumerate(self._rows()):
             # The reference is the text after "#### " (lm-eval's doc_to_target), e.g. "1,600".
             reference = row["answer"].split("####")[-1].strip()
+            if "####" not in row["answer"] or parse_number(reference) is None:
+                where = self.local_path("gsm8k", "test.jsonl") if self.data_dir is not None else self.hub_path
+                raise ConfigError(
+                    f"{where} line {i + 1}: the reference answer {reference[-40:]!r} is not a number after '####'; "
+                    "fix or replace the data file"
+                )
             out.append(Sample(id=f"gsm8k/{i}", messages=self.messages(row["question"]), reference=reference))
         return out
 
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:
-        strict = lm_eval_filter(completion, LM_EVAL_STRICT)
-        flexible = lm_eval_filter(completion, LM_EVAL_FLEXIBLE)
-        ok = {
-            "strict": lm_eval_exact_match(strict, sample.reference),
-            "flexible": lm_eval_exact_match(flexible, sample.reference),
-        }
+        filtered = self.scorer.filtered(completion)
+        preds = {m: filtered[FILTER_NAMES[m]] for m in MATCHES}
+        ok = {m: self.scorer.exact_match(preds[m], sample.reference) for m in MATCHES}
         return {
-            "pred": strict if self.match == "strict" else flexible,
+            "pred": preds[self.match],
             "pred_number": extract_answer(completion, ["The final answer is"]),
             "correct": ok[self.match],
             "correct_strict": ok["strict"],

@@ -14,12 +14,11 @@ never in the harness's process.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 from typing import Any
 
 from ..errors import ConfigError
-from .base import Sample, Task, load_hub_dataset
+from .base import Sample, Task, load_hub_dataset, read_jsonl
 from .sandbox import Limits, Result, run_many, run_python
 
 USER_TEMPLATE = "Write a solution to the following problem and make sure that it passes the tests:\n```python\n{prompt}\n```\n"
@@ -45,8 +44,15 @@ class HumanEval(Task):
 
     def _rows(self) -> list[dict[str, Any]]:
         if self.data_dir is not None:
-            with gzip.open(self.local_path("humaneval", "HumanEval.jsonl.gz"), "rt", encoding="utf-8") as f:
-                return [json.loads(line) for line in f if line.strip()]
+            path = self.local_path("humaneval", "HumanEval.jsonl.gz")
+            try:
+                return read_jsonl(
+                    path,
+                    opener=lambda p: gzip.open(p, "rt", encoding="utf-8"),
+                    required=("task_id", "prompt", "test", "entry_point"),
+                )
+            except (OSError, EOFError, UnicodeDecodeError) as err:  # not gzip, truncated
+                raise ConfigError(f"{path}: unreadable ({err}); fix or replace the data file") from None
         return [dict(r) for r in load_hub_dataset(self.hub_path, None, "test")]
 
     def load_all(self) -> list[Sample]:

@@ -1,16 +1,28 @@
 """MGSM (Shi et al. 2022): GSM8K's 250 test problems translated into 10 languages (+ English).
 
-Prompted as native chain of thought (the question and the answer cue in the problem's own
-language), as FLy evaluated it; scored by exact match of the final number.
+Two prompts (`prompt`):
+- native_cot: the question and the answer cue in the problem's own language (MGSM paper's
+  native-CoT cues); scored by numeric match of the final number.
+- native_cot_0813: the FLy authors' zero-shot instruction prompt, their lm-eval tasks
+  `mgsm_native_cot_<lang>_0813` (AMD-AGI/FLy@98c9e8e lm_eval/tasks/mgsm/native_cot/
+  mgsm_native_cot_<lang>.yaml, run by 0811scripts/0814_mgsm_rede_70b.sh): an instruction in the
+  problem's language ("Solve this math problem. Give the reasoning steps ... "The answer is "
+  ...") + two newlines + the question, one user turn. Scored as those files score: lm-eval's
+  regex filters (strict-match: first "<answer phrase> N"; flexible-extract: last number) and
+  exact_match (ignore_case, ignore_punctuation; cot_yaml) against the answer number. The
+  instructions and filters are data: tasks/data/mgsm_native_cot_0813.json, extracted from
+  those files by rendering their doc_to_text for a test document.
 """
 
 from __future__ import annotations
 
 import csv
+import json
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .answers import extract_answer, numbers_equal, parse_number
+from .answers import LmEvalScorer, extract_answer, numbers_equal, parse_number
 from .base import Sample, Task, load_hub_dataset
 
 # Per language: (question cue, step-by-step cue, final-answer phrase). The cues follow the
@@ -29,6 +41,11 @@ NATIVE_COT: dict[str, tuple[str, str, str]] = {
     "te": ("ప్రశ్న:", "దశలవారీగా సమాధానం:", "సమాధానం"),
 }
 LANGUAGES = sorted(NATIVE_COT)
+PROMPTS = ("native_cot", "native_cot_0813")
+FLY_0813_FILE = Path(__file__).parent / "data" / "mgsm_native_cot_0813.json"
+# cot_yaml's metric_list (AMD-AGI/FLy@98c9e8e lm_eval/tasks/mgsm/native_cot/cot_yaml).
+FLY_0813_METRIC = [{"metric": "exact_match", "ignore_case": True, "ignore_punctuation": True}]
+MATCHES = {"strict": "strict-match", "flexible": "flexible-extract"}
 # How each language writes numbers when it does not use the English "1,234.5": continental
 # decimal comma, with "." (de, es) or a space (fr, ru) grouping thousands. A model may use
 # either convention, so these languages accept either reading of the final number.
@@ -44,8 +61,15 @@ class MGSM(Task):
     name = "mgsm"
     hub_path = "juletxara/mgsm"
 
-    def __init__(self, *, languages: list[str] | str = ("en",), **kwargs: Any) -> None:
+    def __init__(
+        self, *, languages: list[str] | str = ("en",), prompt: str = "native_cot", match: str = "strict", **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
+        if prompt not in PROMPTS:
+            raise ConfigError(f"dataset.prompt={prompt!r} must be one of {PROMPTS}")
+        if match not in MATCHES:
+            raise ConfigError(f"dataset.match={match!r} must be one of {tuple(MATCHES)} (lm-eval's strict-match or flexible-extract)")
+        self.prompt, self.match = prompt, match
         # A list ([fr,de,th] on the command line) or one string ("fr" or "fr,de,th").
         langs = [x.strip() for x in languages.split(",")] if isinstance(languages, str) else list(languages)
         if langs == ["all"]:
@@ -54,6 +78,12 @@ class MGSM(Task):
         if bad or not langs:
             raise ConfigError(f"dataset.languages={langs} has unknown entries {bad}; choose from {LANGUAGES} or 'all'")
         self.languages = langs
+        if prompt == "native_cot_0813":
+            with FLY_0813_FILE.open(encoding="utf-8") as f:
+                self.fly = json.load(f)["languages"]
+            self.scorers = {lang: LmEvalScorer(self.fly[lang]["filter_list"], FLY_0813_METRIC) for lang in langs}
+            until = [u for lang in langs for u in self.fly[lang]["until"]]
+            self.stop_strings = list(dict.fromkeys([*until, *self.stop_strings]))
 
     def _rows(self, lang: str) -> list[tuple[str, float]]:
         if self.data_dir is not None:
@@ -61,7 +91,18 @@ class MGSM(Task):
             # No header, no quoting: a question may contain quote characters.
             with path.open(encoding="utf-8", newline="") as f:
                 rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-            return [(q, parse_number(a)) for q, a in rows]
+            out = []
+            for lineno, row in enumerate(rows, 1):
+                if len(row) != 2:
+                    raise ConfigError(
+                        f"{path} line {lineno}: {len(row)} tab-separated field(s), expected 2 (question, answer); "
+                        "fix or replace the data file"
+                    )
+                number = parse_number(row[1])
+                if number is None:
+                    raise ConfigError(f"{path} line {lineno}: the reference answer {row[1]!r} is not a number; fix or replace the data file")
+                out.append((row[0], number))
+            return out
         ds = load_hub_dataset(self.hub_path, lang, "test")
         return [(r["question"], float(r["answer_number"])) for r in ds]
 
@@ -73,8 +114,11 @@ class MGSM(Task):
             for lang, rows in per_lang.items():
                 if i < len(rows):
                     question, answer = rows[i]
-                    q_cue, cot_cue, _ = NATIVE_COT[lang]
-                    content = f"{q_cue} {question}\n{cot_cue}"
+                    if self.prompt == "native_cot_0813":
+                        content = self.fly[lang]["instruction"] + question
+                    else:
+                        q_cue, cot_cue, _ = NATIVE_COT[lang]
+                        content = f"{q_cue} {question}\n{cot_cue}"
                     out.append(
                         Sample(
                             id=f"{lang}-{i}",
@@ -86,6 +130,8 @@ class MGSM(Task):
         return out
 
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:
+        if self.prompt == "native_cot_0813":
+            return self._score_0813(sample, completion)
         lang = sample.meta["language"]
         phrase = NATIVE_COT[lang][2]
         pred = extract_answer(completion, [phrase])
@@ -95,6 +141,20 @@ class MGSM(Task):
             if numbers_equal(local, sample.reference):
                 pred, correct = local, True
         return {"pred": pred, "correct": correct}
+
+    def _score_0813(self, sample: Sample, completion: str) -> dict[str, Any]:
+        scorer = self.scorers[sample.meta["language"]]
+        ref = sample.reference
+        # doc_to_target: answer_number|string ("18"; the hub stores integers).
+        target = str(int(ref)) if float(ref).is_integer() else str(ref)
+        filtered = scorer.filtered(completion)
+        ok = {m: scorer.exact_match(filtered[name], target) for m, name in MATCHES.items()}
+        return {
+            "pred": filtered[MATCHES[self.match]],
+            "correct": ok[self.match],
+            "correct_strict": ok["strict"],
+            "correct_flexible": ok["flexible"],
+        }
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         out = super().aggregate(records)
@@ -107,4 +167,8 @@ class MGSM(Task):
             # The figure MGSM papers report over a language set: the mean of per-language
             # accuracies (equal to `accuracy` when every language has the same sample count).
             out["accuracy_mean_languages"] = sum(per_lang) / len(per_lang)
+        for m in MATCHES:
+            sub = [r["score"] for r in records if f"correct_{m}" in r.get("score", {})]
+            if sub:
+                out[f"accuracy_{m}"] = sum(bool(x[f"correct_{m}"]) for x in sub) / len(sub)
         return out

@@ -1,43 +1,66 @@
 """Run untrusted Python (model-written code, e.g. HumanEval completions) in a contained child.
 
 The harness never exec()s generated code in its own process. Each program runs in a fresh
-`python -I -S` child, started in its own session, under rlimits (address space, CPU seconds,
-processes, file size), with a wall-clock timeout after which the whole group is killed, in a
-throw-away working directory that is also its HOME and TMPDIR, with a minimal environment (no
-API keys or tokens from the harness's environment reach it).
+`python -I -S` child under rlimits (address space, CPU seconds, processes, file size), with a
+minimal environment (no API keys or tokens from the harness's environment reach it), started
+by a trusted supervisor (`_sandbox_supervisor.py`, one per program, root at the two root
+levels): its child gets PR_SET_PDEATHSIG=SIGKILL (re-checking getppid() after the prctl), and
+the supervisor itself polls for the harness's death (a `kill -9` of the harness), for the
+harness's timeout request and for its own deadline, then kills every process of the sandbox
+uid. Every program gets a fresh uid from UID_RANGE; its temp folder on the host is named
+`loosespec-sandbox-<harness pid>-<uid>-*`, so each sandbox start sweeps the folders (and kills
+the uids, and removes the uid's files) of harnesses that no longer live (`sweep_stale`).
 
-On top of that, the strongest isolation the machine allows (`isolation="auto"`):
+Isolation levels (`isolation="auto"` takes the strongest the machine allows; results record it;
+the README has the table of what each guarantees):
 
-- "namespaces" (root, util-linux `unshare` + `setpriv`): new network namespace (only a downed
-  loopback: no connection anywhere, the host's localhost included), new PID namespace (killing
-  its init kills every process the program started, even ones that called setsid), new mount
-  namespace in which /tmp, /var/tmp and /dev/shm are fresh size-capped tmpfs (the host's temp
-  files are invisible and nothing written survives the run) and each `hide_paths` entry (e.g.
-  the results folder) is covered by an empty read-only tmpfs; the harness's Python installation
-  is bind-mounted read-only at /run/loosespec-python (an empty mount point left on the host), so
-  the program runs under the harness's own interpreter; then the program drops to a fresh
-  unprivileged uid (no groups, no capabilities, no_new_privs), so it cannot write or delete
-  anything owned by root or by the user running the harness, nor read what they keep private.
-- "uid" (root, no usable namespaces, e.g. a container without CAP_SYS_ADMIN): the fresh uid,
-  rlimits and process-group kill, plus a kill of every process of that uid afterwards; network
-  is blocked only by an audit hook (socket creation, subprocesses and ctypes raise), which code
-  that finds another way to the kernel could bypass.
-- "process" (not root): rlimits, timeout and the audit hook only, as the harness's own user: such
-  code could delete that user's files. Refused unless `allow_same_user=True`.
+- "namespaces" (root, util-linux `unshare`; mounts and pivot_root by syscall): new network,
+  PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs
+  (pivot_root, the host's tree detached): read-only binds of /usr and the /bin, /lib...
+  folders and of the harness's Python installation, a few copied /etc files, /dev with
+  null/zero/full/random/urandom, its own /proc, and fresh size-capped tmpfs for /tmp,
+  /var/tmp, /dev/shm, /run (with /run/lock). The repository, the data sets, the results,
+  /home, /root and every host socket file are not in it; abstract Unix sockets and 127.0.0.1
+  belong to the (empty) network namespace; SysV IPC objects die with the IPC namespace; kernel
+  keyrings (not namespaced) are refused by seccomp. The program runs as the fresh unprivileged
+  uid (no groups, no capabilities, no_new_privs) under the namespace's init (root, out of its
+  reach, `_sandbox_supervisor.ns_init`), which also enforces the wall clock should the harness
+  miss it.
+- "uid" (root, no usable namespaces, e.g. a container without CAP_SYS_ADMIN): the fresh uid and
+  rlimits, plus a seccomp filter installed before exec and inherited by every descendant however
+  started (fork, `multiprocessing.util.spawnv_passfds`, ctypes): socket(), System V IPC, POSIX
+  message queues, keyrings and io_uring fail with EPERM, so no network (127.0.0.1 included) and
+  no host Unix socket; afterwards every process of the uid is killed and what the uid left at
+  the top of the world-writable folders (/tmp, /var/tmp, /dev/shm, /run/lock...) is deleted.
+  World-readable files (the repository, the data sets) stay readable, and the program sees the
+  host's file tree. An audit hook (subprocess, exec, ctypes raise) is a second line only.
+- "process" (not root): rlimits, seccomp filter, timeout and the audit hook, as the harness's own
+  user: such code could delete or read that user's files and signal their processes. Refused
+  unless `allow_same_user=True`.
 
-Limits that remain: world-readable files (the repository, the data sets) stay readable; memory
-is capped per process, so the worst case is max_procs x memory_mb (8 GiB with the defaults); at
-the "uid" level, killed processes may linger as zombies until the machine's init reaps them.
+The seccomp filter exists for x86_64 and aarch64; elsewhere the "uid" and "process" levels
+refuse to start (SandboxError) rather than run without it (the "namespaces" level runs, without
+its keyring filter).
 
-`available_isolation()` says which applies; results record it. A program passes when it exits 0
-and reaches its last line (a per-run marker printed after the tests), so `sys.exit(0)` or
-`os._exit(0)` before the tests does not count as a pass.
+Memory is capped per process, so the worst case is max_procs x memory_mb (8 GiB by default).
+
+Verdict: the program's source is run by a trusted runner (`_RUNNER`) with runpy. Only when it
+returns normally does the runner read a per-run nonce from fd 3 (a pipe the harness filled and
+closed; the nonce is in no file, argument, environment variable or code object of the sandbox)
+and copy it to fd 4 (a pipe the harness reads), then `os._exit(0)`. The program passes when it
+exited 0 and fd 4 holds exactly that nonce. So an exception, SystemExit (even 0), `os._exit`,
+a signal or a timeout before the end of the tests fails, and nothing the program can find in
+its source, its code constants, its memory or /proc forges a pass: printing does not reach fd 4.
+Not guaranteed: a completion written against this harness can itself read fd 3 and write fd 4,
+or skip the asserts (sys.settrace, objects equal to everything); code and tests share one
+interpreter, so that cannot be told apart from a real pass.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import resource
 import secrets
 import shutil
@@ -53,6 +76,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigError
+from . import _sandbox_supervisor as _sup
 
 ISOLATION_LEVELS = ("namespaces", "uid", "process")
 # Fresh uids for sandboxed programs: far above any real account, one per run, so that the
@@ -103,16 +127,18 @@ def available_isolation() -> str:
     if not shutil.which("setpriv"):
         return "process"
     if shutil.which("unshare"):
-        probe = "mount -t tmpfs -o size=1m tmpfs /tmp && setpriv --reuid=1500000 --regid=1500000 --clear-groups --no-new-privs -- true"
-        if _run_quiet(_ns_prefix() + ["/bin/sh", "-c", probe]):
-            return "namespaces"
+        try:  # the real thing, once: a trivial program must pass
+            if run_python("pass", isolation="namespaces", limits=Limits(timeout_s=30, cpu_s=10)).passed:
+                return "namespaces"
+        except (SandboxError, OSError):
+            pass
     return "uid"
 
 
 def _ns_prefix() -> list[str]:
     # --fork + --kill-child: the namespace's init dies with unshare, and the kernel then kills
-    # every process in the PID namespace. --mount-proc: /proc shows only the sandbox.
-    return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private", "--"]
+    # every process in the PID namespace (and the IPC namespace, with its objects, goes too).
+    return ["unshare", "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--propagation", "private", "--"]
 
 
 def _world_usable(path: str) -> bool:
@@ -157,49 +183,61 @@ def _set_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-# Levels without a network namespace: an audit hook installed before the program runs. It
-# cannot be removed from Python code; ctypes is blocked because it could call libc directly.
-_GUARD = """\
-import sys, runpy
-_BLOCKED = ("socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "subprocess.Popen",
-            "os.system", "os.exec", "os.posix_spawn", "os.spawn", "ctypes.dlopen", "ctypes.dlsym")
-def _guard(event, args):
-    if event in _BLOCKED:
-        raise PermissionError("sandbox: " + event + " is not allowed")
-sys.addaudithook(_guard)
-del _guard
+# The trusted runner: the first code in the sandboxed interpreter. It runs the program (prompt,
+# completion, tests) with runpy; only if that returns normally does it read the per-run nonce
+# from the pipe NONCE_FD (the harness wrote it there and closed its end; it is in no file,
+# argument, environment variable or code constant of the sandbox) and copy it to VERDICT_FD,
+# then exit 0 at once (os._exit: no atexit hook of the program runs after the verdict). An
+# exception, SystemExit (even 0), os._exit, a signal or a timeout before that point leaves no
+# nonce on VERDICT_FD: a failure. At the levels without a network namespace it first installs
+# an audit hook (a second line behind the seccomp filter: subprocess, exec, ctypes raise).
+_RUNNER = """\
+import os, sys
+_read, _write, _exit = os.read, os.write, os._exit
+if {guard}:
+    _BLOCKED = ("socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "subprocess.Popen",
+                "os.system", "os.exec", "os.posix_spawn", "os.spawn", "ctypes.dlopen", "ctypes.dlsym")
+    def _guard(event, args):
+        if event in _BLOCKED:
+            raise PermissionError("sandbox: " + event + " is not allowed")
+    sys.addaudithook(_guard)
+    del _guard
 sys.argv = ["main.py"]
-runpy.run_path("main.py", run_name="__main__")
+def _flush():
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+try:
+    import runpy
+    runpy.run_path({main!r}, run_name="__main__")
+except BaseException:
+    try:
+        import traceback
+        traceback.print_exc()
+    finally:
+        _flush()
+        _exit(1)
+_flush()
+_write({verdict_fd}, _read({nonce_fd}, 64))
+_exit(0)
 """
 
-# Namespaces level, run as root inside the new namespaces (PID 1 there); it stays the parent
-# of the program (no exec) so that the namespace, and every process in it, ends with it.
-# Arguments: uid, interpreter prefix on the host, interpreter path under that prefix, tmpfs
-# size (MB), then the paths to hide. The program's source arrives on stdin.
-SETUP_FAILED = 199  # exit status of the namespace script when the sandbox itself could not be built
-_NS_SCRIPT = r"""
-uid=$1; prefix=$2; rel=$3; tmp_mb=$4; shift 4
-( set -e
-for p in "$@"; do
-  if [ -d "$p" ]; then mount -t tmpfs -o size=4k,mode=000,ro tmpfs "$p"
-  elif [ -e "$p" ]; then mount --bind -o ro /dev/null "$p"; fi
-done
-mkdir -p /run/loosespec-python
-mount --bind "$prefix" /run/loosespec-python
-mount -o remount,bind,ro /run/loosespec-python
-mount -t tmpfs -o size=${tmp_mb}m,mode=1777,nosuid,nodev tmpfs /tmp
-for d in /var/tmp /dev/shm; do
-  if [ -d "$d" ]; then mount -t tmpfs -o size=${tmp_mb}m,mode=1777,nosuid,nodev tmpfs "$d"; fi
-done
-mkdir -m 700 /tmp/work
-cat > /tmp/work/main.py
-chown -R "$uid:$uid" /tmp/work
-) || exit 199
-cd /tmp/work || exit 199
-setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs -- /run/loosespec-python/"$rel" -I -S main.py </dev/null
-rc=$?
-exit $rc
-"""
+# Namespaces level: `_sandbox_supervisor.py --ns-init` runs as root inside fresh network, PID,
+# IPC, UTS and mount namespaces (PID 1 there) and stays the parent of the program, so the
+# namespaces, and every process in them, end with it. It builds a private root in a tmpfs:
+# read-only binds of /usr (and the /bin, /lib... links or folders), of the harness's Python
+# installation at its own path, a few copied /etc files, a minimal /dev, a fresh /proc, and
+# size-capped tmpfs for every writable place (/tmp, /var/tmp, /dev/shm, /run with /run/lock);
+# then pivot_root into it and detach the host's tree: the repository, the data sets, the
+# results, /home, /root and every host socket are simply not there. The root itself is
+# remounted read-only. Then it starts the program as the sandbox uid.
+
+SETUP_FAILED = _sup.SETUP_FAILED  # exit status when the sandbox itself could not be built
+STARTED = b"S"  # written to the verdict pipe by the last trusted step before the program starts
+SWEEP_PREFIX = "loosespec-sandbox-"
+_SWEEP_RE = re.compile(re.escape(SWEEP_PREFIX) + r"(\d+)-(\d+)-")
 
 
 class SandboxError(RuntimeError):
@@ -207,13 +245,57 @@ class SandboxError(RuntimeError):
 
 
 def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of `uid` (the "uid" level, without a PID namespace), from a
-    helper that takes that uid: kill(-1) then reaches exactly those processes."""
+    """SIGKILL every process of `uid` (see _sandbox_supervisor.kill_uid)."""
     _run_quiet(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "kill", "-KILL", "-1"])
 
 
 def _pick_uid() -> int:
     return UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(tmp_root: str | None = None) -> list[str]:
+    """Remove the sandbox folders of harnesses that died without cleaning up (kill -9), killing
+    any process still running as their sandbox uid and (as root) deleting what that uid left in
+    the host's world-writable folders. Folders are named `loosespec-sandbox-<harness pid>-<uid>-`;
+    those whose harness pid still lives are left alone. Returns the folders removed."""
+    root = Path(tmp_root or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _SWEEP_RE.match(entry.name)
+        if not m or _pid_alive(int(m.group(1))):
+            continue
+        uid = int(m.group(2))
+        if os.geteuid() == 0 and UID_RANGE[0] <= uid < UID_RANGE[1]:
+            _kill_uid(uid)
+            _sup.remove_files_of(uid)
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            removed.append(str(entry))
+    return removed
+
+
+def _default_hidden() -> list[str]:
+    """Paths covered even when a bound folder holds them: the data sets and the repository."""
+    repo = Path(__file__).resolve().parents[2]
+    out = [str(repo)] if (repo / "pyproject.toml").exists() else []  # not when installed as a package
+    data = os.environ.get("LOOSESPEC_DATA_DIR")
+    if data:
+        out.append(data)
+    return out
 
 
 def run_python(
@@ -234,40 +316,48 @@ def run_python(
             "not root, the code would run as your own user and could delete your files. "
             "Set dataset.sandbox.allow_same_user=true to accept that risk."
         )
-    marker = f"__loosespec_done_{secrets.token_hex(16)}__"
-    program = f"{source}\n\nprint({marker!r}, flush=True)\n"
-    host_dir = Path(tempfile.mkdtemp(prefix="loosespec-sandbox-"))  # 0700, root's: holds the output file
+    sweep_stale()
     uid = _pick_uid() if level in ("namespaces", "uid") else None
+    # 0700, root's: holds the output file; its name lets a later harness sweep it (and the uid).
+    host_dir = Path(tempfile.mkdtemp(prefix=f"{SWEEP_PREFIX}{os.getpid()}-{uid or 0}-"))
+    nonce = secrets.token_hex(16).encode()
     start = time.monotonic()
     timed_out = False
+    nonce_r = nonce_w = verdict_r = verdict_w = -1
     try:
+        nonce_r, nonce_w = os.pipe()
+        verdict_r, verdict_w = os.pipe()
+        os.write(nonce_w, nonce)
+        os.close(nonce_w)
+        nonce_w = -1
         out_path = host_dir / "output.txt"
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+        runner_args = dict(nonce_fd=_sup.NONCE_FD, verdict_fd=_sup.VERDICT_FD, guard=level != "namespaces")
+        wall = f"{limits.timeout_s + 1:.2f}"  # inner limit, should the harness's own be missed
         with out_path.open("wb") as out:
             if level == "namespaces":
                 prefix = os.path.realpath(sys.base_prefix)
                 exe = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
                 if not exe.startswith(prefix + os.sep):
-                    prefix, exe = os.path.dirname(os.path.dirname(exe)), exe
-                rel = os.path.relpath(exe, prefix)
-                hide = [os.path.realpath(p) for p in hide_paths]
-                cmd = _ns_prefix() + ["/bin/sh", "-c", _NS_SCRIPT, "sh", str(uid), prefix, rel, str(limits.tmp_mb), *hide]
+                    prefix = os.path.dirname(os.path.dirname(exe))
+                hide = [os.path.realpath(p) for p in [*hide_paths, *_default_hidden()]]
+                (host_dir / "main.py").write_text(source, encoding="utf-8")
+                (host_dir / "runner.py").write_text(_RUNNER.format(main="/sandbox/main.py", **runner_args), encoding="utf-8")
+                cmd = _ns_prefix() + [sys.executable, "-I", "-S", _sup.__file__, "--ns-init", str(host_dir), str(uid),
+                                      prefix, exe, str(limits.tmp_mb), wall, *hide]
                 env.update(HOME="/tmp/work", TMPDIR="/tmp/work")
-                (host_dir / "main.py").write_text(program, encoding="utf-8")
-                stdin = (host_dir / "main.py").open("rb")
                 cwd = "/"
             else:
                 work = host_dir / "work"
                 work.mkdir()
-                (work / "main.py").write_text(program, encoding="utf-8")
-                (work / "guard.py").write_text(_GUARD, encoding="utf-8")
-                cmd = [_host_interpreter(), "-I", "-S", "guard.py"]
+                (work / "main.py").write_text(source, encoding="utf-8")
+                (work / "runner.py").write_text(_RUNNER.format(main="main.py", **runner_args), encoding="utf-8")
+                cmd = [_host_interpreter(), "-I", "-S", "runner.py"]
                 env.update(HOME=str(work), TMPDIR=str(work))
-                stdin = subprocess.DEVNULL
                 cwd = str(work)
                 if uid is not None:
                     os.chmod(host_dir, 0o711)  # the uid may pass through to its work dir, not list it
-                    for path in (work, work / "main.py", work / "guard.py"):
+                    for path in (work, work / "main.py", work / "runner.py"):
                         os.chown(path, uid, uid)
                     cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--", *cmd]
             preexec = None
@@ -275,39 +365,65 @@ def run_python(
                 cmd = _prlimit_args(limits) + cmd
             else:  # no util-linux prlimit: set the limits between fork and exec instead
                 preexec = functools.partial(_set_limits, limits)
-            try:
-                proc = subprocess.Popen(
-                    cmd, stdin=stdin, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-                    start_new_session=True, preexec_fn=preexec, close_fds=True,
-                )
-            finally:
-                if stdin is not subprocess.DEVNULL:
-                    stdin.close()
+            supervisor = [sys.executable, "-I", "-S", _sup.__file__, str(os.getpid()), str(uid or -1),
+                          f"{limits.timeout_s + 2:.2f}", level, str(nonce_r), str(verdict_w), "--", *cmd]
+            proc = subprocess.Popen(
+                supervisor, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                start_new_session=True, preexec_fn=preexec, close_fds=True, pass_fds=(nonce_r, verdict_w),
+            )
+            os.close(nonce_r)
+            os.close(verdict_w)
+            nonce_r = verdict_w = -1
             try:
                 returncode: int | None = proc.wait(timeout=limits.timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(proc.pid)
-                proc.wait()
                 returncode = None
-            finally:
-                if uid is not None and level == "uid":
-                    _kill_uid(uid)
+                proc.send_signal(signal.SIGUSR1)  # the supervisor kills the uid's processes and cleans up
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:  # backstop: kill it with its group, clean up for it
+                    _kill_group(proc.pid)
+                    proc.wait()
+                    if uid is not None:
+                        _kill_uid(uid)
+                        if level == "uid":
+                            _sup.remove_files_of(uid)
         duration = time.monotonic() - start
+        verdict = _read_available(verdict_r)
         text = _tail(out_path)
     finally:
+        for fd in (nonce_r, nonce_w, verdict_r, verdict_w):
+            if fd >= 0:
+                os.close(fd)
         shutil.rmtree(host_dir, ignore_errors=True)
-    if level == "namespaces" and returncode == SETUP_FAILED and marker not in text:
-        raise SandboxError(f"the sandbox could not be set up (namespaces level): {text.strip()[-500:]}")
-    reached_end = marker in text
-    text = text.replace(marker + "\n", "").replace(marker, "")
+    started = verdict.startswith(STARTED)
+    if returncode == SETUP_FAILED and not started:
+        raise SandboxError(f"the sandbox could not be set up ({level} level): {text.strip()[-500:]}")
     if timed_out:
         status = "timeout"
-    elif returncode == 0 and reached_end:
+    elif returncode == 0 and verdict == STARTED + nonce:
         status = "passed"
     else:
         status = "failed"
     return Result(status=status, returncode=returncode, output=text, duration_s=duration, isolation=level)
+
+
+def _read_available(fd: int) -> bytes:
+    """What the sandbox wrote to the verdict pipe (every writer is gone or killed by now)."""
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if sum(map(len, chunks)) > 1 << 16:
+            break
+    return b"".join(chunks)
 
 
 def _kill_group(pgid: int) -> None:

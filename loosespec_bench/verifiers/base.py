@@ -35,15 +35,37 @@ class LooseDecision:
 class Verifier:
     """A configured acceptance rule: a callable that subclasses implement.
 
-    The two flags are what the loop asks of the other layers on the rule's behalf:
-    `needs_hidden` asks the target for TargetScores.hidden (and its LM head), and
-    `needs_draft_probs` asks the drafter for q_i even at T = 0 (DropMatch's js criterion).
+    The declarations below are what the loop asks of the other layers on the rule's behalf:
+    `needs_hidden` asks the target for TargetScores.hidden (and its LM head),
+    `needs_draft_probs` asks the drafter for q_i even at T = 0 (DropMatch's js criterion),
+    `drafts_full_k_near_limit` says how a step near max_new_tokens drafts, and
+    `draft_temperature` says at which temperature the drafter proposes.
+
+    `top_k` / `top_p` (generation.top_k / top_p) truncate the sampling distributions at T > 0
+    (sampling.process_logits); every rule and drafter takes them, 0 / 1.0 being off.
     """
 
     needs_hidden: bool = False
     needs_draft_probs: bool = False
+    # False: the loop shrinks K so that no step drafts past max_new_tokens (lossless rules: the
+    # output is the same either way, and shorter drafts are cheaper). True: every step drafts the
+    # full K and the loop cuts the committed chunk at the limit, so a rule whose decision depends
+    # on K (FLy's "no deferral in the last W positions") decides as it does far from the limit.
+    drafts_full_k_near_limit: bool = False
+
+    def draft_temperature(self, temperature: float) -> float:
+        """The temperature the drafter proposes at, given the run's: the same by default (q_i is
+        then the drafter's own sampling distribution, which speculative sampling needs)."""
+        return temperature
 
     def __call__(
-        self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
+        self,
+        draft: Draft,
+        scores: TargetScores,
+        *,
+        temperature: float,
+        generator: torch.Generator | None,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Verdict:
         raise NotImplementedError

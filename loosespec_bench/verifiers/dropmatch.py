@@ -234,11 +234,18 @@ def dropmatch_decide(
     majority: float | None = 0.5,
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    lm_head_batch: int | None = None,
 ) -> DropMatchDecision:
     """One DropMatch step.
 
     draft_tokens: [K]; draft_probs: [K, vocab] or None (one-hot); target_logits: [K+1, vocab];
     hidden: [K+1, H] final hidden states of the verification forward; lm_head: the target's.
+    top_k / top_p truncate the exact part at T > 0 (accept test, residual, bonus: p is the
+    processed target distribution, as SPD's); the semantic criterion reads the paths untruncated.
+    lm_head_batch: candidate positions per LM-head call (None = all of a step's in one call;
+    1 = one position's N paths per call, the earlier lazy form).
     """
     if criterion not in CRITERIA:
         raise ConfigError(f"DropMatch criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
@@ -251,7 +258,7 @@ def dropmatch_decide(
         if temperature <= 0:
             nxt = int(t[0])
         else:  # nothing to verify: sample p_1 where the generator lives
-            nxt = sample_token(tempered_probs(logits[0], temperature, generator), generator)
+            nxt = sample_token(tempered_probs(logits[0], temperature, generator, top_k=top_k, top_p=top_p), generator)
         empty = torch.zeros(0, dtype=torch.bool)
         return DropMatchDecision(empty, empty, torch.zeros(0, dtype=torch.long), 0, nxt, t[:0])
 
@@ -268,16 +275,18 @@ def dropmatch_decide(
         # T > 0: the exact speculative-sampling test decides first; the semantic criterion is
         # the fallback for tokens it rejects. Sampling runs where the generator lives (the
         # run's CPU generator), as SPD's does.
-        p_T = tempered_probs(logits, temperature, generator)  # [K+1, vocab]
+        p_T = tempered_probs(logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
         d_dev = draft_tokens.to(p_T.device)
         probs = None if draft_probs is None else draft_probs.float().to(p_T.device)  # [K, vocab_draft]
         a = accept_exact(p_T, probs, d_dev, generator).cpu()  # [K] accept with probability min(1, p/q)
 
     # The criterion only matters where the exact rule rejects, and only up to the first position
-    # that fails both (acceptance stops there). Evaluating it there alone, one position at a
-    # time, makes a step with no mismatch cost nothing and one with a mismatch cost N LM-head
-    # rows instead of N*K: the LM head is 15% of the embedded 1.5B target's weights, so the
-    # eager N*K pass was ~9% of decode time on CPU (the paper's 1.64% is on GPUs with 8B+ targets).
+    # that fails both (acceptance stops there): a step with no mismatch costs nothing. The N
+    # dropout paths of the candidate positions (every exact-rule rejection) go through the LM head
+    # `lm_head_batch` positions per call (None: all in one call, so the head's weights, 15% of the
+    # embedded 1.5B target's bytes, are read once per step however many positions end up
+    # evaluated); the criterion itself is still evaluated lazily, position by position. The masks
+    # and each row's matmul are the same either way, so the decisions do not depend on the batch.
     semantic = torch.zeros(K, dtype=torch.bool)
     votes = torch.full((K,), -1, dtype=torch.long)
     js_q = js_max = None
@@ -285,6 +294,9 @@ def dropmatch_decide(
         js_q = torch.full((K,), float("nan"))
         js_max = torch.full((K,), float("nan"))
     a_list = a.tolist()
+    candidates = [i for i in range(K) if not a_list[i]]
+    per_call = len(candidates) if lm_head_batch is None else max(1, int(lm_head_batch))
+    computed: dict[int, torch.Tensor] = {}  # position -> [N, vocab] path logits
     evaluated: list[int] = []
     n = 0
     while n < K:
@@ -292,11 +304,17 @@ def dropmatch_decide(
             n += 1
             continue
         evaluated.append(n)
+        if n not in computed:
+            j = candidates.index(n)
+            batch = candidates[j : j + per_call]
+            idx = torch.tensor(batch, device=hidden.device)
+            paths = dropout_path_logits(
+                hidden[idx], lm_head, n_paths=n_paths, p=p, include_clean_path=include_clean_path,
+                clean_logits=logits[idx.to(logits.device)], keep=None if keep is None else keep[:, idx],
+            ).to(logits.device)  # [N, len(batch), vocab]
+            computed.update((pos, paths[:, b]) for b, pos in enumerate(batch))
         sl = slice(n, n + 1)
-        path_logits = dropout_path_logits(
-            hidden[sl], lm_head, n_paths=n_paths, p=p, include_clean_path=include_clean_path,
-            clean_logits=logits[sl], keep=None if keep is None else keep[:, sl],
-        ).to(logits.device)  # [N, 1, vocab]
+        path_logits = computed.pop(n).unsqueeze(1)  # [N, 1, vocab]
         d_n = draft_tokens[sl]  # [1]
         votes[n] = int((path_logits[:, 0].argmax(dim=-1) == d_n).sum())
         if criterion == "naive":
@@ -338,6 +356,7 @@ class DropMatch(Verifier):
         p: float = 0.3,
         include_clean_path: bool = False,
         majority: float | None = 0.5,
+        lm_head_batch: int | None = None,
     ) -> None:
         if criterion not in CRITERIA:
             raise ConfigError(f"method.criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
@@ -352,6 +371,9 @@ class DropMatch(Verifier):
         self.p = float(p)
         self.include_clean_path = bool(include_clean_path)
         self.majority = None if majority is None else float(majority)
+        if lm_head_batch is not None and (not isinstance(lm_head_batch, int) or lm_head_batch < 1):
+            raise ConfigError(f"method.lm_head_batch={lm_head_batch!r} must be an integer >= 1 or null (all candidates at once)")
+        self.lm_head_batch = lm_head_batch
 
     @property
     def needs_draft_probs(self) -> bool:
@@ -359,7 +381,14 @@ class DropMatch(Verifier):
         return self.criterion == "js"
 
     def __call__(
-        self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
+        self,
+        draft: Draft,
+        scores: TargetScores,
+        *,
+        temperature: float,
+        generator: torch.Generator | None,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Verdict:
         if scores.hidden is None or scores.lm_head is None:
             raise RuntimeError("DropMatch needs TargetScores.hidden and lm_head (needs_hidden=True)")
@@ -369,7 +398,8 @@ class DropMatch(Verifier):
             draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
             criterion=self.criterion, n_paths=self.n_paths, p=self.p,
             include_clean_path=self.include_clean_path, majority=self.majority,
-            temperature=temperature, generator=generator,
+            temperature=temperature, generator=generator, top_k=top_k, top_p=top_p,
+            lm_head_batch=self.lm_head_batch,
         )
         _sync(scores.hidden.device)
         # Everything above is DropMatch's extra cost over SPD's argmax compare (which is ~free).

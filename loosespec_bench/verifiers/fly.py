@@ -3,27 +3,43 @@
 FLy accepts a draft token d_i that differs from the target's token t_i when
   - the target was unsure there (its entropy is at least theta), and
   - the target went on to agree with the draft right after it (a "deferral window"): since the
-    target's later distributions were computed on d_i, W-1 (code) or W (paper) exact matches
-    after the mismatch show that d_i did not derail it.
+    target's later distributions were computed on d_i, W-1 (code) or W (paper, vLLM) exact
+    matches after the mismatch show that d_i did not derail it.
 A deferred position keeps the DRAFT token. A second mismatch inside the window breaks the
 pattern, so the first mismatch fails after all ("retroactive rejection").
 
-Two readings, both offered (ALGORITHMS.md):
-  mode="code"  (default) what the released code computes:
+Three readings, all offered (docs/algorithms.md section 4):
+  mode="code"  (default) what the released code computes (fly/models/FLy.py, generate_chunks):
       H_i   = -sum_{top-3 of p_i} p log p        (full-vocab softmax, 3 largest, not renormalised)
       deferred_i  iff  a_i..a_{i+W-1} == [False, True * (W-1)], K >= W, i not in the last W
       a'_i  = a_i OR deferred_i
       a''_i = a'_i AND NOT (H_i < theta AND NOT a_i)           (entropy gate)
+      theta <= 0.01 switches the gate off (the code keeps entropy_thre only when > 1e-2);
+      theta_switch_off=False keeps the gate at every theta.
   mode="paper" Eq. 5 as the paper states it:
       h_j   = -sum_v p log p / log|V|              (normalised full-vocab entropy)
       accept the mismatch at j iff h_j >= theta, a_{j+1..j+W} all true, j + W <= K.
+  mode="vllm"  vLLM's FLy (vllm/v1/spec_decode/fly.py): the code's top-3 entropy, computed on
+      the processed distribution (temperature, top-k, top-p) at T > 0, with the paper's window
+      (defer j iff H_j >= theta, a_{j+1..j+W} all true, j + W < K, 0-based); no theta switch-off.
+      At T > 0 the raw flags are the speculative-sampling test u < p/q (not two samples), a
+      deferral also needs p(d_j) > 0 and q(d_j) > 0, and the correction is the residual draw.
 Then emit the longest prefix with a'' true and t at the first rejected position (or the bonus
 token when all K pass). Ablation no_window: every mismatch that passes the entropy gate is
-accepted (code: a'' = gate; paper: a'' = a OR h >= theta).
+accepted (code: a'' = gate; paper and vllm: a'' = a OR h >= theta).
 
-Sampling (T > 0), as the released code: two samples from p_i; a_i = either equals d_i; the
-correction is the first sample; the bonus is drawn from p_{K+1}. The entropies are computed on
-the untempered logits at every temperature, as the released code does.
+Sampling (T > 0) in modes code and paper, as the released code: two samples from p_i (the
+processed distribution, with generation.top_k / top_p when set); a_i = either equals d_i; the
+correction is the first sample; the bonus is drawn from p_{K+1}. The entropies of these two
+modes are computed on the untempered logits at every temperature, as the released code does.
+
+What the rule asks of the loop (verifiers.base.Verifier), official defaults first:
+  near_limit="full_k"     near max_new_tokens every step still drafts K and the loop cuts the
+                          committed chunk at the limit (the released decoder drafts K and stops
+                          only after the chunk), so the last-W zone sits where it does far from
+                          the limit; "shrink" drafts at most the remaining budget minus one.
+  draft_sampling=False    the draft is greedy at every temperature (the released drafter
+                          always calls sample_with_temperature(..., 0)); True samples it at T.
 
 Indices in code are 0-based (position i here is d_{i+1} in the paper's notation).
 """
@@ -38,13 +54,17 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..sampling import sample_token, tempered_probs
+from ..sampling import accept_exact, sample_residual, sample_token, tempered_probs
 from ..step import longest_true_prefix
 from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
 
 log = logging.getLogger(__name__)
 
-MODES = ("code", "paper")
+MODES = ("code", "paper", "vllm")
+NEAR_LIMIT = ("full_k", "shrink")
+# The released code keeps the threshold only when it exceeds 1e-2 (FLy.py, SPDGenerate.__init__:
+# `entropy_thre if entropy_thre > 1e-2 else None`) and skips the gate when it is None.
+GATE_OFF_THETA = 0.01
 
 
 def topk_entropy(logits: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -131,14 +151,20 @@ class FLyDecision(LooseDecision):
 
 
 def _target_tokens(
-    draft_tokens: torch.Tensor, target_logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+    draft_tokens: torch.Tensor,
+    target_logits: torch.Tensor,
+    temperature: float,
+    generator: torch.Generator | None,
+    sampling_top_k: int = 0,
+    sampling_top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(a [K] bool, t [K+1] int64): greedy argmax, or the released code's two-sample test."""
     K = draft_tokens.numel()
     if temperature <= 0:
         t = target_logits.argmax(dim=-1)  # [K+1]
         return draft_tokens == t[:K], t
-    p = tempered_probs(target_logits, temperature, generator)  # [K+1, vocab] on the generator's device
+    # [K+1, vocab] processed p (T, top-k, top-p) on the generator's device
+    p = tempered_probs(target_logits, temperature, generator, top_k=sampling_top_k, top_p=sampling_top_p)
     draft_tokens = draft_tokens.to(p.device)
     # Two independent samples per draft position; a_i holds when either one equals d_i, which
     # raises the match rate over one sample (the released code's choice for T > 0).
@@ -147,6 +173,53 @@ def _target_tokens(
     bonus = sample_token(p[K], generator)  # t_{K+1} ~ p_{K+1}
     t = torch.cat([samples[:, 0], samples.new_tensor([bonus])])  # [K+1]: the correction is the first sample
     return a, t
+
+
+def _decide_vllm(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_logits: torch.Tensor,
+    *,
+    theta: float,
+    window: int,
+    top_k: int,
+    no_window: bool,
+    temperature: float,
+    generator: torch.Generator | None,
+    sampling_top_k: int,
+    sampling_top_p: float,
+) -> FLyDecision:
+    """mode="vllm": vLLM's FLy (greedy and random pre-passes of vllm/v1/spec_decode/fly.py)."""
+    K = draft_tokens.numel()
+    if temperature <= 0:
+        t = target_logits.argmax(dim=-1)  # [K+1]
+        a = draft_tokens == t[:K]  # [K] raw flags
+        H = topk_entropy(target_logits[:K], top_k)  # [K] greedy: the unprocessed logits
+        possible = torch.ones_like(a)  # every raw logit is finite: d_j is never masked out
+    else:
+        p = tempered_probs(target_logits, temperature, generator, top_k=sampling_top_k, top_p=sampling_top_p)  # [K+1, vocab]
+        d = draft_tokens.to(p.device)
+        q = None if draft_probs is None else draft_probs.float().to(p.device)  # [K, vocab_draft]
+        a = accept_exact(p, q, d, generator)  # [K] the native test u_j < p_j(d_j) / q_j(d_j)
+        # vLLM's entropy reads the processed probabilities (p = 0 terms contribute 0).
+        top_p3 = p[:K].topk(min(top_k, p.shape[-1]), dim=-1).values  # [K, top_k]
+        H = -torch.where(top_p3 > 0, top_p3 * top_p3.clamp_min(1e-30).log(), torch.zeros_like(top_p3)).sum(-1)
+        idx = torch.arange(K, device=p.device)
+        q_d = torch.ones(K, device=p.device) if q is None else q[idx, d]  # [K]
+        possible = (p[idx, d] > 0) & (q_d > 0)  # a deferred token must be one p and q can emit
+        t = p.argmax(dim=-1)  # [K+1] recorded only; the emitted token is drawn below
+    unsure = (H >= theta) & possible.to(H.device)  # [K]
+    a = a.to(H.device)
+    deferred = deferral_paper(a, window)  # [K] W following raw flags, j + W < K (0-based)
+    a_final = a | (unsure if no_window else deferred & unsure)
+    n = longest_true_prefix(a_final)
+    if temperature <= 0:
+        nxt = int(t[n])
+    elif n == K:
+        nxt = sample_token(p[K], generator)  # the bonus token
+    else:  # the native correction: norm(max(0, p_n - q_n))
+        nxt = sample_residual(p[n], None if q is None else q[n], int(d[n]), generator)
+    return FLyDecision(a=a, t=t, H=H, deferred=deferred, a_final=a_final, n=n, next_token=nxt)
 
 
 def fly_decide(
@@ -158,26 +231,44 @@ def fly_decide(
     top_k: int = 3,
     mode: str = "code",
     no_window: bool = False,
+    theta_switch_off: bool = True,
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
+    draft_probs: torch.Tensor | None = None,
+    sampling_top_k: int = 0,
+    sampling_top_p: float = 1.0,
 ) -> FLyDecision:
     """The FLy decision with its intermediate flags.
 
     draft_tokens: [K] int64 d_1..d_K; target_logits: [K+1, vocab] (row i predicts d_{i+1}, row K
-    the bonus). theta: entropy threshold; window: W; top_k: entries in H_i (code mode);
-    mode: "code" | "paper"; no_window: ablation without the deferral window.
+    the bonus). theta: entropy threshold; window: W; top_k: entries in H_i (code and vllm modes);
+    mode: "code" | "paper" | "vllm"; no_window: ablation without the deferral window;
+    theta_switch_off: code mode, theta <= 0.01 turns the entropy gate off (released code).
+    draft_probs: [K, vocab] q_i or None (one-hot), read only by mode="vllm" at T > 0.
+    sampling_top_k / sampling_top_p: generation.top_k / top_p for the T > 0 distributions.
     """
     if mode not in MODES:
         raise ConfigError(f"FLy mode={mode!r} is not one of {MODES}")
     K = draft_tokens.numel()
     draft_tokens = draft_tokens.to(target_logits.device)  # the loop keeps tokens on the host
-    a, t = _target_tokens(draft_tokens, target_logits, temperature, generator)  # [K], [K+1]
+    if mode == "vllm":
+        return _decide_vllm(
+            draft_tokens, draft_probs, target_logits, theta=theta, window=window, top_k=top_k,
+            no_window=no_window, temperature=temperature, generator=generator,
+            sampling_top_k=sampling_top_k, sampling_top_p=sampling_top_p,
+        )
+    a, t = _target_tokens(draft_tokens, target_logits, temperature, generator, sampling_top_k, sampling_top_p)  # [K], [K+1]
     a = a.to(target_logits.device)
     if mode == "code":
         H = topk_entropy(target_logits[:K], top_k)  # [K]
-        # Entropy gate: a mismatch where the target was confident (H_i < theta) is never loose.
-        gate = ~((H < theta) & ~a)  # [K]
+        if theta_switch_off and theta <= GATE_OFF_THETA:
+            gate = torch.ones_like(a)  # the released code drops the gate for theta <= 0.01
+        else:
+            # Entropy gate: a mismatch where the target was confident (H_i < theta) is never loose.
+            gate = ~((H < theta) & ~a)  # [K]
         deferred = deferral_code(a, window)  # [K]
+        # (With the gate off the released code's no-window ablation reads an unset mask and
+        # fails; here it accepts every mismatch, which is what theta = 0 would do.)
         a_final = gate if no_window else (a | deferred) & gate
     else:
         H = normalized_entropy(target_logits[:K])  # [K] h_j in [0, 1]
@@ -197,21 +288,34 @@ def verify_greedy(
     top_k: int = 3,
     mode: str = "code",
     no_window: bool = False,
+    theta_switch_off: bool = True,
 ) -> tuple[int, int]:
     """Greedy FLy. draft_tokens: [K]; target_logits: [K+1, vocab].
 
     Returns (n, next_token): keep draft_tokens[:n] (draft tokens, also at loosely accepted
     mismatches), then emit next_token.
     """
-    d = fly_decide(draft_tokens, target_logits, theta=theta, window=window, top_k=top_k, mode=mode, no_window=no_window)
+    d = fly_decide(
+        draft_tokens, target_logits, theta=theta, window=window, top_k=top_k, mode=mode, no_window=no_window,
+        theta_switch_off=theta_switch_off,
+    )
     return d.n, d.next_token
 
 
 class FLy(Verifier):
-    """method=fly as a configured verifier. Defaults are the released 70B settings."""
+    """method=fly as a configured verifier. Defaults are the released 70B settings and the
+    released code's behaviour (module docstring); each difference is an option."""
 
     def __init__(
-        self, theta: float = 0.3, window: int = 6, top_k: int = 3, mode: str = "code", no_window: bool = False
+        self,
+        theta: float = 0.3,
+        window: int = 6,
+        top_k: int = 3,
+        mode: str = "code",
+        no_window: bool = False,
+        theta_switch_off: bool = True,
+        near_limit: str = "full_k",
+        draft_sampling: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"method.mode={mode!r} must be one of {', '.join(MODES)}")
@@ -219,19 +323,36 @@ class FLy(Verifier):
             raise ConfigError(f"method.window={window!r} must be an integer >= 1 (the deferral window W)")
         if not isinstance(top_k, int) or top_k < 1:
             raise ConfigError(f"method.top_k={top_k!r} must be an integer >= 1 (entries in the entropy)")
+        if near_limit not in NEAR_LIMIT:
+            raise ConfigError(f"method.near_limit={near_limit!r} must be one of {', '.join(NEAR_LIMIT)}")
         self.theta = float(theta)
         self.window = window
         self.top_k = top_k
         self.mode = mode
         self.no_window = bool(no_window)
+        self.theta_switch_off = bool(theta_switch_off)
+        self.near_limit = near_limit
+        self.draft_sampling = bool(draft_sampling)
+        self.drafts_full_k_near_limit = near_limit == "full_k"
         self._checked_first = False
 
+    def draft_temperature(self, temperature: float) -> float:
+        """Greedy drafts by default, as the released drafter; draft_sampling=True samples at T."""
+        return temperature if self.draft_sampling else 0.0
+
     def __call__(
-        self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
+        self,
+        draft: Draft,
+        scores: TargetScores,
+        *,
+        temperature: float,
+        generator: torch.Generator | None,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Verdict:
         if not self._checked_first:
-            # Said once, on the first (full-length) draft: drafter.k defaults to a CPU-sized K
-            # below FLy's W = 6, and with K <= W the window never fits, so FLy only rejects.
+            # Said once, on the first draft: config.validate refuses K <= W for method=fly, but
+            # the class can be built directly, and a drafter may propose fewer than K tokens.
             self._checked_first = True
             if 0 < draft.k <= self.window and not self.no_window:
                 log.warning("FLy: the first draft has K=%d <= W=%d tokens; deferral needs K > W "
@@ -244,7 +365,11 @@ class FLy(Verifier):
             top_k=self.top_k,
             mode=self.mode,
             no_window=self.no_window,
+            theta_switch_off=self.theta_switch_off,
             temperature=temperature,
             generator=generator,
+            draft_probs=draft.probs,
+            sampling_top_k=top_k,
+            sampling_top_p=top_p,
         )
         return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record())

@@ -45,18 +45,22 @@ def verify_sampling(
     *,
     temperature: float,
     generator: torch.Generator | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[int, int]:
     """Speculative sampling: accept d_i with probability min(1, p_i(d_i) / q_i(d_i)).
 
     draft_tokens: [K]; draft_probs: [K, vocab] or None (then q_i = one-hot(d_i), as for prompt
-    lookup); target_logits: [K+1, vocab]; temperature > 0.
+    lookup); target_logits: [K+1, vocab]; temperature > 0. p_i is the processed target
+    distribution (temperature, top-k, top-p), so the output is distributed exactly as the
+    target's processed distribution, provided q_i was processed the same way by the drafter.
     On the first rejection the token is drawn from norm(max(0, p_i - q_i)); when all K are
     accepted the bonus token is drawn from p_{K+1}.
     """
     if temperature <= 0:
         raise ValueError("verify_sampling needs temperature > 0; use verify_greedy for T = 0")
     # p on the generator's device (the run's seeded CPU generator; the draft's q lives there too).
-    p = tempered_probs(target_logits, temperature, generator)  # [K+1, vocab]
+    p = tempered_probs(target_logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
     draft_tokens = draft_tokens.to(p.device)
     k = draft_tokens.numel()
     accept = accept_exact(p, draft_probs, draft_tokens, generator)  # [K]
@@ -71,11 +75,19 @@ class SPD(Verifier):
     """Vanilla speculative decoding as a configured verifier (also used for method=ar, K = 0)."""
 
     def __call__(
-        self, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None
+        self,
+        draft: Draft,
+        scores: TargetScores,
+        *,
+        temperature: float,
+        generator: torch.Generator | None,
+        top_k: int = 0,
+        top_p: float = 1.0,
     ) -> Verdict:
         if temperature > 0:
             n, nxt = verify_sampling(
-                draft.tokens, draft.probs, scores.logits, temperature=temperature, generator=generator
+                draft.tokens, draft.probs, scores.logits, temperature=temperature, generator=generator,
+                top_k=top_k, top_p=top_p,
             )
         else:
             n, nxt = verify_greedy(draft.tokens, scores.logits)

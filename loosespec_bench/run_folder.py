@@ -1,0 +1,290 @@
+"""One run folder, one writer: every read and write of results/<experiment>/<run id>/.
+
+Files: config.yaml, samples.jsonl (append + flush + fsync per sample), summary.json,
+error.txt (a failed attempt's traceback), *.bak-<time> (what a rewrite replaced) and .lock.
+
+Writers: a run (app.run) holds the folder's lock for its whole duration, the re-scorer
+(score.py) while it rewrites. The lock is fcntl.flock on .lock, taken without waiting: a
+second writer fails at once with one `error:` line naming the holder (its pid, host and
+purpose are written into .lock). flock locks belong to the open file, so the OS drops the
+lock of a killed process (kill -9, an out-of-memory kill) and a rerun resumes. On NFS, Linux
+maps flock to the server's byte-range locks: they hold across hosts, and a lost node's lock
+goes when its lease expires (about a minute and a half by default).
+
+Whole-file writes go to a uniquely named temp file in the same folder, then os.replace: two
+processes never share a temp name and a reader never sees half a file.
+
+Readers (resume, re-score, the index) accept every line a run writes and skip a line they
+cannot read (a last line cut off by a kill, a damaged line) with a warning naming the file
+and the line number.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import json
+import logging
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+class FolderLocked(ConfigError):
+    """Another process (a run or a re-score) is writing this run folder."""
+
+
+def run_dir(cfg: Any) -> Path:
+    """The folder app.run writes for this config: results_dir/experiment_name/run id."""
+    from .config import run_id
+
+    return Path(cfg.paths.results_dir) / cfg.experiment_name / run_id(cfg)
+
+
+def utc_stamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to `path` via a unique temp file in the same folder, fsync, os.replace."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every readable line of a JSONL file; a line that is not JSON,
+    not an object or (run_file) has no id is skipped with a warning naming the file and line.
+
+    run_file: the file a run appends to, where a last line without its newline is a write cut
+    off by a kill (the next append truncates it, so it is never used); other JSONL files (a
+    user's completions) may just lack the final newline.
+    """
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            if run_file and not raw.endswith(b"\n"):
+                log.warning("%s line %d: cut off (the writer was killed mid-line?); skipped", path, lineno)
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                log.warning("%s line %d: unreadable (%s); skipped", path, lineno, err)
+                continue
+            if not isinstance(obj, dict) or (run_file and "id" not in obj):
+                log.warning("%s line %d: not a %s; skipped", path, lineno, "sample record (no id)" if run_file else "JSON object")
+                continue
+            yield lineno, obj
+
+
+def count_finished_lines(path: Path) -> int:
+    """Lines written to the end (a cut-off last line is not one), without parsing: cheap for
+    status displays."""
+    if not path.is_file():
+        return 0
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.endswith(b"\n"))
+
+
+def first_per_id(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first record of each sample id, in file order (the one a run resumes from)."""
+    seen: set[str] = set()
+    out = []
+    for r in records:
+        if r["id"] not in seen:
+            seen.add(r["id"])
+            out.append(r)
+    return out
+
+
+class RunFolder:
+    SAMPLES = "samples.jsonl"
+    SUMMARY = "summary.json"
+    CONFIG = "config.yaml"
+    ERROR = "error.txt"
+    LOCK = ".lock"
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if create:
+            self.path.mkdir(parents=True, exist_ok=True)
+        self._fh: Any = None
+        self._lock_fd: int | None = None
+
+    # -- the lock ----------------------------------------------------------------------------
+    def lock(self, purpose: str) -> None:
+        """Take the folder's exclusive lock or raise FolderLocked naming the holder."""
+        import fcntl
+
+        if self._lock_fd is not None:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise FolderLocked(f"{self.path} is in use by {self.holder() or 'another process'}; "
+                               "wait for it to finish (one writer per run folder)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "purpose": purpose,
+            "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+        }).encode() + b"\n", 0)
+        os.fsync(fd)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        # The lock file stays: were it removed, a process that opened the old file just before
+        # could lock that orphaned inode while another locks a new file: two writers.
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def holder(self) -> str | None:
+        """Who wrote the lock file last, as 'pid P on HOST (purpose, since ...)'."""
+        try:
+            info = json.loads((self.path / self.LOCK).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return f"pid {info.get('pid')} on {info.get('host')} ({info.get('purpose')}, since {info.get('since')})"
+
+    def __enter__(self) -> "RunFolder":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- samples -----------------------------------------------------------------------------
+    def lines(self) -> list[dict[str, Any]]:
+        """Every readable record in samples.jsonl, duplicates included, in file order."""
+        return [rec for _, rec in read_jsonl(self.path / self.SAMPLES)]
+
+    def records(self) -> list[dict[str, Any]]:
+        """Finished samples, first occurrence per id; unreadable lines skipped with a warning."""
+        return first_per_id(self.lines())
+
+    def _repair_tail(self) -> None:
+        """Drop a partial last line so the next append starts on a fresh line."""
+        path = self.path / self.SAMPLES
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        with path.open("rb+") as f:
+            data = f.read()
+            if data.endswith(b"\n"):
+                return
+            f.truncate(data.rfind(b"\n") + 1)
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._fh is None:
+            self._repair_tail()
+            self._fh = (self.path / self.SAMPLES).open("a", encoding="utf-8")
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def rewrite_samples(self, records: list[dict[str, Any]], stamp: str | None = None) -> Path:
+        """Replace samples.jsonl with `records` (the old file kept as samples.jsonl.bak-<stamp>);
+        returns the backup's path. Only under the lock: an appending run would lose samples."""
+        if self._lock_fd is None:
+            raise RuntimeError("rewrite_samples needs the folder's lock")
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        backup = self.backup(self.SAMPLES, stamp)
+        atomic_write(self.path / self.SAMPLES, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        assert backup is not None
+        return backup
+
+    def backup(self, name: str, stamp: str | None = None) -> Path | None:
+        """A copy of `name` as <name>.bak-<stamp> (None when there is no such file)."""
+        import shutil
+
+        src = self.path / name
+        if not src.exists():
+            return None
+        dst = self.path / f"{name}.bak-{stamp or utc_stamp()}"
+        shutil.copy2(src, dst)
+        return dst
+
+    # -- whole files -------------------------------------------------------------------------
+    def write_config(self, yaml_text: str) -> None:
+        atomic_write(self.path / self.CONFIG, yaml_text)
+
+    def read_summary(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.path / self.SUMMARY).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            log.warning("%s: unreadable (%s); ignored", self.path / self.SUMMARY, err)
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write(self.path / self.SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+
+    def clear_error(self) -> None:
+        (self.path / self.ERROR).unlink(missing_ok=True)
+
+    def write_error(self, text: str) -> Path:
+        """error.txt: when, where, which job and command failed, then `text` (a traceback)."""
+        return write_error(self.path, text)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        self.unlock()
+
+
+def write_error(folder: Path, text: str) -> Path:
+    """error.txt in `folder` (any folder: a run's, or Hydra's job dir when the run has none)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") and f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
+    job = job or os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID")
+    header = [
+        f"failed: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+        f"host: {socket.gethostname()}",
+        f"job: {job or '-'}",
+        f"command: {' '.join(sys.argv)}",
+        f"overrides: {' '.join(_hydra_overrides())}",
+        "",
+    ]
+    path = folder / RunFolder.ERROR
+    atomic_write(path, "\n".join(header) + text)
+    return path
+
+
+def _hydra_overrides() -> list[str]:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except Exception:  # not under Hydra (tests, notebooks)
+        return []

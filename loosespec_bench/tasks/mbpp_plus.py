@@ -1,0 +1,252 @@
+"""MBPP+ (EvalPlus, Liu et al. 2023): MBPP problems with many more tests per problem.
+
+Prompted as the FLy authors ran it: lm-eval's `mbpp_plus_instruct` (AMD-AGI/FLy@98c9e8e
+lm_eval/tasks/mbpp/mbpp_plus_instruct.yaml, the same file as lm-eval 0.4.13's; run by
+0811scripts/0817_mbpp_rede_405b.sh with --apply_chat_template --fewshot_as_multiturn):
+zero-shot, the user turn "{prompt} Your code should satisfy the following assertion:\\n{first
+test}", the assistant turn pre-filled with "Here is a solution to this programming
+problem:\\n```python\\n", no stop strings (until: []), max_gen_toks 1024.
+
+The code is the completion up to its first closing ``` (lm-eval's build_predictions takes the
+first fenced block of "```" + completion); an unclosed block counts whole. Scored as EvalPlus
+scores: pass@1 on the base tests and on base + plus tests, each run in the sandbox
+(tasks/sandbox.py). With the local copy (EvalPlus' MbppPlus.jsonl, 399 tasks) a test is
+differential, as in EvalPlus: the canonical solution's output on each input (computed in the
+same sandboxed program, before the candidate's code runs) is the expected one, compared exactly,
+as sets for the problems EvalPlus compares as sets, by "returned something" where EvalPlus does,
+with `atol` (1e-6 for float outputs) otherwise. JSON stores tuples as lists: each input is given
+the container types of the problem's first base assertion's arguments. From the hub
+(evalplus/mbppplus, v0.2, 378 tasks) the base tests are its `test_list` asserts and the plus
+tests its own `test` script. lm-eval's own metric (code_eval on the first assertion only) is not
+what EvalPlus reports; `correct` is the plus result (EvalPlus' headline "MBPP+" number).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+from .base import Sample, load_hub_dataset, read_jsonl
+from .humaneval import HumanEval
+from .sandbox import run_many
+
+USER_TEMPLATE = "{prompt} Your code should satisfy the following assertion:\n{test}"
+ASSISTANT_PREFIX = "Here is a solution to this programming problem:\n```python\n"
+
+# EvalPlus' special oracles (evalplus/eval/_special_oracle.py and eval/__init__.py, v0.3.1):
+# outputs compared as sets, outputs only checked for "is not None", and per-problem rules.
+SET_EQ = {"similar_elements", "find_char_long", "common_in_nested_lists", "extract_singly", "larg_nnum",
+          "intersection_array", "find_dissimilar", "Diff"}
+NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
+
+# The differential test program; CONFIG is filled in per problem. Ground truth runs first.
+_DIFF_TEST = r'''
+import copy as _copy, json as _json, math as _math
+_C = _json.loads(CONFIG)
+
+def _conform(value, shape):
+    """JSON lists back to the container types of the example argument `shape`."""
+    if isinstance(shape, (int, float, complex)) and not isinstance(shape, bool) and isinstance(value, str):
+        try:
+            return complex(value.replace(" ", ""))  # JSON keeps complex numbers as strings
+        except ValueError:
+            return value
+    if isinstance(shape, (tuple, list, set)) and isinstance(value, list):
+        items = list(shape)
+        kids = []
+        for i, v in enumerate(value):
+            kid = items[i] if len(items) == len(value) else (items[0] if items else None)
+            if isinstance(v, list) and not isinstance(kid, (tuple, list, set)):
+                kid = shape  # nested deeper than the example: same container type
+            kids.append(_conform(v, kid))
+        return tuple(kids) if isinstance(shape, tuple) else (set(kids) if isinstance(shape, set) else kids)
+    if isinstance(shape, dict) and isinstance(value, dict):
+        ex = next(iter(shape.values()), None)
+        return {k: _conform(v, ex) for k, v in value.items()}
+    return value
+
+def _floats(x):
+    if isinstance(x, float):
+        return True
+    return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(i, float) for i in x)
+
+def _close(out, exp, atol):
+    if isinstance(exp, (list, tuple)) and isinstance(out, (list, tuple)) and len(out) == len(exp):
+        return all(_close(o, e, atol) for o, e in zip(out, exp))
+    try:
+        return _math.isclose(out, exp, rel_tol=1e-07, abs_tol=atol)
+    except TypeError:
+        return False
+
+def _same(name, args, out, exp, atol):
+    if name in _C["set_eq"]:
+        return set(out) == set(exp)
+    if name in _C["not_none"]:
+        return out == exp if isinstance(out, bool) else (out is not None) == exp
+    if name == "are_equivalent":
+        return True
+    if out == exp or (name == "sum_div" and out == 0):
+        return True
+    if name == "surface_Area":  # slant-height reading of "height" also accepted
+        b, h = args
+        return out == round(b * b + 2 * b * _math.sqrt((b / 2) ** 2 + h * h))
+    if name == "digit_distance_nums":  # zero-padded reading also accepted
+        a, b = str(args[0]), str(args[1])
+        n = max(len(a), len(b))
+        return out == sum(abs(int(x) - int(y)) for x, y in zip(a.zfill(n), b.zfill(n)))
+    if atol == 0 and _floats(exp):
+        atol = 1e-6
+    return atol != 0 and _close(out, exp, atol)
+
+_name = _C["entry_point"]
+_shape = _SHAPE
+_inputs = [[_conform(v, _shape[i] if _shape is not None and i < len(_shape) else None) for i, v in enumerate(inp)] for inp in _C["inputs"]]
+_gt = {"__name__": "ground_truth"}
+exec(compile(_C["canonical"], "canonical_solution", "exec"), _gt)
+_expected = []
+for _inp in _inputs:
+    _o = _gt[_name](*_copy.deepcopy(_inp))
+    _expected.append((_o is not None) if _name in _C["not_none"] and not isinstance(_o, bool) else _o)
+del _gt
+_ns = {"__name__": "__main__"}
+exec(compile(_C["solution"], "solution", "exec"), _ns)
+for _i, (_inp, _exp) in enumerate(zip(_inputs, _expected)):
+    _out = _ns[_name](*_copy.deepcopy(_inp))
+    assert _same(_name, _inp, _out, _exp, _C["atol"]), f"input {_i}: got {_out!r:.200}, expected {_exp!r:.200}"
+'''
+
+
+def extract_code(completion: str) -> tuple[str, bool]:
+    """The code the model wrote after the pre-filled "```python\\n": up to the first ```."""
+    cut = completion.find("```")
+    return (completion, False) if cut == -1 else (completion[:cut], True)
+
+
+def first_call_args(assertion: str, entry_point: str) -> list[Any] | None:
+    """The arguments of the first call of `entry_point` in the assert lines, as Python values."""
+    for line in assertion.splitlines():
+        if entry_point not in line:
+            continue
+        try:
+            tree = ast.parse(line.strip())
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point:
+                try:
+                    return [ast.literal_eval(a) for a in node.args]
+                except ValueError:
+                    return None
+    return None
+
+
+class MBPPPlus(HumanEval):
+    name = "mbpp_plus"
+    hub_path = "evalplus/mbppplus"
+
+    def _rows(self) -> list[dict[str, Any]]:
+        if self.data_dir is not None:
+            return read_jsonl(self.local_path("mbpp_plus", "MbppPlus.jsonl"))
+        return [dict(r) for r in load_hub_dataset(self.hub_path, None, "test")]
+
+    @staticmethod
+    def _prompt_text(row: dict[str, Any]) -> tuple[str, str]:
+        """(problem text, first assertion) in the hub's form, for either copy."""
+        if "test_list" in row:  # hub v0.2: prompt is the bare text
+            return row["prompt"], row["test_list"][0]
+        # Local EvalPlus file: the text sits in a ''' docstring; base tests are assert lines.
+        text = row["prompt"].strip().strip("'\"").strip()
+        tests = [line for line in row["assertion"].splitlines() if line.strip()]
+        return text, tests[0]
+
+    def load_all(self) -> list[Sample]:
+        out = []
+        for row in self._rows():
+            text, first = self._prompt_text(row)
+            messages = [
+                {"role": "user", "content": USER_TEMPLATE.format(prompt=text, test=first)},
+                {"role": "assistant", "content": ASSISTANT_PREFIX},  # lm-eval's gen_prefix
+            ]
+            task_id = str(row["task_id"])
+            if "test_list" in row:
+                reference = {"kind": "hub", "base": "\n".join(row["test_list"]), "plus": row["test"],
+                             "imports": "\n".join(row.get("test_imports") or [])}
+                canonical = row.get("code")
+            else:
+                reference = {"kind": "local", "task_id": task_id}
+                canonical = row["canonical_solution"]
+                self._local = getattr(self, "_local", {})
+                self._local[task_id] = row
+            out.append(
+                Sample(
+                    id=task_id if task_id.startswith("Mbpp/") else f"Mbpp/{task_id}",
+                    messages=self.with_system(messages),
+                    reference=reference,
+                    meta={"canonical_solution": canonical},
+                )
+            )
+        return out
+
+    # -- programs ----------------------------------------------------------------------------
+    def _local_row(self, task_id: str) -> dict[str, Any]:
+        if task_id not in getattr(self, "_local", {}):
+            self.load_all()
+        return self._local[task_id]
+
+    def _diff_program(self, row: dict[str, Any], solution: str, plus: bool) -> str:
+        inputs = list(row["base_input"] or []) + (list(row["plus_input"] or []) if plus else [])
+        shape = first_call_args(row["assertion"], row["entry_point"])
+        config = {
+            "entry_point": row["entry_point"], "canonical": row["canonical_solution"], "solution": solution,
+            "inputs": inputs, "atol": row.get("atol") or 0, "set_eq": sorted(SET_EQ), "not_none": sorted(NOT_NONE),
+            "shape": None,
+        }
+        # The shape holds tuples and sets, which JSON would flatten: it goes in as a literal.
+        return f"CONFIG = {json.dumps(json.dumps(config))}\n" + _DIFF_TEST.replace("_SHAPE", repr(shape))
+
+    def programs(self, sample: Sample, completion: str) -> tuple[str, str]:
+        """(base program, base + plus program) for one completion."""
+        code, _ = extract_code(completion)
+        ref = sample.reference
+        if ref["kind"] == "hub":
+            head = f"{ref['imports']}\n{code}\n"
+            return head + ref["base"] + "\n", head + ref["base"] + "\n" + ref["plus"] + "\n"
+        row = self._local_row(ref["task_id"])
+        return self._diff_program(row, code, plus=False), self._diff_program(row, code, plus=True)
+
+    def canonical_completion(self, sample: Sample) -> str:
+        return f"{sample.meta['canonical_solution']}\n```"
+
+    # -- scoring -----------------------------------------------------------------------------
+    def score(self, sample: Sample, completion: str) -> dict[str, Any]:
+        return self.score_batch([sample], [[completion]])[0]
+
+    def score_batch(self, samples: list[Sample], completions: list[list[str]]) -> list[dict[str, Any]]:
+        progs = [p for s, c in zip(samples, completions) for p in self.programs(s, c[-1])]
+        results = run_many(progs, workers=self.workers, **self._sandbox_kwargs())
+        out = []
+        for i, (s, c) in enumerate(zip(samples, completions)):
+            base, plus = results[2 * i], results[2 * i + 1]
+            closed = extract_code(c[-1])[1]
+            out.append({
+                "correct": base.passed and plus.passed,  # EvalPlus: plus counts only with base passed
+                "base_correct": base.passed,
+                "plus_correct": base.passed and plus.passed,
+                "status": plus.status,
+                "base_status": base.status,
+                "isolation": plus.isolation,
+                "closed_code_block": closed,
+                "exec_s": round(base.duration_s + plus.duration_s, 3),
+                "output": (plus.output if base.passed else base.output)[-1000:],
+            })
+        return out
+
+    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        out = super().aggregate(records)
+        scored = [r["score"] for r in records if "base_correct" in r.get("score", {})]
+        if scored:
+            out["pass@1_base"] = sum(bool(s["base_correct"]) for s in scored) / len(scored)
+            out["pass@1_plus"] = sum(bool(s["plus_correct"]) for s in scored) / len(scored)
+            out["pass@1"] = out["pass@1_plus"]
+        return out

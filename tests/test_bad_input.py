@@ -1,0 +1,211 @@
+"""Issue 14 item 5: every bad input is one `error:` line on stderr, exit code 2, no traceback,
+and no result folder. `main()` runs in-process; all but the context-length cases stop before
+any model loads."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+import pytest
+
+from loosespec_bench.__main__ import main
+
+from .conftest import shared_data_dir
+
+# (id, overrides); every case also gets pair=tiny, progress=false, paths.results_dir=<tmp>.
+CASES: list[tuple[str, list[str]]] = [
+    # -- Hydra composition and override syntax --
+    ("unknown-key", ["foo=1"]),
+    ("append-existing", ["+seed=3"]),
+    ("bad-syntax-bracket", ["generation.temperature=[1"]),
+    ("bad-syntax-quote", ["experiment_name='abc"]),
+    ("unknown-method", ["method=nosuch"]),
+    ("unknown-dataset", ["dataset=gsm9k"]),
+    ("unknown-pair", ["pair=nosuch"]),
+    ("unknown-experiment", ["experiment=nosuch"]),
+    ("unknown-scale", ["scale=nosuch"]),
+    ("unknown-logger", ["logger=nosuch"]),
+    ("sweep-without-m", ["method=fly,spd"]),
+    ("sweep-bad-point", ["-m", "method=fly,spd", "method.theta=-1"]),
+    ("sweep-bad-value", ["-m", "drafter.k=1,0"]),
+    ("interpolation", ["generation.temperature=${nosuch.key}"]),
+    ("key-of-other-method", ["method=spd", "method.theta=0.3"]),
+    ("delete-generation", ["~generation"]),
+    ("generation-not-a-node", ["generation=5"]),
+    ("empty-value", ["generation.max_new_tokens="]),
+    # -- keys a class does not take --
+    ("plus-method-key", ["method=fly", "+method.foo=1"]),
+    ("plus-drafter-key", ["+drafter.foo=1"]),
+    ("plus-dataset-key", ["dataset=gsm8k", "+dataset.foo=1"]),
+    ("plus-generation-key", ["+generation.top_p=1.5"]),
+    ("plus-paths-key", ["+paths.foo=x"]),
+    ("plus-root-key", ["+foo=1"]),
+    ("plus-sandbox-key", ["dataset=humaneval", "+dataset.sandbox.foo=1"]),
+    ("plus-fly-key-typo", ["method=fly", "+method.thetta=0.2"]),
+    # -- method --
+    ("fly-theta-negative", ["method=fly", "method.theta=-1"]),
+    ("fly-theta-nan", ["method=fly", "method.theta=nan"]),
+    ("fly-theta-inf", ["method=fly", "method.theta=inf"]),
+    ("fly-theta-text", ["method=fly", "method.theta=abc"]),
+    ("fly-window-zero", ["method=fly", "method.window=0"]),
+    ("fly-window-float", ["method=fly", "method.window=1.5"]),
+    ("fly-topk-zero", ["method=fly", "method.top_k=0"]),
+    ("fly-mode", ["method=fly", "method.mode=foo"]),
+    ("fly-no-window", ["method=fly", "method.no_window=maybe"]),
+    ("dm-n-paths", ["method=dropmatch", "method.n_paths=0"]),
+    ("dm-p-one", ["method=dropmatch", "method.p=1.0"]),
+    ("dm-p-negative", ["method=dropmatch", "method.p=-0.1"]),
+    ("dm-criterion", ["method=dropmatch", "method.criterion=foo"]),
+    ("dm-majority", ["method=dropmatch", "method.majority=1.5"]),
+    ("dm-clean-path", ["method=dropmatch", "method.include_clean_path=true", "method.n_paths=1"]),
+    # -- drafter --
+    ("k-zero", ["drafter.k=0"]),
+    ("k-negative", ["drafter.k=-3"]),
+    ("k-float", ["drafter.k=2.5"]),
+    ("k-huge", ["drafter.k=100000"]),
+    ("pld-max-ngram-zero", ["drafter=pld", "drafter.max_ngram=0"]),
+    ("pld-min-ngram-zero", ["drafter=pld", "drafter.min_ngram=0"]),
+    ("pld-min-above-max", ["drafter=pld", "drafter.min_ngram=5", "drafter.max_ngram=3"]),
+    ("mla-num-pred", ["drafter=mla", "drafter.num_pred_tokens=0"]),
+    ("xtok-special", ["drafter=model_xtok", "drafter.special_tokens=foo"]),
+    ("xtok-factor", ["drafter=model_xtok", "drafter.max_draft_factor=0.5"]),
+    ("xtok-context", ["drafter=model_xtok", "drafter.context_tokens=-1"]),
+    ("eagle3-layers", ["drafter=eagle3", "drafter.layers=[-1,2,3]"]),
+    # -- dataset --
+    ("limit-zero", ["dataset.limit=0"]),
+    ("limit-negative", ["dataset.limit=-1"]),
+    ("limit-text", ["dataset.limit=abc"]),
+    ("ds-max-new-zero", ["dataset.max_new_tokens=0"]),
+    ("ds-stop-strings", ["dataset.stop_strings=5"]),
+    ("gsm8k-fewshot-negative", ["dataset=gsm8k", "dataset.num_fewshot=-1"]),
+    ("gsm8k-fewshot-too-many", ["dataset=gsm8k", "dataset.num_fewshot=99"]),
+    ("gsm8k-match", ["dataset=gsm8k", "dataset.match=foo"]),
+    ("mgsm-language", ["dataset.languages=[xx]"]),
+    ("mgsm-languages-empty", ["dataset.languages=[]"]),
+    ("mgsm-prompt", ["dataset.prompt=foo"]),
+    ("sandbox-timeout", ["dataset=humaneval", "dataset.sandbox.timeout_s=-1"]),
+    ("sandbox-memory", ["dataset=humaneval", "dataset.sandbox.memory_mb=0"]),
+    ("sandbox-isolation", ["dataset=mbpp_plus", "dataset.sandbox.isolation=foo"]),
+    ("sandbox-workers", ["dataset=humaneval", "dataset.sandbox.workers=0"]),
+    ("judge-kind", ["dataset=mt_bench", "dataset.judge.kind=foo"]),
+    ("judge-retries", ["dataset=mt_bench", "dataset.judge.retries=-1"]),
+    ("niah-lengths-empty", ["dataset=niah", "dataset.context_lengths=[]"]),
+    ("niah-depth", ["dataset=niah", "dataset.depths=[150]"]),
+    ("niah-mode", ["dataset=niah", "dataset.mode=foo"]),
+    ("niah-num-values", ["dataset=niah", "dataset.num_values=0"]),
+    ("lm-eval-no-task", ["dataset=lm_eval"]),
+    # -- generation --
+    ("temperature-negative", ["generation.temperature=-1"]),
+    ("temperature-nan", ["generation.temperature=nan"]),
+    ("temperature-inf", ["generation.temperature=inf"]),
+    ("temperature-text", ["generation.temperature=abc"]),
+    ("max-new-zero", ["generation.max_new_tokens=0"]),
+    ("max-new-1e8", ["generation.max_new_tokens=1e8"]),
+    ("max-new-float", ["generation.max_new_tokens=2.5"]),
+    ("max-new-huge", ["generation.max_new_tokens=100000000"]),
+    # -- top level, pair, logger --
+    ("seed-negative", ["seed=-1"]),
+    ("seed-text", ["seed=abc"]),
+    ("seed-float", ["seed=1.5"]),
+    ("threads-zero", ["threads=0"]),
+    ("threads-text", ["threads=abc"]),
+    ("baseline", ["baseline=foo"]),
+    ("warmup", ["warmup=maybe"]),
+    ("chat-template", ["chat_template=3"]),
+    ("experiment-name-empty", ["experiment_name=''"]),
+    ("dtype", ["pair.dtype=float13"]),
+    ("device", ["pair.device=tpu"]),
+    ("target-path-null", ["pair.target.path=null"]),
+    ("draft-path-empty", ["pair.draft.path=''"]),
+    ("record-steps", ["record_steps=sometimes"]),
+]
+
+
+def _write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+GOOD_GSM8K = '{"question": "1+1?", "answer": "2 #### 2"}\n'
+# (id, files under the data dir, overrides): corrupt, empty or unparsable data.
+DATA_CASES: list[tuple[str, dict[str, str | bytes], list[str]]] = [
+    ("missing-data-dir", {}, ["dataset=gsm8k"]),
+    ("gsm8k-bad-json", {"gsm8k/test.jsonl": GOOD_GSM8K + "{not json\n"}, ["dataset=gsm8k"]),
+    ("gsm8k-not-object", {"gsm8k/test.jsonl": GOOD_GSM8K + "[1, 2]\n"}, ["dataset=gsm8k"]),
+    ("gsm8k-missing-field", {"gsm8k/test.jsonl": GOOD_GSM8K + '{"question": "x"}\n'}, ["dataset=gsm8k"]),
+    ("gsm8k-answer-not-number", {"gsm8k/test.jsonl": '{"question": "x", "answer": "so #### many"}\n'}, ["dataset=gsm8k"]),
+    ("gsm8k-empty", {"gsm8k/test.jsonl": ""}, ["dataset=gsm8k"]),
+    ("mgsm-bad-row", {"mgsm/mgsm_en.tsv": "What is 1+1?\t2\nno tab here\n"}, []),
+    ("mgsm-answer-not-number", {"mgsm/mgsm_en.tsv": "What is 1+1?\ttwo\n"}, []),
+    ("mgsm-empty", {"mgsm/mgsm_en.tsv": ""}, []),
+    ("humaneval-not-gzip", {"humaneval/HumanEval.jsonl.gz": b"plain text"}, ["dataset=humaneval"]),
+    ("humaneval-missing-field", {"humaneval/HumanEval.jsonl.gz": gzip.compress(b'{"task_id": "H/0"}\n')}, ["dataset=humaneval"]),
+    ("spec-bench-bad-json", {"spec_bench/question.jsonl": "{oops\n"}, ["dataset=spec_bench"]),
+    ("spec-bench-missing-field", {"spec_bench/question.jsonl": '{"question_id": 1}\n'}, ["dataset=spec_bench"]),
+]
+
+
+def run_main(args: list[str], results: Path, monkeypatch, capsys) -> tuple[int, str]:
+    argv = ["loosespec_bench", "pair=tiny", "progress=false", f"paths.results_dir={results}", *args]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exc:
+        main()
+    return exc.value.code, capsys.readouterr().err
+
+
+def assert_one_error_line(code: int, err: str, results: Path) -> None:
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    leftovers = [p for p in results.rglob("*")] if results.exists() else []
+    assert leftovers == [], leftovers
+
+
+@pytest.mark.parametrize("args", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_setting_is_one_error_line(args, tmp_path, monkeypatch, capsys):
+    results = tmp_path / "results"
+    code, err = run_main([f"paths.data_dir={shared_data_dir()}", *args], results, monkeypatch, capsys)
+    assert_one_error_line(code, err, results)
+
+
+@pytest.mark.parametrize("files,args", [c[1:] for c in DATA_CASES], ids=[c[0] for c in DATA_CASES])
+def test_bad_data_is_one_error_line(files, args, tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    for rel, text in files.items():
+        _write(data / rel, text)
+    results = tmp_path / "results"
+    code, err = run_main([f"paths.data_dir={data}", "dataset.limit=2", *args], results, monkeypatch, capsys)
+    assert_one_error_line(code, err, results)
+    if files:
+        assert str(data) in err  # names the file
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["experiment=smoke_tiny", "generation.max_new_tokens=40000"],  # beyond the tiny target's 32768
+        ["experiment=smoke_tiny", "dataset=gsm8k", "dataset.num_fewshot=8", "generation.max_new_tokens=30000"],
+    ],
+    ids=["max-new-beyond-context", "prompt-beyond-context"],
+)
+def test_beyond_the_context_is_one_error_line(args, tmp_path, monkeypatch, capsys):
+    results = tmp_path / "results"
+    code, err = run_main([f"paths.data_dir={shared_data_dir()}", *args], results, monkeypatch, capsys)
+    assert_one_error_line(code, err, results)
+    assert "context" in err
+
+
+def test_instantiate_unwraps_config_error():
+    from loosespec_bench.build import instantiate
+    from loosespec_bench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="num_fewshot"):
+        instantiate({"_target_": "loosespec_bench.tasks.gsm8k.GSM8K", "num_fewshot": 99})

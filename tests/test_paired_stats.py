@@ -1,0 +1,54 @@
+"""metrics' paired statistics (used by the summary and by scripts/bench_engine.py) and the
+prompt hash that resume checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from loosespec_bench.metrics import median_or_none, pair_up, paired_ratio_stats, paired_speedup
+from loosespec_bench.prompting import sample_hash
+from loosespec_bench.tasks import Sample
+
+
+def test_pair_up_keeps_common_keys_in_first_order():
+    a = {("gsm8k", "1", 0): "a1", ("gsm8k", "2", 0): "a2", ("ifeval", "9", 0): "a9"}
+    b = {("ifeval", "9", 0): "b9", ("gsm8k", "1", 0): "b1", ("mgsm", "3", 0): "b3"}
+    assert pair_up(a, b) == [("a1", "b1"), ("a9", "b9")]
+    assert pair_up({}, b) == []
+
+
+def test_paired_ratio_stats():
+    out = paired_ratio_stats([0.5, 2.0, 1.0, 0.8], [True, False, True, True], name="time_ratio")
+    assert out == {
+        "time_ratio_median": pytest.approx(0.9),
+        "time_ratio_median_identical": pytest.approx(0.8),
+        "time_ratio_min": 0.5,
+        "time_ratio_max": 2.0,
+        "identical": 3,
+    }
+    empty = paired_ratio_stats([], [])
+    assert empty["ratio_median"] is None and empty["ratio_min"] is None and empty["identical"] == 0
+    assert median_or_none([]) is None and median_or_none([3.0, 1.0, 2.0]) == 2.0
+
+
+def test_paired_speedup_pools_tokens_and_time():
+    def rec(tokens, secs, b_tokens, b_secs):
+        return {"metrics": {"new_tokens": tokens, "total_s": secs},
+                "baseline": {"metrics": {"new_tokens": b_tokens, "total_s": b_secs}}}
+
+    out = paired_speedup([rec(10, 1.0, 10, 2.0), rec(30, 1.0, 30, 2.0), {"metrics": {"new_tokens": 5, "total_s": 9.0}}])
+    assert out["baseline_tokens_per_s"] == pytest.approx(10.0) and out["speedup"] == pytest.approx(2.0)
+    assert paired_speedup([]) == {}
+
+
+def test_sample_hash_covers_prompt_reference_and_followups():
+    base = Sample(id="x/0", messages=[{"role": "user", "content": "2+2?"}], reference="4")
+    same = Sample(id="x/0", messages=[{"role": "user", "content": "2+2?"}], reference="4", meta={"lang": "en"})
+    assert sample_hash(base) == sample_hash(same)  # meta is not the prompt
+    for other in (
+        Sample(id="x/0", messages=[{"role": "user", "content": "2+3?"}], reference="4"),
+        Sample(id="x/0", messages=[{"role": "user", "content": "2+2?"}], reference="5"),
+        Sample(id="x/0", messages=[{"role": "user", "content": "2+2?"}], reference="4", followups=["and 3+3?"]),
+    ):
+        assert sample_hash(other) != sample_hash(base)
+

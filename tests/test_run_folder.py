@@ -1,0 +1,235 @@
+"""One writer per run folder (the lock), atomic writes, resume keyed on the prompt's content,
+and readers that skip what they cannot read instead of failing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from loosespec_bench import run_folder as rf
+from loosespec_bench.app import run
+from loosespec_bench.errors import ConfigError
+from loosespec_bench.run_folder import FolderLocked, RunFolder
+
+from .conftest import REPO, compose_config, shared_data_dir
+
+TINY = ["experiment=smoke_tiny", "warmup=false"]
+
+
+def _ids(path: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+
+
+# -- the lock ---------------------------------------------------------------------------------
+def test_lock_is_exclusive_and_names_the_holder(tmp_path):
+    first = RunFolder(tmp_path / "run")
+    first.lock("run")
+    second = RunFolder(tmp_path / "run")
+    with pytest.raises(FolderLocked) as err:
+        second.lock("re-score")
+    msg = str(err.value)
+    assert str(tmp_path / "run") in msg and f"pid {os.getpid()}" in msg and "(run," in msg
+    assert isinstance(err.value, ConfigError)  # printed by the CLIs as one `error:` line
+    first.close()
+    second.lock("re-score")  # free again once the holder closed the folder
+    second.close()
+
+
+def test_lock_of_a_killed_process_is_released(tmp_path):
+    """kill -9 leaves .lock on disk, but the OS drops the flock: a rerun may take the folder."""
+    folder = tmp_path / "run"
+    code = (
+        "import sys, time\n"
+        "from loosespec_bench.run_folder import RunFolder\n"
+        "RunFolder(sys.argv[1]).lock('run')\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        with pytest.raises(FolderLocked, match=f"pid {proc.pid} on "):
+            RunFolder(folder).lock("run")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    again = RunFolder(folder)
+    again.lock("run")
+    again.close()
+
+
+# -- atomic writes ----------------------------------------------------------------------------
+def test_atomic_writes_use_unique_temp_names(tmp_path, monkeypatch):
+    sources: list[str] = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        sources.append(str(src))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(rf.os, "replace", spy)
+    folder = RunFolder(tmp_path)
+    folder.write_summary({"a": 1})
+    folder.write_summary({"a": 2})
+    assert len(sources) == 2 and sources[0] != sources[1]
+    assert all(Path(s).parent == tmp_path and Path(s).name.startswith(".summary.json.") for s in sources)
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"a": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]  # no temp file left
+
+
+def test_concurrent_atomic_writes_never_tear(tmp_path):
+    folder = RunFolder(tmp_path)
+    texts = {i: {"writer": i, "pad": "x" * 20_000} for i in range(8)}
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            for _ in range(5):
+                folder.write_summary(texts[i])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in texts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert json.loads((tmp_path / "summary.json").read_text()) in texts.values()
+
+
+# -- two writers on one folder ----------------------------------------------------------------
+def test_second_run_and_rescore_of_a_running_folder_are_refused(tmp_path, capsys):
+    """While a run is writing, a second identical run and a re-score fail at once with one
+    `error:` line naming the holder; the first run then finishes with nothing lost."""
+    from loosespec_bench import score
+
+    args = [*TINY, "dataset.limit=5", "generation.max_new_tokens=160"]
+    env = {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "LOOSESPEC_RESULTS_DIR": str(tmp_path),
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "loosespec_bench", *args, "progress=false"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        samples = None
+        while time.time() < deadline:
+            found = list((tmp_path / "smoke_tiny").glob("*/samples.jsonl"))
+            if found and found[0].read_text().count("\n") >= 1:
+                samples = found[0]
+                break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert samples is not None and proc.poll() is None, "run finished before the test could overlap it"
+
+        with pytest.raises(FolderLocked, match=f"in use by pid {proc.pid} on .*run,"):
+            run(compose_config(args, results_dir=tmp_path))
+        assert score.main([str(samples.parent)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and str(samples.parent) in err[0]
+        assert f"pid {proc.pid}" in err[0] and "re-score" not in err[0]
+        assert proc.poll() is None or proc.returncode == 0
+        out, errtext = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, errtext
+    ids = _ids(samples)
+    assert len(ids) == len(set(ids)) == 5
+    assert json.loads((samples.parent / "summary.json").read_text())["n_samples"] == 5
+    assert not (samples.parent / "error.txt").exists()  # the refused start left no verdict
+    assert not list(samples.parent.glob("*.bak-*"))  # and the refused re-score rewrote nothing
+
+
+# -- resume keyed on the prompt ---------------------------------------------------------------
+def test_resume_does_not_reuse_a_record_from_a_changed_prompt(tmp_path, caplog):
+    data = tmp_path / "data"
+    shutil.copytree(shared_data_dir() / "mgsm", data / "mgsm")
+    results = tmp_path / "results"
+    cfg = [*TINY, "dataset=mgsm", "dataset.limit=2", f"paths.data_dir={data}"]
+    first = run(compose_config(cfg, results_dir=results))
+    folder = Path(first["run_dir"])
+    old = [json.loads(line) for line in (folder / RunFolder.SAMPLES).read_text().splitlines()]
+    assert all(len(r["prompt_sha256"]) == 64 for r in old)
+
+    tsv = data / "mgsm" / "mgsm_en.tsv"
+    lines = tsv.read_text(encoding="utf-8").splitlines(keepends=True)
+    question, answer = lines[0].rstrip("\n").split("\t")
+    lines[0] = f"A hen lays 3 eggs a day. How many eggs in 4 days?\t{answer}\n"
+    tsv.write_text("".join(lines), encoding="utf-8")
+
+    with caplog.at_level(logging.WARNING):
+        second = run(compose_config(cfg, results_dir=results))
+    assert second["run_dir"] == first["run_dir"]  # the run id leaves the data out: same folder
+    stale_id = old[0]["id"]
+    assert any(repr(stale_id) in m and "different prompt" in m for m in caplog.messages)
+    new = {json.loads(line)["id"]: json.loads(line) for line in (folder / RunFolder.SAMPLES).read_text().splitlines()}
+    assert len(new) == 2
+    assert "A hen lays 3 eggs" in new[stale_id]["prompt_text"] and question not in new[stale_id]["prompt_text"]
+    assert new[stale_id]["prompt_sha256"] != old[0]["prompt_sha256"]
+    assert new[old[1]["id"]] == old[1]  # the unchanged sample is reused as it was
+    (backup,) = folder.glob("samples.jsonl.bak-*")  # the stale answer is kept, out of the way
+    assert stale_id in backup.read_text()
+
+
+# -- tolerant readers -------------------------------------------------------------------------
+def _damage(samples: Path) -> list[str]:
+    """Line 2 made unreadable, the last record cut off mid-line; returns the original lines."""
+    lines = samples.read_text().splitlines(keepends=True)
+    assert len(lines) == 3
+    samples.write_text(lines[0] + "{not json\n" + lines[2] + lines[1][: len(lines[1]) // 2])
+    return lines
+
+
+def test_resume_skips_unreadable_lines_with_a_warning(tmp_path, caplog):
+    cfg = compose_config([*TINY, "dataset.limit=3"], results_dir=tmp_path)
+    first = run(cfg)
+    samples = Path(first["run_dir"]) / RunFolder.SAMPLES
+    lines = _damage(samples)
+    with caplog.at_level(logging.WARNING):
+        second = run(cfg)
+    assert any(f"{samples} line 2: unreadable" in m for m in caplog.messages)
+    assert any(f"{samples} line 4: cut off" in m for m in caplog.messages)
+    assert second["n_samples"] == 3 and second["tau"] == first["tau"]
+    assert sorted(r["id"] for r in RunFolder(samples.parent).records()) == sorted(json.loads(ln)["id"] for ln in lines)
+
+
+def test_rescore_and_index_skip_unreadable_lines_and_broken_folders(tmp_path, caplog, capsys):
+    from loosespec_bench import score
+    from loosespec_bench.report.__main__ import main as report_main
+    from loosespec_bench.report.index import load_index
+
+    first = run(compose_config([*TINY, "dataset.limit=3"], results_dir=tmp_path))
+    folder = Path(first["run_dir"])
+    _damage(folder / RunFolder.SAMPLES)
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING):
+        assert score.main([str(folder)]) == 0
+    assert any("samples.jsonl line 2: unreadable" in m for m in caplog.messages)
+    assert any("samples.jsonl line 4: cut off" in m for m in caplog.messages)
+    assert len(_ids(folder / RunFolder.SAMPLES)) == 2  # the readable records; the rest is in the backup
+    assert json.loads((folder / "summary.json").read_text())["n_samples"] == 2
+
+    broken = tmp_path / "smoke_tiny" / "broken"
+    broken.mkdir()
+    (broken / "config.yaml").write_text("method: {name: fly}\n")
+    (broken / "summary.json").write_text('{"method": "fly", "acceptance_by_position": 5}')  # hand-edited, wrong type
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        df = load_index(tmp_path)
+    assert list(df["run_id"]) == [folder.name]
+    assert any(str(broken) in m and "skipped" in m for m in caplog.messages)
+    assert report_main(["index", "--results", str(tmp_path)]) == 0
+    assert folder.name in capsys.readouterr().out

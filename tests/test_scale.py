@@ -1,0 +1,92 @@
+"""`scale=paper|cpu`: one experiment file per paper run, shrunk to this machine by `scale=cpu`."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from omegaconf import OmegaConf
+
+from loosespec_bench.config import group_choices
+from loosespec_bench.plan import expand, settings
+
+from .conftest import compose_config, shared_data_dir
+
+CPU_PAIR = "qwen2.5-coder-0.5b-1.5b"
+FLY = dict(method="fly", drafter="mla", k=10, languages=["fr", "de", "th"])
+DROPMATCH = dict(method="dropmatch", drafter="model", k=5, languages=["en"])
+# What each former `<name>_cpu` experiment file ran (deleted when scale=cpu replaced them; before
+# that, this test compared `experiment=<name> scale=cpu` with `experiment=<name>_cpu` point by
+# point): the rule, drafter, K, languages and grid. Every point: the embedded pair, MGSM,
+# 3 samples, 128 new tokens, greedy.
+FORMER_CPU_TWINS: dict[str, tuple[dict, dict[str, list]]] = {
+    "fly_main": (FLY, {"drafter.k": [8, 12]}),
+    "fly_ablation_k": (FLY, {"drafter.k": [8, 12, 16]}),
+    "fly_ablation_mla": (FLY, {"drafter": ["model", "mla"]}),
+    "fly_ablation_mode": (FLY, {"method.mode": ["code", "paper"]}),
+    "fly_ablation_no_window": (FLY, {"method.no_window": [False, True]}),
+    "fly_ablation_theta": (FLY, {"method.theta": [0.2, 0.5, 0.8]}),
+    "fly_ablation_window": (FLY, {"method.window": [3, 5, 7]}),
+    "fly_grid": (FLY, {"drafter.k": [8, 12], "method.window": [4, 6], "method.theta": [0.3, 0.6]}),
+    "dropmatch_main": (DROPMATCH, {"drafter": ["model", "pld"]}),
+    "dropmatch_grid": (DROPMATCH, {"method.n_paths": [3, 5], "method.p": [0.1, 0.3]}),
+    "dropmatch_criterion": (DROPMATCH, {"method.criterion": ["naive", "js"], "method.include_clean_path": [False, True]}),
+}
+
+
+def _jobs(overrides: list[str]) -> list[dict]:
+    """Every sweep point of `-m OVERRIDES`: what it computes (plan.settings) plus the data."""
+    _, jobs = expand([*overrides, f"paths.data_dir={shared_data_dir()}"])
+    out = []
+    for _, cfg in jobs:
+        s = settings(cfg)
+        s.update(pair=cfg.pair.name, limit=cfg.dataset.limit, languages=list(cfg.dataset.get("languages") or []))
+        out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(FORMER_CPU_TWINS))
+def test_scale_cpu_runs_what_the_former_cpu_twin_ran(name):
+    fixed, grid = FORMER_CPU_TWINS[name]
+    jobs = _jobs([f"experiment={name}", "scale=cpu"])
+    for s in jobs:
+        assert (s["pair"], s["dataset"], s["limit"], s["generation.max_new_tokens"]) == (CPU_PAIR, "mgsm", 3, 128)
+        assert s["generation.temperature"] == 0.0 and s["method"] == fixed["method"]
+        assert s["languages"] == fixed["languages"]
+        assert s["drafter"] == fixed["drafter"] or "drafter" in grid
+        assert s["drafter.k"] == fixed["k"] or "drafter.k" in grid
+    points = sorted(tuple(s[k] for k in grid) for s in jobs)
+    assert points == sorted(itertools.product(*grid.values()))
+
+
+def test_no_experiment_file_is_a_scale_twin():
+    assert not [e for e in group_choices("experiment") if e.endswith("_cpu")]
+    assert {"cpu", "paper"} <= set(group_choices("scale"))
+
+
+@pytest.mark.parametrize("name", ["fly_main", "replicate_fly_70b", "smoke_tiny"])
+def test_scale_paper_is_the_experiment_as_written(name):
+    plain = OmegaConf.to_container(compose_config([f"experiment={name}"]), resolve=True)
+    assert OmegaConf.to_container(compose_config([f"experiment={name}", "scale=paper"]), resolve=True) == plain
+
+
+def test_scale_cpu_collapses_a_sweep_over_the_papers_pairs():
+    jobs = _jobs(["experiment=replicate_dropmatch", "scale=cpu"])
+    assert {s["pair"] for s in jobs} == {CPU_PAIR} and len(jobs) == 16  # {dropmatch, spd} x 8 data sets
+    assert {s["limit"] for s in jobs} == {3} and {s["generation.max_new_tokens"] for s in jobs} == {128}
+    assert {s["drafter.k"] for s in jobs} == {10}  # the experiment's K: the same for both rules
+
+
+def test_scale_cpu_without_an_experiment_and_the_command_line_wins():
+    cfg = compose_config(["scale=cpu"])
+    assert (cfg.pair.name, cfg.dataset.limit, cfg.generation.max_new_tokens) == (CPU_PAIR, 3, 128)
+    cfg = compose_config(["experiment=fly_main", "scale=cpu", "pair=tiny", "dataset.limit=1"])
+    assert (cfg.pair.name, cfg.dataset.limit, cfg.drafter.k) == ("tiny", 1, 10)
+
+
+def test_unknown_scale_is_a_one_line_error():
+    from loosespec_bench.config import check_group_overrides
+    from loosespec_bench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="scale='gpu' is not a known scale"):
+        check_group_overrides(["experiment=fly_main", "scale=gpu"])
