@@ -187,6 +187,9 @@ def validate(cfg: DictConfig) -> None:
     _need(isinstance(k, int) and not isinstance(k, bool) and k >= 1, f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
     t = cfg.generation.temperature
     _need(isinstance(t, (int, float)) and t >= 0, f"generation.temperature={t!r} must be >= 0 (0 = greedy)")
+    is_tree = uses_drafter(cfg) and (bool(cfg.drafter.get("tree")) or cfg.drafter.name == "lookahead")
+    _need(not (is_tree and t > 0), f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
+          "are verified at temperature 0 only (lossless tree sampling is not implemented)")
     top_k = cfg.generation.get("top_k", 0)
     _need(isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0, f"generation.top_k={top_k!r} must be an integer >= 0 (0 = off)")
     top_p = cfg.generation.get("top_p", 1.0)
@@ -237,4 +240,6 @@ def run_id(cfg: DictConfig) -> str:
     """Readable and deterministic: the same command maps to the same folder (resume)."""
     digest = hashlib.sha256(json.dumps(semantic_config(cfg), sort_keys=True).encode()).hexdigest()[:8]
     drafter = f"{cfg.drafter.name}-k{cfg.drafter.k}" if uses_drafter(cfg) else "none"
+    if uses_drafter(cfg) and cfg.drafter.get("tree"):
+        drafter += f"-tree{cfg.drafter.total_token}d{cfg.drafter.depth}t{cfg.drafter.top_k}"
     return f"{cfg.method.name}_{drafter}_{cfg.pair.name}_{cfg.dataset.name}_{digest}"

@@ -28,10 +28,67 @@ class Draft:
     probs: torch.Tensor | None = None
     # Free-form drafter statistics for this step (e.g. MLA's inner lookups), recorded as-is.
     info: dict[str, Any] = field(default_factory=dict)
+    # Tree drafts (EAGLE-2/3 dynamic trees, Lookahead's guess set): [K] int64, the parent of
+    # node i, -1 = a child of the pending token. Parents come before their children (parents[i]
+    # < i). None = a chain (node i's parent is i-1), verified without a tree mask.
+    parents: torch.Tensor | None = None
+    # Extra nodes the target scores in the same forward but that are never candidates (never
+    # accepted, committed or kept in the cache): Lookahead's Jacobi window. [E] int64 tokens and
+    # [E] int64 parents indexing the combined node list (-1 = pending, 0..K-1 candidates,
+    # K.. extras). Their logits go back to the drafter through observe_scores().
+    extra_tokens: torch.Tensor | None = None
+    extra_parents: torch.Tensor | None = None
 
     @property
     def k(self) -> int:
+        """Number of candidate nodes (a chain's length; a tree's node count)."""
         return int(self.tokens.numel())
+
+    @property
+    def is_tree(self) -> bool:
+        return self.parents is not None or self.extra_tokens is not None
+
+
+def chain_parents(k: int) -> torch.Tensor:
+    """Parents of a chain of k nodes as a tree: [-1, 0, 1, .., k-2]."""
+    return torch.arange(-1, k - 1, dtype=torch.long)
+
+
+def node_depths(parents: torch.Tensor) -> torch.Tensor:
+    """Depth of each node ([K] int64 parents, parents before children): 1 for a root child."""
+    depth = torch.zeros(parents.numel(), dtype=torch.long)
+    for i, p in enumerate(parents.tolist()):
+        depth[i] = 1 if p < 0 else depth[p] + 1
+    return depth
+
+
+def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
+    """[K, K] bool: entry (i, j) is True when node j is node i or one of its ancestors."""
+    k = parents.numel()
+    anc = torch.eye(k, dtype=torch.bool)
+    for i, p in enumerate(parents.tolist()):
+        if p >= 0:
+            anc[i] |= anc[p]
+    return anc
+
+
+def root_to_leaf_paths(parents: torch.Tensor) -> list[list[int]]:
+    """Every root-to-leaf path of a tree as node indices, leaves in node order."""
+    par = parents.tolist()
+    has_child = [False] * len(par)
+    for p in par:
+        if p >= 0:
+            has_child[p] = True
+    paths = []
+    for leaf in range(len(par)):
+        if has_child[leaf]:
+            continue
+        path, i = [], leaf
+        while i >= 0:
+            path.append(i)
+            i = par[i]
+        paths.append(path[::-1])
+    return paths
 
 
 @dataclass
@@ -53,6 +110,9 @@ class Verdict:
     next_token: int
     # Per-step decision record (raw match flags, entropies, loose accepts...); optional.
     record: dict[str, Any] | None = None
+    # Tree drafts: the accepted nodes, root to deepest (len num_accepted). None = a chain
+    # (draft[:num_accepted]). The loop compacts the target's cache to these nodes.
+    path: list[int] | None = None
 
 
 def empty_draft() -> Draft:
@@ -74,6 +134,27 @@ def common_prefix_len(a: torch.Tensor, b: torch.Tensor) -> int:
     if m == 0:
         return 0
     return longest_true_prefix(a[:m] == b[:m])
+
+
+def compact_to(cache: Cache, length: int, keep: list[int]) -> None:
+    """Keep the first `length` positions, then the positions length + j for j in `keep`
+    (ascending), in every layer of a transformers DynamicCache; drop the rest.
+
+    After a tree verification the cache holds [prefix, pending, node_0..node_{K-1}, extras];
+    the accepted path's nodes are scattered, so they are gathered right after the pending token,
+    where the next forward's positions expect them. A contiguous keep (a chain) is a crop.
+    """
+    if keep == list(range(len(keep))):
+        crop_to(cache, length + len(keep))
+        return
+    for layer in cache.layers:
+        if type(layer).__name__ != "DynamicLayer":
+            raise ValueError(f"tree verification needs plain DynamicLayer caches, got {type(layer).__name__}")
+        if layer.keys is None or layer.keys.numel() == 0:
+            continue
+        idx = torch.cat([torch.arange(length), length + torch.tensor(keep, dtype=torch.long)]).to(layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, idx)  # [B, heads, length + n, d]
+        layer.values = layer.values.index_select(-2, idx)
 
 
 def crop_to(cache: Cache, length: int) -> None:

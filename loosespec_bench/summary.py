@@ -42,7 +42,9 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
     return dict(
         method=cfg.method.name,
         drafter=cfg.drafter.name if drafts else None,
-        k=int(cfg.drafter.k) if drafts else 0,
+        # A tree's K is its longest path (depth + 1), the most tokens one step can accept.
+        k=(int(cfg.drafter.depth) + 1 if cfg.drafter.get("tree") else int(cfg.drafter.k)) if drafts else 0,
+        tree=bool(drafts and (cfg.drafter.get("tree") or cfg.drafter.name == "lookahead")),
         pair=cfg.pair.name,
         dataset=task_name,
         temperature=float(cfg.generation.temperature),

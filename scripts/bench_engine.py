@@ -16,6 +16,8 @@ the time ratio (in bf16 near-ties can part them; "ratio(ident)" keeps the identi
                     ours (MLADrafter + SPD: the same greedy drafts in fewer draft forwards)
   prompt lookup     ours (PromptLookupDrafter)     vs transformers prompt_lookup_num_tokens
   FLy, FLy + MLA, DropMatch                        vs our SPD (and our target alone)
+  EAGLE head        ours, dynamic tree (EAGLE-2/3)  vs ours, chain of K (the same head)
+  Lookahead         ours (LookaheadDrafter)         vs ours, prompt lookup
 
 Also printed: per-step overheads from GenerationOutput.phase_s (draft, target forward, rule,
 rollback, bookkeeping), the FLy-rule and DropMatch LM-head shares of step time (limit 2%), and
@@ -80,6 +82,7 @@ DEFAULT_SETS = "gsm8k,humaneval,ifeval"
 MATH_SETS = ("gsm8k", "mgsm")  # scored here (cheap exact match) for FLy's accuracy retention
 ALL_CONTESTANTS = (
     "ar", "hf-ar", "spd", "spd-mla", "hf-assist", "hf-assist-dyn", "pld", "hf-pld", "fly", "fly-mla", "dropmatch",
+    "eagle3", "eagle3-tree", "lookahead",
 )
 # (ours, peer, label): the rows of the comparison table.
 COMPARISONS = (
@@ -92,6 +95,10 @@ COMPARISONS = (
     ("fly", "spd", "FLy (draft model): vs our SPD"),
     ("fly-mla", "spd", "FLy + MLA: vs our SPD"),
     ("dropmatch", "spd", "DropMatch (draft model): vs our SPD"),
+    ("eagle3-tree", "eagle3", "EAGLE head: dynamic tree vs chain (same head)"),
+    ("eagle3-tree", "ar", "EAGLE dynamic tree: vs our target alone (identical tokens: lossless)"),
+    ("lookahead", "pld", "Lookahead decoding vs prompt lookup"),
+    ("lookahead", "ar", "Lookahead decoding: vs our target alone (identical tokens: lossless)"),
 )
 RULE_SHARE_LIMIT = 0.02  # FLy rule / DropMatch LM-head passes: at most 2% of step time
 
@@ -298,6 +305,30 @@ class Bench:
         if DropMatch is not None:
             add("dropmatch", True, False, a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
                 self._ours(DropMatch(lm_head_batch=a.dm_lm_head_batch), ModelDrafter(d, k=a.k), record=True))
+        if {"eagle3", "eagle3-tree"} & set(names):
+            # The same head (the embedded pair's CPU-trained one; random on --tiny) drafts a chain
+            # of K and EAGLE's dynamic tree (official total_token / depth / top_k by default).
+            from loosespec_bench.drafters.eagle3 import Eagle3Drafter
+
+            head = a.eagle3_head or ("random" if a.tiny else os.path.expanduser(
+                os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
+            if head != "random" and not os.path.isdir(head):
+                for name in ("eagle3", "eagle3-tree"):
+                    self.unavailable[name] = f"no EAGLE head at {head} (scripts/train_eagle3.py, or --eagle3-head)"
+            else:
+                tm = self.target.model
+                add("eagle3", True, True, a.k, f"our SPD, EAGLE head chain, K={a.k}",
+                    self._ours(SPD(), Eagle3Drafter(tm, head, k=a.k)))
+                tree = Eagle3Drafter(tm, head, tree=True, total_token=a.tree_total, depth=a.tree_depth, top_k=a.tree_top_k)
+                add("eagle3-tree", True, True, tree.k,
+                    f"our SPD, EAGLE dynamic tree ({a.tree_total} tokens, depth {a.tree_depth}, top-{a.tree_top_k}), same head",
+                    self._ours(SPD(), tree, record=True))
+        if "lookahead" in names:
+            from loosespec_bench.drafters.lookahead import LookaheadDrafter
+
+            la = LookaheadDrafter(k=a.la_level - 1, window=a.la_window, guess_set=a.la_guess)
+            add("lookahead", True, True, la.k, f"our Lookahead (N {a.la_level}, W {a.la_window}, G {a.la_guess})",
+                self._ours(SPD(), la))
         for name in names:
             if name not in out:
                 self.unavailable.setdefault(name, "module not available")
@@ -639,6 +670,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--pld-k", type=int, default=10, help="prompt-lookup tokens (ours and HF's)")
     ap.add_argument("--pld-max-ngram", type=int, default=3)
     ap.add_argument("--hf-confidence", type=float, default=0.4, help="HF assistant_confidence_threshold for hf-assist-dyn")
+    ap.add_argument("--eagle3-head", default=None, help="EAGLE-2/3 head folder (default: the embedded pair's trained head)")
+    # EAGLE's dynamic tree: SafeAILab/EAGLE ea_model.py defaults (total_token 60, depth 7, top_k 10).
+    ap.add_argument("--tree-total", type=int, default=60)
+    ap.add_argument("--tree-depth", type=int, default=7)
+    ap.add_argument("--tree-top-k", type=int, default=10)
+    # Lookahead: hao-ai-lab/LookaheadDecoding README defaults (LEVEL 5, WINDOW_SIZE 7, GUESS_SET_SIZE 7).
+    ap.add_argument("--la-level", type=int, default=5)
+    ap.add_argument("--la-window", type=int, default=7)
+    ap.add_argument("--la-guess", type=int, default=7)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup-tokens", type=int, default=8)
     ap.add_argument("--contestants", default=",".join(ALL_CONTESTANTS), help=f"comma list of {', '.join(ALL_CONTESTANTS)}")

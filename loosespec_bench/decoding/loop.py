@@ -17,8 +17,9 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ..drafters.base import Drafter
-from ..step import TargetScores, crop_to, empty_draft
+from ..step import Draft, TargetScores, compact_to, crop_to, empty_draft, node_depths
 from ..verifiers.base import Verifier
+from ..verifiers.tree import verify
 from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
@@ -31,7 +32,7 @@ class GenerationOutput:
     stop_reason: str  # "eos" | "max_new_tokens" | "stop_string"
     # Per verification step: draft length offered, draft tokens accepted. Emitted tokens per
     # step = accepted + 1 (the correction or bonus), except where EOS/limits cut the step short.
-    drafted: list[int] = field(default_factory=list)
+    drafted: list[int] = field(default_factory=list)  # chain length, or tree depth
     accepted: list[int] = field(default_factory=list)
     emitted: list[int] = field(default_factory=list)
     prefill_s: float = 0.0
@@ -75,6 +76,38 @@ def _first_stop(
             if stop_fn(new_tokens + chunk[:j]):
                 return j, "stop_string"
     return len(chunk), None
+
+
+def tree_inputs(
+    draft: Draft, prefix_len: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Input ids, position ids and attention mask of a tree verification forward.
+
+    The forward runs over [pending, nodes (K), extras (E)] after a cache of prefix_len
+    positions (every committed token but the pending one). Node i sits at position
+    prefix_len + depth(i) and sees the cached prefix, the pending token, its ancestors and
+    itself. Returns ids [1, 1+K+E], positions [1, 1+K+E] and an additive float mask
+    [1, 1, 1+K+E, prefix_len+1+K+E] (0 = visible, dtype's lowest = hidden), the custom 4-D
+    mask transformers passes through unchanged (masking_utils: "already 4D ... returned as-is").
+    """
+    parents = draft.parents if draft.parents is not None else torch.arange(-1, draft.k - 1, dtype=torch.long)
+    tokens = draft.tokens
+    if draft.extra_tokens is not None:
+        tokens = torch.cat([tokens, draft.extra_tokens])
+        parents = torch.cat([parents, draft.extra_parents])
+    n = tokens.numel()
+    par = parents.tolist()
+    vis = torch.eye(n + 1, dtype=torch.bool)  # [1+n, 1+n] row r sees column c; index 0 = pending
+    vis[:, 0] = True
+    for i, p in enumerate(par):
+        if not -1 <= p < i:
+            raise ValueError(f"tree node {i} has parent {p}: parents must precede their children")
+        vis[i + 1] |= vis[p + 1]
+    depth = torch.cat([torch.zeros(1, dtype=torch.long), node_depths(parents)])  # [1+n]
+    full = torch.cat([torch.ones(n + 1, prefix_len, dtype=torch.bool), vis], dim=1)  # [1+n, P+1+n]
+    mask = torch.zeros(full.shape, dtype=dtype).masked_fill_(~full, torch.finfo(dtype).min)
+    ids = torch.cat([torch.zeros(1, dtype=torch.long), tokens])  # pending filled in by the caller
+    return ids[None].to(device), (prefix_len + depth)[None].to(device), mask[None, None].to(device)
 
 
 def _with_cpu_fast_paths(fn: Callable[..., GenerationOutput]) -> Callable[..., GenerationOutput]:
@@ -164,42 +197,66 @@ def generate(
         else:
             draft = empty_draft()
         t1 = time.perf_counter()
-        inp = torch.cat([tokens[-1:], draft.tokens]).to(device)  # [K+1]
-        fwd = target(
-            inp.unsqueeze(0),
-            cache=cache,
-            use_cache=True,
-            output_hidden_states=verifier.needs_hidden or bool(taps),
-        )
+        kk = draft.k
+        if draft.is_tree:
+            # One forward over [pending, nodes, extras] with the tree mask; a chain stays on the
+            # plain causal path below (no mask to build, the kernels transformers picks for it).
+            ids, pos, mask = tree_inputs(draft, tokens.numel() - 1, target.dtype, device)
+            ids[0, 0] = int(tokens[-1])
+            fwd = target(
+                ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True,
+                output_hidden_states=verifier.needs_hidden or bool(taps),
+            )
+        else:
+            inp = torch.cat([tokens[-1:], draft.tokens]).to(device)  # [K+1]
+            fwd = target(
+                inp.unsqueeze(0),
+                cache=cache,
+                use_cache=True,
+                output_hidden_states=verifier.needs_hidden or bool(taps),
+            )
         scores = TargetScores(
-            logits=fwd.logits[0].float(),  # [K+1, vocab]
-            hidden=fwd.hidden_states[-1][0] if verifier.needs_hidden else None,  # [K+1, hidden]
+            logits=fwd.logits[0, : kk + 1].float(),  # [K+1, vocab] (extras' rows cut off)
+            hidden=fwd.hidden_states[-1][0, : kk + 1] if verifier.needs_hidden else None,  # [K+1, hidden]
             lm_head=lm_head,
         )
+        if draft.extra_tokens is not None:  # Lookahead's Jacobi window: scored, never committed
+            drafter.observe_scores(fwd.logits[0, kk + 1 :].float())  # [E, vocab]
         _sync(device)
         t2 = time.perf_counter()
-        verdict = verifier(draft, scores, temperature=temperature, generator=generator, top_k=top_k, top_p=top_p)
+        verdict = verify(verifier, draft, scores, temperature=temperature, generator=generator, top_k=top_k, top_p=top_p)
         t3 = time.perf_counter()
 
         n = verdict.num_accepted
-        chunk = draft.tokens[:n].tolist() + [verdict.next_token]
+        # Accepted nodes: a chain's prefix, or a tree's path (node indices, root first).
+        path = verdict.path if verdict.path is not None else list(range(n))
+        acc = draft.tokens[:n] if verdict.path is None else draft.tokens[path]
+        chunk = acc.tolist() + [verdict.next_token]
         keep, reason = _first_stop(chunk, new_tokens, eos_token_ids, stop_fn)
         keep = min(keep, max_new_tokens - len(new_tokens))
         chunk = chunk[:keep]
         # Roll the target cache back to [.., pending, d_1..d_n]; the new pending token is the
         # correction/bonus, which the next forward feeds.
         t_crop = time.perf_counter()
-        crop_to(cache, tokens.numel() + n)
+        if draft.is_tree:
+            compact_to(cache, tokens.numel(), path)
+        else:
+            crop_to(cache, tokens.numel() + n)
         rollback = time.perf_counter() - t_crop
         if taps:  # features of the committed positions: pending + accepted draft tokens
-            drafter.observe(tuple(fwd.hidden_states[i][0, : n + 1] for i in taps))  # [n+1, hidden] each
+            rows = torch.tensor([0] + [1 + p for p in path], dtype=torch.long, device=device)  # [n+1]
+            drafter.observe(tuple(fwd.hidden_states[i][0].index_select(0, rows) for i in taps))  # [n+1, hidden] each
         tokens = torch.cat([tokens, torch.tensor(chunk, dtype=torch.long)])
         new_tokens.extend(chunk)
-        out.drafted.append(draft.k)
+        # Positions offered: a chain's length, a tree's depth (its node count is in the records).
+        out.drafted.append(draft.k if draft.parents is None or draft.k == 0 else int(node_depths(draft.parents).max()))
         out.accepted.append(n)
         out.emitted.append(len(chunk))
         if record_steps:
             rec = {"draft": draft.tokens.tolist(), "accepted": n, "next": verdict.next_token}
+            if draft.parents is not None:
+                rec["parents"] = draft.parents.tolist()
+                rec["path"] = path
             if verdict.record:
                 rec.update(verdict.record)
             if draft.info:

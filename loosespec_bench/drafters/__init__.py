@@ -3,6 +3,7 @@
 from .base import Drafter
 from .cross_tokenizer import CrossTokenizerDrafter
 from .eagle3 import Eagle3Drafter
+from .lookahead import LookaheadDrafter
 from .lookup import PromptLookupDrafter, prompt_lookup
 from .mla import MLADrafter
 from .model import ModelDrafter
@@ -11,6 +12,7 @@ __all__ = [
     "CrossTokenizerDrafter",
     "Drafter",
     "Eagle3Drafter",
+    "LookaheadDrafter",
     "MLADrafter",
     "ModelDrafter",
     "PromptLookupDrafter",

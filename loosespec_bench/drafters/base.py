@@ -45,6 +45,11 @@ class Drafter:
         """Target hidden states of newly committed positions, one [m, hidden] per index in
         needs_target_hidden. Only drafters that declare needs_target_hidden receive any."""
 
+    def observe_scores(self, logits: torch.Tensor) -> None:
+        """Target logits ([E, vocab] float32) of the Draft's extra_tokens, in their order, from
+        the verification forward (Lookahead's Jacobi window). Only drafters that send extras
+        receive any; the extras are never committed and are dropped from the target's cache."""
+
     def propose(
         self,
         tokens: torch.Tensor,

@@ -55,6 +55,7 @@ from ..errors import ConfigError
 from ..sampling import sample_or_argmax
 from ..step import Draft, common_prefix_len, empty_draft
 from .base import Drafter
+from .eagle2 import Eagle2Head, build_eagle2_head, is_eagle2_state
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -184,25 +185,34 @@ class Eagle3Head(nn.Module):
         cache: tuple[torch.Tensor, torch.Tensor] | None,
         *,
         fused: bool,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """Run T new entries after the `cache` (start = its length = their first position).
 
         feat: [T, 3*Ht] target features (fused=False: fc applied) or [T, H] the head's own
         hidden states (fused=True); ids: [T] target-vocabulary tokens. Causal within the
         segment, full attention to the cache. Returns ([T, H] output hidden, new cache).
+        Tree drafting passes positions ([T] int64, default start..start+T-1) and mask ([T,
+        cache+T] bool, True = visible) for entries that see only their own ancestors.
         """
         x = feat[None].to(self.fc.weight.dtype)
         if not fused:
             x = self.fc(x)
         emb = self.embed(ids[None])
         layer = self.midlayer
-        cos, sin = self.rope(torch.arange(start, start + ids.numel()), x)
+        if positions is None:
+            positions = torch.arange(start, start + ids.numel())
+        cos, sin = self.rope(positions, x)
         q, k, v = layer.self_attn.qkv(layer.attn_input(emb, x), cos, sin)
         if cache is not None:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
         t, s = q.shape[2], k.shape[2]
-        # Query i (position start+i) sees every cached key and the segment's keys up to i.
-        mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(diagonal=s - t) if t > 1 else None
+        if mask is not None:
+            mask = mask.to(q.device)
+        elif t > 1:
+            # Query i (position start+i) sees every cached key and the segment's keys up to i.
+            mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(diagonal=s - t)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         return layer.finish(x, layer.self_attn.out(o))[0], (k, v)
 
@@ -288,6 +298,9 @@ def read_head(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]
     else:
         raise ConfigError(f"EAGLE-3 head {path!r}: none of {WEIGHT_FILES} in {folder}")
     state = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v for k, v in state.items()}
+    if is_eagle2_state(state):
+        cfg = {**cfg, "eagle_version": 2}  # EAGLE-1/2 layout: drafters/eagle2.py builds it
+        return cfg, state
     if "fc.weight" not in state or not any(k.startswith("midlayer.") for k in state):
         raise ConfigError(f"EAGLE-3 head {path!r}: the weights have no fc.weight / midlayer.* (not an EAGLE-3 head?)")
     return cfg, state
@@ -386,9 +399,23 @@ class Eagle3Drafter(Drafter):
         k: int = 5,
         layers: list[int] | tuple[int, ...] | None = None,
         dtype: str | None = None,
-        head: Eagle3Head | None = None,
+        head: Eagle3Head | Eagle2Head | None = None,
+        tree: bool = False,
+        total_token: int = 60,
+        depth: int = 7,
+        top_k: int = 10,
     ) -> None:
         super().__init__(k)
+        if tree:
+            for key, val, low in (("total_token", total_token, 2), ("depth", depth, 0), ("top_k", top_k, 1)):
+                if isinstance(val, bool) or not isinstance(val, int) or val < low:
+                    raise ConfigError(f"drafter.{key}={val!r} must be an integer >= {low}")
+            # A tree's longest path: top_k roots, then `depth` expansions (EAGLE's topK_genrate).
+            self.k = depth + 1
+        self.tree = bool(tree)
+        self.total_token = total_token
+        self.depth = depth
+        self.top_k = top_k
         if head is None and not head_path:
             raise ConfigError(
                 "drafter=eagle3 needs a head: this pair has no pair.eagle3_head and no "
@@ -401,7 +428,10 @@ class Eagle3Drafter(Drafter):
                 head = build_head(cfg, None, target.get_input_embeddings())
             else:
                 cfg, state = read_head(head_path)
-                head = build_head(cfg, state, target.get_input_embeddings())
+                if cfg.get("eagle_version") == 2:
+                    head = build_eagle2_head(cfg, state, target.get_input_embeddings(), target.get_output_embeddings())
+                else:
+                    head = build_head(cfg, state, target.get_input_embeddings())
         emb = target.get_input_embeddings()
         if head.vocab_size != emb.num_embeddings:
             raise ConfigError(
@@ -409,11 +439,17 @@ class Eagle3Drafter(Drafter):
                 f"the target has {emb.num_embeddings}"
             )
         n_layers = target.config.num_hidden_layers
-        layers = layers or head.cfg.get("eagle_aux_hidden_state_layer_ids") or default_layers(n_layers)
+        if isinstance(head, Eagle2Head):
+            # EAGLE-2 reads the target's final (normed) hidden state: hidden_states[L].
+            layers = layers or (n_layers,)
+            want = 1
+        else:
+            layers = layers or head.cfg.get("eagle_aux_hidden_state_layer_ids") or default_layers(n_layers)
+            want = 3
         # Indices into transformers' hidden_states tuple: i = the input of layer i (0 = embeddings).
         self.needs_target_hidden: tuple[int, ...] = tuple(int(i) for i in layers)
-        if len(self.needs_target_hidden) != 3 or not all(0 <= i <= n_layers for i in self.needs_target_hidden):
-            raise ConfigError(f"drafter.layers={list(self.needs_target_hidden)}: need 3 layer indices in [0, {n_layers}]")
+        if len(self.needs_target_hidden) != want or not all(0 <= i <= n_layers for i in self.needs_target_hidden):
+            raise ConfigError(f"drafter.layers={list(self.needs_target_hidden)}: need {want} layer indices in [0, {n_layers}]")
         torch_dtype = getattr(torch, dtype) if dtype else target.dtype
         # .to() casts floating tensors only: d2t / t2d keep their integer / bool types.
         self.head = head.to(device=target.device, dtype=torch_dtype).eval()
@@ -474,6 +510,8 @@ class Eagle3Drafter(Drafter):
         self.seen = torch.cat([self.seen, new_ids.cpu()])
         self.n_real = n_feat
         last = h[-1:]  # [1, H] output at the last committed position
+        if self.tree:
+            return self._propose_tree(last, n_feat, k, want_probs=want_probs)
         out_tokens: list[int] = []
         out_probs: list[torch.Tensor] = []
         keep_probs = want_probs or temperature > 0
@@ -495,3 +533,88 @@ class Eagle3Drafter(Drafter):
             tokens=torch.tensor(out_tokens, dtype=torch.long),
             probs=torch.stack(out_probs) if keep_probs else None,
         )
+
+    def _propose_tree(self, last: torch.Tensor, n_feat: int, k: int, *, want_probs: bool) -> Draft:
+        """EAGLE-2's dynamic draft tree (Li et al. 2024; SafeAILab/EAGLE `topK_genrate`).
+
+        Expansion: the top_k tokens after the last committed position are the first level;
+        then, `depth` times, the current top_k frontier nodes are run through the head (one
+        call, each entry seeing the committed entries and its own ancestors), each proposes its
+        top_k children, every child gets the cumulative draft log-probability of its path, and
+        the top_k children overall become the next frontier. Reranking: of all nodes drafted
+        (frontier or not), the total_token - 1 with the highest cumulative log-probability form
+        the tree (plus any ancestor a tie left out), in drafting order. Paths are at most
+        min(depth + 1, k) nodes long (k: the loop's cap near max_new_tokens). Greedy (T = 0).
+        """
+        dev = self.head.fc.weight.device
+        top_k, max_len = self.top_k, min(self.depth + 1, k)
+        toks: list[int] = []
+        pars: list[int] = []
+        scores: list[torch.Tensor] = []  # per level: [m] cumulative log-probabilities
+        qrows: list[torch.Tensor] = []  # per node: index into `dists` (the parent's distribution)
+        dists: list[torch.Tensor] = []  # [draft_vocab] log-probabilities, when probs are wanted
+        logp = torch.log_softmax(self.head.logits(last)[0].float(), dim=-1)  # [draft_vocab]
+        top = logp.topk(min(top_k, logp.numel()))
+        toks += self._target_ids[top.indices].tolist()
+        pars += [-1] * top.indices.numel()
+        scores.append(top.values)
+        if want_probs:
+            dists.append(logp)
+            qrows += [0] * top.indices.numel()
+        frontier = list(range(len(toks)))  # node indices to expand next
+        front_hidden = last.expand(len(frontier), -1)  # [F, H] each entry's parent output
+        front_score = top.values  # [F]
+        fed: list[int] = []  # node index of every tree entry appended to the head's cache
+        for lvl in range(1, max_len):
+            # Entry of node j pairs its parent's output hidden with token j, at position
+            # n_feat + depth(j) - 1, and sees the committed entries plus its fed ancestors.
+            f = len(frontier)
+            anc = [self._ancestors(j, pars) for j in frontier]
+            seen_fed = torch.tensor([[e in a for e in fed] for a in anc], dtype=torch.bool).reshape(f, len(fed))
+            mask = torch.cat([torch.ones(f, n_feat, dtype=torch.bool), seen_fed, torch.eye(f, dtype=torch.bool)], dim=1)
+            pos = torch.full((f,), n_feat + lvl - 1, dtype=torch.long)
+            ids = torch.tensor([toks[j] for j in frontier], device=dev)
+            out, self.cache = self.head.step(front_hidden, ids, 0, self.cache, fused=True, positions=pos, mask=mask)
+            fed += frontier
+            lp = torch.log_softmax(self.head.logits(out).float(), dim=-1)  # [F, draft_vocab]
+            top = lp.topk(min(top_k, lp.shape[-1]), dim=-1)  # [F, top_k]
+            cu = (front_score[:, None] + top.values).reshape(-1)  # [F * top_k] path log-probs
+            first = len(toks)
+            toks += self._target_ids[top.indices.reshape(-1)].tolist()
+            pars += [frontier[r] for r in range(f) for _ in range(top.indices.shape[1])]
+            scores.append(cu)
+            if want_probs:
+                dists += list(lp)
+                base = len(dists) - f
+                qrows += [base + r for r in range(f) for _ in range(top.indices.shape[1])]
+            if lvl + 1 < max_len:
+                sel = cu.topk(min(top_k, cu.numel())).indices  # [top_k] next frontier
+                frontier = [first + int(i) for i in sel]
+                front_hidden = out[sel // top.indices.shape[1]]
+                front_score = cu[sel]
+        all_scores = torch.cat(scores)  # [nodes]
+        keep = set(all_scores.topk(min(self.total_token - 1, all_scores.numel())).indices.tolist())
+        for j in list(keep):  # ties may leave an ancestor out: a tree needs every ancestor
+            keep |= set(self._ancestors(j, pars))
+        order = sorted(keep)  # drafting order: every parent before its children
+        new_index = {j: i for i, j in enumerate(order)}
+        probs = None
+        if want_probs:
+            probs = torch.zeros(len(order), self.head.vocab_size, dtype=torch.float32)
+            rows = torch.stack([dists[qrows[j]] for j in order]).exp().cpu()  # [K, draft_vocab]
+            probs[:, self._target_ids.cpu()] = rows
+        return Draft(
+            tokens=torch.tensor([toks[j] for j in order], dtype=torch.long),
+            parents=torch.tensor([new_index[pars[j]] if pars[j] >= 0 else -1 for j in order], dtype=torch.long),
+            probs=probs,
+            info={"tree_nodes": len(order)},
+        )
+
+    @staticmethod
+    def _ancestors(j: int, pars: list[int]) -> list[int]:
+        """Node j and its ancestors (node indices)."""
+        out = []
+        while j >= 0:
+            out.append(j)
+            j = pars[j]
+        return out

@@ -34,7 +34,7 @@ RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 # The columns of the index, in order: a selection of the summary's figures plus the config knobs
 COLUMNS = [
     "experiment", "run_id", "status", "method", "drafter", "pair", "dataset", "subset",
-    "theta", "W", "K", "mode", "no_window", "criterion", "n_paths", "dropout_p",
+    "theta", "W", "K", "tree", "mode", "no_window", "criterion", "n_paths", "dropout_p",
     "temperature", "seed", "tau", "speedup", "speedup_median", "tokens_per_s", "baseline_tokens_per_s",
     "accuracy", "baseline_accuracy", "score", "score_name", "retention", "retention_ci_low", "retention_ci_high",
     "identical_to_target", "n_samples", "n_expected", "mismatches", "loose_accepts", "loose_accept_rate",
@@ -196,6 +196,8 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
         "theta": _num(method_cfg.get("theta")),
         "W": _num(method_cfg.get("window")),
         "K": _num(k),
+        # Tree drafts (EAGLE's dynamic tree, Lookahead): K is then the longest path.
+        "tree": bool(summary.get("tree", drafter_cfg.get("tree") or drafter_cfg.get("name") == "lookahead")),
         "mode": method_cfg.get("mode"),
         "no_window": method_cfg.get("no_window"),
         "criterion": method_cfg.get("criterion"),
