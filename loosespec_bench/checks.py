@@ -177,7 +177,14 @@ RULES: dict[str, dict[str, Any]] = {
         "special_tokens": choice("keep", "skip"),
         "max_draft_factor": real(1),
     },
-    "loosespec_bench.drafters.Eagle3Drafter": {"layers": optional(list_of(integer(0)))},
+    "loosespec_bench.drafters.Eagle3Drafter": {
+        "layers": optional(list_of(integer(0))),
+        "tree": boolean,
+        "total_token": integer(2, 4096),
+        "depth": integer(1, 256),
+        "top_k": integer(1),
+    },
+    "loosespec_bench.drafters.LookaheadDrafter": {"window": integer(1), "guess_set": integer(1), "seed": integer(0)},
     # data sets (the common keys are added to each)
     "loosespec_bench.tasks.gsm8k.GSM8K": {**_FEWSHOT, "match": choice("strict", "flexible")},
     "loosespec_bench.tasks.mgsm.MGSM": {

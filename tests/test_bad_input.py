@@ -65,6 +65,10 @@ CASES: list[tuple[str, list[str]]] = [
     ("generation-top-k", ["generation.top_k=-1"]),
     ("draft-quantize", ["pair.draft.quantize=int3"]),
     ("draft-vocab-top", ["drafter.vocab_top=0"]),
+    ("eagle-tree-flag", ["drafter=eagle3", "drafter.tree=maybe"]),
+    ("eagle-total-token", ["drafter=eagle3_tree", "drafter.total_token=1"]),
+    ("eagle-tree-sampling", ["drafter=eagle3_tree", "generation.temperature=0.7"]),
+    ("lookahead-window", ["drafter=lookahead", "drafter.window=0"]),
     ("dm-n-paths", ["method=dropmatch", "method.n_paths=0"]),
     ("dm-p-one", ["method=dropmatch", "method.p=1.0"]),
     ("dm-p-negative", ["method=dropmatch", "method.p=-0.1"]),
@@ -232,6 +236,8 @@ GOOD = [
     ["generation.temperature=1", "generation.top_p=0.9", "generation.top_k=50"],
     ["pair=qwen3_4b_32b"], ["method=dropmatch", "+method.lm_head_batch=1"],
     ["drafter=eagle3"], ["pair=smollm2_to_qwen25_coder", "drafter=model_xtok"],
+    ["method=fly", "drafter=eagle3", "drafter.tree=true"], ["drafter=eagle2"], ["drafter=lookahead"],
+    ["method=dropmatch", "drafter=eagle3_tree"],
 ]
 
 
