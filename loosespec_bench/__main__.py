@@ -97,6 +97,15 @@ def _remove_job_dir() -> None:
         return
     if not out.is_dir() or any(p.name not in (".hydra",) and not p.name.endswith(".log") for p in out.iterdir()):
         return
+    # Hydra's job logging writes into that folder: detach its file handlers first, or the next
+    # log record of this process (a notebook, the tests) would reopen a file in a deleted folder.
+    import logging
+
+    for logger in [logging.getLogger(), *(logging.getLogger(n) for n in list(logging.root.manager.loggerDict))]:
+        for handler in list(getattr(logger, "handlers", [])):
+            if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).is_relative_to(out):
+                logger.removeHandler(handler)
+                handler.close()
     shutil.rmtree(out, ignore_errors=True)
     for parent in out.parents:
         if parent.name != "_hydra" and parent.parent.name not in ("_hydra", "multirun"):

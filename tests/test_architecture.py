@@ -87,3 +87,14 @@ def test_nothing_below_build_imports_it(layer):
 
 def test_sinks_do_not_import_the_report():
     assert _violations("sinks", ("loosespec_bench.report",)) == {}
+
+
+def test_tests_mirror_the_package():
+    """tests/<package path>/test_<module>.py: every test folder is a folder of the package
+    (scripts/ for the scripts, fixtures/ for data), so a module's tests are where it is."""
+    tests = Path(__file__).resolve().parent
+    for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        rel = folder.relative_to(tests)
+        if rel.parts[0] in ("fixtures", "scripts"):
+            continue
+        assert (PKG / rel).is_dir(), f"tests/{rel} has no loosespec_bench/{rel} to mirror"

@@ -20,10 +20,10 @@ from loosespec_bench.verifiers.dropmatch import DropMatch
 from loosespec_bench.verifiers.fly import fly_decide
 from loosespec_bench.verifiers.spd import SPD, verify_sampling
 
-from .conftest import compose_config
-from .helpers import code_prompt
+from ..conftest import compose_config
+from ..helpers import code_prompt
 from .test_fly import SURE, UNSURE, build_logits, case
-from .test_sampling import _chi_square_ok
+from ..test_sampling import _chi_square_ok
 
 
 # ---- 1. near max_new_tokens: FLy drafts the full K and the loop cuts the chunk ----------------

@@ -20,7 +20,7 @@ from loosespec_bench.tasks import Sample, sandbox
 from loosespec_bench.tasks.humaneval import HumanEval
 from loosespec_bench.tasks.sandbox import SWEEP_PREFIX, UID_RANGE, Limits, available_isolation, run_python
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 LEVEL = available_isolation()
 FAST = Limits(timeout_s=1.5, cpu_s=2)

@@ -12,7 +12,7 @@ from loosespec_bench.app import run
 from loosespec_bench.sinks import RunFolder
 from loosespec_bench.tasks.gsm8k import GSM8K
 
-from .conftest import compose_config
+from ..conftest import compose_config
 
 # tiny:0 drafting for tiny:0 accepts every token: the speculative runs take few target steps.
 PERFECT_DRAFT = "pair.draft.path=tiny:0"

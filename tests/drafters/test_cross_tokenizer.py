@@ -163,7 +163,7 @@ def test_smollm2_drafting_for_qwen_equals_target_alone():
 def test_app_passes_both_tokenizers(tmp_path, data_dir):
     from loosespec_bench.app import run
 
-    from .conftest import compose_config
+    from ..conftest import compose_config
 
     cfg = compose_config(
         ["experiment=smoke_tiny", "drafter=model_xtok", "drafter.k=3", "dataset.limit=1", "generation.max_new_tokens=12"],

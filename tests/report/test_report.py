@@ -17,7 +17,7 @@ from loosespec_bench.report import load_index, load_published, write_plots  # no
 from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
 from loosespec_bench.report.tables import ABLATIONS, NOT_RUN, build_tables  # noqa: E402
 
-from .conftest import REPO, compose_config  # noqa: E402
+from ..conftest import REPO, compose_config  # noqa: E402
 
 BASE = ["experiment=smoke_tiny", "dataset.limit=2", "generation.max_new_tokens=10", "threads=1"]
 RUNS = {

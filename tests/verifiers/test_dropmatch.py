@@ -10,8 +10,8 @@ from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
 from loosespec_bench.metrics import loose_summary
-from .conftest import compose_config
-from .helpers import code_prompt, make_drafter
+from ..conftest import compose_config
+from ..helpers import code_prompt, make_drafter
 from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
 from loosespec_bench.verifiers.dropmatch import (
     draft_distribution,

@@ -20,9 +20,9 @@ from loosespec_bench.tasks.mbpp_plus import MBPPPlus
 from loosespec_bench.tasks.mgsm import MGSM
 from loosespec_bench.tasks.mmlu import MMLU
 
-from .conftest import compose_config
+from ..conftest import compose_config
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 SANDBOX = {"allow_same_user": True, "timeout_s": 60, "cpu_s": 60, "memory_mb": 4096}
 
 

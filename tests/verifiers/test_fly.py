@@ -14,8 +14,8 @@ from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
 from loosespec_bench.metrics import loose_summary, summarize
-from .conftest import compose_config
-from .helpers import code_prompt, make_drafter
+from ..conftest import compose_config
+from ..helpers import code_prompt, make_drafter
 from loosespec_bench.verifiers import Draft, FLy, TargetScores
 from loosespec_bench.verifiers.fly import (
     deferral_code,
@@ -233,7 +233,7 @@ def test_fly_with_impossible_theta_equals_spd_token_for_token(models, drafter, m
     kw = dict(max_new_tokens=48, record_steps=True)
     spd = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft, k=8), **kw)
     # near_limit="shrink": step-for-step like SPD up to the limit (the official full-K last step
-    # would accept more there; tests/test_official_defaults.py pins it).
+    # would accept more there; tests/verifiers/test_official_defaults.py pins it).
     fly = generate(target, prompt, verifier=FLy(theta=2.0, window=3, mode=mode, near_limit="shrink"),
                    drafter=make_drafter(drafter, draft, k=8), **kw)
     ar = generate(target, prompt, verifier=SPD(), max_new_tokens=48)
@@ -306,7 +306,7 @@ def test_fly_experiment_files_run_fly_with_deferral_possible(name):
     cfg = compose_config([f"experiment={name}"])
     assert cfg.experiment_name == name and cfg.method.name == "fly"
     assert cfg.drafter.k > cfg.method.window or name.startswith("fly_ablation_window")
-    # Paper scale (scale=cpu: tests/test_scale.py): 8B->70B; the K ablation at 405B
+    # Paper scale (scale=cpu: tests/conf/test_scale.py): 8B->70B; the K ablation at 405B
     # (0818abla_spdtok.sh); the EAGLE-3 comparison on Llama-3.3-70B (0922_llama33_*.sh).
     expected = {"fly_ablation_k": "llama31-8b-405b", "fly_llama33_70b": "llama33-70b-eagle3"}.get(name, "llama31-8b-70b")
     assert cfg.pair.name == expected

@@ -15,7 +15,7 @@ from loosespec_bench.errors import ConfigError
 from loosespec_bench.verifiers.fly import FLy
 from loosespec_bench.verifiers.spd import SPD
 
-from .conftest import compose_config
+from ..conftest import compose_config
 
 PROMPT = "Question: 3 apples and 4 apples make how many? Answer step by step."
 # The key names of SafeAILab/EAGLE's EAGLE-3 checkpoints (cnets.Model.state_dict(), no embedding).

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from loosespec_bench.config import group_choices
 from loosespec_bench.plan import expand, settings
 
-from .conftest import compose_config, shared_data_dir
+from ..conftest import compose_config, shared_data_dir
 
 CPU_PAIR = "qwen2.5-coder-0.5b-1.5b"
 FLY = dict(method="fly", drafter="mla", k=10, languages=["fr", "de", "th"])

@@ -22,7 +22,7 @@ from loosespec_bench.tasks.mt_bench import NOT_JUDGED, KoMTBench, MTBench, parse
 from loosespec_bench.tasks.niah import NIAH
 from loosespec_bench.tasks.spec_bench import SpecBench
 
-from .conftest import compose_config
+from ..conftest import compose_config
 
 DATASETS = ["gsm8k", "mgsm", "humaneval", "niah", "ifeval", "mt_bench", "komt_bench", "spec_bench"]
 MULTI_TURN = {"mt_bench", "komt_bench"}

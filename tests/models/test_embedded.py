@@ -31,7 +31,7 @@ from loosespec_bench.models.embedded import (
     embedded_model_dir,
 )
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 # ---------------------------------------------------------------- registry

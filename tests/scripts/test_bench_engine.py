@@ -13,7 +13,7 @@ from transformers import DynamicCache
 from loosespec_bench.decoding.cpu import PACKED_SDPA, packed_attention
 from loosespec_bench.models.loading import load_model
 
-from .conftest import REPO, shared_data_dir
+from ..conftest import REPO, shared_data_dir
 
 
 def _bench_module():

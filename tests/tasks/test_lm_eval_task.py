@@ -14,7 +14,7 @@ from loosespec_bench.sinks import RunFolder
 from loosespec_bench.tasks.gsm8k import GSM8K
 from loosespec_bench.tasks.lm_eval_task import LmEvalTask
 
-from .conftest import compose_config
+from ..conftest import compose_config
 
 
 @pytest.fixture(scope="module")

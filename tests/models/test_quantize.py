@@ -13,7 +13,7 @@ from loosespec_bench.models.loading import load_model
 from loosespec_bench.models.quantize import QuantizedLinear, int_kernels_available, quantize_drafter, quantize_linears
 from loosespec_bench.verifiers.spd import SPD
 
-from .helpers import make_drafter
+from ..helpers import make_drafter
 
 MODES = [m for m, ok in int_kernels_available().items() if ok]
 pytestmark = pytest.mark.skipif(not MODES, reason="this torch build has no weight-only CPU kernels")
@@ -153,7 +153,7 @@ def test_cli_run_with_quantized_subvocab_draft(tmp_path, monkeypatch):
     still matches the target alone (fp32 tiny pair)."""
     import json
 
-    from .test_config import _cli
+    from ..test_config import _cli
 
     monkeypatch.setenv("LOOSESPEC_CACHE_DIR", str(tmp_path / "cache"))
     proc = _cli("experiment=smoke_tiny", "method=spd", f"pair.draft.quantize={MODES[0]}", "drafter.vocab_top=64",

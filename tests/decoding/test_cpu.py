@@ -12,7 +12,7 @@ from loosespec_bench.decoding.cpu import cpu_fast_paths, prepack_available, prep
 from loosespec_bench.models.loading import load_model
 from loosespec_bench.verifiers.spd import SPD
 
-from .helpers import make_drafter
+from ..helpers import make_drafter
 
 pytestmark = pytest.mark.skipif(not prepack_available(), reason="this torch build has no oneDNN linear")
 

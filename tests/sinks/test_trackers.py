@@ -18,7 +18,7 @@ from loosespec_bench import app
 from loosespec_bench.app import run, tracker_extras
 from loosespec_bench.sinks.trackers import SafeTracker, TrackerWarning, build_tracker
 
-from .conftest import compose_config
+from ..conftest import compose_config
 
 TINY = [
     "experiment=smoke_tiny", "dataset.limit=2", "generation.max_new_tokens=10", "threads=1",
