@@ -30,7 +30,8 @@ REPLICATE_70B_SWEEPS ?= replicate_fly_70b spd_k15_70b pld_70b spd_temp1_70b fly_
 	fly_ablation_theta fly_ablation_window fly_ablation_mla fly_ablation_no_window \
 	fly_ablation_mode fly_grid dropmatch_grid dropmatch_criterion
 REPLICATE_405B_SWEEPS ?= replicate_fly_405b fly_ablation_k replicate_ar_405b
-REPLICATE_CPU_SWEEPS ?= $(REPLICATE_70B_SWEEPS) fly_ablation_k
+REPLICATE_CPU_SWEEPS ?= replicate_fly_70b fly_ablation_mla spd_k15_70b pld_70b replicate_dropmatch \
+	fly_ablation_theta fly_ablation_window fly_ablation_k
 
 # Launcher: slurm (job arrays), local (submitit on this machine: every point of a sweep at once),
 # basic (Hydra's default: one point after the other, in one process).

@@ -46,7 +46,7 @@ def _site_searchpath() -> str:
 
 
 # The groups `--help` lists, in this order, with a title each; the others (hydra/launcher,
-# paper_dataset, pair_drafter, experiment_scale) are composed by these and not chosen directly.
+# paper_dataset, pair_drafter, experiment_scale, paper_dataset_scale) are composed by these and not chosen directly.
 HELP_GROUPS = {
     "method": "Methods (method=NAME): the acceptance rule",
     "drafter": "Drafters (drafter=NAME): who proposes the K draft tokens",
@@ -142,6 +142,9 @@ OmegaConf.register_new_resolver(
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
 NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name")
 NON_SEMANTIC_DATASET = ("limit", "data_dir")
+# Sandbox settings that say where or how fast code runs, not what it computes: the hidden paths
+# name the results folder, so a run id would otherwise change with LOOSESPEC_RESULTS_DIR.
+NON_SEMANTIC_SANDBOX = ("hide_paths", "workers")
 NEUTRAL_GENERATION = {"top_k": 0, "top_p": 1.0}
 
 
@@ -222,6 +225,10 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
         data.pop(key, None)
     for key in NON_SEMANTIC_DATASET:
         data.get("dataset", {}).pop(key, None)
+    sandbox = data.get("dataset", {}).get("sandbox")
+    if isinstance(sandbox, dict):
+        for key in NON_SEMANTIC_SANDBOX:
+            sandbox.pop(key, None)
     # Sampling truncation at its neutral value computes what runs from before the keys existed
     # computed: leaving it out keeps their folders (resume) and run ids.
     for key, neutral in NEUTRAL_GENERATION.items():

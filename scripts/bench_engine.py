@@ -81,7 +81,7 @@ DRAFT = "embedded:qwen2.5-coder-0.5b-instruct"
 DEFAULT_SETS = "gsm8k,humaneval,ifeval"
 MATH_SETS = ("gsm8k", "mgsm")  # scored here (cheap exact match) for FLy's accuracy retention
 ALL_CONTESTANTS = (
-    "ar", "hf-ar", "spd", "spd-mla", "hf-assist", "hf-assist-dyn", "pld", "hf-pld", "fly", "fly-mla", "dropmatch",
+    "ar", "hf-ar", "spd", "spd-mla", "hf-assist", "hf-assist-dyn", "pld", "hf-pld", "fly", "fly-mla", "fly-mla-hf", "dropmatch",
     "eagle3", "eagle3-tree", "lookahead",
 )
 # (ours, peer, label): the rows of the comparison table.
@@ -285,8 +285,8 @@ class Bench:
         pld = PromptLookupDrafter(k=a.pld_k, max_ngram=a.pld_max_ngram)
         add("pld", True, True, a.pld_k, f"our prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._ours(SPD(), pld))
         add("hf-pld", False, True, a.pld_k, f"HF prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._hf(prompt_lookup=a.pld_k))
-        FLy = self._optional("loosespec_bench.verifiers.fly", "FLy") if {"fly", "fly-mla"} & set(names) else None
-        MLA = self._optional("loosespec_bench.drafters.mla", "MLADrafter") if {"fly-mla", "spd-mla"} & set(names) else None
+        FLy = self._optional("loosespec_bench.verifiers.fly", "FLy") if {"fly", "fly-mla", "fly-mla-hf"} & set(names) else None
+        MLA = self._optional("loosespec_bench.drafters.mla", "MLADrafter") if {"fly-mla", "fly-mla-hf", "spd-mla"} & set(names) else None
         DropMatch = self._optional("loosespec_bench.verifiers.dropmatch", "DropMatch") if "dropmatch" in names else None
         if MLA is not None:
             # The same greedy draft as ModelDrafter (the draft model checks prompt-lookup guesses
@@ -302,6 +302,10 @@ class Bench:
             if MLA is not None:
                 add("fly-mla", True, False, a.fly_k, f"FLy + MLA, K={a.fly_k}",
                     self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d, k=a.fly_k), record=True))
+                # transformers-style lookup: no dummy guess, guesses cut to what can be kept, a
+                # plain 1-token step while nothing matches (cheap with a quantized draft).
+                add("fly-mla-hf", True, False, a.fly_k, f"FLy + MLA (lookup=hf), K={a.fly_k}",
+                    self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d, k=a.fly_k, lookup="hf"), record=True))
         if DropMatch is not None:
             add("dropmatch", True, False, a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
                 self._ours(DropMatch(lm_head_batch=a.dm_lm_head_batch), ModelDrafter(d, k=a.k), record=True))
@@ -567,7 +571,7 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
         sh = lambda key: _fmt(o.get(key), ".1%")  # noqa: E731
         print(f"{n:<12} {_fmt(o['step_ms'], '.1f'):>8} {sh('draft_share'):>7} {sh('target_share'):>7} "
               f"{sh('verify_share'):>7} {sh('rollback_share'):>8} {sh('commit_share'):>8} {sh('other_share'):>6}")
-    for n in ("fly", "fly-mla"):
+    for n in ("fly", "fly-mla", "fly-mla-hf"):
         o = res["overheads"].get(n)
         if o and o.get("verify_share") is not None:
             ok = "OK" if o["verify_share"] < RULE_SHARE_LIMIT else "OVER"

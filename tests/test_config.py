@@ -66,6 +66,10 @@ def test_run_id_is_stable_and_ignores_reporting_keys():
     assert run_id(a) == run_id(b)
     assert run_id(a) != run_id(c)
     assert run_id(a).startswith("spd_model-k3_")
+    # A code set's sandbox hides the results folder: where results go is still not a setting.
+    he = ["dataset=humaneval", "drafter.k=3"]
+    assert run_id(compose_config(he)) == run_id(compose_config([*he, "paths.results_dir=/elsewhere", "dataset.sandbox.workers=2"]))
+    assert run_id(compose_config(he)) != run_id(compose_config([*he, "dataset.sandbox.timeout_s=5"]))
     # Target alone does not depend on the drafter.
     assert run_id(compose_config(["method=ar", "drafter.k=3"])) == run_id(compose_config(["method=ar", "drafter=pld"]))
 

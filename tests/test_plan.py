@@ -194,9 +194,9 @@ def test_dry_run_of_replicate_cpu_plans_the_cpu_scale():
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for fragment in ("experiment=fly_ablation_theta hydra/launcher=basic scale=cpu", "embedded:qwen2.5-coder-1.5b-instruct",
-                     "generation.max_new_tokens=128", "drafter.k=10", "method.theta=0.5"):
+                     "generation.max_new_tokens=256", "drafter.k=15", "method.theta=0.5"):
         assert fragment in out, fragment
-    assert "[fly_ablation_theta] 3 jobs" in out and "[replicate_ar_70b] 8 jobs" in out  # the CPU grid; one pair
+    assert "[fly_ablation_theta] 4 jobs" in out and "[replicate_ar_70b] 8 jobs" in out  # the CPU grid; one pair
     assert "Llama" not in out and "Qwen3" not in out
 
 

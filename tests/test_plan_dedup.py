@@ -125,6 +125,9 @@ def test_official_ablation_and_niah_settings():
     niah = compose_config(["experiment=replicate_fly_70b", "paper_dataset=niah"])
     assert list(niah.dataset.context_lengths) == [4096] and niah.dataset.num_values == 20
     assert plan_mod._set_size(niah.dataset) == (500, True)
+    # At scale=cpu the paper's NIAH keeps its task (20 values per key, five depths) with a 1k haystack.
+    cpu = compose_config(["experiment=replicate_fly_70b", "paper_dataset=niah", "scale=cpu"])
+    assert list(cpu.dataset.context_lengths) == [1024] and cpu.dataset.num_values == 20 and len(cpu.dataset.depths) == 5
 
 
 def test_qwen3_pair_turns_thinking_off_in_the_chat_template():
