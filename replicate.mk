@@ -7,8 +7,10 @@
 #                                 EAGLE-3 on Llama-3.3-70B, DropMatch + EAGLE-3; shared points run once
 #   make replicate-405b           FLy 8B->405B (target split over the GPUs of one node), its K ablation
 #                                 (W=8), + the target alone
-#   make replicate-cpu            the 70B plan at scale=cpu (the embedded pair, 3 samples, 128 new tokens,
-#                                 the experiments' CPU grids), on this machine, one point at a time
+#   make replicate-cpu            FLy's main table, its theta / W / K ablations and DropMatch vs SPD at
+#                                 scale=cpu (the embedded pair, 3 samples, 256 new tokens, the
+#                                 experiments' CPU grids) on this machine, one point at a time, into
+#                                 results/cpu/runs (CPU_RESULTS=...); `make report-cpu` draws results/cpu/
 #   DRY_RUN=1 make replicate-...  print the job plan (jobs, GPUs per job, estimated GPU-hours); no cluster
 #   make status                   done / running / failed / pending points of every replication sweep
 #
@@ -51,6 +53,9 @@ TIMEOUT_405B ?= 2880
 SPLIT_70B ?= ++pair.target.device_map=balanced_low_0
 # On this machine: scale=cpu; fewer samples or tokens with e.g. ARGS='dataset.limit=1 generation.max_new_tokens=32'.
 CPU_LAUNCHER ?= basic
+# The CPU replication's run folders (committed with its tables: results/cpu/README.md).
+CPU_RESULTS ?= results/cpu/runs
+replicate-cpu status-cpu: export LOOSESPEC_RESULTS_DIR = $(CPU_RESULTS)
 # Plan: mean fraction of max_new_tokens generated (1 = upper bound); e.g. FILL=0.3.
 FILL ?= 1.0
 
