@@ -58,6 +58,7 @@ class Num:
     high: float | None = None  # a published range value..high
     bound: str | None = None  # ">=" or "<=" ("up to")
     of: str | None = None  # "n/m": a mean over n of the m sets it should cover
+    n: int | None = None  # samples behind one of our figures (shown: small samples say so)
 
     def text(self, latex: bool = False) -> str:
         digits = 3 if self.kind == "score" else 2
@@ -73,6 +74,8 @@ class Num:
             core = "up to " + core
         if self.of:
             core += f" ({self.of} sets)"
+        if self.n is not None:
+            core += f" (n={self.n})"
         return core
 
     def raw(self) -> str:
@@ -246,13 +249,26 @@ def _mean(values: Iterable[Any]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def _figure(members: list, metric: str, kind: str) -> Any:
+def _samples(members: list) -> int | None:
+    """Samples behind a configuration's figure: the sum over its runs (seeds, subsets)."""
+    ns = [int(m["n_samples"]) for m in members if not _nan(m.get("n_samples"))]
+    return sum(ns) if ns else None
+
+
+def _samples_text(counts: Iterable[int | None]) -> str:
+    """'3' when every set has 3 samples, '3-6' otherwise; '' without counts."""
+    ns = sorted({n for n in counts if n is not None})
+    return "" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
+
+
+def _figure(members: list, metric: str, kind: str, with_n: bool = False) -> Any:
     """The mean of one figure over a configuration's runs: 'not run' without runs, 'n/a' when
-    the runs exist but the figure is undefined in all of them."""
+    the runs exist but the figure is undefined in all of them. with_n: the cell names its
+    sample count (quality figures, whose uncertainty the count sets)."""
     if not members:
         return NOT_RUN
     v = _mean(m[metric] for m in members)
-    return Num(v, kind) if v is not None else NA
+    return Num(v, kind, n=_samples(members) if with_n else None) if v is not None else NA
 
 
 def is_eagle(drafter: Any) -> bool:
@@ -339,7 +355,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     for ds in datasets:
         columns += [f"{ds} speedup", f"{ds} tau", f"{ds} accuracy"]
     columns += ["ID mean speedup", "ID mean tau", "OOD mean speedup", "OOD mean tau", "mean speedup (paper sets)",
-                "min retention", "speedup ÷ EAGLE-3 (OOD)"]
+                "min retention", "speedup ÷ EAGLE-3 (OOD)", "samples per set"]
 
     # Our rows: one per configuration (every resolved key but the data set's, the seed and the
     # subsets); per data set one setting of the data set's keys, the mean over its runs.
@@ -383,7 +399,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         cells: list[Any] = ["ours", r["pair"], method_label(r) + suffix.get(key, "")]
         for ds in datasets:
             for metric, kind in (("speedup", "speedup"), ("tau", "tau"), ("accuracy", "score")):
-                cells.append(_figure(by_ds.get(ds, []), metric, kind))
+                cells.append(_figure(by_ds.get(ds, []), metric, kind, with_n=metric == "accuracy"))
         ood = set_means(by_ds, OOD_SETS, "speedup", "speedup")
         retentions = [_mean(x["retention"] for x in rows) for rows in by_ds.values()]
         retentions = [v for v in retentions if v is not None]
@@ -398,6 +414,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
             set_means(by_ds, paper_sets, "speedup", "speedup"),  # extra sets never enter the paper's mean
             Num(min(retentions), "score") if retentions else NA,
             ratio,
+            _samples_text(_samples(rows) for rows in by_ds.values()),
         ]
         our_rows.append((r["pair"], cells))
 
@@ -415,6 +432,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     extra_pub: list[dict] = []
     for (pair, method, drafter), rows in groups.items():
         cells = {c: NOT_SOURCED for c in columns}
+        cells["samples per set"] = "paper"
         name = method_label({"method": method, "drafter": drafter})
         cells.update(source=_pub_source(rows), pair=pair, method=f"{name} (paper)")
         for p in rows:
@@ -434,6 +452,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the method's task accuracy.",
         f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). The means cover these sets only; other sets ({', '.join(extra) or 'none'}) have their own columns. A mean over fewer sets than the split says '(n/m sets)'.",
         "One row per configuration: runs that differ in any resolved setting other than the seed and the data set's subsets are separate rows; where rows would share a label, the settings that differ are named in brackets.",
+        "n = samples behind our accuracy figure; samples per set = the range over the row's data sets (the published rows: the paper's full sets).",
         "'not run': no finished run of ours; 'n/a': run, but the figure is undefined (retention with target-alone accuracy 0, speedup without a paired baseline); 'not sourced': no published figure in published.csv (see its source and note columns).",
         "speedup ÷ EAGLE-3 (OOD) divides by our EAGLE-3 run of the same pair with the dynamic tree when there is one"
         + (" (this table: " + ", ".join(f"{p}: {'tree' if t else 'CHAIN, which understates EAGLE-3 and inflates the ratio'}" for p, t in eagle_tree.items()) + ")" if eagle_tree else "")
@@ -514,7 +533,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
             fixed = {_axis_free_key(r, axis) for _, r in dedicated.iterrows()}
             fly = fly[[_axis_free_key(r, axis) in fixed for _, r in fly.iterrows()]]
     others = [("K", "K"), ("W", "W"), ("theta", "θ"), ("drafter", "MLA"), ("mode", "mode"), ("no_window", "no_window")]
-    columns = [header, "source", "pair", "other settings", "data sets", "speedup", "tau", "tau without loose accepts",
+    columns = [header, "source", "pair", "other settings", "data sets", "samples", "speedup", "tau", "tau without loose accepts",
                "loose accept rate", "retention", "published speedup"]
     rows: list[list[Any]] = []
     groups: dict[tuple, list] = {}
@@ -549,6 +568,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
             r["pair"],
             ", ".join(settings) + suffix.get(gkey, ""),
             ", ".join(sorted({str(m["dataset"]) for m in members})),
+            _samples(members) or "",
             avg("speedup", "speedup"),
             avg("tau", "tau"),
             avg("tau_without_loose", "tau"),
@@ -558,9 +578,9 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
         ])
     rows.sort(key=lambda c: (str(c[2]), _sort_key(c[0]), c[3]))
     if not rows:
-        rows.append([NOT_RUN, "ours", NOT_RUN, "", "", NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN, NOT_SOURCED])
+        rows.append([NOT_RUN, "ours", NOT_RUN, "", "", "", NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN, NOT_SOURCED])
     notes = [
-        "Each row: the mean over the data sets (and seeds) of one configuration.",
+        "Each row: the mean over the data sets (and seeds) of one configuration; samples = their total.",
         "tau without loose accepts: what exact match would have accepted on the same drafts (metrics.loose_summary).",
         "published speedup: 'not sourced' (the papers' ablation figures are not in published.csv).",
         *variant_notes,
@@ -585,10 +605,10 @@ def _versus_table(
     base_keys = ["pair", "dataset", "drafter", "K", "temperature"]
     columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting",
                f"{base_label} tau", "+DropMatch tau", f"{base_label} speedup", "+DropMatch speedup",
-               f"{base_label} score", "+DropMatch score", f"tau ÷ {base_label}", f"speedup ÷ {base_label}"]
+               f"{base_label} score", "+DropMatch score", f"tau ÷ {base_label}", f"speedup ÷ {base_label}", "samples"]
 
     def figs(members: list) -> tuple[Any, Any, Any]:
-        return tuple(_figure(members, metric, kind) for metric, kind in (("tau", "tau"), ("speedup", "speedup"), ("score", "score")))
+        return tuple(_figure(members, metric, kind, with_n=metric == "score") for metric, kind in (("tau", "tau"), ("speedup", "speedup"), ("score", "score")))
 
     base: dict[tuple, list] = {}
     dm: dict[tuple, list] = {}
@@ -615,14 +635,15 @@ def _versus_table(
         r = members[0]
         setting = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in zip(("criterion", "N", "p"), dkey) if v is not None)
         our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), setting,
-                                     b[0], d[0], b[1], d[1], b[2], d[2], tau_gain, gain]))
+                                     b[0], d[0], b[1], d[1], b[2], d[2], tau_gain, gain,
+                                     _samples_text([_samples(base.get(bkey, [])), _samples(members)])]))
     for bkey, members in base.items():
         if bkey in seen_base:
             continue
         r = members[0]
         b = figs(members)
         our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), NOT_RUN,
-                                     b[0], NOT_RUN, b[1], NOT_RUN, b[2], NOT_RUN, NOT_RUN, NOT_RUN]))
+                                     b[0], NOT_RUN, b[1], NOT_RUN, b[2], NOT_RUN, NOT_RUN, NOT_RUN, _samples_text([_samples(members)])]))
 
     pub = [dict(p) for _, p in published[published["table"] == name].iterrows()]
     groups: dict[tuple, list[dict]] = {}
@@ -634,7 +655,7 @@ def _versus_table(
         drafters = sorted({str(p["drafter"]) for p in rows if p.get("drafter")})
         cells.update({"source": _pub_source(rows), "pair": pair, "data set": dataset,
                       "drafter": ", ".join(drafters) or "not stated", "K": k if k is not None else "not stated",
-                      "DropMatch setting": "paper"})
+                      "DropMatch setting": "paper", "samples": "paper"})
         for p in rows:
             if p["metric"] in ("speedup_gain", "tau_gain"):
                 cells[f"{p['metric'].split('_')[0]} ÷ {base_label}"] = _pub_num(p, "ratio")
@@ -647,7 +668,7 @@ def _versus_table(
         ours_for = [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset)]
         if pair != "all" and not ours_for:
             our_rows.append((pair, ["ours", "any" if pair == "not stated" else pair, "any" if dataset == "not stated" else dataset, "eagle3" if eagle else "any",
-                                    k if k is not None else "any", NOT_RUN] + [NOT_RUN] * 8))
+                                    k if k is not None else "any", NOT_RUN] + [NOT_RUN] * 8 + [""]))
     notes = [
         f"{base_label}: exact-match speculative decoding{' with the EAGLE-3 drafter' if eagle else ''}; +DropMatch: the same drafter and K with method=dropmatch.",
         "speedup over the target alone (paired per sample); tau includes the bonus/correction token; score = the task's headline quality figure (accuracy, IFEval prompt-level strict, judge rating).",
@@ -680,7 +701,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     published = load_published() if published is None else published
     runs = our_runs(index)
     runs = runs[runs["method"] == "dropmatch"] if not runs.empty else runs
-    columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)", "tau", "speedup"]
+    columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)", "tau", "speedup", "samples"]
     groups: dict[tuple, list] = {}
     for _, r in runs.iterrows():
         groups.setdefault(config_key(r, exclude_prefixes=()), []).append(r)
@@ -692,15 +713,15 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
                             for k, c in (("criterion", "criterion"), ("N", "n_paths"), ("p", "dropout_p")) if not _nan(r.get(c)))
         our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), setting + suffix.get(key, ""),
                                      _figure(members, "dropmatch_overhead", "score"), _figure(members, "tau", "tau"),
-                                     _figure(members, "speedup", "speedup")]))
+                                     _figure(members, "speedup", "speedup"), _samples(members) or ""]))
     pub_rows: list[tuple[str, list]] = []
     pub = [dict(p) for _, p in published[published["table"] == "dropmatch_overhead"].iterrows()]
     for p in pub:
         pub_rows.append((p["pair"], [_pub_source([p]), p["pair"], p["dataset"], p.get("drafter") or "not stated",
                                      p["k"] if p.get("k") is not None else "not stated", "paper (5 paths)",
-                                     _pub_num(p, "score"), NOT_SOURCED, NOT_SOURCED]))
+                                     _pub_num(p, "score"), NOT_SOURCED, NOT_SOURCED, "paper"]))
     if not our_rows:
-        our_rows.append(("any", ["ours", "any", "any", "any", "any", NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN]))
+        our_rows.append(("any", ["ours", "any", "any", "any", "any", NOT_RUN, NOT_RUN, NOT_RUN, NOT_RUN, ""]))
     notes = [
         "overhead = time in DropMatch's N-path LM-head passes and criterion ÷ decode time (needs record_steps=true; 'n/a' without step timings).",
         *[f"published {p['pair']} {p['metric']}{_kind_note(p)}: {p['note']}" for p in pub],

@@ -187,3 +187,40 @@ def test_notebook_runs_top_to_bottom_on_tiny_results(results, tmp_path):
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 6
     assert any("2.81×" in o.get("data", {}).get("text/markdown", "") for o in outputs)
     assert (tmp_path / "out" / "tables.md").exists() and (tmp_path / "out" / "plots" / "retention_vs_speedup.png").exists()
+
+
+CPU_RESULTS = REPO / "results" / "cpu"
+
+
+def test_committed_cpu_replication_holds_tables_plots_and_runs():
+    """results/cpu/ (make replicate-cpu + make report-cpu) is committed: its index, tables and
+    plots are what the runs under results/cpu/runs give today (regenerated, not edited)."""
+    if not (CPU_RESULTS / "index.csv").exists():
+        pytest.skip("results/cpu/ not generated in this checkout")
+    index = load_index(CPU_RESULTS / "runs")
+    assert len(index) >= 20 and (index["status"] == "complete").all()
+    committed = pd.read_csv(CPU_RESULTS / "index.csv")
+    assert len(committed) == len(index)
+    assert len(list((CPU_RESULTS / "plots").glob("*.png"))) >= 4
+    for run_dir in index["run_dir"]:
+        assert (Path(run_dir) / "summary.json").exists() and (Path(run_dir) / "config.yaml").exists()
+    fly_main = (CPU_RESULTS / "fly_main.md").read_text()
+    assert "(paper)" in fly_main and "| ours | qwen2.5-coder-0.5b-1.5b |" in fly_main and "(n=3)" in fly_main
+    # The committed tables are the report of the committed runs.
+    for table in build_tables(index):
+        assert (CPU_RESULTS / f"{table.name}.md").read_text(encoding="utf-8") == table.to_markdown()
+
+
+def test_notebook_reads_the_cpu_replication_by_default(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    if not (CPU_RESULTS / "index.csv").exists():
+        pytest.skip("results/cpu/ not generated in this checkout")
+    nb = nbformat.read(REPO / "notebooks" / "report.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("run folders under ../results/cpu/runs" in o.get("text", "") for o in outputs)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
