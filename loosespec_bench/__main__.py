@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 from .errors import ConfigError
 from .omp import default_wait_policy
@@ -12,75 +13,59 @@ from .omp import default_wait_policy
 # Before torch loads (see omp.py): spinning OpenMP workers for CPU runs on a dedicated machine.
 default_wait_policy()
 
-# Sweep points composed and checked before a multirun starts; a larger sweep checks this many.
-MAX_CHECKED_POINTS = 256
-# Flags that make Hydra print something instead of running, or that change which config it
-# composes (another config file or folder, a rerun): no pre-check, Hydra handles them.
-SKIP_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--version", "--shell-completion", "-sc",
-              "--resolve", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
-              "--experimental-rerun")
+# Flags that make Hydra print something about itself, not about a config: no pre-check.
+INFO_FLAGS = ("help", "hydra_help", "version", "shell_completion", "info")
 
 
 def one_line(err: BaseException) -> str:
-    """A Hydra / OmegaConf error as one line: its text without the grammar link and the
-    full_key / object_type detail lines."""
-    lines = []
-    for line in str(err).splitlines():
-        line = line.strip()
-        if not line or line.startswith(("See https://hydra.cc", "full_key:", "object_type", "reference_type", "Available options")):
-            continue
-        lines.append(line.rstrip("."))
-    text = "; ".join(lines) or type(err).__name__
-    if text[:1].isupper() and not text[1:2].isupper():  # "Could not ..." -> "could not ...", not "ABC"
-        text = text[:1].lower() + text[1:]
-    return text
+    from .checks import one_line as _one_line
+
+    return _one_line(err)
 
 
-def precheck(argv: list[str]) -> None:
-    """Compose the config for the command line (each point of a -m sweep) and validate every
-    setting, so that a bad override or value is one ConfigError before Hydra starts a job,
-    creates a folder or loads a model."""
-    from hydra import compose, initialize_config_dir
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def parse_cli(argv: list[str]) -> Any:
+    """Hydra's own command line parser; a malformed command line is a ConfigError (one line)."""
+    import argparse
 
-    from .config import CONF_DIR, check_group_overrides, validate
+    from hydra._internal.utils import get_args_parser
 
-    check_group_overrides(argv)
-    multirun = any(a in ("-m", "--multirun") for a in argv)
-    overrides = [a for a in argv if not a.startswith("-")]
+    parser = get_args_parser()
+
+    def error(message: str) -> None:
+        raise ConfigError(f"{message} (python -m loosespec_bench --help lists the options)")
+
+    parser.error = error  # type: ignore[method-assign]
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception as err:
-        raise ConfigError(f"bad override syntax: {one_line(err)}") from None
-    swept = {o.key_or_group for o in parsed if o.is_sweep_override()}
-    if multirun:
-        points = [p for batch in BasicSweeper.split_arguments(parsed, None) for p in batch][:MAX_CHECKED_POINTS]
-    else:
-        sweeps = [o.input_line for o in parsed if o.is_sweep_override()]
-        if sweeps:
-            raise ConfigError(f"{sweeps[0]} is a sweep; add -m (--multirun) to run every point, or give one value")
-        points = [overrides]
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="loosespec_bench"):
-            for point in points:
-                try:
-                    cfg = compose(config_name="config", overrides=point)
-                except ConfigError:
-                    raise
-                except Exception as err:  # composition: unknown key, missing option, type, interpolation
-                    raise ConfigError(one_line(err)) from None
-                try:
-                    validate(cfg)
-                except ConfigError as err:
-                    if len(points) > 1:
-                        where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in swept)
-                        raise ConfigError(f"sweep point {where}: {err}") from None
-                    raise
-    finally:
-        GlobalHydra.instance().clear()
+        return parser.parse_args(argv)
+    except argparse.ArgumentError as err:
+        raise ConfigError(str(err)) from None
+
+
+def precheck(argv: list[str], *, resources: bool | None = None) -> None:
+    """Compose the config for the command line (every point of a -m sweep, the experiment's own
+    sweep included) and check every setting, and what this machine must provide where the
+    points run here (checks.precheck_points), so that a bad override or value is one
+    ConfigError before Hydra starts a job, creates a folder or loads a model. Hydra's printing
+    flags (--cfg, --resolve, --package) and another config (-cn) are checked the same way."""
+    from .checks import check_environment, precheck_points
+
+    check_environment()
+    args = parse_cli(argv)
+    if any(getattr(args, flag, None) for flag in INFO_FLAGS):
+        return
+    if args.experimental_rerun is not None:
+        from pathlib import Path
+
+        path = Path(args.experimental_rerun)
+        if not path.is_file():
+            raise ConfigError(f"--experimental-rerun {args.experimental_rerun}: no such file (a run's .hydra/config.pickle)")
+        return  # Hydra reruns that job's pickled config as it was
+    if args.config_path is not None or args.config_dir is not None:
+        raise ConfigError("--config-path / --config-dir: the configs ship in the package; add folders with "
+                          "hydra.searchpath=[file:///path] (README, \"Extend it\")")
+    printing = args.cfg is not None or args.resolve or args.package is not None
+    precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
+                    resources=False if printing else resources)
 
 
 def _remove_job_dir() -> None:
@@ -126,12 +111,11 @@ def main() -> None:
     from .config import CONF_DIR
 
     argv = sys.argv[1:]
-    if not any(a.split("=", 1)[0] in SKIP_FLAGS for a in argv):
-        try:
-            precheck(argv)
-        except ConfigError as err:
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(2)
+    try:
+        precheck(argv)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> float | None:
@@ -151,6 +135,15 @@ def main() -> None:
     _app()
 
 
+def setup_logging() -> None:
+    """LOOSESPEC_LOG (DEBUG, INFO, WARNING...): a value that is not a level is one error line."""
+    level = os.environ.get("LOOSESPEC_LOG", "WARNING")
+    if not isinstance(logging.getLevelName(level.upper()), int):
+        print(f"error: LOOSESPEC_LOG={level!r} is not a log level; use DEBUG, INFO, WARNING or ERROR", file=sys.stderr)
+        sys.exit(2)
+    logging.basicConfig(level=level.upper())
+
+
 if __name__ == "__main__":
-    logging.basicConfig(level=os.environ.get("LOOSESPEC_LOG", "WARNING"))
+    setup_logging()
     main()

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from .build import build_drafter, build_task, build_verifier
-from .config import validate
+from .checks import precheck_config
 from .decoding import GenerationOutput, generate
 from .errors import ConfigError
 from .metrics import sample_metrics
@@ -182,13 +182,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     written: a second run of the same point (or a re-score of the folder) fails at once with
     FolderLocked instead of computing every sample twice or losing appended ones.
     """
-    validate(cfg)
+    precheck_config(cfg)  # every setting, and what this machine must provide, before anything loads
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     # The task and its samples load before the folder exists: a rejected config or bad data
     # (ConfigError) leaves no result folder behind.
     task = build_task(cfg)
     samples = task.samples()
+    task.preflight()  # e.g. the sandbox runs an empty program under the run's settings
     path = run_dir(cfg)
     existed = path.exists()
     folder = RunFolder(path)

@@ -22,6 +22,7 @@ from .models import LoadedModel, load_model
 from .models.quantize import quantize_drafter
 from .models.subvocab import restrict_draft_vocab
 from .models.loading import load_options
+from .params import check_node, declared_rules, params_of
 from .tasks import Task
 from .verifiers.base import Verifier
 
@@ -39,6 +40,7 @@ def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
     assert isinstance(cfg, dict)
     for key in BOOKKEEPING_KEYS:
         cfg.pop(key, None)
+    _check_settings(cfg)
     try:
         return hydra_instantiate(cfg, **kwargs)
     except InstantiationException as err:
@@ -50,6 +52,23 @@ def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
         if cause is not None:
             raise cause from None
         raise
+
+
+def _check_settings(cfg: dict[str, Any]) -> None:
+    """A class that declares SETTINGS (the tasks) gets its node's values checked against them
+    here, so that every way of building it (a run, the re-scorer) checks the same declaration;
+    classes with a Params dataclass check in their constructor."""
+    from hydra._internal.utils import _locate
+
+    target = cfg.get("_target_")
+    if not isinstance(target, str):
+        return
+    try:
+        cls = _locate(target)
+    except Exception:
+        return  # hydra's own error names it
+    if isinstance(cls, type) and issubclass(cls, Task) and params_of(cls) is None:
+        check_node("dataset", cfg, declared_rules(cls))
 
 
 def build_task(cfg: DictConfig) -> Task:

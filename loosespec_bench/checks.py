@@ -1,229 +1,54 @@
-"""Range checks of every setting, declared per config node, run before anything slow.
+"""The pre-check: every setting of a composed config, and what this machine must provide for
+it, before anything slow (a model load, a results folder, a job).
 
-Each instantiated node (method, drafter, dataset; not the logger, see validate_settings) is checked two ways:
-  * its keys against the constructor of its `_target_` (inspect.signature): a key the class
-    does not take (`+method.foo=1`) is an error naming it, instead of a TypeError deep in a run
-    or, for classes with **kwargs, a setting silently ignored;
-  * its values against RULES, a table of `key -> rule` per target class (plus `*` for keys
-    every node of a group shares). A rule is a small callable returning None when the value is
-    fine and else the phrase the message ends with ("must be an integer >= 1").
-Plain nodes (generation, paths, the top level) are checked against the keys the packaged
-config.yaml declares, so a key added there is known here without an edit.
+Where each range is declared (once; tests/test_checks.py pins it):
+  * the instantiated nodes (method, drafter, dataset): on the class their `_target_` names,
+    resolved to the class (so another spelling of the same class is checked the same): its
+    parameters dataclass (params.Params: the rules and drafters, whose constructors run the same
+    checks) or its SETTINGS (the tasks); `_target_` must name a class of the right kind;
+  * the pair: models/loading.pair_settings; the sandbox: tasks/sandbox.SANDBOX_SETTINGS;
+  * the plain sections (the top level, generation, paths): the tables below, against the keys
+    the packaged config.yaml declares (a key it declares is required: `~seed` is an error).
+Bookkeeping names (method.name, drafter.name, dataset.name) must be names the class may be
+filed under (`config_names`); every name that becomes part of a path is a safe folder name.
 
-config.validate calls `validate_settings(cfg)`; a new config option adds one line to RULES.
+`validate(cfg)` checks the settings (pure: the same answer on a login node and on the GPU node);
+`check_resources(cfg)` what this machine must provide: the devices, the results folder, the
+model files (paths, vocabularies, context length, an EAGLE head) and the environment. The CLI
+(__main__) calls both for every point of a run or sweep that runs here, app.run calls both
+before the task loads, and the plan calls validate.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import functools
-import importlib
 import inspect
-import math
-from typing import Any, Callable
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from .config import CONF_DIR, GROUPS, ALL_GROUPS, safe_name, safe_path_name, site_conf_dir
 from .errors import ConfigError
+from .params import (
+    MAX_NEW_TOKENS_CAP,
+    Rule,
+    boolean,
+    check_node,
+    choice,
+    declared_rules,
+    integer,
+    is_int,
+    optional,
+    params_of,
+    real,
+    string,
+)
 
-Rule = Callable[[Any], "str | None"]
-# Absurd beyond any model's context: catches 1e8 and typos before the model's own check.
-MAX_NEW_TOKENS_CAP = 1_000_000
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def integer(lo: int | None = None, hi: int | None = None) -> Rule:
-    def rule(v: Any) -> str | None:
-        if _is_int(v) and (lo is None or v >= lo) and (hi is None or v <= hi):
-            return None
-        if hi is None:
-            return f"must be an integer >= {lo}" if lo is not None else "must be an integer"
-        return f"must be an integer in {lo}..{hi}"
-
-    return rule
-
-
-def real(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False) -> Rule:
-    def rule(v: Any) -> str | None:
-        ok = _is_real(v)
-        if ok and lo is not None:
-            ok = v > lo if lo_open else v >= lo
-        if ok and hi is not None:
-            ok = v < hi if hi_open else v <= hi
-        if ok:
-            return None
-        parts = []
-        if lo is not None:
-            parts.append(f"{'>' if lo_open else '>='} {lo:g}")
-        if hi is not None:
-            parts.append(f"{'<' if hi_open else '<='} {hi:g}")
-        return f"must be {' and '.join(parts)} (a finite number)" if parts else "must be a finite number"
-
-    return rule
-
-
-def boolean(v: Any) -> str | None:
-    return None if isinstance(v, bool) else "must be true or false"
-
-
-def text(v: Any) -> str | None:
-    return None if isinstance(v, str) else "must be a string"
-
-
-def string(v: Any) -> str | None:
-    return None if isinstance(v, str) and v != "" else "must be a non-empty string"
-
-
-def choice(*options: Any) -> Rule:
-    def rule(v: Any) -> str | None:
-        return None if v in options else f"must be one of {', '.join(map(str, options))}"
-
-    return rule
-
-
-def optional(inner: Rule) -> Rule:
-    def rule(v: Any) -> str | None:
-        reason = None if v is None else inner(v)
-        return reason and reason + " or null"
-
-    return rule
-
-
-def list_of(inner: Rule, *, nonempty: bool = True) -> Rule:
-    def rule(v: Any) -> str | None:
-        if not isinstance(v, (list, tuple)) or (nonempty and not v):
-            return "must be a non-empty list" if nonempty else "must be a list"
-        for x in v:
-            reason = inner(x)
-            if reason:
-                return f"has entry {x!r} that {reason}"
-        return None
-
-    return rule
-
-
-def str_or_list(v: Any) -> str | None:
-    if isinstance(v, str) and v:
-        return None
-    return list_of(string)(v) and "must be a name or a non-empty list of names"
-
-
-# --- the table ----------------------------------------------------------------------------
-_TASK_COMMON: dict[str, Rule] = {
-    "limit": optional(integer(1)),
-    "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
-    "stop_strings": optional(list_of(text, nonempty=False)),
-    "system_prompt": optional(string),
-}
-_SANDBOX: dict[str, Rule] = {
-    "isolation": choice("auto", "namespaces", "uid", "process"),
-    "allow_same_user": boolean,
-    "timeout_s": real(0, lo_open=True),
-    "cpu_s": integer(1),
-    "memory_mb": integer(1),
-    "max_procs": integer(1),
-    "file_mb": integer(1),
-    "tmp_mb": integer(1),
-    "workers": optional(integer(1)),
-    "hide_paths": optional(list_of(text, nonempty=False)),
-}
-_JUDGE: dict[str, Rule] = {
-    "kind": optional(choice("openai", "local")),
-    "url": optional(string),
-    "model": optional(string),
-    "api_key_env": optional(string),
-    "path": optional(string),
-    "dtype": optional(string),
-    "device": optional(string),
-    "max_tokens": integer(1),
-    "timeout_s": real(0, lo_open=True),
-    "retries": integer(0),
-}
-_FEWSHOT = {"num_fewshot": integer(0)}
-
-RULES: dict[str, dict[str, Any]] = {
-    # methods
-    "loosespec_bench.verifiers.fly.FLy": {
-        "theta": real(0),
-        "window": integer(1),
-        "top_k": integer(1),
-        "mode": choice("code", "paper", "vllm"),
-        "no_window": boolean,
-        "theta_switch_off": boolean,
-        "near_limit": choice("full_k", "shrink"),
-        "draft_sampling": boolean,
-    },
-    "loosespec_bench.verifiers.dropmatch.DropMatch": {
-        "criterion": choice("naive", "js"),
-        "n_paths": integer(1),
-        "p": real(0, 1, hi_open=True),
-        "include_clean_path": boolean,
-        "majority": optional(real(0, 1, hi_open=True)),
-        "lm_head_batch": optional(integer(1)),
-    },
-    # drafters
-    "loosespec_bench.drafters.PromptLookupDrafter": {"max_ngram": integer(1), "min_ngram": integer(1)},
-    "loosespec_bench.drafters.MLADrafter": {
-        "max_ngram": integer(1), "min_ngram": integer(1), "num_pred_tokens": integer(1), "lookup": choice("official", "hf"),
-    },
-    "loosespec_bench.drafters.CrossTokenizerDrafter": {
-        "context_tokens": integer(0),
-        "special_tokens": choice("keep", "skip"),
-        "max_draft_factor": real(1),
-    },
-    "loosespec_bench.drafters.Eagle3Drafter": {
-        "layers": optional(list_of(integer(0))),
-        "tree": boolean,
-        "total_token": integer(2, 4096),
-        "depth": integer(1, 256),
-        "top_k": integer(1),
-    },
-    "loosespec_bench.drafters.LookaheadDrafter": {"window": integer(1), "guess_set": integer(1), "seed": integer(0)},
-    # data sets (the common keys are added to each)
-    "loosespec_bench.tasks.gsm8k.GSM8K": {**_FEWSHOT, "match": choice("strict", "flexible")},
-    "loosespec_bench.tasks.mgsm.MGSM": {
-        "match": choice("strict", "flexible"),
-        "prompt": choice("native_cot", "native_cot_0813"),
-        "languages": str_or_list,
-    },
-    "loosespec_bench.tasks.humaneval.HumanEval": {"sandbox": _SANDBOX},
-    "loosespec_bench.tasks.mbpp_plus.MBPPPlus": {"sandbox": _SANDBOX},
-    "loosespec_bench.tasks.livecodebench.LiveCodeBench": {"sandbox": _SANDBOX, "files": str_or_list},
-    "loosespec_bench.tasks.mt_bench.MTBench": {"judge": _JUDGE, "categories": optional(list_of(string))},
-    "loosespec_bench.tasks.mt_bench.KoMTBench": {"judge": _JUDGE, "categories": optional(list_of(string))},
-    "loosespec_bench.tasks.spec_bench.SpecBench": {"categories": optional(list_of(string))},
-    "loosespec_bench.tasks.mmlu.MMLU": {"subjects": optional(list_of(string))},
-    "loosespec_bench.tasks.niah.NIAH": {
-        "context_lengths": list_of(integer(1)),
-        "depths": list_of(real(0, 100)),
-        "mode": choice("single", "multivalue"),
-        "num_values": integer(1),
-        "repeats": integer(1),
-        "seed": integer(),
-        "chars_per_token": real(0, lo_open=True),
-        "answer_prefix": boolean,
-    },
-    "loosespec_bench.tasks.lm_eval_task.LmEvalTask": {
-        "task": optional(string),  # null: LmEvalTask says which to set
-        "num_fewshot": optional(integer(0)),
-        "apply_chat_template": boolean,
-        "fewshot_as_multiturn": boolean,
-    },
-}
-GROUP_COMMON: dict[str, dict[str, Rule]] = {
-    "drafter": {"k": integer(1), "vocab_top": optional(integer(1))},
-    "dataset": _TASK_COMMON,
-}
-# Keys of an instantiated node that the harness reads itself (build.BOOKKEEPING_KEYS, plus
-# the ones the app or the node's own interpolations use).
-HARNESS_KEYS = {"_target_", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "vocab_top",
-                "name", "data_dir", "limit", "max_new_tokens", "stop_strings", "system_prompt"}
 ROOT_RULES: dict[str, Rule] = {
     "seed": integer(0),
     "baseline": choice("paired", "none"),
@@ -232,7 +57,7 @@ ROOT_RULES: dict[str, Rule] = {
     "record_steps": boolean,
     "progress": boolean,
     "threads": optional(integer(1, 4096)),
-    "experiment_name": string,
+    "experiment_name": safe_path_name,
 }
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),
@@ -240,151 +65,531 @@ GENERATION_RULES: dict[str, Rule] = {
     "top_p": real(0, 1, lo_open=True),
     "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
 }
+PATHS_RULES: dict[str, Rule] = {"results_dir": string, "data_dir": optional(string)}
+# Keys of an instantiated node that the harness reads itself (build.BOOKKEEPING_KEYS), not
+# arguments of its class; their ranges. `name` is checked against the class (config_names).
+HARNESS_RULES: dict[str, Rule] = {
+    "_target_": string,
+    "name": safe_name,
+    "uses_drafter": boolean,
+    "needs_model": boolean,
+    "needs_target": boolean,
+    "needs_tokenizers": boolean,
+    "vocab_top": optional(integer(1)),  # applied by build (models/subvocab.py), drafters only
+}
+# Constructor arguments the harness passes itself (loaded models, tokenizers): never config keys.
+INJECTED = frozenset({"model", "target", "head", "draft_tokenizer", "target_tokenizer", "self"})
+# Required keys of each instantiated node (the rest have defaults in the class).
+REQUIRED = {"method": ("_target_", "name"), "drafter": ("_target_", "name", "k"), "dataset": ("_target_", "name")}
+REQUIRED_PAIR = ("name", "target", "draft", "dtype", "device")
 
 
-def _fail(key: str, value: Any, reason: str) -> None:
-    raise ConfigError(f"{key}={value!r} {reason}")
-
-
-def _check_rules(prefix: str, node: dict[str, Any], rules: dict[str, Any]) -> None:
-    for key, rule in rules.items():
-        if key not in node:
-            continue
-        value = node[key]
-        where = f"{prefix}.{key}" if prefix else key
-        if isinstance(rule, dict):  # a nested node (dataset.sandbox, dataset.judge)
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                _fail(f"{prefix}.{key}", value, "must be a mapping of settings")
-            unknown = sorted(set(value) - set(rule))
-            if unknown:
-                raise ConfigError(f"{prefix}.{key}.{unknown[0]} is not a setting of {prefix}.{key}; known: {', '.join(sorted(rule))}")
-            _check_rules(f"{prefix}.{key}", value, rule)
-            continue
-        reason = rule(value)
-        if reason:
-            _fail(where, value, reason)
-
-
-@functools.lru_cache(maxsize=None)
-def _accepted(target: str) -> tuple[frozenset[str], bool] | None:
-    """(keyword arguments the class takes, whether it has **kwargs); None if it cannot be imported."""
-    module, _, name = target.rpartition(".")
-    try:
-        obj = getattr(importlib.import_module(module), name)
-        params = inspect.signature(obj).parameters.values()
-    except (ImportError, AttributeError, ValueError, TypeError):
-        return None
-    names = frozenset(p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
-    return names, any(p.kind == p.VAR_KEYWORD for p in params)
-
-
-def _base_task_keys() -> frozenset[str]:
+def _bases() -> dict[str, type]:
+    from .drafters.base import Drafter
     from .tasks.base import Task
+    from .verifiers.base import Verifier
 
-    return frozenset(inspect.signature(Task.__init__).parameters) - {"self"}
-
-
-def _check_keys(group: str, node: dict[str, Any]) -> None:
-    target = node.get("_target_")
-    if not isinstance(target, str):
-        return
-    accepted = _accepted(target)
-    if accepted is None:
-        raise ConfigError(f"{group}._target_={target!r} cannot be imported; check the {group} config file")
-    names, var_kw = accepted
-    if var_kw and target.startswith("loosespec_bench.tasks."):
-        names = names | _base_task_keys()  # tasks pass **kwargs on to Task.__init__
-    elif var_kw:
-        return
-    for key in node:
-        if key not in names and key not in HARNESS_KEYS and key not in RULES.get(target, {}):
-            known = sorted(names - {"model", "target", "draft_tokenizer", "target_tokenizer", "head"})
-            raise ConfigError(
-                f"{group}.{key} is not a setting of {group}={node.get('name')} ({target.rsplit('.', 1)[-1]}); "
-                f"remove it or use one of: {', '.join(known) or '(none)'}"
-            )
+    return {"method": Verifier, "drafter": Drafter, "dataset": Task}
 
 
+# --- the plain sections ---------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
-def _declared() -> dict[str, frozenset[str]]:
+def declared() -> dict[str, frozenset[str]]:
     """The keys the packaged config.yaml declares at the top level and under generation/paths."""
-    from .config import CONF_DIR, GROUPS
-
     base = OmegaConf.load(CONF_DIR / "config.yaml")
-    top = frozenset(k for k in base if k != "defaults") | frozenset(GROUPS) | {"hydra", "pair_method", "pair_drafter", "experiment_scale"}
-    return {
-        "": top,
-        "generation": frozenset(base.generation),
-        "paths": frozenset(base.paths),
-    }
+    top = frozenset(k for k in base if k not in ("defaults", "hydra"))
+    return {"": top, "generation": frozenset(base.generation), "paths": frozenset(base.paths)}
 
 
-def _check_plain(cfg: dict[str, Any]) -> None:
-    declared = _declared()
-    for section, known in declared.items():
-        node = cfg if section == "" else cfg.get(section)
+def _check_plain(data: dict[str, Any]) -> None:
+    known = declared()
+    top_known = known[""] | frozenset(ALL_GROUPS) | {"hydra"}
+    for key in data:
+        if key not in top_known:
+            raise ConfigError(f"{key} is not a known setting; remove it (known: {', '.join(sorted(top_known - {'hydra'}))})")
+    for key in sorted(known[""]):
+        if key not in data:
+            raise ConfigError(f"{key} is missing: it is a required setting (config.yaml declares it); drop the ~{key} override")
+    for section in ("generation", "paths"):
+        node = data.get(section)
         if not isinstance(node, dict):
-            if section:
-                raise ConfigError(f"{section}={node!r} must be a mapping of settings ({', '.join(sorted(known))})")
-            continue
+            raise ConfigError(f"{section}={node!r} must be a mapping of settings ({', '.join(sorted(known[section]))})")
         for key in node:
-            if key not in known:
-                where = f"{section}.{key}" if section else key
-                raise ConfigError(f"{where} is not a known setting; remove it (known{' in ' + section if section else ''}: {', '.join(sorted(known))})")
+            if key not in known[section]:
+                raise ConfigError(f"{section}.{key} is not a known setting; remove it (known in {section}: {', '.join(sorted(known[section]))})")
+        for key in sorted(known[section]):
+            if key not in node:
+                raise ConfigError(f"{section}.{key} is missing: it is a required setting; drop the ~{section}.{key} override")
+    for group in ("method", "pair", "dataset") + (("drafter",) if _uses_drafter(data) else ()):
+        if not isinstance(data.get(group), dict):
+            raise ConfigError(f"{group} is missing or not a mapping of settings: choose one ({group}=NAME)")
 
 
-def validate_settings(cfg: DictConfig) -> None:
-    """Every setting's key and range; raises ConfigError naming the first bad one."""
+def _uses_drafter(data: Mapping[str, Any]) -> bool:
+    method = data.get("method")
+    return bool(method.get("uses_drafter", True)) if isinstance(method, dict) else True
+
+
+# --- the instantiated nodes -----------------------------------------------------------------
+def target_class(group: str, node: Mapping[str, Any]) -> type:
+    """The class a node's `_target_` names; a ConfigError unless it is a class of the group's
+    kind (a Verifier for method, a Drafter for drafter, a Task for dataset)."""
+    from hydra._internal.utils import _locate
+
+    target = node.get("_target_")
+    if not isinstance(target, str) or not target:
+        raise ConfigError(f"{group}._target_ is missing: the {group} config file must name its class")
+    base = _bases()[group]
+    try:
+        cls = _locate(target)
+    except Exception:
+        raise ConfigError(f"{group}._target_={target!r} cannot be imported; check the {group} config file") from None
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ConfigError(f"{group}._target_={target!r} is not a {base.__name__} class; name one (e.g. {base.__module__}.{base.__name__} subclasses)")
+    return cls
+
+
+def _signature_keys(cls: type) -> set[str]:
+    """Keyword arguments the class takes, following **kwargs up its bases (tasks)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names |= {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return names - INJECTED
+
+
+def accepted_keys(cls: type) -> set[str]:
+    params = params_of(cls)
+    names = {f.name for f in dataclasses.fields(params)} if params else _signature_keys(cls)
+    return names | set(declared_rules(cls))
+
+
+def _known_names(cls: type) -> tuple[str, ...]:
+    names = getattr(cls, "config_names", None)
+    if names is None:  # tasks: their own name
+        names = (getattr(cls, "name", ""),)
+    return tuple(names)
+
+
+def check_group_node(group: str, node: dict[str, Any], *, require: bool = True) -> type:
+    """One instantiated node: its class, keys, values, bookkeeping names and the class's own
+    cross rules (a Params dataclass is built: the constructor's checks, exactly)."""
+    if require:
+        for key in REQUIRED[group]:
+            if key not in node:
+                raise ConfigError(f"{group}.{key} is missing: it is a required setting of {group}; drop the ~{group}.{key} override")
+    cls = target_class(group, node)
+    accepted = accepted_keys(cls)
+    for key in node:
+        if key not in accepted and key not in HARNESS_RULES:
+            raise ConfigError(
+                f"{group}.{key} is not a setting of {group}={node.get('name')} ({cls.__name__}); "
+                f"remove it or use one of: {', '.join(sorted(accepted)) or '(none)'}"
+            )
+    check_node(group, node, HARNESS_RULES)
+    check_node(group, node, declared_rules(cls))
+    names = _known_names(cls)
+    name = node.get("name")
+    if names and name is not None and name not in names:
+        raise ConfigError(
+            f"{group}.name={name!r} does not match {group}._target_ ({cls.__name__}), which is filed as {' or '.join(names)}; "
+            f"choose {group}={name} instead of renaming, or drop the {group}.name override"
+        )
+    if group == "method" and name in ("ar", "spd") and (name == "ar") != (not node.get("uses_drafter", True)):
+        raise ConfigError(
+            f"method.name={name!r} with method.uses_drafter={node.get('uses_drafter', True)}: 'ar' is the target alone "
+            "(method=ar), 'spd' uses a drafter (method=spd); choose the method instead of renaming it"
+        )
+    params = params_of(cls)
+    if params is not None:
+        fields = {f.name for f in dataclasses.fields(params)}
+        params.build({k: v for k, v in node.items() if k in fields})  # ranges + cross rules, as the constructor
+    hook = getattr(cls, "check_config", None)
+    if callable(hook):
+        hook(node)
+    return cls
+
+
+# --- validate: the settings -----------------------------------------------------------------
+def resolved(cfg: DictConfig) -> dict[str, Any]:
     try:
         data = OmegaConf.to_container(cfg, resolve=True)
     except Exception as err:  # an interpolation that cannot be resolved
         text = " ".join(str(err).split("full_key:")[0].split())
         raise ConfigError(f"the config cannot be resolved: {text}") from None
-    assert isinstance(data, dict)
+    if not isinstance(data, dict):
+        raise ConfigError("the config is not a mapping of settings")
+    return data
+
+
+def validate_settings(cfg: DictConfig) -> None:
+    """Every setting's key and range; raises ConfigError naming the first bad one."""
+    validate(cfg)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Every setting's key, range and cross rule (module docstring); pure."""
+    from .models.loading import pair_settings
+
+    data = resolved(cfg)
     _check_plain(data)
-    _check_rules("", data, ROOT_RULES)
-    _check_rules("generation", data.get("generation") or {}, GENERATION_RULES)
+    check_node("", data, ROOT_RULES)
+    check_node("generation", data["generation"], GENERATION_RULES)
+    check_node("paths", data["paths"], PATHS_RULES)
+    pair = data["pair"]
+    for key in REQUIRED_PAIR:
+        if key not in pair:
+            raise ConfigError(f"pair.{key} is missing: it is a required setting of the pair; drop the ~pair.{key} override")
+    rules = pair_settings()
+    for key in pair:
+        if key not in rules:
+            raise ConfigError(f"pair.{key} is not a setting of a pair; remove it (known: {', '.join(sorted(rules))})")
+    check_node("pair", pair, rules)
+    for role in ("target", "draft"):
+        if not isinstance(pair[role].get("path"), str) or not pair[role]["path"]:
+            raise ConfigError(f"pair.{role}.path must be set (a hub id, a local folder, embedded:<name> or tiny:<seed>)")
+    if safe_name(pair["name"]):
+        raise ConfigError(f"pair.name={pair['name']!r} {safe_name(pair['name'])}")
     # Not the logger: a tracker can never fail a run (sinks/trackers.py); a bad logger setting
     # warns once and turns the tracker off.
+    classes = {}
     for group in ("method", "drafter", "dataset"):
-        node = data.get(group)
-        if not isinstance(node, dict):
+        if group == "drafter" and not _uses_drafter(data):
             continue
-        _check_keys(group, node)
-        _check_rules(group, node, GROUP_COMMON.get(group, {}))
-        _check_rules(group, node, RULES.get(str(node.get("_target_")), {}))
-    _check_cross(data)
+        classes[group] = check_group_node(group, data[group])
+    _check_cross(data, classes)
 
 
-MAX_DRAFT_K = 1024  # far above any paper's K (<= 15); catches typos such as k=100000
+def _check_cross(data: dict[str, Any], classes: dict[str, type]) -> None:
+    from .drafters.lookahead import LookaheadDrafter
+    from .verifiers.fly import FLy
+
+    gen, method = data["generation"], data["method"]
+    drafter = data.get("drafter") if "drafter" in classes else None
+    t = gen["temperature"]
+    if drafter is not None:
+        is_tree = bool(drafter.get("tree")) or issubclass(classes["drafter"], LookaheadDrafter)
+        if is_tree and t > 0:
+            raise ConfigError(
+                f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
+                "are verified at temperature 0 only (lossless tree sampling is not implemented)"
+            )
+        k, w = drafter.get("k"), method.get("window")
+        if issubclass(classes["method"], FLy) and not method.get("no_window", False) and is_int(w) and k <= w:
+            raise ConfigError(
+                f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
+                "raise K or set method.no_window=true for the no-window ablation"
+            )
 
 
-def _check_cross(data: dict[str, Any]) -> None:
+# --- check_resources: what this machine must provide ----------------------------------------
+def check_results_dir(value: Any, where: str = "paths.results_dir") -> None:
+    """The results folder exists as a writable folder, or can be created (what is created to
+    find out is removed again: a rejected run leaves nothing)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}={value!r} must be a folder path (LOOSESPEC_RESULTS_DIR, if set, must not be empty)")
+    path = Path(value).expanduser()
+    probe = path
+    missing: list[Path] = []
+    while not probe.exists():
+        if probe.is_symlink():
+            raise ConfigError(f"{where}={value!r}: {probe} is a broken symbolic link")
+        missing.append(probe)
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{where}={value!r}: {probe} is not a folder; choose a folder for the results")
+    try:
+        for folder in reversed(missing):
+            folder.mkdir()
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=".loosespec-write-test-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as err:
+        reason = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.ENOSPC: "no space left"}.get(
+            err.errno, err.strerror or str(err))
+        raise ConfigError(f"{where}={value!r}: cannot write there ({reason}); choose a writable folder") from None
+    finally:
+        for folder in missing:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+def check_environment() -> None:
+    """Environment variables the harness reads, before Hydra reads them."""
+    site_conf_dir()  # a LOOSESPEC_SITE_CONF that is not a folder
+    cache = os.environ.get("LOOSESPEC_CACHE_DIR")
+    if cache is not None:
+        path = Path(cache).expanduser()
+        if not cache.strip() or (path.exists() and not path.is_dir()):
+            raise ConfigError(f"LOOSESPEC_CACHE_DIR={cache!r} is not a folder; point it at a folder for the converted models, or unset it")
+    log_level = os.environ.get("LOOSESPEC_LOG")
+    if log_level is not None:
+        import logging
+
+        if not isinstance(logging.getLevelName(log_level.upper()), int):
+            raise ConfigError(f"LOOSESPEC_LOG={log_level!r} is not a log level; use DEBUG, INFO, WARNING or ERROR")
+
+
+def check_resources(cfg: DictConfig) -> None:
+    """What this machine must provide for the config (module docstring); raises ConfigError."""
+    from .models.loading import check_device, load_options, model_config
+
+    data = resolved(cfg)
+    check_environment()
+    check_results_dir(data["paths"]["results_dir"])
+    data_dir = data["paths"].get("data_dir")
+    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+        raise ConfigError(f"paths.data_dir={data_dir!r} is not a folder (LOOSESPEC_DATA_DIR); point it at the data sets, or null for the hub")
+    pair = data["pair"]
+    uses = _uses_drafter(data)
     drafter = data.get("drafter") or {}
-    k = drafter.get("k")
-    if _is_int(k) and k > MAX_DRAFT_K:
-        raise ConfigError(f"drafter.k={k} is beyond any useful draft length; use 1..{MAX_DRAFT_K}")
-    lo, hi = drafter.get("min_ngram"), drafter.get("max_ngram")
-    if _is_int(lo) and _is_int(hi) and lo > hi:
-        raise ConfigError(f"drafter.min_ngram={lo} must be <= drafter.max_ngram={hi}")
-    method = data.get("method") or {}
-    if method.get("include_clean_path") and _is_int(method.get("n_paths")) and method["n_paths"] < 2:
-        raise ConfigError(f"method.n_paths={method['n_paths']} must be >= 2 with method.include_clean_path=true")
-    ds = data.get("dataset") or {}
-    if str(ds.get("_target_", "")).endswith("MGSM"):
-        from .tasks.mgsm import LANGUAGES
+    needs_draft_model = uses and bool(drafter.get("needs_model", False))
+    check_device("pair.device", pair["device"])
+    if needs_draft_model and pair.get("draft_device"):
+        check_device("pair.draft_device", pair["draft_device"])
+    roles = ("target", "draft") if needs_draft_model else ("target",)
+    configs = {}
+    for role in roles:
+        node = pair[role]
+        path = node["path"]
+        opts = load_options(node)
+        if path.startswith("tiny:") and opts:
+            raise ConfigError(f"pair.{role}: {', '.join(sorted(opts))} apply to from_pretrained models; tiny models use pair.device")
+        if opts.get("device_map") is not None:
+            import importlib.util
 
-        langs = ds.get("languages")
-        langs = [langs] if isinstance(langs, str) else list(langs or [])
-        bad = [x for x in langs if x not in LANGUAGES and x != "all"]
-        if bad:
-            raise ConfigError(f"dataset.languages has unknown entries {bad}; choose from {', '.join(LANGUAGES)} or all")
-    pair = data.get("pair") or {}
-    quantize = (pair.get("draft") or {}).get("quantize")
-    if quantize not in (None, "none", "int8", "int4"):
-        raise ConfigError(f"pair.draft.quantize={quantize!r} must be one of none, int8, int4 (weight-only, the draft only)")
-    device = pair.get("device")
-    if device is not None and not (isinstance(device, str) and (device in ("cpu", "cuda", "mps", "auto") or device.startswith("cuda:"))):
-        raise ConfigError(f"pair.device={device!r} must be cpu, cuda, cuda:<n>, mps or auto")
+            if importlib.util.find_spec("accelerate") is None:
+                raise ConfigError(f"pair.{role}.device_map needs the accelerate package (pip install 'loosespec_bench[slurm]')")
+        try:
+            configs[role] = model_config(path)
+        except ConfigError as err:
+            raise ConfigError(f"pair.{role}.path: {err}") from None
+    target = configs.get("target") or {}
+    if needs_draft_model and not drafter.get("needs_tokenizers", False):
+        draft = configs.get("draft") or {}
+        tv, dv = target.get("vocab_size"), draft.get("vocab_size")
+        if is_int(tv) and is_int(dv) and (dv > tv or tv - dv > 1024):
+            raise ConfigError(
+                f"pair.draft.path={pair['draft']['path']!r} has a vocabulary of {dv} tokens, the target {tv}: "
+                "a draft must share the target's tokenizer (or use drafter=model_xtok for another tokenizer)"
+            )
+    ctx = target.get("max_position_embeddings")
+    max_new = data["generation"].get("max_new_tokens") or data["dataset"].get("max_new_tokens")
+    if is_int(ctx) and is_int(max_new) and max_new >= ctx:
+        raise ConfigError(
+            f"generation.max_new_tokens={max_new} does not fit the target's context of {ctx} tokens "
+            "(max_position_embeddings); lower it"
+        )
+    if uses and drafter.get("needs_target", False):
+        _check_head(drafter, target)
+
+
+def _check_head(drafter: Mapping[str, Any], target: Mapping[str, Any]) -> None:
+    """An EAGLE head: named, and a local one is a folder with config.json of the target's vocabulary."""
+    import json
+
+    head = drafter.get("head_path")
+    name = drafter.get("name")
+    if not head:
+        raise ConfigError(
+            f"drafter={name} needs a head: this pair has no pair.{name}_head and no "
+            f"loosespec_bench/conf/pair_drafter/<pair>_{name}.yaml; set drafter.head_path=<folder or hub id>"
+        )
+    if head == "random":
+        return
+    folder = Path(os.path.expanduser(head))
+    if head.startswith(("/", ".", "~")) or folder.exists():
+        if not (folder / "config.json").is_file():
+            raise ConfigError(
+                f"drafter.head_path={head!r}: no head there (no config.json); train one (scripts/train_eagle3.py) "
+                "or point drafter.head_path at a head folder or hub id"
+            )
+        try:
+            vocab = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+        except (OSError, ValueError, AttributeError):
+            return  # the loader names the file when it reads it
+        tv = target.get("vocab_size")
+        if is_int(vocab) and is_int(tv) and vocab != tv:
+            raise ConfigError(f"drafter.head_path={head!r} is a head for a vocabulary of {vocab} tokens, the target has {tv}")
+
+
+# --- the points of a command line ----------------------------------------------------------
+# A sweep larger than this is refused: checking it would take minutes, running it weeks.
+MAX_SWEEP_POINTS = 20_000
+
+
+def one_line(err: BaseException) -> str:
+    """A Hydra / OmegaConf error as one line: its text without the grammar link and the
+    full_key / object_type detail lines."""
+    lines = []
+    for line in str(err).splitlines():
+        line = line.strip()
+        if not line or line.startswith(("See https://hydra.cc", "full_key:", "object_type", "reference_type", "Available options")):
+            continue
+        lines.append(line.rstrip("."))
+    text = "; ".join(lines) or type(err).__name__
+    if text[:1].isupper() and not text[1:2].isupper():  # "Could not ..." -> "could not ...", not "ABC"
+        text = text[:1].lower() + text[1:]
+    return text
+
+
+def _check_hydra_overrides(parsed: list[Any]) -> None:
+    """`hydra.<key>` overrides must name a key of Hydra's own config (HydraConf)."""
+    from hydra.conf import HydraConf
+
+    known = {f.name for f in dataclasses.fields(HydraConf)}
+    for o in parsed:
+        key = o.key_or_group
+        if key.startswith("hydra.") and key.split(".")[1] not in known:
+            raise ConfigError(f"{o.input_line}: hydra.{key.split('.')[1]} is not a Hydra setting (known: {', '.join(sorted(known))})")
+
+
+def compose_points(
+    overrides: list[str], *, multirun: bool, config_name: str = "config"
+) -> tuple[DictConfig, list[tuple[list[str], DictConfig]]]:
+    """The composed (hydra-bearing) config and, per point, (its overrides, its config without
+    `hydra`): what `python -m loosespec_bench [-m] OVERRIDES` runs, expanded by Hydra's own
+    machinery: the sweeper's `hydra.sweeper.params` (an experiment's own sweep) and the
+    command line, crossed by BasicSweeper.split_arguments, each point composed by the config
+    loader, exactly as a launch does. Every point, however many (up to MAX_SWEEP_POINTS)."""
+    from hydra import initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.utils import setup_globals
+    from hydra.types import RunMode
+    from hydra._internal.utils import _locate
+    from omegaconf import open_dict
+
+    from .config import check_group_overrides
+
+    check_group_overrides(list(overrides))
+    if not (CONF_DIR / f"{config_name}.yaml").is_file():
+        raise ConfigError(f"--config-name {config_name!r}: no {config_name}.yaml in {CONF_DIR}; the config is 'config'")
+    setup_globals()  # ${now:...} and ${hydra:...}, as in a real launch
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="__main__"):
+            hydra = GlobalHydra.instance().hydra
+            assert hydra is not None
+            try:
+                parser = OverridesParser.create(config_loader=hydra.config_loader)
+                parsed_cli = parser.parse_overrides(list(overrides))
+            except Exception as err:
+                raise ConfigError(f"bad override syntax: {one_line(err)}") from None
+            _check_hydra_overrides(parsed_cli)
+            if not multirun:
+                sweeps = [o.input_line for o in parsed_cli if o.is_sweep_override()]
+                if sweeps:
+                    raise ConfigError(f"{sweeps[0]} is a sweep; add -m (--multirun) to run every point, or give one value")
+            mode = RunMode.MULTIRUN if multirun else RunMode.RUN
+            try:
+                master = hydra.compose_config(config_name, list(overrides), run_mode=mode, with_log_configuration=False)
+            except ConfigError:
+                raise
+            except Exception as err:  # composition: unknown key, missing option, type, interpolation
+                raise ConfigError(one_line(err)) from None
+            if not multirun:
+                cfg = master.copy()
+                with open_dict(cfg):
+                    del cfg["hydra"]
+                return master, [(list(overrides), cfg)]
+            target = str(master.hydra.sweeper.get("_target_", ""))
+            try:
+                sweeper_cls = _locate(target)
+            except Exception:
+                sweeper_cls = None
+            if not (isinstance(sweeper_cls, type) and issubclass(sweeper_cls, BasicSweeper)):
+                raise ConfigError(f"hydra.sweeper is {target}; the pre-check expands only Hydra's basic sweeper (grids)")
+            # BasicSweeper.sweep: the sweeper's params first, then the command line (later keys win).
+            params = [f"{k}={v}" for k, v in (master.hydra.sweeper.params or {}).items()]
+            task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)
+            assert isinstance(task, list)
+            try:
+                parsed = parser.parse_overrides(params + task)
+                batches = BasicSweeper.split_arguments(parsed, None)
+            except Exception as err:
+                raise ConfigError(f"bad sweep: {one_line(err)}") from None
+            points = batches[0] if batches else [[]]
+            if len(points) > MAX_SWEEP_POINTS:
+                raise ConfigError(f"the sweep has {len(points)} points, more than {MAX_SWEEP_POINTS}; split it into several sweeps")
+            jobs = []
+            for job_overrides in points:
+                try:
+                    cfg = hydra.config_loader.load_sweep_config(master, list(job_overrides))
+                except Exception as err:
+                    raise ConfigError(f"sweep point {' '.join(job_overrides)}: {one_line(err)}") from None
+                with open_dict(cfg):
+                    del cfg["hydra"]  # as run_job hands the task its config
+                jobs.append((list(job_overrides), cfg))
+            return master, jobs
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def runs_here(master: DictConfig) -> bool:
+    """Whether the points run on this machine (Hydra's basic launcher, submitit's local one):
+    then what the machine provides is checked before the sweep starts; a cluster's jobs check
+    it on their node (app.run)."""
+    launcher = str(OmegaConf.select(master, "hydra.launcher._target_") or "")
+    return launcher.endswith(("BasicLauncher", "LocalLauncher"))
+
+
+def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = "config",
+                    resources: bool | None = None) -> list[tuple[list[str], DictConfig]]:
+    """Compose every point of a command line and check it (validate; check_resources where the
+    points run here, or as `resources` says); a bad point is one ConfigError naming it."""
+    check_environment()
+    master, points = compose_points(overrides, multirun=multirun, config_name=config_name)
+    here = runs_here(master) if resources is None else resources
+    varying = _varying(points)
+    seen: set[str] = set()
+    for point, cfg in points:
+        try:
+            validate(cfg)
+            if here:
+                key = repr([OmegaConf.to_container(cfg[k], resolve=True) for k in ("pair", "paths", "drafter", "generation")]
+                           + [cfg.method.get("uses_drafter", True), cfg.dataset.get("max_new_tokens")])
+                if key not in seen:  # the machine's answer depends on these only
+                    seen.add(key)
+                    check_resources(cfg)
+        except ConfigError as err:
+            if len(points) > 1:
+                where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point)
+                raise ConfigError(f"sweep point {where}: {err}") from None
+            raise
+    return points
+
+
+def _varying(points: list[tuple[list[str], DictConfig]]) -> set[str]:
+    values: dict[str, set[str]] = {}
+    for ov, _ in points:
+        for o in ov:
+            key, _, value = o.partition("=")
+            values.setdefault(key.lstrip("+~"), set()).add(value)
+    return {k for k, v in values.items() if len(v) > 1}
+
+
+def precheck_config(cfg: DictConfig, *, resources: bool = True) -> None:
+    """validate, then (resources) check_resources: what the CLI and app.run call."""
+    validate(cfg)
+    if resources:
+        check_resources(cfg)
+
+
+__all__ = [
+    "GROUPS",
+    "check_group_node",
+    "check_resources",
+    "check_results_dir",
+    "precheck_config",
+    "target_class",
+    "validate",
+]

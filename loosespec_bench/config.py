@@ -1,15 +1,17 @@
-"""Configuration checks and run identity.
+"""Where the configs are, their groups, and run identity.
 
-Hydra composes the config; this module rejects values that would otherwise fail deep inside a
-run (or, worse, run and mean nothing), each with a one-line message naming the bad value.
+Hydra composes the config; the checks of its values live in checks.py (which imports this
+module, never the other way round).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -20,18 +22,44 @@ from .errors import ConfigError
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The configs ship inside the package, so an installed wheel runs from any folder.
 CONF_DIR = PACKAGE_DIR / "conf"
-GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "scale", "paper_dataset")
 SITE_CONF_ENV = "LOOSESPEC_SITE_CONF"
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults_groups() -> tuple[tuple[str, bool], ...]:
+    """(group, chosen) for each group of config.yaml's defaults list, in its order; chosen:
+    its option is named by the user (`method: spd`), not composed from others
+    (`optional pair_drafter: ${pair}_${drafter}`). Hydra's own groups (hydra/...) are left out."""
+    out = []
+    defaults = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml").defaults, resolve=False)
+    for entry in defaults or []:
+        if not isinstance(entry, dict):
+            continue  # _self_
+        for key, value in entry.items():
+            group = str(key).replace("optional ", "").replace("override ", "").strip()
+            if "/" not in group:
+                out.append((group, not (isinstance(value, str) and "${" in value)))
+    return tuple(out)
+
+
+# The config groups, spelled once: read from config.yaml's defaults list. GROUPS are those a
+# user chooses (method=fly); ALL_GROUPS adds the ones composed from them (pair_drafter...).
+ALL_GROUPS = tuple(g for g, _ in _defaults_groups())
+GROUPS = tuple(g for g, chosen in _defaults_groups() if chosen)
 
 
 def site_conf_dir() -> Path | None:
     """The folder of site settings that belong neither in git nor in the package (its
     local/slurm.yaml: partition, account, setup lines; slurm/README.md): $LOOSESPEC_SITE_CONF,
     else the checkout's conf/ when the package runs from a checkout; searched after the
-    packaged configs (config.yaml's hydra.searchpath)."""
+    packaged configs (config.yaml's hydra.searchpath). A $LOOSESPEC_SITE_CONF that is not a
+    folder is a ConfigError (the pre-check says so before Hydra composes anything)."""
     env = os.environ.get(SITE_CONF_ENV)
-    if env:
-        return Path(env).expanduser().resolve()
+    if env is not None:
+        path = Path(env).expanduser().resolve() if env.strip() else None
+        if path is None or not path.is_dir():
+            raise ConfigError(f"{SITE_CONF_ENV}={env!r} is not a folder; point it at the folder holding local/slurm.yaml, or unset it")
+        return path
     checkout = PACKAGE_DIR.parent
     if (checkout / "pyproject.toml").is_file() and (checkout / "conf" / "local").is_dir():
         return checkout / "conf"
@@ -39,7 +67,10 @@ def site_conf_dir() -> Path | None:
 
 
 def _site_searchpath() -> str:
-    site = site_conf_dir()
+    try:
+        site = site_conf_dir()
+    except ConfigError:
+        site = None  # the pre-check reports it; composing goes on with the packaged configs
     # A search path entry that does not exist makes Hydra warn on every run; without a site
     # folder the packaged configs stand in (listed twice, which changes nothing).
     return f"file://{site}" if site is not None and site.is_dir() else f"file://{CONF_DIR}"
@@ -176,47 +207,6 @@ def check_group_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
                 raise ConfigError(f"{key}={v!r} is not a known {key}{hint}; choose one of: {', '.join(choices)}")
 
 
-def _need(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ConfigError(msg)
-
-
-def validate(cfg: DictConfig) -> None:
-    """Value checks that Hydra's composition cannot express."""
-    from .checks import validate_settings
-
-    validate_settings(cfg)  # every key and range, declared per config node (checks.py)
-    k = cfg.drafter.get("k")
-    _need(isinstance(k, int) and not isinstance(k, bool) and k >= 1, f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
-    t = cfg.generation.temperature
-    _need(isinstance(t, (int, float)) and t >= 0, f"generation.temperature={t!r} must be >= 0 (0 = greedy)")
-    is_tree = uses_drafter(cfg) and (bool(cfg.drafter.get("tree")) or cfg.drafter.name == "lookahead")
-    _need(not (is_tree and t > 0), f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
-          "are verified at temperature 0 only (lossless tree sampling is not implemented)")
-    top_k = cfg.generation.get("top_k", 0)
-    _need(isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= 0, f"generation.top_k={top_k!r} must be an integer >= 0 (0 = off)")
-    top_p = cfg.generation.get("top_p", 1.0)
-    _need(isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and 0 < top_p <= 1, f"generation.top_p={top_p!r} must be in (0, 1] (1.0 = off)")
-    m = cfg.generation.max_new_tokens
-    _need(m is None or (isinstance(m, int) and m >= 1), f"generation.max_new_tokens={m!r} must be an integer >= 1 or null (the data set's default)")
-    lim = cfg.dataset.get("limit")
-    _need(lim is None or (isinstance(lim, int) and lim >= 1), f"dataset.limit={lim!r} must be an integer >= 1 or null (the whole set)")
-    _need(cfg.baseline in ("paired", "none"), f"baseline={cfg.baseline!r} must be 'paired' or 'none'")
-    if cfg.method.name == "fly" and uses_drafter(cfg) and not cfg.method.get("no_window", False):
-        w = cfg.method.get("window")
-        _need(
-            not (isinstance(w, int) and k <= w),
-            f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
-            "raise K or set method.no_window=true for the no-window ablation",
-        )
-    from .models.loading import resolve_dtype
-
-    resolve_dtype(cfg.pair.dtype)
-    for role in ("target", "draft"):
-        path = cfg.pair[role].get("path")
-        _need(isinstance(path, str) and path != "", f"pair.{role}.path must be set (a hub id, a local folder, embedded:<name> or tiny:<seed>)")
-
-
 def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     """The part of the resolved config that determines a run's results."""
     data = OmegaConf.to_container(cfg, resolve=True)
@@ -243,10 +233,36 @@ def uses_drafter(cfg: DictConfig) -> bool:
     return bool(cfg.method.get("uses_drafter", True))
 
 
+# A name that becomes part of a path (run ids, experiment folders): letters, digits and . _ - +
+# = @, not starting with a dot, so that no name climbs out of the results folder or hides.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_+=@-][A-Za-z0-9._+=@-]*$")
+
+
+def safe_name(value: Any) -> str | None:
+    """None when `value` may be one path component of a run folder, else why not."""
+    if not isinstance(value, str) or not SAFE_NAME.match(value) or len(value) > 128:
+        return "must be a name of letters, digits and . _ - + = @ (at most 128, not starting with a dot): it names a folder"
+    return None
+
+
+def safe_path_name(value: Any) -> str | None:
+    """None when `value` may be a relative folder path of safe names (experiment_name: cpu/runs)."""
+    if not isinstance(value, str) or not value or any(safe_name(part) for part in value.split("/")):
+        return ("must be a relative folder name of letters, digits and . _ - + = @ (parts separated by /, "
+                "no .., no leading /): run folders stay under paths.results_dir")
+    return None
+
+
 def run_id(cfg: DictConfig) -> str:
-    """Readable and deterministic: the same command maps to the same folder (resume)."""
+    """Readable and deterministic: the same command maps to the same folder (resume). Its parts
+    are names the pre-check has checked (safe_name); an unchecked config with a name that would
+    climb out of the results folder is a ConfigError here too."""
     digest = hashlib.sha256(json.dumps(semantic_config(cfg), sort_keys=True).encode()).hexdigest()[:8]
     drafter = f"{cfg.drafter.name}-k{cfg.drafter.k}" if uses_drafter(cfg) else "none"
     if uses_drafter(cfg) and cfg.drafter.get("tree"):
         drafter += f"-tree{cfg.drafter.total_token}d{cfg.drafter.depth}t{cfg.drafter.top_k}"
-    return f"{cfg.method.name}_{drafter}_{cfg.pair.name}_{cfg.dataset.name}_{digest}"
+    rid = f"{cfg.method.name}_{drafter}_{cfg.pair.name}_{cfg.dataset.name}_{digest}"
+    if safe_name(rid):
+        raise ConfigError(f"run id {rid!r} is not a folder name; method.name, drafter.name, pair.name and dataset.name "
+                          "must be names of letters, digits and . _ - + = @")
+    return rid

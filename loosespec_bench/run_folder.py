@@ -42,10 +42,22 @@ class FolderLocked(ConfigError):
 
 
 def run_dir(cfg: Any) -> Path:
-    """The folder app.run writes for this config: results_dir/experiment_name/run id."""
-    from .config import run_id
+    """The folder app.run writes for this config: results_dir/experiment_name/run id, always
+    under results_dir: every part is a checked name (config.safe_name), and a path that would
+    still leave the folder is a ConfigError."""
+    from .config import run_id, safe_path_name
 
-    return Path(cfg.paths.results_dir) / cfg.experiment_name / run_id(cfg)
+    results = cfg.paths.results_dir
+    if not isinstance(results, str) or not results.strip():
+        raise ConfigError(f"paths.results_dir={results!r} must be a folder path (set it or LOOSESPEC_RESULTS_DIR)")
+    reason = safe_path_name(cfg.experiment_name)
+    if reason:
+        raise ConfigError(f"experiment_name={cfg.experiment_name!r} {reason}")
+    root = Path(results).expanduser()
+    path = root / cfg.experiment_name / run_id(cfg)
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(f"the run folder {path} is not under paths.results_dir={results!r}")
+    return path
 
 
 def utc_stamp() -> str:
@@ -264,8 +276,13 @@ class RunFolder:
 
 
 def write_error(folder: Path, text: str) -> Path:
-    """error.txt in `folder` (any folder: a run's, or Hydra's job dir when the run has none)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """error.txt in `folder` (any folder: a run's, or Hydra's job dir when the run has none);
+    a disk that cannot take it costs a warning, never a second traceback."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        log.warning("%s could not be created (%s); the error is not recorded there", folder, err)
+        return folder / RunFolder.ERROR
     job = os.environ.get("SLURM_ARRAY_JOB_ID") and f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
     job = job or os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID")
     header = [
@@ -277,7 +294,10 @@ def write_error(folder: Path, text: str) -> Path:
         "",
     ]
     path = folder / RunFolder.ERROR
-    atomic_write(path, "\n".join(header) + text)
+    try:
+        atomic_write(path, "\n".join(header) + text)
+    except OSError as err:  # a full or read-only disk: the error itself is what the user must see
+        log.warning("%s could not be written (%s); the traceback follows on stderr", path, err)
     return path
 
 

@@ -15,10 +15,35 @@ from __future__ import annotations
 
 import torch
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 from ..errors import ConfigError
+from ..params import MAX_DRAFT_K, Params, integer, knob
 from ..step import Draft, common_prefix_len, empty_draft
 
-__all__ = ["Draft", "Drafter", "common_prefix_len", "empty_draft"]  # Draft & co. re-exported from step
+__all__ = ["Draft", "Drafter", "DrafterParams", "NgramParams", "common_prefix_len", "empty_draft"]  # Draft & co. re-exported from step
+
+
+@dataclass(frozen=True)
+class DrafterParams(Params):
+    """Every drafter's knob: its draft length K, declared here once (a drafter changes only
+    its default)."""
+
+    group = "drafter"
+    k: int = knob(5, integer(1, MAX_DRAFT_K), "the draft length K")
+
+
+@dataclass(frozen=True)
+class NgramParams(DrafterParams):
+    """The n-gram lookup of prompt lookup and MLA: sizes tried, largest first."""
+
+    max_ngram: int = knob(3, integer(1))
+    min_ngram: int = knob(1, integer(1))
+
+    def cross(self) -> None:
+        if self.min_ngram > self.max_ngram:
+            raise ConfigError(f"drafter.min_ngram={self.min_ngram} must be <= drafter.max_ngram={self.max_ngram}")
 
 
 class Drafter:
@@ -28,11 +53,14 @@ class Drafter:
     # Indices into transformers' hidden_states tuple (i = the input of layer i) that the drafter
     # reads from the target's forwards (EAGLE-3); the loop then calls observe() with them.
     needs_target_hidden: tuple[int, ...] = ()
+    # The knobs of its config node with their ranges (checked here and by the pre-check).
+    Params: ClassVar[type[DrafterParams]] = DrafterParams
+    # drafter.name values this class may be filed under (run ids, reports); () = any.
+    config_names: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, k: int) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ConfigError(f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
-        self.k = k
+    def __init__(self, **knobs: Any) -> None:
+        self.params = self.Params.build(knobs)
+        self.k = self.params.k
 
     def modules(self) -> list[torch.nn.Module]:
         """The torch networks this drafter runs (the loop puts them under its CPU fast paths)."""

@@ -26,37 +26,46 @@ checks every proposed target token, so a bad re-tokenisation only costs acceptan
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..params import choice, integer, knob, real
 from ..step import Draft, empty_draft
-from .base import Drafter
+from .base import Drafter, DrafterParams
 from .model import ModelDrafter
+
+
+@dataclass(frozen=True)
+class CrossTokenizerParams(DrafterParams):
+    context_tokens: int = knob(4, integer(0), "committed target tokens re-tokenised with the draft text")
+    special_tokens: str = knob("keep", choice("keep", "skip"))
+    max_draft_factor: float = knob(2.0, real(1), "at most factor x K draft-model steps per proposal")
 
 
 class CrossTokenizerDrafter(Drafter):
     name = "model_xtok"
+    config_names = ("model_xtok",)
+    Params = CrossTokenizerParams
 
     def __init__(
         self,
         model: PreTrainedModel,
         draft_tokenizer: PreTrainedTokenizerBase,
         target_tokenizer: PreTrainedTokenizerBase,
-        k: int = 5,
-        context_tokens: int = 4,
-        special_tokens: str = "keep",
-        max_draft_factor: float = 2.0,
+        **knobs: Any,
     ) -> None:
-        if special_tokens not in ("keep", "skip"):
-            raise ValueError(f"special_tokens={special_tokens!r}: choose 'keep' or 'skip'")
-        super().__init__(k)
+        super().__init__(**knobs)
+        p = self.params
         # The draft's KV cache and its prefix rollback; its K is unused (each call says how many).
-        self.inner = ModelDrafter(model, k)
+        self.inner = ModelDrafter(model, k=p.k)
         self.dtok = draft_tokenizer
         self.ttok = target_tokenizer
-        self.context_tokens = context_tokens
-        self.skip_special = special_tokens == "skip"
-        self.max_draft_factor = max_draft_factor
+        self.context_tokens = p.context_tokens
+        self.skip_special = p.special_tokens == "skip"
+        self.max_draft_factor = p.max_draft_factor
         self.draft_eos = {i for i in [draft_tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)]
                           for i in (i if isinstance(i, list) else [i]) if isinstance(i, int)}
         self.prefix = self._bos_prefix()

@@ -51,10 +51,13 @@ from torch import nn
 from transformers import LlamaConfig, PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb
 
+from dataclasses import dataclass
+
 from ..errors import ConfigError
+from ..params import boolean, integer, knob, list_of, optional, string
 from ..sampling import sample_or_argmax
 from ..step import Draft, common_prefix_len, empty_draft
-from .base import Drafter
+from .base import Drafter, DrafterParams
 from .eagle2 import Eagle2Head, build_eagle2_head, is_eagle2_state
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -387,35 +390,44 @@ def vocab_maps(draft_to_target: torch.Tensor, vocab_size: int) -> tuple[torch.Te
 
 
 # ---- the drafter -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Eagle3Params(DrafterParams):
+    """drafter=eagle3 / eagle2 (conf/drafter/eagle3.yaml explains each)."""
+
+    head_path: str | None = knob(None, optional(string), "a head folder, a hub id or random")
+    layers: list[int] | None = knob(None, optional(list_of(integer(0))), "null = the head's own")
+    dtype: str | None = knob(None, optional(string), "null = the target's dtype")
+    tree: bool = knob(False, boolean)
+    total_token: int = knob(60, integer(2, 4096), "tokens per verification forward")
+    # >= 1: the tree's first level and at least one expansion (docs/algorithms.md, EAGLE-2).
+    depth: int = knob(7, integer(1, 256), "expansions after the first top_k")
+    top_k: int = knob(10, integer(1), "children per expanded node")
+
+
 class Eagle3Drafter(Drafter):
     """drafter=eagle3: chain drafting of K tokens with an EAGLE-3 head over its own KV cache."""
 
     name = "eagle3"
+    config_names = ("eagle3", "eagle2")  # drafter=eagle2: the same class, the checkpoint decides the head
+    Params = Eagle3Params
 
     def __init__(
         self,
         target: PreTrainedModel,
-        head_path: str | None,
-        k: int = 5,
-        layers: list[int] | tuple[int, ...] | None = None,
-        dtype: str | None = None,
+        head_path: str | None = None,
         head: Eagle3Head | Eagle2Head | None = None,
-        tree: bool = False,
-        total_token: int = 60,
-        depth: int = 7,
-        top_k: int = 10,
+        **knobs: Any,
     ) -> None:
-        super().__init__(k)
+        super().__init__(head_path=head_path, **knobs)
+        p = self.params
+        tree, layers, dtype = p.tree, p.layers, p.dtype
         if tree:
-            for key, val, low in (("total_token", total_token, 2), ("depth", depth, 0), ("top_k", top_k, 1)):
-                if isinstance(val, bool) or not isinstance(val, int) or val < low:
-                    raise ConfigError(f"drafter.{key}={val!r} must be an integer >= {low}")
             # A tree's longest path: top_k roots, then `depth` expansions (EAGLE's topK_genrate).
-            self.k = depth + 1
+            self.k = p.depth + 1
         self.tree = bool(tree)
-        self.total_token = total_token
-        self.depth = depth
-        self.top_k = top_k
+        self.total_token = p.total_token
+        self.depth = p.depth
+        self.top_k = p.top_k
         if head is None and not head_path:
             raise ConfigError(
                 "drafter=eagle3 needs a head: this pair has no pair.eagle3_head and no "

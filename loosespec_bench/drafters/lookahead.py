@@ -34,23 +34,39 @@ from collections import OrderedDict
 
 import torch
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..errors import ConfigError
+from ..params import integer, knob
 from ..step import Draft
-from .base import Drafter
+from .base import Drafter, DrafterParams
+
+
+@dataclass(frozen=True)
+class LookaheadParams(DrafterParams):
+    k: int = 4
+    window: int = knob(7, integer(2), "W, the Jacobi window")
+    guess_set: int = knob(7, integer(1), "G, guesses kept per key")
+    seed: int = knob(0, integer(0))
+
+    def cross(self) -> None:
+        if self.k < 2:  # a guess is an (N-1)-gram with N = k + 1 >= 3 levels
+            raise ConfigError(f"drafter.k={self.k} must be >= 2 for drafter=lookahead (LEVEL N = k + 1 >= 3)")
 
 
 class LookaheadDrafter(Drafter):
     """drafter=lookahead: Jacobi lookahead window + n-gram pool, verified as a tree."""
 
     name = "lookahead"
+    config_names = ("lookahead",)
+    Params = LookaheadParams
 
-    def __init__(self, k: int = 4, window: int = 7, guess_set: int = 7, seed: int = 0) -> None:
+    def __init__(self, **knobs: Any) -> None:
         """k = N - 1: a guess is an (N-1)-gram, the longest path a step can accept (LEVEL N = k + 1)."""
-        for key, val, low in (("k", k, 2), ("window", window, 2), ("guess_set", guess_set, 1)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < low:
-                raise ConfigError(f"drafter.{key}={val!r} must be an integer >= {low}")
-        super().__init__(k)
-        self.window, self.level, self.guess_set, self.seed = window, k + 1, guess_set, seed
+        super().__init__(**knobs)
+        p = self.params
+        self.window, self.level, self.guess_set, self.seed = p.window, p.k + 1, p.guess_set, p.seed
         self.reset(torch.empty(0, dtype=torch.long))
 
     def reset(self, prompt_ids: torch.Tensor) -> None:

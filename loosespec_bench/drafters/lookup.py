@@ -3,10 +3,13 @@ of the context's last n-gram. No model and no probabilities."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
 from ..step import Draft, empty_draft
-from .base import Drafter
+from .base import Drafter, NgramParams
 
 
 def prompt_lookup(
@@ -40,15 +43,22 @@ def prompt_lookup(
     return tokens.new_empty(0)
 
 
+@dataclass(frozen=True)
+class PromptLookupParams(NgramParams):
+    k: int = 10  # transformers' prompt_lookup_num_tokens default
+
+
 class PromptLookupDrafter(Drafter):
     """drafter=pld: n-gram lookup in the prompt and everything generated so far."""
 
     name = "pld"
+    config_names = ("pld",)
+    Params = PromptLookupParams
 
-    def __init__(self, k: int = 10, max_ngram: int = 3, min_ngram: int = 1) -> None:
-        super().__init__(k)
-        self.max_ngram = max_ngram
-        self.min_ngram = min_ngram
+    def __init__(self, **knobs: Any) -> None:
+        super().__init__(**knobs)
+        self.max_ngram = self.params.max_ngram
+        self.min_ngram = self.params.min_ngram
 
     def propose(
         self,

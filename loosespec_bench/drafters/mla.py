@@ -27,13 +27,17 @@ softmax rows when asked (want_probs, DropMatch's js criterion), like ModelDrafte
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 from transformers import PreTrainedModel
 
-from ..errors import ConfigError
+from ..params import choice, integer, knob
 from ..sampling import tempered_probs
 from ..step import Draft, crop_to, empty_draft, longest_true_prefix
 from .lookup import prompt_lookup
+from .base import NgramParams
 from .model import ModelDrafter
 
 LOOKUPS = ("official", "hf")
@@ -42,27 +46,27 @@ LOOKUPS = ("official", "hf")
 DUMMY_FIRST_ID = 101
 
 
+@dataclass(frozen=True)
+class MLAParams(NgramParams):
+    max_ngram: int = 4
+    num_pred_tokens: int = knob(6, integer(1), "lookup tokens per guess")
+    lookup: str = knob("official", choice(*LOOKUPS))
+
+
 class MLADrafter(ModelDrafter):
     """ModelDrafter's cache and rollback, with a lookup-then-verify inner loop."""
 
     name = "mla"
+    config_names = ("mla",)
+    Params = MLAParams
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        k: int = 5,
-        max_ngram: int = 4,
-        min_ngram: int = 1,
-        num_pred_tokens: int = 6,
-        lookup: str = "official",
-    ) -> None:
-        super().__init__(model, k)
-        if lookup not in LOOKUPS:
-            raise ConfigError(f"drafter.lookup={lookup!r} must be one of {', '.join(LOOKUPS)}")
-        self.max_ngram = max_ngram
-        self.min_ngram = min_ngram
-        self.num_pred_tokens = num_pred_tokens
-        self.lookup = lookup
+    def __init__(self, model: PreTrainedModel, **knobs: Any) -> None:
+        super().__init__(model, **knobs)
+        p = self.params
+        self.max_ngram = p.max_ngram
+        self.min_ngram = p.min_ngram
+        self.num_pred_tokens = p.num_pred_tokens
+        self.lookup = p.lookup
 
     def _dummy_guess(self) -> torch.Tensor:
         """[num_pred_tokens] the released code's first guess (wrapped into a smaller vocabulary)."""

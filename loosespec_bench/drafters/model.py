@@ -3,6 +3,8 @@ each, over its own KV cache."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
@@ -13,9 +15,10 @@ from .base import Drafter
 
 class ModelDrafter(Drafter):
     name = "model"
+    config_names = ("model",)
 
-    def __init__(self, model: PreTrainedModel, k: int = 5) -> None:
-        super().__init__(k)
+    def __init__(self, model: PreTrainedModel, **knobs: Any) -> None:
+        super().__init__(**knobs)
         self.model = model
         self.cache: DynamicCache | None = None
         # Token ids the cache holds, in order: [len(cache)] int64. Compared with the committed

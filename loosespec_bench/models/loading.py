@@ -41,6 +41,120 @@ def resolve_dtype(name: str) -> torch.dtype:
 QUANTIZATIONS = ("fp8",)
 
 
+DEVICE_RE = re.compile(r"^(cpu|cuda|mps|cuda:\d+)$")
+
+
+def device_rule(v: Any) -> str | None:
+    """A torch device this harness places whole models on (availability: check_device)."""
+    return None if isinstance(v, str) and DEVICE_RE.match(v) else "must be cpu, cuda, cuda:<n> or mps"
+
+
+def check_device(where: str, device: str) -> None:
+    """A ConfigError when this machine's torch cannot use `device` (before any model loads)."""
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{where}={device!r}: this torch has no usable CUDA device (torch {torch.__version__}); use cpu")
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise ConfigError(f"{where}={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+    elif device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"{where}={device!r}: MPS is not available on this machine; use cpu")
+
+
+def _model_node(extra: Mapping[str, Any]) -> Any:
+    from ..params import nested, optional, string
+
+    def placement(v: Any) -> str | None:
+        return None if v is None or isinstance(v, (str, Mapping)) else "must be a placement name (auto, balanced...) or a mapping"
+
+    def memory(v: Any) -> str | None:
+        return None if v is None or isinstance(v, (str, Mapping)) else 'must be a size ("70GiB") or a mapping of sizes'
+
+    rules = {"path": string, "device_map": placement, "max_memory": memory,
+             "quantization": optional(lambda v: None if v in QUANTIZATIONS else f"must be one of {', '.join(QUANTIZATIONS)}")}
+    rules.update(extra)
+    return nested(rules)
+
+
+def pair_settings() -> dict[str, Any]:
+    """pair.*'s keys and ranges (the pre-check reads them; a key no loader reads is refused)."""
+    from ..params import choice, optional, string
+    from .quantize import QUANTIZE_MODES
+
+    def mapping(v: Any) -> str | None:
+        return None if v is None or isinstance(v, Mapping) else "must be a mapping of chat template arguments"
+
+    return {
+        "name": string,
+        "target": _model_node({}),
+        # The draft alone may be quantised by us (models/quantize.py); the target never is.
+        "draft": _model_node({"quantize": optional(choice(*QUANTIZE_MODES))}),
+        "dtype": choice(*DTYPES),
+        "device": device_rule,
+        "draft_device": lambda v: None if v is None else device_rule(v),
+        "eagle3_head": optional(string),
+        "eagle2_head": optional(string),
+        "chat_template_kwargs": mapping,
+    }
+
+
+def model_config(path: str) -> dict[str, Any] | None:
+    """The config.json of a model path without loading weights (vocab_size,
+    max_position_embeddings...); None when it cannot be read offline (a hub id not in the cache,
+    an embedded model not converted yet). A path that can never load is a ConfigError."""
+    import json
+
+    if path.startswith("tiny:"):
+        from .tiny import TINY_CONTEXT, TINY_VOCAB
+
+        try:
+            int(path.split(":", 1)[1])
+        except ValueError:
+            raise ConfigError(f"model path {path!r}: expected tiny:<integer seed>, e.g. tiny:0") from None
+        return {"vocab_size": TINY_VOCAB, "max_position_embeddings": TINY_CONTEXT, "model_type": "tiny"}
+    folder: Path | None = None
+    if path.startswith("embedded:"):
+        from .embedded import EMBEDDED_MODELS, default_cache_dir, is_converted
+        from .smollm import SMOLLM_MODELS
+
+        name = path.split(":", 1)[1]
+        if name not in EMBEDDED_MODELS and name not in SMOLLM_MODELS:
+            raise ConfigError(f"unknown embedded model {name!r}; choose one of {sorted([*EMBEDDED_MODELS, *SMOLLM_MODELS])}")
+        if name in EMBEDDED_MODELS and not is_converted(name):
+            return None
+        folder = default_cache_dir() / name / "hf"
+    elif path.startswith(("/", ".", "~")) or os.path.isdir(os.path.expanduser(path)):
+        folder = Path(os.path.expanduser(path))
+        if not folder.is_dir():
+            raise ConfigError(f"model path {path!r}: no such folder; point it at a model folder, a hub id, embedded:<name> or tiny:<seed>")
+        if not (folder / "config.json").is_file():
+            raise ConfigError(f"model path {path!r} has no config.json: not a model folder")
+    elif _HUB_ID.match(path):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(path, "config.json")
+        except Exception:
+            return None
+        folder = Path(cached).parent if isinstance(cached, str) else None
+    else:
+        raise ConfigError(
+            f"model path {path!r} is neither a local directory nor a hub id (org/name); "
+            "use a directory, a hub id, embedded:qwen2.5-coder-1.5b-instruct or tiny:<seed>"
+        )
+    if folder is None or not (folder / "config.json").is_file():
+        return None
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"model path {path!r}: {folder / 'config.json'} is unreadable ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"model path {path!r}: {folder / 'config.json'} is not a JSON object")
+    # Multimodal configs nest the language model's keys.
+    text = data.get("text_config")
+    return {**text, **data} if isinstance(text, dict) else data
+
+
 def load_options(node: Mapping[str, Any] | None) -> dict[str, Any]:
     """The optional multi-GPU keys of a pair's `target` / `draft` node, as load_model kwargs.
 

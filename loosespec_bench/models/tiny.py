@@ -35,7 +35,11 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     return fast
 
 
-def tiny_model(seed: int = 0, *, layers: int = 2, hidden: int = 64, vocab_size: int = 264) -> Qwen2ForCausalLM:
+TINY_VOCAB = 264
+TINY_CONTEXT = 32768  # byte-level tokens: an 8-shot GSM8K prompt is ~4.3k
+
+
+def tiny_model(seed: int = 0, *, layers: int = 2, hidden: int = 64, vocab_size: int = TINY_VOCAB) -> Qwen2ForCausalLM:
     """A Qwen2-architecture model with random weights fixed by `seed` (float32, eval mode)."""
     config = Qwen2Config(
         vocab_size=vocab_size,
@@ -44,7 +48,7 @@ def tiny_model(seed: int = 0, *, layers: int = 2, hidden: int = 64, vocab_size: 
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=32768,  # byte-level tokens: an 8-shot GSM8K prompt is ~4.3k
+        max_position_embeddings=TINY_CONTEXT,
         tie_word_embeddings=False,
         eos_token_id=258,  # <|im_end|> in tiny_tokenizer()
         pad_token_id=256,

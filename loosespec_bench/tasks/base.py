@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..params import MAX_NEW_TOKENS_CAP, Rule, integer, list_of, optional, string
 
 
 @dataclass
@@ -30,6 +31,18 @@ class Task:
     # The per-sample score field that accuracy retention and its bootstrap interval use
     # (a bool or a number); None: the task measures speed only.
     quality_key: str | None = "correct"
+    # The ranges of its config node's keys (checked by the pre-check, params.declared_rules);
+    # a subclass declares only its own keys, these are every data set's.
+    SETTINGS: dict[str, Rule] = {
+        "data_dir": optional(string),
+        "limit": optional(integer(1)),
+        "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
+        # An empty stop string matches at once: every output would be cut to "".
+        "stop_strings": optional(list_of(string, nonempty=False)),
+        "system_prompt": optional(string),
+    }
+    # dataset.name values this class may be filed under (run ids, reports); None = its `name`.
+    config_names: tuple[str, ...] | None = None
 
     def __init__(
         self,
@@ -77,6 +90,10 @@ class Task:
                 f"data from {self.data_dir or 'the hub'}); check the data files and the dataset's filter settings"
             )
         return items
+
+    def preflight(self) -> None:
+        """What must work before any model loads, beyond the settings (a code set's sandbox);
+        raises ConfigError. app.run and the re-scorer call it after the samples load."""
 
     def with_system(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
         if self.system_prompt:

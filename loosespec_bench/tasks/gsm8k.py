@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .answers import LmEvalScorer, extract_answer, lm_eval_task_config, parse_number
+from ..params import choice, integer
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 MATCHES = ("strict", "flexible")
@@ -37,6 +38,7 @@ def load_prompt() -> dict[str, Any]:
 
 class GSM8K(Task):
     name = "gsm8k"
+    SETTINGS = {"num_fewshot": integer(0), "match": choice(*MATCHES)}
     hub_path = "openai/gsm8k"
 
     def __init__(self, *, num_fewshot: int = 8, match: str = "strict", **kwargs: Any) -> None:
@@ -45,8 +47,6 @@ class GSM8K(Task):
         n = len(self.prompt["exemplars"])
         if not isinstance(num_fewshot, int) or not 0 <= num_fewshot <= n:
             raise ConfigError(f"dataset.num_fewshot={num_fewshot!r} must be an integer in 0..{n} (the paper used 8)")
-        if match not in MATCHES:
-            raise ConfigError(f"dataset.match={match!r} must be one of {MATCHES} (lm-eval's strict-match or flexible-extract)")
         self.num_fewshot = num_fewshot
         self.match = match
         self.scorer = LmEvalScorer.from_task_yaml(LM_EVAL_YAML)

@@ -18,8 +18,9 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
+from ..params import check_node, nested
 from .base import Sample, Task, load_hub_dataset, read_jsonl
-from .sandbox import Limits, Result, run_many, run_python
+from .sandbox import SANDBOX_SETTINGS, Limits, Result, SandboxError, check_sandbox, run_many, run_python
 
 USER_TEMPLATE = "Write a solution to the following problem and make sure that it passes the tests:\n```python\n{prompt}\n```\n"
 ASSISTANT_PREFIX = "Here is the completed function:\n```python\n{prompt}\n"
@@ -27,20 +28,34 @@ ASSISTANT_PREFIX = "Here is the completed function:\n```python\n{prompt}\n"
 
 class HumanEval(Task):
     name = "humaneval"
+    SETTINGS = {"sandbox": nested(SANDBOX_SETTINGS)}
     hub_path = "openai/openai_humaneval"
 
     def __init__(self, *, sandbox: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         opts = dict(sandbox or {})
+        check_node("dataset", {"sandbox": opts}, self.SETTINGS)  # keys and ranges: SANDBOX_SETTINGS
         self.isolation = opts.pop("isolation", "auto")
         self.allow_same_user = bool(opts.pop("allow_same_user", False))
         self.hide_paths = [str(p) for p in (opts.pop("hide_paths", None) or []) if p]
         self.workers = opts.pop("workers", None)
+        self.limits = Limits(**opts)  # timeout_s, cpu_s, memory_mb, max_procs, file_mb, tmp_mb
+        # Settings under which no program could run: refused now, not recorded as failures.
+        check_sandbox(self.isolation, self.allow_same_user, self.hide_paths)
+
+    def preflight(self) -> None:
+        """An empty program must pass under these settings (before any model loads): a machine
+        or setting that fails every program would otherwise read as pass@1 = 0."""
         try:
-            self.limits = Limits(**opts)  # timeout_s, cpu_s, memory_mb, max_procs, file_mb, tmp_mb
-        except TypeError:
-            known = sorted(Limits.__dataclass_fields__) + ["allow_same_user", "hide_paths", "isolation", "workers"]
-            raise ConfigError(f"dataset.sandbox has unknown keys {sorted(opts)}; known: {known}") from None
+            result = run_python("pass", **self._sandbox_kwargs())
+        except SandboxError as err:
+            raise ConfigError(f"dataset.sandbox: {err}") from None
+        if not result.passed:
+            tail = " ".join(result.output.split())[-300:]
+            raise ConfigError(
+                f"dataset.sandbox: an empty program does not pass under these settings ({result.status}"
+                f"{': ' + tail if tail else ''}); check dataset.sandbox (memory_mb, timeout_s, cpu_s, hide_paths, isolation)"
+            )
 
     def _rows(self) -> list[dict[str, Any]]:
         if self.data_dir is not None:

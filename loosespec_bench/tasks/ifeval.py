@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..params import optional, string
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 LM_EVAL_VERSION = "0.4.13"
@@ -75,6 +76,7 @@ def ifeval_utils(nltk_data: Path | None = None) -> types.ModuleType:
 
 class IFEval(Task):
     name = "ifeval"
+    SETTINGS = {"nltk_data": optional(string)}
     hub_path = "google/IFEval"
 
     def __init__(self, *, nltk_data: str | None = None, **kwargs: Any) -> None:

@@ -21,8 +21,23 @@ import urllib.request
 from typing import Any, Protocol
 
 from ..errors import ConfigError
+from ..params import check_node, choice, integer, optional, real, string
 
 JUDGE_KINDS = ("openai", "local")
+# dataset.judge's keys and ranges (MTBench.SETTINGS; the pre-check reads them).
+JUDGE_SETTINGS = {
+    "kind": optional(choice(*JUDGE_KINDS)),
+    "url": optional(string),
+    "model": optional(string),
+    "api_key_env": optional(string),
+    "path": optional(string),
+    "dtype": optional(string),
+    "device": optional(string),
+    "max_tokens": integer(1),
+    "timeout_s": real(0, lo_open=True),
+    "retries": integer(0),
+    "retry_sleep_s": real(0),
+}
 
 
 class Judge(Protocol):
@@ -135,8 +150,7 @@ def make_judge(cfg: dict[str, Any] | None) -> Judge | None:
     kind = cfg.pop("kind", None)
     if kind is None:
         return None
-    if kind not in JUDGE_KINDS:
-        raise ConfigError(f"dataset.judge.kind={kind!r} must be null (no judge), or one of {JUDGE_KINDS}")
+    check_node("dataset.judge", {"kind": kind}, JUDGE_SETTINGS)  # the one declared choice
     if kind == "openai":
         keys = ("url", "model", "api_key_env", "max_tokens", "timeout_s", "retries", "retry_sleep_s")
         return OpenAIJudge(**{k: v for k, v in cfg.items() if k in keys})

@@ -28,6 +28,7 @@ import pickle
 import zlib
 from typing import Any
 
+from ..params import str_or_list
 from .base import Sample, hub_file, read_jsonl
 from .humaneval import HumanEval
 from .sandbox import run_many
@@ -146,6 +147,7 @@ for _i, _t in enumerate(_C["tests"]):
 
 class LiveCodeBench(HumanEval):
     name = "livecodebench"
+    SETTINGS = {"files": str_or_list}
     hub_repo = "livecodebench/code_generation_lite"
 
     def __init__(self, *, files: list[str] | str = ("test.jsonl",), **kwargs: Any) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
+from ..params import boolean, integer, optional, string
 from .base import Sample, Task, read_jsonl
 
 # The seed lm-eval's evaluator gives the few-shot sampler (simple_evaluate's fewshot_random_seed).
@@ -163,6 +164,13 @@ class LmEvalTask(Task):
     """One lm-eval generate_until task; see the module docstring."""
 
     name = "lm_eval"
+    config_names = ()  # lm_eval-<task> or a bundle's own name (acp_prog_gen)
+    SETTINGS = {
+        "task": optional(string),  # null: LmEvalTask says which to set
+        "num_fewshot": optional(integer(0)),
+        "apply_chat_template": boolean,
+        "fewshot_as_multiturn": boolean,
+    }
 
     def __init__(
         self,

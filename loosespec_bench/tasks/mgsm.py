@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .answers import LmEvalScorer, extract_answer, numbers_equal, parse_number
+from ..params import choice, str_or_list
 from .base import Sample, Task, load_hub_dataset
 
 # Per language: (question cue, step-by-step cue, final-answer phrase). The cues follow the
@@ -59,16 +60,17 @@ LOCAL_NUMBERS: dict[str, dict[str, bool]] = {
 
 class MGSM(Task):
     name = "mgsm"
+    SETTINGS = {
+        "match": choice(*MATCHES),
+        "prompt": choice(*PROMPTS),
+        "languages": str_or_list,
+    }
     hub_path = "juletxara/mgsm"
 
     def __init__(
         self, *, languages: list[str] | str = ("en",), prompt: str = "native_cot", match: str = "strict", **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        if prompt not in PROMPTS:
-            raise ConfigError(f"dataset.prompt={prompt!r} must be one of {PROMPTS}")
-        if match not in MATCHES:
-            raise ConfigError(f"dataset.match={match!r} must be one of {tuple(MATCHES)} (lm-eval's strict-match or flexible-extract)")
         self.prompt, self.match = prompt, match
         # A list ([fr,de,th] on the command line) or one string ("fr" or "fr,de,th").
         langs = [x.strip() for x in languages.split(",")] if isinstance(languages, str) else list(languages)

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .answers import LmEvalScorer, lm_eval_task_config
+from ..params import choice, list_of, optional, string
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 VARIANTS = {
@@ -30,12 +31,11 @@ MATCHES = ("strict-match", "flexible-extract", "get_response")
 
 class MMLU(Task):
     name = "mmlu"
+    SETTINGS = {"variant": choice(*VARIANTS), "subjects": optional(list_of(string))}
     hub_path = "cais/mmlu"
 
     def __init__(self, *, variant: str = "flan_cot_zeroshot", subjects: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if variant not in VARIANTS:
-            raise ConfigError(f"dataset.variant={variant!r} must be one of {sorted(VARIANTS)} (lm-eval's MMLU generation tasks)")
         self.variant = variant
         template, self.subject_file = VARIANTS[variant]
         self.cfg = lm_eval_task_config(template)

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..params import list_of, nested, optional, string
 from .base import Sample, Task, hub_file, read_jsonl, round_robin
-from .judge import JudgeError, make_judge
+from .judge import JUDGE_SETTINGS, JudgeError, make_judge
 
 # FastChat llm_judge/common.py: categories judged against a reference answer.
 NEED_REF_CATS = ("math", "reasoning", "coding", "arena-hard-200")
@@ -42,6 +43,7 @@ def parse_rating(judgment: str) -> float:
 
 class MTBench(Task):
     name = "mt_bench"
+    SETTINGS = {"judge": nested(JUDGE_SETTINGS), "categories": optional(list_of(string))}
     quality_key = "rating"
     folder = "mt_bench"
     question_file = "question.jsonl"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..params import boolean, choice, explain, integer, list_of, optional, real, string
 from .base import Sample, Task
 
 PROMPT_FILE = Path(__file__).parent / "data" / "niah.json"
@@ -74,6 +75,17 @@ def sentence_start(text: str, pos: int) -> int:
 
 class NIAH(Task):
     name = "niah"
+    SETTINGS = {
+        "context_lengths": list_of(explain(integer(64), "tokens")),
+        "depths": list_of(explain(real(0, 100), "a percentage")),
+        "mode": choice(*MODES),
+        "num_values": integer(1),
+        "repeats": integer(1),
+        "seed": integer(),
+        "tokenizer": optional(string),
+        "chars_per_token": real(0, lo_open=True),
+        "answer_prefix": boolean,
+    }
 
     def __init__(
         self,
@@ -90,18 +102,11 @@ class NIAH(Task):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if mode not in MODES:
-            raise ConfigError(f"dataset.mode={mode!r} must be one of {MODES}")
+        # Ranges: SETTINGS (checked by build.instantiate and the pre-check).
         self.context_lengths = [int(x) for x in context_lengths]
         self.depths = [float(d) for d in depths]
-        if any(x < 64 for x in self.context_lengths):
-            raise ConfigError(f"dataset.context_lengths={self.context_lengths} must all be >= 64 tokens")
-        if any(not 0 <= d <= 100 for d in self.depths):
-            raise ConfigError(f"dataset.depths={self.depths} must be percentages in 0..100")
         self.mode = mode
         self.num_values = 1 if mode == "single" else int(num_values)
-        if self.num_values < 1:
-            raise ConfigError(f"dataset.num_values={num_values!r} must be >= 1")
         self.repeats = int(repeats)
         self.seed = int(seed)
         self.tokenizer_path = tokenizer

@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigError
+from ..params import boolean, choice, integer, list_of, optional, real, string
 from . import _sandbox_supervisor as _sup
 
 ISOLATION_LEVELS = ("namespaces", "uid", "process")
@@ -93,6 +94,25 @@ class Limits:
     max_procs: int = 8  # RLIMIT_NPROC for the program's uid (threads count too): stops fork bombs
     file_mb: int = 16  # RLIMIT_FSIZE: largest file it may write (its output included)
     tmp_mb: int = 64  # size of each fresh tmpfs (namespaces level)
+
+
+# dataset.sandbox's keys and ranges (the code tasks' SETTINGS; the pre-check reads them). The
+# floors are what a trivial program needs: below them every program fails, which would read
+# as pass@1 = 0 rather than as a broken setting.
+MIN_MEMORY_MB = 64  # python -I -S maps ~20 MB; the dynamic loader fails far below this
+MIN_TIMEOUT_S = 0.5  # starting the supervisor, the namespaces and the interpreter takes ~0.1 s
+SANDBOX_SETTINGS = {
+    "isolation": choice("auto", *ISOLATION_LEVELS),
+    "allow_same_user": boolean,
+    "timeout_s": real(MIN_TIMEOUT_S),
+    "cpu_s": integer(1),
+    "memory_mb": integer(MIN_MEMORY_MB),
+    "max_procs": integer(1),
+    "file_mb": integer(1),
+    "tmp_mb": integer(1),
+    "workers": optional(integer(1)),
+    "hide_paths": optional(list_of(string, nonempty=False)),
+}
 
 
 @dataclass
@@ -298,6 +318,33 @@ def _default_hidden() -> list[str]:
     return out
 
 
+# What every program needs inside the sandbox (its interpreter, libraries, /dev, /proc and its
+# working folder /tmp/work): a hidden path equal to or above one of them fails every program.
+NEEDED_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/proc", "/tmp", "/sandbox")
+
+
+def check_sandbox(isolation: str, allow_same_user: bool, hide_paths: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """Settings that no program could run under, refused before anything runs (ConfigError)."""
+    level = available_isolation() if isolation == "auto" else isolation
+    if level not in ISOLATION_LEVELS:
+        raise ConfigError(f"dataset.sandbox.isolation={isolation!r}: choose auto or one of {ISOLATION_LEVELS}")
+    if level == "process" and not allow_same_user:
+        raise ConfigError(
+            "sandbox: executing generated code needs root here (a separate uid, and namespaces where available); "
+            "not root, the code would run as your own user and could delete your files. "
+            f"{'dataset.sandbox.isolation=process asks for that level; ' if isolation == 'process' else ''}"
+            "Set dataset.sandbox.allow_same_user=true to accept that risk."
+        )
+    needed = [*NEEDED_PATHS, os.path.realpath(sys.base_prefix)]
+    for entry in hide_paths:
+        path = os.fspath(entry)
+        real = os.path.realpath(os.path.abspath(path)).rstrip("/") or "/"
+        for need in needed:
+            if real == "/" or need == real or need.startswith(real + "/"):
+                raise ConfigError(f"dataset.sandbox.hide_paths entry {path!r} would hide {need}, which every program needs; "
+                                  "hide only folders below it (the data, the results)")
+
+
 def run_python(
     source: str,
     *,
@@ -307,15 +354,8 @@ def run_python(
     allow_same_user: bool = False,
 ) -> Result:
     """Run `source` as a Python program under `isolation`; see the module docstring."""
+    check_sandbox(isolation, allow_same_user)
     level = available_isolation() if isolation == "auto" else isolation
-    if level not in ISOLATION_LEVELS:
-        raise ConfigError(f"sandbox isolation={isolation!r}: choose auto or one of {ISOLATION_LEVELS}")
-    if level == "process" and not allow_same_user:
-        raise ConfigError(
-            "sandbox: executing generated code needs root here (a separate uid, and namespaces where available); "
-            "not root, the code would run as your own user and could delete your files. "
-            "Set dataset.sandbox.allow_same_user=true to accept that risk."
-        )
     sweep_stale()
     uid = _pick_uid() if level in ("namespaces", "uid") else None
     # 0700, root's: holds the output file; its name lets a later harness sweep it (and the uid).

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..metrics import paired_speedup
+from ..params import list_of, optional, string
 from .base import Sample, Task, read_jsonl, round_robin
 
 # Spec-Bench's six task groups; MT-bench's eight categories form "multi_turn_conversation".
@@ -43,6 +44,7 @@ def speed(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 class SpecBench(Task):
     name = "spec_bench"
+    SETTINGS = {"categories": optional(list_of(string))}
     quality_key = None  # speed only
 
     def __init__(self, *, categories: list[str] | None = None, **kwargs: Any) -> None:

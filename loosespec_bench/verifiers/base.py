@@ -7,11 +7,22 @@ Draft, TargetScores and Verdict live in loosespec_bench.step (re-exported here).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 
+from ..params import Params
 from ..step import Draft, TargetScores, Verdict
 
-__all__ = ["Draft", "LooseDecision", "TargetScores", "Verdict", "Verifier"]
+__all__ = ["Draft", "LooseDecision", "TargetScores", "Verdict", "Verifier", "VerifierParams"]
+
+
+@dataclass(frozen=True)
+class VerifierParams(Params):
+    """A rule's knobs (none for SPD); each rule's own dataclass declares its ranges."""
+
+    group = "method"
 
 
 class LooseDecision:
@@ -44,6 +55,11 @@ class Verifier:
     `top_k` / `top_p` (generation.top_k / top_p) truncate the sampling distributions at T > 0
     (sampling.process_logits); every rule and drafter takes them, 0 / 1.0 being off.
     """
+
+    # The knobs of its config node with their ranges (checked by the constructor and the pre-check).
+    Params: ClassVar[type[Params]] = VerifierParams
+    # method.name values this rule may be filed under (run ids, reports); () = any.
+    config_names: ClassVar[tuple[str, ...]] = ()
 
     needs_hidden: bool = False
     needs_draft_probs: bool = False

@@ -47,8 +47,9 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ConfigError
+from ..params import boolean, check_node, choice, declared_rules, integer, knob, optional, real
 from ..sampling import accept_exact, generator_device, match_vocab, sample_residual, sample_token, tempered_probs
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
+from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier, VerifierParams
 
 CRITERIA = ("naive", "js")
 
@@ -85,8 +86,7 @@ def dropout_path_logits(
     Dropout is inverted dropout (keep with probability 1 - p, scale by 1 / (1 - p)), as
     torch.nn.Dropout in training mode, so each path's expected input equals h_i.
     """
-    if not 0.0 <= p < 1.0:
-        raise ConfigError(f"DropMatch p={p!r} must be in [0, 1)")
+    check_node("method", {"p": p}, declared_rules(DropMatchParams))  # the one declared range
     K, H = hidden.shape
     n_drop = n_paths - 1 if include_clean_path else n_paths
     paths: list[torch.Tensor] = []
@@ -247,8 +247,7 @@ def dropmatch_decide(
     lm_head_batch: candidate positions per LM-head call (None = all of a step's in one call;
     1 = one position's N paths per call, the earlier lazy form).
     """
-    if criterion not in CRITERIA:
-        raise ConfigError(f"DropMatch criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
+    check_node("method", {"criterion": criterion}, declared_rules(DropMatchParams))
     K = draft_tokens.numel()
     V = target_logits.shape[-1]
     logits = target_logits.float()  # [K+1, vocab]
@@ -344,36 +343,39 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclass(frozen=True)
+class DropMatchParams(VerifierParams):
+    """method=dropmatch's knobs (conf/method/dropmatch.yaml explains each)."""
+
+    criterion: str = knob("js", choice(*CRITERIA))
+    n_paths: int = knob(5, integer(1), "stochastic LM-head predictions per position")
+    p: float = knob(0.3, real(0, 1, hi_open=True), "the dropout probability")
+    include_clean_path: bool = knob(False, boolean)
+    majority: float | None = knob(0.5, optional(real(0, 1, hi_open=True)), "null = no majority rule")
+    lm_head_batch: int | None = knob(None, optional(integer(1)), "null = all candidates at once")
+
+    def cross(self) -> None:
+        if self.include_clean_path and self.n_paths < 2:
+            raise ConfigError(f"method.n_paths={self.n_paths} must be >= 2 with method.include_clean_path=true")
+
+
 class DropMatch(Verifier):
     """method=dropmatch as a configured verifier (reported settings: 5 paths, p = 0.3)."""
 
     needs_hidden = True
 
-    def __init__(
-        self,
-        criterion: str = "js",
-        n_paths: int = 5,
-        p: float = 0.3,
-        include_clean_path: bool = False,
-        majority: float | None = 0.5,
-        lm_head_batch: int | None = None,
-    ) -> None:
-        if criterion not in CRITERIA:
-            raise ConfigError(f"method.criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
-        if not isinstance(n_paths, int) or n_paths < 1 or (include_clean_path and n_paths < 2):
-            raise ConfigError(f"method.n_paths={n_paths!r} must be an integer >= 1 (>= 2 with include_clean_path)")
-        if not 0.0 <= float(p) < 1.0:
-            raise ConfigError(f"method.p={p!r} (dropout probability) must be in [0, 1)")
-        if majority is not None and not 0.0 <= float(majority) < 1.0:
-            raise ConfigError(f"method.majority={majority!r} must be in [0, 1) or null (no majority rule)")
-        self.criterion = criterion
-        self.n_paths = n_paths
-        self.p = float(p)
-        self.include_clean_path = bool(include_clean_path)
-        self.majority = None if majority is None else float(majority)
-        if lm_head_batch is not None and (not isinstance(lm_head_batch, int) or lm_head_batch < 1):
-            raise ConfigError(f"method.lm_head_batch={lm_head_batch!r} must be an integer >= 1 or null (all candidates at once)")
-        self.lm_head_batch = lm_head_batch
+    Params = DropMatchParams
+    config_names = ("dropmatch",)
+
+    def __init__(self, **knobs: Any) -> None:
+        self.params = DropMatchParams.build(knobs)  # every range checked once, there
+        p = self.params
+        self.criterion = p.criterion
+        self.n_paths = p.n_paths
+        self.p = float(p.p)
+        self.include_clean_path = p.include_clean_path
+        self.majority = None if p.majority is None else float(p.majority)
+        self.lm_head_batch = p.lm_head_batch
 
     @property
     def needs_draft_probs(self) -> bool:

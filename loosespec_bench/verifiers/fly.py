@@ -54,9 +54,10 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
+from ..params import boolean, check_node, choice, declared_rules, integer, knob, real
 from ..sampling import accept_exact, sample_residual, sample_token, tempered_probs
 from ..step import longest_true_prefix
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
+from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier, VerifierParams
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +248,7 @@ def fly_decide(
     draft_probs: [K, vocab] q_i or None (one-hot), read only by mode="vllm" at T > 0.
     sampling_top_k / sampling_top_p: generation.top_k / top_p for the T > 0 distributions.
     """
-    if mode not in MODES:
-        raise ConfigError(f"FLy mode={mode!r} is not one of {MODES}")
+    check_node("method", {"mode": mode}, declared_rules(FLyParams))  # the one declared choice
     K = draft_tokens.numel()
     draft_tokens = draft_tokens.to(target_logits.device)  # the loop keeps tokens on the host
     if mode == "vllm":
@@ -302,38 +302,39 @@ def verify_greedy(
     return d.n, d.next_token
 
 
+@dataclass(frozen=True)
+class FLyParams(VerifierParams):
+    """method=fly's knobs (conf/method/fly.yaml explains each)."""
+
+    theta: float = knob(0.3, real(0), "the entropy threshold")
+    window: int = knob(6, integer(1), "the deferral window W")
+    top_k: int = knob(3, integer(1), "probabilities in the entropy")
+    mode: str = knob("code", choice(*MODES))
+    no_window: bool = knob(False, boolean)
+    theta_switch_off: bool = knob(True, boolean)
+    near_limit: str = knob("full_k", choice(*NEAR_LIMIT))
+    draft_sampling: bool = knob(False, boolean)
+
+
 class FLy(Verifier):
     """method=fly as a configured verifier. Defaults are the released 70B settings and the
     released code's behaviour (module docstring); each difference is an option."""
 
-    def __init__(
-        self,
-        theta: float = 0.3,
-        window: int = 6,
-        top_k: int = 3,
-        mode: str = "code",
-        no_window: bool = False,
-        theta_switch_off: bool = True,
-        near_limit: str = "full_k",
-        draft_sampling: bool = False,
-    ) -> None:
-        if mode not in MODES:
-            raise ConfigError(f"method.mode={mode!r} must be one of {', '.join(MODES)}")
-        if not isinstance(window, int) or window < 1:
-            raise ConfigError(f"method.window={window!r} must be an integer >= 1 (the deferral window W)")
-        if not isinstance(top_k, int) or top_k < 1:
-            raise ConfigError(f"method.top_k={top_k!r} must be an integer >= 1 (entries in the entropy)")
-        if near_limit not in NEAR_LIMIT:
-            raise ConfigError(f"method.near_limit={near_limit!r} must be one of {', '.join(NEAR_LIMIT)}")
-        self.theta = float(theta)
-        self.window = window
-        self.top_k = top_k
-        self.mode = mode
-        self.no_window = bool(no_window)
-        self.theta_switch_off = bool(theta_switch_off)
-        self.near_limit = near_limit
-        self.draft_sampling = bool(draft_sampling)
-        self.drafts_full_k_near_limit = near_limit == "full_k"
+    Params = FLyParams
+    config_names = ("fly",)
+
+    def __init__(self, **knobs: Any) -> None:
+        self.params = FLyParams.build(knobs)  # every range checked once, there
+        p = self.params
+        self.theta = float(p.theta)
+        self.window = p.window
+        self.top_k = p.top_k
+        self.mode = p.mode
+        self.no_window = p.no_window
+        self.theta_switch_off = p.theta_switch_off
+        self.near_limit = p.near_limit
+        self.draft_sampling = p.draft_sampling
+        self.drafts_full_k_near_limit = p.near_limit == "full_k"
         self._checked_first = False
 
     def draft_temperature(self, temperature: float) -> float:

@@ -74,6 +74,9 @@ def verify_sampling(
 class SPD(Verifier):
     """Vanilla speculative decoding as a configured verifier (also used for method=ar, K = 0)."""
 
+    # method=ar is this rule without a drafter (uses_drafter=false): the pre-check pairs the names.
+    config_names = ("spd", "ar")
+
     def __call__(
         self,
         draft: Draft,
