@@ -506,7 +506,8 @@ def compose_points(
                 sweeper_cls = _locate(target)
             except Exception:
                 sweeper_cls = None
-            if not (isinstance(sweeper_cls, type) and issubclass(sweeper_cls, BasicSweeper)):
+            # By name: Hydra's plugin discovery may import the module a second time.
+            if not (isinstance(sweeper_cls, type) and any(c.__name__ == BasicSweeper.__name__ for c in sweeper_cls.__mro__)):
                 raise ConfigError(f"hydra.sweeper is {target}; the pre-check expands only Hydra's basic sweeper (grids)")
             # BasicSweeper.sweep: the sweeper's params first, then the command line (later keys win).
             params = [f"{k}={v}" for k, v in (master.hydra.sweeper.params or {}).items()]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any, Callable, ClassVar, Mapping
 
 from .errors import ConfigError
@@ -105,7 +106,7 @@ def optional(inner: Rule) -> Rule:
 
 def list_of(inner: Rule, *, nonempty: bool = True) -> Rule:
     def rule(v: Any) -> str | None:
-        if not isinstance(v, (list, tuple)) or (nonempty and not v):
+        if not isinstance(v, Sequence) or isinstance(v, (str, bytes)) or (nonempty and not v):
             return "must be a non-empty list" if nonempty else "must be a list"
         for x in v:
             reason = inner(x)

@@ -245,7 +245,7 @@ GOOD = [
 def test_declared_options_pass_the_precheck(args):
     from loosespec_bench.__main__ import precheck
 
-    precheck(args)
+    precheck(args, resources=False)  # the settings; GPU pairs and hub heads are not on this machine
 
 
 def test_every_experiment_at_every_scale_passes_the_precheck():
@@ -254,4 +254,4 @@ def test_every_experiment_at_every_scale_passes_the_precheck():
 
     for exp in group_choices("experiment"):
         for scale in group_choices("scale"):
-            precheck([f"experiment={exp}", f"scale={scale}"])
+            precheck([f"experiment={exp}", f"scale={scale}"], resources=False)  # settings (heads, GPUs: elsewhere)
