@@ -1,6 +1,6 @@
 """The sandbox's trusted supervisor: one per sandboxed program, started by the harness.
 
-Run as `python -I -S _sandbox_supervisor.py HARNESS_PID UID DEADLINE_S LEVEL NONCE_FD VERDICT_FD -- CMD...`
+Run as `python -I -S _sandbox_supervisor.py HARNESS_PID UID DEADLINE_S LEVEL NONCE_FD VERDICT_FD SOURCE_FD -- CMD...`
 (and, inside the namespaces, as `... --ns-init ...`: the namespace's PID 1, `ns_init`) (stdlib
 only, no package imports, so that it runs under -I -S). It forks CMD (the rlimits/namespace/uid
 chain that ends in the program) and stays its parent:
@@ -33,6 +33,7 @@ import time
 
 SETUP_FAILED = 199
 NONCE_FD, VERDICT_FD = 3, 4  # where the program's chain finds the two pipes (see sandbox._RUNNER)
+SOURCE_FD = 5  # the program's source (a memfd the runner reads, then closes): in no file of the sandbox
 # World-writable places where a sandbox uid could leave files on the host ("uid" level).
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/run/shm", "/dev/mqueue")
 
@@ -67,46 +68,56 @@ def _prctl(libc: ctypes.CDLL, *args: int) -> None:
         raise OSError(ctypes.get_errno(), f"prctl{args}")
 
 
-KEYRING_ONLY = ("add_key", "request_key", "keyctl")  # the namespaces level: keyrings are not namespaced
+# The namespaces level: network, IPC and mounts are namespaced there, but keyrings are not, nor
+# are some socket families (AF_VSOCK reaches the hypervisor from any network namespace); io_uring
+# can open sockets itself. So sockets other than AF_UNIX (which reach only the private root's
+# own sockets) fail with EPERM there too, and keyrings and io_uring as at the other levels.
+NAMESPACES_BLOCKED = ("add_key", "request_key", "keyctl", "io_uring_setup")
+KEYRING_ONLY = NAMESPACES_BLOCKED  # the old name
+AF_UNIX = 1
+SECCOMP_DATA_ARG0 = 16  # offsetof(struct seccomp_data, args[0]); its low 32 bits on little-endian
 
 
-def seccomp_program(machine: str | None = None, only: tuple[str, ...] | None = None) -> bytes:
+def seccomp_program(machine: str | None = None, only: tuple[str, ...] | None = None, unix_sockets: bool = False) -> bytes:
     """The BPF filter: wrong architecture (32-bit or x32 syscalls) kills the process, the
     blocked syscalls (all of _BLOCKED, or those named in `only`) fail with EPERM, everything
-    else is allowed."""
+    else is allowed. unix_sockets: socket() is allowed for AF_UNIX only (every other family,
+    AF_VSOCK, AF_NETLINK, AF_PACKET and AF_INET* included, fails with EPERM)."""
     machine = machine or os.uname().machine
     if machine not in _BLOCKED:
         raise OSError(f"no seccomp filter for architecture {machine}")
     arch, calls = _BLOCKED[machine]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    nrs = sorted(nr for name, nr in calls.items() if only is None or name in only)
-    # Layout: 0 ld arch; 1 jeq arch; 2 ld nr; 3 jge x32 (x86_64); then one jeq per nr; allow;
-    # errno; kill.
-    head = [(ld, 0, 0, 4)]
-    body = [(ld, 0, 0, 0)]
+    nrs = sorted(nr for name, nr in calls.items() if (only is None or name in only) and not (unix_sockets and name == "socket"))
+    # Instructions with symbolic jump targets ("allow", "errno", "kill", "family"), resolved below.
+    prog: list[tuple] = [(ld, 0, 0, 4), (jeq, None, "kill", arch), (ld, 0, 0, 0)]
     if machine == "x86_64":
-        body.append(("x32",))
-    body += [("nr", n) for n in nrs]
-    n_total = len(head) + 1 + len(body) + 3
-    allow, errno, kill = n_total - 3, n_total - 2, n_total - 1
-    out = list(head)
-    pc = len(out)
-    out.append((jeq, 0, kill - (pc + 1), arch))
-    for item in body:
-        pc = len(out)
-        if item[0] == "x32":
-            out.append((jge, kill - (pc + 1), 0, 0x40000000))
-        elif item[0] == "nr":
-            out.append((jeq, errno - (pc + 1), 0, item[1]))
-        else:
-            out.append(item)
-    out += [(ret, 0, 0, SECCOMP_RET_ALLOW), (ret, 0, 0, SECCOMP_RET_ERRNO | EPERM), (ret, 0, 0, SECCOMP_RET_KILL_PROCESS)]
-    assert len(out) == n_total
-    return b"".join(struct.pack("=HBBI", *ins) for ins in out)
+        prog.append((jge, "kill", None, 0x40000000))
+    prog += [(jeq, "errno", None, nr) for nr in nrs]
+    if unix_sockets:
+        prog.append((jeq, "family", None, calls["socket"]))
+    labels = {"allow": len(prog)}
+    prog.append((ret, 0, 0, SECCOMP_RET_ALLOW))
+    if unix_sockets:
+        labels["family"] = len(prog)
+        # BPF jumps only forward: an allow of its own after the family test.
+        prog += [(ld, 0, 0, SECCOMP_DATA_ARG0), (jeq, None, "errno", AF_UNIX), (ret, 0, 0, SECCOMP_RET_ALLOW)]
+    labels["errno"] = len(prog)
+    prog.append((ret, 0, 0, SECCOMP_RET_ERRNO | EPERM))
+    labels["kill"] = len(prog)
+    prog.append((ret, 0, 0, SECCOMP_RET_KILL_PROCESS))
+    out = []
+    for pc, (code, jt, jf, k) in enumerate(prog):
+        # BPF jumps are relative to the next instruction; None = fall through (0).
+        rel = lambda t: 0 if t is None else (labels[t] - (pc + 1) if isinstance(t, str) else t)  # noqa: E731
+        jt_, jf_ = rel(jt), rel(jf)
+        assert 0 <= jt_ < 256 and 0 <= jf_ < 256
+        out.append(struct.pack("=HBBI", code, jt_, jf_, k))
+    return b"".join(out)
 
 
-def install_seccomp(libc: ctypes.CDLL, only: tuple[str, ...] | None = None) -> None:
-    prog = seccomp_program(only=only)
+def install_seccomp(libc: ctypes.CDLL, only: tuple[str, ...] | None = None, unix_sockets: bool = False) -> None:
+    prog = seccomp_program(only=only, unix_sockets=unix_sockets)
     buf = ctypes.create_string_buffer(prog, len(prog))
 
     class SockFprog(ctypes.Structure):
@@ -162,19 +173,19 @@ def remove_files_of(uid: int) -> None:
                 pass
 
 
-def _remap(fds: tuple[int, int]) -> None:
-    """Move the nonce and verdict pipes to fds 3 and 4, where the runner expects them."""
+def _remap(fds: tuple[int, ...]) -> None:
+    """Move the nonce and verdict pipes and the source to fds 3, 4 and 5, where the runner expects them."""
     import fcntl
 
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
     for fd in fds:
         os.close(fd)
-    for target, fd in zip((NONCE_FD, VERDICT_FD), high):
+    for target, fd in zip((NONCE_FD, VERDICT_FD, SOURCE_FD), high):
         os.dup2(fd, target, inheritable=True)
         os.close(fd)
 
 
-def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, int]) -> None:
+def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, ...]) -> None:
     try:
         libc = _libc()
         _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -185,8 +196,8 @@ def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, int]) ->
         if level in ("uid", "process"):
             install_seccomp(libc)
             os.write(VERDICT_FD, b"S")  # the last trusted step before the program's chain
-        elif os.uname().machine in _BLOCKED:  # network and IPC are namespaced there; keyrings are not
-            install_seccomp(libc, only=KEYRING_ONLY)
+        elif os.uname().machine in _BLOCKED:  # network and IPC are namespaced; keyrings, vsock... are not
+            install_seccomp(libc, only=NAMESPACES_BLOCKED + ("socket",), unix_sockets=True)
         os.execvp(cmd[0], cmd)
     except BaseException as e:  # noqa: BLE001 - report and never return into the supervisor's code
         try:
@@ -197,9 +208,9 @@ def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, int]) ->
 
 def main(argv: list[str]) -> int:
     harness, uid, deadline, level = int(argv[0]), int(argv[1]), float(argv[2]), argv[3]
-    fds = (int(argv[4]), int(argv[5]))
-    assert argv[6] == "--"
-    cmd = argv[7:]
+    fds = (int(argv[4]), int(argv[5]), int(argv[6]))
+    assert argv[7] == "--"
+    cmd = argv[8:]
     if os.getppid() != harness:
         return SETUP_FAILED
     libc = _libc()
@@ -214,6 +225,8 @@ def main(argv: list[str]) -> int:
     child = os.fork()
     if child == 0:
         _child(cmd, me, level, fds)
+    for fd in fds:  # the child has them; a same-uid program must not find them in our /proc/<pid>/fd
+        os.close(fd)
     try:  # wake up as soon as the child ends (pidfd), else every 20 ms
         poller = select.poll()
         poller.register(os.pidfd_open(child), select.POLLIN)
@@ -316,9 +329,9 @@ def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int,
         fh.write(f"root:x:0:\nsandbox:x:{uid}:\n")
     with open("etc/hosts", "w") as fh:
         fh.write("127.0.0.1 localhost\n")
-    for f in ("main.py", "runner.py"):
-        shutil.copyfile(os.path.join(host, f), "sandbox/" + f)
-        os.chmod("sandbox/" + f, 0o644)
+    # The runner only: the program's source (with its tests) comes through SOURCE_FD, never a file.
+    shutil.copyfile(os.path.join(host, "runner.py"), "sandbox/runner.py")
+    os.chmod("sandbox/runner.py", 0o644)
     _mount(libc, "tmpfs", "dev", "tmpfs", MS_NOSUID, "size=64k,mode=755")
     for n in ("null", "zero", "full", "random", "urandom"):
         open("dev/" + n, "w").close()

@@ -222,16 +222,29 @@ if {guard}:
             raise PermissionError("sandbox: " + event + " is not allowed")
     sys.addaudithook(_guard)
     del _guard
-sys.argv = ["main.py"]
+sys.argv = ["<program>"]
 def _flush():
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()
         except BaseException:
             pass
+# The source (with its tests) from SOURCE_FD, then the fd closed: the program finds it in no file
+# (/proc/self/fd included), so it cannot read its own tests' expected values.
+_chunks = []
+while True:
+    _c = _read({source_fd}, 1 << 16)
+    if not _c:
+        break
+    _chunks.append(_c)
+os.close({source_fd})
 try:
-    import runpy
-    runpy.run_path({main!r}, run_name="__main__")
+    import builtins
+    _code = compile(b"".join(_chunks).decode("utf-8"), "<program>", "exec")
+    # No reference to the source text survives (a frame walk finds none): tracebacks show
+    # line numbers only.
+    del _chunks, _c
+    exec(_code, {{"__name__": "__main__", "__file__": "<program>", "__builtins__": builtins}})
 except BaseException:
     try:
         import traceback
@@ -363,7 +376,7 @@ def run_python(
     nonce = secrets.token_hex(16).encode()
     start = time.monotonic()
     timed_out = False
-    nonce_r = nonce_w = verdict_r = verdict_w = -1
+    nonce_r = nonce_w = verdict_r = verdict_w = source_fd = -1
     try:
         nonce_r, nonce_w = os.pipe()
         verdict_r, verdict_w = os.pipe()
@@ -372,7 +385,11 @@ def run_python(
         nonce_w = -1
         out_path = host_dir / "output.txt"
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-        runner_args = dict(nonce_fd=_sup.NONCE_FD, verdict_fd=_sup.VERDICT_FD, guard=level != "namespaces")
+        runner_args = dict(nonce_fd=_sup.NONCE_FD, verdict_fd=_sup.VERDICT_FD, source_fd=_sup.SOURCE_FD, guard=level != "namespaces")
+        # The source goes in through a memfd (no file in the sandbox holds it; see _RUNNER).
+        source_fd = os.memfd_create("loosespec-program", 0)
+        os.write(source_fd, source.encode("utf-8"))
+        os.lseek(source_fd, 0, os.SEEK_SET)
         wall = f"{limits.timeout_s + 1:.2f}"  # inner limit, should the harness's own be missed
         with out_path.open("wb") as out:
             if level == "namespaces":
@@ -381,8 +398,7 @@ def run_python(
                 if not exe.startswith(prefix + os.sep):
                     prefix = os.path.dirname(os.path.dirname(exe))
                 hide = [os.path.realpath(p) for p in [*hide_paths, *_default_hidden()]]
-                (host_dir / "main.py").write_text(source, encoding="utf-8")
-                (host_dir / "runner.py").write_text(_RUNNER.format(main="/sandbox/main.py", **runner_args), encoding="utf-8")
+                (host_dir / "runner.py").write_text(_RUNNER.format(**runner_args), encoding="utf-8")
                 cmd = _ns_prefix() + [sys.executable, "-I", "-S", _sup.__file__, "--ns-init", str(host_dir), str(uid),
                                       prefix, exe, str(limits.tmp_mb), wall, *hide]
                 env.update(HOME="/tmp/work", TMPDIR="/tmp/work")
@@ -390,14 +406,13 @@ def run_python(
             else:
                 work = host_dir / "work"
                 work.mkdir()
-                (work / "main.py").write_text(source, encoding="utf-8")
-                (work / "runner.py").write_text(_RUNNER.format(main="main.py", **runner_args), encoding="utf-8")
+                (work / "runner.py").write_text(_RUNNER.format(**runner_args), encoding="utf-8")
                 cmd = [_host_interpreter(), "-I", "-S", "runner.py"]
                 env.update(HOME=str(work), TMPDIR=str(work))
                 cwd = str(work)
                 if uid is not None:
                     os.chmod(host_dir, 0o711)  # the uid may pass through to its work dir, not list it
-                    for path in (work, work / "main.py", work / "runner.py"):
+                    for path in (work, work / "runner.py"):
                         os.chown(path, uid, uid)
                     cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--", *cmd]
             preexec = None
@@ -406,14 +421,15 @@ def run_python(
             else:  # no util-linux prlimit: set the limits between fork and exec instead
                 preexec = functools.partial(_set_limits, limits)
             supervisor = [sys.executable, "-I", "-S", _sup.__file__, str(os.getpid()), str(uid or -1),
-                          f"{limits.timeout_s + 2:.2f}", level, str(nonce_r), str(verdict_w), "--", *cmd]
+                          f"{limits.timeout_s + 2:.2f}", level, str(nonce_r), str(verdict_w), str(source_fd), "--", *cmd]
             proc = subprocess.Popen(
                 supervisor, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-                start_new_session=True, preexec_fn=preexec, close_fds=True, pass_fds=(nonce_r, verdict_w),
+                start_new_session=True, preexec_fn=preexec, close_fds=True, pass_fds=(nonce_r, verdict_w, source_fd),
             )
             os.close(nonce_r)
             os.close(verdict_w)
-            nonce_r = verdict_w = -1
+            os.close(source_fd)
+            nonce_r = verdict_w = source_fd = -1
             try:
                 returncode: int | None = proc.wait(timeout=limits.timeout_s)
             except subprocess.TimeoutExpired:
@@ -433,7 +449,7 @@ def run_python(
         verdict = _read_available(verdict_r)
         text = _tail(out_path)
     finally:
-        for fd in (nonce_r, nonce_w, verdict_r, verdict_w):
+        for fd in (nonce_r, nonce_w, verdict_r, verdict_w, source_fd):
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(host_dir, ignore_errors=True)

@@ -358,11 +358,88 @@ FORGER = textwrap.dedent("""\
 def test_a_pass_cannot_be_forged_by_replaying_what_the_program_can_see(level, humaneval):
     r = run(FORGER, level)
     assert not r.passed and r.returncode == 0
-    assert "sys._getframe" in r.output  # it did read its own source and printed it all
+    # It printed everything it could find (the runner's file, its constants, every code
+    # object's), yet not its own source: that is in no file and no object of the sandbox.
+    assert "nonce" in r.output or "_read" in r.output, r.output
+    assert "sys._getframe" not in r.output, r.output
     sample = humaneval.load_all()[0]
     completion = textwrap.indent(FORGER, "    ")
     res = run(humaneval.program(sample, completion), level)
     assert not res.passed and res.returncode == 0
+
+
+# The probe's `read-own-tests-forge`: a completion that parses `assert candidate(...) == X` out of
+# the program file it runs in and returns the expected value. It failed before the source came
+# through a closed memfd (it read /sandbox/main.py, or main.py in its working folder).
+OWN_TESTS_FORGER = textwrap.dedent("""\
+    import glob, os, re
+    def candidate(x):
+        paths = [globals().get("__file__"), "/sandbox/main.py", "main.py", *glob.glob("/proc/self/fd/*"),
+                 *glob.glob("/tmp/*/main.py"), *glob.glob("/tmp/**/main.py", recursive=True)]
+        for path in paths:
+            try:
+                text = open(path, errors="replace").read()
+            except (OSError, TypeError):
+                continue
+            m = re.search(r"assert candidate\\(" + re.escape(repr(x)) + r"\\) == (\\d+)", text)
+            if m:
+                return int(m.group(1))
+        return None
+    """)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_completion_cannot_read_its_own_tests(level):
+    program = OWN_TESTS_FORGER + "\nassert candidate(3) == 9417\nassert candidate(4) == 2290\n"
+    r = run(program, level)
+    assert not r.passed, r.output
+    assert "AssertionError" in r.output, r.output  # it ran, found nothing, and the asserts failed
+
+
+# The probe's `vsock-diag`: socket(AF_VSOCK) reached the hypervisor from the namespaces level,
+# whose network namespace does not cover vsock. Every family but AF_UNIX is refused (EPERM) at
+# every level (the uid and process levels refuse AF_UNIX too: the host's sockets are visible there).
+SOCKET_FAMILIES = textwrap.dedent("""\
+    import socket
+    opened = []
+    for name, fam, kind in (("AF_INET", 2, 1), ("AF_INET6", 10, 1), ("AF_VSOCK", 40, 1), ("AF_NETLINK", 16, 3),
+                            ("AF_PACKET", 17, 3), ("AF_BLUETOOTH", 31, 1), ("AF_ALG", 38, 5)):
+        try:
+            socket.socket(fam, kind).close()
+            opened.append(name)
+        except PermissionError:
+            pass
+        except OSError as e:  # e.g. EAFNOSUPPORT: the filter did not stop it, the kernel did
+            opened.append(name + " reached the kernel: " + type(e).__name__)
+    print("OPENED", opened)
+    assert not opened, opened
+    try:
+        socket.socket(40, 1).connect((2, 1024))
+    except PermissionError:
+        print("vsock refused")
+    """)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_socket_family_but_unix_is_refused(level):
+    r = run(SOCKET_FAMILIES, level)
+    assert r.passed, r.output
+    assert "vsock refused" in r.output, r.output
+
+
+def test_the_namespaces_filter_allows_unix_sockets_only():
+    """The BPF program itself (architecture-independent reading of its layout): socket() is
+    in the namespaces level's filter, compared against AF_UNIX."""
+    from loosespec_bench.tasks import _sandbox_supervisor as sup
+
+    prog = sup.seccomp_program("x86_64", only=(*sup.NAMESPACES_BLOCKED, "socket"), unix_sockets=True)
+    words = [prog[i:i + 8] for i in range(0, len(prog), 8)]
+    import struct
+
+    ins = [struct.unpack("=HBBI", w) for w in words]
+    assert (0x20, 0, 0, sup.SECCOMP_DATA_ARG0) in ins  # loads the family argument
+    assert any(code == 0x15 and k == sup.AF_UNIX for code, _, _, k in ins)
+    assert any(code == 0x15 and k == 41 for code, _, _, k in ins)  # socket's number on x86_64
 
 
 def sandbox_uid_of(harness_pid: int) -> int | None:
