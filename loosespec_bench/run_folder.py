@@ -81,9 +81,33 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def incomplete(rec: dict[str, Any]) -> str | None:
+    """Why a sample record (a line a run appended) cannot be used, or None: every reader (resume,
+    re-score, the index) needs a text id, the output text and the metrics of each side."""
+    rid = rec.get("id")
+    if not isinstance(rid, str) or not rid:
+        return f"its id is {json.dumps(rid)[:40]}, not a text"
+    for side, part in (("", rec), ("baseline.", rec.get("baseline"))):
+        if side and part is None:
+            continue
+        if not isinstance(part, dict):
+            return f"{side.rstrip('.')} is not an object"
+        if not isinstance(part.get("output_text"), str):
+            return f"{side}output_text is missing or not a text"
+        if not isinstance(part.get("metrics"), dict):
+            return f"{side}metrics is missing or not an object"
+        if "score" in part and not isinstance(part["score"], dict):
+            return f"{side}score is not an object"
+        if "turns" in part and not (isinstance(part["turns"], list) and all(
+                isinstance(t, dict) and isinstance(t.get("output_text"), str) for t in part["turns"])):
+            return f"{side}turns is not a list of turns with their output_text"
+    return None
+
+
 def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every readable line of a JSONL file; a line that is not JSON,
-    not an object or (run_file) has no id is skipped with a warning naming the file and line.
+    not an object or (run_file) not a complete sample record (`incomplete`: an id that is not
+    a text, no output_text, metrics null...) is skipped with a warning naming the file and line.
 
     run_file: the file a run appends to, where a last line without its newline is a write cut
     off by a kill (the next append truncates it, so it is never used); other JSONL files (a
@@ -91,6 +115,8 @@ def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict
     """
     if not path.exists():
         return
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a JSONL file")
     with path.open("rb") as f:
         for lineno, raw in enumerate(f, 1):
             if not raw.strip():
@@ -105,6 +131,11 @@ def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict
                 continue
             if not isinstance(obj, dict) or (run_file and "id" not in obj):
                 log.warning("%s line %d: not a %s; skipped", path, lineno, "sample record (no id)" if run_file else "JSON object")
+                continue
+            why = incomplete(obj) if run_file else None
+            if why:
+                # Treated like an unreadable line: resume regenerates the sample, re-score skips it.
+                log.warning("%s line %d: an incomplete sample record (%s); skipped", path, lineno, why)
                 continue
             yield lineno, obj
 

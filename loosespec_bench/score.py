@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -36,17 +37,35 @@ from .summary import build_summary
 from .tasks import Sample, Task
 
 RETENTION_KEYS = ("retention",)  # plus every key stats.retention_summary writes (retention_*)
+log = logging.getLogger(__name__)
 
 
 def build_task(node: DictConfig, overrides: list[str], workers: int | None = None) -> Task:
-    """Instantiate a dataset config node (as build.build_task) after `--set` overrides."""
+    """Instantiate a dataset config node (as build.build_task) after `--set` overrides, the
+    node checked as a run's pre-check checks it (checks.check_group_node)."""
     from .build import instantiate
+    from .checks import check_group_node, one_line
 
     if workers and "sandbox" in node:
         overrides = [*overrides, f"sandbox.workers={workers}"]
-    if overrides:
-        node = OmegaConf.merge(node, OmegaConf.from_dotlist(overrides))
-    return instantiate(node)
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set judge.kind=openai")
+    try:
+        data = OmegaConf.to_container(node, resolve=True)
+        if overrides:
+            merged = OmegaConf.merge(OmegaConf.create(data), OmegaConf.from_dotlist(overrides))
+            data = OmegaConf.to_container(merged, resolve=True)
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(f"the dataset settings cannot be read: {one_line(err)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("the dataset node is not a mapping of settings")
+    check_group_node("dataset", data, require=False)
+    task = instantiate(data)
+    return task
 
 
 def compose_dataset(name: str, data_dir: str | None) -> DictConfig:
@@ -63,6 +82,19 @@ def compose_dataset(name: str, data_dir: str | None) -> DictConfig:
         cfg = compose(config_name="config", overrides=overrides)
     OmegaConf.resolve(cfg)
     return cfg.dataset
+
+
+def _load_config(path: Path) -> DictConfig | None:
+    """A folder's config.yaml; unreadable, not a mapping or without a dataset node: ConfigError."""
+    if not path.exists():
+        return None
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as err:
+        raise ConfigError(f"{path} is not readable YAML ({' '.join(str(err).split())[:160]}); pass --dataset NAME") from None
+    if not isinstance(cfg, DictConfig) or not isinstance(cfg.get("dataset"), DictConfig):
+        raise ConfigError(f"{path} holds no dataset settings (not a run's config.yaml); pass --dataset NAME")
+    return cfg
 
 
 def completions_of(side: dict[str, Any]) -> list[str]:
@@ -87,13 +119,20 @@ def find_sample(samples: dict[str, Sample], key: Any) -> Sample:
     raise ConfigError(f"no sample with id {key!r} in this data set (ids look like {next(iter(samples), '?')!r})")
 
 
-def rescore_records(task: Task, samples: dict[str, Sample], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """New records with `score` (and `baseline.score`) recomputed; everything else kept."""
+def rescore_records(task: Task, samples: dict[str, Sample], records: list[dict[str, Any]], where: str = "") -> list[dict[str, Any]]:
+    """New records with `score` (and `baseline.score`) recomputed; everything else kept. A
+    record whose id the data set does not have is kept as it was, with a warning: one stray
+    record never blocks a folder, and a re-score never drops one."""
     jobs: list[tuple[dict[str, Any], Sample, list[str]]] = []
     out = []
     for rec in records:
         rec = json.loads(json.dumps(rec))  # deep copy: the caller keeps the old records
-        sample = find_sample(samples, rec["id"])
+        try:
+            sample = find_sample(samples, rec["id"])
+        except ConfigError as err:
+            log.warning("%s: %s; record kept with its old score", where, err)
+            out.append(rec)
+            continue
         jobs.append((rec, sample, completions_of(rec)))
         if rec.get("baseline"):
             jobs.append((rec["baseline"], sample, completions_of(rec["baseline"])))
@@ -120,8 +159,10 @@ def rescore_folder(
     samples_path = folder / RunFolder.SAMPLES
     if not samples_path.exists():
         raise ConfigError(f"{folder} has no {RunFolder.SAMPLES}: not a result folder")
+    if samples_path.is_dir():
+        raise ConfigError(f"{samples_path} is a folder, not the run's samples file")
     config_path = folder / RunFolder.CONFIG
-    cfg = OmegaConf.load(config_path) if config_path.exists() else None
+    cfg = _load_config(config_path)
     if dataset or cfg is None:
         if not dataset:
             raise ConfigError(f"{folder} has no config.yaml: pass --dataset NAME")
@@ -133,29 +174,52 @@ def rescore_folder(
         elif not node.get("data_dir") and os.environ.get("LOOSESPEC_DATA_DIR"):
             node.data_dir = os.environ["LOOSESPEC_DATA_DIR"]
     task = build_task(node, overrides, workers)
+    task.preflight()  # e.g. the sandbox runs an empty program under these settings
 
-    with RunFolder(folder, create=False) as run_folder:
-        # The lock: a run still appending (or another re-score) would lose samples to the rewrite.
-        run_folder.lock("re-score")
-        lines = run_folder.lines()  # every readable line; an unreadable one is skipped with a warning
-        new_lines = rescore_records(task, samples_by_id(task), lines)
+    lock_path = folder / RunFolder.LOCK
+    had_lock = lock_path.exists()
+    try:
+        with RunFolder(folder, create=False) as run_folder:
+            return _rescore_locked(run_folder, task, cfg)
+    except ConfigError as err:
+        from .run_folder import FolderLocked
 
-        stamp = utc_stamp()
-        backup = run_folder.rewrite_samples(new_lines, stamp)  # the old file kept as samples.jsonl.bak-<stamp>
+        if not had_lock and not isinstance(err, FolderLocked):
+            lock_path.unlink(missing_ok=True)  # a refused re-score leaves no lock file behind
+        raise
+    except OSError as err:  # a read-only or full disk: the old files are untouched
+        if not had_lock:
+            lock_path.unlink(missing_ok=True)
+        raise ConfigError(f"{folder}: cannot write the re-scored files ({err.strerror or err}); nothing was changed") from None
 
-        # The summary: drop the old score-derived fields, recompute them from the new scores.
-        old_records = first_per_id(lines)
-        records = first_per_id(new_lines)
-        old = run_folder.read_summary() or {}
-        if old:
-            run_folder.backup(RunFolder.SUMMARY, stamp)
-        stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
-        summary = {k: v for k, v in old.items() if k not in stale}
-        seed = int(cfg.seed) if cfg is not None and "seed" in cfg else 0
-        summary.update(build_summary(task, records, seed=seed))
-        summary.setdefault("dataset", task.name)
-        summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name}
-        run_folder.write_summary(summary)
+
+def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None) -> dict[str, Any]:
+    folder = run_folder.path
+    # The lock: a run still appending (or another re-score) would lose samples to the rewrite.
+    run_folder.lock("re-score")
+    lines = run_folder.lines()  # every readable line; an unreadable one is skipped with a warning
+    if not lines:
+        raise ConfigError(f"{folder / RunFolder.SAMPLES} has no readable sample record; nothing to re-score (the file is left as it is)")
+    new_lines = rescore_records(task, samples_by_id(task), lines, where=str(folder / RunFolder.SAMPLES))
+    if len(new_lines) != len(lines):
+        raise ConfigError(f"{folder}: the re-score would drop {len(lines) - len(new_lines)} record(s); nothing was changed")
+
+    stamp = utc_stamp()
+    backup = run_folder.rewrite_samples(new_lines, stamp)  # the old file kept as samples.jsonl.bak-<stamp>
+
+    # The summary: drop the old score-derived fields, recompute them from the new scores.
+    old_records = first_per_id(lines)
+    records = first_per_id(new_lines)
+    old = run_folder.read_summary() or {}
+    if old:
+        run_folder.backup(RunFolder.SUMMARY, stamp)
+    stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
+    summary = {k: v for k, v in old.items() if k not in stale}
+    seed = int(cfg.seed) if cfg is not None and "seed" in cfg else 0
+    summary.update(build_summary(task, records, seed=seed))
+    summary.setdefault("dataset", task.name)
+    summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name}
+    run_folder.write_summary(summary)
     return summary
 
 
@@ -168,14 +232,21 @@ def _line_id(row: dict[str, Any]) -> Any:
 
 def _line_completions(row: dict[str, Any]) -> list[str]:
     for key in ("completions", "turns"):
-        if isinstance(row.get(key), list):
-            return [str(x) for x in row[key]]
+        if key in row:
+            value = row[key]
+            if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+                raise ConfigError(f"{key!r} must be a non-empty list of answers (text), one per turn")
+            return list(value)
     for key in ("completion", "output_text", "response"):
         if isinstance(row.get(key), str):
             return [row[key]]
-    if row.get("choices"):  # FastChat model_answer files
-        return list(row["choices"][0]["turns"])
-    raise ConfigError(f"a completion line has no answer (completion, completions, output_text): {json.dumps(row)[:120]}")
+    if "choices" in row:  # FastChat model_answer files
+        choices = row["choices"]
+        turns = choices[0].get("turns") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+        if not isinstance(turns, list) or not turns or not all(isinstance(x, str) for x in turns):
+            raise ConfigError("'choices' must be FastChat's [{\"turns\": [answer, ...]}]")
+        return list(turns)
+    raise ConfigError(f"no answer (completion, completions, output_text): {json.dumps(row)[:120]}")
 
 
 def score_jsonl(
@@ -184,10 +255,20 @@ def score_jsonl(
     if not dataset:
         raise ConfigError("scoring a JSONL of completions needs --dataset NAME")
     task = build_task(compose_dataset(dataset, data_dir or os.environ.get("LOOSESPEC_DATA_DIR")), overrides, workers)
+    task.preflight()
     samples = samples_by_id(task)
-    rows = [row for _, row in read_jsonl(path, run_file=False)]
-    picked = [find_sample(samples, _line_id(r)) for r in rows]
-    scores = task.score_batch(picked, [_line_completions(r) for r in rows])
+    numbered = list(read_jsonl(path, run_file=False))
+    if not numbered:
+        raise ConfigError(f"{path} holds no readable completion line (one JSON object per line)")
+    rows, picked, answers = [], [], []
+    for lineno, row in numbered:
+        try:
+            picked.append(find_sample(samples, _line_id(row)))
+            answers.append(_line_completions(row))
+        except ConfigError as err:
+            raise ConfigError(f"{path} line {lineno}: {err}") from None
+        rows.append(row)
+    scores = task.score_batch(picked, answers)
     records = [
         {**row, "id": s.id, "meta": s.meta, "score": score} for row, s, score in zip(rows, picked, scores)
     ]
@@ -198,13 +279,29 @@ def score_jsonl(
     return summary
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers {text!r} must be an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--workers {value} must be an integer >= 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loosespec_bench.score", description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="a result folder, or a JSONL of completions")
     parser.add_argument("--dataset", help="data set name (conf/dataset/NAME.yaml); required for a JSONL")
     parser.add_argument("--data-dir", help="local data directory (default: the run's, else LOOSESPEC_DATA_DIR)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dataset setting, repeatable")
-    parser.add_argument("--workers", type=int, help="parallel sandboxed programs (HumanEval)")
+    parser.add_argument("--workers", type=_positive_int, help="parallel sandboxed programs (HumanEval)")
+
+    def error(message: str) -> None:  # one line, exit 2, as every other bad input
+        print(f"error: {message} (--help lists the options)", file=sys.stderr)
+        sys.exit(2)
+
+    parser.error = error  # type: ignore[method-assign]
     args = parser.parse_args(argv)
     kwargs = dict(dataset=args.dataset, data_dir=args.data_dir, overrides=list(args.set), workers=args.workers)
     try:
@@ -214,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             summary = score_jsonl(args.path, **kwargs)
         else:
             raise ConfigError(f"{args.path} is neither a result folder nor a file")
+    except OSError as err:  # a read-only or full disk writing the scored files
+        print(f"error: {args.path}: cannot write the results ({err.strerror or err})", file=sys.stderr)
+        return 2
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ the chat messages, score a completion. A data set is one small module plus a con
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,11 +79,24 @@ class Task:
         """The run's samples: `load_all()` cut to `limit` (None = the whole set)."""
         try:
             items = self.load_all()
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"dataset {self.name}: a data file is not UTF-8 ({err.reason}; data from {self.data_dir or 'the hub'}); fix or replace it") from None
+        except IsADirectoryError as err:
+            raise ConfigError(f"dataset {self.name}: {err.filename} is a folder, not a data file; fix or replace it") from None
         except KeyError as err:  # a row without a field the loader reads (the loaders that check name the line)
             raise ConfigError(
                 f"dataset {self.name}: a data row has no field {err.args[0]!r} (data from {self.data_dir or 'the hub'}); "
                 "fix or replace the data file"
             ) from None
+        where = f"data from {self.data_dir or 'the hub'}"
+        seen: set[str] = set()
+        for s in items:
+            if not isinstance(s.id, str) or not s.id:
+                raise ConfigError(f"dataset {self.name}: a sample id is {s.id!r}, not a non-empty text ({where}); fix the data file")
+            if s.id in seen:
+                # Resume and the summary key on ids: a second record would be counted twice.
+                raise ConfigError(f"dataset {self.name}: sample id {s.id!r} appears twice ({where}); ids must be unique")
+            seen.add(s.id)
         items = items if self.limit is None else items[: self.limit]
         if not items:
             raise ConfigError(
@@ -131,24 +145,53 @@ def round_robin(samples: list[Sample], key: str) -> list[Sample]:
     return [g[i] for i in range(longest) for g in groups.values() if i < len(g)]
 
 
-def read_jsonl(path: Path, *, opener: Any = None, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Every line of a JSONL data file as an object; a line that is not a JSON object, or lacks
-    one of the `required` keys, is a ConfigError naming the file and the line."""
+def _type_names(kind: Any) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({str: "text", int: "an integer", float: "a number", list: "a list", dict: "an object"}.get(k, k.__name__) for k in kinds)
+
+
+def read_jsonl(
+    path: Path, *, opener: Any = None, required: tuple[str, ...] = (), types: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Every line of a JSONL data file as an object; a line that is not UTF-8, not a JSON object,
+    lacks one of the `required` keys or holds a value of another type than `types` says (a
+    number where text belongs: bool is not an int here) is a ConfigError naming the file and the
+    line; a file that cannot be read (a folder in its place) names the file."""
     rows = []
-    with (opener(path) if opener else path.open(encoding="utf-8")) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as err:
-                raise ConfigError(f"{path} line {lineno}: not valid JSON ({err}); fix or replace the data file") from None
-            if not isinstance(row, dict):
-                raise ConfigError(f"{path} line {lineno}: not a JSON object; fix or replace the data file")
-            missing = [k for k in required if k not in row]
-            if missing:
-                raise ConfigError(f"{path} line {lineno}: missing field(s) {missing}; fix or replace the data file")
-            rows.append(row)
+    try:
+        f = opener(path) if opener else path.open("rb")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror or err}); fix or replace the data file") from None
+    with f:
+        lineno = 0
+        try:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+                except UnicodeDecodeError as err:
+                    raise ConfigError(f"{path} line {lineno}: not UTF-8 ({err.reason} at byte {err.start}); fix or replace the data file") from None
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as err:
+                    raise ConfigError(f"{path} line {lineno}: not valid JSON ({err}); fix or replace the data file") from None
+                if not isinstance(row, dict):
+                    raise ConfigError(f"{path} line {lineno}: not a JSON object; fix or replace the data file")
+                missing = [k for k in required if k not in row]
+                if missing:
+                    raise ConfigError(f"{path} line {lineno}: missing field(s) {missing}; fix or replace the data file")
+                for key, kind in (types or {}).items():
+                    value = row.get(key)
+                    if key in row and (not isinstance(value, kind) or (isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)))):
+                        raise ConfigError(f"{path} line {lineno}: field {key!r} is {json.dumps(value)[:40]}, not {_type_names(kind)}; fix or replace the data file")
+                    if isinstance(value, float) and not math.isfinite(value):
+                        raise ConfigError(f"{path} line {lineno}: field {key!r} is {value}, not a finite number; fix or replace the data file")
+                rows.append(row)
+        except UnicodeDecodeError as err:  # a text opener (gzip "rt") decodes before we see the line
+            raise ConfigError(f"{path} line {lineno + 1}: not UTF-8 ({err.reason}); fix or replace the data file") from None
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot be read ({err.strerror or err}); fix or replace the data file") from None
     return rows
 
 

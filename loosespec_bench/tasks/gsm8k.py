@@ -53,7 +53,8 @@ class GSM8K(Task):
 
     def _rows(self) -> list[dict[str, str]]:
         if self.data_dir is not None:
-            return read_jsonl(self.local_path("gsm8k", "test.jsonl"), required=("question", "answer"))
+            return read_jsonl(self.local_path("gsm8k", "test.jsonl"), required=("question", "answer"),
+                              types={"question": str, "answer": str})
         return [dict(r) for r in load_hub_dataset(self.hub_path, "main", "test")]
 
     def user_turn(self, question: str) -> str:

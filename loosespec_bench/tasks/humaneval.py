@@ -65,6 +65,7 @@ class HumanEval(Task):
                     path,
                     opener=lambda p: gzip.open(p, "rt", encoding="utf-8"),
                     required=("task_id", "prompt", "test", "entry_point"),
+                    types={"task_id": str, "prompt": str, "test": str, "entry_point": str},
                 )
             except (OSError, EOFError, UnicodeDecodeError) as err:  # not gzip, truncated
                 raise ConfigError(f"{path}: unreadable ({err}); fix or replace the data file") from None

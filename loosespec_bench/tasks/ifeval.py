@@ -87,6 +87,8 @@ class IFEval(Task):
             self.nltk_data = self.data_dir / "ifeval" / "nltk_data"
         else:
             self.nltk_data = None  # hub mode: nltk's own search path (lm-eval downloads punkt_tab if missing)
+        if nltk_data and not self.nltk_data.is_dir():  # before any model loads, not at scoring time
+            raise ConfigError(f"dataset.nltk_data={nltk_data!r} is not a folder; point it at NLTK data (punkt_tab) or null")
         self._utils: types.ModuleType | None = None
 
     @property
@@ -97,8 +99,21 @@ class IFEval(Task):
 
     def _rows(self) -> list[dict[str, Any]]:
         if self.data_dir is not None:
-            return read_jsonl(self.local_path("ifeval", "input_data.jsonl"))
+            return read_jsonl(self.local_path("ifeval", "input_data.jsonl"),
+                              types={"key": int, "prompt": str, "instruction_id_list": list, "kwargs": list})
         return [dict(r) for r in load_hub_dataset(self.hub_path, None, "train")]
+
+    def preflight(self) -> None:
+        """The checker loads (lm-eval, NLTK data) and knows every instruction id of the samples,
+        before any model loads: an unknown id would otherwise fail at scoring, after generation."""
+        known = set(self.utils.instructions_registry.INSTRUCTION_DICT)
+        for s in self.samples():
+            bad = [i for i in s.reference["instruction_id_list"] if i not in known]
+            if bad:
+                raise ConfigError(
+                    f"dataset ifeval: sample {s.id} names unknown instruction id(s) {bad} "
+                    f"(data from {self.data_dir or 'the hub'}); the checker knows e.g. {sorted(known)[:3]}"
+                )
 
     def load_all(self) -> list[Sample]:
         out = []

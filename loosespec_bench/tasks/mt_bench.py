@@ -41,6 +41,10 @@ def parse_rating(judgment: str) -> float:
     return float(match.group(1)) if match else -1.0
 
 
+# A question's fields (FastChat's question.jsonl): an integer id, the user turns as a list of text.
+QUESTION_TYPES = {"question_id": int, "category": str, "turns": list}
+
+
 class MTBench(Task):
     name = "mt_bench"
     SETTINGS = {"judge": nested(JUDGE_SETTINGS), "categories": optional(list_of(string))}
@@ -62,7 +66,7 @@ class MTBench(Task):
     # -- data --------------------------------------------------------------------------------
     def _questions(self) -> list[dict[str, Any]]:
         if self.data_dir is not None:
-            return read_jsonl(self.local_path(self.folder, self.question_file))
+            return read_jsonl(self.local_path(self.folder, self.question_file), types=QUESTION_TYPES)
         return read_jsonl(hub_file(self.hub_repo, self.hub_question_file))
 
     def _judge_file(self, name: str) -> Path:

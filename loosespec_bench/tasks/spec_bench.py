@@ -58,7 +58,8 @@ class SpecBench(Task):
                 "dataset spec_bench: Spec-Bench is not published as a hub data set; set paths.data_dir "
                 "(or LOOSESPEC_DATA_DIR) to a folder with spec_bench/question.jsonl"
             )
-        return read_jsonl(self.local_path("spec_bench", "question.jsonl"), required=("question_id", "category", "turns"))
+        return read_jsonl(self.local_path("spec_bench", "question.jsonl"), required=("question_id", "category", "turns"),
+                          types={"question_id": (int, str), "category": str, "turns": list})
 
     def load_all(self) -> list[Sample]:
         out = []
