@@ -550,7 +550,7 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
     check_environment()
     master, points = compose_points(overrides, multirun=multirun, config_name=config_name)
     here = runs_here(master) if resources is None else resources
-    varying = _varying(points)
+    varying = varying_keys(points)
     seen: set[str] = set()
     for point, cfg in points:
         try:
@@ -569,7 +569,7 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
     return points
 
 
-def _varying(points: list[tuple[list[str], DictConfig]]) -> set[str]:
+def varying_keys(points: list[tuple[list[str], DictConfig]]) -> set[str]:
     values: dict[str, set[str]] = {}
     for ov, _ in points:
         for o in ov:

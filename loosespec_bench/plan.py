@@ -49,9 +49,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
-from .config import CONF_DIR, check_group_overrides, run_id
+from .config import run_id
 from .errors import ConfigError
 from .status import STATES, PointStatus, format_age, point_status
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
@@ -151,36 +151,22 @@ def settings(cfg: DictConfig) -> dict[str, Any]:
 
 def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], DictConfig]]]:
     """The multirun config and, per job, (its sweep overrides, its composed config): what
-    `python -m loosespec_bench -m OVERRIDES` would run, expanded by Hydra's own machinery."""
-    from hydra import initialize_config_dir
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.utils import setup_globals
-    from hydra.types import RunMode
+    `python -m loosespec_bench -m OVERRIDES` would run, expanded by Hydra's own machinery
+    (checks.compose_points, the run's own pre-check), every point checked as a run checks it
+    (checks.validate: a plan never lists a point the run would refuse)."""
+    from .checks import compose_points, validate, varying_keys
 
-    check_group_overrides(list(overrides))
-    setup_globals()  # ${now:...} and ${hydra:...}, as in a real launch
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="__main__"):
-        hydra = GlobalHydra.instance().hydra
-        assert hydra is not None
-        master = hydra.compose_config("config", list(overrides), run_mode=RunMode.MULTIRUN, with_log_configuration=False)
-        target = master.hydra.sweeper.get("_target_", "")
-        if not target.endswith("BasicSweeper"):
-            raise ConfigError(f"hydra.sweeper is {target}; the plan expands only Hydra's basic sweeper (grids)")
-        # BasicSweeper.sweep: the sweeper's params first, then the command line (later keys win).
-        params = [f"{k}={v}" for k, v in (master.hydra.sweeper.params or {}).items()]
-        task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)
-        assert isinstance(task, list)
-        parsed = OverridesParser.create(config_loader=hydra.config_loader).parse_overrides(params + task)
-        batches = BasicSweeper.split_arguments(parsed, None)
-        jobs = []
-        for job_overrides in batches[0] if batches else [[]]:
-            cfg = hydra.config_loader.load_sweep_config(master, list(job_overrides))
-            with open_dict(cfg):
-                del cfg["hydra"]  # as run_job hands the task its config
-            jobs.append((list(job_overrides), cfg))
-        return master, jobs
+    master, points = compose_points(list(overrides), multirun=True)
+    varying = varying_keys(points)
+    for ov, cfg in points:
+        try:
+            validate(cfg)
+        except ConfigError as err:
+            if len(points) > 1:
+                where = " ".join(o for o in ov if o.lstrip("+~").split("=", 1)[0] in varying)
+                raise ConfigError(f"sweep point {where or ' '.join(ov)}: {err}") from None
+            raise
+    return master, points
 
 
 def _set_size(d: DictConfig) -> tuple[int, bool]:
@@ -449,13 +435,31 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
 
 
 def _pairs(items: Sequence[str], flag: str) -> dict[str, float]:
+    import math
+
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"error: {flag} {item!r}: expected NAME=NUMBER")
-        out[key] = float(value)
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not key or not math.isfinite(number) or number <= 0:
+            raise ConfigError(f"{flag} {item!r}: expected NAME=NUMBER with a number > 0")
+        out[key] = number
     return out
+
+
+def _fill(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"--fill {text!r} must be a number in (0, 1] (the mean fraction of max_new_tokens generated)")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -468,16 +472,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("mode", nargs="?", default="plan", choices=["plan", "status", "launch"])
     ap.add_argument("--experiment", "-e", action="append", default=[], help="one -m sweep: experiment=NAME (repeat)")
     ap.add_argument("--title", default="")
-    ap.add_argument("--fill", type=float, default=1.0, help="mean fraction of max_new_tokens generated (default 1: upper bound)")
+    ap.add_argument("--fill", type=_fill, default=1.0, help="mean fraction of max_new_tokens generated (default 1: upper bound)")
     ap.add_argument("--tps", action="append", default=[], help="PAIR=tokens/s of the target alone")
     ap.add_argument("--speedup", action="append", default=[], help="METHOD[@PAIR]=x over the target alone")
     ap.add_argument("--load-min", action="append", default=[], help="PAIR=minutes to load the models")
     ap.add_argument("--sequential", action="store_true", help="launch: one sweep after the other")
     ap.add_argument("--log-dir", default=None, help="launch: where each sweep's driver log goes")
+
+    def error(message: str) -> None:  # one line, exit 2, as every other bad input
+        print(f"error: {message} (--help lists the options)", file=sys.stderr)
+        sys.exit(2)
+
+    ap.error = error  # type: ignore[method-assign]
     args = ap.parse_args(argv)
     if not args.experiment:
         ap.error("give at least one --experiment")
     try:
+        if args.mode == "status":
+            from .checks import check_environment
+
+            check_environment()
+            results = os.environ.get("LOOSESPEC_RESULTS_DIR")
+            if results is not None and (not results.strip() or (Path(results).exists() and not Path(results).is_dir())):
+                raise ConfigError(f"LOOSESPEC_RESULTS_DIR={results!r} is not a results folder")
         sweeps = build_plan(
             args.experiment, common, fill=args.fill, tps=_pairs(args.tps, "--tps"),
             speedup=_pairs(args.speedup, "--speedup"), load_min=_pairs(args.load_min, "--load-min"),
