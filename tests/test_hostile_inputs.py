@@ -1,0 +1,332 @@
+"""Every input of issue 24's hostile-input probe (its appendix), each with its expected single
+`error:` line and exit code 2, before any model loads, nothing left behind.
+
+The table below is also what scripts/probe_hostile_inputs.py runs through the real command
+lines to count (tried / clean error line / traceback / silent). Here the main CLI's cases run
+in-process (loosespec_bench.__main__.main, as tests/test_main.py does), the re-scorer's and the
+plan's through their main(argv); a few run as subprocesses for what only the CLI shows (Hydra
+flags, LOOSESPEC_LOG before --help, environment variables read at import).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, shared_data_dir
+
+GOOD_GSM8K = '{"question": "1+1?", "answer": "2 #### 2"}\n'
+HE_ROW = {"task_id": "HumanEval/0", "prompt": "def f():\n", "test": "def check(c):\n    pass\n", "entry_point": "f"}
+
+
+@dataclass
+class Case:
+    id: str
+    kind: str  # L: python -m loosespec_bench; S: python -m loosespec_bench.score; P: the plan
+    args: list[str]
+    fragment: str = ""  # a piece of the expected error line
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | bytes] = field(default_factory=dict)  # the data dir's files (L) / the run folder's (S)
+    cli_only: bool = False  # only a subprocess shows it (environment read at import, Hydra's own flags)
+
+
+# `L` cases run with pair=tiny progress=false, a fresh results folder and the shared data sets
+# (or, with `files`, a data dir holding only those files).
+MAIN: list[Case] = [
+    # 3. a required key deleted
+    *[Case(f"delete-{k}", "L", [f"~{k}"], "missing") for k in
+      ("seed", "generation.temperature", "pair.target", "pair.dtype", "pair.device", "baseline", "experiment_name",
+       "chat_template", "paths.results_dir")],
+    # 4. devices
+    Case("device-cuda", "L", ["pair.device=cuda"], "CUDA"),
+    Case("device-cuda-abc", "L", ["pair.device=cuda:abc"], "pair.device"),
+    Case("device-mps", "L", ["pair.device=mps"], "MPS"),
+    Case("device-auto", "L", ["pair.device=auto"], "pair.device"),
+    Case("draft-device-tpu", "L", ["pair.draft_device=tpu"], "pair.draft_device"),
+    Case("draft-device-cuda9", "L", ["pair.draft_device=cuda:9"], "pair.draft_device"),
+    # 5. corrupt data (file:line named)
+    Case("gsm8k-not-utf8", "L", ["dataset=gsm8k"], "line 2", files={"gsm8k/test.jsonl": GOOD_GSM8K.encode() + b'{"question": "\xff", "answer": "1 #### 1"}\n'}),
+    Case("mgsm-not-utf8", "L", [], "UTF-8", files={"mgsm/mgsm_en.tsv": b"What is 1+1?\t2\n\xff\xfe\t3\n"}),
+    Case("gsm8k-test-is-a-folder", "L", ["dataset=gsm8k"], "test.jsonl", files={"gsm8k/test.jsonl/x": "x"}),
+    Case("gsm8k-answer-number", "L", ["dataset=gsm8k"], "line 1", files={"gsm8k/test.jsonl": '{"question": "x", "answer": 2}\n'}),
+    Case("gsm8k-question-null", "L", ["dataset=gsm8k"], "line 1", files={"gsm8k/test.jsonl": '{"question": null, "answer": "1 #### 1"}\n'}),
+    Case("humaneval-task-id-int", "L", ["dataset=humaneval"], "line 1", files={"humaneval/HumanEval.jsonl.gz": gzip.compress((json.dumps({**HE_ROW, "task_id": 5}) + "\n").encode())}),
+    Case("humaneval-task-id-null", "L", ["dataset=humaneval"], "line 1", files={"humaneval/HumanEval.jsonl.gz": gzip.compress((json.dumps({**HE_ROW, "task_id": None}) + "\n").encode())}),
+    Case("humaneval-duplicate-id", "L", ["dataset=humaneval"], "twice", files={"humaneval/HumanEval.jsonl.gz": gzip.compress((json.dumps(HE_ROW) + "\n" + json.dumps(HE_ROW) + "\n").encode())}),
+    Case("mt-bench-id-text", "L", ["dataset=mt_bench"], "line 1", files={"mt_bench/question.jsonl": '{"question_id": "eighty", "category": "math", "turns": ["a", "b"]}\n'}),
+    Case("mt-bench-turns-text", "L", ["dataset=mt_bench"], "line 1", files={"mt_bench/question.jsonl": '{"question_id": 81, "category": "math", "turns": "hello"}\n'}),
+    Case("spec-bench-turns-number", "L", ["dataset=spec_bench"], "line 1", files={"spec_bench/question.jsonl": '{"question_id": 1, "category": "qa", "turns": 5}\n'}),
+    Case("ifeval-unknown-instruction", "L", ["dataset=ifeval"], "no:such_check", files={"ifeval/input_data.jsonl": '{"key": 1, "prompt": "Hi", "instruction_id_list": ["no:such_check"], "kwargs": [{}]}\n'}),
+    # 6. results folder faults
+    Case("results-dir-a-file", "L", ["paths.results_dir=/etc/hostname"], "not a folder"),
+    Case("results-dir-env-a-file", "L", [], "not a folder", env={"LOOSESPEC_RESULTS_DIR": "/etc/hostname"}),
+    Case("results-dir-proc", "L", ["paths.results_dir=/proc/x"], "paths.results_dir"),
+    Case("results-dir-null", "L", ["paths.results_dir=null"], "paths.results_dir"),
+    Case("results-dir-dict", "L", ["+paths.results_dir.x=1"], "paths.results_dir"),
+    Case("results-dir-env-empty", "L", [], "paths.results_dir", env={"LOOSESPEC_RESULTS_DIR": ""}),
+    # 7, 8. environment and classes
+    Case("log-garbage-help", "L", ["--help"], "LOOSESPEC_LOG", env={"LOOSESPEC_LOG": "garbage"}, cli_only=True),
+    Case("log-empty-help", "L", ["--help"], "LOOSESPEC_LOG", env={"LOOSESPEC_LOG": ""}, cli_only=True),
+    Case("site-conf-missing", "L", [], "LOOSESPEC_SITE_CONF", env={"LOOSESPEC_SITE_CONF": "/nonexistent/site"}),
+    Case("cache-dir-a-file", "L", ["drafter.vocab_top=100"], "LOOSESPEC_CACHE_DIR", env={"LOOSESPEC_CACHE_DIR": "/etc/passwd"}),
+    Case("method-target-print", "L", ["method._target_=builtins.print"], "method._target_"),
+    Case("drafter-target-os-system", "L", ["drafter._target_=os.system"], "drafter._target_"),
+    Case("dataset-target-a-drafter", "L", ["dataset._target_=loosespec_bench.drafters.ModelDrafter"], "dataset._target_"),
+    # 9. pair compatibility, model paths
+    Case("draft-vocab-mismatch", "L", ["pair.draft.path=embedded:qwen2.5-coder-0.5b-instruct"], "vocabulary"),
+    Case("target-path-etc", "L", ["pair.target.path=/etc"], "config.json"),
+    Case("draft-path-missing", "L", ["pair.draft.path=/nonexistent"], "pair.draft.path"),
+    Case("target-device-map-tiny", "L", ["+pair.target.device_map=auto"], "tiny"),
+    # 10-12. sweeps and Hydra flags
+    Case("sweep-glob", "L", ["-m", "drafter.k=glob(*)", "dataset.limit=0"], "dataset.limit"),
+    Case("sweep-experiment-params", "L", ["-m", "experiment=fly_ablation_k", "scale=cpu", "method.window=12"], "method.window=12"),
+    Case("sweep-missing-data", "L", ["-m", "dataset=gsm8k,humaneval", "paths.data_dir=/nonexistent"], "paths.data_dir"),
+    Case("sweep-past-256", "L", ["-m", "drafter.k=5,0", "seed=range(0,257)"], "drafter.k=0"),
+    Case("cfg-job-bogus-method", "L", ["--cfg", "job", "method=bogus"], "method='bogus'", cli_only=True),
+    Case("cn-bogus-method", "L", ["-cn", "config", "method=bogus"], "method='bogus'", cli_only=True),
+    Case("cfg-job-k0", "L", ["--cfg", "job", "drafter.k=0"], "drafter.k=0", cli_only=True),
+    Case("rerun-missing", "L", ["--experimental-rerun", "/nonexistent"], "experimental-rerun", cli_only=True),
+    Case("cfg-resolve-bad-interpolation", "L", ["--cfg", "job", "--resolve", "seed=${nope}"], "resolved", cli_only=True),
+    Case("cn-device-cuda", "L", ["-cn", "config", "pair.device=cuda"], "CUDA", cli_only=True),
+    Case("cn-unknown-config", "L", ["-cn", "nope"], "nope", cli_only=True),
+    # 13. path traversal
+    Case("pair-name-traversal", "L", ["pair.name=../../../../escape"], "pair.name"),
+    Case("experiment-name-absolute", "L", ["experiment_name=/abs/dir"], "experiment_name"),
+    Case("experiment-name-climbs", "L", ["experiment_name=../../outside"], "experiment_name"),
+    # 14. pair.* and hydra.* keys
+    Case("pair-target-quantize", "L", ["+pair.target.quantize=int4"], "pair.target.quantize"),
+    Case("pair-foo", "L", ["+pair.foo=1"], "pair.foo"),
+    Case("pair-draft-bar", "L", ["+pair.draft.bar=x"], "pair.draft.bar"),
+    Case("hydra-foo", "L", ["+hydra.foo=1"], "hydra.foo"),
+    # 15. bookkeeping names
+    Case("spd-named-fly", "L", ["method=spd", "method.name=fly"], "method.name='fly'"),
+    Case("spd-named-ar", "L", ["method=spd", "method.name=ar"], "method.name='ar'"),
+    Case("dataset-name-empty", "L", ["dataset.name=''"], "dataset.name"),
+    Case("drafter-named-pld", "L", ["drafter.name=pld"], "drafter.name='pld'"),
+    # 16. nonsense that passed
+    Case("stop-string-empty", "L", ["dataset.stop_strings=['']"], "dataset.stop_strings"),
+    Case("sandbox-memory-1", "L", ["dataset=humaneval", "dataset.sandbox.memory_mb=1"], "dataset.sandbox.memory_mb"),
+    Case("sandbox-timeout-tiny", "L", ["dataset=humaneval", "dataset.sandbox.timeout_s=0.001"], "dataset.sandbox.timeout_s"),
+    Case("sandbox-hide-root", "L", ["dataset=humaneval", "dataset.sandbox.hide_paths=[/]"], "hide_paths"),
+    Case("sandbox-process-as-root", "L", ["dataset=humaneval", "dataset.sandbox.isolation=process"], "allow_same_user"),
+    # 18. checks that ran only after a model loaded
+    Case("nltk-data-missing", "L", ["dataset=ifeval", "+dataset.nltk_data=/nonexistent"], "nltk_data"),
+    Case("max-new-beyond-context", "L", ["generation.max_new_tokens=32768"], "context"),
+    Case("eagle3-head-missing", "L", ["drafter=eagle3", "drafter.head_path=/nonexistent/head"], "head_path"),
+    # settings
+    Case("k-zero", "L", ["drafter.k=0"], "drafter.k=0"),
+    Case("k-huge", "L", ["drafter.k=100000"], "drafter.k=100000"),
+    Case("temperature-nan", "L", ["generation.temperature=nan"], "generation.temperature"),
+    Case("eagle-depth-zero", "L", ["drafter=eagle3", "drafter.tree=true", "drafter.depth=0"], "drafter.depth=0"),
+    Case("fly-mode-bogus", "L", ["method=fly", "method.mode=bogus"], "method.mode"),
+    Case("dropmatch-p-one", "L", ["method=dropmatch", "method.p=1.0"], "method.p"),
+]
+
+RUN_RECORD = {
+    "id": "gsm8k/0", "prompt_sha256": "x", "output_text": "The answer is 18.", "output_ids": [1],
+    "metrics": {"tau": 1.0}, "score": {"correct": True},
+}
+GSM8K_CONFIG = "dataset:\n  _target_: loosespec_bench.tasks.gsm8k.GSM8K\n  name: gsm8k\n  num_fewshot: 0\n  limit: 2\n"
+
+
+def _lines(*recs: object) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in recs)
+
+
+# `S` cases: a run folder made of `files` ({RESULT}: the folder), or a completions file.
+SCORE: list[Case] = [
+    Case("config-bad-yaml", "S", ["{RESULT}"], "config.yaml", files={"config.yaml": "a: [unclosed\n", "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("config-a-list", "S", ["{RESULT}"], "config.yaml", files={"config.yaml": "- 1\n- 2\n", "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("config-empty", "S", ["{RESULT}"], "config.yaml", files={"config.yaml": "{}\n", "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("config-target-os-system", "S", ["{RESULT}"], "dataset._target_", files={"config.yaml": "dataset:\n  _target_: os.system\n  name: x\n", "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("only-incomplete-records", "S", ["{RESULT}"], "no readable sample record", files={"config.yaml": GSM8K_CONFIG, "samples.jsonl": _lines(
+        {"id": "gsm8k/3", "prompt_sha256": "x"}, {**RUN_RECORD, "metrics": None}, {**RUN_RECORD, "id": ["gsm8k/0"]}, "garbage")}),
+    Case("samples-a-folder", "S", ["{RESULT}"], "folder", files={"config.yaml": GSM8K_CONFIG, "samples.jsonl/x": "x"}),
+    Case("set-no-equals", "S", ["{RESULT}", "--set", "foo"], "KEY=VALUE", files={"config.yaml": GSM8K_CONFIG, "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("set-unknown-key", "S", ["{RESULT}", "--set", "bogus=1"], "bogus", files={"config.yaml": GSM8K_CONFIG, "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("set-limit-text", "S", ["{RESULT}", "--set", "limit=abc"], "limit", files={"config.yaml": GSM8K_CONFIG, "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("workers-negative", "S", ["{RESULT}", "--workers", "-1"], "--workers", files={"config.yaml": GSM8K_CONFIG, "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("workers-zero", "S", ["{RESULT}", "--workers", "0"], "--workers", files={"config.yaml": GSM8K_CONFIG, "samples.jsonl": _lines(RUN_RECORD)}),
+    Case("completions-empty-list", "S", ["{RESULT}/c.jsonl", "--dataset", "gsm8k"], "line 1", files={"c.jsonl": '{"id": "gsm8k/0", "completions": []}\n'}),
+    Case("completions-choices-number", "S", ["{RESULT}/c.jsonl", "--dataset", "gsm8k"], "line 1", files={"c.jsonl": '{"id": "gsm8k/0", "choices": 5}\n'}),
+    Case("completions-choices-no-turns", "S", ["{RESULT}/c.jsonl", "--dataset", "gsm8k"], "line 1", files={"c.jsonl": '{"id": "gsm8k/0", "choices": [{}]}\n'}),
+    Case("completions-garbage", "S", ["{RESULT}/c.jsonl", "--dataset", "gsm8k"], "no readable", files={"c.jsonl": b"\x00\xffgarbage\n"}),
+    Case("completions-empty-file", "S", ["{RESULT}/c.jsonl", "--dataset", "gsm8k"], "no readable", files={"c.jsonl": ""}),
+]
+SANDBOX_SET = [  # dataset settings of a code set through --set
+    Case("set-sandbox-timeout-text", "S", ["{RESULT}/c.jsonl", "--dataset", "humaneval", "--set", "sandbox.timeout_s=abc"], "sandbox.timeout_s", files={"c.jsonl": '{"task_id": "HumanEval/0", "completion": "pass"}\n'}),
+    Case("set-sandbox-timeout-negative", "S", ["{RESULT}/c.jsonl", "--dataset", "humaneval", "--set", "sandbox.timeout_s=-5"], "sandbox.timeout_s", files={"c.jsonl": '{"task_id": "HumanEval/0", "completion": "pass"}\n'}),
+    Case("set-sandbox-unknown", "S", ["{RESULT}/c.jsonl", "--dataset", "humaneval", "--set", "sandbox.bogus=1"], "sandbox.bogus", files={"c.jsonl": '{"task_id": "HumanEval/0", "completion": "pass"}\n'}),
+]
+PLAN: list[Case] = [
+    Case("plan-k0", "P", ["plan", "-e", "fly_main", "--", "scale=cpu", "drafter.k=0"], "drafter.k=0"),
+    Case("plan-limit0", "P", ["plan", "-e", "fly_main", "--", "scale=cpu", "dataset.limit=0"], "dataset.limit=0"),
+    Case("plan-foo", "P", ["plan", "-e", "fly_main", "--", "scale=cpu", "+foo=1"], "foo"),
+    Case("plan-temperature-nan", "P", ["plan", "-e", "replicate_fly_70b", "--", "generation.temperature=nan"], "generation.temperature"),
+    Case("plan-k-huge", "P", ["plan", "-e", "replicate_fly_405b", "--", "drafter.k=100000"], "drafter.k=100000"),
+    Case("plan-fill-negative", "P", ["plan", "-e", "fly_main", "--fill", "-5", "--", "scale=cpu"], "--fill"),
+    Case("plan-tps-x", "P", ["plan", "-e", "fly_main", "--tps", "x", "--", "scale=cpu"], "--tps"),
+    Case("plan-status-results-a-file", "P", ["status", "-e", "fly_main", "--", "scale=cpu"], "LOOSESPEC_RESULTS_DIR", env={"LOOSESPEC_RESULTS_DIR": "/etc/hostname"}),
+]
+ALL = MAIN + SCORE + SANDBOX_SET + PLAN
+
+
+def _write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def prepare(case: Case, tmp: Path) -> tuple[list[str], dict[str, str], Path]:
+    """(command line after the module, environment, the folder that must stay clean)."""
+    env = {"LOOSESPEC_DATA_DIR": str(shared_data_dir()), **case.env}
+    results = tmp / "results"
+    if case.kind == "L":
+        data = str(shared_data_dir())
+        if case.files:
+            data_dir = tmp / "data"
+            for rel, text in case.files.items():
+                _write(data_dir / rel, text)
+            data = str(data_dir)
+        env["LOOSESPEC_DATA_DIR"] = data
+        args = ["pair=tiny", "progress=false", "dataset.limit=2", *case.args]
+        if "LOOSESPEC_RESULTS_DIR" not in case.env and not any(a.lstrip("+~").startswith("paths.results_dir") for a in case.args):
+            args.append(f"paths.results_dir={results}")
+        return args, env, results
+    if case.kind == "S":
+        folder = tmp / "run"
+        folder.mkdir()
+        for rel, text in case.files.items():
+            _write(folder / rel, text)
+        return [a.replace("{RESULT}", str(folder)) for a in case.args], env, folder
+    env.setdefault("LOOSESPEC_RESULTS_DIR", str(results))
+    return list(case.args), env, results
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(folder.rglob("*"))}
+
+
+MODULE = {"L": "loosespec_bench", "S": "loosespec_bench.score", "P": "loosespec_bench.plan"}
+
+
+def run_cli(case: Case, tmp: Path, timeout: float = 600) -> tuple[int, str, str, dict[str, bytes], dict[str, bytes]]:
+    """The case through its real command line: (exit code, stdout, stderr, folder before, after)."""
+    args, env, folder = prepare(case, tmp)
+    before = snapshot(folder)
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LOOSESPEC_")}
+    full_env.update(env)
+    proc = subprocess.run([sys.executable, "-m", MODULE[case.kind], *args], cwd=tmp, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr, before, snapshot(folder)
+
+
+def run_in_process(case: Case, tmp: Path, monkeypatch, capsys) -> tuple[int, str, dict[str, bytes], dict[str, bytes]]:
+    args, env, folder = prepare(case, tmp)
+    for key in [k for k in os.environ if k.startswith("LOOSESPEC_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp)
+    before = snapshot(folder)
+    if case.kind == "L":
+        from loosespec_bench.__main__ import main
+
+        monkeypatch.setattr(sys, "argv", ["loosespec_bench", *args])
+        with pytest.raises(SystemExit) as exc:
+            main()
+        code = exc.value.code
+    elif case.kind == "S":
+        from loosespec_bench.score import main as score_main
+
+        try:
+            code = score_main(args)
+        except SystemExit as exc:
+            code = exc.code
+    else:
+        from loosespec_bench.plan import main as plan_main
+
+        try:
+            code = plan_main(args)
+        except SystemExit as exc:
+            code = exc.code
+    return code, capsys.readouterr().err, before, snapshot(folder)
+
+
+def assert_clean_refusal(case: Case, code: int, err: str, before: dict[str, bytes], after: dict[str, bytes], tmp: Path) -> None:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2, (case.id, code, err)
+    assert len(lines) == 1 and lines[0].startswith("error: "), (case.id, err)
+    assert "Traceback" not in err
+    assert case.fragment in lines[0], (case.id, lines[0])
+    assert after == before, (case.id, sorted(set(after) ^ set(before)))  # nothing left behind: no folder, .lock, _hydra
+    assert not list(tmp.glob("escape*")) and not list(tmp.glob("None")) and not list(tmp.glob("{*"))
+
+
+IN_PROCESS = [c for c in ALL if not c.cli_only]
+
+
+@pytest.mark.parametrize("case", IN_PROCESS, ids=[c.id for c in IN_PROCESS])
+def test_hostile_input_is_one_error_line(case, tmp_path, monkeypatch, capsys):
+    code, err, before, after = run_in_process(case, tmp_path, monkeypatch, capsys)
+    assert_clean_refusal(case, code, err, before, after, tmp_path)
+
+
+CLI = [c for c in ALL if c.cli_only] + [c for c in MAIN if c.id in ("pair-name-traversal", "site-conf-missing", "sweep-past-256")]
+
+
+@pytest.mark.parametrize("case", CLI, ids=[c.id for c in CLI])
+def test_hostile_input_through_the_command_line(case, tmp_path):
+    code, _, err, before, after = run_cli(case, tmp_path)
+    assert_clean_refusal(case, code, err, before, after, tmp_path)
+
+
+def test_make_dry_run_of_the_plan_runs_the_precheck(tmp_path):
+    env = {**os.environ, "DRY_RUN": "1", "LOOSESPEC_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(["make", "-s", "-o", "install", "-o", "install-replicate", "replicate-cpu",
+                           f"PY={sys.executable}", "ARGS=drafter.k=0"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert proc.returncode == 2, proc.stderr
+    assert len(errors) == 1 and "drafter.k=0" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_resume_regenerates_incomplete_records(tmp_path, caplog):
+    """A finished tiny run with three kinds of incomplete line (appendix 25): resume warns with
+    file:line and regenerates those samples instead of crashing."""
+    from loosespec_bench.app import run
+
+    from .conftest import compose_config
+
+    cfg = compose_config(["pair=tiny", "dataset=gsm8k", "dataset.limit=3", "dataset.num_fewshot=0", "drafter.k=2",
+                          "generation.max_new_tokens=4", "warmup=false"], results_dir=tmp_path)
+    first = run(cfg)
+    samples = Path(first["run_dir"]) / "samples.jsonl"
+    recs = [json.loads(x) for x in samples.read_text().splitlines()]
+    broken = [{"id": recs[0]["id"], "prompt_sha256": recs[0]["prompt_sha256"]}, {**recs[1], "metrics": None}, {**recs[2], "id": [recs[2]["id"]]}]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in broken))
+    second = run(cfg)
+    assert second["n_samples"] == 3
+    assert "line 1" in caplog.text and "line 2" in caplog.text and "line 3" in caplog.text
+
+
+def test_rescore_keeps_an_unknown_id_and_refuses_nothing_else(tmp_path, capsys):
+    from loosespec_bench.score import main as score_main
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.yaml").write_text(GSM8K_CONFIG.replace("limit: 2", "limit: null") + f"  data_dir: {shared_data_dir()}\n")
+    stray = {**RUN_RECORD, "id": "gsm8k/999999"}
+    (folder / "samples.jsonl").write_text(_lines(RUN_RECORD, stray))
+    assert score_main([str(folder)]) == 0, capsys.readouterr().err
+    ids = [json.loads(x)["id"] for x in (folder / "samples.jsonl").read_text().splitlines()]
+    assert ids == ["gsm8k/0", "gsm8k/999999"]  # nothing dropped
+    assert not (folder / ".lock").exists() or json.loads((folder / ".lock").read_text())["purpose"] == "re-score"
