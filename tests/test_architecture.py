@@ -98,3 +98,13 @@ def test_tests_mirror_the_package():
         if rel.parts[0] in ("fixtures", "scripts"):
             continue
         assert (PKG / rel).is_dir(), f"tests/{rel} has no loosespec_bench/{rel} to mirror"
+
+
+def test_config_never_imports_checks():
+    """checks imports config (the groups, run ids), never the other way round: no circle."""
+    assert _violations("config.py", ("loosespec_bench.checks",)) == {}
+
+
+def test_params_is_a_ground_floor():
+    """The rule vocabulary and Params: rules, drafters and tasks import it; it imports only errors."""
+    assert {m for m in package_imports(PKG / "params.py") if not m.startswith("loosespec_bench.errors")} == set()
