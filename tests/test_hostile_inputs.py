@@ -226,6 +226,8 @@ def run_cli(case: Case, tmp: Path, timeout: float = 600) -> tuple[int, str, str,
     before = snapshot(folder)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LOOSESPEC_")}
     full_env.update(env)
+    # This checkout's package, whatever the environment has installed (the cwd is a temp folder).
+    full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     proc = subprocess.run([sys.executable, "-m", MODULE[case.kind], *args], cwd=tmp, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr, before, snapshot(folder)
@@ -297,7 +299,7 @@ def test_hostile_input_through_the_command_line(case, tmp_path):
 
 
 def test_make_dry_run_of_the_plan_runs_the_precheck(tmp_path):
-    env = {**os.environ, "DRY_RUN": "1", "LOOSESPEC_RESULTS_DIR": str(tmp_path)}
+    env = {**os.environ, "DRY_RUN": "1", "LOOSESPEC_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     proc = subprocess.run(["make", "-s", "-o", "install", "-o", "install-replicate", "replicate-cpu",
                            f"PY={sys.executable}", "ARGS=drafter.k=0"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
