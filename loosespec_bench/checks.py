@@ -263,6 +263,9 @@ def validate(cfg: DictConfig) -> None:
             continue
         classes[group] = check_group_node(group, data[group])
     _check_cross(data, classes)
+    from .build import check_engine  # build imports config, never checks: no circle
+
+    check_engine(cfg)  # what the chosen engine cannot honour (engines/base.py Engine.check)
 
 
 def _check_cross(data: dict[str, Any], classes: dict[str, type]) -> None:
