@@ -163,10 +163,22 @@ def _signature_keys(cls: type) -> set[str]:
     return names - INJECTED
 
 
+def routes_to_params(cls: type) -> bool:
+    """Whether the class's knobs go through its Params dataclass (its constructor passes
+    **knobs on, as every packaged rule and drafter does); a subclass written with its own
+    keyword arguments (an extension's rule) is checked against its signature instead."""
+    if params_of(cls) is None:
+        return False
+    params = inspect.signature(cls.__init__).parameters.values()
+    return any(p.kind == p.VAR_KEYWORD for p in params)
+
+
 def accepted_keys(cls: type) -> set[str]:
-    params = params_of(cls)
-    names = {f.name for f in dataclasses.fields(params)} if params else _signature_keys(cls)
-    return names | set(declared_rules(cls))
+    if routes_to_params(cls):
+        names = {f.name for f in dataclasses.fields(params_of(cls))}  # type: ignore[arg-type]
+    else:
+        names = _signature_keys(cls)
+    return names | (set(declared_rules(cls)) if routes_to_params(cls) or params_of(cls) is None else set())
 
 
 def _known_names(cls: type) -> tuple[str, ...]:
@@ -192,7 +204,8 @@ def check_group_node(group: str, node: dict[str, Any], *, require: bool = True) 
                 f"remove it or use one of: {', '.join(sorted(accepted)) or '(none)'}"
             )
     check_node(group, node, HARNESS_RULES)
-    check_node(group, node, declared_rules(cls))
+    if routes_to_params(cls) or params_of(cls) is None:
+        check_node(group, node, declared_rules(cls))
     names = _known_names(cls)
     name = node.get("name")
     if names and name is not None and name not in names:
@@ -205,7 +218,7 @@ def check_group_node(group: str, node: dict[str, Any], *, require: bool = True) 
             f"method.name={name!r} with method.uses_drafter={node.get('uses_drafter', True)}: 'ar' is the target alone "
             "(method=ar), 'spd' uses a drafter (method=spd); choose the method instead of renaming it"
         )
-    params = params_of(cls)
+    params = params_of(cls) if routes_to_params(cls) else None
     if params is not None:
         fields = {f.name for f in dataclasses.fields(params)}
         params.build({k: v for k, v in node.items() if k in fields})  # ranges + cross rules, as the constructor

@@ -58,7 +58,10 @@ class Drafter:
     # drafter.name values this class may be filed under (run ids, reports); () = any.
     config_names: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, **knobs: Any) -> None:
+    def __init__(self, k: int | None = None, **knobs: Any) -> None:
+        # k positionally too: drafters written before Params call super().__init__(k).
+        if k is not None:
+            knobs["k"] = k
         self.params = self.Params.build(knobs)
         self.k = self.params.k
 

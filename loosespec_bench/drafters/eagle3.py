@@ -418,7 +418,7 @@ class Eagle3Drafter(Drafter):
         head: Eagle3Head | Eagle2Head | None = None,
         **knobs: Any,
     ) -> None:
-        super().__init__(head_path=head_path, **knobs)
+        super().__init__(head_path=head_path or None, **knobs)
         p = self.params
         tree, layers, dtype = p.tree, p.layers, p.dtype
         if tree:

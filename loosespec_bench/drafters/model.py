@@ -17,8 +17,8 @@ class ModelDrafter(Drafter):
     name = "model"
     config_names = ("model",)
 
-    def __init__(self, model: PreTrainedModel, **knobs: Any) -> None:
-        super().__init__(**knobs)
+    def __init__(self, model: PreTrainedModel, k: int | None = None, **knobs: Any) -> None:
+        super().__init__(k, **knobs)
         self.model = model
         self.cache: DynamicCache | None = None
         # Token ids the cache holds, in order: [len(cache)] int64. Compared with the committed
