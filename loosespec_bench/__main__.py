@@ -36,9 +36,19 @@ def parse_cli(argv: list[str]) -> Any:
 
     parser.error = error  # type: ignore[method-assign]
     try:
-        return parser.parse_args(argv)
+        # Flags may come after overrides (`pair=tiny -m drafter.k=3,5`): main() hands Hydra,
+        # whose own parser refuses that, the flags first (hydra_argv).
+        return parser.parse_intermixed_args(argv)
     except argparse.ArgumentError as err:
         raise ConfigError(str(err)) from None
+
+
+def hydra_argv(argv: list[str], args: Any) -> list[str]:
+    """argv with Hydra's flags (and their values) first, then the overrides, in their order."""
+    rest = list(argv)
+    for o in args.overrides:
+        rest.remove(o)
+    return [*rest, *args.overrides]
 
 
 def precheck(argv: list[str], *, resources: bool | None = None) -> None:
@@ -113,6 +123,7 @@ def main() -> None:
     argv = sys.argv[1:]
     try:
         precheck(argv)
+        sys.argv[1:] = hydra_argv(argv, parse_cli(argv))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

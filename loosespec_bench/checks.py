@@ -541,6 +541,10 @@ def compose_points(
             except Exception as err:
                 raise ConfigError(f"bad sweep: {one_line(err)}") from None
             points = batches[0] if batches else [[]]
+            if not points:  # e.g. glob(*) over a key that is not a config group
+                swept = [o.input_line for o in parsed if o.is_sweep_override()]
+                raise ConfigError(f"the sweep has no points ({' '.join(swept)} expands to nothing); "
+                                  "list the values (drafter.k=3,5) or use glob() on a config group (drafter=glob(*))")
             if len(points) > MAX_SWEEP_POINTS:
                 raise ConfigError(f"the sweep has {len(points)} points, more than {MAX_SWEEP_POINTS}; split it into several sweeps")
             if cover and len(points) > FULL_CHECK:

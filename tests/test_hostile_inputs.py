@@ -85,7 +85,8 @@ MAIN: list[Case] = [
     Case("draft-path-missing", "L", ["pair.draft.path=/nonexistent"], "pair.draft.path"),
     Case("target-device-map-tiny", "L", ["+pair.target.device_map=auto"], "tiny"),
     # 10-12. sweeps and Hydra flags
-    Case("sweep-glob", "L", ["-m", "drafter.k=glob(*)", "dataset.limit=0"], "dataset.limit"),
+    Case("sweep-glob", "L", ["-m", "drafter.k=glob(*)"], "no points"),
+    Case("sweep-glob-group", "L", ["-m", "drafter=glob(*)", "dataset.limit=0"], "dataset.limit"),
     Case("sweep-experiment-params", "L", ["-m", "experiment=fly_ablation_k", "scale=cpu", "method.window=12"], "method.window=12"),
     Case("sweep-missing-data", "L", ["-m", "dataset=gsm8k,humaneval", "paths.data_dir=/nonexistent"], "paths.data_dir"),
     Case("sweep-past-256", "L", ["-m", "drafter.k=5,0", "seed=range(0,257)"], "drafter.k=0"),
@@ -129,9 +130,17 @@ MAIN: list[Case] = [
     Case("dropmatch-p-one", "L", ["method=dropmatch", "method.p=1.0"], "method.p"),
 ]
 
+def _metrics() -> dict:
+    from loosespec_bench.generation import GenerationOutput
+    from loosespec_bench.metrics import sample_metrics
+
+    gen = GenerationOutput(new_tokens=[1, 2], stop_reason="eos", drafted=[2], accepted=[1], emitted=[2], prefill_s=0.1, decode_s=0.2)
+    return sample_metrics(gen, 5)
+
+
 RUN_RECORD = {
-    "id": "gsm8k/0", "prompt_sha256": "x", "output_text": "The answer is 18.", "output_ids": [1],
-    "metrics": {"tau": 1.0}, "score": {"correct": True},
+    "id": "gsm8k/0", "prompt_sha256": "x", "output_text": "The answer is 18.", "output_ids": [1, 2],
+    "metrics": _metrics(), "score": {"correct": True},
 }
 GSM8K_CONFIG = "dataset:\n  _target_: loosespec_bench.tasks.gsm8k.GSM8K\n  name: gsm8k\n  num_fewshot: 0\n  limit: 2\n"
 
