@@ -76,6 +76,7 @@ def mine_problem(
     max_new_tokens: int,
     eos_ids: Iterable[int] = (),
     out_of_time: Callable[[], bool] = lambda: False,
+    max_mismatches: int | None = None,
 ) -> MinedProblem:
     """Algorithm 1 on one prompt. Every callable takes ANSWER tokens (the prompt is bound in):
     draft_argmax(y) -> the draft's argmax for y[0..len-1]; continue_greedy(prefix, budget) -> the
@@ -83,6 +84,9 @@ def mine_problem(
     answer_of(y) -> the task's final answer; same_answer(y, reference) -> the task's scorer says
     y's final answer equals the reference. out_of_time: checked before each continuation; the
     problem is then returned unfinished (stop="deadline") and the caller discards it.
+    max_mismatches: decide at most this many mismatches of the prompt (stop="mismatch_cap"); the
+    search is left to right, so they carry exactly the labels the uncapped search gives them
+    (None = every mismatch, as released). A budget knob: more prompts per CPU hour.
     """
     eos = set(eos_ids)
     current = list(target_response)
@@ -94,6 +98,9 @@ def mine_problem(
         m = first_mismatch(current, draft, left)
         if m is None:
             out.stop = "no_mismatch_left"
+            break
+        if max_mismatches is not None and len(out.mismatches) >= max_mismatches:
+            out.stop = "mismatch_cap"
             break
         if out_of_time():
             out.stop = "deadline"

@@ -137,3 +137,13 @@ def test_problem_record_is_json():
     rec = problem_record("gsm8k-train/1", mine(s, [10, 11, EOS]), 1.5)
     assert json.loads(json.dumps(rec))["mismatches"][0] == {"position": 1, "important": True, "target_token": 11,
                                                             "draft_token": 21, "answer_after": 21}
+
+
+def test_a_mismatch_cap_keeps_the_uncapped_labels():
+    s = Scripted(
+        draft_by_response={(10, 11, 12, 13, EOS): (10, 21, 12, 23, EOS), (10, 21, 12, 13, EOS): (10, 21, 12, 23, EOS)},
+        tails={(10, 21): (12, 13, EOS), (10, 21, 12, 23): (EOS,)},
+    )
+    capped = mine(s, [10, 11, 12, 13, EOS], max_mismatches=1)
+    full = mine(s, [10, 11, 12, 13, EOS])
+    assert capped.stop == "mismatch_cap" and capped.mismatches == full.mismatches[:1]
