@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from .build import build_engine, build_task, check_engine
+from .build import build_engine, build_task, check_artefacts, check_engine
 from .config import validate
 from .engines.base import Engine
 from .errors import ConfigError
@@ -141,6 +141,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """
     validate(cfg)
     check_engine(cfg)  # settings this engine cannot honour, before any model loads
+    check_artefacts(cfg)  # trained files the rule reads (AutoJudge's judge)
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     # The task and its samples load before the folder exists: a rejected config or bad data

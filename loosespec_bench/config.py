@@ -213,12 +213,6 @@ def validate(cfg: DictConfig) -> None:
             f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
             "raise K or set method.no_window=true for the no-window ablation",
         )
-    if cfg.method.get("judge_path") is not None:
-        # A trained judge (AutoJudge) is a file: a missing or malformed one stops the run here,
-        # before any model loads or any folder is made.
-        from .judges.head import JudgeHead
-
-        JudgeHead.load(cfg.method.judge_path)
     from .models.loading import resolve_dtype
 
     resolve_dtype(cfg.pair.dtype)
