@@ -62,4 +62,5 @@ def test_packaged_judge_for_the_embedded_pair_loads_with_its_provenance():
     head = JudgeHead.load("packaged:qwen2.5-coder-0.5b-1.5b")
     assert head.hidden_size == 1536  # Qwen2.5-Coder-1.5B's hidden size
     prov = json.loads(path.read_text())["provenance"]
-    assert prov["mined_set"]["split"] == "train" and "test" in prov["heldout"]
+    assert prov["mined_set"]["split"] == "train" and prov["mined_set"]["mismatches"] > 0
+    assert any(part.get("recall") is not None for part in prov["heldout"].values())  # held-out metrics recorded
