@@ -45,7 +45,7 @@ def precheck(argv: list[str]) -> None:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from .build import check_artefacts, check_engine
+    from .build import check_engine
     from .config import CONF_DIR, check_group_overrides, validate
 
     check_group_overrides(argv)
@@ -76,7 +76,6 @@ def precheck(argv: list[str]) -> None:
                 try:
                     validate(cfg)
                     check_engine(cfg)  # what the chosen engine cannot honour
-                    check_artefacts(cfg)  # trained files the rule reads (AutoJudge's judge)
                 except ConfigError as err:
                     if len(points) > 1:
                         where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in swept)

@@ -81,8 +81,9 @@ def check_engine(cfg: DictConfig) -> None:
 
 def check_artefacts(cfg: DictConfig) -> None:
     """Trained files a rule reads (AutoJudge's judge): a missing or malformed one is a
-    ConfigError here, before any model loads or any result folder is made. Kept out of
-    config.validate, which checks settings only (an experiment composes without the artefacts)."""
+    ConfigError here, before any model loads or any result folder is made (app.run, per point).
+    Kept out of config.validate and the sweep pre-check, which check settings only: an experiment
+    composes and validates on a machine that lacks the artefacts (the cluster has them)."""
     if cfg.method.get("judge_path") is not None:
         from .judges.head import JudgeHead
 
