@@ -313,7 +313,7 @@ class Bench:
         if {"eagle3", "eagle3-tree"} & set(names):
             # The same head (the embedded pair's CPU-trained one; random on --tiny) drafts a chain
             # of K and EAGLE's dynamic tree (official total_token / depth / top_k by default).
-            from loosespec_bench.drafters.eagle3 import Eagle3Drafter
+            from loosespec_bench.drafters import Eagle3Drafter
 
             head = a.eagle3_head or ("random" if a.tiny else os.path.expanduser(
                 os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
