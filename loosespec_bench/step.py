@@ -168,3 +168,13 @@ def crop_to(cache: Cache, length: int) -> None:
         raise ValueError(f"cannot crop a cache of {cache.get_seq_length()} positions to {length}")
     if remove:
         cache.crop(-remove)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the kernels queued on an accelerator, so that a wall-clock reading around a
+    phase (the loop's, DropMatch's own overhead) is honest. A target split over several GPUs
+    (device_map) has kernels queued on each of them, so every CUDA device is waited for.
+    A no-op on the CPU."""
+    if device.type == "cuda":
+        for i in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(i)

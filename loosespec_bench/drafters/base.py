@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import ConfigError
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, common_prefix_len, empty_draft
 
 __all__ = ["Draft", "Drafter", "common_prefix_len", "empty_draft"]  # Draft & co. re-exported from step
@@ -54,19 +55,17 @@ class Drafter:
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         """Propose up to k tokens continuing `tokens` ([n] int64, all committed tokens).
 
         k is this step's length: self.k, or fewer near max_new_tokens. want_probs asks for q_i
         even at T = 0 (DropMatch's js criterion needs it); drafters that have no distribution
         (prompt lookup) return probs=None regardless. A drafter that samples at T > 0 draws from
-        the processed distribution (temperature, top_k, top_p: sampling.process_logits), the same
-        processing the rule applies to the target's p; greedy drafters ignore them.
+        the processed distribution (sampling: temperature, top_k, top_p, generator;
+        sampling.process_logits), the same processing the rule applies to the target's p;
+        greedy drafters ignore it.
         """
         raise NotImplementedError

@@ -35,6 +35,7 @@ from collections import OrderedDict
 import torch
 
 from ..errors import ConfigError
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft
 from .base import Drafter
 
@@ -90,12 +91,9 @@ class LookaheadDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         pending = int(tokens[-1])
         # Verification branch: the pool's guesses for the pending token, merged into a trie.

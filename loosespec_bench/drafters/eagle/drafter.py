@@ -13,7 +13,7 @@ import torch
 from transformers import PreTrainedModel
 
 from ...errors import ConfigError
-from ...sampling import sample_or_argmax
+from ...sampling import GREEDY, SamplingParams, sample_or_argmax
 from ...step import Draft, common_prefix_len, empty_draft
 from ..base import Drafter
 from .checkpoint import build_head, load_head
@@ -107,12 +107,9 @@ class Eagle3Drafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         # Draft entries of the last step are dropped even where accepted: their features were the
         # head's own guesses; the target's real features for those positions arrive via observe().
@@ -140,11 +137,11 @@ class Eagle3Drafter(Drafter):
             return self._propose_tree(last, n_feat, k, want_probs=want_probs)
         out_tokens: list[int] = []
         out_probs: list[torch.Tensor] = []
-        keep_probs = want_probs or temperature > 0
+        keep_probs = want_probs or not sampling.greedy
         for s in range(k):
             logits = self.head.logits(last)[0].float()  # [draft_vocab]
             # A draw (or the argmax) in the draft vocabulary; q on the generator's device.
-            i, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs, top_k=top_k, top_p=top_p)
+            i, q = sample_or_argmax(logits, sampling, want_probs=keep_probs)
             d = int(self._target_ids[i])
             out_tokens.append(d)
             if keep_probs:
