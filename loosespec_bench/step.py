@@ -63,10 +63,15 @@ def node_depths(parents: torch.Tensor) -> torch.Tensor:
 
 
 def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
-    """[K, K] bool: entry (i, j) is True when node j is node i or one of its ancestors."""
+    """[K, K] bool: entry (i, j) is True when node j is node i or one of its ancestors.
+
+    parents: [K] int64, -1 for a root child; a parent must precede its child (ValueError else).
+    """
     k = parents.numel()
     anc = torch.eye(k, dtype=torch.bool)
     for i, p in enumerate(parents.tolist()):
+        if not -1 <= p < i:
+            raise ValueError(f"tree node {i} has parent {p}: parents must precede their children")
         if p >= 0:
             anc[i] |= anc[p]
     return anc

@@ -18,7 +18,7 @@ from transformers import DynamicCache, PreTrainedModel
 from ..drafters.base import Drafter
 from ..generation import GenerationOutput
 from ..sampling import SamplingParams
-from ..step import Draft, TargetScores, compact_to, crop_to, empty_draft, node_depths, sync
+from ..step import Draft, TargetScores, ancestor_matrix, chain_parents, compact_to, crop_to, empty_draft, node_depths, sync
 from ..verifiers.base import Verifier
 from ..verifiers.tree import verify
 from .cpu import cpu_fast_paths
@@ -57,19 +57,15 @@ def tree_inputs(
     [1, 1, 1+K+E, prefix_len+1+K+E] (0 = visible, dtype's lowest = hidden), the custom 4-D
     mask transformers passes through unchanged (masking_utils: "already 4D ... returned as-is").
     """
-    parents = draft.parents if draft.parents is not None else torch.arange(-1, draft.k - 1, dtype=torch.long)
+    parents = draft.parents if draft.parents is not None else chain_parents(draft.k)
     tokens = draft.tokens
     if draft.extra_tokens is not None:
         tokens = torch.cat([tokens, draft.extra_tokens])
         parents = torch.cat([parents, draft.extra_parents])
     n = tokens.numel()
-    par = parents.tolist()
-    vis = torch.eye(n + 1, dtype=torch.bool)  # [1+n, 1+n] row r sees column c; index 0 = pending
-    vis[:, 0] = True
-    for i, p in enumerate(par):
-        if not -1 <= p < i:
-            raise ValueError(f"tree node {i} has parent {p}: parents must precede their children")
-        vis[i + 1] |= vis[p + 1]
+    vis = torch.zeros(n + 1, n + 1, dtype=torch.bool)  # [1+n, 1+n] row r sees column c; index 0 = pending
+    vis[:, 0] = True  # every node sees the pending token (the root)
+    vis[1:, 1:] = ancestor_matrix(parents)  # and itself and its ancestors
     depth = torch.cat([torch.zeros(1, dtype=torch.long), node_depths(parents)])  # [1+n]
     full = torch.cat([torch.ones(n + 1, prefix_len, dtype=torch.bool), vis], dim=1)  # [1+n, P+1+n]
     mask = torch.zeros(full.shape, dtype=dtype).masked_fill_(~full, torch.finfo(dtype).min)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from typing import Any, Mapping
 
 import torch
 
@@ -44,6 +45,10 @@ class LookaheadDrafter(Drafter):
     """drafter=lookahead: Jacobi lookahead window + n-gram pool, verified as a tree."""
 
     name = "lookahead"
+
+    @classmethod
+    def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:
+        return True  # the n-gram guesses and the Jacobi window go out as one tree
 
     def __init__(self, k: int = 4, window: int = 7, guess_set: int = 7, seed: int = 0) -> None:
         """k = N - 1: a guess is an (N-1)-gram, the longest path a step can accept (LEVEL N = k + 1)."""

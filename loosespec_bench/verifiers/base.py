@@ -2,7 +2,7 @@
 
 A verifier is a pure function of the draft and the target's scores: it never touches a model
 or a cache. The decoding loop turns its `Verdict` into committed tokens and cache rollbacks.
-Draft, TargetScores and Verdict live in loosespec_bench.step (re-exported here).
+Draft, TargetScores and Verdict live in loosespec_bench.step.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, TargetScores, Verdict
 
-__all__ = ["Draft", "LooseDecision", "TargetScores", "Verdict", "Verifier"]
+__all__ = ["LooseDecision", "Verifier"]
 
 
 class LooseDecision:

@@ -48,8 +48,8 @@ import torch
 
 from ..errors import ConfigError
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, generator_device, match_vocab, sample_token, tempered_probs
-from ..step import sync
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
+from ..step import Draft, TargetScores, Verdict, sync
+from .base import LooseDecision, Verifier
 
 CRITERIA = ("naive", "js")
 

@@ -55,8 +55,8 @@ import torch
 
 from ..errors import ConfigError
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, sample_token, tempered_probs
-from ..step import longest_true_prefix
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
+from ..step import Draft, TargetScores, Verdict, longest_true_prefix
+from .base import LooseDecision, Verifier
 
 log = logging.getLogger(__name__)
 

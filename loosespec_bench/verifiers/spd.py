@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, tempered_probs
-from ..step import longest_true_prefix
-from .base import Draft, TargetScores, Verdict, Verifier
+from ..step import Draft, TargetScores, Verdict, longest_true_prefix
+from .base import Verifier
 
-__all__ = ["SPD", "longest_true_prefix", "raw_match_flags", "verify_greedy", "verify_sampling"]
+__all__ = ["SPD", "raw_match_flags", "verify_greedy", "verify_sampling"]
 
 
 def raw_match_flags(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

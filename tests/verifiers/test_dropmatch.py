@@ -13,7 +13,8 @@ from loosespec_bench.metrics import loose_summary
 from loosespec_bench.sampling import SamplingParams
 from ..conftest import compose_config
 from ..helpers import code_prompt, make_drafter
-from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
+from loosespec_bench.step import Draft, TargetScores, longest_true_prefix
+from loosespec_bench.verifiers import DropMatch
 from loosespec_bench.verifiers.dropmatch import (
     draft_distribution,
     draw_keep_masks,
@@ -23,7 +24,7 @@ from loosespec_bench.verifiers.dropmatch import (
     js_divergence,
     naive_accept,
 )
-from loosespec_bench.verifiers.spd import SPD, longest_true_prefix
+from loosespec_bench.verifiers.spd import SPD
 
 
 # ---- a hand-built LM head -----------------------------------------------------------------

@@ -17,7 +17,8 @@ from loosespec_bench.metrics import loose_summary, summarize
 from loosespec_bench.sampling import SamplingParams
 from ..conftest import compose_config
 from ..helpers import code_prompt, make_drafter
-from loosespec_bench.verifiers import Draft, FLy, TargetScores
+from loosespec_bench.step import Draft, TargetScores
+from loosespec_bench.verifiers import FLy
 from loosespec_bench.verifiers.fly import (
     deferral_code,
     deferral_paper,

@@ -15,7 +15,8 @@ from loosespec_bench.drafters import MLADrafter, ModelDrafter, prompt_lookup
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_model
 from loosespec_bench.sampling import SamplingParams, process_logits, sample_or_argmax, tempered_probs
-from loosespec_bench.verifiers import Draft, FLy, TargetScores
+from loosespec_bench.step import Draft, TargetScores
+from loosespec_bench.verifiers import FLy
 from loosespec_bench.verifiers.dropmatch import DropMatch
 from loosespec_bench.verifiers.fly import fly_decide
 from loosespec_bench.verifiers.spd import SPD, verify_sampling

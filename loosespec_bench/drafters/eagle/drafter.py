@@ -9,6 +9,8 @@ and after each verification with the kept positions only.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import torch
 from transformers import PreTrainedModel
 
@@ -25,6 +27,19 @@ class Eagle3Drafter(Drafter):
     """drafter=eagle3: chain drafting of K tokens with an EAGLE-3 head over its own KV cache."""
 
     name = "eagle3"
+
+    @staticmethod
+    def longest_path(depth: int) -> int:
+        """A tree's longest path: top_k roots, then `depth` expansions (EAGLE's topK_genrate)."""
+        return depth + 1
+
+    @classmethod
+    def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:
+        return bool(settings.get("tree"))
+
+    @classmethod
+    def draft_length(cls, settings: Mapping[str, Any]) -> int:
+        return cls.longest_path(int(settings["depth"])) if cls.drafts_tree(settings) else int(settings["k"])
 
     def __init__(
         self,
@@ -44,8 +59,7 @@ class Eagle3Drafter(Drafter):
             for key, val, low in (("total_token", total_token, 2), ("depth", depth, 0), ("top_k", top_k, 1)):
                 if isinstance(val, bool) or not isinstance(val, int) or val < low:
                     raise ConfigError(f"drafter.{key}={val!r} must be an integer >= {low}")
-            # A tree's longest path: top_k roots, then `depth` expansions (EAGLE's topK_genrate).
-            self.k = depth + 1
+            self.k = self.longest_path(depth)
         self.tree = bool(tree)
         self.total_token = total_token
         self.depth = depth
@@ -170,7 +184,7 @@ class Eagle3Drafter(Drafter):
         min(depth + 1, k) nodes long (k: the loop's cap near max_new_tokens). Greedy (T = 0).
         """
         dev = self.head.fc.weight.device
-        top_k, max_len = self.top_k, min(self.depth + 1, k)
+        top_k, max_len = self.top_k, min(self.longest_path(self.depth), k)
         toks: list[int] = []
         pars: list[int] = []
         scores: list[torch.Tensor] = []  # per level: [m] cumulative log-probabilities
