@@ -61,7 +61,7 @@ class HumanEval(Task):
         for row in self._rows():
             messages = [
                 {"role": "user", "content": USER_TEMPLATE.format(prompt=row["prompt"])},
-                # A final assistant message is a prefix the model continues (app.encode_messages).
+                # A final assistant message is a prefix the model continues (prompting.encode_messages).
                 {"role": "assistant", "content": ASSISTANT_PREFIX.format(prompt=row["prompt"])},
             ]
             reference = {k: row[k] for k in ("prompt", "test", "entry_point")}
