@@ -236,7 +236,8 @@ def label_parts(row: Mapping[str, Any], *, skip: Iterable[str] = ()) -> list[str
     method = row.get("method")
     parts = []
     extra = row.get("extra_knobs")
-    knobs = [*KNOBS, *(Knob(f"method.{c}", c, c) for c in (extra or ()) if c not in KNOB_BY_COLUMN)]
+    extra = extra if isinstance(extra, (list, tuple)) else ()
+    knobs = [*KNOBS, *(Knob(f"method.{c}", c, c) for c in extra if c not in KNOB_BY_COLUMN)]
     for knob in knobs:
         if knob.column in skip or knob.key == "drafter.k" or not knob.applies(method):
             continue
