@@ -234,3 +234,26 @@ def test_notebook_reads_the_cpu_replication_by_default(tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("run folders under ../results/cpu/runs" in o.get("text", "") for o in outputs)
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+
+
+def test_a_new_rule_knob_reaches_the_report_without_report_code(tmp_path, monkeypatch):
+    """README's new acceptance rule (one module, one config file with its knob `top`): the
+    index gets a `top` column and every table and legend labels the run `top=2`, though no
+    report module names the knob (issue 22: the schema finds undeclared rule knobs)."""
+    from ..test_extend import _files, _run as extend_run, _write
+
+    _write(tmp_path, _files("ext_top2.py", "conf/method/top2.yaml"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    results = tmp_path / "results"
+    extend_run(tmp_path / "conf", ["method=top2", "drafter=model", "drafter.k=3"], results)
+    extend_run(tmp_path / "conf", ["method=top2", "method.top=3", "drafter=model", "drafter.k=3"], results)
+    index = load_index(results)
+    assert "top" in index.columns and sorted(index["top"]) == [2, 3]
+    report_dir = tmp_path / "report"
+    assert report_main(["all", "--results", str(results), "--out", str(report_dir), "--formats", "png"]) == 0
+    fly_main = (report_dir / "fly_main.md").read_text()
+    assert "| ours | tiny | top2 (model, K=3, top=2) |" in fly_main and "| ours | tiny | top2 (model, K=3, top=3) |" in fly_main
+    assert "top2 (model, K=3, top=2) | loose |" in (report_dir / "noise_floor.md").read_text()
+    assert "top" in pd.read_csv(report_dir / "index.csv").columns
+    for module in ("index.py", "tables.py", "plots.py", "__main__.py"):
+        assert '"top"' not in (REPO / "loosespec_bench" / "report" / module).read_text()
