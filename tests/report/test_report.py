@@ -215,10 +215,17 @@ def test_committed_cpu_replication_holds_tables_plots_and_runs():
     for run_dir in index["run_dir"]:
         assert (Path(run_dir) / "summary.json").exists() and (Path(run_dir) / "config.yaml").exists()
     fly_main = (CPU_RESULTS / "fly_main.md").read_text()
-    assert "(paper)" in fly_main and "| ours | qwen2.5-coder-0.5b-1.5b |" in fly_main and "(n=3)" in fly_main
+    assert "(paper)" in fly_main and "| ours | qwen2.5-coder-0.5b-1.5b |" in fly_main and "n=3" in fly_main
+    if not index["intervals"].any():  # summaries written before the interval fields: said, never hidden
+        assert "(no interval)" in fly_main and "predate the interval fields" in fly_main
+    dropmatch = (CPU_RESULTS / "dropmatch_main.md").read_text()
+    assert "| naive, N=5, p=0.3 |" in dropmatch and "| js, N=5, p=0.3 |" in dropmatch and "criterion=config" not in dropmatch
     # The committed tables are the report of the committed runs.
     for table in build_tables(index):
         assert (CPU_RESULTS / f"{table.name}.md").read_text(encoding="utf-8") == table.to_markdown()
+        assert (CPU_RESULTS / f"{table.name}.tex").read_text(encoding="utf-8") == table.to_latex()
+        committed_long = pd.read_csv(CPU_RESULTS / f"{table.name}_long.csv")
+        assert len(committed_long) == len(table.to_long())
 
 
 def test_notebook_reads_the_cpu_replication_by_default(tmp_path):
