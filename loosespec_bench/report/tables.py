@@ -18,7 +18,7 @@ Cells: `1.42× [1.21, 1.63]`, the point and its interval from summary.json (the 
 the point marked "(no interval)"; a quality cell of a run its summary calls underpowered says
 `underpowered (n=3)`. Rows and columns with nothing run are not printed: a note says what was
 not run. Published figures come from published.csv (one number per row, each with its source);
-"not sourced" where published.csv holds no figure: never 0.
+a published row's cell is empty where published.csv holds no figure: never 0.
 
 Files per table: <name>.md, <name>.tex (booktabs, one column wide: a row's figures as sub-rows,
 no resizing), <name>.csv (the table as shown, raw numbers) and <name>_long.csv (tidy: one line per
@@ -51,7 +51,7 @@ SET_ALIASES = {
     "gsm8k_cot_llama": "gsm8k", "humaneval_instruct": "humaneval",
 }
 NOT_RUN = "not run"
-NOT_SOURCED = "not sourced"
+NOT_SOURCED = "not sourced"  # kept for readers of older reports; cells without a published figure are empty
 NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone accuracy 0)
 NO_INTERVAL = "no interval"
 METHOD_NAMES = {"fly": "FLy", "spd": "SPD", "dropmatch": "DropMatch", "ar": "target alone"}
