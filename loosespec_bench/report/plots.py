@@ -32,7 +32,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..schema import FIGURE, KNOB_BY_COLUMN
 from .index import read_records
-from .tables import combine, config_key, config_suffixes, method_label
+from .tables import combine, config_key, config_suffixes, is_true, method_label
 
 SPEEDUP_LABEL = FIGURE["speedup"].label
 TAU_LABEL = FIGURE["tau"].label
@@ -151,7 +151,7 @@ def _legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "")
 
 def _interval_caption(df: pd.DataFrame) -> str:
     """What the error bars are, and which runs have none."""
-    n_old = int((~df["intervals"].fillna(False).astype(bool)).sum()) if "intervals" in df and not df.empty else 0
+    n_old = int((~is_true(df["intervals"])).sum()) if "intervals" in df and not df.empty else 0
     text = "error bars: 95% intervals from summary.json (paired bootstrap over samples)"
     if n_old:
         text += f"; no bar: no interval in the run's summary ({n_old} of {len(df)} runs predate the interval fields)"

@@ -446,17 +446,22 @@ def _partial_note(runs: pd.DataFrame) -> list[str]:
     return [f"includes {n} unfinished run(s) (killed; figures recomputed from their finished samples)"] if n else []
 
 
+def is_true(column: pd.Series) -> pd.Series:
+    """A flag column as booleans: True only where the value is true (None and NaN are not)."""
+    return column.map(lambda v: bool(v) if isinstance(v, bool) or type(v).__name__ == "bool_" else False).astype(bool)
+
+
 def _interval_notes(runs: pd.DataFrame) -> list[str]:
     """What the cells' interval markers mean, for the runs this table shows."""
     if runs.empty:
         return []
-    old = int((~runs["intervals"].fillna(False).astype(bool)).sum())
+    old = int((~is_true(runs["intervals"])).sum())
     notes = ["[low, high]: the 95% interval from the run's summary.json (paired bootstrap over samples: "
              "loosespec_bench/stats.py); a mean over runs or sets combines the intervals as independent errors."]
     if old:
         notes.append(f"'(no interval)': {old} of these {len(runs)} runs' summaries predate the interval fields "
                      "(re-score them: python -m loosespec_bench.score <run dir>); the point value is shown alone.")
-    under = runs[runs["underpowered"].fillna(False).astype(bool)] if "underpowered" in runs else runs.iloc[:0]
+    under = runs[is_true(runs["underpowered"])] if "underpowered" in runs else runs.iloc[:0]
     if not under.empty:
         thr = under["power_threshold"].dropna()
         notes.append("'underpowered (n=…)': the run's summary says its quality interval is wider than the power threshold"
