@@ -17,7 +17,6 @@ import datetime
 import hashlib
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 

@@ -98,11 +98,6 @@ def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _mean(values: Iterable[Any]) -> float | None:
-    xs = [float(v) for v in values if not _nan(v)]
-    return sum(xs) / len(xs) if xs else None
-
-
 def _frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if not df.empty and "status" in df:
