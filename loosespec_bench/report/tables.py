@@ -676,18 +676,21 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
                 _figure(members, "accuracy_diff", "diff"), _figure(members, "retention", "score", with_n=True),
                 _figure(members, "identical_to_target", "score"), _samples(members) or ""]
 
-    rows: list[list[Any]] = []
+    blocks: list[list[list[Any]]] = []  # a loose row and, right under it, its twin
     missing: list[str] = []
     for key, entry in ours.items():
         r0 = entry["row"]
         label = method_label(r0) + suffix.get(key, "")
-        for ds, members in sorted(entry["by_ds"].items(), key=lambda kv: str(kv[0])):
-            rows.append([r0["pair"], ds, label, "loose", *quality(members)])
+        for ds, members in entry["by_ds"].items():
+            block = [[r0["pair"], ds, label, "loose", *quality(members)]]
             twin = lossless.get((lossless_key(members[0]), ds), [])
             if twin:
-                rows.append([r0["pair"], ds, method_label(twin[0]), "lossless twin (noise floor)", *quality(twin)])
+                block.append([r0["pair"], ds, method_label(twin[0]), "lossless twin (noise floor)", *quality(twin)])
             else:
                 missing.append(f"{label} on {ds}")
+            blocks.append(block)
+    blocks.sort(key=lambda b: (str(b[0][0]), str(b[0][2]), str(b[0][1])))
+    rows = [row for block in blocks for row in block]
     notes = [
         "Lossless twin: the SPD run with every setting of the loose run but the rule's own (same pair, drafter, K, dtype, data set, generation); its output differs from the target alone only by numerics (bf16 near-ties), so its retention interval is the noise floor.",
         "identical to target alone: the share of samples whose output equals the target alone's, token for token.",
