@@ -390,7 +390,9 @@ def _set_mean(cells: list[Any], kind: str, of: str | None) -> Any:
     if not nums:
         return NA
     value, ci = combine([c.value for c in nums], [c.ci if c.ci else (None, None) for c in nums])
-    return Num(value, kind, of=of, ci=ci, no_interval=ci is None, why_none=nums[0].why_none if ci is None else NO_INTERVAL)
+    # A figure outside the intervals contract (no cell is marked) stays unmarked in the mean.
+    marked = ci is None and any(c.no_interval or c.ci is not None for c in nums)
+    return Num(value, kind, of=of, ci=ci, no_interval=marked, why_none=next((c.why_none for c in nums if c.no_interval), NO_INTERVAL))
 
 
 def is_eagle(drafter: Any) -> bool:
