@@ -134,12 +134,12 @@ def test_tests_mirror_the_package():
 # Every part of the package on a floor; an import goes to a lower floor, or stays inside its own
 # part. A new module or package joins a floor here (the test names any that has none).
 FLOORS = {
-    0: ("loosespec_bench", "errors", "step", "sampling", "generation", "omp", "stats", "costmodel"),
-    1: ("models", "metrics", "sinks"),
+    0: ("loosespec_bench", "errors", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel"),
+    1: ("models", "metrics"),
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),
     4: ("checks", "run_folder", "build", "summary"),
-    5: ("engines", "status", "report"),
+    5: ("engines", "status", "report", "sinks"),
     6: ("app", "score", "plan"),
     7: ("__main__",),
 }
@@ -176,7 +176,7 @@ def test_every_part_of_the_package_has_a_floor():
 def test_no_arrow_runs_up_a_floor():
     upward = {
         (m, i) for m, imports in _graph().items() for i in imports
-        if _part(m) != _part(i) and _floor(i) >= _floor(m)
+        if _part(m) != _part(i) and None not in (_floor(m), _floor(i)) and _floor(i) >= _floor(m)  # type: ignore[operator]
     }
     assert upward == KNOWN_UPWARD
 
