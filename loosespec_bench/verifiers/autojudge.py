@@ -36,10 +36,10 @@ import torch
 
 from ..errors import ConfigError
 from ..judges.head import JudgeHead
-from ..sampling import accept_exact, sample_residual, sample_token, tempered_probs
-from ..step import longest_true_prefix
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
-from .dropmatch import DropMatch, _sync, dropmatch_decide
+from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, tempered_probs
+from ..step import Draft, TargetScores, Verdict, longest_true_prefix, sync
+from .base import LooseDecision, Verifier
+from .dropmatch import DropMatch, dropmatch_decide
 
 COMBINE = ("any", "all")
 
@@ -112,10 +112,7 @@ def autojudge_decide(
         q = None if draft_probs is None else draft_probs.float().to(p.device)
         a = accept_exact(p, q, draft_tokens.to(p.device), generator).cpu() if K else torch.zeros(0, dtype=torch.bool)
         n = longest_true_prefix(a | ~important)
-        if n == K:
-            nxt = sample_token(p[K], generator)
-        else:
-            nxt = sample_residual(p[n], None if q is None else q[n], int(d[n]), generator)
+        nxt = exact_tail(p, q, draft_tokens.to(p.device), n, generator)  # bonus or residual draw
     return AutoJudgeDecision(a, scores, important, n, nxt, t[:K], float(threshold))
 
 
@@ -143,19 +140,15 @@ class AutoJudge(Verifier):
         self,
         draft: Draft,
         scores: TargetScores,
-        *,
-        temperature: float,
-        generator: torch.Generator | None,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        sampling: SamplingParams = GREEDY,
     ) -> Verdict:
         if scores.hidden is None:
             raise RuntimeError("AutoJudge needs TargetScores.hidden (needs_hidden=True)")
-        _sync(scores.hidden.device)
+        sync(scores.hidden.device)
         t0 = time.perf_counter()
         d = autojudge_decide(
             draft.tokens, draft.probs, scores.logits, scores.hidden, self.judge, threshold=self.threshold,
-            temperature=temperature, generator=generator, top_k=top_k, top_p=top_p,
+            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
         )
         return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record(time.perf_counter() - t0))
 
@@ -176,15 +169,11 @@ class DropMatchAutoJudge(DropMatch):
         self,
         draft: Draft,
         scores: TargetScores,
-        *,
-        temperature: float,
-        generator: torch.Generator | None,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        sampling: SamplingParams = GREEDY,
     ) -> Verdict:
         if scores.hidden is None or scores.lm_head is None:
             raise RuntimeError("DropMatch + AutoJudge needs TargetScores.hidden and lm_head (needs_hidden=True)")
-        _sync(scores.hidden.device)
+        sync(scores.hidden.device)
         t0 = time.perf_counter()
         js = judge_scores(self.judge, scores.hidden, draft.k)  # [K]
         important = js >= self.threshold
@@ -192,12 +181,13 @@ class DropMatchAutoJudge(DropMatch):
         d = dropmatch_decide(
             draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
             criterion=self.criterion, n_paths=self.n_paths, p=self.p, include_clean_path=self.include_clean_path,
-            majority=self.majority, temperature=temperature, generator=generator, top_k=top_k, top_p=top_p,
+            majority=self.majority, temperature=sampling.temperature, generator=sampling.generator,
+            top_k=sampling.top_k, top_p=sampling.top_p,
             lm_head_batch=self.lm_head_batch,
             pre_accept=~important if self.combine == "any" else None,
             veto=important if self.combine == "all" else None,
         )
-        _sync(scores.hidden.device)
+        sync(scores.hidden.device)
         t2 = time.perf_counter()
         rec = d.record(t2 - t1)
         judged = [i for i in d.mismatches if i <= d.n]

@@ -12,7 +12,8 @@ import torch
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.judges.head import JudgeHead
 from loosespec_bench.verifiers.autojudge import AutoJudge, DropMatchAutoJudge, autojudge_decide
-from loosespec_bench.verifiers.base import Draft, TargetScores
+from loosespec_bench.sampling import SamplingParams
+from loosespec_bench.step import Draft, TargetScores
 from loosespec_bench.verifiers.spd import verify_sampling
 
 V = 6
@@ -39,8 +40,7 @@ def hidden_for(rows):
 
 def decide(judge_dir, draft, target, rows, threshold=None, **kw):
     v = AutoJudge(judge_path=str(judge_dir), threshold=threshold)
-    return v(Draft(tokens=torch.tensor(draft)), TargetScores(logits=logits_for(target), hidden=hidden_for(rows)),
-             temperature=kw.pop("temperature", 0.0), generator=kw.pop("generator", None), **kw)
+    return v(Draft(tokens=torch.tensor(draft)), TargetScores(logits=logits_for(target), hidden=hidden_for(rows)), SamplingParams(**kw))
 
 
 def test_all_matches_take_the_bonus_whatever_the_judge(judge_dir):
@@ -136,7 +136,7 @@ def lm_head_voting_for(token):
 def combined(judge_dir, draft, target, rows, lm_head, combine):
     v = DropMatchAutoJudge(judge_path=str(judge_dir), combine=combine, criterion="naive", n_paths=3, p=0.3)
     scores = TargetScores(logits=logits_for(target), hidden=hidden_for(rows), lm_head=lm_head)
-    return v(Draft(tokens=torch.tensor(draft)), scores, temperature=0.0, generator=torch.Generator().manual_seed(0))
+    return v(Draft(tokens=torch.tensor(draft)), scores, SamplingParams(generator=torch.Generator().manual_seed(0)))
 
 
 def test_any_judge_accepts_without_computing_dropmatch(judge_dir):
