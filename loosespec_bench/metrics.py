@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
-from .decoding import GenerationOutput
+from .generation import GenerationOutput
 
 SPEEDUP_METHOD = (
     "throughput ratio (new tokens per second, prefill + decode) of the method over the target "

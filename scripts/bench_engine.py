@@ -66,7 +66,8 @@ from omegaconf import OmegaConf  # noqa: E402
 from loosespec_bench import costmodel  # noqa: E402
 from loosespec_bench.build import instantiate  # noqa: E402
 from loosespec_bench.config import CONF_DIR  # noqa: E402
-from loosespec_bench.decoding import GenerationOutput, generate  # noqa: E402
+from loosespec_bench.decoding import generate  # noqa: E402
+from loosespec_bench.generation import GenerationOutput  # noqa: E402
 from loosespec_bench.metrics import median_or_none as _median, pair_up, paired_ratio_stats  # noqa: E402
 from loosespec_bench.prompting import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
 from loosespec_bench.step import crop_to  # noqa: E402
@@ -312,7 +313,7 @@ class Bench:
         if {"eagle3", "eagle3-tree"} & set(names):
             # The same head (the embedded pair's CPU-trained one; random on --tiny) drafts a chain
             # of K and EAGLE's dynamic tree (official total_token / depth / top_k by default).
-            from loosespec_bench.drafters.eagle3 import Eagle3Drafter
+            from loosespec_bench.drafters import Eagle3Drafter
 
             head = a.eagle3_head or ("random" if a.tiny else os.path.expanduser(
                 os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))

@@ -115,7 +115,7 @@ def test_lossless_tree_spd_equals_target_alone(tiny_pair, same_model):
 
 
 def test_eagle3_tree_is_lossless_and_bounded(tiny_pair):
-    from ..drafters.test_eagle3 import random_head
+    from ..drafters.eagle.conftest import random_head
 
     target, _, tok = tiny_pair
     draft_ids = torch.arange(259)
@@ -138,7 +138,7 @@ def test_eagle3_tree_is_lossless_and_bounded(tiny_pair):
 def test_tree_and_chain_eagle3_share_the_head_cache_rollback(tiny_pair):
     """Tree, then chain drafting with the same head over one sequence both stay lossless (the
     head's cache is rebuilt from the accepted path's target features)."""
-    from ..drafters.test_eagle3 import random_head
+    from ..drafters.eagle.conftest import random_head
 
     target, _, tok = tiny_pair
     head = random_head(target, torch.arange(259), seed=4)
@@ -176,7 +176,7 @@ def test_loose_rule_on_a_tree_keeps_the_longest_accepted_path():
 
 
 def test_dropmatch_and_fly_run_on_eagle3_trees(tiny_pair):
-    from ..drafters.test_eagle3 import random_head
+    from ..drafters.eagle.conftest import random_head
 
     target, _, tok = tiny_pair
     head = random_head(target, torch.arange(259), seed=5)
@@ -223,7 +223,7 @@ def _official_eagle2_checkpoint(folder, target, seed: int = 0):
 
 
 def test_eagle2_official_head_loads_and_drafts_chain_and_tree_losslessly(tmp_path, tiny_pair):
-    from loosespec_bench.drafters.eagle2 import Eagle2Head
+    from loosespec_bench.drafters.eagle.eagle2 import Eagle2Head
 
     target, _, tok = tiny_pair
     folder = _official_eagle2_checkpoint(tmp_path / "eagle2", target)
