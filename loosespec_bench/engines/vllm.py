@@ -384,19 +384,14 @@ class VLLMEngine(Engine):
 
     def __init__(self, cfg: DictConfig, task: Any) -> None:
         self.check(cfg)
-        vllm = _vllm()
-        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
-
         self.cfg = cfg
         self.task = task
-        self._vllm = vllm
+        self._vllm = _vllm()
         target = model_source(str(cfg.pair.target.path))
         # Our tokenizer and chat template encode the prompts (the app), so both engines see the
         # same ids; vLLM gets token ids only.
-        self.tokenizer = AutoTokenizer.from_pretrained(target)
-        self.eos_ids = sorted(_eos_ids(self.tokenizer, target, GenerationConfig))
-        n = getattr(AutoConfig.from_pretrained(target), "max_position_embeddings", None)
-        self.context_length = n if isinstance(n, int) and n > 0 else None
+        self.tokenizer, eos, self.context_length = target_metadata(target)
+        self.eos_ids = sorted(eos)
         self.batch_size = int(_engine_node(cfg).get("batch_size") or 1)
         self.spec = speculative_config(cfg)
         self.stop = list(task.stop_strings or [])
@@ -461,11 +456,16 @@ def _platform_device() -> str | None:
     return str(dev) if dev else None
 
 
-def _eos_ids(tokenizer: Any, source: str, generation_config: Any) -> set[int]:
-    """The tokenizer's EOS and the generation config's, as prompting.eos_ids for our loop."""
+def target_metadata(source: str) -> tuple[Any, set[int], int | None]:
+    """The target's tokenizer, EOS ids (the tokenizer's and the generation config's, as
+    prompting.eos_ids gives our loop) and context (max_position_embeddings), without its weights."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    n = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
     ids: set[int] = set()
     try:
-        gen_eos = generation_config.from_pretrained(source).eos_token_id
+        gen_eos = GenerationConfig.from_pretrained(source).eos_token_id
     except Exception:  # no generation_config.json
         gen_eos = None
     for src in (tokenizer.eos_token_id, gen_eos):
@@ -473,7 +473,7 @@ def _eos_ids(tokenizer: Any, source: str, generation_config: Any) -> set[int]:
             ids.add(src)
         elif src:
             ids.update(int(i) for i in src)
-    return ids
+    return tokenizer, ids, n if isinstance(n, int) and n > 0 else None
 
 
 __all__ = ["VLLMEngine", "speculative_config", "sampling_options", "llm_options", "steps_from_counters", "to_output"]
