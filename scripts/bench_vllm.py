@@ -63,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--target", default=be.TARGET)
     ap.add_argument("--draft", default=be.DRAFT)
     ap.add_argument("--ours", default=None, help="bench_engine.py --out file with our contestants on the same prompts")
+    ap.add_argument("--runs", default=None, help="this script's earlier --out file: print the tables again (with --ours), load nothing")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     args.contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
@@ -102,6 +103,16 @@ def run_once(llm: Any, sp: Any, name: str, prompts: list[Any], repeat: int, posi
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.runs:
+        old = json.loads(Path(args.runs).read_text())
+        runs = [be.Run(**r) for r in old["runs"]]
+        res = {k: old[k] for k in ("contestants", "batch", "load_before", "load_after")}
+        res["side_by_side"] = {}
+        names = list(res["contestants"])
+        if args.ours:
+            side_by_side(res, runs, names, args.ours)
+        report(res, names)
+        return res
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
 
@@ -153,18 +164,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                  "tau": tokens / steps if steps else None}
             print(f"[bench-vllm] batch {b} {n:<12} {tokens:>5} tok {rs[0].wall_s:7.2f}s {tokens / rs[0].wall_s:7.2f} tok/s (throughput)", flush=True)
     if args.ours:
-        ours = json.loads(Path(args.ours).read_text())
-        theirs = [be.Run(**r) for r in ours["runs"]]
-        res["ours_contestants"] = ours["contestants"]
-        res["ours_load"] = (ours.get("load_before"), ours.get("load_after"))
-        for a, b in PAIRS:
-            if b in names and a in ours["contestants"]:
-                pairs = pair_up({(x.set, x.prompt, x.repeat): x for x in theirs if x.contestant == a},
-                                   {(x.set, x.prompt, x.repeat): x for x in runs if x.contestant == b})
-                res["side_by_side"][f"{a}|{b}"] = {
-                    "pairs": len(pairs),
-                    **paired_ratio_stats([x.s_per_token / y.s_per_token for x, y in pairs], [x.tokens == y.tokens for x, y in pairs], name="time_ratio"),
-                }
+        side_by_side(res, runs, names, args.ours)
     res["load_before"], res["load_after"] = load_before, be.load_avg()
     report(res, names)
     if args.out:
@@ -173,6 +173,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                               "vllm": ve.installed_version(), "model_load_s": load_s}, indent=1, default=str))
         print(f"[bench-vllm] raw timings: {args.out}")
     return res
+
+
+def side_by_side(res: dict[str, Any], runs: list[be.Run], names: list[str], ours_file: str) -> None:
+    """Ours (bench_engine.py's --out file) against vLLM's runs on the same (prompt, repeat)."""
+    ours = json.loads(Path(ours_file).read_text())
+    theirs = [be.Run(**r) for r in ours["runs"]]
+    res["ours_contestants"] = ours["contestants"]
+    res["ours_load"] = (ours.get("load_before"), ours.get("load_after"))
+    for a, b in PAIRS:
+        if b in names and a in ours["contestants"]:
+            pairs = pair_up({(x.set, x.prompt, x.repeat): x for x in theirs if x.contestant == a},
+                            {(x.set, x.prompt, x.repeat): x for x in runs if x.contestant == b})
+            res["side_by_side"][f"{a}|{b}"] = {
+                "pairs": len(pairs),
+                **paired_ratio_stats([x.s_per_token / y.s_per_token for x, y in pairs], [x.tokens == y.tokens for x, y in pairs], name="time_ratio"),
+            }
 
 
 def _renamed(runs: list[be.Run], old: str, new: str) -> list[be.Run]:

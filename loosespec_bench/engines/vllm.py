@@ -378,6 +378,10 @@ class VLLMEngine(Engine):
         _vllm()
         if str(cfg.method.name) == "fly":
             _check_fly_available()
+
+    def __init__(self, cfg: DictConfig, task: Any) -> None:
+        self.check(cfg)
+        # Here, not in check: a plan checked on a login node (vLLM's CPU build) is run on GPUs.
         device = str(cfg.pair.device)
         platform = _platform_device()
         if platform is not None and not device.startswith(platform):
@@ -385,17 +389,18 @@ class VLLMEngine(Engine):
                 f"pair.device={device} but the installed {installed_version()} runs on {platform}; "
                 f"set pair.device={platform}, or install the vLLM build for {device} (README: vLLM)"
             )
-
-    def __init__(self, cfg: DictConfig, task: Any) -> None:
-        self.check(cfg)
         self.cfg = cfg
         self.task = task
         self._vllm = _vllm()
         target = model_source(str(cfg.pair.target.path))
         # Our tokenizer and chat template encode the prompts (the app), so both engines see the
         # same ids; vLLM gets token ids only.
-        self.tokenizer, eos, self.context_length = target_metadata(target)
+        self.tokenizer, eos, ctx = target_metadata(target)
         self.eos_ids = sorted(eos)
+        # vLLM serves at most engine.max_model_len tokens per request: the app's length check
+        # must use the smaller of that and the model's own context.
+        limit = _engine_node(cfg).get("max_model_len")
+        self.context_length = min(x for x in (ctx, limit) if x) if (ctx or limit) else None
         self.batch_size = int(_engine_node(cfg).get("batch_size") or 1)
         self.spec = speculative_config(cfg)
         self.stop = list(task.stop_strings or [])

@@ -233,9 +233,17 @@ def test_in_memory_models_are_refused(vllm_module):
         check_engine(_cfg())  # pair=tiny: tiny:0
 
 
-def test_a_device_the_build_does_not_run_on_is_refused(vllm_module, tmp_path):
+def test_a_device_the_build_does_not_run_on_is_refused_at_load_not_in_check(vllm_module, fake_target, tmp_path):
+    cfg = _cfg("pair.device=cuda", tmp_path=tmp_path)
+    check_engine(cfg)  # a plan checked on a CPU login node runs on GPUs
     with pytest.raises(ConfigError, match="pair.device=cuda"):
-        check_engine(_cfg("pair.device=cuda", tmp_path=tmp_path))
+        ve.VLLMEngine(cfg, types.SimpleNamespace(stop_strings=[]))
+    assert not FakeLLM.made
+
+
+def test_the_context_is_the_smaller_of_the_models_and_max_model_len(vllm_module, fake_target, tmp_path):
+    engine = ve.VLLMEngine(_cfg("engine.max_model_len=100", tmp_path=tmp_path), types.SimpleNamespace(stop_strings=[]))
+    assert engine.context_length == 100  # the fake target's own is 512
 
 
 @pytest.mark.parametrize("key, value", [("batch_size", 0), ("tensor_parallel_size", -1), ("cpu_kvcache_gib", 0)])
