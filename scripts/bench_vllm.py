@@ -56,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--contestants", default="vllm-ar,vllm-spd,vllm-pld")
     ap.add_argument("--eagle3-head", default=os.path.expanduser(os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
     ap.add_argument("--batch-sizes", default="", help="throughput sweep, e.g. 1,2,4,8 (empty: none)")
+    ap.add_argument("--batch-contestants", default="vllm-ar,vllm-spd", help="who the batch sweep runs")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--kvcache-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE per engine")
     ap.add_argument("--max-model-len", type=int, default=4096)
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         s["speedup_vs_own_ar"] = be.speedup_vs_ar(_renamed(runs, "vllm-ar", "ar"), n) if n != "vllm-ar" and "vllm-ar" in names else None
         res["contestants"][n] = s
     for b in args.batch_sizes:
-        for n in names:
+        for n in [x for x in names if x in args.batch_contestants.split(",")]:
             batch = [prompts[j % len(prompts)] for j in range(b)]
             rs = run_once(llms[n], sp, n, batch, 0, 0)
             tokens = sum(len(x.tokens) for x in rs)
