@@ -132,10 +132,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if name == "vllm-eagle3" and not os.path.isdir(args.eagle3_head):
             print(f"[bench-vllm] {name}: no EAGLE-3 head at {args.eagle3_head} (scripts/train_eagle3.py); skipped", flush=True)
             continue
+        spec = spec_of(name, args)
         llms[name] = LLM(model=target, tokenizer=target, dtype=args.dtype, seed=0, enforce_eager=True,
                          max_model_len=args.max_model_len, max_num_seqs=max([1, *args.batch_sizes]),
-                         enable_prefix_caching=False, per_request_spec_decode_metrics="detailed",
-                         speculative_config=spec_of(name, args))
+                         enable_prefix_caching=False, speculative_config=spec,
+                         **({"per_request_spec_decode_metrics": "detailed"} if spec else {}))
     load_s = time.perf_counter() - t0
     names = list(llms)
     print(f"[bench-vllm] {names} loaded in {load_s:.0f}s; {len(prompts)} prompts; load {be.load_avg()}", flush=True)

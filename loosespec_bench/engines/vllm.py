@@ -413,6 +413,8 @@ class VLLMEngine(Engine):
         self.target_llm = self._make(opts, None) if need_target else None
 
     def _make(self, opts: dict[str, Any], spec: dict[str, Any] | None) -> Any:
+        if spec is None:  # vLLM refuses per-request speculative metrics without speculation
+            opts = {k: v for k, v in opts.items() if k != "per_request_spec_decode_metrics"}
         llm = self._vllm.LLM(**opts, speculative_config=spec)
         self._llms.append(llm)
         return llm

@@ -48,6 +48,9 @@ class FakeLLM:
     made: list[dict[str, Any]] = []
 
     def __init__(self, **kwargs: Any) -> None:
+        # As vLLM 0.32's config validation: per-request metrics need a speculative config.
+        if kwargs.get("per_request_spec_decode_metrics", "none") != "none" and not kwargs.get("speculative_config"):
+            raise ValueError("--per-request-spec-decode-metrics requires speculative decoding to be enabled")
         self.kwargs = kwargs
         FakeLLM.made.append(kwargs)
         _LLMS.append(self)
@@ -348,7 +351,8 @@ def test_a_run_writes_the_same_folder_and_summary(vllm_module, fake_target, tmp_
     spec = [m for m in FakeLLM.made if m.get("speculative_config")]
     alone = [m for m in FakeLLM.made if not m.get("speculative_config")]
     assert len(spec) == len(alone) == 1 and spec[0]["speculative_config"]["method"] == "draft_model"
-    assert {k: v for k, v in spec[0].items() if k != "speculative_config"} == {k: v for k, v in alone[0].items() if k != "speculative_config"}
+    own = ("speculative_config", "per_request_spec_decode_metrics")  # the method's engine only
+    assert {k: v for k, v in spec[0].items() if k not in own} == {k: v for k, v in alone[0].items() if k not in own}
     # Resume: a second run reuses every record and loads nothing.
     FakeLLM.made.clear()
     again = run(_cfg("drafter.k=4", tmp_path=tmp_path))
