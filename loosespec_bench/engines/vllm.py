@@ -432,6 +432,11 @@ class VLLMEngine(Engine):
             return ready
         return self.generate_batch([prompt_ids], method=method, seeds=[seed], max_new_tokens=max_new_tokens)[0]
 
+    def warmup(self, prompt_ids: list[int]) -> None:
+        """Both engines that were built (baseline=none builds no target-alone engine)."""
+        for method in (True, False) if self.target_llm is not None else (True,):
+            self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
+
     def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int) -> None:
         outs = self.generate_batch([ids for ids, _ in requests], method=method, seeds=[s for _, s in requests], max_new_tokens=max_new_tokens)
         for (ids, seed), out in zip(requests, outs):

@@ -367,6 +367,11 @@ def test_the_prompt_ids_reach_vllm_unchanged(vllm_module, fake_target, tmp_path)
     assert len(FakeLLM.made) == 1 and FakeLLM.made[0]["speculative_config"] is None  # ar: one engine
 
 
+def test_baseline_none_builds_and_warms_only_the_methods_engine(vllm_module, fake_target, tmp_path):
+    summary = run(_cfg("baseline=none", "warmup=true", tmp_path=tmp_path))
+    assert summary["n_samples"] == 3 and len(FakeLLM.made) == 1 and FakeLLM.made[0]["speculative_config"]
+
+
 def test_a_separate_run_id_from_our_loops(vllm_module, tmp_path):
     from loosespec_bench.config import run_id
 
