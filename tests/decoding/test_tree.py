@@ -12,6 +12,7 @@ from loosespec_bench.decoding.loop import tree_inputs
 from loosespec_bench.drafters import Eagle3Drafter
 from loosespec_bench.drafters.base import Drafter
 from loosespec_bench.errors import ConfigError
+from loosespec_bench.sampling import GREEDY
 from loosespec_bench.step import Draft, TargetScores, compact_to, root_to_leaf_paths
 from loosespec_bench.verifiers.dropmatch import DropMatch
 from loosespec_bench.verifiers.fly import FLy, fly_decide
@@ -37,7 +38,7 @@ class DecoyTreeDrafter(Drafter):
         self.model = model
 
     @torch.inference_mode()
-    def propose(self, tokens, k, *, temperature=0.0, generator=None, want_probs=False, top_k=0, top_p=1.0) -> Draft:
+    def propose(self, tokens, k, sampling=GREEDY, *, want_probs=False) -> Draft:
         toks: list[int] = []
         pars: list[int] = []
         seq = tokens.clone()
@@ -165,13 +166,13 @@ def test_loose_rule_on_a_tree_keeps_the_longest_accepted_path():
     logits[6, 0] = 5.0  # after node 5: bonus 0
     d = Draft(tokens=torch.tensor([1, 2, 6, 4, 5, 6]), parents=torch.tensor([-1, -1, 0, 1, 3, 4]))
     fly = FLy(theta=0.3, window=2, mode="code")
-    v = verify(fly, d, TargetScores(logits=logits), temperature=0.0, generator=None)
+    v = verify(fly, d, TargetScores(logits=logits), GREEDY)
     # Chain reading of path B equals the chain rule's own verdict.
     chain = fly_decide(d.tokens[[1, 3, 4, 5]], logits[[0, 2, 4, 5, 6]], theta=0.3, window=2, mode="code")
     assert v.num_accepted == chain.n and v.path == [1, 3, 4, 5][: chain.n]
     assert v.num_accepted > 1  # longer than path A's exact prefix (1 node)
     # Exact SPD on the same tree follows the argmax child: path A, one node.
-    s = verify(SPD(), d, TargetScores(logits=logits), temperature=0.0, generator=None)
+    s = verify(SPD(), d, TargetScores(logits=logits), GREEDY)
     assert (s.num_accepted, s.path, s.next_token) == (1, [0], 3)
 
 

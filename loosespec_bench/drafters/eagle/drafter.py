@@ -9,11 +9,13 @@ and after each verification with the kept positions only.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import torch
 from transformers import PreTrainedModel
 
 from ...errors import ConfigError
-from ...sampling import sample_or_argmax
+from ...sampling import GREEDY, SamplingParams, sample_or_argmax
 from ...step import Draft, common_prefix_len, empty_draft
 from ..base import Drafter
 from .checkpoint import build_head, load_head
@@ -25,6 +27,19 @@ class Eagle3Drafter(Drafter):
     """drafter=eagle3: chain drafting of K tokens with an EAGLE-3 head over its own KV cache."""
 
     name = "eagle3"
+
+    @staticmethod
+    def longest_path(depth: int) -> int:
+        """A tree's longest path: top_k roots, then `depth` expansions (EAGLE's topK_genrate)."""
+        return depth + 1
+
+    @classmethod
+    def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:
+        return bool(settings.get("tree"))
+
+    @classmethod
+    def draft_length(cls, settings: Mapping[str, Any]) -> int:
+        return cls.longest_path(int(settings["depth"])) if cls.drafts_tree(settings) else int(settings["k"])
 
     def __init__(
         self,
@@ -44,8 +59,7 @@ class Eagle3Drafter(Drafter):
             for key, val, low in (("total_token", total_token, 2), ("depth", depth, 0), ("top_k", top_k, 1)):
                 if isinstance(val, bool) or not isinstance(val, int) or val < low:
                     raise ConfigError(f"drafter.{key}={val!r} must be an integer >= {low}")
-            # A tree's longest path: top_k roots, then `depth` expansions (EAGLE's topK_genrate).
-            self.k = depth + 1
+            self.k = self.longest_path(depth)
         self.tree = bool(tree)
         self.total_token = total_token
         self.depth = depth
@@ -107,12 +121,9 @@ class Eagle3Drafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         # Draft entries of the last step are dropped even where accepted: their features were the
         # head's own guesses; the target's real features for those positions arrive via observe().
@@ -140,11 +151,11 @@ class Eagle3Drafter(Drafter):
             return self._propose_tree(last, n_feat, k, want_probs=want_probs)
         out_tokens: list[int] = []
         out_probs: list[torch.Tensor] = []
-        keep_probs = want_probs or temperature > 0
+        keep_probs = want_probs or not sampling.greedy
         for s in range(k):
             logits = self.head.logits(last)[0].float()  # [draft_vocab]
             # A draw (or the argmax) in the draft vocabulary; q on the generator's device.
-            i, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs, top_k=top_k, top_p=top_p)
+            i, q = sample_or_argmax(logits, sampling, want_probs=keep_probs)
             d = int(self._target_ids[i])
             out_tokens.append(d)
             if keep_probs:
@@ -173,7 +184,7 @@ class Eagle3Drafter(Drafter):
         min(depth + 1, k) nodes long (k: the loop's cap near max_new_tokens). Greedy (T = 0).
         """
         dev = self.head.fc.weight.device
-        top_k, max_len = self.top_k, min(self.depth + 1, k)
+        top_k, max_len = self.top_k, min(self.longest_path(self.depth), k)
         toks: list[int] = []
         pars: list[int] = []
         scores: list[torch.Tensor] = []  # per level: [m] cumulative log-probabilities

@@ -9,6 +9,7 @@ import torch
 
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import Eagle3Drafter
+from loosespec_bench.sampling import SamplingParams
 from loosespec_bench.verifiers.fly import FLy
 from loosespec_bench.verifiers.spd import SPD
 
@@ -27,7 +28,7 @@ def test_drafts_k_tokens_in_the_draft_vocabulary(checkpoint, tiny_pair, draft_id
     drafter.reset(ids)
     drafter.observe(tuple(hs[i][0] for i in drafter.needs_target_hidden))
     gen = torch.Generator().manual_seed(0)
-    draft = drafter.propose(ids, 5, temperature=temperature, generator=gen, want_probs=True)
+    draft = drafter.propose(ids, 5, SamplingParams(temperature, generator=gen), want_probs=True)
     assert draft.tokens.shape == (5,) and draft.tokens.dtype == torch.long
     assert all(int(t) in set(draft_ids.tolist()) for t in draft.tokens)
     assert draft.probs.shape == (5, target.config.vocab_size)
