@@ -57,6 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--eagle3-head", default=os.path.expanduser(os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
     ap.add_argument("--batch-sizes", default="", help="throughput sweep, e.g. 1,2,4,8 (empty: none)")
     ap.add_argument("--batch-contestants", default="vllm-ar,vllm-spd", help="who the batch sweep runs")
+    ap.add_argument("--sequential", action="store_true", help="one engine in memory at a time (not interleaved)")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--kvcache-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE per engine")
     ap.add_argument("--max-model-len", type=int, default=4096)
@@ -126,40 +127,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sp = SamplingParams(temperature=0.0, max_tokens=args.max_new_tokens, stop_token_ids=sorted(eos), seed=0)
     warm = SamplingParams(temperature=0.0, max_tokens=8, stop_token_ids=sorted(eos), seed=0)
     load_before = be.load_avg()
-    llms: dict[str, Any] = {}
-    t0 = time.perf_counter()
-    for name in args.contestants:
-        if name == "vllm-eagle3" and not os.path.isdir(args.eagle3_head):
-            print(f"[bench-vllm] {name}: no EAGLE-3 head at {args.eagle3_head} (scripts/train_eagle3.py); skipped", flush=True)
-            continue
-        spec = spec_of(name, args)
-        llms[name] = LLM(model=target, tokenizer=target, dtype=args.dtype, seed=0, enforce_eager=True,
-                         max_model_len=args.max_model_len, max_num_seqs=max([1, *args.batch_sizes]),
-                         enable_prefix_caching=False, speculative_config=spec,
-                         **({"per_request_spec_decode_metrics": "detailed"} if spec else {}))
-    load_s = time.perf_counter() - t0
-    names = list(llms)
-    print(f"[bench-vllm] {names} loaded in {load_s:.0f}s; {len(prompts)} prompts; load {be.load_avg()}", flush=True)
-    for n in names:
-        run_once(llms[n], warm, n, prompts[:1], -1, 0)
+    names = [n for n in args.contestants if n != "vllm-eagle3" or os.path.isdir(args.eagle3_head)]
+    for n in sorted(set(args.contestants) - set(names)):
+        print(f"[bench-vllm] {n}: no EAGLE-3 head at {args.eagle3_head} (scripts/train_eagle3.py); skipped", flush=True)
     runs: list[be.Run] = []
-    for i, p in enumerate(prompts):
-        for r in range(args.repeats):
-            shift = (i * args.repeats + r) % len(names)
-            for pos, n in enumerate(names[shift:] + names[:shift]):
-                (run,) = run_once(llms[n], sp, n, [p], r, pos)
-                runs.append(run)
-                print(f"[bench-vllm] {p.set}/{p.id} r{r} {n:<12} {len(run.tokens):>4} tok {run.wall_s:7.2f}s "
-                      f"{len(run.tokens) / run.wall_s:6.2f} tok/s  load {be.load_avg()}", flush=True)
+    batch_runs: dict[str, dict[int, list[be.Run]]] = {}
+    load_s = 0.0
+    # One engine in memory at a time when --sequential (three at once were killed for memory on
+    # this shared 24 GiB machine): contestants then run one after the other, not interleaved.
+    groups = [[n] for n in names] if args.sequential else [names]
+    for group in groups:
+        t0 = time.perf_counter()
+        llms = {}
+        for name in group:
+            spec = spec_of(name, args)
+            llms[name] = LLM(model=target, tokenizer=target, dtype=args.dtype, seed=0, enforce_eager=True,
+                             max_model_len=args.max_model_len, max_num_seqs=max([1, *args.batch_sizes]),
+                             enable_prefix_caching=False, speculative_config=spec,
+                             **({"per_request_spec_decode_metrics": "detailed"} if spec else {}))
+        load_s += time.perf_counter() - t0
+        print(f"[bench-vllm] {group} loaded in {time.perf_counter() - t0:.0f}s; {len(prompts)} prompts; load {be.load_avg()}", flush=True)
+        for n in group:
+            run_once(llms[n], warm, n, prompts[:1], -1, 0)
+        for i, p in enumerate(prompts):
+            for r in range(args.repeats):
+                shift = (i * args.repeats + r) % len(group)
+                for pos, n in enumerate(group[shift:] + group[:shift]):
+                    (run,) = run_once(llms[n], sp, n, [p], r, pos)
+                    runs.append(run)
+                    print(f"[bench-vllm] {p.set}/{p.id} r{r} {n:<12} {len(run.tokens):>4} tok {run.wall_s:7.2f}s "
+                          f"{len(run.tokens) / run.wall_s:6.2f} tok/s  load {be.load_avg()}", flush=True)
+        for b in args.batch_sizes:
+            for n in [x for x in group if x in args.batch_contestants.split(",")]:
+                batch_runs.setdefault(n, {})[b] = run_once(llms[n], sp, n, [prompts[j % len(prompts)] for j in range(b)], 0, 0)
+        for llm in llms.values():
+            llm.llm_engine.engine_core.shutdown()
+        del llms
     res: dict[str, Any] = {"contestants": {}, "batch": {}, "side_by_side": {}}
     for n in names:
         s = be.per_contestant(runs, n)
         s["speedup_vs_own_ar"] = be.speedup_vs_ar(_renamed(runs, "vllm-ar", "ar"), n) if n != "vllm-ar" and "vllm-ar" in names else None
         res["contestants"][n] = s
-    for b in args.batch_sizes:
-        for n in [x for x in names if x in args.batch_contestants.split(",")]:
-            batch = [prompts[j % len(prompts)] for j in range(b)]
-            rs = run_once(llms[n], sp, n, batch, 0, 0)
+    for n, sizes in batch_runs.items():
+        for b, rs in sizes.items():
             tokens = sum(len(x.tokens) for x in rs)
             steps = sum(x.steps for x in rs)
             res["batch"].setdefault(n, {})[b] = {"tokens": tokens, "wall_s": rs[0].wall_s, "tokens_per_s": tokens / rs[0].wall_s,
