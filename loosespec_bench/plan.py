@@ -126,7 +126,7 @@ class Sweep:
 
 SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization",
             "pair.draft.quantize")
-SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed")
+SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed", "engine.name", "engine.tensor_parallel_size")
 
 
 def settings(cfg: DictConfig) -> dict[str, Any]:
