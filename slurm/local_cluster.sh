@@ -65,7 +65,7 @@ write_if_changed() {
 write_configs() {
     mkdir -p "$CONF_DIR" "$LOGS" "$STATE/slurmctld" /run/munge
     chown slurm:slurm "$LOGS" "$STATE" "$STATE/slurmctld"
-    # This machine as slurmd sees it (CPUs, sockets, cores, threads, RealMemory in MB), minus
+    # Weight: an idle cluster places a job on n1 first (the tests' lost node). This machine as slurmd sees it (CPUs, sockets, cores, threads, RealMemory in MB), minus
     # its name: both virtual nodes offer it. 5% of the memory stays for the OS and the daemons.
     local hw mem
     hw=$(slurmd -C | head -1 | sed -e 's/^NodeName=[^ ]* //' -e 's/ RealMemory=[0-9]*//')
@@ -73,7 +73,7 @@ write_configs() {
     local host nodes="" i
     host=$(hostname -s)
     for i in "${!NODES[@]}"; do
-        nodes+="NodeName=${NODES[$i]} NodeHostname=$host NodeAddr=127.0.0.1 Port=${NODE_PORTS[$i]} $hw RealMemory=$mem State=UNKNOWN"$'\n'
+        nodes+="NodeName=${NODES[$i]} NodeHostname=$host NodeAddr=127.0.0.1 Port=${NODE_PORTS[$i]} $hw RealMemory=$mem Weight=$((i + 1)) State=UNKNOWN"$'\n'
     done
     local acct="AccountingStorageType=accounting_storage/none"
     [ "$DB" = 1 ] && acct="AccountingStorageType=accounting_storage/slurmdbd

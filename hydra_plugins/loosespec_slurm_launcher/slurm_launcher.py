@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, List, Sequence
 
@@ -57,7 +59,38 @@ def quiet_sacct() -> None:
         logger.addFilter(_SacctOnce())
 
 
+# squeue states of a job that Slurm still runs or will run again (a requeue after a lost node).
+ALIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED", "SIGNALING"}
+
+
+def slurm_alive(job_id: str) -> bool:
+    """Whether squeue still lists the job as pending or running (False when squeue fails)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and any(state.strip() in ALIVE for state in out.stdout.splitlines())
+
+
 class CheckedSlurmLauncher(SlurmLauncher):
+    @staticmethod
+    def _result(job: Any) -> JobReturn:
+        """The job's JobReturn. A job whose node was lost shows NODE_FAIL in sacct for a moment
+        while Slurm requeues it (--requeue): submitit then takes it for finished without a result.
+        As long as squeue lists the job, it is waited for again."""
+        from submitit.core.utils import FailedJobError, UncompletedJobError
+
+        while True:
+            try:
+                return job.results()[0]
+            except (UncompletedJobError, FailedJobError):
+                if not slurm_alive(job.job_id):
+                    raise
+                log.info(f"job {job.job_id} was requeued by Slurm ({job.watcher.get_state(job.job_id, mode='force')}); waiting for it")
+                while slurm_alive(job.job_id) and not job.paths.result_pickle.exists():
+                    time.sleep(2)
+                job.watcher.clear()  # forget the cached final state of the first attempt
+
     def _refuse(self, message: str) -> None:
         """One line, exit 2, and no sweep folder left behind (it holds only Hydra's multirun.yaml
         and submitit's empty folders when nothing was submitted)."""
@@ -120,7 +153,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
         missing: List[str] = []
         for (idx, overrides), job in zip(points, jobs):
             try:
-                returns.append(job.results()[0])
+                returns.append(self._result(job))
             except (UncompletedJobError, FailedJobError) as err:
                 state = job.watcher.get_state(job.job_id, mode="force")
                 last = [ln for ln in str(err).splitlines() if ln.strip()]
