@@ -165,7 +165,14 @@ def _history(job: str) -> list[tuple[str, str]]:
 def _job_pids(sweep_dir: Path) -> list[int]:
     """The python processes of the job that runs from sweep_dir (submitit's command names its folder)."""
     out = subprocess.run(["pgrep", "-f", f"submitit.core._submit {sweep_dir}"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+    pids = []
+    for p in out.split():
+        try:
+            if Path(f"/proc/{p}/comm").read_text().startswith("python"):  # not srun, which names it too
+                pids.append(int(p))
+        except OSError:
+            pass  # gone already
+    return pids
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +241,7 @@ def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
     mid-run however fast the machine; the requeued job gets 10 minutes to finish."""
 
     def inject(job: str, sweep: Path) -> int:
-        pids = _job_pids(sweep)
-        assert pids
+        pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
         for p in pids:
             os.kill(p, 19)  # SIGSTOP
         n = len(_records(tmp_path / "results"))
