@@ -63,33 +63,54 @@ def quiet_sacct() -> None:
 ALIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED", "SIGNALING"}
 
 
-def slurm_alive(job_id: str) -> bool:
-    """Whether squeue still lists the job as pending or running (False when squeue fails)."""
+def slurm_state(job_id: str) -> str | None:
+    """The job's state as slurmctld has it (squeue -t all: finished jobs too, for MinJobAge);
+    '' when slurmctld no longer knows the job; None when squeue does not answer."""
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and any(state.strip() in ALIVE for state in out.stdout.splitlines())
+        return None
+    if out.returncode != 0:
+        return "" if "invalid job id" in out.stderr.lower() else None
+    states = [s.strip() for s in out.stdout.splitlines() if s.strip()]
+    return next((s for s in states if s in ALIVE), states[0] if states else "")
+
+
+class Unfinished(Exception):
+    """A job that Slurm ended without a result (its state in the message)."""
 
 
 class CheckedSlurmLauncher(SlurmLauncher):
     @staticmethod
-    def _result(job: Any) -> JobReturn:
-        """The job's JobReturn. A job whose node was lost shows NODE_FAIL in sacct for a moment
-        while Slurm requeues it (--requeue): submitit then takes it for finished without a result.
-        As long as squeue lists the job, it is waited for again."""
+    def _result(job: Any, poll_s: float = 2.0) -> JobReturn:
+        """The job's JobReturn, waiting as long as Slurm runs (or will rerun) the job.
+
+        submitit decides from sacct, which misses two cases: a job whose node was lost shows
+        NODE_FAIL for a moment while Slurm requeues it (--requeue), and an array task cancelled
+        while pending has no accounting record at all (submitit would wait forever). So the
+        job's state is also asked from slurmctld (squeue)."""
         from submitit.core.utils import FailedJobError, UncompletedJobError
 
         while True:
-            try:
-                return job.results()[0]
-            except (UncompletedJobError, FailedJobError):
-                if not slurm_alive(job.job_id):
-                    raise
-                log.info(f"job {job.job_id} was requeued by Slurm ({job.watcher.get_state(job.job_id, mode='force')}); waiting for it")
-                while slurm_alive(job.job_id) and not job.paths.result_pickle.exists():
-                    time.sleep(2)
-                job.watcher.clear()  # forget the cached final state of the first attempt
+            if job.done():
+                try:
+                    return job.results()[0]
+                except (UncompletedJobError, FailedJobError) as err:
+                    state = slurm_state(job.job_id)
+                    if state not in ALIVE:
+                        last = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+                        # COMPLETED without a result: submitit's own verdict (e.g. out of requeues) says why.
+                        why = state if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
+                        raise Unfinished(why) from err
+                    log.info(f"job {job.job_id} was requeued by Slurm ({state}); waiting for it")
+                    job.watcher.clear()  # forget the cached final state of the first attempt
+            else:
+                state = slurm_state(job.job_id)
+                if state is not None and state not in ALIVE:
+                    time.sleep(poll_s)  # its result file may be on its way
+                    if not job.done() and slurm_state(job.job_id) not in ALIVE:
+                        raise Unfinished(state or "no record left in Slurm: cancelled while pending?")
+            time.sleep(poll_s)
 
     def _refuse(self, message: str) -> None:
         """One line, exit 2, and no sweep folder left behind (it holds only Hydra's multirun.yaml
@@ -123,7 +144,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
         return executor
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from submitit.core.utils import FailedJobError, UncompletedJobError
+        from submitit.core.utils import FailedJobError
 
         from loosespec_bench.slurm import check_request, cluster_nodes, sbatch_refusal
 
@@ -154,11 +175,8 @@ class CheckedSlurmLauncher(SlurmLauncher):
         for (idx, overrides), job in zip(points, jobs):
             try:
                 returns.append(self._result(job))
-            except (UncompletedJobError, FailedJobError) as err:
-                state = job.watcher.get_state(job.job_id, mode="force")
-                last = [ln for ln in str(err).splitlines() if ln.strip()]
-                why = state if state not in ("UNKNOWN", "COMPLETED") else (last[-1] if last else type(err).__name__)
-                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {why})")
+            except Unfinished as err:
+                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {err})")
         if missing:
             print(f"error: {len(missing)} of {len(jobs)} points ended without a result: " + "; ".join(missing)
                   + ". Their run folders keep the finished samples; `make status` lists them; launching again resumes them",
