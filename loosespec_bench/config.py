@@ -20,7 +20,7 @@ from .errors import ConfigError
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The configs ship inside the package, so an installed wheel runs from any folder.
 CONF_DIR = PACKAGE_DIR / "conf"
-GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "scale", "paper_dataset")
+GROUPS = ("method", "drafter", "pair", "dataset", "logger", "engine", "experiment", "scale", "paper_dataset")
 SITE_CONF_ENV = "LOOSESPEC_SITE_CONF"
 
 
@@ -55,6 +55,7 @@ HELP_GROUPS = {
     "experiment": "Experiments (-m experiment=NAME: the paper's run and its sweep)",
     "scale": "Scales (scale=NAME, with an experiment)",
     "logger": "Trackers (logger=NAME)",
+    "engine": "Engines (engine=NAME): who runs the models (hf = our decoding loop)",
 }
 DESCRIPTION_TAG = "# description:"
 
@@ -146,6 +147,9 @@ NON_SEMANTIC_DATASET = ("limit", "data_dir")
 # name the results folder, so a run id would otherwise change with LOOSESPEC_RESULTS_DIR.
 NON_SEMANTIC_SANDBOX = ("hide_paths", "workers")
 NEUTRAL_GENERATION = {"top_k": 0, "top_p": 1.0}
+# The engine every run used before the engine group existed: its runs keep their ids (and
+# folders), so only another engine's runs carry the engine node in their digest.
+DEFAULT_ENGINE = "hf"
 
 
 def group_choices(group: str, conf_dir: Path | Sequence[Path] = CONF_DIR) -> list[str]:
@@ -190,7 +194,7 @@ def validate(cfg: DictConfig) -> None:
     _need(isinstance(k, int) and not isinstance(k, bool) and k >= 1, f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
     t = cfg.generation.temperature
     _need(isinstance(t, (int, float)) and t >= 0, f"generation.temperature={t!r} must be >= 0 (0 = greedy)")
-    is_tree = uses_drafter(cfg) and (bool(cfg.drafter.get("tree")) or cfg.drafter.name == "lookahead")
+    is_tree = drafts_tree(cfg)
     _need(not (is_tree and t > 0), f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
           "are verified at temperature 0 only (lossless tree sampling is not implemented)")
     top_k = cfg.generation.get("top_k", 0)
@@ -234,6 +238,8 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     for key, neutral in NEUTRAL_GENERATION.items():
         if data.get("generation", {}).get(key, neutral) == neutral:
             data.get("generation", {}).pop(key, None)
+    if (data.get("engine") or {}).get("name", DEFAULT_ENGINE) == DEFAULT_ENGINE:
+        data.pop("engine", None)
     if not uses_drafter(cfg):
         data.pop("drafter", None)  # target alone: the drafter is irrelevant
     return data
@@ -241,6 +247,24 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
 
 def uses_drafter(cfg: DictConfig) -> bool:
     return bool(cfg.method.get("uses_drafter", True))
+
+
+def drafter_class(cfg: DictConfig) -> Any:
+    """The drafters.base.Drafter subclass cfg.drafter names (not built), or None for a method
+    without a drafter or a `_target_` that cannot be imported (the settings check says so)."""
+    from hydra.utils import get_class
+
+    target = cfg.drafter.get("_target_") if uses_drafter(cfg) else None
+    try:
+        return get_class(str(target)) if target else None
+    except Exception:
+        return None
+
+
+def drafts_tree(cfg: DictConfig) -> bool:
+    """Whether the configured drafter proposes trees (its class says: Drafter.drafts_tree)."""
+    cls = drafter_class(cfg)
+    return bool(cls is not None and cls.drafts_tree(cfg.drafter))
 
 
 def run_id(cfg: DictConfig) -> str:

@@ -42,6 +42,8 @@ def parse_rating(judgment: str) -> float:
 
 class MTBench(Task):
     name = "mt_bench"
+    full_size = 80
+    turns_per_sample = 2.0
     quality_key = "rating"
     folder = "mt_bench"
     question_file = "question.jsonl"
