@@ -59,3 +59,4 @@ clean-results:  ## delete the result folders under results/
 include replicate.mk
 include report.mk
 include bench.mk
+include vllm.mk

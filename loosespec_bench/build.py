@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from hydra.errors import InstantiationException
-from hydra.utils import get_class
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .config import uses_drafter
+from .config import DEFAULT_ENGINE_TARGET, check_engine, engine_class, uses_drafter  # noqa: F401 (re-exported)
 from .drafters.base import Drafter
 from .errors import ConfigError
 from .models import LoadedModel, load_model
@@ -78,24 +77,17 @@ def build_task(cfg: DictConfig) -> Task:
     return instantiate(cfg.dataset)
 
 
-# The engine of a config composed before the engine group existed (a stored config.yaml).
-DEFAULT_ENGINE_TARGET = "loosespec_bench.engines.hf.HFEngine"
+def check_artefacts(cfg: DictConfig) -> None:
+    """Trained files a rule reads (AutoJudge's judge): a missing or malformed one is a
+    ConfigError here, before any model loads or any result folder is made (app.run, per point).
+    Kept out of checks.validate and the sweep pre-check, which check settings only: an experiment
+    composes and validates on a machine that lacks the artefacts (the cluster has them)."""
+    if "judge_path" in cfg.method:
+        from .judges.head import JudgeHead
 
-
-def engine_class(cfg: DictConfig) -> type:
-    """The engines.base.Engine subclass a composed config names (cfg.engine._target_; hf when
-    the config has no engine node), not yet built: its `check(cfg)` runs before any model loads."""
-    node = cfg.get("engine") or {}
-    target = node.get("_target_") or DEFAULT_ENGINE_TARGET
-    try:
-        return get_class(str(target))
-    except Exception as err:
-        raise ConfigError(f"engine._target_={target!r} cannot be imported ({err}); check the engine config file") from None
-
-
-def check_engine(cfg: DictConfig) -> None:
-    """The configured engine's own check of the settings it cannot honour (ConfigError)."""
-    engine_class(cfg).check(cfg)
+        if not cfg.method.judge_path:  # null / "": AutoJudge has no judge to read
+            raise ConfigError("method.judge_path is empty: point it at a trained judge (scripts/train_autojudge.py)")
+        JudgeHead.load(cfg.method.judge_path)
 
 
 def build_engine(cfg: DictConfig, task: Task) -> Any:

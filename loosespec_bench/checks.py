@@ -188,6 +188,17 @@ def _known_names(cls: type) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _check_choices(group: str, node: Mapping[str, Any], cls: type) -> None:
+    """Settings whose allowed entries the node's class declares (`setting_choices`, e.g. MGSM's
+    languages): every entry of a list (or comma-separated string) must be one of them."""
+    for key, allowed in (getattr(cls, "setting_choices", None) or {}).items():
+        value = node.get(key)
+        entries = [x.strip() for x in value.split(",")] if isinstance(value, str) else list(value or [])
+        bad = [x for x in entries if x not in allowed]
+        if bad:
+            raise ConfigError(f"{group}.{key} has unknown entries {bad}; choose from {', '.join(allowed)}")
+
+
 def check_group_node(group: str, node: dict[str, Any], *, require: bool = True) -> type:
     """One instantiated node: its class, keys, values, bookkeeping names and the class's own
     cross rules (a Params dataclass is built: the constructor's checks, exactly)."""
@@ -222,6 +233,7 @@ def check_group_node(group: str, node: dict[str, Any], *, require: bool = True) 
     if params is not None:
         fields = {f.name for f in dataclasses.fields(params)}
         params.build({k: v for k, v in node.items() if k in fields})  # ranges + cross rules, as the constructor
+    _check_choices(group, node, cls)
     hook = getattr(cls, "check_config", None)
     if callable(hook):
         hook(node)
@@ -276,26 +288,35 @@ def validate(cfg: DictConfig) -> None:
             continue
         classes[group] = check_group_node(group, data[group])
     _check_cross(data, classes)
-    from .build import check_engine  # build imports config, never checks: no circle
+    from .config import check_engine
 
     check_engine(cfg)  # what the chosen engine cannot honour (engines/base.py Engine.check)
 
 
+def _with_defaults(cls: type, node: Mapping[str, Any]) -> dict[str, Any]:
+    """The node with its class's Params defaults under it (a key the config file leaves out)."""
+    params = params_of(cls)
+    defaults = {f.name: f.default for f in dataclasses.fields(params)
+                if f.default is not dataclasses.MISSING} if params is not None else {}
+    return {**defaults, **node}
+
+
 def _check_cross(data: dict[str, Any], classes: dict[str, type]) -> None:
-    from .drafters.lookahead import LookaheadDrafter
     from .verifiers.fly import FLy
 
     gen, method = data["generation"], data["method"]
     drafter = data.get("drafter") if "drafter" in classes else None
     t = gen["temperature"]
     if drafter is not None:
-        is_tree = bool(drafter.get("tree")) or issubclass(classes["drafter"], LookaheadDrafter)
+        # The drafter's class says whether it proposes trees and its K (a tree's longest path).
+        settings = _with_defaults(classes["drafter"], drafter)
+        is_tree = classes["drafter"].drafts_tree(settings)
         if is_tree and t > 0:
             raise ConfigError(
                 f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
                 "are verified at temperature 0 only (lossless tree sampling is not implemented)"
             )
-        k, w = drafter.get("k"), method.get("window")
+        k, w = classes["drafter"].draft_length(settings), method.get("window")
         if issubclass(classes["method"], FLy) and not method.get("no_window", False) and is_int(w) and k <= w:
             raise ConfigError(
                 f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
@@ -363,6 +384,13 @@ def check_resources(cfg: DictConfig) -> None:
     data_dir = data["paths"].get("data_dir")
     if data_dir is not None and not Path(data_dir).expanduser().is_dir():
         raise ConfigError(f"paths.data_dir={data_dir!r} is not a folder (LOOSESPEC_DATA_DIR); point it at the data sets, or null for the hub")
+    from .config import DEFAULT_ENGINE
+
+    if (data.get("engine") or {}).get("name", DEFAULT_ENGINE) != DEFAULT_ENGINE:
+        # The model files, devices and heads below are what our own loop (engines/hf.py) loads
+        # through transformers; another engine (vLLM) reads them itself and its check and
+        # constructor refuse what it cannot load (engines/vllm.py).
+        return
     pair = data["pair"]
     uses = _uses_drafter(data)
     drafter = data.get("drafter") or {}

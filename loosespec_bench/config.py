@@ -172,7 +172,7 @@ OmegaConf.register_new_resolver(
 
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
-NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name")
+NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name", "resources")
 NON_SEMANTIC_DATASET = ("limit", "data_dir")
 # Sandbox settings that say where or how fast code runs, not what it computes: the hidden paths
 # name the results folder, so a run id would otherwise change with LOOSESPEC_RESULTS_DIR.
@@ -257,6 +257,44 @@ def safe_path_name(value: Any) -> str | None:
         return ("must be a relative folder name of letters, digits and . _ - + = @ (parts separated by /, "
                 "no .., no leading /): run folders stay under paths.results_dir")
     return None
+def drafter_class(cfg: DictConfig) -> Any:
+    """The drafters.base.Drafter subclass cfg.drafter names (not built), or None for a method
+    without a drafter or a `_target_` that cannot be imported (the settings check says so)."""
+    from hydra.utils import get_class
+
+    target = cfg.drafter.get("_target_") if uses_drafter(cfg) else None
+    try:
+        return get_class(str(target)) if target else None
+    except Exception:
+        return None
+
+
+def drafts_tree(cfg: DictConfig) -> bool:
+    """Whether the configured drafter proposes trees (its class says: Drafter.drafts_tree)."""
+    cls = drafter_class(cfg)
+    return bool(cls is not None and cls.drafts_tree(cfg.drafter))
+
+
+# The engine of a config composed before the engine group existed (a stored config.yaml).
+DEFAULT_ENGINE_TARGET = "loosespec_bench.engines.hf.HFEngine"
+
+
+def engine_class(cfg: DictConfig) -> type:
+    """The engines.base.Engine subclass a composed config names (cfg.engine._target_; hf when
+    the config has no engine node), not yet built: its `check(cfg)` runs before any model loads."""
+    node = cfg.get("engine") or {}
+    target = node.get("_target_") or DEFAULT_ENGINE_TARGET
+    try:
+        from hydra.utils import get_class
+
+        return get_class(str(target))
+    except Exception as err:
+        raise ConfigError(f"engine._target_={target!r} cannot be imported ({err}); check the engine config file") from None
+
+
+def check_engine(cfg: DictConfig) -> None:
+    """The configured engine's own check of the settings it cannot honour (ConfigError)."""
+    engine_class(cfg).check(cfg)
 
 
 def run_id(cfg: DictConfig) -> str:

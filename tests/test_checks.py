@@ -91,7 +91,7 @@ def test_the_constructor_and_the_precheck_give_the_same_message(cls_path, knobs,
 
 
 def test_eagle_depth_is_at_least_one_everywhere():
-    from loosespec_bench.drafters.eagle3 import Eagle3Params
+    from loosespec_bench.drafters.eagle.drafter import Eagle3Params
 
     with pytest.raises(ConfigError, match="drafter.depth=0"):
         Eagle3Params(depth=0)

@@ -33,6 +33,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..params import choice, integer, knob, real
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, empty_draft
 from .base import Drafter, DrafterParams
 from .model import ModelDrafter
@@ -117,12 +118,9 @@ class CrossTokenizerDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()

@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from typing import Any, Mapping
 
 import torch
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import ConfigError
 from ..params import integer, knob
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft
 from .base import Drafter, DrafterParams
 
@@ -61,6 +62,10 @@ class LookaheadDrafter(Drafter):
     name = "lookahead"
     config_names = ("lookahead",)
     Params = LookaheadParams
+
+    @classmethod
+    def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:
+        return True  # the n-gram guesses and the Jacobi window go out as one tree
 
     def __init__(self, **knobs: Any) -> None:
         """k = N - 1: a guess is an (N-1)-gram, the longest path a step can accept (LEVEL N = k + 1)."""
@@ -106,12 +111,9 @@ class LookaheadDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         pending = int(tokens[-1])
         # Verification branch: the pool's guesses for the pending token, merged into a trie.

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, empty_draft
 from .base import Drafter, NgramParams
 
@@ -64,12 +65,9 @@ class PromptLookupDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()

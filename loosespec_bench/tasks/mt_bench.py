@@ -48,6 +48,8 @@ QUESTION_TYPES = {"question_id": int, "category": str, "turns": list}
 class MTBench(Task):
     name = "mt_bench"
     SETTINGS = {"judge": nested(JUDGE_SETTINGS), "categories": optional(list_of(string))}
+    full_size = 80
+    turns_per_sample = 2.0
     quality_key = "rating"
     folder = "mt_bench"
     question_file = "question.jsonl"

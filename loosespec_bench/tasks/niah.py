@@ -29,7 +29,7 @@ import random
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import ConfigError
 from ..params import boolean, choice, explain, integer, list_of, optional, real, string
@@ -86,6 +86,13 @@ class NIAH(Task):
         "chars_per_token": real(0, lo_open=True),
         "answer_prefix": boolean,
     }
+
+    @classmethod
+    def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """One sample per (context length, depth, repeat)."""
+        lengths = settings.get("context_lengths", (512, 1024))
+        depths = settings.get("depths", (0, 50, 100))
+        return len(lengths) * len(depths) * int(settings.get("repeats", 1)), True
 
     def __init__(
         self,

@@ -48,8 +48,9 @@ import torch
 
 from ..errors import ConfigError
 from ..params import boolean, check_node, choice, declared_rules, integer, knob, optional, real
-from ..sampling import accept_exact, generator_device, match_vocab, sample_residual, sample_token, tempered_probs
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier, VerifierParams
+from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, generator_device, match_vocab, sample_token, tempered_probs
+from ..step import Draft, TargetScores, Verdict, sync
+from .base import LooseDecision, Verifier, VerifierParams
 
 CRITERIA = ("naive", "js")
 
@@ -237,6 +238,8 @@ def dropmatch_decide(
     top_k: int = 0,
     top_p: float = 1.0,
     lm_head_batch: int | None = None,
+    pre_accept: torch.Tensor | None = None,
+    veto: torch.Tensor | None = None,
 ) -> DropMatchDecision:
     """One DropMatch step.
 
@@ -246,6 +249,9 @@ def dropmatch_decide(
     processed target distribution, as SPD's); the semantic criterion reads the paths untruncated.
     lm_head_batch: candidate positions per LM-head call (None = all of a step's in one call;
     1 = one position's N paths per call, the earlier lazy form).
+    pre_accept / veto: [K] bool or None, another rule's say at the positions the exact rule
+    rejects (DropMatch + AutoJudge, verifiers/autojudge.py): pre_accept positions are accepted
+    without the criterion; veto positions fail without it.
     """
     check_node("method", {"criterion": criterion}, declared_rules(DropMatchParams))
     K = draft_tokens.numel()
@@ -293,15 +299,19 @@ def dropmatch_decide(
         js_q = torch.full((K,), float("nan"))
         js_max = torch.full((K,), float("nan"))
     a_list = a.tolist()
-    candidates = [i for i in range(K) if not a_list[i]]
+    pre = [False] * K if pre_accept is None else [bool(x) for x in pre_accept.tolist()]
+    vetoed = [False] * K if veto is None else [bool(x) for x in veto.tolist()]
+    candidates = [i for i in range(K) if not (a_list[i] or pre[i] or vetoed[i])]
     per_call = len(candidates) if lm_head_batch is None else max(1, int(lm_head_batch))
     computed: dict[int, torch.Tensor] = {}  # position -> [N, vocab] path logits
     evaluated: list[int] = []
     n = 0
     while n < K:
-        if a_list[n]:
+        if a_list[n] or pre[n]:
             n += 1
             continue
+        if vetoed[n]:
+            break
         evaluated.append(n)
         if n not in computed:
             j = candidates.index(n)
@@ -328,19 +338,10 @@ def dropmatch_decide(
             break
         n += 1
 
-    if temperature <= 0:
-        nxt = int(t[n])
-    elif n == K:
-        nxt = sample_token(p_T[K], generator)  # the bonus token
-    else:  # the correction: norm(max(0, p_n - q_n)), q_n one-hot(d_n) without draft probabilities
-        nxt = sample_residual(p_T[n], None if probs is None else probs[n], int(d_dev[n]), generator)
+    # At T > 0 the exact tail: the bonus, or norm(max(0, p_n - q_n)) (q_n one-hot(d_n) without
+    # draft probabilities).
+    nxt = int(t[n]) if temperature <= 0 else exact_tail(p_T, probs, d_dev, n, generator)
     return DropMatchDecision(a.cpu(), semantic, votes, n, nxt, t[:K].cpu(), evaluated, js_q, js_max)
-
-
-def _sync(device: torch.device) -> None:
-    # The overhead is only measured honestly once the queued kernels have finished.
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @dataclass(frozen=True)
@@ -368,7 +369,7 @@ class DropMatch(Verifier):
     config_names = ("dropmatch",)
 
     def __init__(self, **knobs: Any) -> None:
-        self.params = DropMatchParams.build(knobs)  # every range checked once, there
+        self.params = self.Params.build(knobs)  # every range checked once, there (a subclass's own Params)
         p = self.params
         self.criterion = p.criterion
         self.n_paths = p.n_paths
@@ -386,24 +387,20 @@ class DropMatch(Verifier):
         self,
         draft: Draft,
         scores: TargetScores,
-        *,
-        temperature: float,
-        generator: torch.Generator | None,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        sampling: SamplingParams = GREEDY,
     ) -> Verdict:
         if scores.hidden is None or scores.lm_head is None:
             raise RuntimeError("DropMatch needs TargetScores.hidden and lm_head (needs_hidden=True)")
-        _sync(scores.hidden.device)
+        sync(scores.hidden.device)
         t0 = time.perf_counter()
         d = dropmatch_decide(
             draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
             criterion=self.criterion, n_paths=self.n_paths, p=self.p,
             include_clean_path=self.include_clean_path, majority=self.majority,
-            temperature=temperature, generator=generator, top_k=top_k, top_p=top_p,
+            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
             lm_head_batch=self.lm_head_batch,
         )
-        _sync(scores.hidden.device)
+        sync(scores.hidden.device)
         # Everything above is DropMatch's extra cost over SPD's argmax compare (which is ~free).
         seconds = time.perf_counter() - t0
         return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record(seconds))

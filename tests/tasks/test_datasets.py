@@ -10,9 +10,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from loosespec_bench.app import build_task, encode_messages
+from loosespec_bench.build import build_task
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_tokenizer
+from loosespec_bench.prompting import encode_messages
 from loosespec_bench.stats import paired_bootstrap_ratio, retention_summary
 from loosespec_bench.tasks import Sample
 from loosespec_bench.tasks.gsm8k import GSM8K
@@ -45,6 +46,17 @@ def test_every_dataset_loads_locally_and_builds_prompts(name):
             assert text.endswith("<|im_start|>assistant\n")
         if name in MULTI_TURN:
             assert len(s.followups) == 1 and s.followups[0].strip()
+
+
+def test_gsm8k_train_split_is_separate_from_test(data_dir):
+    train = GSM8K(data_dir=str(data_dir), split="train", num_fewshot=0).load_all()
+    test = GSM8K(data_dir=str(data_dir), num_fewshot=0).load_all()
+    assert len(train) == 7473 and len(test) == 1319
+    # Train problems carry their own ids: a mined record can never pass for a test sample.
+    assert train[0].id == "gsm8k-train/0" and test[0].id == "gsm8k/0"
+    assert {s.messages[-1]["content"] for s in train}.isdisjoint({s.messages[-1]["content"] for s in test})
+    with pytest.raises(ConfigError, match="split"):
+        GSM8K(data_dir=str(data_dir), split="validation")
 
 
 def test_gsm8k_fewshot_turns(data_dir):
