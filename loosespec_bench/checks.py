@@ -120,6 +120,7 @@ _TASK_COMMON: dict[str, Rule] = {
     "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
     "stop_strings": optional(list_of(text, nonempty=False)),
     "system_prompt": optional(string),
+    "sample_seed": optional(integer(0)),
 }
 _SANDBOX: dict[str, Rule] = {
     "isolation": choice("auto", "namespaces", "uid", "process"),
@@ -191,6 +192,7 @@ RULES: dict[str, dict[str, Any]] = {
         "match": choice("strict", "flexible"),
         "prompt": choice("native_cot", "native_cot_0813"),
         "languages": str_or_list,
+        "same_problems": boolean,
     },
     "loosespec_bench.tasks.humaneval.HumanEval": {"sandbox": _SANDBOX},
     "loosespec_bench.tasks.mbpp_plus.MBPPPlus": {"sandbox": _SANDBOX},

@@ -42,6 +42,7 @@ def parse_rating(judgment: str) -> float:
 
 class MTBench(Task):
     name = "mt_bench"
+    group_key = "category"  # a small limit covers every group
     quality_key = "rating"
     folder = "mt_bench"
     question_file = "question.jsonl"
@@ -101,7 +102,7 @@ class MTBench(Task):
                 )
             )
         # Round-robin over categories: any `limit` covers them all.
-        return round_robin(out, "category")
+        return round_robin(out, "category")  # (order() interleaves again after a seeded shuffle)
 
     # -- judging -----------------------------------------------------------------------------
     def judge_turn(self, sample: Sample, answers: list[str], turn: int) -> tuple[float, str, str]:
