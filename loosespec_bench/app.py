@@ -25,8 +25,9 @@ from .models.loading import load_options
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, eos_ids, make_stop_fn, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
-from .summary import build_summary, run_metadata
+from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
+from .timing import CLEAN, DEFAULT_MAX_RETIMES, DEFAULT_TOLERANCE, EXCLUDED, RETIMED, Clocks, Probe, contamination_warning, differ, timing_line
 from .verifiers.spd import SPD
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class Runner:
         self.eos = eos_ids(self.target)
         self.stop_fn = make_stop_fn(self.target.tokenizer, task.stop_strings)
         self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
+        self.clocks = Clocks()  # tests inject fake clocks (timing.py)
+        self.tolerance, self.max_retimes = timing_settings(cfg)
 
     def context_length(self) -> int | None:
         """The target's context: max_position_embeddings of its config (None: unknown)."""
@@ -124,18 +127,22 @@ class Runner:
         # Alternate which contestant runs first so slow drift of the machine cancels out.
         order = (True, False) if index % 2 == 0 else (False, True)
         contestants = order if paired else (True,)
-        # Multi-turn samples: each contestant's conversation goes on with its own answers.
-        convs = {method: list(sample.messages) for method in contestants}
-        turns: dict[bool, list[tuple[GenerationOutput, int, str]]] = {method: [] for method in contestants}
-        for t, user in enumerate([None, *sample.followups]):
-            for method in contestants:
-                if user is None:
-                    turn_ids = ids
-                else:
-                    convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
-                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
-                gen = self._generate(torch.tensor(turn_ids, dtype=torch.long), method=method, seed=seed + t)
-                turns[method].append((gen, len(turn_ids), self._decode(gen)))
+        # Re-timing (timing.py): both sides again while their machine conditions differ. The
+        # contaminated attempts' times stay in the record (what the speedup would have read).
+        history: list[dict[str, Any]] = []
+        while True:
+            turns, probes = self._contest(sample, ids, contestants, seed)
+            sides = {method: probe.record() for method, probe in probes.items()}
+            reasons = differ(sides[True], sides[False], self.tolerance) if paired else []
+            if reasons:
+                history.append({"reasons": reasons, "method_wall_s": sides[True]["wall_s"], "baseline_wall_s": sides[False]["wall_s"]})
+            if not reasons or len(history) > self.max_retimes:
+                break
+            log.warning("sample %s: timing contaminated (%s); re-timing both sides", sample.id, "; ".join(reasons))
+        if reasons:
+            log.warning("sample %s: still contaminated after %d re-timing(s) (%s); left out of the speed figures",
+                        sample.id, self.max_retimes, "; ".join(reasons))
+        verdict = EXCLUDED if reasons else RETIMED if history else CLEAN
         rec = {
             "id": sample.id,
             "prompt_sha256": sample_hash(sample),  # resume reuses the record only for this prompt
@@ -147,6 +154,14 @@ class Runner:
         }
         if paired:
             rec["baseline"] = self._side(turns[False], sample)
+        rec["timing"] = {
+            "status": verdict,
+            "attempts": len(history) + (0 if reasons else 1),
+            "contaminated_attempts": history,
+            "tolerance": self.tolerance,
+            "method": sides[True],
+            **({"baseline": sides[False]} if paired else {}),
+        }
         steps = [
             {**step, "turn": t} if sample.followups else step
             for t, (gen, _, _) in enumerate(turns[True])
@@ -155,6 +170,34 @@ class Runner:
         if steps:
             rec["steps"] = steps
         return rec
+
+    def _contest(
+        self, sample: Sample, ids: list[int], contestants: tuple[bool, ...], seed: int
+    ) -> tuple[dict[bool, list[tuple[GenerationOutput, int, str]]], dict[bool, Probe]]:
+        """Every contestant's turns of one sample, each generation timed by its side's probe."""
+        chat = bool(self.cfg.chat_template)
+        probes = {method: Probe(self.clocks) for method in contestants}
+        # Multi-turn samples: each contestant's conversation goes on with its own answers.
+        convs = {method: list(sample.messages) for method in contestants}
+        turns: dict[bool, list[tuple[GenerationOutput, int, str]]] = {method: [] for method in contestants}
+        for t, user in enumerate([None, *sample.followups]):
+            for method in contestants:
+                if user is None:
+                    turn_ids = ids
+                else:
+                    convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
+                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
+                probes[method].start()
+                gen = self._generate(torch.tensor(turn_ids, dtype=torch.long), method=method, seed=seed + t)
+                probes[method].stop()
+                turns[method].append((gen, len(turn_ids), self._decode(gen)))
+        return turns, probes
+
+
+def timing_settings(cfg: DictConfig) -> tuple[float, int]:
+    """(tolerance, max_retimes) of the config's `timing` node (defaults for configs from before it)."""
+    node = cfg.get("timing") or {}
+    return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
 
 
 def merge_turns(gens: list[GenerationOutput]) -> GenerationOutput:
@@ -223,8 +266,13 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
 
         records = [done[s.id] for s in samples if s.id in done]
-        summary = build_summary(task, records, seed=int(cfg.seed))
+        summary = build_summary(
+            task, records, seed=int(cfg.seed), power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)),
+            timing_tolerance=timing_settings(cfg)[0],
+        )
         summary.update(run_metadata(cfg, task.name, folder.path))
+        summary["selection"] = task.selection(samples)
+        summary["data_files"] = data_files(task)
         folder.write_summary(summary)
     except BaseException as err:
         if tracker:
@@ -344,34 +392,56 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return format(v, spec) if isinstance(v, float) else str(v)
 
 
-def _ci(s: dict[str, Any]) -> str:
-    """The retention's interval as ' [low, high] 95% CI', when the paired bootstrap gave one."""
-    if s.get("retention_ci_low") is None:
-        return ""
-    return f" [{s['retention_ci_low']:.3f}, {s['retention_ci_high']:.3f}] {s['retention_ci_level']:.0%} CI"
+def _with_ci(s: dict[str, Any], key: str, spec: str, unit: str = "") -> str:
+    """`1.42x [1.21, 1.63]`: the figure and its interval (when the bootstrap gave one)."""
+    v = s.get(key)
+    if v is None:
+        return "-"
+    text = f"{v:{spec}}{unit}"
+    low, high = s.get(f"{key}_ci_low"), s.get(f"{key}_ci_high")
+    if low is not None and high is not None:
+        text += f" [{low:{spec}}, {high:{spec}}]"
+    return text
 
 
 def format_summary(s: dict[str, Any]) -> str:
+    fig = s.get("quality_figure") or "accuracy"
+    n = s.get("n_samples")
+    problems = s.get("n_problems")
     rows = [
         ("method / drafter / K", f"{s['method']} / {s.get('drafter') or '-'} / {s.get('k')}"),
         ("pair / dataset", f"{s['pair']} / {s['dataset']}"),
-        ("samples", _fmt(s.get("n_samples"))),
-        ("tau (tokens per target step)", _fmt(s.get("tau"), ".2f")),
+        ("samples (distinct problems)", f"{_fmt(n)} ({_fmt(problems)})" if problems is not None and problems != n else _fmt(n)),
+        ("tau (tokens per target step)", _with_ci(s, "tau", ".2f")),
         ("tokens/s (method)", _fmt(s.get("tokens_per_s"), ".2f")),
         ("tokens/s (target alone)", _fmt(s.get("baseline_tokens_per_s"), ".2f")),
-        ("speedup", _fmt(s.get("speedup"), ".2f") + ("x" if s.get("speedup") else "")),
-        ("speedup, median of samples", _fmt(s.get("speedup_median_of_samples"), ".2f")),
-        ("accuracy (method)", _fmt(s.get("accuracy"))),
-        ("accuracy (target alone)", _fmt(s.get("baseline_accuracy"))),
-        ("accuracy retention", _fmt(s.get("retention")) + _ci(s)),
+        ("speedup", _with_ci(s, "speedup", ".2f", "x")),
+        ("speedup, median of samples", _with_ci(s, "speedup_median_of_samples", ".2f")),
+        (f"{fig} (method)", _with_ci(s, fig, ".3f")),
+        (f"{fig} (target alone)", _with_ci(s, f"baseline_{fig}", ".3f")),
+        (f"{fig} difference (paired)", _with_ci(s, f"{fig}_diff", "+.3f")
+         + (f"  underpowered (n={s.get('quality_n')})" if s.get("underpowered") else "")),
+        ("accuracy retention", _with_ci(s, "retention", ".3f")),
         ("identical to target alone", _fmt(s.get("identical_to_target"))),
         ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
         ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),
     ]
     width = max(len(a) for a, _ in rows)
-    lines = ["", "=" * (width + 24)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 24)]
+    lines = ["", "=" * (width + 30)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 30)]
+    if s.get("ci_level") is not None:
+        lines.append(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}")
+    if s.get("underpowered"):
+        lines.append(
+            f"underpowered: the {fig} difference's interval is wider than +-{s['power_threshold']:g} "
+            f"(python -m loosespec_bench.plan ... prints the n that would decide it)"
+        )
     if s.get("speedup_method"):
         lines.append(f"speedup = {s['speedup_method']}")
     lines.append(f"tau = {s['tau_definition']}")
     lines.append(f"results: {s['run_dir']}")
+    if s.get("n_paired"):
+        lines.append(timing_line(s.get("timing")))
+    warning = contamination_warning(s.get("timing"))
+    if warning:
+        lines.append(warning)  # the last line: the speed figure is not a quiet-machine one
     return "\n".join(lines)

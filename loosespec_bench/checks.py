@@ -235,7 +235,9 @@ ROOT_RULES: dict[str, Rule] = {
     "progress": boolean,
     "threads": optional(integer(1, 4096)),
     "experiment_name": string,
+    "power_threshold": real(0, lo_open=True),
 }
+TIMING_RULES: dict[str, Rule] = {"tolerance": real(0, lo_open=True), "max_retimes": integer(0, 100)}
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),
     "top_k": integer(0),
@@ -348,6 +350,7 @@ def validate_settings(cfg: DictConfig) -> None:
     _check_plain(data)
     _check_rules("", data, ROOT_RULES)
     _check_rules("generation", data.get("generation") or {}, GENERATION_RULES)
+    _check_rules("timing", data.get("timing") or {}, TIMING_RULES)
     # Not the logger: a tracker can never fail a run (sinks/trackers.py); a bad logger setting
     # warns once and turns the tracker off.
     for group in ("method", "drafter", "dataset"):

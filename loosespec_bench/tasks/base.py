@@ -42,6 +42,8 @@ class Task:
     # The meta key that samples are interleaved by after shuffling (round_robin), so that a
     # small limit covers every group (MT-bench categories, Spec-Bench task groups); None: none.
     group_key: str | None = None
+    # The summary figure that is the mean of score[quality_key] (summary.json's F beside F_ci_*).
+    quality_figure: str = "accuracy"
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class Task:
         self.stop_strings = list(stop_strings or [])
         self.system_prompt = system_prompt
         self.sample_seed = sample_seed
+        self.data_files: set[Path] = set()  # every file local_path() gave out (summary: sha256)
 
     # -- loading ---------------------------------------------------------------------------
     def local_path(self, *parts: str) -> Path:
@@ -70,6 +73,8 @@ class Task:
                 f"dataset {self.name}: {path} not found; set paths.data_dir (or LOOSESPEC_DATA_DIR) "
                 "to a folder laid out like shared/datasets, or unset it to load from the hub"
             )
+        # A folder (NIAH's essays): every file in it, since the task reads them all.
+        self.data_files.update([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()])
         return path
 
     def load_all(self) -> list[Sample]:

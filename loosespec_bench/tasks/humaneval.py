@@ -27,6 +27,7 @@ ASSISTANT_PREFIX = "Here is the completed function:\n```python\n{prompt}\n"
 
 class HumanEval(Task):
     name = "humaneval"
+    quality_figure = "pass@1"
     hub_path = "openai/openai_humaneval"
 
     def __init__(self, *, sandbox: dict[str, Any] | None = None, **kwargs: Any) -> None:

@@ -42,6 +42,7 @@ def parse_rating(judgment: str) -> float:
 
 class MTBench(Task):
     name = "mt_bench"
+    quality_figure = "mt_bench_score"
     group_key = "category"  # a small limit covers every group
     quality_key = "rating"
     folder = "mt_bench"
