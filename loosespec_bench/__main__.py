@@ -45,6 +45,7 @@ def precheck(argv: list[str]) -> None:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from .build import check_engine
     from .config import CONF_DIR, check_group_overrides, validate
 
     check_group_overrides(argv)
@@ -74,6 +75,7 @@ def precheck(argv: list[str]) -> None:
                     raise ConfigError(one_line(err)) from None
                 try:
                     validate(cfg)
+                    check_engine(cfg)  # what the chosen engine cannot honour
                 except ConfigError as err:
                     if len(points) > 1:
                         where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in swept)

@@ -15,20 +15,18 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from .build import build_drafter, build_task, build_verifier
+from .build import build_engine, build_task, check_engine
 from .config import validate
-from .decoding import GenerationOutput, generate
+from .engines.base import Engine
 from .errors import ConfigError
+from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
-from .models import load_model
-from .models.loading import load_options
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, eos_ids, make_stop_fn, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
 from .timing import CLEAN, DEFAULT_MAX_RETIMES, DEFAULT_TOLERANCE, EXCLUDED, RETIMED, Clocks, Probe, contamination_warning, differ, timing_line
-from .verifiers.spd import SPD
 
 log = logging.getLogger(__name__)
 # Moved to prompting.py / build.py; importable from here for old code.
@@ -36,32 +34,27 @@ __all__ = ["build_task", "cut_at_stop", "encode_messages", "encode_prompt", "eos
 
 
 class Runner:
-    """Holds the loaded models and built rules for one config; runs one sample at a time."""
+    """The run protocol for one config over a loaded engine, one sample at a time: prompts
+    encoded with the engine's tokenizer, the paired baseline in alternating order, multi-turn
+    conversations, records and scores. Knows the Engine interface only (engines/base.py)."""
 
-    def __init__(self, cfg: DictConfig, task: Task) -> None:
+    def __init__(self, cfg: DictConfig, task: Task, engine: Engine) -> None:
         self.cfg = cfg
         self.task = task
-        pair = cfg.pair
-        self.target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device, **load_options(pair.target))
-        self.drafter = build_drafter(cfg, self.target)  # None for method=ar
-        self.verifier = build_verifier(cfg)
-        self.ar_verifier = SPD()
-        self.eos = eos_ids(self.target)
-        self.stop_fn = make_stop_fn(self.target.tokenizer, task.stop_strings)
+        self.engine = engine
         self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
         self.clocks = Clocks()  # tests inject fake clocks (timing.py)
         self.tolerance, self.max_retimes = timing_settings(cfg)
 
-    def context_length(self) -> int | None:
-        """The target's context: max_position_embeddings of its config (None: unknown)."""
-        n = getattr(getattr(self.target.model, "config", None), "max_position_embeddings", None)
-        return n if isinstance(n, int) and n > 0 else None
+    def encode(self, sample: Sample) -> tuple[str, list[int]]:
+        """A sample's first-turn prompt text and ids, as the engine's target reads them."""
+        return encode_prompt(self.engine.tokenizer, sample, bool(self.cfg.chat_template), chat_template_kwargs(self.cfg))
 
     def check_lengths(self, samples: list[Sample]) -> None:
         """A prompt that, with max_new_tokens, does not fit the target's context is a
         ConfigError naming the sample, before any generation (the model would otherwise fail or
         silently run past its trained positions)."""
-        ctx = self.context_length()
+        ctx = self.engine.context_length
         if ctx is None:
             return
         if self.max_new >= ctx:
@@ -71,7 +64,7 @@ class Runner:
             )
         chat = bool(self.cfg.chat_template)
         for sample in samples:
-            n = len(encode_prompt(self.target.tokenizer, sample, chat)[1])
+            n = len(encode_prompt(self.engine.tokenizer, sample, chat)[1])
             if n + self.max_new > ctx:
                 raise ConfigError(
                     f"sample {sample.id}: its prompt ({n} tokens) + max_new_tokens ({self.max_new}) exceeds the target's "
@@ -79,30 +72,12 @@ class Runner:
                     "shorten the prompt (e.g. dataset.num_fewshot) or use a longer-context model"
                 )
 
-    def _generate(self, prompt_ids: torch.Tensor, *, method: bool, seed: int, max_new: int | None = None) -> GenerationOutput:
-        gen = torch.Generator().manual_seed(seed)
-        return generate(
-            self.target.model,
-            prompt_ids,
-            verifier=self.verifier if method else self.ar_verifier,
-            drafter=self.drafter if method else None,
-            max_new_tokens=max_new or self.max_new,
-            temperature=float(self.cfg.generation.temperature),
-            top_k=int(self.cfg.generation.get("top_k", 0)),
-            top_p=float(self.cfg.generation.get("top_p", 1.0)),
-            eos_token_ids=self.eos,
-            stop_fn=self.stop_fn,
-            generator=gen,
-            record_steps=bool(self.cfg.record_steps) and method,
-        )
-
-    def warmup(self, prompt_ids: torch.Tensor) -> None:
-        """Untimed short runs: first-call allocations and lazy inits must not bill sample 1."""
-        for method in (True, False):
-            self._generate(prompt_ids, method=method, seed=0, max_new=8)
+    def warmup(self, sample: Sample) -> None:
+        """Untimed short runs of both contestants on a sample's prompt (Engine.warmup)."""
+        self.engine.warmup(self.encode(sample)[1])
 
     def _decode(self, gen: GenerationOutput) -> str:
-        text = self.target.tokenizer.decode(gen.new_tokens, skip_special_tokens=True)
+        text = self.engine.tokenizer.decode(gen.new_tokens, skip_special_tokens=True)
         return cut_at_stop(text, self.task.stop_strings)
 
     def _side(self, turns: list[tuple[GenerationOutput, int, str]], sample: Sample) -> dict[str, Any]:
@@ -120,8 +95,7 @@ class Runner:
         return side
 
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
-        chat = bool(self.cfg.chat_template)
-        text, ids = encode_prompt(self.target.tokenizer, sample, chat, chat_template_kwargs(self.cfg))
+        text, ids = self.encode(sample)
         seed = (int(self.cfg.seed) * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
         paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
         # Alternate which contestant runs first so slow drift of the machine cancels out.
@@ -186,9 +160,10 @@ class Runner:
                     turn_ids = ids
                 else:
                     convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
-                    turn_ids = encode_messages(self.target.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
+                    turn_ids = encode_messages(self.engine.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
+                # Timed here, around the Engine interface: every engine gets the same rule.
                 probes[method].start()
-                gen = self._generate(torch.tensor(turn_ids, dtype=torch.long), method=method, seed=seed + t)
+                gen = self.engine.generate(list(turn_ids), method=method, seed=seed + t, max_new_tokens=self.max_new)
                 probes[method].stop()
                 turns[method].append((gen, len(turn_ids), self._decode(gen)))
         return turns, probes
@@ -200,24 +175,6 @@ def timing_settings(cfg: DictConfig) -> tuple[float, int]:
     return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
 
 
-def merge_turns(gens: list[GenerationOutput]) -> GenerationOutput:
-    """One multi-turn sample's outputs as one: tokens, steps and times summed over turns."""
-    phase: dict[str, float] = {}
-    for g in gens:
-        for name, sec in g.phase_s.items():
-            phase[name] = phase.get(name, 0.0) + sec
-    return GenerationOutput(
-        new_tokens=[tok for g in gens for tok in g.new_tokens],
-        stop_reason=gens[-1].stop_reason,
-        drafted=[x for g in gens for x in g.drafted],
-        accepted=[x for g in gens for x in g.accepted],
-        emitted=[x for g in gens for x in g.emitted],
-        prefill_s=sum(g.prefill_s for g in gens),
-        decode_s=sum(g.decode_s for g in gens),
-        phase_s=phase,
-    )
-
-
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Run (or resume) one experiment point; returns and saves its summary.
 
@@ -226,6 +183,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     FolderLocked instead of computing every sample twice or losing appended ones.
     """
     validate(cfg)
+    check_engine(cfg)  # settings this engine cannot honour, before any model loads
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     # The task and its samples load before the folder exists: a rejected config or bad data
@@ -237,6 +195,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     folder = RunFolder(path)
     folder.lock("run")  # before the model loads: a duplicate stops at once
     tracker = None
+    engine: Engine | None = None
     try:
         folder.clear_error()  # this attempt replaces the last one's verdict
         folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
@@ -251,11 +210,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if tracker:
             tracker.start(cfg, folder.path, folder.path.name)
         if todo:
-            runner = Runner(cfg, task)
+            engine = build_engine(cfg, task)  # the models load here
+            runner = Runner(cfg, task, engine)
             runner.check_lengths([s for _, s in todo])  # before any generation
             if cfg.warmup:
-                _, first = todo[0]
-                runner.warmup(torch.tensor(encode_prompt(runner.target.tokenizer, first, bool(cfg.chat_template), chat_template_kwargs(cfg))[1]))
+                runner.warmup(todo[0][1])
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             for index, sample in bar:
                 rec = runner.run_sample(sample, index)
@@ -282,6 +241,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             remove_if_empty(folder.path)  # a rejected config leaves no result folder
         raise
     finally:
+        if engine is not None:
+            engine.close()
         folder.close()  # releases the lock
     if tracker:
         tracker.finish(summary, records)

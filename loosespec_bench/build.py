@@ -2,9 +2,10 @@
 drafter, through one `instantiate` that strips the harness's bookkeeping keys.
 
 This is the one place that knows which config keys are bookkeeping and what a drafter needs
-besides its own node (the draft model, tokenizers, the target); the app, the re-scorer and the
-engine benchmark all build through it. It may import drafters, verifiers, models and tasks;
-nothing below it imports it.
+besides its own node (the draft model, tokenizers, the target); the engines, the re-scorer and
+the engine benchmark all build through it. It may import drafters, verifiers, models and tasks;
+nothing below it imports it. The engine (cfg.engine) is named by its `_target_` string, not
+imported: engines build their drafters through this module, so they sit above it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hydra.errors import InstantiationException
+from hydra.utils import get_class
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -55,6 +57,32 @@ def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
 def build_task(cfg: DictConfig) -> Task:
     """The data set of a composed config (cfg.dataset)."""
     return instantiate(cfg.dataset)
+
+
+# The engine of a config composed before the engine group existed (a stored config.yaml).
+DEFAULT_ENGINE_TARGET = "loosespec_bench.engines.hf.HFEngine"
+
+
+def engine_class(cfg: DictConfig) -> type:
+    """The engines.base.Engine subclass a composed config names (cfg.engine._target_; hf when
+    the config has no engine node), not yet built: its `check(cfg)` runs before any model loads."""
+    node = cfg.get("engine") or {}
+    target = node.get("_target_") or DEFAULT_ENGINE_TARGET
+    try:
+        return get_class(str(target))
+    except Exception as err:
+        raise ConfigError(f"engine._target_={target!r} cannot be imported ({err}); check the engine config file") from None
+
+
+def check_engine(cfg: DictConfig) -> None:
+    """The configured engine's own check of the settings it cannot honour (ConfigError)."""
+    engine_class(cfg).check(cfg)
+
+
+def build_engine(cfg: DictConfig, task: Task) -> Any:
+    """The loaded engine (an engines.base.Engine) of a composed config, for the task's stop
+    strings: this is where the models load."""
+    return engine_class(cfg)(cfg, task)
 
 
 def build_verifier(cfg: DictConfig) -> Verifier:

@@ -20,7 +20,7 @@ from .errors import ConfigError
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The configs ship inside the package, so an installed wheel runs from any folder.
 CONF_DIR = PACKAGE_DIR / "conf"
-GROUPS = ("method", "drafter", "pair", "dataset", "logger", "experiment", "scale", "paper_dataset")
+GROUPS = ("method", "drafter", "pair", "dataset", "logger", "engine", "experiment", "scale", "paper_dataset")
 SITE_CONF_ENV = "LOOSESPEC_SITE_CONF"
 
 
@@ -55,6 +55,7 @@ HELP_GROUPS = {
     "experiment": "Experiments (-m experiment=NAME: the paper's run and its sweep)",
     "scale": "Scales (scale=NAME, with an experiment)",
     "logger": "Trackers (logger=NAME)",
+    "engine": "Engines (engine=NAME): who runs the models (hf = our decoding loop)",
 }
 DESCRIPTION_TAG = "# description:"
 
@@ -149,6 +150,9 @@ NON_SEMANTIC_DATASET = ("limit", "data_dir", "sample_seed", "same_problems")
 # name the results folder, so a run id would otherwise change with LOOSESPEC_RESULTS_DIR.
 NON_SEMANTIC_SANDBOX = ("hide_paths", "workers")
 NEUTRAL_GENERATION = {"top_k": 0, "top_p": 1.0}
+# The engine every run used before the engine group existed: its runs keep their ids (and
+# folders), so only another engine's runs carry the engine node in their digest.
+DEFAULT_ENGINE = "hf"
 
 
 def group_choices(group: str, conf_dir: Path | Sequence[Path] = CONF_DIR) -> list[str]:
@@ -237,6 +241,8 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     for key, neutral in NEUTRAL_GENERATION.items():
         if data.get("generation", {}).get(key, neutral) == neutral:
             data.get("generation", {}).pop(key, None)
+    if (data.get("engine") or {}).get("name", DEFAULT_ENGINE) == DEFAULT_ENGINE:
+        data.pop("engine", None)
     if not uses_drafter(cfg):
         data.pop("drafter", None)  # target alone: the drafter is irrelevant
     return data

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
-from .decoding import GenerationOutput
+from .generation import GenerationOutput
 from .timing import counts_for_speed
 
 SPEEDUP_METHOD = (

@@ -66,7 +66,8 @@ from omegaconf import OmegaConf  # noqa: E402
 from loosespec_bench import costmodel  # noqa: E402
 from loosespec_bench.build import instantiate  # noqa: E402
 from loosespec_bench.config import CONF_DIR  # noqa: E402
-from loosespec_bench.decoding import GenerationOutput, generate  # noqa: E402
+from loosespec_bench.decoding import generate  # noqa: E402
+from loosespec_bench.generation import GenerationOutput  # noqa: E402
 from loosespec_bench.metrics import median_or_none as _median, pair_up, paired_ratio_stats  # noqa: E402
 from loosespec_bench.prompting import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
 from loosespec_bench.step import crop_to  # noqa: E402

@@ -1,8 +1,12 @@
 """The package's layering, pinned by parsing every module's imports (ast, nothing is imported).
 
-  step, sampling        the ground floor: import nothing from the package
+  step, sampling,       the ground floor: import nothing from the package
+  generation
   drafters / verifiers  import the floor, never each other's layer or the loop (decoding)
+  metrics               reads GenerationOutput from the ground floor, never the loop
   build                 assembles drafters, verifiers, models, tasks: nothing below imports it
+  engines               run the models (engines/hf.py: our loop); the app reaches models,
+                        drafters, verifiers and the loop only through them
   sinks                 write results; the report reads them, never the other way round
 """
 
@@ -75,14 +79,29 @@ def test_verifiers_import_neither_drafters_nor_the_loop():
     assert _violations("verifiers", ("loosespec_bench.drafters", "loosespec_bench.decoding")) == {}
 
 
-@pytest.mark.parametrize("floor", ["step.py", "sampling.py"])
+@pytest.mark.parametrize("floor", ["step.py", "sampling.py", "generation.py"])
 def test_the_ground_floor_imports_nothing_from_the_package(floor):
     assert package_imports(PKG / floor) == set()
 
 
-@pytest.mark.parametrize("layer", ["step.py", "sampling.py", "drafters", "verifiers", "decoding", "models", "tasks"])
+@pytest.mark.parametrize("layer", ["step.py", "sampling.py", "generation.py", "drafters", "verifiers", "decoding", "models", "tasks", "metrics.py"])
 def test_nothing_below_build_imports_it(layer):
     assert _violations(layer, ("loosespec_bench.build",)) == {}
+
+
+def test_metrics_do_not_import_the_loop():
+    assert _violations("metrics.py", ("loosespec_bench.decoding",)) == {}
+
+
+def test_the_app_reaches_models_and_rules_only_through_an_engine():
+    forbidden = ("loosespec_bench.decoding", "loosespec_bench.drafters", "loosespec_bench.verifiers", "loosespec_bench.models",
+                 "loosespec_bench.engines.hf")
+    assert _violations("app.py", forbidden) == {}
+
+
+def test_the_engine_interface_imports_only_the_ground_floor():
+    assert _violations("engines/base.py", ("loosespec_bench",)).get("loosespec_bench/engines/base.py") == [
+        "loosespec_bench.generation", "loosespec_bench.generation.GenerationOutput"]
 
 
 def test_sinks_do_not_import_the_report():

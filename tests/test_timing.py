@@ -178,12 +178,14 @@ def test_cpu_hog_during_a_real_pair_run_is_retimed_or_flagged(tmp_path, monkeypa
     quiet = run(compose_config([*common, "experiment_name=quiet"], results_dir=tmp_path))
     capsys.readouterr()
 
-    real_generate = app_module.Runner._generate
+    from loosespec_bench.engines.hf import HFEngine
+
+    real_generate = HFEngine.generate
     calls: dict[str, int] = {}
 
-    def hogged(self, prompt_ids, *, method, seed, max_new=None):
+    def hogged(self, prompt_ids, *, method, seed, max_new_tokens):
         hog_now = False
-        if max_new is None:  # not the warm-up
+        if max_new_tokens == 48:  # a sample, not the (8-token) warm-up
             key = str(seed)
             calls[key] = calls.get(key, 0) + 1
             sample_no = len(calls)  # 1-based index of the sample being generated
@@ -192,13 +194,13 @@ def test_cpu_hog_during_a_real_pair_run_is_retimed_or_flagged(tmp_path, monkeypa
         try:
             if procs:
                 time.sleep(0.5)  # let the busy loops take their cores
-            return real_generate(self, prompt_ids, method=method, seed=seed, max_new=max_new)
+            return real_generate(self, prompt_ids, method=method, seed=seed, max_new_tokens=max_new_tokens)
         finally:
             for p in procs:
                 p.kill()
                 p.wait()
 
-    monkeypatch.setattr(app_module.Runner, "_generate", hogged)
+    monkeypatch.setattr(HFEngine, "generate", hogged)
     hogged_summary = run(compose_config([*common, "experiment_name=hogged"], results_dir=tmp_path))
     out = capsys.readouterr().out.rstrip().splitlines()
     records = [json.loads(line) for line in (Path(hogged_summary["run_dir"]) / "samples.jsonl").read_text().splitlines()]

@@ -1,3 +1,3 @@
-from .loop import GenerationOutput, generate
+from .loop import generate
 
-__all__ = ["GenerationOutput", "generate"]
+__all__ = ["generate"]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ..drafters.base import Drafter
+from ..generation import GenerationOutput
 from ..step import Draft, TargetScores, compact_to, crop_to, empty_draft, node_depths
 from ..verifiers.base import Verifier
 from ..verifiers.tree import verify
@@ -24,32 +24,6 @@ from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
 StopFn = Callable[[list[int]], bool]
-
-
-@dataclass
-class GenerationOutput:
-    new_tokens: list[int]
-    stop_reason: str  # "eos" | "max_new_tokens" | "stop_string"
-    # Per verification step: draft length offered, draft tokens accepted. Emitted tokens per
-    # step = accepted + 1 (the correction or bonus), except where EOS/limits cut the step short.
-    drafted: list[int] = field(default_factory=list)  # chain length, or tree depth
-    accepted: list[int] = field(default_factory=list)
-    emitted: list[int] = field(default_factory=list)
-    prefill_s: float = 0.0
-    decode_s: float = 0.0
-    # Time per phase summed over steps (seconds): draft, target forward, rule (verify), target
-    # cache rollback, commit (bookkeeping).
-    phase_s: dict[str, float] = field(default_factory=dict)
-    step_records: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def steps(self) -> int:
-        return len(self.emitted)
-
-    @property
-    def tau(self) -> float:
-        """Mean accepted length: emitted tokens / verification steps (bonus token included)."""
-        return sum(self.emitted) / self.steps if self.steps else 0.0
 
 
 def _sync(device: torch.device) -> None:

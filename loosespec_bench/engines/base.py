@@ -1,0 +1,56 @@
+"""The interface between the run protocol (app) and whatever runs the models.
+
+The app encodes prompts with `tokenizer`, checks them against `context_length`, and calls
+`generate` twice per sample (method=True, and method=False for the paired baseline: the target
+alone in the SAME engine, so the speedup compares like with like). It never sees models,
+drafters, verifiers or caches.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ..generation import GenerationOutput
+
+
+class Engine(ABC):
+    """One loaded engine for one composed config; built by build.build_engine(cfg, task).
+
+    Subclasses set, once loaded:
+      name            the engine's config name (engine=NAME)
+      tokenizer       the target's tokenizer (a transformers tokenizer: chat template, decode)
+      eos_ids         end-of-sequence ids generation stops at
+      context_length  the target's context in tokens (None: unknown)
+    """
+
+    name: str = ""
+    tokenizer: Any
+    eos_ids: list[int]
+    context_length: int | None = None
+
+    @classmethod
+    def check(cls, cfg: DictConfig) -> None:  # noqa: B027 (a hook: most engines honour everything)
+        """Raise errors.ConfigError for a setting this engine cannot honour; called by the
+        pre-check (CLI) and by app.run before any model loads."""
+
+    @abstractmethod
+    def generate(self, prompt_ids: list[int], *, method: bool, seed: int, max_new_tokens: int) -> GenerationOutput:
+        """New tokens after prompt_ids (non-empty), batch size 1.
+
+        method=True: the configured speculative method (drafter + rule); method=False: the
+        target alone. seed fixes every random draw of this call (sampling, dropout masks), so
+        the same call gives the same tokens. Stops at EOS, a stop string or max_new_tokens,
+        cutting at the exact token as the target alone would.
+        """
+
+    def warmup(self, prompt_ids: list[int]) -> None:
+        """Untimed short runs of both contestants: first-call allocations and lazy inits must
+        not bill sample 1."""
+        for method in (True, False):
+            self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
+
+    def close(self) -> None:  # noqa: B027 (a hook: engines without external resources)
+        """Free what the engine holds (worker processes, GPU memory); the app calls it once."""
