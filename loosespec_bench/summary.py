@@ -61,8 +61,16 @@ def build_summary(
 
 
 def problem_of(rec: dict[str, Any]) -> str:
-    """The problem a record answered (tasks.base.Sample.problem, kept in its meta)."""
-    return str((rec.get("meta") or {}).get("problem", rec["id"]))
+    """The problem a record answered (tasks.base.Sample.problem, kept in its meta). MGSM
+    records from before meta["problem"] (ids "<lang>-<row>") name their row: fr-0, de-0 and
+    th-0 are one problem."""
+    meta = rec.get("meta") or {}
+    if "problem" in meta:
+        return str(meta["problem"])
+    lang, sid = meta.get("language"), str(rec["id"])
+    if lang and sid.startswith(f"{lang}-") and sid[len(lang) + 1:].isdigit():
+        return f"mgsm/{sid[len(lang) + 1:]}"
+    return sid
 
 
 def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
