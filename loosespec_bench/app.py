@@ -393,8 +393,8 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}")
     if s.get("underpowered"):
         lines.append(
-            f"underpowered: the {fig} difference's interval is wider than +-{s['power_threshold']:g} "
-            f"(python -m loosespec_bench.plan ... prints the n that would decide it)"
+            f"underpowered: {s.get('quality_n')} paired samples cannot tell a difference in {fig} of "
+            f"{s['power_threshold']:g} from none (docs/algorithms.md 7.1; `python -m loosespec_bench.plan` sizes n)"
         )
     if s.get("speedup_method"):
         lines.append(f"speedup = {s['speedup_method']}")
