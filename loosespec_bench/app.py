@@ -45,6 +45,7 @@ class Runner:
         self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
         self.clocks = Clocks()  # tests inject fake clocks (timing.py)
         self.tolerance, self.max_retimes = timing_settings(cfg)
+        self.retime = retime_enabled(cfg)
 
     def encode(self, sample: Sample) -> tuple[str, list[int]]:
         """A sample's first-turn prompt text and ids, as the engine's target reads them."""
@@ -107,7 +108,7 @@ class Runner:
         while True:
             turns, probes = self._contest(sample, ids, contestants, seed)
             sides = {method: probe.record() for method, probe in probes.items()}
-            reasons = differ(sides[True], sides[False], self.tolerance) if paired else []
+            reasons = differ(sides[True], sides[False], self.tolerance) if paired and self.retime else []
             if reasons:
                 history.append({"reasons": reasons, "method_wall_s": sides[True]["wall_s"], "baseline_wall_s": sides[False]["wall_s"]})
             if not reasons or len(history) > self.max_retimes:
@@ -133,6 +134,7 @@ class Runner:
             "attempts": len(history) + (0 if reasons else 1),
             "contaminated_attempts": history,
             "tolerance": self.tolerance,
+            "rule": "applied" if self.retime else "recorded only (timing.retime)",
             "method": sides[True],
             **({"baseline": sides[False]} if paired else {}),
         }
@@ -173,6 +175,16 @@ def timing_settings(cfg: DictConfig) -> tuple[float, int]:
     """(tolerance, max_retimes) of the config's `timing` node (defaults for configs from before it)."""
     node = cfg.get("timing") or {}
     return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
+
+
+def retime_enabled(cfg: DictConfig) -> bool:
+    """timing.retime: true/false, or auto (default): on where the models run on the CPU, whose
+    time this process's CPU share and the machine's load describe; on a GPU they do not (the
+    measurements are still recorded)."""
+    mode = (cfg.get("timing") or {}).get("retime", "auto")
+    if isinstance(mode, bool):
+        return mode
+    return str(cfg.pair.get("device", "cpu")).startswith("cpu")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

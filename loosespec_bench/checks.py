@@ -237,7 +237,11 @@ ROOT_RULES: dict[str, Rule] = {
     "experiment_name": string,
     "power_threshold": real(0, lo_open=True),
 }
-TIMING_RULES: dict[str, Rule] = {"tolerance": real(0, lo_open=True), "max_retimes": integer(0, 100)}
+TIMING_RULES: dict[str, Rule] = {
+    "retime": lambda v: None if v in (True, False, "auto") else "must be true, false or auto",
+    "tolerance": real(0, lo_open=True),
+    "max_retimes": integer(0, 100),
+}
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),
     "top_k": integer(0),

@@ -226,3 +226,21 @@ def test_cpu_hog_during_a_real_pair_run_is_retimed_or_flagged(tmp_path, monkeypa
     if hogged_summary["timing"]["excluded"]:
         assert out[-1].startswith("WARNING: speed measured under contention")
     assert naive > hogged_summary["speedup"]  # a slowed baseline inflates the naive figure
+
+
+def test_retime_is_on_for_cpu_runs_and_can_be_forced(tmp_path):
+    from loosespec_bench.app import retime_enabled
+
+    assert retime_enabled(compose_config(TINY)) is True  # pair.device=cpu
+    assert retime_enabled(compose_config([*TINY, "pair.device=cuda"])) is False
+    assert retime_enabled(compose_config([*TINY, "pair.device=cuda", "timing.retime=true"])) is True
+    assert retime_enabled(compose_config([*TINY, "timing.retime=false"])) is False
+
+
+@pytest.mark.parametrize("override", ["timing.retime=maybe", "timing.tolerance=0", "timing.max_retimes=-1", "power_threshold=0"])
+def test_bad_timing_settings_are_one_error_line(override, tmp_path):
+    from loosespec_bench.config import validate
+    from loosespec_bench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=override.split("=")[0]):
+        validate(compose_config([*TINY, override]))
