@@ -88,7 +88,7 @@ def paired_bootstrap(
     return point, low, high
 
 
-def _ratio_of_sums(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+def ratio_of_sums(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.sum(m, axis=axis) / np.sum(b, axis=axis)
 
@@ -114,7 +114,7 @@ def paired_bootstrap_ratio(
         raise ValueError(f"method and baseline must be paired 1-d sequences, got {m.shape} and {b.shape}")
     if len(m) == 0 or b.sum() == 0:
         return None, None, None
-    return paired_bootstrap((m, b), _ratio_of_sums, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method)
+    return paired_bootstrap((m, b), ratio_of_sums, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method)
 
 
 def _value(score: dict[str, Any], key: str) -> float | None:
@@ -163,20 +163,20 @@ def retention_summary(
 
 
 # -- every figure's interval ------------------------------------------------------------------
-def _speedup_stat(mt: np.ndarray, ms: np.ndarray, bt: np.ndarray, bs: np.ndarray, axis: int = -1) -> np.ndarray:
+def speedup_of_sums(mt: np.ndarray, ms: np.ndarray, bt: np.ndarray, bs: np.ndarray, axis: int = -1) -> np.ndarray:
     # (method tokens / method seconds) / (baseline tokens / baseline seconds), sums over samples
     return (np.sum(mt, axis=axis) / np.sum(ms, axis=axis)) / (np.sum(bt, axis=axis) / np.sum(bs, axis=axis))
 
 
-def _median(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def median_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.median(x, axis=axis)
 
 
-def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def mean_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean(x, axis=axis)
 
 
-def _mean_diff(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+def mean_diff(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean(m - b, axis=axis)
 
 
@@ -193,20 +193,20 @@ def speed_intervals(
     out: dict[str, Any] = {}
     ms = [r["metrics"] for r in records]
     if ms:
-        out.update(_fields("tau", paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), _ratio_of_sums, **kw)))
+        out.update(_fields("tau", paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)))
     timed = [r for r in records if r.get("baseline") and r["metrics"]["total_s"] > 0 and r["baseline"]["metrics"]["total_s"] > 0]
     if timed:
         cols = (
             [r["metrics"]["new_tokens"] for r in timed], [r["metrics"]["total_s"] for r in timed],
             [r["baseline"]["metrics"]["new_tokens"] for r in timed], [r["baseline"]["metrics"]["total_s"] for r in timed],
         )
-        out.update(_fields("speedup", paired_bootstrap(cols, _speedup_stat, **kw)))
+        out.update(_fields("speedup", paired_bootstrap(cols, speedup_of_sums, **kw)))
         ratios = [
             r["metrics"]["tokens_per_s"] / r["baseline"]["metrics"]["tokens_per_s"]
             for r in timed if r["baseline"]["metrics"]["tokens_per_s"] > 0
         ]
         if ratios:
-            out.update(_fields("speedup_median_of_samples", paired_bootstrap((ratios,), _median, **kw)))
+            out.update(_fields("speedup_median_of_samples", paired_bootstrap((ratios,), median_stat, **kw)))
     return out
 
 
@@ -231,7 +231,7 @@ def quality_intervals(
         return {}
     kw = dict(n_boot=n_boot, seed=seed, ci_method=ci_method)
     method = [v for v in (_value(r.get("score", {}), key) for r in records) if v is not None]
-    out: dict[str, Any] = _fields(figure, paired_bootstrap((method,), _mean, **kw)) if method else {}
+    out: dict[str, Any] = _fields(figure, paired_bootstrap((method,), mean_stat, **kw)) if method else {}
     pairs = [
         (mv, bv)
         for r in records if r.get("baseline")
@@ -241,8 +241,8 @@ def quality_intervals(
     if not pairs:
         return out
     m, b = [p[0] for p in pairs], [p[1] for p in pairs]
-    out.update(_fields(f"baseline_{figure}", paired_bootstrap((b,), _mean, **kw)))
-    diff = paired_bootstrap((m, b), _mean_diff, **kw)
+    out.update(_fields(f"baseline_{figure}", paired_bootstrap((b,), mean_stat, **kw)))
+    diff = paired_bootstrap((m, b), mean_diff, **kw)
     out[f"{figure}_diff"] = diff[0]
     out.update(_fields(f"{figure}_diff", diff))
     half = None if diff[1] is None else (diff[2] - diff[1]) / 2

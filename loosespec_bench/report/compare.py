@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..run_folder import RunFolder
-from ..stats import CI_METHOD, LEVEL, N_BOOT, method_text, paired_bootstrap
+from ..stats import CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speedup_of_sums
 from ..timing import counts_for_speed
 
 
@@ -96,27 +96,6 @@ def _value(side: dict[str, Any], key: str) -> float | None:
     return None if v is None or isinstance(v, str) else float(v)
 
 
-# Statistics over paired columns; A's columns first, then B's.
-def _tau(tok: np.ndarray, steps: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.sum(tok, axis=axis) / np.sum(steps, axis=axis)
-
-
-def _speedup(mt: np.ndarray, ms: np.ndarray, bt: np.ndarray, bs: np.ndarray, axis: int = -1) -> np.ndarray:
-    return (np.sum(mt, axis=axis) / np.sum(ms, axis=axis)) / (np.sum(bt, axis=axis) / np.sum(bs, axis=axis))
-
-
-def _median(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(x, axis=axis)
-
-
-def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(x, axis=axis)
-
-
-def _retention(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.sum(m, axis=axis) / np.sum(b, axis=axis)
-
-
 def _diff(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
     """B's statistic minus A's, over A's k columns followed by B's k."""
     def f(*cols: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -159,7 +138,7 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
 
     A = [ra.records[s] for s in common]
     B = [rb.records[s] for s in common]
-    add("tau", _tau, [[r["metrics"]["new_tokens"] for r in A], [r["metrics"]["steps"] for r in A]],
+    add("tau", ratio_of_sums, [[r["metrics"]["new_tokens"] for r in A], [r["metrics"]["steps"] for r in A]],
         [[r["metrics"]["new_tokens"] for r in B], [r["metrics"]["steps"] for r in B]])
 
     timed = [
@@ -174,12 +153,12 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
 
     if timed:
         ta, tb = [x for x, _ in timed], [y for _, y in timed]
-        add("speedup", _speedup, speed_cols(ta), speed_cols(tb))
+        add("speedup", speedup_of_sums, speed_cols(ta), speed_cols(tb))
         ratios = [(x["metrics"]["tokens_per_s"] / x["baseline"]["metrics"]["tokens_per_s"],
                    y["metrics"]["tokens_per_s"] / y["baseline"]["metrics"]["tokens_per_s"])
                   for x, y in timed if x["baseline"]["metrics"]["tokens_per_s"] > 0 and y["baseline"]["metrics"]["tokens_per_s"] > 0]
         if ratios:
-            add("speedup_median_of_samples", _median, [[p[0] for p in ratios]], [[p[1] for p in ratios]])
+            add("speedup_median_of_samples", median_stat, [[p[0] for p in ratios]], [[p[1] for p in ratios]])
 
     key = _quality_key(ra) or _quality_key(rb)
     if key:
@@ -187,14 +166,14 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
         q = [(_value(x, key), _value(y, key)) for x, y in zip(A, B)]
         q = [(u, v) for u, v in q if u is not None and v is not None]
         if q:
-            add(figure, _mean, [[u for u, _ in q]], [[v for _, v in q]])
+            add(figure, mean_stat, [[u for u, _ in q]], [[v for _, v in q]])
         ret = [
             (_value(x, key), _value(x["baseline"], key), _value(y, key), _value(y["baseline"], key))
             for x, y in zip(A, B) if x.get("baseline") and y.get("baseline")
         ]
         ret = [t for t in ret if None not in t]
         if ret:
-            add("retention", _retention, [[t[0] for t in ret], [t[1] for t in ret]], [[t[2] for t in ret], [t[3] for t in ret]])
+            add("retention", ratio_of_sums, [[t[0] for t in ret], [t[1] for t in ret]], [[t[2] for t in ret], [t[3] for t in ret]])
     return rows
 
 
