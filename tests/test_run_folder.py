@@ -233,3 +233,14 @@ def test_rescore_and_index_skip_unreadable_lines_and_broken_folders(tmp_path, ca
     assert any(str(broken) in m and "skipped" in m for m in caplog.messages)
     assert report_main(["index", "--results", str(tmp_path)]) == 0
     assert folder.name in capsys.readouterr().out
+
+
+def test_whole_file_writes_are_readable_by_the_group(tmp_path):
+    """mkstemp creates 0600; result files (summary.json, config.yaml, rewritten samples) are 0644."""
+    import stat
+
+    from loosespec_bench.run_folder import atomic_write
+
+    path = tmp_path / "summary.json"
+    atomic_write(path, "{}\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
