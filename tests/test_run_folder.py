@@ -166,8 +166,9 @@ def test_resume_does_not_reuse_a_record_from_a_changed_prompt(tmp_path, caplog):
 
     tsv = data / "mgsm" / "mgsm_en.tsv"
     lines = tsv.read_text(encoding="utf-8").splitlines(keepends=True)
-    question, answer = lines[0].rstrip("\n").split("\t")
-    lines[0] = f"A hen lays 3 eggs a day. How many eggs in 4 days?\t{answer}\n"
+    row = int(old[0]["id"].rsplit("-", 1)[1])  # the first sample's problem (the seeded selection's)
+    question, answer = lines[row].rstrip("\n").split("\t")
+    lines[row] = f"A hen lays 3 eggs a day. How many eggs in 4 days?\t{answer}\n"
     tsv.write_text("".join(lines), encoding="utf-8")
 
     with caplog.at_level(logging.WARNING):
