@@ -119,6 +119,18 @@ def paired_speedup(records: list[dict[str, Any]]) -> dict[str, float | None]:
     return {"baseline_tokens_per_s": baseline, "speedup": _ratio(_ratio(p_tokens, p_time) or 0.0, baseline or 0.0)}
 
 
+def sample_speedup(record: Mapping[str, Any]) -> float | None:
+    """One paired sample's speedup: its tokens/s over its target-alone run's tokens/s (None
+    without a paired baseline or with a zero or missing rate). The one per-sample definition:
+    summarize's median of samples and the W&B sink's per-sample figure read it."""
+    base = record.get("baseline") or {}
+    mine = (record.get("metrics") or {}).get("tokens_per_s")
+    theirs = (base.get("metrics") or {}).get("tokens_per_s")
+    if isinstance(mine, bool) or isinstance(theirs, bool) or not isinstance(mine, (int, float)) or not isinstance(theirs, (int, float)):
+        return None
+    return mine / theirs if theirs > 0 else None
+
+
 T = TypeVar("T")
 
 
@@ -178,11 +190,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
     paired = [r for r in records if r.get("baseline")]
     if paired:
         timed = [r for r in paired if counts_for_speed(r)]  # contaminated timings left out
-        per_sample = [
-            r["metrics"]["tokens_per_s"] / r["baseline"]["metrics"]["tokens_per_s"]
-            for r in timed
-            if r["baseline"]["metrics"]["tokens_per_s"] > 0
-        ]
+        per_sample = [x for x in map(sample_speedup, timed) if x is not None]
         out.update(
             **(paired_speedup(timed) or {"baseline_tokens_per_s": None, "speedup": None}),
             speedup_median_of_samples=median_or_none(per_sample),

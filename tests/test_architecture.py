@@ -1,7 +1,7 @@
 """The package's layering, pinned by parsing every module's imports (ast, nothing is imported).
 
   step, sampling,       the ground floor: import nothing from the package
-  generation
+  generation, schema
   drafters / verifiers  import the floor, never each other's layer or the loop (decoding)
   metrics               reads GenerationOutput from the ground floor, never the loop
   build                 assembles drafters, verifiers, models, tasks: nothing below imports it
@@ -79,7 +79,7 @@ def test_verifiers_import_neither_drafters_nor_the_loop():
     assert _violations("verifiers", ("loosespec_bench.drafters", "loosespec_bench.decoding")) == {}
 
 
-@pytest.mark.parametrize("floor", ["step.py", "sampling.py", "generation.py"])
+@pytest.mark.parametrize("floor", ["step.py", "sampling.py", "generation.py", "schema.py"])
 def test_the_ground_floor_imports_nothing_from_the_package(floor):
     assert package_imports(PKG / floor) == set()
 
@@ -106,6 +106,17 @@ def test_the_engine_interface_imports_only_the_ground_floor():
 
 def test_sinks_do_not_import_the_report():
     assert _violations("sinks", ("loosespec_bench.report",)) == {}
+
+
+def test_the_report_and_the_wandb_sink_read_one_schema():
+    """Column names, labels and renames live in schema.py (issue 22 item 4): the index, tables,
+    plots and the W&B sink import it, and none of them spells a knob rename itself."""
+    for module in ("report/index.py", "report/tables.py", "report/plots.py", "sinks/wandb.py"):
+        imports = package_imports(PKG / module)
+        assert "loosespec_bench.schema" in imports or any(m.startswith("loosespec_bench.schema.") for m in imports), module
+    for module in ("report/index.py", "report/tables.py", "report/plots.py", "report/__main__.py", "sinks/wandb.py"):
+        text = (PKG / module).read_text()
+        assert 'get("window")' not in text and 'get("p")' not in text and '"dropout_p": ' not in text, module
 
 
 def test_tests_mirror_the_package():

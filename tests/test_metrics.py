@@ -52,3 +52,11 @@ def test_sample_hash_covers_prompt_reference_and_followups():
     ):
         assert sample_hash(other) != sample_hash(base)
 
+
+
+def test_sample_speedup_is_the_median_of_samples_definition():
+    from loosespec_bench.metrics import sample_speedup
+
+    recs = [{"metrics": {"tokens_per_s": a}, "baseline": {"metrics": {"tokens_per_s": b}}} for a, b in ((8.0, 4.0), (3.0, 0.0), (9.0, 3.0))]
+    assert [sample_speedup(r) for r in recs] == [2.0, None, 3.0]  # a zero-rate baseline has no ratio
+    assert sample_speedup({"metrics": {"tokens_per_s": True}, "baseline": {"metrics": {"tokens_per_s": 1.0}}}) is None

@@ -14,10 +14,32 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Columns printed by `index` (the CSV has them all).
 SHOWN = ["experiment", "status", "method", "drafter", "pair", "dataset", "K", "theta", "W", "tau", "speedup",
-         "accuracy", "retention", "n_samples", "run_id"]
+         "speedup_ci_low", "speedup_ci_high", "accuracy", "retention", "n_samples", "run_id"]
+FORMATS = ("png", "pdf", "svg")
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _writable_dir(path: Path) -> str | None:
+    """Why `path` cannot be an output folder, or None when it can."""
+    if path.exists() and not path.is_dir():
+        return f"--out {str(path)!r} is a file, not a folder: name a folder"
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK):
+        return f"--out {str(path)!r}: {str(probe)!r} is not writable: name a folder you can write"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,12 +68,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         return _compare(args)
 
-    from .index import index_to_csv, load_index
+    from .index import load_index
 
     if not Path(args.results).is_dir():
-        print(f"error: results directory {args.results!r} does not exist (--results DIR)", file=sys.stderr)
-        return 2
+        return _error(f"results directory {args.results!r} does not exist (--results DIR)")
+    if args.command != "index" and (why := _writable_dir(Path(args.out))):
+        return _error(why)
+    if args.command == "index" and args.csv:
+        csv = Path(args.csv)
+        if csv.is_dir():
+            return _error(f"--csv {args.csv!r} is a folder: name a file, e.g. {str(csv / 'index.csv')!r}")
+        if why := _writable_dir(csv.parent):
+            return _error(why.replace("--out", "--csv's folder"))
+    formats: tuple[str, ...] = ()
+    if args.command in ("plots", "all"):
+        formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+        bad = [f for f in formats if f not in FORMATS]
+        if bad or not formats:
+            return _error(f"--formats {args.formats!r}: use a comma-separated list of {', '.join(FORMATS)}")
     df = load_index(args.results, experiment=args.experiment)
+    try:
+        return _write(args, df, formats)
+    except OSError as err:  # an output path that cannot be written (read-only, /proc, disk full)
+        return _error(f"cannot write the report: {err.strerror or err} ({err.filename or args.command}): choose another --out/--csv")
+
+
+def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...]) -> int:
+    from .index import index_to_csv
+
     if df.empty:
         print(f"no run folders under {args.results}" + (f" for experiment {args.experiment!r}" if args.experiment else ""), file=sys.stderr)
     if args.command == "index":
@@ -74,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         from .plots import write_plots
 
         plot_dir = out / "plots" if args.command == "all" else out
-        paths = write_plots(df, plot_dir, formats=tuple(f for f in args.formats.split(",") if f))
+        paths = write_plots(df, plot_dir, formats=formats)
         print(f"plots: {len(paths)} files in {plot_dir}")
     if args.command == "all":
         print(f"index: {index_to_csv(df, out / 'index.csv')} ({len(df)} runs)")
@@ -86,13 +130,11 @@ def _compare(args: argparse.Namespace) -> int:
     from .compare import compare, format_comparison, rows_to_csv
 
     if args.n_boot < 100:
-        print(f"error: --n-boot={args.n_boot} is too few resamples for an interval; use 100 or more", file=sys.stderr)
-        return 2
+        return _error(f"--n-boot={args.n_boot} is too few resamples for an interval; use 100 or more")
     try:
         pairs, rows = compare(args.a, args.b, seed=args.seed, n_boot=args.n_boot)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _error(str(err))
     print(format_comparison(pairs, rows))
     if args.csv:
         print(f"csv: {rows_to_csv(rows, Path(args.csv))} ({len(rows)} rows)")

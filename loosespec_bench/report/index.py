@@ -17,7 +17,6 @@ import datetime
 import hashlib
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -26,29 +25,31 @@ import yaml
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
 from ..run_folder import RunFolder, count_finished_lines
+from ..schema import FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
 log = logging.getLogger(__name__)
 SKIP_DIRS = {"_hydra", ".hydra", "wandb", "plots", "__pycache__"}
 RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 
-# The columns of the index, in order: a selection of the summary's figures plus the config knobs
+# The columns of the index, in order: identity, the knobs (schema.KNOBS; a run's undeclared rule
+# knobs are appended after them), the figures with their intervals (schema.FIGURES), power and
+# timing, provenance. Every label and format lives in loosespec_bench/schema.py.
+IDENTITY = ["experiment", "run_id", "status", "method", "drafter", "pair", "dataset", "subset", "tree", "seed"]
+FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, *FIGURES[6:]) for c in ((f.column, *f.ci_columns) if f.interval else (f.column,))]
 COLUMNS = [
-    "experiment", "run_id", "status", "method", "drafter", "pair", "dataset", "subset",
-    "theta", "W", "K", "tree", "mode", "no_window", "criterion", "n_paths", "dropout_p",
-    "temperature", "seed", "tau", "speedup", "speedup_median", "tokens_per_s", "baseline_tokens_per_s",
-    "accuracy", "baseline_accuracy", "score", "score_name", "retention", "retention_ci_low", "retention_ci_high",
-    "identical_to_target", "n_samples", "n_expected", "mismatches", "loose_accepts", "loose_accept_rate",
-    "tau_with_loose", "tau_without_loose", "dropmatch_overhead", "acceptance_by_position", "hardware", "date", "git_commit",
-    "run_dir", "summary_source", "config", "config_id", "dataset_config_id",
+    *IDENTITY, *(k.column for k in KNOBS), *FIGURE_COLUMNS, "score_name",
+    "n_samples", "n_problems", "n_expected", "underpowered", "power_threshold", "ci_level", "ci_method", "intervals",
+    *(f"timing_{t}" for t in TIMING_FIELDS), "acceptance_by_position", "hardware", "date", "git_commit",
+    "run_dir", "also_in", "summary_source", "config", "config_id", "dataset_config_id", "extra_knobs",
 ]
 NUMERIC = [
-    "theta", "W", "K", "n_paths", "dropout_p", "temperature", "tau", "speedup", "speedup_median", "tokens_per_s",
-    "baseline_tokens_per_s", "accuracy", "baseline_accuracy", "score", "retention", "retention_ci_low",
-    "retention_ci_high", "identical_to_target", "mismatches", "loose_accepts", "loose_accept_rate",
-    "tau_with_loose", "tau_without_loose", "dropmatch_overhead",
+    *(k.column for k in KNOBS if k.numeric), *(c for c in FIGURE_COLUMNS), "power_threshold", "ci_level",
 ]
-# Quality figures tried in order for the generic "score" column (the task's headline figure).
-SCORE_KEYS = ("accuracy", "prompt_level_strict_acc", "rating", "quality")
+# Summary fields that must be numbers (or null) when present: a summary with anything else there
+# is malformed and its folder is skipped with a warning (one bad folder never breaks the index).
+NUMBER_FIELDS = tuple(dict.fromkeys(
+    [f.source for f in FIGURES] + [s for f in FIGURES if f.interval for s in f.ci_sources] + ["n_samples", "k"]
+))
 
 
 # Keys averaged over inside one configuration: repetitions (seed) and a data set's subsets
@@ -165,25 +166,33 @@ def summary_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return None if isinstance(value, float) and math.isnan(value) else float(value)
-    return None
+    return number(value)
+
+
+def summary_problems(summary: Mapping[str, Any]) -> list[str]:
+    """What is malformed in a summary: figures that are not numbers, an acceptance_by_position
+    that is not a list of numbers, a timing block that is not a mapping."""
+    bad = [f"{k}={summary[k]!r}" for k in NUMBER_FIELDS
+           if summary.get(k) is not None and (isinstance(summary[k], bool) or not isinstance(summary[k], (int, float)))]
+    acc = summary.get("acceptance_by_position")
+    if acc is not None and (not isinstance(acc, list) or any(number(x) is None for x in acc)):
+        bad.append(f"acceptance_by_position={acc!r}"[:80])
+    if summary.get("timing") is not None and not isinstance(summary["timing"], Mapping):
+        bad.append(f"timing={summary['timing']!r}"[:80])
+    return bad
 
 
 def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir: Path | None = None) -> dict[str, Any]:
-    """One index row from a summary (and the run's config, when known)."""
+    """One index row from a summary (and the run's config, when known): the columns of
+    loosespec_bench/schema.py (figures, their intervals, knobs) and the run's identity."""
     cfg = config or {}
-    method_cfg = cfg.get("method") or {}
-    drafter_cfg = cfg.get("drafter") or {}
-    dataset_cfg = cfg.get("dataset") or {}
+    method_cfg = cfg.get("method") if isinstance(cfg.get("method"), Mapping) else {}
+    drafter_cfg = cfg.get("drafter") if isinstance(cfg.get("drafter"), Mapping) else {}
+    dataset_cfg = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
     uses_drafter = method_cfg.get("uses_drafter", True) if method_cfg else summary.get("drafter") is not None
     score_name = next((k for k in SCORE_KEYS if _num(summary.get(k)) is not None), None)
     languages = dataset_cfg.get("languages")
-    k = summary.get("k")
-    if k is None and drafter_cfg:
-        k = int(drafter_cfg.get("k", 0)) if uses_drafter else 0
+    flat = flat_config(cfg) if cfg else {}
     row: dict[str, Any] = {
         "experiment": summary.get("experiment") or cfg.get("experiment_name") or (run_dir.parent.name if run_dir else None),
         "run_id": run_dir.name if run_dir else None,
@@ -192,47 +201,53 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
         "pair": summary.get("pair") or (cfg.get("pair") or {}).get("name"),
         "dataset": summary.get("dataset") or dataset_cfg.get("name"),
         "subset": ",".join(map(str, languages)) if isinstance(languages, list) else None,
-        # theta / W (FLy) and the DropMatch knobs come from the method section when it has them.
-        "theta": _num(method_cfg.get("theta")),
-        "W": _num(method_cfg.get("window")),
-        "K": _num(k),
         # Tree drafts (EAGLE's dynamic tree, Lookahead): K is then the longest path.
         "tree": bool(summary.get("tree", drafter_cfg.get("tree") or drafter_cfg.get("name") == "lookahead")),
-        "mode": method_cfg.get("mode"),
-        "no_window": method_cfg.get("no_window"),
-        "criterion": method_cfg.get("criterion"),
-        "n_paths": _num(method_cfg.get("n_paths")),
-        "dropout_p": _num(method_cfg.get("p")),
-        "temperature": _num(summary.get("temperature", (cfg.get("generation") or {}).get("temperature"))),
         "seed": summary.get("seed", cfg.get("seed")),
-        "tau": _num(summary.get("tau")),
-        "speedup": _num(summary.get("speedup")),
-        "speedup_median": _num(summary.get("speedup_median_of_samples")),
-        "tokens_per_s": _num(summary.get("tokens_per_s")),
-        "baseline_tokens_per_s": _num(summary.get("baseline_tokens_per_s")),
-        "accuracy": _num(summary.get("accuracy")),
-        "baseline_accuracy": _num(summary.get("baseline_accuracy")),
-        "score": _num(summary.get(score_name)) if score_name else None,
-        "score_name": score_name,
-        "retention": _num(summary.get("retention")),
-        "retention_ci_low": _num(summary.get("retention_ci_low")),
-        "retention_ci_high": _num(summary.get("retention_ci_high")),
-        "identical_to_target": _num(summary.get("identical_to_target")),
-        "n_samples": summary.get("n_samples"),
-        "n_expected": dataset_cfg.get("limit"),
-        "mismatches": _num(summary.get("mismatches")),
-        "loose_accepts": _num(summary.get("loose_accepts")),
-        "loose_accept_rate": _num(summary.get("loose_accept_rate")),
-        "tau_with_loose": _num(summary.get("tau_with_loose")),
-        "tau_without_loose": _num(summary.get("tau_without_loose")),
-        "dropmatch_overhead": _num(summary.get("dropmatch_overhead")),
-        "acceptance_by_position": list(summary.get("acceptance_by_position") or []),
-        "hardware": summary.get("hardware"),
-        "date": summary.get("date"),
-        "git_commit": summary.get("git_commit"),
-        "run_dir": str(run_dir) if run_dir else summary.get("run_dir"),
     }
-    flat = flat_config(cfg) if cfg else {}
+    # Knobs: every declared knob and every undeclared rule knob of the run's config (schema.knobs_of).
+    knobs = knobs_of(flat)
+    for knob in knobs:
+        value = knob_value(flat, knob)
+        row[knob.column] = _num(value) if knob.numeric else value
+    row["extra_knobs"] = [k.column for k in knobs if k not in KNOBS]
+    k = summary.get("k")
+    if _num(k) is None and drafter_cfg and uses_drafter:
+        k = drafter_cfg.get("k")
+    row["K"] = _num(k)
+    if _num(summary.get("temperature")) is not None:
+        row["temperature"] = _num(summary["temperature"])
+    # Figures and their intervals.
+    for fig in FIGURES:
+        row[fig.column] = _num(summary.get(fig.source))
+        if fig.interval:
+            row[fig.ci_columns[0]], row[fig.ci_columns[1]] = (_num(summary.get(s)) for s in fig.ci_sources)
+    if row["accuracy_diff"] is None and row["accuracy"] is not None and row["baseline_accuracy"] is not None:
+        row["accuracy_diff"] = row["accuracy"] - row["baseline_accuracy"]  # the point; the paired interval needs the contract's keys
+    row["score_name"] = score_name
+    row["score"] = _num(summary.get(score_name)) if score_name else None
+    row["score_ci_low"] = _num(summary.get(f"{score_name}_ci_low")) if score_name else None
+    row["score_ci_high"] = _num(summary.get(f"{score_name}_ci_high")) if score_name else None
+    for column, key, kind in RUN_FIELDS:
+        value = summary.get(key)
+        row[column] = (bool(value) if isinstance(value, bool) else None) if kind == "bool" else (
+            _num(value) if kind in ("int", "float") else (value if isinstance(value, str) else None))
+    row["intervals"] = has_intervals(summary)
+    timing = summary.get("timing") if isinstance(summary.get("timing"), Mapping) else {}
+    for t in TIMING_FIELDS:
+        value = timing.get(t)
+        row[f"timing_{t}"] = value if isinstance(value, (bool, int)) else None
+    acc = summary.get("acceptance_by_position")
+    row.update(
+        n_samples=summary.get("n_samples") if isinstance(summary.get("n_samples"), int) else None,
+        n_expected=dataset_cfg.get("limit"),
+        acceptance_by_position=[float(x) for x in acc] if isinstance(acc, list) and all(number(x) is not None for x in acc) else [],
+        hardware=summary.get("hardware"),
+        date=summary.get("date"),
+        git_commit=summary.get("git_commit"),
+        run_dir=str(run_dir) if run_dir else summary.get("run_dir"),
+        also_in=None,
+    )
     row["config"] = flat
     row["config_id"], row["dataset_config_id"] = config_ids(flat)
     if row["method"] == "ar":
@@ -241,13 +256,20 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
     return row
 
 
+class MalformedSummary(ValueError):
+    """A summary.json whose fields are not what the harness writes (index_run refuses it)."""
+
+
 def index_run(run_dir: str | Path) -> dict[str, Any]:
-    """The index row of one run folder, complete or not."""
+    """The index row of one run folder, complete or not. Raises MalformedSummary for a
+    summary.json with malformed fields (load_index skips that folder with a warning)."""
     run_dir = Path(run_dir)
     config = _read_yaml(run_dir / RunFolder.CONFIG)
     samples = run_dir / RunFolder.SAMPLES
     summary_path = run_dir / RunFolder.SUMMARY
     summary = _read_json(summary_path) if summary_path.exists() else None
+    if summary is not None and (problems := summary_problems(summary)):
+        raise MalformedSummary(f"{summary_path}: malformed field(s): {', '.join(problems)}")
     n_lines = count_finished_lines(samples)
     # A summary older than samples.jsonl was written by an earlier invocation; the later one was
     # killed after appending samples (e.g. a resumed run with a larger dataset.limit).
@@ -269,9 +291,31 @@ def index_run(run_dir: str | Path) -> dict[str, Any]:
     return row
 
 
+def _drop_duplicate_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run id: a run folder copied into a second experiment folder (the same run id,
+    so the same configuration) is counted once. The copy with the most samples (then the newest)
+    stays; the others are named in its `also_in` column and in a warning."""
+    by_id: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_id.setdefault(row.get("run_id"), []).append(row)
+    out = []
+    for run_id, group in by_id.items():
+        if run_id is None or len(group) == 1:
+            out += group
+            continue
+        best = max(group, key=lambda r: ((r.get("n_samples") or 0), str(r.get("date") or "")))
+        others = [r["run_dir"] for r in group if r is not best]
+        log.warning("run %s is in %d folders: counted once (%s); also in %s", run_id, len(group), best["run_dir"], ", ".join(others))
+        best["also_in"] = "; ".join(others)
+        out.append(best)
+    return out
+
+
 def load_index(results_dir: str | Path = "results", experiment: str | None = None) -> pd.DataFrame:
-    """One row per run folder under results_dir, columns COLUMNS; experiment filters by
-    experiment name (fnmatch pattern). Sorted by experiment, method, drafter, K, dataset."""
+    """One row per run folder under results_dir, columns COLUMNS (plus a column per undeclared
+    rule knob that some run has); experiment filters by experiment name (fnmatch pattern).
+    Sorted by experiment, method, drafter, K, dataset. A folder that cannot be read (a malformed
+    summary.json, ...) is skipped with a warning; a run id found in several folders counts once."""
     from fnmatch import fnmatch
 
     rows = []
@@ -280,7 +324,9 @@ def load_index(results_dir: str | Path = "results", experiment: str | None = Non
             rows.append(index_run(run_dir))
         except Exception as err:  # one broken folder must not hide every other run
             log.warning("%s: skipped, not a readable run folder (%s: %s)", run_dir, type(err).__name__, err)
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    rows = _drop_duplicate_runs(rows)
+    extra = list(dict.fromkeys(c for r in rows for c in r.get("extra_knobs") or []))
+    df = pd.DataFrame(rows, columns=[*COLUMNS, *(c for c in extra if c not in COLUMNS)])
     for col in NUMERIC:  # None -> NaN, so that means and sorting work column-wise
         df[col] = pd.to_numeric(df[col], errors="coerce")
     if experiment:
@@ -300,5 +346,6 @@ def index_to_csv(df: pd.DataFrame, path: str | Path) -> Path:
     out["acceptance_by_position"] = out["acceptance_by_position"].map(
         lambda v: json.dumps([round(x, 6) for x in v]) if isinstance(v, list) else ""
     )
+    out["extra_knobs"] = out["extra_knobs"].map(lambda v: ",".join(v) if isinstance(v, list) else "")
     out.to_csv(path, index=False)
     return path

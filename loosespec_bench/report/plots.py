@@ -1,8 +1,10 @@
 """Report plots (matplotlib, Agg canvas: no display, no pyplot global state), PNG and PDF.
 
-- speedup and tau vs theta, vs W (FLy runs) and vs K (every method with a drafter);
-- accuracy retention vs speedup: one point per configuration, the Pareto frontier drawn;
-- acceptance rate by draft position (summary.json's acceptance_by_position);
+- speedup and tau vs theta, vs W (FLy runs) and vs K (every method with a drafter), a panel per
+  data set, a line only through runs that share every other setting;
+- accuracy retention vs speedup: a panel per data set, one point per configuration, the Pareto
+  frontier drawn;
+- acceptance rate by draft position (summary.json's acceptance_by_position), a panel per data set;
 - FLy: entropy of loosely accepted vs rejected mismatches, from the per-step records that the
   FLy verifier writes (verifiers/fly.py FLyDecision.record: mismatch_positions,
   mismatch_entropy, loose_accepted) and the step's accepted count. A mismatch inside the
@@ -10,12 +12,16 @@
   accepted) was rejected; mismatches after it were never decided and are left out.
 
 Every figure function returns a Figure (shown inline by Jupyter) and draws a visible note instead
-of an empty plot when there is nothing to draw.
+of an empty plot when there is nothing to draw. Reviewers' rules, kept by every figure: one fixed
+colour per method (METHOD_COLORS), human labels from the schema (never a hash or `nan`), error
+bars from the summaries' intervals, at most MAX_LEGEND legend entries inside the figure, and a
+tight bounding box (save) so that nothing is clipped.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -24,56 +30,72 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..schema import FIGURE, KNOB_BY_COLUMN
 from .index import read_records
-from .tables import CONFIG_KEYS, config_key, config_suffixes, method_label
+from .tables import combine, config_key, config_suffixes, is_true, method_label
 
-SPEEDUP_LABEL = "speedup over target alone (×)"
-TAU_LABEL = "tau (tokens per target step)"
-PARAMS = {
-    "theta": ("theta", "entropy threshold θ"),
-    "W": ("W", "deferral window W (tokens)"),
-    "K": ("K", "draft length K (tokens)"),
-}
-# The resolved-config key behind each x axis: a line is one configuration of every other key.
-PARAM_CONFIG_KEY = {"theta": "method.theta", "W": "method.window", "K": "drafter.k"}
+SPEEDUP_LABEL = FIGURE["speedup"].label
+TAU_LABEL = FIGURE["tau"].label
+RETENTION_LABEL = FIGURE["retention"].label
+# The x axes of the sweep plots: a knob of schema.KNOBS (column, axis label, config key).
+PARAMS = {c: (c, KNOB_BY_COLUMN[c].axis) for c in ("theta", "W", "K")}
+PARAM_CONFIG_KEY = {c: KNOB_BY_COLUMN[c].key for c in PARAMS}
 ENTROPY_LABEL = {
     "code": "top-3 entropy H of the target (nats)",
     "paper": "normalised entropy h of the target (0 to 1)",
 }
+MAX_LEGEND = 8  # legend entries inside a figure; more series are named in a note
+# One fixed colour per method (the label's name part: "FLy", "SPD", "EAGLE-3 + DropMatch"...), the
+# same in every figure; a method not listed takes the next free colour in order of its name.
+METHOD_COLORS = {
+    "FLy": "tab:blue", "SPD": "tab:orange", "DropMatch": "tab:green", "PLD": "tab:brown", "EAGLE-3": "tab:red",
+    "EAGLE-2": "tab:pink", "Lookahead": "tab:olive", "EAGLE-3 + DropMatch": "tab:purple", "EAGLE-3 + FLy": "tab:cyan",
+    "target alone": "tab:gray",
+}
+SPARE_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+MARKERS = "osD^vP*X<>"
 
 
-def _figure(width: float = 6.4, height: float = 4.0, ncols: int = 1) -> tuple[Figure, list]:
+def method_name(row: Mapping[str, Any]) -> str:
+    """The name part of a method label ('FLy' of 'FLy (mla, K=15, θ=0.3, W=6)')."""
+    return method_label({k: row.get(k) for k in ("method", "drafter")}).split(" (", 1)[0]
+
+
+def method_color(name: str, known: Iterable[str] = ()) -> str:
+    if name in METHOD_COLORS:
+        return METHOD_COLORS[name]
+    others = sorted({n for n in known if n not in METHOD_COLORS} | {name})
+    return SPARE_COLORS[others.index(name) % len(SPARE_COLORS)]
+
+
+def _figure(width: float = 6.4, height: float = 4.0, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list]:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
-    return fig, list(axes)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, [list(r) for r in axes] if nrows > 1 else list(axes[0])
 
 
 def _note(ax: Any, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11,
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10,
             bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"}, wrap=True)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
 def save(fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150) -> list[Path]:
+    """Write a figure; the bounding box is the drawn content (nothing clipped at the edges)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
         path = out / f"{name}.{fmt}"
-        fig.savefig(path, dpi=dpi)
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
         paths.append(path)
     return paths
 
 
 def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _mean(values: Iterable[Any]) -> float | None:
-    xs = [float(v) for v in values if not _nan(v)]
-    return sum(xs) / len(xs) if xs else None
 
 
 def _frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -83,60 +105,139 @@ def _frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def _varying_label(rows: list[Mapping[str, Any]], keys: list[str], skip: Sequence[str] = ()) -> list[str]:
-    """Legend labels: the method label without the x-axis knob, plus pair / data set / subset
-    only where they differ between series."""
-    differ = [k for k in keys if len({str(r.get(k)) for r in rows}) > 1]
-    labels = []
-    for r in rows:
-        extra = [f"{r.get(k)}" for k in differ if k in ("pair", "dataset", "subset")]
-        labels.append(" · ".join([method_label(r, skip=skip), *extra]))
-    return labels
+def _point(members: list, metric: str) -> tuple[float | None, tuple[float, float] | None]:
+    """A figure of one configuration at one point: the mean over its runs (seeds, subsets) and
+    the interval combined from theirs (tables.combine); (None, None) without the figure."""
+    have = [m for m in members if not _nan(m.get(metric))]
+    if not have:
+        return None, None
+    lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
+    value, ci = combine([float(m[metric]) for m in have],
+                        [(None if _nan(m.get(lo)) else float(m[lo]), None if _nan(m.get(hi)) else float(m[hi])) for m in have])
+    return value, ci
+
+
+def _yerr(values: list[float], cis: list[tuple[float, float] | None]) -> list[list[float]] | None:
+    """matplotlib's asymmetric error bars; None when no point has an interval."""
+    if not any(cis):
+        return None
+    return [[v - c[0] if c else 0.0 for v, c in zip(values, cis)], [c[1] - v if c else 0.0 for v, c in zip(values, cis)]]
+
+
+def _datasets(df: pd.DataFrame) -> list[str]:
+    return sorted({str(d) for d in df["dataset"].dropna()}) if not df.empty else []
+
+
+def _legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "") -> None:
+    """At most MAX_LEGEND entries, below the panels inside the figure, the caption (what the
+    error bars are) as the legend's title so the two never overlap; the rest are counted."""
+    shown = list(entries.items())[:MAX_LEGEND]
+    if total > len(shown):
+        caption = (caption + "\n" if caption else "") + f"{total - len(shown)} more series not in the legend (index.csv lists every run)"
+    width = max(60, int(fig.get_figwidth() * 17))  # characters of 7-point text across the figure
+    caption = "\n".join(textwrap.fill(line, width) for line in caption.split("\n")) if caption else ""
+    if not shown:
+        if caption:
+            fig.text(0.5, 0.0, caption, fontsize=7, ha="center")
+        return
+    fig.legend([h for _, h in shown], [lab for lab, _ in shown], loc="outside lower center",
+               ncols=min(2, len(shown)), fontsize=8, frameon=False, title=caption or None, title_fontsize=7)
+
+
+def _interval_caption(df: pd.DataFrame) -> str:
+    """What the error bars are, and which runs have none."""
+    n_old = int((~is_true(df["intervals"])).sum()) if "intervals" in df and not df.empty else 0
+    text = "error bars: 95% intervals from summary.json (paired bootstrap over samples)"
+    if n_old:
+        text += f"; no bar: no interval in the run's summary ({n_old} of {len(df)} runs predate the interval fields)"
+    return text
 
 
 def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
-    """Speedup (left) and tau (right) vs theta, W or K; one line per configuration of the
-    other knobs (and pair / data set), each point the mean over that configuration's runs."""
+    """Speedup (top row) and tau (bottom row) vs theta, W or K, one panel column per data set.
+    A line joins only runs that share every other resolved setting (one sweep); each point is
+    the mean over that configuration's runs, with its interval as an error bar; one colour per
+    method."""
     col, xlabel = PARAMS[param]
     df = _frame(index)
     if not df.empty:
         df = df[df[col].notna()]
         df = df[df["method"] == "fly"] if param in ("theta", "W") else df[df["K"].fillna(0) > 0]
-    fig, (ax_s, ax_t) = _figure(11, 4.2, ncols=2)
-    fig.suptitle(f"Speedup and tau vs {xlabel}")
-    keys = [k for k in CONFIG_KEYS if k != col] + ["dataset", "subset"]
 
-    def line_of(r: Any) -> tuple:
-        # every resolved setting but the x axis (runs differing in anything else never share a line)
-        return (*config_key(r, keys, exclude=(PARAM_CONFIG_KEY[param],), exclude_prefixes=()), str(r.get("subset")))
+    def sweep_of(r: Any) -> tuple:
+        # every resolved setting but the x axis (the data set included: it is the panel): one sweep
+        return (*config_key(r, exclude=(PARAM_CONFIG_KEY[param],), exclude_prefixes=()), str(r.get("subset")))
 
-    series: dict[tuple, list] = {}
+    sweeps_by_ds: dict[str, dict[tuple, list]] = {}
+    singles = 0
     for _, r in df.iterrows():
-        series.setdefault(line_of(r), []).append(r)
-    multi = series
-    if not multi:
+        sweeps_by_ds.setdefault(str(r["dataset"]), {}).setdefault(sweep_of(r), []).append(r)
+    for ds in list(sweeps_by_ds):
+        kept = {k: v for k, v in sweeps_by_ds[ds].items() if len({float(m[col]) for m in v}) > 1}
+        singles += len(sweeps_by_ds[ds]) - len(kept)
+        sweeps_by_ds[ds] = kept
+    datasets = sorted(ds for ds, v in sweeps_by_ds.items() if v)
+    n = max(1, len(datasets))
+    fig, grid = _figure(min(4.2 * n, 18) + 0.6, 6.0, ncols=n, nrows=2)
+    fig.suptitle(f"Speedup and tau vs {xlabel}")
+    if not datasets:
         what = "FLy runs" if param in ("theta", "W") else "runs with a drafter"
-        for ax in (ax_s, ax_t):
-            _note(ax, f"no {what} to plot against {param}")
+        extra = f"\n({singles} configuration(s) ran at one {param} only)" if singles else ""
+        for ax in (grid[0][0], grid[1][0]):
+            _note(ax, f"no sweep of {what} over {param}{extra}")
         return fig
-    reps = [v[0] for v in multi.values()]
-    suffix = config_suffixes(reps, keyfn=line_of)
-    labels = [lab + suffix.get(line_of(r), "") for lab, r in zip(_varying_label(reps, keys, skip=(col,)), reps)]
-    for (members, label) in zip(multi.values(), labels):
-        frame = pd.DataFrame(members).groupby(col)[["speedup", "tau"]].mean(numeric_only=True).sort_index()
-        for ax, metric in ((ax_s, "speedup"), (ax_t, "tau")):
-            ys = frame[metric]
-            ax.plot(frame.index, ys, marker="o", label=label)
-    xs = sorted({float(m[col]) for v in multi.values() for m in v})
-    for ax, ylabel in ((ax_s, SPEEDUP_LABEL), (ax_t, TAU_LABEL)):
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_xticks(xs)
-        ax.grid(alpha=0.3)
-    ax_s.axhline(1.0, color="grey", lw=1, ls="--", label="target alone (1×)")
-    handles, labs = ax_s.get_legend_handles_labels()
-    fig.legend(handles, labs, loc="outside lower center", ncols=min(3, len(labs)), fontsize=8)
+
+    names = {method_name(r) for _, r in df.iterrows()}
+    entries: dict[str, Any] = {}
+    series_total: set[str] = set()
+    for j, ds in enumerate(datasets):
+        sweeps = sweeps_by_ds[ds]
+        labels = _sweep_labels([v[0] for v in sweeps.values()], skip=(col,))
+        styles: dict[str, int] = {}
+        for (members, label) in zip(sweeps.values(), labels):
+            name = method_name(members[0])
+            color = method_color(name, names)
+            style = styles.setdefault(name, 0)
+            styles[name] += 1
+            by_x: dict[float, list] = {}
+            for m in members:
+                by_x.setdefault(float(m[col]), []).append(m)
+            xs = sorted(by_x)
+            for i, metric in enumerate(("speedup", "tau")):
+                pts = [_point(by_x[x], metric) for x in xs]
+                keep = [(x, v, ci) for x, (v, ci) in zip(xs, pts) if v is not None]
+                if not keep:
+                    continue
+                handle = grid[i][j].errorbar([k[0] for k in keep], [k[1] for k in keep], yerr=_yerr([k[1] for k in keep], [k[2] for k in keep]),
+                                             color=color, marker=MARKERS[style % len(MARKERS)], ms=5, lw=1.5,
+                                             ls=("-", "--", ":", "-.")[style % 4], capsize=3)
+                entries.setdefault(label, handle)
+            series_total.add(label)
+        grid[0][j].set_title(ds, fontsize=10)
+        xs_all = sorted({float(m[col]) for v in sweeps.values() for m in v})
+        for i, ylabel in enumerate((SPEEDUP_LABEL, TAU_LABEL)):
+            ax = grid[i][j]
+            ax.set_xticks(xs_all)
+            ax.set_xticklabels([f"{x:g}" for x in xs_all], fontsize=8)
+            ax.grid(alpha=0.3)
+            if j == 0:
+                ax.set_ylabel(ylabel, fontsize=9)
+            if i == 1:
+                ax.set_xlabel(xlabel, fontsize=9)
+        grid[0][j].axhline(1.0, color="grey", lw=1, ls="--")
+    caption = _interval_caption(df) + "; dashed grey: target alone (1×); a line joins runs that share every other setting"
+    if singles:
+        caption += f"\n{singles} configuration(s) run at a single {param} (no sweep) are not drawn"
+    _legend(fig, entries, len(series_total), caption)
     return fig
+
+
+def _sweep_labels(reps: list, skip: Sequence[str] = ()) -> list[str]:
+    """Legend labels: the method label without the x-axis knob, plus the settings that tell
+    alike-labelled configurations apart (config_suffixes; the data set is the panel, not part
+    of the label), never a hash."""
+    suffix = config_suffixes(reps)
+    return [method_label(r, skip=skip) + suffix.get(config_key(r), "") for r in reps]
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -151,92 +252,135 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
 
 
 def fig_tradeoff(index: pd.DataFrame) -> Figure:
-    """Accuracy retention vs speedup, one point per configuration (mean over its runs)."""
+    """Accuracy retention vs speedup, one panel per data set, one point per configuration (the
+    mean over its runs) with both intervals as error bars; one colour per method; the Pareto
+    frontier per panel."""
     df = _frame(index)
-    fig, (ax,) = _figure(7, 4.8)
-    ax.set_title("Accuracy retention vs speedup (one point per configuration)")
-    ax.set_xlabel(SPEEDUP_LABEL)
-    ax.set_ylabel("accuracy retention (method ÷ target alone)")
     if not df.empty:
         df = df[df["method"] != "ar"]
-    keys = [*CONFIG_KEYS, "dataset"]
-    points = []
+    datasets = _datasets(df)
+    n = max(1, len(datasets))
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig, grid = _figure(4.2 * ncols, 3.4 * nrows + 0.8, ncols=ncols, nrows=nrows)
+    axes = [ax for row in grid for ax in row] if nrows > 1 else grid
+    fig.suptitle("Accuracy retention vs speedup (one point per configuration)")
+    names = {method_name(r) for _, r in df.iterrows()} if not df.empty else set()
+    entries: dict[str, Any] = {}
     missing = 0
-    groups: dict[tuple, list] = {}
-    for _, r in df.iterrows():
-        groups.setdefault(config_key(r, keys, exclude_prefixes=()), []).append(r)
-    for members in groups.values():
-        s = _mean(m["speedup"] for m in members)
-        r = _mean(m["retention"] for m in members)
-        if s is None or r is None:
-            missing += 1
-            continue
-        points.append((s, r, members[0]))
-    if not points:
-        why = "no configuration has both a speedup and an accuracy retention"
-        if missing:
-            why += f"\n({missing} without retention: no paired baseline, or target-alone accuracy 0)"
-        _note(ax, why)
+    any_point = False
+    for ax, ds in zip(axes, datasets):
+        sub = df[df["dataset"].astype(str) == ds]
+        groups: dict[tuple, list] = {}
+        for _, r in sub.iterrows():
+            groups.setdefault(config_key(r, exclude_prefixes=()), []).append(r)
+        pts = []
+        for members in groups.values():
+            s, s_ci = _point(members, "speedup")
+            q, q_ci = _point(members, "retention")
+            if s is None or q is None:
+                missing += 1
+                continue
+            pts.append((s, q))
+            name = method_name(members[0])
+            h = ax.errorbar([s], [q], xerr=_yerr([s], [s_ci]), yerr=_yerr([q], [q_ci]), color=method_color(name, names),
+                            marker=MARKERS[sorted(names).index(name) % len(MARKERS)], ms=5, lw=0, elinewidth=1, capsize=2)
+            entries.setdefault(name, h)
+        if pts:
+            any_point = True
+            front = pareto_front(pts)
+            ax.plot([p[0] for p in front], [p[1] for p in front], color="black", lw=0.8, drawstyle="steps-post", zorder=1)
+        else:
+            _note(ax, "no configuration with both\na speedup and a retention")
+        ax.set_title(ds, fontsize=10)
+        ax.axhline(1.0, color="grey", lw=1, ls="--")
+        ax.axvline(1.0, color="grey", lw=1, ls="-.")
+        ax.grid(alpha=0.3)
+        ax.set_xlabel(SPEEDUP_LABEL, fontsize=8)
+        ax.set_ylabel("retention (÷ target alone)", fontsize=8)
+    for ax in axes[len(datasets):]:
+        ax.set_visible(False)
+    if not any_point:
+        if not datasets:
+            why = "no configuration has both a speedup and an accuracy retention"
+            if missing:
+                why += f"\n({missing} without retention: no paired baseline, or target-alone accuracy 0)"
+            _note(axes[0], why)
         return fig
-    methods = sorted({p[2]["method"] for p in points})
-    markers = dict(zip(methods, "osD^vP*X"))
-    for m in methods:
-        mine = [p for p in points if p[2]["method"] == m]
-        ax.scatter([p[0] for p in mine], [p[1] for p in mine], marker=markers[m], s=45, label=m, zorder=3)
-    if len(points) <= 15:
-        for x, y, row in points:
-            ax.annotate(f"{method_label(row)}\n{row['dataset']}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
-    front = pareto_front([(p[0], p[1]) for p in points])
-    ax.plot([p[0] for p in front], [p[1] for p in front], color="black", lw=1, ls="-", drawstyle="steps-post",
-            label="Pareto frontier", zorder=2)
-    ax.axhline(1.0, color="grey", lw=1, ls="--", label="target-alone accuracy")
-    ax.axhline(0.99, color="tab:red", lw=1, ls=":", label="99% retention (FLy's claim)")
-    ax.axvline(1.0, color="grey", lw=1, ls="-.", label="no speedup (1×)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    caption = _interval_caption(df) + "\nblack: Pareto frontier; dashed: target-alone accuracy; dash-dot: 1×"
     if missing:
-        ax.text(0.01, 0.01, f"{missing} configuration(s) without retention not shown", transform=ax.transAxes, fontsize=7)
+        caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
+    _legend(fig, entries, len(entries), caption)
     return fig
 
 
-def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]], max_lines: int = 12) -> Figure:
-    """P(draft position i accepted | drafted) per configuration (the summaries' acceptance_by_position)."""
+def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]], max_lines: int = MAX_LEGEND) -> Figure:
+    """P(draft position i accepted | drafted) per configuration (the summaries'
+    acceptance_by_position), one panel per data set, one colour per method. The summaries
+    carry no interval for it: the caption says so."""
     df = _frame(rows)
-    fig, (ax,) = _figure(7, 4.2)
-    ax.set_title("Acceptance rate by draft position")
-    ax.set_xlabel("draft position i (1 = first draft token)")
-    ax.set_ylabel("P(accepted | drafted)")
     lines = []
     if not df.empty and "acceptance_by_position" in df:
         for _, r in df.iterrows():
             rates = r.get("acceptance_by_position")
             if isinstance(rates, (list, tuple)) and len(rates) > 0:
                 lines.append((r, list(rates)))
+    datasets = sorted({str(r.get("dataset")) for r, _ in lines})
+    n = max(1, len(datasets))
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig, grid = _figure(4.2 * ncols, 3.2 * nrows + 1.0, ncols=ncols, nrows=nrows)
+    axes = [ax for row in grid for ax in row] if nrows > 1 else grid
+    fig.suptitle("Acceptance rate by draft position")
     if not lines:
-        _note(ax, "no acceptance-by-position figures (target-alone runs only, or no drafter)")
+        _note(axes[0], "no acceptance-by-position figures\n(target-alone runs only, or no drafter)")
         return fig
-    def line_of(r: Any) -> tuple:
-        return (*config_key(r, [*CONFIG_KEYS, "dataset"], exclude_prefixes=()), str(r.get("subset")))
 
-    reps = [r for r, _ in lines]
-    suffix = config_suffixes(reps, keyfn=line_of)
-    labels = [lab + suffix.get(line_of(r), "") for lab, r in zip(_varying_label(reps, ["pair", "dataset", "subset"]), reps)]
-    # one line per configuration (seeds averaged), never per label: two configurations that
-    # print alike carry their differing settings in the label instead
-    merged: dict[tuple, tuple[str, list[list[float]]]] = {}
-    for label, (r, rates) in zip(labels, lines):
-        merged.setdefault(line_of(r), (label, []))[1].append(rates)
-    merged = {label: runs for label, runs in merged.values()}
-    for label, runs in list(merged.items())[:max_lines]:
-        n = max(len(r) for r in runs)
-        mean = [sum(r[i] for r in runs if i < len(r)) / sum(1 for r in runs if i < len(r)) for i in range(n)]
-        ax.plot(range(1, n + 1), mean, marker="o", ms=3, label=label)
-    ax.set_ylim(-0.03, 1.03)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    if len(merged) > max_lines:
-        ax.text(0.01, 0.01, f"first {max_lines} of {len(merged)} configurations shown", transform=ax.transAxes, fontsize=7)
+    def line_of(r: Any) -> tuple:
+        return (*config_key(r, exclude_prefixes=()), str(r.get("subset")))
+
+    names = {method_name(r) for r, _ in lines}
+    reps: dict[tuple, Any] = {}
+    runs: dict[tuple, list[list[float]]] = {}
+    for r, rates in lines:
+        reps.setdefault(line_of(r), r)
+        runs.setdefault(line_of(r), []).append(rates)
+    labels = dict(zip(reps, _sweep_labels(list(reps.values()))))
+    # At most max_lines configurations (the legend names each once, whichever panels it is drawn
+    # in): those run on the most data sets, i.e. the main comparison before one-set ablation points.
+    coverage: dict[str, int] = {}
+    for key in reps:
+        coverage[labels[key]] = coverage.get(labels[key], 0) + 1
+    order = sorted(coverage, key=lambda lab: (-coverage[lab], lab))
+    shown = order[:max_lines]
+    by_name: dict[str, list[str]] = {}
+    for lab in shown:
+        by_name.setdefault(lab.split(" (", 1)[0], []).append(lab)
+    style_of = {lab: i for labs in by_name.values() for i, lab in enumerate(labs)}
+    entries: dict[str, Any] = {}
+    for ax, ds in zip(axes, datasets):
+        for key, r in reps.items():
+            if str(r.get("dataset")) != ds or labels[key] not in style_of:
+                continue
+            rr = runs[key]
+            k = max(len(x) for x in rr)
+            mean = [sum(x[i] for x in rr if i < len(x)) / sum(1 for x in rr if i < len(x)) for i in range(k)]
+            name = method_name(r)
+            style = style_of[labels[key]]
+            (h,) = ax.plot(range(1, k + 1), mean, marker=MARKERS[style % len(MARKERS)], ms=3, color=method_color(name, names),
+                           ls=("-", "--", ":", "-.")[style % 4], label=labels[key])
+            entries.setdefault(labels[key], h)
+        ax.set_title(ds, fontsize=10)
+        ax.set_ylim(-0.03, 1.03)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.set_xlabel("draft position i", fontsize=8)
+        ax.set_ylabel("P(accepted | drafted)", fontsize=8)
+    for ax in axes[len(datasets):]:
+        ax.set_visible(False)
+    entries = {lab: entries[lab] for lab in shown if lab in entries}
+    _legend(fig, entries, len(order), "no error bars: the summaries carry no interval for acceptance by position; "
+            f"the {len(entries)} configurations run on the most data sets are drawn")
     return fig
 
 

@@ -8,31 +8,40 @@ and uploaded later with `wandb sync <that folder>` (a whole sweep:
 
 What is logged:
 - config: the resolved Hydra config, plus run_id and run_dir; name = the run id (the config
-  hash that names the run folder); group = experiment_name, so a sweep shows as one group per
-  experiment; tags = logger.tags + method/drafter/pair/dataset;
+  hash that names the run folder); group = experiment_name: a sweep (one experiment file, one
+  `-m` sweep) is one group; tags = logger.tags + method/drafter/pair/dataset;
+- id: deterministic, from the experiment and the run id (wandb_run_id), with resume="allow":
+  a resumed run folder continues its W&B run, its per-sample history going on from the number
+  of samples already finished (their own history was logged by the earlier process);
 - per sample (x axis sample/index): tau, tokens, steps, tokens/s, the paired target-alone
-  tokens/s and the sample's speedup, identical-to-target, score fields, loose accepts;
+  tokens/s and the sample's speedup (metrics.sample_speedup), identical-to-target, score
+  fields, loose accepts;
 - per verification step (x axis step/index, when logger.log_steps): draft tokens offered and
   accepted, accepted length (accepted + 1, the tau of that step), and for lossy rules the raw
   mismatches and loose accepts of the step;
-- at the end: the run summary (scalars; nested fields flattened as a/b), a samples table, and
-  the per-run plots (acceptance rate by draft position, FLy mismatch entropies) as images.
+- at the end: the run summary = the run's figures (summary.json's scalars, nested fields
+  flattened as a/b, intervals as <figure>_ci_low/_ci_high). The per-sample and per-step series
+  are defined with summary="none" (define_metric), so no last-sample value stands in for a run
+  figure. Then a samples table (prompt, output, the target-alone output, per-sample figures),
+  samples.jsonl as an artifact (type "samples"), and the per-run plots (acceptance rate by
+  draft position, FLy mismatch entropies) as images.
 
 This class may raise: app.run only ever calls it through sinks.trackers.SafeTracker.
-The W&B id is fresh per process; a resumed run folder therefore gets a second W&B run (same
-name and group) whose per-sample history holds the newly finished samples and whose summary
-and samples table cover all of them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
+
+from ..metrics import sample_speedup
+from ..run_folder import RunFolder
+from ..schema import FIGURES
 
 log = logging.getLogger(__name__)
 MODES = ("offline", "online", "disabled")
@@ -82,8 +91,9 @@ def sample_log(record: dict[str, Any], index: int) -> dict[str, Any]:
         bm = base.get("metrics", {})
         if _number(bm.get("tokens_per_s")) is not None:
             data["sample/baseline_tokens_per_s"] = bm["tokens_per_s"]
-            if bm["tokens_per_s"] > 0 and _number(m.get("tokens_per_s")) is not None:
-                data["sample/speedup"] = m["tokens_per_s"] / bm["tokens_per_s"]
+        speedup = sample_speedup(record)
+        if speedup is not None:
+            data["sample/speedup"] = speedup
         data["sample/identical_to_target"] = int(base.get("output_ids") == record.get("output_ids"))
         for key, value in (base.get("score") or {}).items():
             if _number(value) is not None:
@@ -119,8 +129,24 @@ def step_logs(record: dict[str, Any], index: int, first_step: int) -> list[dict[
 
 SAMPLE_COLUMNS = [
     "id", "meta", "tau", "new_tokens", "steps", "tokens_per_s", "baseline_tokens_per_s", "speedup",
-    "correct", "baseline_correct", "identical_to_target", "loose_accepts", "output_text", "reference",
+    "correct", "baseline_correct", "identical_to_target", "loose_accepts", "prompt", "output_text",
+    "target_alone_output", "reference",
 ]
+
+
+def wandb_run_id(experiment: Any, run_id: str) -> str:
+    """The W&B id of a run folder: the same for every process that works on it (resume), and
+    different for the same run id under two experiments (W&B ids are unique per project)."""
+    return hashlib.sha256(f"{experiment}/{run_id}".encode()).hexdigest()[:20]
+
+
+def run_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's figures for the W&B summary: the schema's figures with their intervals first
+    (loosespec_bench/schema.py: the same names the report's index reads), then every other
+    scalar of summary.json (flatten_summary)."""
+    flat = flatten_summary(summary)
+    first = [k for f in FIGURES for k in (f.source, *(f.ci_sources if f.interval else ())) if k in flat]
+    return {**{k: flat[k] for k in first}, **{k: v for k, v in flat.items() if k not in first}}
 
 
 def sample_row(record: dict[str, Any], max_chars: int) -> list[Any]:
@@ -128,7 +154,7 @@ def sample_row(record: dict[str, Any], max_chars: int) -> list[Any]:
     base = record.get("baseline") or {}
     bm = base.get("metrics", {})
     b_tps = bm.get("tokens_per_s")
-    speedup = m.get("tokens_per_s") / b_tps if b_tps else None
+    speedup = sample_speedup(record)
     meta = record.get("meta")
     return [
         str(record.get("id")),
@@ -143,7 +169,9 @@ def sample_row(record: dict[str, Any], max_chars: int) -> list[Any]:
         _number((base.get("score") or {}).get("correct")),
         int(base.get("output_ids") == record.get("output_ids")) if base else None,
         sum(len(s.get("loose_accepted", [])) for s in record.get("steps", [])) if record.get("steps") else None,
+        str(record.get("prompt_text", ""))[-max_chars:],  # the end of a long few-shot prompt is the question
         str(record.get("output_text", ""))[:max_chars],
+        str(base.get("output_text", ""))[:max_chars] if base else None,
         str(record.get("reference", ""))[:max_chars],
     ]
 
@@ -224,13 +252,19 @@ class WandbTracker:
             x_disable_stats=not self.system_metrics,
             init_timeout=self.init_timeout,
         )
+        # A resumed folder: its finished samples (and their steps) were logged by the earlier
+        # process; this one's history goes on after them.
+        earlier = RunFolder(self.run_dir, create=False).records() if (self.run_dir / RunFolder.SAMPLES).exists() else []
+        self._n_samples = len(earlier)
+        self._n_steps = sum(len((r.get("metrics") or {}).get("accepted") or []) for r in earlier)
         self.run = wandb.init(
             project=self.project,
             entity=self.entity,
             group=self.group or config.get("experiment_name"),
             job_type=self.job_type or method,
             name=run_id,
-            id=uuid.uuid4().hex[:12],  # fresh per process (see the module docstring)
+            id=wandb_run_id(config.get("experiment_name"), run_id),
+            resume="allow",
             tags=[t[:TAG_MAX] for t in dict.fromkeys(tags)],
             notes=self.notes,
             config=config,
@@ -240,10 +274,12 @@ class WandbTracker:
             settings=settings,
         )
         self.wandb_dir = Path(self.run.dir).parent
-        self.run.define_metric("sample/index")
-        self.run.define_metric("sample/*", step_metric="sample/index")
-        self.run.define_metric("step/index")
-        self.run.define_metric("step/*", step_metric="step/index")
+        # The series' last values are not run figures: summary="none" keeps them out of the run
+        # summary, which finish() fills with the run's own figures.
+        self.run.define_metric("sample/index", summary="none")
+        self.run.define_metric("sample/*", step_metric="sample/index", summary="none")
+        self.run.define_metric("step/index", summary="none")
+        self.run.define_metric("step/*", step_metric="step/index", summary="none")
 
     def log_sample(self, record: dict[str, Any]) -> None:
         index = self._n_samples
@@ -258,11 +294,17 @@ class WandbTracker:
     def finish(self, summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
         import wandb
 
-        self.run.summary.update(flatten_summary(summary))
+        self.run.summary.update(run_figures(summary))
         table = wandb.Table(
             columns=SAMPLE_COLUMNS, data=[sample_row(r, self.max_text_chars) for r in records[: self.max_table_rows]]
         )
         self.run.log({"samples": table})
+        samples = self.run_dir / RunFolder.SAMPLES if self.run_dir is not None else None
+        if samples is not None and samples.is_file():
+            artifact = wandb.Artifact(f"samples-{self.run.id}", type="samples",
+                                      metadata={"run_id": self.run_dir.name, "n_samples": len(records)})
+            artifact.add_file(str(samples), name=RunFolder.SAMPLES)
+            self.run.log_artifact(artifact)
         if self.plots and self.plotter is not None:
             try:
                 images = {f"plots/{name}": wandb.Image(str(path)) for name, path in self._plot(summary, records).items()}

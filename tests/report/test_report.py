@@ -96,37 +96,43 @@ def test_index_cli_writes_csv(results, tmp_path, capsys):
     assert json.loads(csv.loc[csv["method"] == "spd", "acceptance_by_position"].iloc[0])  # lists as JSON
 
 
-def test_tables_show_ours_beside_published_with_not_run_cells(results, tmp_path):
+def test_tables_show_ours_beside_published_and_say_what_was_not_run(results, tmp_path):
     out = tmp_path / "reports"
     assert report_main(["tables", "--results", str(results["root"]), "--out", str(out)]) == 0
-    names = ["fly_main", *[f"fly_ablation_{a}" for a in ABLATIONS], "dropmatch_main", "dropmatch_eagle3", "dropmatch_overhead"]
+    names = ["fly_main", "noise_floor", *[f"fly_ablation_{a}" for a in ABLATIONS], "dropmatch_main", "dropmatch_eagle3", "dropmatch_overhead"]
     for name in names:
         for ext in ("md", "tex", "csv"):
             assert (out / f"{name}.{ext}").stat().st_size > 0, (name, ext)
+        assert (out / f"{name}_long.csv").exists(), name
     fly_s = results["summaries"]["fly"]
     spd_s = results["summaries"]["spd"]
 
     fly_main = (out / "fly_main.md").read_text()
     ours = [line for line in fly_main.splitlines() if line.startswith("| ours | tiny | FLy")]
-    assert len(ours) == 1 and f"{fly_s['tau']:.2f}" in ours[0] and f"{fly_s['speedup']:.2f}×" in ours[0]
-    assert NOT_RUN in ours[0]  # gsm8k, humaneval, ... were not run
+    assert len(ours) == 1 and f"{fly_s['tau']:.2f}" in ours[0] and f"{fly_s['speedup']:.2f}× (no interval)" in ours[0]
     assert "| ours | tiny | SPD (model, K=2) |" in fly_main
+    # No row or cell of "not run": the notes say what was not run.
+    assert NOT_RUN not in "".join(line for line in fly_main.splitlines() if line.startswith("|"))
+    assert "Not run here: data sets gsm8k, humaneval, mbpp_plus, niah, acp_prog_gen" in fly_main
+    assert "FLy (mla) on llama31-8b-70b" in fly_main  # our missing counterpart of a published row, named
     published = [line for line in fly_main.splitlines() if line.startswith("| published")]
     assert any("2.81×" in line for line in published) and any("5.07×" in line for line in published)
     assert any("1.62×" in line for line in published)
-    assert "| ours | llama31-8b-70b | FLy (mla) |" in fly_main  # our counterpart of a published row
     tex = (out / "fly_main.tex").read_text()
-    assert r"2.81$\times$" in tex and r"\begin{tabular}" in tex and "not run" in tex
+    assert r"2.81$\times$" in tex and r"\begin{tabular}" in tex and r"\toprule" in tex and "resizebox" not in tex
 
     dm = (out / "dropmatch_main.md").read_text()
     assert "7.62" in dm and "9.20" in dm and "1.22×" in dm and "9.78" in dm and "1.09–1.33×" in dm
-    ours_spd = [line for line in dm.splitlines() if line.startswith("| ours | tiny")]
-    assert len(ours_spd) == 1 and f"{spd_s['tau']:.2f}" in ours_spd[0] and NOT_RUN in ours_spd[0]
+    assert not [line for line in dm.splitlines() if line.startswith("| ours")]  # no DropMatch run here
+    assert "SD runs without a DropMatch run of the same settings (not shown): tiny mgsm SPD (model, K=2)" in dm
     eagle = (out / "dropmatch_eagle3.md").read_text()
-    assert "1.46" in eagle and "5.24" in eagle and "up to 1.09×" in eagle and NOT_RUN in eagle
+    assert "1.46" in eagle and "5.24" in eagle and "up to 1.09×" in eagle and "Not run here" in eagle
 
     theta = (out / "fly_ablation_theta.md").read_text()
-    assert "| 0.45 | ours | tiny |" in theta and "not sourced" in theta
+    assert "| 0.45 | tiny |" in theta and "Published ablation figures: none" in theta
+    floor = (out / "noise_floor.md").read_text()
+    assert "| tiny | mgsm | FLy (model, K=3, θ=0.45, W=6, no window) | loose |" in floor
+    assert "No lossless twin run for: FLy" in floor  # SPD ran at K=2, FLy at K=3: no twin
 
     # Missing figures are named, never shown as zero.
     for table in build_tables(load_index(results["root"])):
@@ -135,7 +141,11 @@ def test_tables_show_ours_beside_published_with_not_run_cells(results, tmp_path)
             if "speedup" in col or "tau" in col:
                 assert not frame[col].isin([0, 0.0, "0", "0.0"]).any(), (table.name, col)
     csv = pd.read_csv(out / "fly_main.csv")
-    assert (csv["gsm8k speedup"] == NOT_RUN).any() and (csv["mean speedup (paper sets)"] == "2.81").any()
+    assert (csv["mean speedup (paper sets)"] == 2.81).any()
+    long = pd.read_csv(out / "fly_main_long.csv")
+    mine = long[(long["method"].astype(str).str.startswith("FLy (model")) & (long["scope"] == "mgsm") & (long["figure"] == "speedup")]
+    assert len(mine) == 1 and mine["value"].iloc[0] == pytest.approx(fly_s["speedup"]) and mine["interval"].iloc[0] == "no interval"
+    assert spd_s["tau"] > 0
 
 
 def test_published_csv_every_figure_has_a_source():
@@ -205,10 +215,17 @@ def test_committed_cpu_replication_holds_tables_plots_and_runs():
     for run_dir in index["run_dir"]:
         assert (Path(run_dir) / "summary.json").exists() and (Path(run_dir) / "config.yaml").exists()
     fly_main = (CPU_RESULTS / "fly_main.md").read_text()
-    assert "(paper)" in fly_main and "| ours | qwen2.5-coder-0.5b-1.5b |" in fly_main and "(n=3)" in fly_main
+    assert "(paper)" in fly_main and "| ours | qwen2.5-coder-0.5b-1.5b |" in fly_main and "n=3" in fly_main
+    if not index["intervals"].any():  # summaries written before the interval fields: said, never hidden
+        assert "(no interval)" in fly_main and "predate the interval fields" in fly_main
+    dropmatch = (CPU_RESULTS / "dropmatch_main.md").read_text()
+    assert "| naive, N=5, p=0.3 |" in dropmatch and "| js, N=5, p=0.3 |" in dropmatch and "criterion=config" not in dropmatch
     # The committed tables are the report of the committed runs.
     for table in build_tables(index):
         assert (CPU_RESULTS / f"{table.name}.md").read_text(encoding="utf-8") == table.to_markdown()
+        assert (CPU_RESULTS / f"{table.name}.tex").read_text(encoding="utf-8") == table.to_latex()
+        committed_long = pd.read_csv(CPU_RESULTS / f"{table.name}_long.csv")
+        assert len(committed_long) == len(table.to_long())
 
 
 def test_notebook_reads_the_cpu_replication_by_default(tmp_path):
@@ -224,3 +241,26 @@ def test_notebook_reads_the_cpu_replication_by_default(tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("run folders under ../results/cpu/runs" in o.get("text", "") for o in outputs)
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+
+
+def test_a_new_rule_knob_reaches_the_report_without_report_code(tmp_path, monkeypatch):
+    """README's new acceptance rule (one module, one config file with its knob `top`): the
+    index gets a `top` column and every table and legend labels the run `top=2`, though no
+    report module names the knob (issue 22: the schema finds undeclared rule knobs)."""
+    from ..test_extend import _files, _run as extend_run, _write
+
+    _write(tmp_path, _files("ext_top2.py", "conf/method/top2.yaml"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    results = tmp_path / "results"
+    extend_run(tmp_path / "conf", ["method=top2", "drafter=model", "drafter.k=3"], results)
+    extend_run(tmp_path / "conf", ["method=top2", "method.top=3", "drafter=model", "drafter.k=3"], results)
+    index = load_index(results)
+    assert "top" in index.columns and sorted(index["top"]) == [2, 3]
+    report_dir = tmp_path / "report"
+    assert report_main(["all", "--results", str(results), "--out", str(report_dir), "--formats", "png"]) == 0
+    fly_main = (report_dir / "fly_main.md").read_text()
+    assert "| ours | tiny | top2 (model, K=3, top=2) |" in fly_main and "| ours | tiny | top2 (model, K=3, top=3) |" in fly_main
+    assert "top2 (model, K=3, top=2) | loose |" in (report_dir / "noise_floor.md").read_text()
+    assert "top" in pd.read_csv(report_dir / "index.csv").columns
+    for module in ("index.py", "tables.py", "plots.py", "__main__.py"):
+        assert '"top"' not in (REPO / "loosespec_bench" / "report" / module).read_text()

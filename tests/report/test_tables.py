@@ -17,9 +17,12 @@ from loosespec_bench.report.index import COLUMNS, NUMERIC, summary_row  # noqa: 
 from loosespec_bench.report.plots import fig_vs_param  # noqa: E402
 from loosespec_bench.report.tables import (  # noqa: E402
     NOT_RUN,
+    combine,
     dropmatch_main_table,
+    fly_ablation_table,
     fly_main_table,
     load_published,
+    noise_floor_table,
 )
 
 BASE_CFG = {
@@ -35,8 +38,8 @@ BASE_CFG = {
 }
 
 
-def _run(cfg: dict, *, tau: float, speedup: float, n: int = 10, run_id: str | None = None) -> dict:
-    summary = {
+def _run(cfg: dict, *, tau: float, speedup: float, n: int = 10, run_id: str | None = None, **extra: object) -> dict:
+    summary = {**extra,
         "method": cfg["method"]["name"], "drafter": cfg.get("drafter", {}).get("name"), "k": cfg.get("drafter", {}).get("k"),
         "pair": cfg["pair"]["name"], "dataset": cfg["dataset"]["name"], "tau": tau, "speedup": speedup,
         "accuracy": 0.8, "baseline_accuracy": 0.8, "retention": 1.0, "n_samples": n, "temperature": 0.0,
@@ -157,7 +160,102 @@ def test_plot_lines_are_configurations_not_labels():
             cfg = _variant(pair__dtype=dtype, method__theta=theta)
             rows.append(_run(cfg, tau=5.0, speedup=speed + theta, run_id=f"{dtype}-{theta}"))
     fig = fig_vs_param(_index(rows), "theta")
-    lines = [line for line in fig.axes[0].get_lines() if not line.get_label().startswith("target alone")]
-    assert len(lines) == 2
-    labels = {line.get_label() for line in lines}
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(labels) == 2, labels  # two sweeps, never one line through both dtypes
     assert any("pair.dtype=float32" in lab for lab in labels) and any("pair.dtype=bfloat16" in lab for lab in labels)
+    assert all("θ" not in lab and "nan" not in lab for lab in labels)  # the x axis is not in the label
+
+
+INTERVALS = {"speedup_ci_low": 1.21, "speedup_ci_high": 1.63, "accuracy_ci_low": 0.6, "accuracy_ci_high": 0.95,
+             "ci_level": 0.95, "n_problems": 10}
+
+
+def test_a_cell_carries_its_interval_and_an_old_summary_says_no_interval():
+    new = _run(BASE_CFG, tau=6.0, speedup=1.42, run_id="new", **INTERVALS)
+    old = _run(_variant(dataset__name="humaneval"), tau=6.0, speedup=1.10, run_id="old")
+    table = fly_main_table(_index([new, old]), load_published())
+    row = _ours(table, "llama31-8b-70b")[0]
+    assert row[table.columns.index("gsm8k speedup")].text() == "1.42× [1.21, 1.63]"
+    assert row[table.columns.index("gsm8k accuracy")].text() == "0.800 [0.600, 0.950] (n=10)"
+    assert row[table.columns.index("humaneval speedup")].text() == "1.10× (no interval)"
+    assert any("predate the interval fields" in n for n in table.notes)
+    # A new summary whose interval is null (not computable, e.g. n=1) says so, not "no interval".
+    null = _run(BASE_CFG, tau=6.0, speedup=1.0, run_id="null", ci_level=0.95, speedup_ci_low=None, speedup_ci_high=None)
+    cell = fly_main_table(_index([null]), load_published())
+    assert "interval not computable" in _ours(cell, "llama31-8b-70b")[0][cell.columns.index("gsm8k speedup")].text()
+
+
+def test_an_underpowered_run_says_so_in_its_quality_cells():
+    under = _run(BASE_CFG, tau=6.0, speedup=1.4, n=3, underpowered=True, power_threshold=0.05, **INTERVALS)
+    table = fly_main_table(_index([under]), load_published())
+    row = _ours(table, "llama31-8b-70b")[0]
+    assert "underpowered (n=3)" in row[table.columns.index("gsm8k accuracy")].text()
+    assert "underpowered" not in row[table.columns.index("gsm8k speedup")].text()  # speed is not a quality figure
+    assert any("underpowered (n=…)" in n and "0.05" in n for n in table.notes)
+
+
+def test_combined_intervals_of_independent_estimates():
+    assert combine([1.0], [(0.8, 1.3)]) == (1.0, (0.8, 1.3))
+    mean, ci = combine([1.0, 2.0], [(0.8, 1.2), (1.8, 2.2)])
+    assert mean == 1.5 and ci == pytest.approx((1.5 - (0.08 ** 0.5) / 2, 1.5 + (0.08 ** 0.5) / 2))
+    assert combine([1.0, 2.0], [(0.8, 1.2), (None, None)])[1] is None
+
+
+def _dropmatch(criterion: str, tau: float) -> dict:
+    cfg = _variant()
+    cfg["method"] = {"name": "dropmatch", "_target_": "loosespec_bench.verifiers.dropmatch.DropMatch", "criterion": criterion,
+                     "n_paths": 5, "p": 0.3, "include_clean_path": False, "majority": 0.5}
+    cfg["drafter"] = {"name": "model", "k": 10}
+    return _run(cfg, tau=tau, speedup=1.1, run_id=f"dm-{criterion}")
+
+
+def test_dropmatch_rows_are_named_by_criterion_never_by_a_hash():
+    spd = _variant()
+    spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+    spd["drafter"] = {"name": "model", "k": 10}
+    rows = [_run(spd, tau=7.0, speedup=1.0, run_id="spd"), _dropmatch("naive", 8.0), _dropmatch("js", 8.5)]
+    table = dropmatch_main_table(_index(rows), load_published())
+    ours = _ours(table, "llama31-8b-70b")
+    settings = sorted(r[table.columns.index("DropMatch setting")] for r in ours)
+    assert settings == ["js, N=5, p=0.3", "naive, N=5, p=0.3"]  # the bug: 'criterion=config, N=<hash>'
+    assert all(r[table.columns.index("SD tau")].value == 7.0 for r in ours)  # both beside the same SPD run
+
+
+def test_every_loose_row_has_its_lossless_twin_beside_it():
+    spd = _variant()
+    spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+    twin = _run(spd, tau=5.0, speedup=1.2, run_id="twin", retention_ci_low=0.8, retention_ci_high=1.1, identical_to_target=0.9)
+    other_dtype = _run({**spd, "pair": {**spd["pair"], "dtype": "float32"}}, tau=5.0, speedup=1.2, run_id="f32")
+    fly = _run(BASE_CFG, tau=6.0, speedup=2.0, run_id="fly", identical_to_target=0.2)
+    table = noise_floor_table(_index([fly, twin, other_dtype]))
+    assert [r[3] for r in table.rows] == ["loose", "lossless twin (noise floor)"]  # the bf16 twin, not the float32 run
+    assert table.rows[1][table.columns.index("retention")].ci == (0.8, 1.1)
+    assert table.rows[1][table.columns.index("identical to target alone")].value == 0.9
+    assert table.rows[0][table.columns.index("identical to target alone")].value == 0.2
+
+
+def test_ablation_points_are_compared_over_the_same_data_sets_only():
+    rows = [_run(_variant(method__theta=0.3, dataset__name=ds), tau=6.0, speedup=s, run_id=f"t3-{ds}")
+            for ds, s in (("gsm8k", 3.0), ("mgsm", 1.0), ("humaneval", 3.0))]
+    rows.append(_run(_variant(method__theta=0.6, dataset__name="mgsm"), tau=6.0, speedup=2.0, run_id="t6-mgsm"))
+    table = fly_ablation_table(_index(rows), "theta")
+    speed = table.columns.index("speedup")
+    by_theta = {r[0]: r for r in table.rows}
+    assert by_theta["0.3"][3] == "mgsm" and by_theta["0.3"][speed].value == 1.0  # not the 3-set mean of 2.33
+    assert any("compared over mgsm only" in n and "gsm8k, humaneval" in n for n in table.notes)
+
+
+def test_latex_fits_a_column_without_resizing():
+    rows = [_run(_variant(dataset__name=ds), tau=6.0, speedup=2.0, run_id=ds) for ds in ("gsm8k", "mgsm", "humaneval", "niah")]
+    tex = fly_main_table(_index(rows), load_published()).to_latex()
+    assert "resizebox" not in tex and r"\toprule" in tex and r"\bottomrule" in tex
+    specs = [line.split("{", 2)[2].rstrip("}") for line in tex.splitlines() if line.startswith(r"\begin{tabular}")]
+    assert specs and all(len(spec) <= 5 for spec in specs)  # at most 4 figures + the label column per tabular
+
+
+def test_tidy_csv_has_one_line_per_row_scope_and_figure():
+    table = fly_main_table(_index([_run(BASE_CFG, tau=6.0, speedup=1.42, **INTERVALS)]), load_published())
+    long = table.to_long()
+    mine = long[(long["source"] == "ours") & (long["scope"] == "gsm8k") & (long["figure"] == "speedup")]
+    assert len(mine) == 1 and (mine["ci_low"].iloc[0], mine["ci_high"].iloc[0]) == (1.21, 1.63)
+    assert not long.duplicated(["source", "pair", "method", "scope", "figure"]).any()

@@ -1,0 +1,256 @@
+"""The report schema: every run figure and every rule knob a report shows, declared once.
+
+Read by the index (report/index.py: its columns), the tables and plots (labels, formats, the
+interval columns), and the W&B sink (sinks/wandb.py: summary metric names). It lives on the
+ground floor (it imports nothing from the package) so that the sinks, which must not import the
+report, read the same declarations.
+
+Figures: a summary.json key (`source`), the index column it becomes, a human label and a kind
+that fixes its format. Figures with `interval=True` have `<source>_ci_low` / `<source>_ci_high`
+beside them in summary.json (the SUMMARY INTERVALS contract, stats/summary: paired bootstrap
+over samples); summaries written before those keys existed have none, and the report then
+prints the point value marked "no interval".
+
+Knobs: a resolved-config key (`method.window`), its index column (`W`), the label prefix the
+tables and legends print (`W=6`) and when it is left out of a label (its neutral value). A rule
+knob that is not declared here (a new rule's `method.<key>` in its one config file) is found in
+the run's config all the same: its column and label are the key's own name (knobs_of), so a new
+rule needs no change to any report code. The declarations below are the package's own rules'
+knobs; they move onto the rules' parameter classes once those declare labels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+# -- figures ----------------------------------------------------------------------------------
+KINDS = ("speedup", "tau", "score", "diff", "ratio", "count", "rate")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One run figure: summary key -> index column, label and format."""
+
+    column: str  # index column (also the tidy CSV's `metric`)
+    source: str  # summary.json key
+    label: str  # human label (table headers, plot axes, W&B)
+    kind: str = "score"  # speedup (1.42×) | tau (10.79) | score (0.667) | diff (+0.33) | ratio (1.20×) | count | rate
+    interval: bool = False  # summary.json carries <source>_ci_low / <source>_ci_high
+
+    @property
+    def ci_columns(self) -> tuple[str, str]:
+        return f"{self.column}_ci_low", f"{self.column}_ci_high"
+
+    @property
+    def ci_sources(self) -> tuple[str, str]:
+        return f"{self.source}_ci_low", f"{self.source}_ci_high"
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("speedup", "speedup", "speedup over target alone (×)", "speedup", interval=True),
+    Figure("speedup_median", "speedup_median_of_samples", "median per-sample speedup (×)", "speedup", interval=True),
+    Figure("tau", "tau", "tau (tokens per target step)", "tau", interval=True),
+    Figure("accuracy", "accuracy", "accuracy", "score", interval=True),
+    Figure("baseline_accuracy", "baseline_accuracy", "target-alone accuracy", "score", interval=True),
+    Figure("accuracy_diff", "accuracy_diff", "accuracy − target alone (paired)", "diff", interval=True),
+    Figure("retention", "retention", "accuracy retention (method ÷ target alone)", "score", interval=True),
+    Figure("tokens_per_s", "tokens_per_s", "tokens/s", "rate"),
+    Figure("baseline_tokens_per_s", "baseline_tokens_per_s", "target-alone tokens/s", "rate"),
+    Figure("identical_to_target", "identical_to_target", "identical to target alone", "score"),
+    Figure("mismatches", "mismatches", "raw mismatches", "count"),
+    Figure("loose_accepts", "loose_accepts", "loose accepts", "count"),
+    Figure("loose_accept_rate", "loose_accept_rate", "loose accept rate", "score"),
+    Figure("tau_with_loose", "tau_with_loose", "tau with loose accepts", "tau"),
+    Figure("tau_without_loose", "tau_without_loose", "tau without loose accepts", "tau"),
+    Figure("dropmatch_overhead", "dropmatch_overhead", "DropMatch overhead (share of decode time)", "score"),
+)
+FIGURE = {f.column: f for f in FIGURES}
+# The task's headline quality figure (the generic `score` column): the first of these a summary
+# has; its interval keys follow the same contract (<key>_ci_low, baseline_<key>, <key>_diff).
+SCORE_KEYS = ("accuracy", "pass@1", "prompt_level_strict_acc", "rating", "quality")
+SCORE = Figure("score", "score", "score (the task's headline quality figure)", "score", interval=True)
+
+
+def figure(column: str) -> Figure:
+    return SCORE if column == "score" else FIGURE[column]
+
+
+def number(value: Any) -> float | None:
+    """A finite float, or None (bools, strings, lists, NaN and inf are not figures)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def interval_of(summary: Mapping[str, Any], source: str) -> tuple[float | None, float | None]:
+    """(<source>_ci_low, <source>_ci_high) of a summary; None where absent or malformed."""
+    return number(summary.get(f"{source}_ci_low")), number(summary.get(f"{source}_ci_high"))
+
+
+def has_intervals(summary: Mapping[str, Any]) -> bool:
+    """Whether a summary was written under the intervals contract (any F_ci_low key but the
+    older retention_ci_*: an old summary's missing interval is 'no interval', a new one's null
+    interval is 'not computable')."""
+    return "ci_level" in summary or any(f"{f.source}_ci_low" in summary for f in FIGURES if f.column != "retention")
+
+
+def format_value(value: float, kind: str, *, latex: bool = False) -> str:
+    """One figure in its kind's format: 1.42×, 10.79, 0.667, +0.333."""
+    times = r"$\times$" if latex else "×"
+    if kind in ("speedup", "ratio"):
+        return f"{value:.2f}{times}"
+    if kind == "tau":
+        return f"{value:.2f}"
+    if kind == "diff":
+        return f"{value:+.3f}"
+    if kind == "count":
+        return f"{value:g}"
+    if kind == "rate":
+        return f"{value:.3g}"
+    return f"{value:.3f}"
+
+
+def format_interval(low: float, high: float, kind: str) -> str:
+    """'[1.21, 1.63]' (no unit: it follows the point's)."""
+    digits = 2 if kind in ("speedup", "ratio", "tau") else 3 if kind != "diff" else 3
+    fmt = "{:+.%df}" % digits if kind == "diff" else "{:.%df}" % digits
+    return f"[{fmt.format(low)}, {fmt.format(high)}]"
+
+
+# -- per-run bookkeeping columns read from summary.json (issue 21: intervals, power, timing) --------
+RUN_FIELDS: tuple[tuple[str, str, str], ...] = (
+    # (index column, summary key, kind): bool | int | float | text
+    ("n_problems", "n_problems", "int"),
+    ("underpowered", "underpowered", "bool"),
+    ("power_threshold", "power_threshold", "float"),
+    ("ci_level", "ci_level", "float"),
+    ("ci_method", "ci_method", "text"),
+)
+TIMING_FIELDS = ("clean", "retimed", "excluded", "contaminated")
+
+
+# -- knobs ------------------------------------------------------------------------------------
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A setting that tells configurations apart, shown in table rows and legends."""
+
+    key: str  # resolved-config key, e.g. method.window
+    column: str  # index column, e.g. W
+    label: str  # label prefix: `W=6`; "" = the bare value (criterion: `js`)
+    axis: str = ""  # axis / header text when a sweep varies it
+    hidden: Any = _UNSET  # the value left out of labels (a neutral default)
+    flag: str = ""  # for booleans: the label text when true (and nothing when false)
+    numeric: bool = False  # the index column is numeric (NaN where the run has no such key)
+    methods: tuple[str, ...] = ()  # methods whose labels show it (empty: every method)
+
+    def shown(self, value: Any) -> str | None:
+        """The label part for a value, or None when the label leaves it out."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        if self.hidden is not _UNSET and _same(value, self.hidden):
+            return None
+        if isinstance(value, bool) or self.flag:
+            return (self.flag or self.label or self.column) if value is True else None
+        text = _text(value)
+        if self.key == "drafter.k":
+            text = str(int(float(value)))
+        return f"{self.label}={text}" if self.label else text
+
+    def applies(self, method: Any) -> bool:
+        return not self.methods or method in self.methods
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return float(a) == float(b) if not isinstance(a, (str, bool)) and not isinstance(b, (str, bool)) else a == b
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("drafter.k", "K", "K", "draft length K (tokens)", numeric=True),
+    Knob("method.theta", "theta", "θ", "entropy threshold θ", numeric=True, methods=("fly",)),
+    Knob("method.window", "W", "W", "deferral window W (tokens)", numeric=True, methods=("fly",)),
+    Knob("method.top_k", "entropy_top_k", "top", "probabilities in FLy's entropy", hidden=3, numeric=True, methods=("fly",)),
+    Knob("method.mode", "mode", "mode", "FLy entropy mode", hidden="code", methods=("fly",)),
+    Knob("method.no_window", "no_window", "no window", flag="no window", hidden=False, methods=("fly",)),
+    Knob("method.theta_switch_off", "theta_switch_off", "θ switch-off", flag="θ switch-off", hidden=True, methods=("fly",)),
+    Knob("method.near_limit", "near_limit", "near limit", hidden="full_k", methods=("fly",)),
+    Knob("method.draft_sampling", "draft_sampling", "sampled draft", flag="sampled draft", hidden=False, methods=("fly",)),
+    Knob("method.criterion", "criterion", "", "DropMatch criterion", methods=("dropmatch",)),
+    Knob("method.n_paths", "n_paths", "N", "DropMatch paths N", numeric=True, methods=("dropmatch",)),
+    Knob("method.p", "dropout_p", "p", "LM-head dropout p", numeric=True, methods=("dropmatch",)),
+    Knob("method.include_clean_path", "include_clean_path", "clean path", flag="clean path", hidden=False, methods=("dropmatch",)),
+    Knob("method.majority", "majority", "majority", hidden=0.5, numeric=True, methods=("dropmatch",)),
+    Knob("generation.temperature", "temperature", "T", "temperature T", hidden=0.0, numeric=True),
+)
+KNOB_BY_KEY = {k.key: k for k in KNOBS}
+KNOB_BY_COLUMN = {k.column: k for k in KNOBS}
+# method.* keys that are bookkeeping, not knobs.
+METHOD_BOOKKEEPING = ("name", "_target_", "uses_drafter", "description")
+
+
+def knobs_of(config: Mapping[str, Any]) -> list[Knob]:
+    """The knobs of one run: the declared ones its flat config (dotted keys) has, plus every
+    other scalar method.<key> (a rule's own knob that nothing declares: column and label are
+    its name, prefixed `method_` where the name is already an index column)."""
+    out = [k for k in KNOBS if k.key in config]
+    for key, value in config.items():
+        if not key.startswith("method.") or key in KNOB_BY_KEY:
+            continue
+        name = key.split(".", 1)[1]
+        if name in METHOD_BOOKKEEPING or "." in name or isinstance(value, (dict, list)):
+            continue
+        column = name if name not in RESERVED_COLUMNS else f"method_{name}"
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        out.append(Knob(key, column, name, name, numeric=numeric))
+    return out
+
+
+def knob_value(config: Mapping[str, Any], knob: Knob) -> Any:
+    """A knob's value in a flat config (lists as JSON text)."""
+    value = config.get(knob.key)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def label_parts(row: Mapping[str, Any], *, skip: Iterable[str] = ()) -> list[str]:
+    """The knob parts of a method label from an index row: every knob column the row has a
+    value for (declared order, then the run's undeclared knobs), neutral values left out.
+    skip: columns left out (a plot's x axis)."""
+    skip = set(skip)
+    method = row.get("method")
+    parts = []
+    extra = row.get("extra_knobs")
+    extra = extra if isinstance(extra, (list, tuple)) else ()
+    knobs = [*KNOBS, *(Knob(f"method.{c}", c, c) for c in extra if c not in KNOB_BY_COLUMN)]
+    for knob in knobs:
+        if knob.column in skip or knob.key == "drafter.k" or not knob.applies(method):
+            continue
+        part = knob.shown(row.get(knob.column))
+        if part:
+            parts.append(part)
+    return parts
+
+
+# Index columns a rule knob's name must not take over (knobs_of prefixes them).
+RESERVED_COLUMNS = {
+    "experiment", "run_id", "status", "method", "drafter", "pair", "dataset", "subset", "tree", "seed", "score",
+    "score_name", "n_samples", "n_expected", "hardware", "date", "git_commit", "run_dir", "summary_source",
+    "config", "config_id", "dataset_config_id", "extra_knobs", "top_k",
+    *FIGURE, *(c for f in FIGURES for c in f.ci_columns), *(c for c, _, _ in RUN_FIELDS),
+}

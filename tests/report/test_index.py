@@ -1,0 +1,116 @@
+"""The index never merges unlike runs and survives bad folders (issue 24): a run without
+config.yaml is its own row, a run id found in two experiment folders counts once, a malformed
+summary.json skips its folder with a warning; intervals and power fields are read per the
+SUMMARY INTERVALS contract."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("matplotlib")
+
+from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
+from loosespec_bench.report.index import load_index  # noqa: E402
+from loosespec_bench.report.plots import build_figures  # noqa: E402
+from loosespec_bench.report.tables import fly_main_table, load_published  # noqa: E402
+
+CONFIG = {
+    "method": {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"},
+    "drafter": {"name": "model", "k": 4},
+    "pair": {"name": "tiny", "dtype": "float32", "draft": {"path": "tiny:1"}, "target": {"path": "tiny:0"}},
+    "dataset": {"name": "gsm8k", "limit": 3},
+    "generation": {"temperature": 0.0},
+    "seed": 0,
+    "experiment_name": "exp",
+}
+
+
+def _summary(**extra) -> dict:
+    return {"method": "spd", "drafter": "model", "k": 4, "pair": "tiny", "dataset": "gsm8k", "n_samples": 3,
+            "tau": 4.8, "speedup": 1.3, "accuracy": 0.5, "baseline_accuracy": 0.5, "retention": 1.0,
+            "acceptance_by_position": [0.9, 0.8], "date": "2026-12-01T00:00:00+00:00", **extra}
+
+
+def _folder(root: Path, experiment: str, run_id: str, summary: dict, config: dict | None = CONFIG) -> Path:
+    d = root / experiment / run_id
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps(summary))
+    if config is not None:
+        (d / "config.yaml").write_text(yaml.safe_dump(config))
+    return d
+
+
+def test_runs_without_config_are_their_own_rows_never_merged(tmp_path):
+    # Two SPD K=4 runs with different drafts, config.yaml lost: tau 4.80 and 1.00 (issue 24's repro).
+    _folder(tmp_path, "exp", "a", _summary(tau=4.8), config=None)
+    _folder(tmp_path, "exp", "b", _summary(tau=1.0, speedup=0.5), config=None)
+    index = load_index(tmp_path)
+    assert len(index) == 2
+    table = fly_main_table(index, load_published())
+    ours = [r for r in table.rows if r[0] == "ours"]
+    assert len(ours) == 2  # never one averaged row (tau 2.90)
+    assert all("config unknown" in r[2] for r in ours)
+    col = table.columns.index("gsm8k speedup")
+    assert sorted(r[col].value for r in ours) == [0.5, 1.3]
+
+
+def test_the_same_run_id_in_two_experiment_folders_counts_once(tmp_path, caplog):
+    first = _folder(tmp_path, "exp", "spd_same_id", _summary(n_samples=9))
+    copy = tmp_path / "other_exp" / "spd_same_id"
+    shutil.copytree(first, copy)
+    (copy / "summary.json").write_text(json.dumps(_summary(n_samples=6)))
+    with caplog.at_level(logging.WARNING):
+        index = load_index(tmp_path)
+    assert len(index) == 1 and index["n_samples"].iloc[0] == 9  # the copy with the most samples
+    assert str(copy) in index["also_in"].iloc[0]
+    assert any("counted once" in r.message for r in caplog.records)
+
+
+@pytest.mark.parametrize("field, value", [("acceptance_by_position", ["a", "b"]), ("tau", "fast"), ("speedup", [1.2]),
+                                          ("speedup_ci_low", {"x": 1}), ("timing", "busy")])
+def test_a_malformed_summary_skips_its_folder_with_a_warning(tmp_path, caplog, field, value):
+    _folder(tmp_path, "exp", "good", _summary())
+    _folder(tmp_path, "exp", "bad", _summary(**{field: value}))
+    with caplog.at_level(logging.WARNING):
+        index = load_index(tmp_path)
+    assert list(index["run_id"]) == ["good"]
+    assert any("bad" in r.message and field in r.message for r in caplog.records)
+    figures = build_figures(index)  # the plots still draw
+    assert len(figures) == 6
+    assert report_main(["index", "--results", str(tmp_path), "--csv", str(tmp_path / "i.csv")]) == 0
+
+
+def test_intervals_power_and_timing_are_read_per_the_contract(tmp_path):
+    _folder(tmp_path, "exp", "new", _summary(
+        speedup_ci_low=1.1, speedup_ci_high=1.5, accuracy_diff=-0.1, accuracy_diff_ci_low=-0.4, accuracy_diff_ci_high=0.2,
+        ci_level=0.95, ci_method="paired bootstrap", n_problems=3, underpowered=True, power_threshold=0.05,
+        timing={"clean": 2, "retimed": 1, "excluded": 0, "contaminated": False}))
+    _folder(tmp_path, "exp", "old", _summary())
+    index = load_index(tmp_path).set_index("run_id")
+    new, old = index.loc["new"], index.loc["old"]
+    assert (new["speedup_ci_low"], new["speedup_ci_high"]) == (1.1, 1.5) and new["accuracy_diff_ci_low"] == -0.4
+    assert new["underpowered"] is True and new["n_problems"] == 3 and new["intervals"]
+    assert new["timing_clean"] == 2 and new["timing_retimed"] == 1 and new["timing_contaminated"] is False
+    assert not old["intervals"] and pd.isna(old["speedup_ci_low"])
+    assert old["accuracy_diff"] == pytest.approx(0.0)  # the point, from the two accuracies
+
+
+@pytest.mark.parametrize("args, message", [
+    (["plots", "--out", "{file}"], "is a file"),
+    (["plots", "--out", "{dir}", "--formats", "bogus"], "--formats"),
+    (["index", "--csv", "{dir}"], "is a folder"),
+])
+def test_bad_report_outputs_give_one_error_line(tmp_path, capsys, args, message):
+    _folder(tmp_path / "results", "exp", "good", _summary())
+    (tmp_path / "afile").write_text("x")
+    args = [a.format(file=tmp_path / "afile", dir=tmp_path) for a in args]
+    assert report_main([args[0], "--results", str(tmp_path / "results"), *args[1:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]

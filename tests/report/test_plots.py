@@ -1,0 +1,103 @@
+"""Figures a reviewer accepts: a panel per data set, a fixed colour per method, human labels (no
+hashes, no nan), error bars from the summaries' intervals, at most 8 legend entries, nothing
+clipped, and sweep lines only through runs that share every other setting."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("matplotlib")
+
+from matplotlib.image import imread  # noqa: E402
+
+from loosespec_bench.report.plots import (  # noqa: E402
+    MAX_LEGEND,
+    METHOD_COLORS,
+    build_figures,
+    fig_acceptance_by_position,
+    fig_tradeoff,
+    fig_vs_param,
+    save,
+)
+
+from .test_tables import BASE_CFG, _index, _run, _variant  # noqa: E402
+
+HASHY = re.compile(r"[0-9a-f]{8,}|\bnan\b|\[config ")
+
+
+def _many_runs() -> pd.DataFrame:
+    rows = []
+    for ds in ("gsm8k", "mgsm"):
+        for theta in (0.2, 0.3, 0.5):
+            for k in range(6, 16):  # 10 configurations per theta sweep: more series than a legend holds
+                cfg = _variant(method__theta=theta, method__window=k, dataset__name=ds)
+                rows.append(_run(cfg, tau=5.0 + theta, speedup=1.0 + theta, run_id=f"{ds}-{theta}-{k}",
+                                 speedup_ci_low=0.9 + theta, speedup_ci_high=1.1 + theta, ci_level=0.95,
+                                 retention_ci_low=0.9, retention_ci_high=1.0, acceptance_by_position=[0.9, 0.5]))
+    spd = _variant(dataset__name="gsm8k")
+    spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+    rows.append(_run(spd, tau=4.0, speedup=1.1, run_id="spd", acceptance_by_position=[0.8, 0.4]))
+    return _index(rows)
+
+
+def _texts(fig) -> list[str]:
+    out = [t.get_text() for t in fig.texts] + [fig._suptitle.get_text() if fig._suptitle else ""]
+    for legend in fig.legends:
+        out += [t.get_text() for t in legend.get_texts()] + [legend.get_title().get_text()]
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()] + [t.get_text() for t in ax.texts]
+    return out
+
+
+def test_every_figure_has_human_labels_and_at_most_eight_legend_entries():
+    for name, fig in build_figures(_many_runs()).items():
+        texts = _texts(fig)
+        assert not [t for t in texts if HASHY.search(t)], (name, [t for t in texts if HASHY.search(t)])
+        for legend in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]:
+            assert len(legend.get_texts()) <= MAX_LEGEND, name
+
+
+def test_one_panel_per_data_set_and_lines_only_through_one_sweep():
+    fig = fig_vs_param(_many_runs(), "theta")
+    titles = sorted(ax.get_title() for ax in fig.axes if ax.get_title())
+    assert titles == ["gsm8k", "mgsm"]
+    # Each theta sweep is one configuration of every other setting (here: W): its line has the
+    # three theta points; the single SPD run is no sweep of theta and is not drawn.
+    series = [c.lines[0] for ax in fig.axes for c in ax.containers]
+    assert len(series) == 2 * 2 * 10  # (speedup, tau) x data sets x W values
+    assert all(list(line.get_xdata()) == [0.2, 0.3, 0.5] for line in series)
+
+
+def test_error_bars_come_from_the_intervals():
+    fig = fig_vs_param(_many_runs(), "theta")
+    bars = [c for ax in fig.axes for c in ax.containers if getattr(c, "has_yerr", False)]
+    assert bars  # errorbar containers with y error
+    seg = bars[0].lines[2][0].get_segments()[0]  # the first point's bar: [low, high]
+    assert seg[1][1] - seg[0][1] == pytest.approx(0.2)
+    trade = fig_tradeoff(_many_runs())
+    assert any(getattr(c, "has_xerr", False) and c.has_yerr for ax in trade.axes for c in ax.containers)
+
+
+def test_a_method_has_the_same_colour_in_every_figure():
+    df = _many_runs()
+    df = df[(df["W"] == 6) | (df["method"] == "spd")]
+    acc = fig_acceptance_by_position(df)
+    colors = {line.get_label().split(" (")[0]: line.get_color() for ax in acc.axes for line in ax.get_lines()
+              if not line.get_label().startswith("_")}
+    assert colors["FLy"] == METHOD_COLORS["FLy"] and colors["SPD"] == METHOD_COLORS["SPD"]
+
+
+def test_saved_figures_are_not_clipped(tmp_path):
+    fig = fig_vs_param(_many_runs(), "theta")
+    fig.text(1.2, 0.5, "a label past the right edge")  # what a long legend or caption can do
+    (png,) = save(fig, tmp_path, "theta", formats=("png",), dpi=50)
+    height, width = imread(png).shape[:2]
+    assert width > fig.get_figwidth() * 50 * 1.15  # the file grew to hold it: the bounding box is the content
+
+
+def test_a_figure_without_data_says_so():
+    fig = fig_vs_param(_index([_run(BASE_CFG, tau=5.0, speedup=1.0)]), "W")
+    assert any("no sweep" in t.get_text() for ax in fig.axes for t in ax.texts)
