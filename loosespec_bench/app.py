@@ -5,6 +5,7 @@ Kept free of Hydra's decorator so tests (and notebooks) call it with a composed 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import traceback
 import zlib
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -21,7 +23,7 @@ from .engines.base import Engine
 from .errors import ConfigError
 from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
-from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, eos_ids, make_stop_fn, sample_hash
+from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
@@ -29,8 +31,6 @@ from .tasks import Sample, Task
 from .timing import CLEAN, DEFAULT_MAX_RETIMES, DEFAULT_TOLERANCE, EXCLUDED, RETIMED, Clocks, Probe, contamination_warning, differ, timing_line
 
 log = logging.getLogger(__name__)
-# Moved to prompting.py / build.py; importable from here for old code.
-__all__ = ["build_task", "cut_at_stop", "encode_messages", "encode_prompt", "eos_ids", "make_stop_fn", "run", "run_recording_errors"]
 
 
 class Runner:
@@ -331,9 +331,16 @@ def _tracker_plots(*args: Any) -> dict[str, Path]:
 
 
 def tracker_extras(cfg: DictConfig) -> dict[str, Any]:
-    """What the configured tracker gets besides its own config node: W&B's plot maker."""
-    target = str((cfg.get("logger") or {}).get("_target_", ""))
-    return {"plotter": _tracker_plots} if target.endswith("WandbTracker") else {}
+    """What the configured tracker gets besides its own config node: the plot maker, for a
+    tracker class whose constructor declares a `plotter` parameter (W&B's)."""
+    target = (cfg.get("logger") or {}).get("_target_")
+    if not target:
+        return {}
+    try:
+        cls = get_class(str(target))
+    except Exception:  # build_tracker warns about a tracker it cannot build; no extras then
+        return {}
+    return {"plotter": _tracker_plots} if "plotter" in inspect.signature(cls).parameters else {}
 
 
 def remove_if_empty(path: Path) -> None:

@@ -288,6 +288,28 @@ def _accepted(target: str) -> tuple[frozenset[str], bool] | None:
     return names, any(p.kind == p.VAR_KEYWORD for p in params)
 
 
+@functools.lru_cache(maxsize=None)
+def _target_class(target: str) -> Any:
+    """The class a `_target_` names, or None if it cannot be imported."""
+    module, _, name = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        return None
+
+
+def _check_choices(group: str, node: dict[str, Any]) -> None:
+    """Settings whose allowed entries the node's class declares (`setting_choices`, e.g. MGSM's
+    languages): every entry of a list (or comma-separated string) must be one of them."""
+    cls = _target_class(str(node.get("_target_", "")))
+    for key, allowed in (getattr(cls, "setting_choices", None) or {}).items():
+        value = node.get(key)
+        entries = [x.strip() for x in value.split(",")] if isinstance(value, str) else list(value or [])
+        bad = [x for x in entries if x not in allowed]
+        if bad:
+            raise ConfigError(f"{group}.{key} has unknown entries {bad}; choose from {', '.join(allowed)}")
+
+
 def _base_task_keys() -> frozenset[str]:
     from .tasks.base import Task
 
@@ -381,15 +403,7 @@ def _check_cross(data: dict[str, Any]) -> None:
     method = data.get("method") or {}
     if method.get("include_clean_path") and _is_int(method.get("n_paths")) and method["n_paths"] < 2:
         raise ConfigError(f"method.n_paths={method['n_paths']} must be >= 2 with method.include_clean_path=true")
-    ds = data.get("dataset") or {}
-    if str(ds.get("_target_", "")).endswith("MGSM"):
-        from .tasks.mgsm import LANGUAGES
-
-        langs = ds.get("languages")
-        langs = [langs] if isinstance(langs, str) else list(langs or [])
-        bad = [x for x in langs if x not in LANGUAGES and x != "all"]
-        if bad:
-            raise ConfigError(f"dataset.languages has unknown entries {bad}; choose from {', '.join(LANGUAGES)} or all")
+    _check_choices("dataset", data.get("dataset") or {})
     pair = data.get("pair") or {}
     quantize = (pair.get("draft") or {}).get("quantize")
     if quantize not in (None, "none", "int8", "int4"):

@@ -197,7 +197,7 @@ def validate(cfg: DictConfig) -> None:
     _need(isinstance(k, int) and not isinstance(k, bool) and k >= 1, f"drafter.k={k!r} must be an integer >= 1 (the draft length K)")
     t = cfg.generation.temperature
     _need(isinstance(t, (int, float)) and t >= 0, f"generation.temperature={t!r} must be >= 0 (0 = greedy)")
-    is_tree = uses_drafter(cfg) and (bool(cfg.drafter.get("tree")) or cfg.drafter.name == "lookahead")
+    is_tree = drafts_tree(cfg)
     _need(not (is_tree and t > 0), f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
           "are verified at temperature 0 only (lossless tree sampling is not implemented)")
     top_k = cfg.generation.get("top_k", 0)
@@ -250,6 +250,24 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
 
 def uses_drafter(cfg: DictConfig) -> bool:
     return bool(cfg.method.get("uses_drafter", True))
+
+
+def drafter_class(cfg: DictConfig) -> Any:
+    """The drafters.base.Drafter subclass cfg.drafter names (not built), or None for a method
+    without a drafter or a `_target_` that cannot be imported (the settings check says so)."""
+    from hydra.utils import get_class
+
+    target = cfg.drafter.get("_target_") if uses_drafter(cfg) else None
+    try:
+        return get_class(str(target)) if target else None
+    except Exception:
+        return None
+
+
+def drafts_tree(cfg: DictConfig) -> bool:
+    """Whether the configured drafter proposes trees (its class says: Drafter.drafts_tree)."""
+    cls = drafter_class(cfg)
+    return bool(cls is not None and cls.drafts_tree(cfg.drafter))
 
 
 def run_id(cfg: DictConfig) -> str:

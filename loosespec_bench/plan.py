@@ -57,10 +57,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .config import CONF_DIR, check_group_overrides, run_id
+from .config import CONF_DIR, check_group_overrides
 from .errors import ConfigError
+from .run_folder import run_dir
 from .status import STATES, PointStatus, format_age, point_status
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
@@ -81,13 +83,6 @@ DEFAULT_LOAD_MIN = 1.0
 # Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
 # 1.22x and SPD 1.02x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair".
 SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
-# Full set sizes (samples) and turns per sample, for dataset.limit = null.
-SET_SIZE = {"gsm8k": 1319, "humaneval": 164, "mbpp_plus": 399, "ifeval": 541, "mt_bench": 80, "komt_bench": 80, "spec_bench": 480}
-# Sizes the plan cannot count exactly (shown with *): MMLU flan_cot_zeroshot validation split,
-# LiveCodeBench release_v1.
-SET_SIZE_APPROX = {"mmlu": 1531, "livecodebench": 400}
-MGSM_PER_LANGUAGE, MGSM_LANGUAGES = 250, 11
-TURNS = {"mt_bench": 2.0, "komt_bench": 2.0, "spec_bench": 560 / 480}  # Spec-Bench: 80 of 480 are two-turn
 
 
 @dataclass
@@ -192,32 +187,37 @@ def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], 
         return master, jobs
 
 
+def _task_class(d: DictConfig) -> Any:
+    """The task class a data set node names (not built: nothing loads), or None."""
+    try:
+        return get_class(str(d.get("_target_")))
+    except Exception:
+        return None
+
+
 def _set_size(d: DictConfig) -> tuple[int, bool]:
-    """Samples of a data set config (its `limit` applied) and whether the count is exact."""
-    name = d.get("name")
-    if name == "mgsm":
-        langs = list(d.get("languages") or ["en"])
-        full, exact = MGSM_PER_LANGUAGE * (MGSM_LANGUAGES if langs == ["all"] else len(langs)), True
-    elif name == "niah":
-        full, exact = len(d.context_lengths) * len(d.depths) * int(d.get("repeats", 1)), True
-    elif name in SET_SIZE:
-        # A category filter gives fewer: the full set is an upper bound.
-        full, exact = SET_SIZE[name], not d.get("categories")
-    elif name in SET_SIZE_APPROX:
-        full, exact = SET_SIZE_APPROX[name], False
-    else:
-        full, exact = 0, False
+    """Samples of a data set config (its `limit` applied) and whether the count is exact; the
+    full set's size is the task's own declaration (Task.size_of)."""
+    cls = _task_class(d)
+    full, exact = cls.size_of(d) if cls is not None else (None, False)
+    full = full or 0
     limit = d.get("limit")
     if limit is not None:
         return (min(int(limit), full), exact) if full else (int(limit), False)
     return full, exact
 
 
+def turns_per_sample(d: DictConfig) -> float:
+    """Turns per sample of a data set config (Task.turns_per_sample), for the token estimate."""
+    cls = _task_class(d)
+    return float(cls.turns_per_sample) if cls is not None else 1.0
+
+
 def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[str, float], load_min: dict[str, float]) -> dict[str, Any]:
     pair, method, dataset = str(cfg.pair.name), str(cfg.method.name), str(cfg.dataset.name)
     samples, exact = _set_size(cfg.dataset)
     max_new = cfg.generation.max_new_tokens or cfg.dataset.get("max_new_tokens") or 1024
-    tokens = samples * TURNS.get(dataset, 1.0) * int(max_new) * fill
+    tokens = samples * turns_per_sample(cfg.dataset) * int(max_new) * fill
     rate = tps.get(pair, DEFAULT_TPS)
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
     paired = cfg.get("baseline") == "paired" and method != "ar"
@@ -257,8 +257,8 @@ def build_plan(
         )
         varying = _varying_keys([ov for ov, _ in points])
         for i, (ov, cfg) in enumerate(points):
-            rid = run_id(cfg)
-            folder = Path(cfg.paths.results_dir) / cfg.experiment_name / rid
+            folder = run_dir(cfg)  # the folder app.run writes: results_dir/experiment_name/run id
+            rid = folder.name
             est = estimate(cfg, fill, tps, speedup, load_min)
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,

@@ -253,10 +253,6 @@ class RunFolder:
     def clear_error(self) -> None:
         (self.path / self.ERROR).unlink(missing_ok=True)
 
-    def write_error(self, text: str) -> Path:
-        """error.txt: when, where, which job and command failed, then `text` (a traceback)."""
-        return write_error(self.path, text)
-
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
@@ -265,7 +261,8 @@ class RunFolder:
 
 
 def write_error(folder: Path, text: str) -> Path:
-    """error.txt in `folder` (any folder: a run's, or Hydra's job dir when the run has none)."""
+    """error.txt in `folder` (any folder: a run's, or Hydra's job dir when the run has none):
+    when, where, which job and command failed, then `text` (a traceback)."""
     folder.mkdir(parents=True, exist_ok=True)
     job = os.environ.get("SLURM_ARRAY_JOB_ID") and f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
     job = job or os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID")

@@ -6,9 +6,13 @@ the target's tempered distribution at draft position i, q_i the drafter's, d_i t
   accept d_i          with probability min(1, p_i(d_i) / q_i(d_i))      (`accept_exact`)
   on the first reject  draw from norm(max(0, p_i - q_i))                  (`sample_residual`)
   when all K pass      draw the bonus from p_{K+1}                        (`sample_token`)
+  the token after an accepted prefix of n: the bonus or the residual     (`exact_tail`)
 A drafter without probabilities (prompt lookup, MLA, cross-tokenizer) has q_i = one-hot(d_i),
 passed as q = None. The loose rules (FLy, DropMatch) and SPD call these; drafters call
 `sample_or_argmax`.
+
+`SamplingParams` (temperature, top-k, top-p, the seeded generator; vLLM's SamplingMetadata is
+the model) is the one object a drafter's `propose` and a rule's `__call__` take for all four.
 
 Top-k and top-p (nucleus) truncation apply at T > 0 to the target's p and the drafter's q
 alike, in the order transformers' and vLLM's samplers use: temperature, then top-k, then top-p
@@ -21,7 +25,31 @@ there is no generator. This module imports nothing from the package.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How a step samples: temperature (0 = greedy), top-k / top-p truncation at T > 0 (0 / 1.0
+    = off) and the run's seeded generator (None: torch's global one)."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    generator: torch.Generator | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+    def at(self, temperature: float) -> "SamplingParams":
+        """The same truncation and generator at another temperature (a rule's draft temperature)."""
+        return replace(self, temperature=temperature)
+
+
+GREEDY = SamplingParams()
 
 
 def generator_device(generator: torch.Generator | None, default: torch.device) -> torch.device:
@@ -134,14 +162,24 @@ def sample_residual(
     return sample_token(dist, generator)
 
 
+def exact_tail(
+    p: torch.Tensor, q: torch.Tensor | None, draft_tokens: torch.Tensor, n: int, generator: torch.Generator | None
+) -> int:
+    """The token after an accepted prefix of n draft tokens at T > 0, as speculative sampling
+    draws it: the bonus from p_{K+1} when all K were accepted, else the residual draw at the
+    first rejected position, norm(max(0, p_n - q_n)).
+
+    p: [K+1, vocab] processed target probabilities; q: [K, vocab_draft] or None (one-hot);
+    draft_tokens: [K]. SPD, FLy (mode vllm) and DropMatch at T > 0 end their step with it.
+    """
+    k = draft_tokens.numel()
+    if n == k:
+        return sample_token(p[k], generator)  # the bonus token
+    return sample_residual(p[n], None if q is None else q[n], int(draft_tokens[n]), generator)
+
+
 def sample_or_argmax(
-    logits: torch.Tensor,
-    temperature: float,
-    generator: torch.Generator | None,
-    *,
-    want_probs: bool,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    logits: torch.Tensor, sampling: SamplingParams, *, want_probs: bool
 ) -> tuple[int, torch.Tensor | None]:
     """A drafter's next token: a draw from the processed softmax (T, top-k, top-p) at T > 0,
     else the argmax.
@@ -150,8 +188,9 @@ def sample_or_argmax(
     distribution the token came from; at T = 0 it is the untempered softmax when want_probs
     (DropMatch's js criterion reads it), else None.
     """
-    if temperature > 0:
-        q = tempered_probs(logits, temperature, generator, top_k=top_k, top_p=top_p)
+    generator = sampling.generator
+    if not sampling.greedy:
+        q = tempered_probs(logits, sampling.temperature, generator, top_k=sampling.top_k, top_p=sampling.top_p)
         return sample_token(q, generator), q
     q = tempered_probs(logits, 0.0, generator) if want_probs else None
     return int(logits.argmax()), q

@@ -63,10 +63,15 @@ def node_depths(parents: torch.Tensor) -> torch.Tensor:
 
 
 def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
-    """[K, K] bool: entry (i, j) is True when node j is node i or one of its ancestors."""
+    """[K, K] bool: entry (i, j) is True when node j is node i or one of its ancestors.
+
+    parents: [K] int64, -1 for a root child; a parent must precede its child (ValueError else).
+    """
     k = parents.numel()
     anc = torch.eye(k, dtype=torch.bool)
     for i, p in enumerate(parents.tolist()):
+        if not -1 <= p < i:
+            raise ValueError(f"tree node {i} has parent {p}: parents must precede their children")
         if p >= 0:
             anc[i] |= anc[p]
     return anc
@@ -168,3 +173,13 @@ def crop_to(cache: Cache, length: int) -> None:
         raise ValueError(f"cannot crop a cache of {cache.get_seq_length()} positions to {length}")
     if remove:
         cache.crop(-remove)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the kernels queued on an accelerator, so that a wall-clock reading around a
+    phase (the loop's, DropMatch's own overhead) is honest. A target split over several GPUs
+    (device_map) has kernels queued on each of them, so every CUDA device is waited for.
+    A no-op on the CPU."""
+    if device.type == "cuda":
+        for i in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(i)

@@ -78,15 +78,16 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
     import torch
 
     from . import __version__
-    from .config import uses_drafter
+    from .config import drafter_class, uses_drafter
 
     drafts = uses_drafter(cfg)
+    cls = drafter_class(cfg)
     return dict(
         method=cfg.method.name,
         drafter=cfg.drafter.name if drafts else None,
-        # A tree's K is its longest path (depth + 1), the most tokens one step can accept.
-        k=(int(cfg.drafter.depth) + 1 if cfg.drafter.get("tree") else int(cfg.drafter.k)) if drafts else 0,
-        tree=bool(drafts and (cfg.drafter.get("tree") or cfg.drafter.name == "lookahead")),
+        # K as the drafter's class counts it: a tree's longest path, the most tokens one step can accept.
+        k=(cls.draft_length(cfg.drafter) if cls is not None else int(cfg.drafter.k)) if drafts else 0,
+        tree=bool(cls is not None and cls.drafts_tree(cfg.drafter)),
         pair=cfg.pair.name,
         dataset=task_name,
         temperature=float(cfg.generation.temperature),

@@ -17,7 +17,7 @@ import time
 import torch
 from transformers import DynamicCache
 
-from loosespec_bench.decoding.cache import crop_to
+from loosespec_bench.step import crop_to
 from loosespec_bench.decoding.cpu import cpu_fast_paths
 from loosespec_bench.models.loading import load_model
 from loosespec_bench.drafters.model import ModelDrafter

@@ -19,6 +19,11 @@ the time ratio (in bf16 near-ties can part them; "ratio(ident)" keeps the identi
   EAGLE head        ours, dynamic tree (EAGLE-2/3)  vs ours, chain of K (the same head)
   Lookahead         ours (LookaheadDrafter)         vs ours, prompt lookup
 
+Every contestant is an engine (loosespec_bench.engines.base.Engine): ours are HFEngine with a
+rule and a drafter on the one loaded target, transformers' are TransformersEngine below, and
+`--engine NAME=OVERRIDES` adds any engine the package config builds (build.build_engine), e.g.
+a vLLM engine as `--engine 'vllm-spd=engine=vllm method=spd drafter=model'`.
+
 Also printed: per-step overheads from GenerationOutput.phase_s (draft, target forward, rule,
 rollback, bookkeeping), the FLy-rule and DropMatch LM-head shares of step time (limit 2%), and
 the cost model's predicted speedup (loosespec_bench.costmodel) beside the measured one.
@@ -31,6 +36,7 @@ Examples:
   python scripts/bench_engine.py --tiny --max-new-tokens 16 --repeats 1           # smoke
   python scripts/bench_engine.py --prompts-per-set 2 --repeats 3 --out bench.json  # embedded pair
   python scripts/bench_engine.py --fp32 --contestants ar,hf-ar,spd,hf-assist,pld,hf-pld
+  python scripts/bench_engine.py --tiny --contestants ar,spd --engine 'cfg-spd=method=spd drafter=model'
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
+import types  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Callable  # noqa: E402
@@ -66,7 +73,8 @@ from omegaconf import OmegaConf  # noqa: E402
 from loosespec_bench import costmodel  # noqa: E402
 from loosespec_bench.build import instantiate  # noqa: E402
 from loosespec_bench.config import CONF_DIR  # noqa: E402
-from loosespec_bench.decoding import generate  # noqa: E402
+from loosespec_bench.engines.base import Engine  # noqa: E402
+from loosespec_bench.engines.hf import HFEngine  # noqa: E402
 from loosespec_bench.generation import GenerationOutput  # noqa: E402
 from loosespec_bench.metrics import median_or_none as _median, pair_up, paired_ratio_stats  # noqa: E402
 from loosespec_bench.prompting import cut_at_stop, encode_prompt, eos_ids  # noqa: E402
@@ -182,12 +190,45 @@ class Run:
 
 @dataclass
 class Contestant:
+    """One engine (engines.base.Engine) with one method: our HF engine with a rule and a drafter,
+    transformers' generate(), or any other engine (a vLLM engine is one more of these). `ours`:
+    the engine reports per-step counts and phase times (GenerationOutput.emitted, phase_s);
+    otherwise steps are the target forwards counted by a hook."""
+
     name: str
     ours: bool
     lossless: bool
     k: int
     describe: str
-    fn: Callable[[torch.Tensor, int], tuple[list[int], GenerationOutput | None]]
+    engine: Engine
+
+
+class TransformersEngine(Engine):
+    """transformers' generate(), greedy: plain, assisted (assistant_model) or prompt lookup, as
+    an Engine (it reports only the new tokens; its steps are counted by a forward hook)."""
+
+    name = "transformers"
+
+    def __init__(self, target: LoadedModel, generate_kwargs: dict[str, Any], before: Callable[[], None] | None = None) -> None:
+        self.model = target.model
+        self.tokenizer = target.tokenizer
+        self.eos_ids = sorted(eos_ids(target))
+        self.context_length = getattr(self.model.config, "max_position_embeddings", None)
+        self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
+        self.kwargs = generate_kwargs
+        self.before = before  # settings to (re)apply before each call
+
+    def generate(self, prompt_ids: list[int], *, method: bool, seed: int, max_new_tokens: int) -> GenerationOutput:
+        if self.before is not None:
+            self.before()
+        inp = torch.tensor(prompt_ids, dtype=torch.long)[None]
+        kw = self.kwargs if method else {}
+        out = self.model.generate(
+            inp, attention_mask=torch.ones_like(inp), do_sample=False, max_new_tokens=max_new_tokens,
+            eos_token_id=self.eos_ids, pad_token_id=self.pad, **kw,
+        )
+        tokens = out[0, inp.shape[1]:].tolist()
+        return GenerationOutput(new_tokens=tokens, stop_reason="eos" if tokens and tokens[-1] in self.eos_ids else "max_new_tokens")
 
 
 class Bench:
@@ -214,34 +255,29 @@ class Bench:
         self.draft_calls = ForwardCounter(self.draft.model)
         self.unavailable: dict[str, str] = {}
         self.contestants = self._build(args.contestants)
+        self.comparisons = list(COMPARISONS)
+        for spec in args.engine:
+            self._add_config_engine(spec)
 
     # -- ours ----------------------------------------------------------------------------------
-    def _ours(self, verifier: Any, drafter: Any, record: bool = False):
-        """Our loop with this rule and drafter (the drafter carries its K; None: target alone)."""
-
-        def fn(prompt_ids: torch.Tensor, max_new: int) -> tuple[list[int], GenerationOutput]:
-            gen = generate(
-                self.target.model, prompt_ids, verifier=verifier, drafter=drafter,
-                max_new_tokens=max_new, eos_token_ids=self.eos, record_steps=record,
-            )
-            return gen.new_tokens, gen
-
-        return fn
+    def _ours(self, verifier: Any, drafter: Any, record: bool = False) -> HFEngine:
+        """Our engine with this rule and drafter (the drafter carries its K; None: target alone),
+        on the loaded target, greedy, no stop strings."""
+        return HFEngine.from_parts(self.target, verifier=verifier, drafter=drafter, record_steps=record)
 
     # -- transformers --------------------------------------------------------------------------
-    def _hf(self, assistant: str | None = None, prompt_lookup: int | None = None):
+    def _hf(self, assistant: str | None = None, prompt_lookup: int | None = None) -> TransformersEngine:
         """transformers generate(): plain, assisted (constant / heuristic K) or prompt lookup."""
         a = self.args
         kw: dict[str, Any] = {}
         if prompt_lookup is not None:
             # Same n-gram sizes as ours (PromptLookupDrafter: max_ngram 3 down to 1).
             kw.update(prompt_lookup_num_tokens=prompt_lookup, max_matching_ngram_size=a.pld_max_ngram)
+        before = None
         if assistant is not None:
             kw["assistant_model"] = self.draft.model
-        model = self.target.model
 
-        def fn(prompt_ids: torch.Tensor, max_new: int) -> tuple[list[int], None]:
-            if assistant is not None:
+            def before() -> None:
                 # transformers 5 reads the draft length and its schedule from the ASSISTANT's
                 # generation_config (AssistedCandidateGenerator.__init__); "heuristic" writes
                 # its adapted K back there after each call, so every call starts again at K.
@@ -253,14 +289,38 @@ class Bench:
                 # exactly K like ours. "heuristic" keeps transformers' default: it is its
                 # dynamic mode as shipped.
                 gc_a.assistant_confidence_threshold = 0.0 if assistant == "constant" else a.hf_confidence
-            inp = prompt_ids[None]
-            out = model.generate(
-                inp, attention_mask=torch.ones_like(inp), do_sample=False, max_new_tokens=max_new,
-                eos_token_id=sorted(self.eos), pad_token_id=self.pad, **kw,
-            )
-            return out[0, inp.shape[1]:].tolist(), None
 
-        return fn
+        return TransformersEngine(self.target, kw, before)
+
+    # -- any engine, from the package's config -------------------------------------------------
+    def _add_config_engine(self, spec: str) -> None:
+        """--engine NAME=OVERRIDES: the engine that `python -m loosespec_bench OVERRIDES` would
+        run (build.build_engine; e.g. engine=vllm method=spd drafter=model), on the bench's
+        target and draft paths and dtype, greedy, compared with our target alone."""
+        from hydra import compose, initialize_config_dir
+        from hydra.core.global_hydra import GlobalHydra
+
+        from loosespec_bench.build import build_engine, check_engine
+        from loosespec_bench.config import validate
+
+        name, _, overrides = spec.partition("=")
+        if name in self.contestants:
+            raise SystemExit(f"--engine {spec!r}: {name!r} is already a contestant; pick another name")
+        a = self.args
+        fixed = [f"pair.target.path={a.target}", f"pair.draft.path={a.draft}", f"pair.dtype={'float32' if a.fp32 else 'bfloat16'}",
+                 "generation.temperature=0", "record_steps=false"]
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*overrides.split(), *fixed])
+        GlobalHydra.instance().clear()
+        validate(cfg)
+        check_engine(cfg)
+        # No stop strings: the bench's contestants all stop at EOS or max_new_tokens.
+        engine = build_engine(cfg, types.SimpleNamespace(stop_strings=[]))
+        k = int(cfg.drafter.k) if cfg.method.get("uses_drafter", True) else 0
+        lossless = cfg.method.name in ("ar", "spd")
+        self.contestants[name] = Contestant(name, True, lossless, k, f"engine={cfg.engine.name}: {overrides}", engine)
+        self.comparisons.append((name, "ar", f"{name} (engine={cfg.engine.name}): vs our target alone"))
 
     def _optional(self, module: str, attr: str) -> Any | None:
         try:
@@ -274,9 +334,9 @@ class Bench:
         d = self.draft.model
         out: dict[str, Contestant] = {}
 
-        def add(name: str, ours: bool, lossless: bool, k: int, describe: str, fn: Any) -> None:
+        def add(name: str, ours: bool, lossless: bool, k: int, describe: str, engine: Engine) -> None:
             if name in names:
-                out[name] = Contestant(name, ours, lossless, k, describe, fn)
+                out[name] = Contestant(name, ours, lossless, k, describe, engine)
 
         add("ar", True, True, 0, "our loop, target alone", self._ours(SPD(), None))
         add("hf-ar", False, True, 0, "transformers generate(), greedy", self._hf())
@@ -313,7 +373,7 @@ class Bench:
         if {"eagle3", "eagle3-tree"} & set(names):
             # The same head (the embedded pair's CPU-trained one; random on --tiny) drafts a chain
             # of K and EAGLE's dynamic tree (official total_token / depth / top_k by default).
-            from loosespec_bench.drafters.eagle3 import Eagle3Drafter
+            from loosespec_bench.drafters import Eagle3Drafter
 
             head = a.eagle3_head or ("random" if a.tiny else os.path.expanduser(
                 os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
@@ -372,17 +432,18 @@ class Bench:
         gc.collect()  # not inside the timing: a collection during a run would bill whoever ran it
         t_fwd, d_fwd = self.target_calls.n, self.draft_calls.n
         t0 = time.perf_counter()
-        tokens, gen = c.fn(p.ids, max_new)
+        gen = c.engine.generate(p.ids.tolist(), method=True, seed=0, max_new_tokens=max_new)
         wall = time.perf_counter() - t0
+        tokens = gen.new_tokens
         n_target, n_draft = self.target_calls.n - t_fwd, self.draft_calls.n - d_fwd
         run = Run(
             contestant=c.name, set=p.set, prompt=p.id, repeat=repeat, position=position,
             prompt_tokens=int(p.ids.numel()), wall_s=wall, tokens=tokens,
             target_forwards=n_target, draft_forwards=n_draft,
             # transformers: every target forward verifies (the first one also prefills).
-            steps=gen.steps if gen is not None else n_target,
+            steps=gen.steps if c.ours else n_target,
         )
-        if gen is not None:
+        if c.ours:
             run.drafted, run.accepted = list(gen.drafted), list(gen.accepted)
             run.prefill_s, run.decode_s, run.phase_s = gen.prefill_s, gen.decode_s, dict(gen.phase_s)
             recs = gen.step_records
@@ -544,7 +605,7 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
     print()
     print("time ratio = median over (prompt, repeat) pairs of (ours s/token) / (peer s/token); < 1: ours faster")
     print(f"{'comparison':<52} {'ratio':>6} {'[min, max]':>15} {'pairs':>5}  {'identical tokens':<24} {'ratio(ident)':>12}  target")
-    for a, b, label in COMPARISONS:
+    for a, b, label in bench.comparisons:
         key = f"{a}|{b}"
         if key not in res["comparisons"]:
             continue
@@ -620,7 +681,7 @@ def summarize(runs: list[Run], bench: Bench, args: argparse.Namespace, calib: di
         "ar|hf-ar": ("<= 1.02", 1.02), "spd|hf-assist": ("<= 0.90", 0.90), "spd-mla|hf-assist": ("<= 0.90", 0.90),
         "pld|hf-pld": ("<= 1.00", 1.00),
     }
-    for a, b, _ in COMPARISONS:
+    for a, b, _ in bench.comparisons:
         if a in names and b in names:
             lossless = bench.contestants[a].lossless and bench.contestants[b].lossless
             c = compare(runs, a, b, lossless)
@@ -687,6 +748,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup-tokens", type=int, default=8)
     ap.add_argument("--contestants", default=",".join(ALL_CONTESTANTS), help=f"comma list of {', '.join(ALL_CONTESTANTS)}")
+    ap.add_argument("--engine", action="append", default=[], metavar="NAME=OVERRIDES",
+                    help="one more contestant: the engine the package config builds with these overrides "
+                         "(e.g. 'vllm-spd=engine=vllm method=spd drafter=model'); repeat for several")
     ap.add_argument("--fp32", action="store_true", help="float32: the identical-tokens check is exact (bf16 may flip ties)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--data-dir", default=None, help="data sets folder (default $LOOSESPEC_DATA_DIR, else ../shared/datasets)")

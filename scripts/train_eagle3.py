@@ -50,7 +50,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from loosespec_bench.drafters.eagle3 import Eagle3Head, build_head, head_config_for, save_head, vocab_maps
+from loosespec_bench.drafters.eagle.checkpoint import build_head, save_head
+from loosespec_bench.drafters.eagle.eagle3 import Eagle3Head, head_config_for, vocab_maps
 from loosespec_bench.models import load_model
 
 DEFAULT_TARGET = "embedded:qwen2.5-coder-1.5b-instruct"

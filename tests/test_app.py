@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from loosespec_bench.app import run
-from loosespec_bench.sinks import RunFolder
+from loosespec_bench.run_folder import RunFolder
 
 from .conftest import REPO, compose_config, shared_data_dir
 

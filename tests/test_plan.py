@@ -143,8 +143,8 @@ def test_every_replicate_experiment_point_composes_and_no_two_jobs_share_a_folde
 def test_paper_dataset_bundles_load_the_sizes_the_plan_assumes(bundle, data_dir):
     """Each paper-scale data set bundle instantiates its task, with the sample count the plan's
     cost model uses (NIAH on a smaller grid: building 32k-token haystacks takes a while)."""
-    from loosespec_bench.app import build_task
-    from loosespec_bench.plan import TURNS, _set_size
+    from loosespec_bench.build import build_task
+    from loosespec_bench.plan import _set_size, turns_per_sample
 
     if bundle in HUB_ONLY_BUNDLES:
         pytest.skip(f"{bundle}: hub only (no local copy under shared/datasets); its size in the plan is marked approximate")
@@ -154,7 +154,7 @@ def test_paper_dataset_bundles_load_the_sizes_the_plan_assumes(bundle, data_dir)
     samples = build_task(cfg).samples()
     assert _set_size(cfg.dataset) == (len(samples), True)
     turns = sum(1 + len(x.followups) for x in samples) / len(samples)
-    assert turns == pytest.approx(TURNS.get(bundle, 1.0))
+    assert turns == pytest.approx(turns_per_sample(cfg.dataset))
 
 
 def test_humaneval_bundle_runs_code_as_the_user_only_when_asked(monkeypatch):

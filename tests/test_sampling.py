@@ -8,6 +8,7 @@ import torch
 
 from loosespec_bench.sampling import (
     accept_exact,
+    SamplingParams,
     match_vocab,
     sample_or_argmax,
     sample_residual,
@@ -118,14 +119,14 @@ def test_accept_then_residual_reproduces_p(one_hot):
 
 def test_sample_or_argmax():
     logits = torch.tensor([0.0, 3.0, 1.0, 2.9])
-    tok, q = sample_or_argmax(logits, 0.0, _gen(), want_probs=False)
+    tok, q = sample_or_argmax(logits, SamplingParams(0.0, generator=_gen()), want_probs=False)
     assert (tok, q) == (1, None)  # T = 0: the argmax, no distribution unless asked
-    tok, q = sample_or_argmax(logits, 0.0, _gen(), want_probs=True)
+    tok, q = sample_or_argmax(logits, SamplingParams(0.0, generator=_gen()), want_probs=True)
     assert tok == 1
     torch.testing.assert_close(q, torch.softmax(logits, -1))
     # T > 0: q is the tempered distribution, and the draws follow it.
     g = _gen(6)
-    draws = [sample_or_argmax(logits, 0.7, g, want_probs=False) for _ in range(3000)]
+    draws = [sample_or_argmax(logits, SamplingParams(0.7, generator=g), want_probs=False) for _ in range(3000)]
     torch.testing.assert_close(draws[0][1], torch.softmax(logits / 0.7, -1))
     counts = torch.bincount(torch.tensor([t for t, _ in draws]), minlength=4).float()
     assert _chi_square_ok(counts, torch.softmax(logits / 0.7, -1))

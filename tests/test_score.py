@@ -8,7 +8,7 @@ import json
 
 from loosespec_bench.app import run
 from loosespec_bench.score import main
-from loosespec_bench.sinks import RunFolder
+from loosespec_bench.run_folder import RunFolder
 
 from .conftest import compose_config
 

@@ -82,17 +82,3 @@ def test_crop_to_same_length_is_a_no_op_and_zero_empties():
 def test_crop_to_refuses_growing():
     with pytest.raises(ValueError):
         crop_to(_cache(2), 3)
-
-
-def test_old_import_paths_still_work():
-    # Modules that used to define these re-export them, so older imports keep working.
-    from loosespec_bench import step
-    from loosespec_bench.decoding.cache import crop_to as c1
-    from loosespec_bench.drafters.base import common_prefix_len as c2, empty_draft as e1
-    from loosespec_bench.verifiers.base import Draft as d1, TargetScores as t1, Verdict as v1
-    from loosespec_bench.verifiers.spd import longest_true_prefix as l1
-
-    assert (c1, c2, e1, d1, t1, v1, l1) == (
-        step.crop_to, step.common_prefix_len, step.empty_draft, step.Draft, step.TargetScores, step.Verdict,
-        step.longest_true_prefix,
-    )

@@ -17,21 +17,14 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ..drafters.base import Drafter
 from ..generation import GenerationOutput
-from ..step import Draft, TargetScores, compact_to, crop_to, empty_draft, node_depths
+from ..sampling import SamplingParams
+from ..step import Draft, TargetScores, ancestor_matrix, chain_parents, compact_to, crop_to, empty_draft, node_depths, sync
 from ..verifiers.base import Verifier
 from ..verifiers.tree import verify
 from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
 StopFn = Callable[[list[int]], bool]
-
-
-def _sync(device: torch.device) -> None:
-    # Wall-clock timing on an accelerator is only honest after the queued kernels finish.
-    # A target split over several GPUs (device_map) has kernels queued on each of them.
-    if device.type == "cuda":
-        for i in range(torch.cuda.device_count()):
-            torch.cuda.synchronize(i)
 
 
 def _first_stop(
@@ -64,19 +57,15 @@ def tree_inputs(
     [1, 1, 1+K+E, prefix_len+1+K+E] (0 = visible, dtype's lowest = hidden), the custom 4-D
     mask transformers passes through unchanged (masking_utils: "already 4D ... returned as-is").
     """
-    parents = draft.parents if draft.parents is not None else torch.arange(-1, draft.k - 1, dtype=torch.long)
+    parents = draft.parents if draft.parents is not None else chain_parents(draft.k)
     tokens = draft.tokens
     if draft.extra_tokens is not None:
         tokens = torch.cat([tokens, draft.extra_tokens])
         parents = torch.cat([parents, draft.extra_parents])
     n = tokens.numel()
-    par = parents.tolist()
-    vis = torch.eye(n + 1, dtype=torch.bool)  # [1+n, 1+n] row r sees column c; index 0 = pending
-    vis[:, 0] = True
-    for i, p in enumerate(par):
-        if not -1 <= p < i:
-            raise ValueError(f"tree node {i} has parent {p}: parents must precede their children")
-        vis[i + 1] |= vis[p + 1]
+    vis = torch.zeros(n + 1, n + 1, dtype=torch.bool)  # [1+n, 1+n] row r sees column c; index 0 = pending
+    vis[:, 0] = True  # every node sees the pending token (the root)
+    vis[1:, 1:] = ancestor_matrix(parents)  # and itself and its ancestors
     depth = torch.cat([torch.zeros(1, dtype=torch.long), node_depths(parents)])  # [1+n]
     full = torch.cat([torch.ones(n + 1, prefix_len, dtype=torch.bool), vis], dim=1)  # [1+n, P+1+n]
     mask = torch.zeros(full.shape, dtype=dtype).masked_fill_(~full, torch.finfo(dtype).min)
@@ -136,9 +125,10 @@ def generate(
     want_probs = verifier.needs_draft_probs
     # The rule says at which temperature the drafter proposes (FLy's released drafter is greedy
     # at every T; speculative sampling needs the drafter's own sampling distribution).
-    draft_temperature = verifier.draft_temperature(temperature)
+    sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+    draft_sampling = sampling.at(verifier.draft_temperature(temperature))
 
-    _sync(device)
+    sync(device)
     t_start = time.perf_counter()
     cache = DynamicCache(config=target.config)
     tokens = prompt_ids.to("cpu", torch.long)  # [n] all committed tokens, kept on the host
@@ -151,7 +141,7 @@ def generate(
         drafter.reset(tokens)
         if taps and tokens.numel() > 1:
             drafter.observe(tuple(pre.hidden_states[i][0] for i in taps))  # [P-1, hidden] each
-    _sync(device)
+    sync(device)
     t_decode = time.perf_counter()
     out.prefill_s = t_decode - t_start
 
@@ -164,10 +154,7 @@ def generate(
             # Never draft past the budget: the last token of a step is always the target's.
             k_step = min(k, max_new_tokens - len(new_tokens) - 1)
         if k_step > 0:
-            draft = drafter.propose(
-                tokens, k_step, temperature=draft_temperature, generator=generator, want_probs=want_probs,
-                top_k=top_k, top_p=top_p,
-            )
+            draft = drafter.propose(tokens, k_step, sampling=draft_sampling, want_probs=want_probs)
         else:
             draft = empty_draft()
         t1 = time.perf_counter()
@@ -196,9 +183,9 @@ def generate(
         )
         if draft.extra_tokens is not None:  # Lookahead's Jacobi window: scored, never committed
             drafter.observe_scores(fwd.logits[0, kk + 1 :].float())  # [E, vocab]
-        _sync(device)
+        sync(device)
         t2 = time.perf_counter()
-        verdict = verify(verifier, draft, scores, temperature=temperature, generator=generator, top_k=top_k, top_p=top_p)
+        verdict = verify(verifier, draft, scores, sampling)
         t3 = time.perf_counter()
 
         n = verdict.num_accepted
@@ -245,6 +232,6 @@ def generate(
         if reason is not None:
             out.stop_reason = reason
             break
-    _sync(device)
+    sync(device)
     out.decode_s = time.perf_counter() - t_decode
     return out

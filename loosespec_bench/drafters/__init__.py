@@ -2,7 +2,7 @@
 
 from .base import Drafter
 from .cross_tokenizer import CrossTokenizerDrafter
-from .eagle3 import Eagle3Drafter
+from .eagle import Eagle3Drafter
 from .lookahead import LookaheadDrafter
 from .lookup import PromptLookupDrafter, prompt_lookup
 from .mla import MLADrafter

@@ -13,12 +13,15 @@ here, so the loop reads attributes instead of probing for them.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import torch
 
 from ..errors import ConfigError
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, common_prefix_len, empty_draft
 
-__all__ = ["Draft", "Drafter", "common_prefix_len", "empty_draft"]  # Draft & co. re-exported from step
+__all__ = ["Drafter"]
 
 
 class Drafter:
@@ -28,6 +31,18 @@ class Drafter:
     # Indices into transformers' hidden_states tuple (i = the input of layer i) that the drafter
     # reads from the target's forwards (EAGLE-3); the loop then calls observe() with them.
     needs_target_hidden: tuple[int, ...] = ()
+
+    @classmethod
+    def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:
+        """Whether a drafter configured with `settings` (its config node) proposes trees, which
+        are verified at T = 0 only (config.validate) and reported as such (summary.json)."""
+        return False
+
+    @classmethod
+    def draft_length(cls, settings: Mapping[str, Any]) -> int:
+        """K of a drafter configured with `settings`: the most draft tokens one step can accept
+        (a chain's length; a tree's longest path)."""
+        return int(settings["k"])
 
     def __init__(self, k: int) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -54,19 +69,17 @@ class Drafter:
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         """Propose up to k tokens continuing `tokens` ([n] int64, all committed tokens).
 
         k is this step's length: self.k, or fewer near max_new_tokens. want_probs asks for q_i
         even at T = 0 (DropMatch's js criterion needs it); drafters that have no distribution
         (prompt lookup) return probs=None regardless. A drafter that samples at T > 0 draws from
-        the processed distribution (temperature, top_k, top_p: sampling.process_logits), the same
-        processing the rule applies to the target's p; greedy drafters ignore them.
+        the processed distribution (sampling: temperature, top_k, top_p, generator;
+        sampling.process_logits), the same processing the rule applies to the target's p;
+        greedy drafters ignore it.
         """
         raise NotImplementedError

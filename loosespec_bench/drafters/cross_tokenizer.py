@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, empty_draft
 from .base import Drafter
 from .model import ModelDrafter
@@ -108,12 +109,9 @@ class CrossTokenizerDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()

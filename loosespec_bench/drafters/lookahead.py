@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from typing import Any, Mapping
 
 import torch
 
 from ..errors import ConfigError
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft
 from .base import Drafter
 
@@ -43,6 +45,10 @@ class LookaheadDrafter(Drafter):
     """drafter=lookahead: Jacobi lookahead window + n-gram pool, verified as a tree."""
 
     name = "lookahead"
+
+    @classmethod
+    def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:
+        return True  # the n-gram guesses and the Jacobi window go out as one tree
 
     def __init__(self, k: int = 4, window: int = 7, guess_set: int = 7, seed: int = 0) -> None:
         """k = N - 1: a guess is an (N-1)-gram, the longest path a step can accept (LEVEL N = k + 1)."""
@@ -90,12 +96,9 @@ class LookaheadDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         pending = int(tokens[-1])
         # Verification branch: the pool's guesses for the pending token, merged into a trie.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, empty_draft
 from .base import Drafter
 
@@ -54,12 +55,9 @@ class PromptLookupDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()

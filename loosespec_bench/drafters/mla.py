@@ -31,7 +31,7 @@ import torch
 from transformers import PreTrainedModel
 
 from ..errors import ConfigError
-from ..sampling import tempered_probs
+from ..sampling import GREEDY, SamplingParams, tempered_probs
 from ..step import Draft, crop_to, empty_draft, longest_true_prefix
 from .lookup import prompt_lookup
 from .model import ModelDrafter
@@ -74,17 +74,14 @@ class MLADrafter(ModelDrafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()
         self._rollback(tokens)  # the cache now holds tokens[:len(self.seen)], at least one behind
-        keep_probs = want_probs and temperature <= 0
+        keep_probs = want_probs and sampling.greedy
         ctx = tokens  # [n + drafted] committed tokens, then the draft so far
         drafted: list[torch.Tensor] = []  # pieces of the draft, [<= k] in all
         probs: list[torch.Tensor] = []  # matching [*, vocab] rows of q
@@ -131,7 +128,7 @@ class MLADrafter(ModelDrafter):
             drafted.append(new)
             if keep_probs:
                 # Untempered (the draft is greedy), on the generator's device as ModelDrafter's q.
-                probs.append(tempered_probs(logits[: j + 1], 0.0, generator))  # [j+1, vocab]
+                probs.append(tempered_probs(logits[: j + 1], 0.0, sampling.generator))  # [j+1, vocab]
             n_drafted += j + 1
         # [k]: hf's guess cap keeps n_drafted at k; official may pass it and is cut here (the
         # draft cache keeps the extra tokens until the next step's rollback).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from ..sampling import sample_or_argmax
+from ..sampling import GREEDY, SamplingParams, sample_or_argmax
 from ..step import Draft, common_prefix_len, crop_to, empty_draft
 from .base import Drafter
 
@@ -44,12 +44,9 @@ class ModelDrafter(Drafter):
         self,
         tokens: torch.Tensor,
         k: int,
+        sampling: SamplingParams = GREEDY,
         *,
-        temperature: float = 0.0,
-        generator: torch.Generator | None = None,
         want_probs: bool = False,
-        top_k: int = 0,
-        top_p: float = 1.0,
     ) -> Draft:
         if k <= 0:
             return empty_draft()
@@ -57,7 +54,7 @@ class ModelDrafter(Drafter):
         feed = tokens[keep:]  # [m] committed tokens the cache has not seen, m >= 1
         out_tokens: list[int] = []
         out_probs: list[torch.Tensor] = []
-        keep_probs = want_probs or temperature > 0
+        keep_probs = want_probs or not sampling.greedy
         for _ in range(k):
             # Tokens live on the host; the draft may sit on an accelerator. The logits come back
             # to the host because the sampling generator and the verifiers' tokens are there.
@@ -65,7 +62,7 @@ class ModelDrafter(Drafter):
                 feed.unsqueeze(0).to(self.model.device), cache=self.cache, use_cache=True, logits_to_keep=1
             ).logits[0, -1].float().cpu()  # [vocab]
             self.seen = torch.cat([self.seen, feed])
-            d, q = sample_or_argmax(logits, temperature, generator, want_probs=keep_probs, top_k=top_k, top_p=top_p)
+            d, q = sample_or_argmax(logits, sampling, want_probs=keep_probs)
             out_tokens.append(d)
             if keep_probs:
                 out_probs.append(q)

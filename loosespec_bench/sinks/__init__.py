@@ -1,5 +1,1 @@
-"""Sinks record: a local result folder per run (always), plus optional trackers."""
-
-from .local import RunFolder
-
-__all__ = ["RunFolder"]
+"""Sinks record: trackers (W&B) beside the local result folder (loosespec_bench.run_folder)."""

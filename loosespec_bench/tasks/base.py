@@ -7,7 +7,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import ConfigError
 
@@ -44,6 +44,14 @@ class Task:
     group_key: str | None = None
     # The summary figure that is the mean of score[quality_key] (summary.json's F beside F_ci_*).
     quality_figure: str = "accuracy"
+    # Settings whose every entry must be one of a fixed set (e.g. MGSM's languages), declared
+    # here so that the pre-check (checks.py) refuses a bad one before any model loads.
+    setting_choices: dict[str, tuple[str, ...]] = {}
+    # The full data set's size (dataset.limit=null) and turns per sample, for the planner's
+    # estimates (plan.py) without loading anything; full_size None: unknown. size_of reads them.
+    full_size: int | None = None
+    full_size_exact: bool = True  # False: an approximate count (a hub split the plan cannot count)
+    turns_per_sample: float = 1.0
 
     def __init__(
         self,
@@ -62,6 +70,16 @@ class Task:
         self.system_prompt = system_prompt
         self.sample_seed = sample_seed
         self.data_files: set[Path] = set()  # every file local_path() gave out (summary: sha256)
+
+    @classmethod
+    def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """(samples of the full data set a config node describes, whether the count is exact),
+        before dataset.limit, from the settings alone. None: unknown, e.g. a node that reuses the
+        class for other data (its name differs from the class's). A category filter makes the
+        full set an upper bound."""
+        if cls.full_size is None or settings.get("name", cls.name) != cls.name:
+            return None, False
+        return cls.full_size, cls.full_size_exact and not settings.get("categories")
 
     # -- loading ---------------------------------------------------------------------------
     def local_path(self, *parts: str) -> Path:

@@ -37,6 +37,7 @@ def load_prompt() -> dict[str, Any]:
 
 class GSM8K(Task):
     name = "gsm8k"
+    full_size = 1319  # the test split
     hub_path = "openai/gsm8k"
 
     def __init__(self, *, num_fewshot: int = 8, match: str = "strict", **kwargs: Any) -> None:

@@ -28,6 +28,7 @@ ASSISTANT_PREFIX = "Here is the completed function:\n```python\n{prompt}\n"
 class HumanEval(Task):
     name = "humaneval"
     quality_figure = "pass@1"
+    full_size = 164
     hub_path = "openai/openai_humaneval"
 
     def __init__(self, *, sandbox: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -61,7 +62,7 @@ class HumanEval(Task):
         for row in self._rows():
             messages = [
                 {"role": "user", "content": USER_TEMPLATE.format(prompt=row["prompt"])},
-                # A final assistant message is a prefix the model continues (app.encode_messages).
+                # A final assistant message is a prefix the model continues (prompting.encode_messages).
                 {"role": "assistant", "content": ASSISTANT_PREFIX.format(prompt=row["prompt"])},
             ]
             reference = {k: row[k] for k in ("prompt", "test", "entry_point")}

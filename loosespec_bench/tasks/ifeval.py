@@ -75,6 +75,7 @@ def ifeval_utils(nltk_data: Path | None = None) -> types.ModuleType:
 
 class IFEval(Task):
     name = "ifeval"
+    full_size = 541
     hub_path = "google/IFEval"
 
     def __init__(self, *, nltk_data: str | None = None, **kwargs: Any) -> None:

@@ -146,6 +146,7 @@ for _i, _t in enumerate(_C["tests"]):
 
 class LiveCodeBench(HumanEval):
     name = "livecodebench"
+    full_size, full_size_exact = 400, False  # release_v1, counted approximately
     hub_repo = "livecodebench/code_generation_lite"
 
     def __init__(self, *, files: list[str] | str = ("test.jsonl",), **kwargs: Any) -> None:

@@ -143,6 +143,7 @@ def first_call_args(assertion: str, entry_point: str) -> list[Any] | None:
 
 class MBPPPlus(HumanEval):
     name = "mbpp_plus"
+    full_size = 399
     hub_path = "evalplus/mbppplus"
 
     def _rows(self) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import ConfigError
 from .answers import LmEvalScorer, extract_answer, numbers_equal, parse_number
@@ -61,6 +61,16 @@ class MGSM(Task):
     name = "mgsm"
     group_key = "language"  # order() interleaves languages itself
     hub_path = "juletxara/mgsm"
+    # Read by the pre-check (checks.py) before anything loads: each entry of dataset.languages.
+    setting_choices = {"languages": (*LANGUAGES, "all")}
+    per_language = 250
+
+    @classmethod
+    def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """250 problems per language (dataset.languages: a list, a comma string, or all)."""
+        langs = settings.get("languages") or ["en"]
+        langs = [x.strip() for x in langs.split(",")] if isinstance(langs, str) else list(langs)
+        return cls.per_language * (len(LANGUAGES) if langs == ["all"] else len(langs)), True
 
     def __init__(
         self,

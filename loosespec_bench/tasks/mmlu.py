@@ -30,6 +30,7 @@ MATCHES = ("strict-match", "flexible-extract", "get_response")
 
 class MMLU(Task):
     name = "mmlu"
+    full_size, full_size_exact = 1531, False  # flan_cot_zeroshot validation split, approximately
     hub_path = "cais/mmlu"
 
     def __init__(self, *, variant: str = "flan_cot_zeroshot", subjects: list[str] | None = None, **kwargs: Any) -> None:

@@ -44,6 +44,8 @@ class MTBench(Task):
     name = "mt_bench"
     quality_figure = "mt_bench_score"
     group_key = "category"  # a small limit covers every group
+    full_size = 80
+    turns_per_sample = 2.0
     quality_key = "rating"
     folder = "mt_bench"
     question_file = "question.jsonl"

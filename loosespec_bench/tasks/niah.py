@@ -29,7 +29,7 @@ import random
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import ConfigError
 from .base import Sample, Task
@@ -75,6 +75,13 @@ def sentence_start(text: str, pos: int) -> int:
 class NIAH(Task):
     name = "niah"
     shuffle = False  # load_all's repeat x length x depth order is the design a limit cuts
+
+    @classmethod
+    def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """One sample per (context length, depth, repeat)."""
+        lengths = settings.get("context_lengths", (512, 1024))
+        depths = settings.get("depths", (0, 50, 100))
+        return len(lengths) * len(depths) * int(settings.get("repeats", 1)), True
 
     def __init__(
         self,

@@ -2,16 +2,17 @@
 
 A verifier is a pure function of the draft and the target's scores: it never touches a model
 or a cache. The decoding loop turns its `Verdict` into committed tokens and cache rollbacks.
-Draft, TargetScores and Verdict live in loosespec_bench.step (re-exported here).
+Draft, TargetScores and Verdict live in loosespec_bench.step.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, TargetScores, Verdict
 
-__all__ = ["Draft", "LooseDecision", "TargetScores", "Verdict", "Verifier"]
+__all__ = ["LooseDecision", "Verifier"]
 
 
 class LooseDecision:
@@ -41,8 +42,9 @@ class Verifier:
     `drafts_full_k_near_limit` says how a step near max_new_tokens drafts, and
     `draft_temperature` says at which temperature the drafter proposes.
 
-    `top_k` / `top_p` (generation.top_k / top_p) truncate the sampling distributions at T > 0
-    (sampling.process_logits); every rule and drafter takes them, 0 / 1.0 being off.
+    `sampling` (sampling.SamplingParams: temperature, generation.top_k / top_p, the seeded
+    generator) is how the step samples; top-k / top-p truncate the distributions at T > 0
+    (sampling.process_logits), 0 / 1.0 being off. Every rule and drafter takes the same object.
     """
 
     needs_hidden: bool = False
@@ -62,10 +64,6 @@ class Verifier:
         self,
         draft: Draft,
         scores: TargetScores,
-        *,
-        temperature: float,
-        generator: torch.Generator | None,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        sampling: SamplingParams = GREEDY,
     ) -> Verdict:
         raise NotImplementedError

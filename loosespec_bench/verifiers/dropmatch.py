@@ -47,8 +47,9 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ConfigError
-from ..sampling import accept_exact, generator_device, match_vocab, sample_residual, sample_token, tempered_probs
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
+from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, generator_device, match_vocab, sample_token, tempered_probs
+from ..step import Draft, TargetScores, Verdict, sync
+from .base import LooseDecision, Verifier
 
 CRITERIA = ("naive", "js")
 
@@ -329,19 +330,10 @@ def dropmatch_decide(
             break
         n += 1
 
-    if temperature <= 0:
-        nxt = int(t[n])
-    elif n == K:
-        nxt = sample_token(p_T[K], generator)  # the bonus token
-    else:  # the correction: norm(max(0, p_n - q_n)), q_n one-hot(d_n) without draft probabilities
-        nxt = sample_residual(p_T[n], None if probs is None else probs[n], int(d_dev[n]), generator)
+    # At T > 0 the exact tail: the bonus, or norm(max(0, p_n - q_n)) (q_n one-hot(d_n) without
+    # draft probabilities).
+    nxt = int(t[n]) if temperature <= 0 else exact_tail(p_T, probs, d_dev, n, generator)
     return DropMatchDecision(a.cpu(), semantic, votes, n, nxt, t[:K].cpu(), evaluated, js_q, js_max)
-
-
-def _sync(device: torch.device) -> None:
-    # The overhead is only measured honestly once the queued kernels have finished.
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class DropMatch(Verifier):
@@ -384,24 +376,20 @@ class DropMatch(Verifier):
         self,
         draft: Draft,
         scores: TargetScores,
-        *,
-        temperature: float,
-        generator: torch.Generator | None,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        sampling: SamplingParams = GREEDY,
     ) -> Verdict:
         if scores.hidden is None or scores.lm_head is None:
             raise RuntimeError("DropMatch needs TargetScores.hidden and lm_head (needs_hidden=True)")
-        _sync(scores.hidden.device)
+        sync(scores.hidden.device)
         t0 = time.perf_counter()
         d = dropmatch_decide(
             draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
             criterion=self.criterion, n_paths=self.n_paths, p=self.p,
             include_clean_path=self.include_clean_path, majority=self.majority,
-            temperature=temperature, generator=generator, top_k=top_k, top_p=top_p,
+            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
             lm_head_batch=self.lm_head_batch,
         )
-        _sync(scores.hidden.device)
+        sync(scores.hidden.device)
         # Everything above is DropMatch's extra cost over SPD's argmax compare (which is ~free).
         seconds = time.perf_counter() - t0
         return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record(seconds))

@@ -54,9 +54,9 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..sampling import accept_exact, sample_residual, sample_token, tempered_probs
-from ..step import longest_true_prefix
-from .base import Draft, LooseDecision, TargetScores, Verdict, Verifier
+from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, sample_token, tempered_probs
+from ..step import Draft, TargetScores, Verdict, longest_true_prefix
+from .base import LooseDecision, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -213,12 +213,8 @@ def _decide_vllm(
     deferred = deferral_paper(a, window)  # [K] W following raw flags, j + W < K (0-based)
     a_final = a | (unsure if no_window else deferred & unsure)
     n = longest_true_prefix(a_final)
-    if temperature <= 0:
-        nxt = int(t[n])
-    elif n == K:
-        nxt = sample_token(p[K], generator)  # the bonus token
-    else:  # the native correction: norm(max(0, p_n - q_n))
-        nxt = sample_residual(p[n], None if q is None else q[n], int(d[n]), generator)
+    # The native tail at T > 0: the bonus, or the correction norm(max(0, p_n - q_n)).
+    nxt = int(t[n]) if temperature <= 0 else exact_tail(p, q, d, n, generator)
     return FLyDecision(a=a, t=t, H=H, deferred=deferred, a_final=a_final, n=n, next_token=nxt)
 
 
@@ -344,11 +340,7 @@ class FLy(Verifier):
         self,
         draft: Draft,
         scores: TargetScores,
-        *,
-        temperature: float,
-        generator: torch.Generator | None,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        sampling: SamplingParams = GREEDY,
     ) -> Verdict:
         if not self._checked_first:
             # Said once, on the first draft: config.validate refuses K <= W for method=fly, but
@@ -366,10 +358,10 @@ class FLy(Verifier):
             mode=self.mode,
             no_window=self.no_window,
             theta_switch_off=self.theta_switch_off,
-            temperature=temperature,
-            generator=generator,
+            temperature=sampling.temperature,
+            generator=sampling.generator,
             draft_probs=draft.probs,
-            sampling_top_k=top_k,
-            sampling_top_p=top_p,
+            sampling_top_k=sampling.top_k,
+            sampling_top_p=sampling.top_p,
         )
         return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record())

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from ..sampling import accept_exact, sample_residual, sample_token, tempered_probs
-from ..step import longest_true_prefix
-from .base import Draft, TargetScores, Verdict, Verifier
+from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, tempered_probs
+from ..step import Draft, TargetScores, Verdict, longest_true_prefix
+from .base import Verifier
 
-__all__ = ["SPD", "longest_true_prefix", "raw_match_flags", "verify_greedy", "verify_sampling"]
+__all__ = ["SPD", "raw_match_flags", "verify_greedy", "verify_sampling"]
 
 
 def raw_match_flags(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,13 +62,9 @@ def verify_sampling(
     # p on the generator's device (the run's seeded CPU generator; the draft's q lives there too).
     p = tempered_probs(target_logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
     draft_tokens = draft_tokens.to(p.device)
-    k = draft_tokens.numel()
     accept = accept_exact(p, draft_probs, draft_tokens, generator)  # [K]
     n = longest_true_prefix(accept)
-    if n == k:
-        return n, sample_token(p[k], generator)  # the bonus token
-    q_n = None if draft_probs is None else draft_probs[n]
-    return n, sample_residual(p[n], q_n, int(draft_tokens[n]), generator)
+    return n, exact_tail(p, draft_probs, draft_tokens, n, generator)
 
 
 class SPD(Verifier):
@@ -78,16 +74,12 @@ class SPD(Verifier):
         self,
         draft: Draft,
         scores: TargetScores,
-        *,
-        temperature: float,
-        generator: torch.Generator | None,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        sampling: SamplingParams = GREEDY,
     ) -> Verdict:
-        if temperature > 0:
+        if not sampling.greedy:
             n, nxt = verify_sampling(
-                draft.tokens, draft.probs, scores.logits, temperature=temperature, generator=generator,
-                top_k=top_k, top_p=top_p,
+                draft.tokens, draft.probs, scores.logits, temperature=sampling.temperature, generator=sampling.generator,
+                top_k=sampling.top_k, top_p=sampling.top_p,
             )
         else:
             n, nxt = verify_greedy(draft.tokens, scores.logits)

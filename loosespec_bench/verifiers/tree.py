@@ -22,11 +22,10 @@ lossless; it is not implemented, so tree drafts are refused at T > 0 (ConfigErro
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from ..errors import ConfigError
+from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, TargetScores, Verdict, root_to_leaf_paths
 from .base import Verifier
 from .spd import SPD
@@ -50,20 +49,17 @@ def _greedy_walk(draft: Draft, logits: torch.Tensor) -> Verdict:
         cur = nxt
 
 
-def verify(
-    verifier: Verifier, draft: Draft, scores: TargetScores, *, temperature: float, generator: torch.Generator | None,
-    **sampling: Any,
-) -> Verdict:
+def verify(verifier: Verifier, draft: Draft, scores: TargetScores, sampling: SamplingParams = GREEDY) -> Verdict:
     """The verifier's verdict on a chain (unchanged) or a tree (the rule along each path)."""
     if draft.parents is None:
-        return verifier(draft, scores, temperature=temperature, generator=generator, **sampling)
-    if temperature > 0:
+        return verifier(draft, scores, sampling)
+    if not sampling.greedy:
         raise ConfigError(
             "tree drafts (drafter.tree=true, drafter=lookahead) are verified at temperature 0 only: "
             "lossless tree sampling needs multi-candidate recursive rejection, not implemented"
         )
     if draft.k == 0:
-        return verifier(draft, scores, temperature=temperature, generator=generator, **sampling)
+        return verifier(draft, scores, sampling)
     if type(verifier) is SPD:
         return _greedy_walk(draft, scores.logits)
     best: Verdict | None = None
@@ -76,7 +72,7 @@ def verify(
             hidden=None if scores.hidden is None else scores.hidden[rows.to(scores.hidden.device)],
             lm_head=scores.lm_head,
         )
-        v = verifier(sub, sub_scores, temperature=temperature, generator=generator, **sampling)
+        v = verifier(sub, sub_scores, sampling)
         if best is None or v.num_accepted > best.num_accepted:
             best, best_path = v, path
     assert best is not None

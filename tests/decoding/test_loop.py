@@ -7,7 +7,7 @@ import torch
 from transformers import DynamicCache
 
 from loosespec_bench.decoding import generate
-from loosespec_bench.decoding.cache import crop_to
+from loosespec_bench.step import crop_to
 from loosespec_bench.drafters import MLADrafter, ModelDrafter, PromptLookupDrafter, prompt_lookup
 from loosespec_bench.verifiers.spd import SPD
 

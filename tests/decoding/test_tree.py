@@ -12,6 +12,7 @@ from loosespec_bench.decoding.loop import tree_inputs
 from loosespec_bench.drafters import Eagle3Drafter
 from loosespec_bench.drafters.base import Drafter
 from loosespec_bench.errors import ConfigError
+from loosespec_bench.sampling import GREEDY
 from loosespec_bench.step import Draft, TargetScores, compact_to, root_to_leaf_paths
 from loosespec_bench.verifiers.dropmatch import DropMatch
 from loosespec_bench.verifiers.fly import FLy, fly_decide
@@ -37,7 +38,7 @@ class DecoyTreeDrafter(Drafter):
         self.model = model
 
     @torch.inference_mode()
-    def propose(self, tokens, k, *, temperature=0.0, generator=None, want_probs=False, top_k=0, top_p=1.0) -> Draft:
+    def propose(self, tokens, k, sampling=GREEDY, *, want_probs=False) -> Draft:
         toks: list[int] = []
         pars: list[int] = []
         seq = tokens.clone()
@@ -115,7 +116,7 @@ def test_lossless_tree_spd_equals_target_alone(tiny_pair, same_model):
 
 
 def test_eagle3_tree_is_lossless_and_bounded(tiny_pair):
-    from ..drafters.test_eagle3 import random_head
+    from ..drafters.eagle.conftest import random_head
 
     target, _, tok = tiny_pair
     draft_ids = torch.arange(259)
@@ -138,7 +139,7 @@ def test_eagle3_tree_is_lossless_and_bounded(tiny_pair):
 def test_tree_and_chain_eagle3_share_the_head_cache_rollback(tiny_pair):
     """Tree, then chain drafting with the same head over one sequence both stay lossless (the
     head's cache is rebuilt from the accepted path's target features)."""
-    from ..drafters.test_eagle3 import random_head
+    from ..drafters.eagle.conftest import random_head
 
     target, _, tok = tiny_pair
     head = random_head(target, torch.arange(259), seed=4)
@@ -165,18 +166,18 @@ def test_loose_rule_on_a_tree_keeps_the_longest_accepted_path():
     logits[6, 0] = 5.0  # after node 5: bonus 0
     d = Draft(tokens=torch.tensor([1, 2, 6, 4, 5, 6]), parents=torch.tensor([-1, -1, 0, 1, 3, 4]))
     fly = FLy(theta=0.3, window=2, mode="code")
-    v = verify(fly, d, TargetScores(logits=logits), temperature=0.0, generator=None)
+    v = verify(fly, d, TargetScores(logits=logits), GREEDY)
     # Chain reading of path B equals the chain rule's own verdict.
     chain = fly_decide(d.tokens[[1, 3, 4, 5]], logits[[0, 2, 4, 5, 6]], theta=0.3, window=2, mode="code")
     assert v.num_accepted == chain.n and v.path == [1, 3, 4, 5][: chain.n]
     assert v.num_accepted > 1  # longer than path A's exact prefix (1 node)
     # Exact SPD on the same tree follows the argmax child: path A, one node.
-    s = verify(SPD(), d, TargetScores(logits=logits), temperature=0.0, generator=None)
+    s = verify(SPD(), d, TargetScores(logits=logits), GREEDY)
     assert (s.num_accepted, s.path, s.next_token) == (1, [0], 3)
 
 
 def test_dropmatch_and_fly_run_on_eagle3_trees(tiny_pair):
-    from ..drafters.test_eagle3 import random_head
+    from ..drafters.eagle.conftest import random_head
 
     target, _, tok = tiny_pair
     head = random_head(target, torch.arange(259), seed=5)
@@ -223,7 +224,7 @@ def _official_eagle2_checkpoint(folder, target, seed: int = 0):
 
 
 def test_eagle2_official_head_loads_and_drafts_chain_and_tree_losslessly(tmp_path, tiny_pair):
-    from loosespec_bench.drafters.eagle2 import Eagle2Head
+    from loosespec_bench.drafters.eagle.eagle2 import Eagle2Head
 
     target, _, tok = tiny_pair
     folder = _official_eagle2_checkpoint(tmp_path / "eagle2", target)

@@ -8,6 +8,7 @@ import torch
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter
 from loosespec_bench.models.tiny import tiny_model
+from loosespec_bench.sampling import SamplingParams
 from loosespec_bench.verifiers.spd import SPD
 
 
@@ -62,7 +63,7 @@ def test_mla_is_greedy_at_any_temperature(models):
     ref.reset(prompt)
     mla.reset(prompt)
     g = torch.Generator().manual_seed(0)
-    d = mla.propose(prompt, 6, temperature=1.0, generator=g, want_probs=True)
+    d = mla.propose(prompt, 6, SamplingParams(1.0, generator=g), want_probs=True)
     # A deterministic draft has q = one-hot(d): no probabilities, speculative sampling stays exact.
     assert d.probs is None
     assert d.tokens.tolist() == ref.propose(prompt, 6).tokens.tolist()

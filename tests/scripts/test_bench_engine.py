@@ -69,6 +69,26 @@ def test_bench_engine_tiny_fp32_smoke(tmp_path, capsys):
     assert {"wall_s", "tokens", "target_forwards", "phase_s"} <= set(raw["runs"][0])
 
 
+def test_an_engine_built_from_the_config_is_one_more_contestant(tmp_path):
+    """--engine NAME=OVERRIDES: any engine the package config builds (here engine=hf with SPD and
+    the draft model, as a vLLM engine would plug in) runs beside the built-in contestants."""
+    bench = _bench_module()
+    threads = torch.get_num_threads()
+    try:
+        res = bench.main([
+            "--tiny", "--fp32", "--max-new-tokens", "10", "--repeats", "1", "--prompts-per-set", "1",
+            "--sets", "gsm8k", "--warmup-tokens", "2", "--data-dir", str(shared_data_dir()), "--threads", "1",
+            "--calibration-reps", "0", "--contestants", "ar,spd",
+            "--engine", "cfg-spd=engine=hf method=spd drafter=model drafter.k=5",
+        ])
+    finally:
+        torch.set_num_threads(threads)
+    assert set(res["contestants"]) == {"ar", "spd", "cfg-spd"}
+    c = res["comparisons"]["cfg-spd|ar"]
+    assert c["pairs"] == 1 and c["identical"] == 1  # lossless SPD: the target alone's tokens
+    assert res["contestants"]["cfg-spd"]["tau"] == res["contestants"]["spd"]["tau"]  # the same draft, K and rule
+
+
 def test_bench_rejects_unknown_contestant():
     bench = _bench_module()
     with pytest.raises(SystemExit):

@@ -7,10 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from loosespec_bench.app import encode_messages, run
+from loosespec_bench.app import run
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_tokenizer
-from loosespec_bench.sinks import RunFolder
+from loosespec_bench.prompting import encode_messages
+from loosespec_bench.run_folder import RunFolder
 from loosespec_bench.tasks.gsm8k import GSM8K
 from loosespec_bench.tasks.lm_eval_task import LmEvalTask
 
@@ -117,7 +118,7 @@ def test_hub_only_task_offline_is_one_clear_error(monkeypatch, data_dir):
 
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    from loosespec_bench.app import build_task
+    from loosespec_bench.build import build_task
 
     cfg = compose_config(["pair=tiny", "dataset=acp_prog_gen"])
     assert cfg.dataset.task == "acp_prog_gen" and cfg.dataset.apply_chat_template and cfg.dataset.fewshot_as_multiturn

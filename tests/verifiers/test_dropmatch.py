@@ -10,9 +10,11 @@ from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
 from loosespec_bench.metrics import loose_summary
+from loosespec_bench.sampling import SamplingParams
 from ..conftest import compose_config
 from ..helpers import code_prompt, make_drafter
-from loosespec_bench.verifiers import Draft, DropMatch, TargetScores
+from loosespec_bench.step import Draft, TargetScores, longest_true_prefix
+from loosespec_bench.verifiers import DropMatch
 from loosespec_bench.verifiers.dropmatch import (
     draft_distribution,
     draw_keep_masks,
@@ -22,7 +24,7 @@ from loosespec_bench.verifiers.dropmatch import (
     js_divergence,
     naive_accept,
 )
-from loosespec_bench.verifiers.spd import SPD, longest_true_prefix
+from loosespec_bench.verifiers.spd import SPD
 
 
 # ---- a hand-built LM head -----------------------------------------------------------------
@@ -61,12 +63,12 @@ def test_naive_accepts_an_argmax_of_some_path_and_rejects_no_paths_argmax():
 
     rule = DropMatch(criterion="naive", n_paths=40, p=0.5)
     with torch.no_grad():
-        v = rule(Draft(tokens=torch.tensor([1, 1])), scores, temperature=0.0, generator=torch.Generator().manual_seed(0))
+        v = rule(Draft(tokens=torch.tensor([1, 1])), scores, SamplingParams(generator=torch.Generator().manual_seed(0)))
         assert (v.num_accepted, v.next_token) == (2, 0)  # both kept, bonus = clean argmax
         assert v.record["loose_accepted"] == [0, 1] and v.record["dropmatch_s"] >= 0
-        v = rule(Draft(tokens=torch.tensor([1, 2])), scores, temperature=0.0, generator=torch.Generator().manual_seed(0))
+        v = rule(Draft(tokens=torch.tensor([1, 2])), scores, SamplingParams(generator=torch.Generator().manual_seed(0)))
         assert (v.num_accepted, v.next_token) == (1, 0)  # stops at token 2; correction = t = 0
-        v = rule(Draft(tokens=torch.tensor([2, 1])), scores, temperature=0.0, generator=torch.Generator().manual_seed(0))
+        v = rule(Draft(tokens=torch.tensor([2, 1])), scores, SamplingParams(generator=torch.Generator().manual_seed(0)))
         assert (v.num_accepted, v.next_token) == (0, 0)
 
 
@@ -76,7 +78,7 @@ def test_exact_match_always_accepted_and_clean_path_option():
         # p = 0.9 with 1 path: the path may well not have token 0 as argmax; d = t = 0 still passes.
         for seed in range(10):
             v = DropMatch(criterion="naive", n_paths=1, p=0.9)(
-                Draft(tokens=torch.tensor([0])), scores, temperature=0.0, generator=torch.Generator().manual_seed(seed))
+                Draft(tokens=torch.tensor([0])), scores, SamplingParams(generator=torch.Generator().manual_seed(seed)))
             assert v.num_accepted == 1 and v.record["loose_accepted"] == []
         paths = dropout_path_logits(scores.hidden[:1], scores.lm_head, n_paths=3, p=0.5, include_clean_path=True,
                                     clean_logits=scores.logits[:1], generator=torch.Generator().manual_seed(0))
@@ -227,8 +229,8 @@ def test_js_with_p0_accepts_only_exact_matches():
 def test_empty_draft_emits_a_target_token(temperature):
     scores = hand_scores(0)
     with torch.no_grad():
-        v = DropMatch()(Draft(tokens=torch.empty(0, dtype=torch.long)), scores, temperature=temperature,
-                        generator=torch.Generator().manual_seed(0))
+        v = DropMatch()(Draft(tokens=torch.empty(0, dtype=torch.long)), scores,
+                        SamplingParams(temperature, generator=torch.Generator().manual_seed(0)))
     assert v.num_accepted == 0 and v.next_token in (0, 1, 2) and v.record["raw_match"] == []
     if temperature == 0:
         assert v.next_token == 0
@@ -242,8 +244,8 @@ def test_sampling_fallback_is_speculative_sampling_for_rejected_tokens():
     rule = DropMatch(criterion="naive", n_paths=5, p=0.3)
     p2 = torch.softmax(scores.logits[0], -1)[2].item()
     with torch.no_grad():
-        outs = [rule(Draft(tokens=torch.tensor([2])), scores, temperature=1.0,
-                     generator=torch.Generator().manual_seed(s)) for s in range(400)]
+        outs = [rule(Draft(tokens=torch.tensor([2])), scores,
+                     SamplingParams(1.0, generator=torch.Generator().manual_seed(s))) for s in range(400)]
     kept = sum(v.num_accepted for v in outs) / len(outs)
     assert abs(kept - p2) < 0.05
     assert all(v.next_token != 2 for v in outs if v.num_accepted == 0)

@@ -14,9 +14,11 @@ from loosespec_bench.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
 from loosespec_bench.metrics import loose_summary, summarize
+from loosespec_bench.sampling import SamplingParams
 from ..conftest import compose_config
 from ..helpers import code_prompt, make_drafter
-from loosespec_bench.verifiers import Draft, FLy, TargetScores
+from loosespec_bench.step import Draft, TargetScores
+from loosespec_bench.verifiers import FLy
 from loosespec_bench.verifiers.fly import (
     deferral_code,
     deferral_paper,
@@ -212,7 +214,7 @@ def test_sampling_two_samples_and_reproducible():
 def test_verifier_class_fills_record_and_validates():
     d, lg = case(10, {2: UNSURE}, bonus=9)
     v = FLy(theta=0.3, window=4)
-    verdict = v(Draft(tokens=d), TargetScores(logits=lg), temperature=0.0, generator=None)
+    verdict = v(Draft(tokens=d), TargetScores(logits=lg), SamplingParams())
     assert (verdict.num_accepted, verdict.next_token) == (10, 9)
     assert verdict.record["loose_accepted"] == [2] and v.needs_hidden is False
     with pytest.raises(ValueError):

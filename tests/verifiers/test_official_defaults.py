@@ -14,8 +14,9 @@ from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter, prompt_lookup
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_model
-from loosespec_bench.sampling import process_logits, sample_or_argmax, tempered_probs
-from loosespec_bench.verifiers import Draft, FLy, TargetScores
+from loosespec_bench.sampling import SamplingParams, process_logits, sample_or_argmax, tempered_probs
+from loosespec_bench.step import Draft, TargetScores
+from loosespec_bench.verifiers import FLy
 from loosespec_bench.verifiers.dropmatch import DropMatch
 from loosespec_bench.verifiers.fly import fly_decide
 from loosespec_bench.verifiers.spd import SPD, verify_sampling
@@ -70,7 +71,7 @@ class _Recording(ModelDrafter):
         self.temperatures: list[float] = []
 
     def propose(self, tokens, k, **kw):
-        self.temperatures.append(kw["temperature"])
+        self.temperatures.append(kw["sampling"].temperature)
         return super().propose(tokens, k, **kw)
 
 
@@ -103,7 +104,7 @@ def test_tiny_theta_switches_the_entropy_gate_off_as_the_released_code():
     assert fly_decide(d, lg, theta=0.005, window=4, mode="vllm").n == 2
     # The verifier passes the option through.
     v = FLy(theta=0.005, window=4, theta_switch_off=False)
-    assert v(Draft(tokens=d), TargetScores(logits=lg), temperature=0.0, generator=None).num_accepted == 2
+    assert v(Draft(tokens=d), TargetScores(logits=lg), SamplingParams()).num_accepted == 2
 
 
 # ---- 4. MLA's official lookup ------------------------------------------------------------------
@@ -298,7 +299,7 @@ def test_spd_accept_and_residual_reproduce_the_processed_target(top_k, top_p):
     n = 6000
     counts = torch.zeros(V)
     for _ in range(n):
-        d, q = sample_or_argmax(draft_logits, T, g, want_probs=True, top_k=top_k, top_p=top_p)
+        d, q = sample_or_argmax(draft_logits, SamplingParams(T, top_k, top_p, g), want_probs=True)
         m, nxt = verify_sampling(torch.tensor([d]), q[None], target_logits, temperature=T, generator=g,
                                  top_k=top_k, top_p=top_p)
         counts[d if m == 1 else nxt] += 1

@@ -1,99 +1,20 @@
-"""drafter=eagle3: official checkpoint format, vocabulary mapping, chain drafting, losslessness."""
+"""drafter=eagle3: chain drafting in the draft vocabulary, losslessness, the app on a head folder."""
 
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 import torch
 
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import Eagle3Drafter
-from loosespec_bench.drafters.eagle3 import build_head, head_config_for, read_head, save_head, vocab_maps
-from loosespec_bench.errors import ConfigError
+from loosespec_bench.sampling import SamplingParams
 from loosespec_bench.verifiers.fly import FLy
 from loosespec_bench.verifiers.spd import SPD
 
-from ..conftest import compose_config
-
-PROMPT = "Question: 3 apples and 4 apples make how many? Answer step by step."
-# The key names of SafeAILab/EAGLE's EAGLE-3 checkpoints (cnets.Model.state_dict(), no embedding).
-OFFICIAL_KEYS = {
-    "fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d",
-    "midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight", "midlayer.post_attention_layernorm.weight",
-    "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
-    "midlayer.self_attn.o_proj.weight", "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight",
-    "midlayer.mlp.down_proj.weight",
-}
-
-
-def random_head(target, draft_ids: torch.Tensor, seed: int = 0):
-    """A random head over the draft vocabulary `draft_ids` (sorted target ids)."""
-    cfg = head_config_for(target, draft_vocab_size=draft_ids.numel(), intermediate_size=96)
-    torch.manual_seed(seed)
-    head = build_head(cfg, None, target.get_input_embeddings())
-    head.d2t, head.t2d = vocab_maps(draft_ids, cfg["vocab_size"])
-    with torch.no_grad():
-        for p in head.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.3)
-    return head
-
-
-@pytest.fixture(scope="module")
-def draft_ids() -> torch.Tensor:
-    return torch.randperm(259, generator=torch.Generator().manual_seed(0))[:120].sort().values
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, tiny_pair, draft_ids):
-    target = tiny_pair[0]
-    folder = tmp_path_factory.mktemp("eagle3_head")
-    save_head(random_head(target, draft_ids), folder)
-    return folder
-
-
-def _prompt(tok, text: str = PROMPT) -> torch.Tensor:
-    return torch.tensor(tok(text, add_special_tokens=False).input_ids)
-
-
-def test_checkpoint_has_the_official_layout(checkpoint, tiny_pair, draft_ids):
-    from safetensors.torch import load_file
-
-    cfg = json.loads((checkpoint / "config.json").read_text())
-    assert cfg["draft_vocab_size"] == 120 and cfg["vocab_size"] == tiny_pair[0].config.vocab_size
-    state = load_file(str(checkpoint / "model.safetensors"))
-    assert set(state) == OFFICIAL_KEYS
-    assert state["fc.weight"].shape == (64, 3 * 64)  # 3 target layers fused to H
-    assert state["midlayer.self_attn.q_proj.weight"].shape[1] == 2 * 64  # [embedding, feature]
-    assert state["lm_head.weight"].shape == (120, 64)
-    assert state["d2t"].dtype == torch.long and state["t2d"].dtype == torch.bool
-    assert torch.equal(torch.arange(120) + state["d2t"], draft_ids)  # target id = draft id + d2t
-    assert int(state["t2d"].sum()) == 120
-
-
-def test_pytorch_bin_and_speculators_key_names_load(tmp_path, tiny_pair, draft_ids):
-    target = tiny_pair[0]
-    head = random_head(target, draft_ids, seed=1)
-    save_head(head, tmp_path, safetensors=False)
-    assert (tmp_path / "pytorch_model.bin").is_file()
-    cfg, state = read_head(tmp_path)
-    torch.save({k.replace("midlayer.", "layers.0."): v for k, v in state.items()}, tmp_path / "pytorch_model.bin")
-    _, renamed = read_head(tmp_path)
-    assert set(renamed) == OFFICIAL_KEYS
-    loaded = build_head(cfg, renamed, target.get_input_embeddings())
-    for k, v in head.state_dict().items():
-        torch.testing.assert_close(loaded.state_dict()[k], v)
-
-
-def test_not_a_head_is_a_config_error(tmp_path, tiny_pair):
-    (tmp_path / "config.json").write_text("{}")
-    torch.save({"model.embed_tokens.weight": torch.zeros(2, 2)}, tmp_path / "pytorch_model.bin")
-    with pytest.raises(ConfigError, match="not an EAGLE-3 head"):
-        Eagle3Drafter(tiny_pair[0], str(tmp_path))
-    with pytest.raises(ConfigError, match="neither a local folder"):
-        Eagle3Drafter(tiny_pair[0], "./no/such/head")
+from ...conftest import compose_config
+from .conftest import prompt_ids, random_head
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -101,13 +22,13 @@ def test_drafts_k_tokens_in_the_draft_vocabulary(checkpoint, tiny_pair, draft_id
     target, _, tok = tiny_pair
     drafter = Eagle3Drafter(target, str(checkpoint))
     assert drafter.needs_target_hidden == (2, 1, 0)  # (2, L//2, L-3) clamped for L = 2 layers
-    ids = _prompt(tok)
+    ids = prompt_ids(tok)
     with torch.inference_mode():
         hs = target(ids[None, :-1], output_hidden_states=True).hidden_states
     drafter.reset(ids)
     drafter.observe(tuple(hs[i][0] for i in drafter.needs_target_hidden))
     gen = torch.Generator().manual_seed(0)
-    draft = drafter.propose(ids, 5, temperature=temperature, generator=gen, want_probs=True)
+    draft = drafter.propose(ids, 5, SamplingParams(temperature, generator=gen), want_probs=True)
     assert draft.tokens.shape == (5,) and draft.tokens.dtype == torch.long
     assert all(int(t) in set(draft_ids.tolist()) for t in draft.tokens)
     assert draft.probs.shape == (5, target.config.vocab_size)
@@ -119,30 +40,10 @@ def test_drafts_k_tokens_in_the_draft_vocabulary(checkpoint, tiny_pair, draft_id
     assert drafter.cache[0].shape[2] == ids.numel() - 1 + 4
 
 
-def test_unrolled_training_equals_chain_drafting(tiny_pair, draft_ids):
-    """Training-time test (Eagle3Head.unroll) computes what chain drafting computes at every
-    depth, so the head is trained on the inference computation, positions included."""
-    target, _, tok = tiny_pair
-    head = random_head(target, draft_ids, seed=2)
-    ids = _prompt(tok)
-    taps = (2, 1, 0)
-    with torch.no_grad():
-        hs = target(ids[None], output_hidden_states=True).hidden_states
-        feats = torch.cat([hs[i] for i in taps], dim=-1)  # [1, P, 3H]
-        steps, n = 3, ids.numel() - 4
-        unrolled = head.unroll(feats[:, :n], ids[None, 1 : n + 1 + steps], steps)
-        for j in (0, n // 2, n - 1):  # chain drafting after committed position j
-            h, cache = head.step(feats[0, : j + 1], ids[1 : j + 2], 0, None, fused=False)
-            last = h[-1:]
-            for s in range(steps):
-                torch.testing.assert_close(head.logits(last)[0], unrolled[s][0, j], rtol=1e-4, atol=1e-4)
-                last, cache = head.step(last, ids[j + 2 + s : j + 3 + s], j + 1 + s, cache, fused=True)
-
-
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_spd_with_eagle3_equals_target_alone(checkpoint, tiny_pair, k):
     target, _, tok = tiny_pair
-    prompt = _prompt(tok)
+    prompt = prompt_ids(tok)
     ref = generate(target, prompt, verifier=SPD(), max_new_tokens=32)
     out = generate(target, prompt, verifier=SPD(), drafter=Eagle3Drafter(target, str(checkpoint), k=k), max_new_tokens=32)
     assert out.new_tokens == ref.new_tokens
@@ -160,7 +61,7 @@ def _constant_target(target):
 def test_perfect_head_is_fully_accepted_and_partial_heads_stay_lossless(tiny_pair):
     target, _, tok = tiny_pair
     const = _constant_target(target)
-    prompt = _prompt(tok)
+    prompt = prompt_ids(tok)
     ref = generate(const, prompt, verifier=SPD(), max_new_tokens=30)
     assert set(ref.new_tokens) == {0}
     # A one-token draft vocabulary {0}: the head can only propose the target's token.
@@ -174,16 +75,16 @@ def test_perfect_head_is_fully_accepted_and_partial_heads_stay_lossless(tiny_pai
     assert 0 < sum(out.accepted) < sum(out.drafted)
 
 
-def test_loose_verifier_and_one_token_prompt(checkpoint, tiny_pair):
+def test_loose_verifier_and_one_tokenprompt_ids(checkpoint, tiny_pair):
     """FLy keeps draft tokens past a mismatch: the features handed to the head are then those of
     the kept draft tokens. A 1-token prompt has no feature before the first step."""
     target, _, tok = tiny_pair
     drafter = Eagle3Drafter(target, str(checkpoint), k=6)
-    out = generate(target, _prompt(tok), verifier=FLy(theta=0.0, window=2), drafter=drafter, max_new_tokens=24)
+    out = generate(target, prompt_ids(tok), verifier=FLy(theta=0.0, window=2), drafter=drafter, max_new_tokens=24)
     assert len(out.new_tokens) == 24
     drafter.k = 3  # the same drafter (reset per sequence) on a second sequence, shorter drafts
-    out = generate(target, _prompt(tok)[:1], verifier=SPD(), drafter=drafter, max_new_tokens=8)
-    ref = generate(target, _prompt(tok)[:1], verifier=SPD(), max_new_tokens=8)
+    out = generate(target, prompt_ids(tok)[:1], verifier=SPD(), drafter=drafter, max_new_tokens=8)
+    ref = generate(target, prompt_ids(tok)[:1], verifier=SPD(), max_new_tokens=8)
     assert out.new_tokens == ref.new_tokens and out.drafted[0] == 0
 
 
@@ -229,7 +130,7 @@ def test_spd_with_quantized_eagle3_head_equals_target_alone(checkpoint, tiny_pai
     from loosespec_bench.models.quantize import QuantizedLinear, quantize_drafter
 
     target, _, tok = tiny_pair
-    prompt = _prompt(tok)
+    prompt = prompt_ids(tok)
     drafter = Eagle3Drafter(target, str(checkpoint), k=3)
     assert quantize_drafter(drafter, mode) > 0 and isinstance(drafter.head.fc, QuantizedLinear)
     ref = generate(target, prompt, verifier=SPD(), max_new_tokens=32)
