@@ -28,7 +28,7 @@ from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stam
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
-from .timing import CLEAN, DEFAULT_MAX_RETIMES, DEFAULT_TOLERANCE, EXCLUDED, RETIMED, Clocks, Probe, contamination_warning, differ, timing_line
+from .timing import CLEAN, EXCLUDED, RETIMED, Clocks, Probe, contamination_warning, differ, retime_enabled, timing_line, timing_settings
 
 log = logging.getLogger(__name__)
 
@@ -169,22 +169,6 @@ class Runner:
                 probes[method].stop()
                 turns[method].append((gen, len(turn_ids), self._decode(gen)))
         return turns, probes
-
-
-def timing_settings(cfg: DictConfig) -> tuple[float, int]:
-    """(tolerance, max_retimes) of the config's `timing` node (defaults for configs from before it)."""
-    node = cfg.get("timing") or {}
-    return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
-
-
-def retime_enabled(cfg: DictConfig) -> bool:
-    """timing.retime: true/false, or auto (default): on where the models run on the CPU, whose
-    time this process's CPU share and the machine's load describe; on a GPU they do not (the
-    measurements are still recorded)."""
-    mode = (cfg.get("timing") or {}).get("retime", "auto")
-    if isinstance(mode, bool):
-        return mode
-    return str(cfg.pair.get("device", "cpu")).startswith("cpu")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

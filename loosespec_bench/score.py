@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from .errors import ConfigError
 from .run_folder import RunFolder, atomic_write, first_per_id, read_jsonl, utc_stamp
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary
+from .timing import timing_settings  # the run's own settings, defaults for old configs
 from .tasks import Sample, Task
 
 RETENTION_KEYS = ("retention",)  # plus every key stats.retention_summary writes (retention_*)
@@ -155,7 +156,6 @@ def rescore_folder(
         # Every figure and its interval again (speed ones included: the same records give the
         # same points; folders from before the intervals gain them). Old records have no
         # timing data: the summary's timing says "not recorded".
-        from .app import timing_settings  # the run's own settings, defaults for old configs
 
         summary.update(build_summary(
             task, records, seed=seed,

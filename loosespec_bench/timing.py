@@ -37,6 +37,22 @@ DEFAULT_MAX_RETIMES = 2
 CLEAN, RETIMED, EXCLUDED = "clean", "retimed", "excluded"
 
 
+def timing_settings(cfg: Any) -> tuple[float, int]:
+    """(tolerance, max_retimes) of a config's `timing` node (defaults for configs from before it)."""
+    node = cfg.get("timing") or {}
+    return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
+
+
+def retime_enabled(cfg: Any) -> bool:
+    """timing.retime: true/false, or auto (default): on where the models run on the CPU, whose
+    time this process's CPU share and the machine's load describe; on a GPU they do not (the
+    measurements are still recorded)."""
+    mode = (cfg.get("timing") or {}).get("retime", "auto")
+    if isinstance(mode, bool):
+        return mode
+    return str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu")
+
+
 def read_proc_stat() -> float | None:
     """Busy CPU seconds of the whole machine since boot (all CPUs; idle and iowait excluded),
     from /proc/stat's first line; None where there is no /proc/stat (macOS, Windows)."""

@@ -230,7 +230,7 @@ def test_cpu_hog_during_a_real_pair_run_is_retimed_or_flagged(tmp_path, monkeypa
 
 
 def test_retime_is_on_for_cpu_runs_and_can_be_forced(tmp_path):
-    from loosespec_bench.app import retime_enabled
+    from loosespec_bench.timing import retime_enabled
 
     assert retime_enabled(compose_config(TINY)) is True  # pair.device=cpu
     assert retime_enabled(compose_config([*TINY, "pair.device=cuda"])) is False
