@@ -62,3 +62,4 @@ clean-results:  ## delete the git-ignored result folders under results/ (committ
 include replicate.mk
 include report.mk
 include bench.mk
+include vllm.mk

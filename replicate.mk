@@ -11,6 +11,9 @@
 #                                 scale=cpu (the embedded pair, 3 samples, 256 new tokens, the
 #                                 experiments' CPU grids) on this machine, one point at a time, into
 #                                 results/cpu/runs (CPU_RESULTS=...); `make report-cpu` draws results/cpu/
+#   make replicate-cpu LAUNCHER=slurm   the same as job arrays on a CPU Slurm partition: no GPU, the
+#                                 CPU scale's cores and memory per job (scale/cpu.yaml `resources`)
+#   make slurm-local / slurm-stop a Slurm cluster on this machine (root, Debian): slurm/local_cluster.sh
 #   DRY_RUN=1 make replicate-...  print the job plan (jobs, GPUs per job, estimated GPU-hours); no cluster
 #   make status                   done / running / failed / pending points of every replication sweep
 #
@@ -52,7 +55,10 @@ TIMEOUT_405B ?= 2880
 # The 70B-scale pair files name one device; split their targets like the 405B pair's (GPU 0 kept for the draft).
 SPLIT_70B ?= ++pair.target.device_map=balanced_low_0
 # On this machine: scale=cpu; fewer samples or tokens with e.g. ARGS='dataset.limit=1 generation.max_new_tokens=32'.
-CPU_LAUNCHER ?= basic
+# basic (default): one point after the other here; `LAUNCHER=slurm` (or CPU_LAUNCHER=slurm) on the
+# command line: job arrays on a CPU partition, each job asking for what scale=cpu says (resources:
+# no GPU, 2 CPUs, 8 GB, 4 h); the partition as for any Slurm run (LOOSESPEC_SLURM_PARTITION, ...).
+CPU_LAUNCHER ?= $(if $(filter command line environment,$(origin LAUNCHER)),$(LAUNCHER),basic)
 # The CPU replication's run folders (committed with its tables: results/cpu/README.md).
 CPU_RESULTS ?= results/cpu/runs
 replicate-cpu status-cpu: export LOOSESPEC_RESULTS_DIR = $(CPU_RESULTS)
@@ -65,30 +71,57 @@ launcher_args = hydra/launcher=$(1) $(if $(filter basic,$(1)),,hydra.launcher.gp
 ARGS_70B = $(call launcher_args,$(LAUNCHER),$(GPUS_70B),$(CPUS_70B),$(MEM_70B),$(TIMEOUT_70B)) $(SPLIT_70B) $(ARGS)
 ARGS_405B = $(call launcher_args,$(LAUNCHER),$(GPUS_405B),$(CPUS_405B),$(MEM_405B),$(TIMEOUT_405B)) $(ARGS)
 ARGS_CPU = hydra/launcher=$(CPU_LAUNCHER) scale=cpu $(ARGS)
+# ENGINE=vllm: the lossless sweeps (target alone, SPD K=15 greedy and T=1, PLD, EAGLE-3 chains)
+# run through vLLM, the target split over the job's GPUs by vLLM's tensor parallelism instead of
+# accelerate's layer placement; loose rules (FLy, DropMatch), trees and ablations stay on our
+# loop (engine=hf): vLLM 0.32 has no FLy (vLLM's FLy, GPU-only, is in its main branch: add
+# replicate_fly_70b with method.mode=vllm to VLLM_70B_SWEEPS once the installed vLLM has it).
+# The vLLM sweeps are planned and launched from the vLLM environment (VLLM_PY: make install-vllm;
+# on GPU nodes VLLM_PACKAGE=vllm==<version>).
+ENGINE ?= hf
+# Two vLLM engines share the GPUs (the method and the paired target alone): each gets this share.
+# 70B bf16 at TP=4 is ~35 GB per GPU per engine: two fit on 4 x 141 GB (H200), not on 4 x 80 GB
+# (there: GPUS_70B=8, or ARGS=baseline=none and read the target alone from replicate_ar_70b).
+VLLM_GPU_UTIL_70B ?= 0.45
+VLLM_70B_SWEEPS ?= replicate_ar_70b spd_k15_70b pld_70b spd_temp1_70b eagle3_llama33_70b
+ARGS_70B_VLLM = $(call launcher_args,$(LAUNCHER),$(GPUS_70B),$(CPUS_70B),$(MEM_70B),$(TIMEOUT_70B)) \
+	engine=vllm engine.tensor_parallel_size=$(GPUS_70B) engine.max_model_len=null engine.enforce_eager=false \
+	engine.gpu_memory_utilization=$(VLLM_GPU_UTIL_70B) $(ARGS)
+HF_70B_SWEEPS = $(if $(filter vllm,$(ENGINE)),$(filter-out $(VLLM_70B_SWEEPS),$(REPLICATE_70B_SWEEPS)),$(REPLICATE_70B_SWEEPS))
 # Slurm arrays are all queued at once; on one machine the sweeps run one after the other.
 SEQUENTIAL = $(if $(filter slurm,$(LAUNCHER)),,--sequential)
+CPU_SEQUENTIAL = $(if $(filter slurm,$(CPU_LAUNCHER)),,--sequential)
 MODE = $(if $(filter 1 yes true,$(DRY_RUN)),plan,launch)
 
-.PHONY: install-replicate replicate-70b replicate-405b replicate-cpu status status-70b status-405b status-cpu
+.PHONY: install-replicate replicate-70b replicate-405b replicate-cpu status status-70b status-405b status-cpu slurm-local slurm-stop
 
 install-replicate: install  ## + the Slurm / submitit launcher and accelerate
 	$(PY) -m pip install -q $(REPLICATE_DEPS)
 
-replicate-70b: install-replicate  ## FLy + DropMatch at 70B scale on Slurm (DRY_RUN=1: print the plan)
-	$(PLAN) $(MODE) --title 70b --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(REPLICATE_70B_SWEEPS)) -- $(ARGS_70B)
+replicate-70b: install-replicate $(if $(filter vllm,$(ENGINE)),install-vllm)  ## FLy + DropMatch at 70B scale on Slurm (DRY_RUN=1: print the plan; ENGINE=vllm: lossless rows via vLLM)
+	$(PLAN) $(MODE) --title "70b$(if $(filter vllm,$(ENGINE)), engine=hf: loose rules / trees / ablations (our loop only))" --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(HF_70B_SWEEPS)) -- $(ARGS_70B)
+	$(if $(filter vllm,$(ENGINE)),$(VLLM_PY) -m loosespec_bench.plan $(MODE) --title "70b engine=vllm: lossless rows (vLLM, tensor parallel over $(GPUS_70B) GPUs)" --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(VLLM_70B_SWEEPS)) -- $(ARGS_70B_VLLM))
 
 replicate-405b: install-replicate  ## FLy at 405B scale on Slurm (DRY_RUN=1: print the plan)
 	$(PLAN) $(MODE) --title 405b --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(REPLICATE_405B_SWEEPS)) -- $(ARGS_405B)
 
 # Needs the embedded pair (make install-embedded); results beside the GPU runs' (the run id names the pair).
-replicate-cpu: install-replicate  ## the 70B plan at scale=cpu on this machine, one point at a time
-	$(PLAN) $(MODE) --title cpu --fill $(FILL) --sequential $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
+replicate-cpu: install-replicate  ## the 70B plan at scale=cpu on this machine, one point at a time (LAUNCHER=slurm: job arrays)
+	$(PLAN) $(MODE) --title cpu --fill $(FILL) $(CPU_SEQUENTIAL) $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
 
 # Reads result folders only (same sweeps and overrides as the launch, so the same run ids).
 status: status-70b status-405b status-cpu  ## done / running / failed / pending points of every replication sweep
 status-70b:
-	$(PLAN) status --title 70b $(addprefix -e ,$(REPLICATE_70B_SWEEPS)) -- $(ARGS_70B)
+	$(PLAN) status --title 70b $(addprefix -e ,$(HF_70B_SWEEPS)) -- $(ARGS_70B)
+	$(if $(filter vllm,$(ENGINE)),$(VLLM_PY) -m loosespec_bench.plan status --title "70b engine=vllm" $(addprefix -e ,$(VLLM_70B_SWEEPS)) -- $(ARGS_70B_VLLM))
 status-405b:
 	$(PLAN) status --title 405b $(addprefix -e ,$(REPLICATE_405B_SWEEPS)) -- $(ARGS_405B)
 status-cpu:
 	$(PLAN) status --title cpu $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
+
+# A Slurm cluster on this machine (two virtual nodes n1, n2 in partition `cpu`, accounting on
+# MariaDB): root on Debian only; idempotent. slurm/README.md, "A cluster on one machine".
+slurm-local:  ## start a local Slurm cluster (root, Debian): partition cpu of nodes n1, n2 on this host
+	slurm/local_cluster.sh start
+slurm-stop:  ## stop the local Slurm cluster
+	slurm/local_cluster.sh stop

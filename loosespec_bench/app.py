@@ -17,7 +17,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from .build import build_engine, build_task, check_engine
+from .build import build_engine, build_task, check_artefacts, check_engine
 from .config import validate
 from .engines.base import Engine
 from .errors import ConfigError
@@ -95,9 +95,31 @@ class Runner:
             side["turns"] = [{"output_text": t, "metrics": sample_metrics(g, n)} for g, n, t in turns]
         return side
 
+    def seed(self, sample: Sample) -> int:
+        """The sample's generation seed (its first turn's; turn t uses seed + t)."""
+        return (int(self.cfg.seed) * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
+
+    def check_batch(self, samples: list[Sample]) -> None:
+        """engine.batch_size > 1 batches first turns only: multi-turn samples are refused."""
+        if self.engine.batch_size > 1 and any(s.followups for s in samples):
+            raise ConfigError(
+                f"engine.batch_size={self.engine.batch_size} batches single-turn prompts; {self.task.name} has "
+                "multi-turn samples: use engine.batch_size=1"
+            )
+
+    def prefetch(self, samples: list[Sample], chunk: int) -> None:
+        """Throughput mode: the chunk's prompts go to the engine at once, per contestant (the
+        order alternates between chunks, as between samples at batch 1); run_sample then reads
+        the outputs. Each output's time is its batch's wall time / the batch size."""
+        requests = [(list(self.encode(s)[1]), self.seed(s)) for s in samples]
+        paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
+        order = (True, False) if chunk % 2 == 0 else (False, True)
+        for method in order if paired else (True,):
+            self.engine.prefetch(requests, method=method, max_new_tokens=self.max_new)
+
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
         text, ids = self.encode(sample)
-        seed = (int(self.cfg.seed) * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
+        seed = self.seed(sample)
         paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
         # Alternate which contestant runs first so slow drift of the machine cancels out.
         order = (True, False) if index % 2 == 0 else (False, True)
@@ -180,6 +202,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """
     validate(cfg)
     check_engine(cfg)  # settings this engine cannot honour, before any model loads
+    check_artefacts(cfg)  # trained files the rule reads (AutoJudge's judge)
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     # The task and its samples load before the folder exists: a rejected config or bad data
@@ -209,10 +232,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             engine = build_engine(cfg, task)  # the models load here
             runner = Runner(cfg, task, engine)
             runner.check_lengths([s for _, s in todo])  # before any generation
+            runner.check_batch([s for _, s in todo])
             if cfg.warmup:
                 runner.warmup(todo[0][1])
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
-            for index, sample in bar:
+            batch = engine.batch_size
+            for pos, (index, sample) in enumerate(bar):
+                if batch > 1 and pos % batch == 0:  # throughput mode: the next chunk at once
+                    runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch)
                 rec = runner.run_sample(sample, index)
                 folder.append(rec)  # on disk first: a tracker failure can never lose it
                 if tracker:

@@ -79,6 +79,17 @@ def check_engine(cfg: DictConfig) -> None:
     engine_class(cfg).check(cfg)
 
 
+def check_artefacts(cfg: DictConfig) -> None:
+    """Trained files a rule reads (AutoJudge's judge): a missing or malformed one is a
+    ConfigError here, before any model loads or any result folder is made (app.run, per point).
+    Kept out of config.validate and the sweep pre-check, which check settings only: an experiment
+    composes and validates on a machine that lacks the artefacts (the cluster has them)."""
+    if cfg.method.get("judge_path") is not None:
+        from .judges.head import JudgeHead
+
+        JudgeHead.load(cfg.method.judge_path)
+
+
 def build_engine(cfg: DictConfig, task: Task) -> Any:
     """The loaded engine (an engines.base.Engine) of a composed config, for the task's stop
     strings: this is where the models load."""

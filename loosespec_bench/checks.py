@@ -168,6 +168,7 @@ RULES: dict[str, dict[str, Any]] = {
         "majority": optional(real(0, 1, hi_open=True)),
         "lm_head_batch": optional(integer(1)),
     },
+    "loosespec_bench.verifiers.autojudge.AutoJudge": {"judge_path": string, "threshold": optional(real(0, 1))},
     # drafters
     "loosespec_bench.drafters.PromptLookupDrafter": {"max_ngram": integer(1), "min_ngram": integer(1)},
     "loosespec_bench.drafters.MLADrafter": {
@@ -187,7 +188,7 @@ RULES: dict[str, dict[str, Any]] = {
     },
     "loosespec_bench.drafters.LookaheadDrafter": {"window": integer(1), "guess_set": integer(1), "seed": integer(0)},
     # data sets (the common keys are added to each)
-    "loosespec_bench.tasks.gsm8k.GSM8K": {**_FEWSHOT, "match": choice("strict", "flexible")},
+    "loosespec_bench.tasks.gsm8k.GSM8K": {**_FEWSHOT, "match": choice("strict", "flexible"), "split": choice("test", "train")},
     "loosespec_bench.tasks.mgsm.MGSM": {
         "match": choice("strict", "flexible"),
         "prompt": choice("native_cot", "native_cot_0813"),
@@ -217,6 +218,11 @@ RULES: dict[str, dict[str, Any]] = {
         "apply_chat_template": boolean,
         "fewshot_as_multiturn": boolean,
     },
+}
+RULES["loosespec_bench.verifiers.autojudge.DropMatchAutoJudge"] = {
+    **RULES["loosespec_bench.verifiers.dropmatch.DropMatch"],
+    **RULES["loosespec_bench.verifiers.autojudge.AutoJudge"],
+    "combine": choice("any", "all"),
 }
 GROUP_COMMON: dict[str, dict[str, Rule]] = {
     "drafter": {"k": integer(1), "vocab_top": optional(integer(1))},

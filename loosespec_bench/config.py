@@ -141,8 +141,9 @@ OmegaConf.register_new_resolver(
 
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
-# timing and power_threshold decide which timings count and what is flagged, not what runs.
-NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name", "timing", "power_threshold")
+# timing and power_threshold decide which timings count and what is flagged, not what runs;
+# resources: where a job runs.
+NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name", "resources", "timing", "power_threshold")
 # Which samples run, not what a sample computes: records are keyed by sample id, so a folder
 # holds any selection's samples (and runs from before these keys keep their run ids).
 NON_SEMANTIC_DATASET = ("limit", "data_dir", "sample_seed", "same_problems")

@@ -121,6 +121,7 @@ class Sweep:
     timeout_min: float | None
     max_requeue: int
     jobs: list[Job] = field(default_factory=list)
+    request: str = ""           # what one job asks a cluster launcher for besides GPUs (CPUs, memory, partition)
 
     def settings(self) -> dict[str, Any]:
         """The settings the jobs of the sweep share ('swept' where they differ; a key that only
@@ -135,7 +136,7 @@ class Sweep:
 
 SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization",
             "pair.draft.quantize")
-SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed")
+SETTINGS_AFTER = ("generation.temperature", "generation.max_new_tokens", "baseline", "seed", "engine.name", "engine.tensor_parallel_size")
 
 
 def settings(cfg: DictConfig) -> dict[str, Any]:
@@ -254,6 +255,7 @@ def build_plan(
             gpus=gpus,
             timeout_min=launcher.get("timeout_min"),
             max_requeue=int(launcher.get("max_num_timeout") or 0),
+            request=_request(launcher),
         )
         varying = _varying_keys([ov for ov, _ in points])
         for i, (ov, cfg) in enumerate(points):
@@ -272,6 +274,16 @@ def build_plan(
             for j in s.jobs:
                 j.status = job_status(j)
     return sweeps
+
+
+def _request(launcher: DictConfig) -> str:
+    """A submitit launcher's per-job request besides GPUs, e.g. '2 CPUs, 8 GB, partition cpu'."""
+    if "cpus_per_task" not in launcher:
+        return ""  # the basic launcher: this machine, one point after the other
+    out = f"{launcher.cpus_per_task} CPUs, {launcher.mem_gb} GB"
+    if "partition" in launcher:  # Slurm (submitit's local launcher has none)
+        out += f", partition {launcher.partition or '(the default)'}"
+    return out
 
 
 def assign_owners(sweeps: Sequence[Sweep]) -> None:
@@ -427,7 +439,7 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
         elsewhere = len(s.jobs) - len(own)
         note = f"; {elsewhere} run by an earlier sweep" if elsewhere else ""
         lines.append(f"[{s.experiment}] {len(s.jobs)} jobs{note} ({'one Slurm job array' if 'Slurm' in s.launcher else s.launcher}), "
-                     f"{s.gpus} GPU(s)/job, est. {_h(sweep_gpuh)} {unit}")
+                     f"{s.gpus} GPU(s)/job{', ' + s.request if s.request else ''}, est. {_h(sweep_gpuh)} {unit}")
         lines.append("  $ " + shlex.join(["python", *s.command[1:]]))
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in s.settings().items()))
         lines.append(f"  {'#':>3}  {'sweep point':<48} {'samples':>8} {'tokens':>10} {'hours':>7}  result folder")
@@ -505,10 +517,14 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
         # Sweeps started in the same second would share Hydra's default ${now:...} sweep dir.
         command = [*s.command, f"hydra.sweep.dir={log_dir.resolve() / s.experiment}"]
         env = dict(os.environ)
-        skip = sorted({j.run_id for j in s.jobs if not j.launched})
-        own = sum(j.launched for j in s.jobs)
+        # Left out of the array: points an earlier sweep runs, and points already done (a relaunch
+        # after a cancelled or failed point runs only what is missing).
+        done = {j.run_id for j in s.jobs if j.launched and point_status(j.folder).state == "done"}
+        skip = sorted({j.run_id for j in s.jobs if not j.launched} | done)
+        own = sum(j.launched and j.run_id not in done for j in s.jobs)
         if not own:
-            print(f"[{s.experiment}] all {len(s.jobs)} points run in earlier sweeps: not launched", flush=True)
+            why = "done or run in earlier sweeps" if done else "run in earlier sweeps"
+            print(f"[{s.experiment}] all {len(s.jobs)} points {why}: not launched", flush=True)
             continue
         if skip:
             # The points an earlier sweep runs: left out of this sweep's array (loosespec_bench.sweeper).
@@ -517,7 +533,7 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
             env[SKIP_ENV] = str(skip_file)
             command.append(f"hydra.sweeper._target_={SkipSweeper.__module__}.{SkipSweeper.__name__}")
         print(f"$ {shlex.join(['python', *command[1:]])}\n  -> {own} jobs"
-              + (f" ({len(s.jobs) - own} shared points run by earlier sweeps: {skip_file})" if skip else "")
+              + (f" ({len(s.jobs) - own} left out, done or run by earlier sweeps: {skip_file})" if skip else "")
               + f", log {log}", flush=True)
         with log.open("ab") as fh:
             proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env)

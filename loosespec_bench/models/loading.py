@@ -88,7 +88,8 @@ def input_device(model: PreTrainedModel) -> torch.device:
     return model.get_input_embeddings().weight.device
 
 
-def _embedded_dir(name: str) -> Path:
+def embedded_dir(name: str) -> Path:
+    """The local folder of an embedded (PyPI-shipped) model, converted on first use."""
     from .embedded import EMBEDDED_MODELS, embedded_model_dir
     from .smollm import SMOLLM_MODELS, smollm_model_dir  # single-GGUF PyPI packages (smollm.py)
 
@@ -97,6 +98,9 @@ def _embedded_dir(name: str) -> Path:
     if name not in EMBEDDED_MODELS:
         raise ConfigError(f"unknown embedded model {name!r}; choose one of {sorted([*EMBEDDED_MODELS, *SMOLLM_MODELS])}")
     return embedded_model_dir(name)
+
+
+_embedded_dir = embedded_dir  # the old private name (tasks/niah.py)
 
 
 def load_model(
@@ -136,7 +140,7 @@ def load_model(
         return LoadedModel(model, tiny_tokenizer(), path)
 
     if path.startswith("embedded:"):
-        source: str | Path = _embedded_dir(path.split(":", 1)[1])
+        source: str | Path = embedded_dir(path.split(":", 1)[1])
     elif os.path.isdir(os.path.expanduser(path)):
         source = Path(os.path.expanduser(path))
     elif _HUB_ID.match(path):

@@ -22,6 +22,9 @@ from .answers import LmEvalScorer, extract_answer, lm_eval_task_config, parse_nu
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 MATCHES = ("strict", "flexible")
+# test = the evaluation set; train = the 7,473 training problems, which only AutoJudge's mining
+# reads (scripts/mine_autojudge.py): never evaluate on it.
+SPLITS = ("test", "train")
 # lm-eval's own filters (strict-match, flexible-extract) and exact_match options, read from
 # its task file rather than re-typed.
 LM_EVAL_YAML = "gsm8k/gsm8k-cot-llama.yaml"
@@ -40,7 +43,7 @@ class GSM8K(Task):
     full_size = 1319  # the test split
     hub_path = "openai/gsm8k"
 
-    def __init__(self, *, num_fewshot: int = 8, match: str = "strict", **kwargs: Any) -> None:
+    def __init__(self, *, num_fewshot: int = 8, match: str = "strict", split: str = "test", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.prompt = load_prompt()
         n = len(self.prompt["exemplars"])
@@ -48,14 +51,17 @@ class GSM8K(Task):
             raise ConfigError(f"dataset.num_fewshot={num_fewshot!r} must be an integer in 0..{n} (the paper used 8)")
         if match not in MATCHES:
             raise ConfigError(f"dataset.match={match!r} must be one of {MATCHES} (lm-eval's strict-match or flexible-extract)")
+        if split not in SPLITS:
+            raise ConfigError(f"dataset.split={split!r} must be one of {SPLITS} (train is for AutoJudge's mining only)")
         self.num_fewshot = num_fewshot
         self.match = match
+        self.split = split
         self.scorer = LmEvalScorer.from_task_yaml(LM_EVAL_YAML)
 
     def _rows(self) -> list[dict[str, str]]:
         if self.data_dir is not None:
-            return read_jsonl(self.local_path("gsm8k", "test.jsonl"), required=("question", "answer"))
-        return [dict(r) for r in load_hub_dataset(self.hub_path, "main", "test")]
+            return read_jsonl(self.local_path("gsm8k", f"{self.split}.jsonl"), required=("question", "answer"))
+        return [dict(r) for r in load_hub_dataset(self.hub_path, "main", self.split)]
 
     def user_turn(self, question: str) -> str:
         from lm_eval.utils import apply_template
@@ -77,12 +83,14 @@ class GSM8K(Task):
             # The reference is the text after "#### " (lm-eval's doc_to_target), e.g. "1,600".
             reference = row["answer"].split("####")[-1].strip()
             if "####" not in row["answer"] or parse_number(reference) is None:
-                where = self.local_path("gsm8k", "test.jsonl") if self.data_dir is not None else self.hub_path
+                where = self.local_path("gsm8k", f"{self.split}.jsonl") if self.data_dir is not None else self.hub_path
                 raise ConfigError(
                     f"{where} line {i + 1}: the reference answer {reference[-40:]!r} is not a number after '####'; "
                     "fix or replace the data file"
                 )
-            out.append(Sample(id=f"gsm8k/{i}", messages=self.messages(row["question"]), reference=reference))
+            # Train problems get their own ids, so a train record can never pass for a test one.
+            sid = f"gsm8k/{i}" if self.split == "test" else f"gsm8k-{self.split}/{i}"
+            out.append(Sample(id=sid, messages=self.messages(row["question"]), reference=reference))
         return out
 
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:

@@ -238,6 +238,8 @@ def dropmatch_decide(
     top_k: int = 0,
     top_p: float = 1.0,
     lm_head_batch: int | None = None,
+    pre_accept: torch.Tensor | None = None,
+    veto: torch.Tensor | None = None,
 ) -> DropMatchDecision:
     """One DropMatch step.
 
@@ -247,6 +249,9 @@ def dropmatch_decide(
     processed target distribution, as SPD's); the semantic criterion reads the paths untruncated.
     lm_head_batch: candidate positions per LM-head call (None = all of a step's in one call;
     1 = one position's N paths per call, the earlier lazy form).
+    pre_accept / veto: [K] bool or None, another rule's say at the positions the exact rule
+    rejects (DropMatch + AutoJudge, verifiers/autojudge.py): pre_accept positions are accepted
+    without the criterion; veto positions fail without it.
     """
     if criterion not in CRITERIA:
         raise ConfigError(f"DropMatch criterion={criterion!r} must be one of {', '.join(CRITERIA)}")
@@ -295,15 +300,19 @@ def dropmatch_decide(
         js_q = torch.full((K,), float("nan"))
         js_max = torch.full((K,), float("nan"))
     a_list = a.tolist()
-    candidates = [i for i in range(K) if not a_list[i]]
+    pre = [False] * K if pre_accept is None else [bool(x) for x in pre_accept.tolist()]
+    vetoed = [False] * K if veto is None else [bool(x) for x in veto.tolist()]
+    candidates = [i for i in range(K) if not (a_list[i] or pre[i] or vetoed[i])]
     per_call = len(candidates) if lm_head_batch is None else max(1, int(lm_head_batch))
     computed: dict[int, torch.Tensor] = {}  # position -> [N, vocab] path logits
     evaluated: list[int] = []
     n = 0
     while n < K:
-        if a_list[n]:
+        if a_list[n] or pre[n]:
             n += 1
             continue
+        if vetoed[n]:
+            break
         evaluated.append(n)
         if n not in computed:
             j = candidates.index(n)

@@ -93,3 +93,18 @@ def test_unknown_scale_is_a_one_line_error():
 
     with pytest.raises(ConfigError, match="scale='gpu' is not a known scale"):
         check_group_overrides(["experiment=fly_main", "scale=gpu"])
+
+
+def test_dropmatch_autojudge_rows_at_both_scales():
+    paper = _jobs(["experiment=dropmatch_autojudge"])
+    cpu = _jobs(["experiment=dropmatch_autojudge", "scale=cpu"])
+    for jobs in (paper, cpu):
+        assert {(s["method"], s["dataset"]) for s in jobs} == {
+            (m, d) for m in ("spd", "dropmatch", "autojudge", "dropmatch_autojudge") for d in ("gsm8k", "ifeval")
+        }
+        assert all(s["generation.temperature"] == 0.0 for s in jobs)
+    assert {(s["pair"], s["drafter.k"]) for s in paper} == {("llama31-8b-70b", 10)}
+    assert {(s["pair"], s["drafter.k"], s["generation.max_new_tokens"]) for s in cpu} == {(CPU_PAIR, 5, 256)}
+    # The CPU judge was mined with 2 GSM8K exemplars: the in-distribution row uses the same prompt.
+    _, jobs = expand(["experiment=dropmatch_autojudge", "scale=cpu", f"paths.data_dir={shared_data_dir()}"])
+    assert {cfg.dataset.num_fewshot for _, cfg in jobs if cfg.dataset.name == "gsm8k"} == {2}

@@ -48,6 +48,17 @@ def test_every_dataset_loads_locally_and_builds_prompts(name):
             assert len(s.followups) == 1 and s.followups[0].strip()
 
 
+def test_gsm8k_train_split_is_separate_from_test(data_dir):
+    train = GSM8K(data_dir=str(data_dir), split="train", num_fewshot=0).load_all()
+    test = GSM8K(data_dir=str(data_dir), num_fewshot=0).load_all()
+    assert len(train) == 7473 and len(test) == 1319
+    # Train problems carry their own ids: a mined record can never pass for a test sample.
+    assert train[0].id == "gsm8k-train/0" and test[0].id == "gsm8k/0"
+    assert {s.messages[-1]["content"] for s in train}.isdisjoint({s.messages[-1]["content"] for s in test})
+    with pytest.raises(ConfigError, match="split"):
+        GSM8K(data_dir=str(data_dir), split="validation")
+
+
 def test_gsm8k_fewshot_turns(data_dir):
     full = GSM8K(data_dir=str(data_dir), num_fewshot=8).load_all()[0]
     assert [m["role"] for m in full.messages] == ["user", "assistant"] * 8 + ["user"]

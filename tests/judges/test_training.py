@@ -1,0 +1,55 @@
+"""Fitting the judge (judges/training.py): the released recipe on synthetic features."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from loosespec_bench.judges.training import classification_metrics, fit_judge, pick_threshold, split_by_problem
+
+
+def test_split_keeps_each_problem_on_one_side():
+    problem = np.repeat(np.arange(20), 3)
+    s = split_by_problem(problem, seed=1, val_fraction=0.2, test_fraction=0.2)
+    sides = [set(problem[s.train]), set(problem[s.val]), set(problem[s.test])]
+    assert sides[0].isdisjoint(sides[1]) and sides[0].isdisjoint(sides[2]) and sides[1].isdisjoint(sides[2])
+    assert sum(map(len, sides)) == 20 and len(sides[1]) == 4 and len(sides[2]) == 4
+
+
+def test_threshold_is_the_largest_that_keeps_the_recall():
+    y = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+    scores = np.array([0.9, 0.8, 0.7, 0.2, 0.6, 0.3, 0.1, 0.05])
+    thr, cands = pick_threshold(y, scores, recall_target=0.75)
+    assert (scores[y == 1] >= thr).mean() >= 0.75
+    assert all((scores[y == 1] >= c).mean() < 0.75 for c in cands if c > thr)
+    thr_all, _ = pick_threshold(y, scores, recall_target=1.0)
+    assert thr_all <= 0.2  # every important mismatch must still be caught
+
+
+def test_metrics_count_important_as_positive():
+    m = classification_metrics(np.array([1, 1, 0, 0]), np.array([0.9, 0.1, 0.8, 0.2]), 0.5)
+    assert (m["tp"], m["fn"], m["fp"], m["tn"]) == (1, 1, 1, 1)
+    assert m["precision"] == 0.5 and m["recall"] == 0.5 and m["unimportant_accepted"] == 0.5
+    assert m["precision_ci_low"] < 0.5 < m["precision_ci_high"]
+
+
+def test_fit_separates_a_separable_signal():
+    rng = np.random.default_rng(0)
+    n = 400
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 6)).astype(np.float32)
+    X[:, 2] += 3.0 * y  # one informative coordinate
+    problem = np.repeat(np.arange(n // 4), 4)
+    head, report = fit_judge(X, y, problem, seed=0, recall_target=0.9)
+    assert report["val"]["recall"] >= 0.9
+    assert report["test"]["roc_auc"] > 0.9
+    assert report["split"]["test_problems"] == 15
+    assert abs(head.weights[2]) == max(abs(w) for w in head.weights)
+
+
+def test_one_class_is_refused():
+    X = np.zeros((20, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match="one class"):
+        fit_judge(X, np.zeros(20, dtype=int), np.arange(20))

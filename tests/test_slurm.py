@@ -1,0 +1,402 @@
+"""loosespec_bench.slurm (a request checked against the cluster) and, marked `slurm`, the cluster
+path end to end on the local cluster (slurm/local_cluster.sh: partition cpu, nodes n1 and n2 on
+this host; `make slurm-local` as root on Debian, `.ci/run` starts it where it can):
+
+  * a 3-point tiny-pair sweep through `make replicate-cpu LAUNCHER=slurm`: one job array, every run
+    folder complete, exactly the folders the dry-run plan lists, `make status-cpu` says done;
+  * faults on one tiny-pair run (fp32, greedy), each resumed from its run folder with no sample
+    lost or duplicated and tokens identical to an uninterrupted run: `scontrol requeue` mid-run,
+    the time limit hit (timeout_min=1, signal_delay_s=45), node n1 lost mid-job (requeued to n2);
+  * `scancel` of one array task: the driver and status name the point, a relaunch runs only it;
+  * requests the cluster cannot meet: one `error:` line naming the setting, no folder left.
+
+Without a cluster the marked tests skip, saying how to start one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loosespec_bench.slurm import Node, check_request, parse_sinfo, sbatch_refusal
+
+from .conftest import REPO, shared_data_dir
+
+# ---------------------------------------------------------------------------- request checks
+
+SINFO = "n1|cpu*|(null)|22899|2\nn2|cpu*|(null)|22899|2\ng1|gpu|gpu:h100:4(S:0-1)|515000|256\ng2|gpu|gpu:h100:8,shard:16|1030000|128\n"
+
+
+def test_parse_sinfo_reads_partitions_gpus_memory_and_cpus():
+    nodes = parse_sinfo(SINFO + "garbage line\n")
+    assert nodes[0] == Node("n1", "cpu", True, 0, 22899, 2)
+    assert [(n.name, n.gpus) for n in nodes[2:]] == [("g1", 4), ("g2", 8)]
+    assert not nodes[2].default
+
+
+@pytest.mark.parametrize(
+    "params, expect",
+    [
+        ({"partition": None, "gpus_per_node": 0, "mem_gb": 8, "cpus_per_task": 2}, None),
+        ({"partition": "gpu", "gpus_per_node": 8, "mem_gb": 256, "cpus_per_task": 32}, None),
+        ({"partition": "cpu,gpu", "gpus_per_node": 4}, None),  # a list: any of them may run it
+        ({"partition": None, "gpus_per_node": 1}, "hydra.launcher.gpus_per_node=1: partition cpu has no GPUs"),
+        ({"partition": "gpu", "gpus_per_node": 16}, "at most 8 GPUs"),
+        ({"partition": "nope", "gpus_per_node": 0}, "hydra.launcher.partition=nope: the cluster has no partition nope (it has: cpu, gpu)"),
+        ({"partition": "cpu", "gpus_per_node": 0, "mem_gb": 64}, "hydra.launcher.mem_gb=64: the nodes of partition cpu have at most 22 GB"),
+        ({"partition": "cpu", "gpus_per_node": 0, "cpus_per_task": 8}, "hydra.launcher.cpus_per_task=8: the nodes of partition cpu have at most 2 CPUs"),
+        # each fits some node, no node fits all: 8 GPUs only on g2 (128 CPUs), 200 CPUs only on g1
+        ({"partition": "gpu", "gpus_per_node": 8, "mem_gb": 100, "cpus_per_task": 200}, "no node of partition gpu has"),
+    ],
+    ids=["cpu-job-fits", "gpu-job-fits", "partition-list", "gpu-on-cpu-partition", "too-many-gpus", "unknown-partition",
+         "too-much-memory", "too-many-cpus", "no-single-node"],
+)
+def test_check_request_names_the_setting_no_node_can_meet(params, expect):
+    problem = check_request(params, parse_sinfo(SINFO), env={})
+    assert problem == expect if expect is None else expect in problem
+
+
+def test_check_request_takes_sbatch_partition_from_the_environment():
+    assert "no partition gpux" in check_request({"gpus_per_node": 0}, parse_sinfo(SINFO), env={"SBATCH_PARTITION": "gpux"})
+    assert check_request({"gpus_per_node": 0}, parse_sinfo(SINFO.replace("cpu*", "cpu")), env={}).startswith(
+        "hydra.launcher.partition is not set and the cluster has no default partition")
+
+
+@pytest.mark.parametrize(
+    "stderr, setting",
+    [
+        ("sbatch: error: Invalid generic resource (gres) specification\n", "hydra.launcher.gpus_per_node"),
+        ("sbatch: error: invalid partition specified: gpu\nsbatch: error: Batch job submission failed: Invalid partition name specified",
+         "hydra.launcher.partition"),
+        ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "hydra.launcher.account"),
+        ("sbatch: error: Something new\n", "the hydra.launcher settings"),
+    ],
+)
+def test_sbatch_refusal_is_one_line_naming_the_setting(stderr, setting):
+    line = sbatch_refusal(stderr)
+    assert "\n" not in line and line.startswith("sbatch refused the job array: ") and setting in line
+
+
+# ---------------------------------------------------------------------------- the local cluster
+
+def _cluster_up() -> str | None:
+    """None when the local cluster answers (nodes n1 and n2 in partition cpu), else why not."""
+    if shutil.which("sinfo") is None:
+        return "no Slurm here (sinfo not found)"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-p", "cpu", "-o", "%N"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "sinfo does not answer"
+    if out.returncode != 0 or {"n1", "n2"} - set(out.stdout.split()):
+        return "the local cluster (partition cpu of n1, n2) is not up"
+    if os.geteuid() != 0:
+        return "the fault tests stop a node's slurmd: they need root"
+    return None
+
+
+_WHY_NOT = _cluster_up()
+slurm = pytest.mark.skipif(_WHY_NOT is not None, reason=f"{_WHY_NOT}; `make slurm-local` (root, Debian) starts a local cluster")
+SCRIPT = REPO / "slurm" / "local_cluster.sh"
+# One CPU and 2 GB per job, so that the jobs of a sweep run side by side on the two nodes.
+SMALL = ["hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2"]
+SWEEP = ["pair=tiny", "dataset.limit=1", "generation.max_new_tokens=8", *SMALL]
+# The faults' run: tiny pair (fp32), greedy, the method only; long enough to be interrupted.
+FAULT_SAMPLES = 40
+FAULT = ["pair=tiny", "method=spd", "dataset=mgsm", f"dataset.limit={FAULT_SAMPLES}", "generation.max_new_tokens=32",
+         "generation.temperature=0", "pair.dtype=float32", "baseline=none", "warmup=false", "progress=false"]
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _run(args: list[str], timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=REPO, env=env or _env(), capture_output=True, text=True, timeout=timeout)
+
+
+def _make(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    # -o: the install targets are taken as done (the test runs in the installed venv).
+    return _run(["make", "-s", "-o", "install-replicate", "-o", "install", f"PY={sys.executable}", *args], timeout=timeout)
+
+
+def _wait(pred, timeout: float, what: str, every: float = 0.5):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _records(results: Path) -> list[dict]:
+    files = list(results.glob("*/*/samples.jsonl"))
+    if not files:
+        return []
+    recs = []
+    for line in files[0].read_text().splitlines():
+        try:
+            recs.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a line cut by a kill: resume leaves it out
+    return recs
+
+
+def _squeue(name: str) -> list[tuple[str, str, str]]:
+    out = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i|%T|%N"], capture_output=True, text=True, timeout=30).stdout
+    return [tuple(line.split("|")) for line in out.split()]  # type: ignore[misc]
+
+
+def _history(job: str) -> list[tuple[str, str]]:
+    """(state, node) of every attempt of a job, oldest first (sacct: slurmdbd on MariaDB)."""
+    out = subprocess.run(["sacct", "-n", "-X", "-D", "-P", "-j", job, "-o", "State,NodeList"], capture_output=True, text=True, timeout=30).stdout
+    return [(s.split()[0], n) for s, n in (line.split("|") for line in out.splitlines() if "|" in line)]
+
+
+def _job_pids(sweep_dir: Path) -> list[int]:
+    """The python processes of the job that runs from sweep_dir (submitit's command names its folder)."""
+    out = subprocess.run(["pgrep", "-f", f"submitit.core._submit {sweep_dir}"], capture_output=True, text=True).stdout
+    pids = []
+    for p in out.split():
+        try:
+            if Path(f"/proc/{p}/comm").read_text().startswith("python"):  # not srun, which names it too
+                pids.append(int(p))
+        except OSError:
+            pass  # gone already
+    return pids
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, list[int]]:
+    """The uninterrupted run (this process's launcher, no cluster): output tokens by sample id."""
+    results = tmp_path_factory.mktemp("reference")
+    proc = _run([sys.executable, "-m", "loosespec_bench", *FAULT, f"paths.results_dir={results}", "experiment_name=fault"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = _records(results)
+    assert len(recs) == FAULT_SAMPLES
+    return {r["id"]: r["output_ids"] for r in recs}
+
+
+FAULT_TABLE: list[dict] = []
+
+
+def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = ()) -> tuple[list[dict], list[tuple[str, str]], int, str]:
+    """Launch the fault run as a one-job array, call inject(job id, sweep dir) once it has a few
+    samples on disk (it returns the samples on disk at the fault), wait for the driver."""
+    results, sweep = tmp_path / "results", tmp_path / "sweep"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
+         f"experiment_name={name}", f"paths.results_dir={results}", f"hydra.sweep.dir={sweep}"],
+        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        _wait(lambda: len(_records(results)) >= 3 or driver.poll() is not None, 300, "3 samples on disk")
+        assert driver.poll() is None, "the run ended before the fault"
+        job = _squeue(f"lsb-{name}")[0][0]
+        before = inject(job, sweep)
+        out, _ = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    return _records(results), _history(job), before, out
+
+
+def _check_resumed(fault: str, recs: list[dict], before: int, reference: dict[str, list[int]]) -> None:
+    ids = [r["id"] for r in recs]
+    lost = sorted(set(reference) - set(ids))
+    duplicated = len(ids) - len(set(ids))
+    identical = all(r["output_ids"] == reference[r["id"]] for r in recs)
+    FAULT_TABLE.append(dict(fault=fault, before=before, after=len(set(ids)), lost=len(lost), duplicated=duplicated, identical=identical))
+    print(f"\nFAULT {fault}: samples before {before}, after {len(set(ids))}, lost {len(lost)}, duplicated {duplicated}, identical {identical}")
+    assert 0 < before < FAULT_SAMPLES, f"the fault came at {before} of {FAULT_SAMPLES} samples, not mid-run"
+    assert not lost and duplicated == 0 and identical
+
+
+@slurm
+def test_requeue_mid_run_resumes(tmp_path, reference):
+    def inject(job: str, sweep: Path) -> int:
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["scontrol", "requeue", job], check=True, timeout=30)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_requeue", inject)
+    assert [s for s, _ in history] == ["REQUEUED", "COMPLETED"], (history, out[-2000:])
+    _check_resumed("scontrol requeue mid-run", recs, before, reference)
+
+
+@slurm
+def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
+    """signal_delay_s=45 and a limit of a few minutes: Slurm sends USR2 45 s before the limit
+    (its time-limit check runs every 30 s, so somewhere in the last 45 to 15 s); submitit
+    checkpoints and requeues. To land the limit mid-run however fast or loaded the machine, the
+    job's python is stopped (SIGSTOP) at its third sample, its limit set to the next whole minute
+    at least 35 s ahead, and it is let go (SIGCONT: the pending USR2 is handled at once) 13 s
+    before that limit, when the signal is surely out. The requeued job gets 10 minutes."""
+
+    def inject(job: str, sweep: Path) -> int:
+        pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        n = len(_records(tmp_path / "results"))
+        attempts = len(_history(job))
+        limit_s = 60 * math.ceil((_elapsed_s(job) + 35) / 60)
+        subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit_s // 60}"], check=True, timeout=30)
+        _wait(lambda: _elapsed_s(job) >= limit_s - 13, 120, "the time-limit signal")
+        for p in pids:
+            os.kill(p, signal.SIGCONT)
+        _wait(lambda: len(_history(job)) > attempts, 60, "the requeue after the time limit")
+        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=10"], check=True, timeout=30)
+        return n
+
+    recs, history, before, out = _fault_run(
+        tmp_path, "fault_timelimit", inject,
+        ["hydra.launcher.timeout_min=3", "hydra.launcher.signal_delay_s=45", "hydra.launcher.max_num_timeout=3"],
+    )
+    states = [s for s, _ in history]
+    assert states[-1] == "COMPLETED" and set(states[:-1]) == {"REQUEUED"}, (history, out[-2000:])
+    logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*.out"))
+    assert "this job is timed-out" in logs and "Requeued job" in logs
+    _check_resumed("time limit (signal_delay_s=45, limit at the next minute)", recs, before, reference)
+
+
+def _elapsed_s(job: str) -> float:
+    text = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], capture_output=True, text=True).stdout.strip()
+    parts = [float(x) for x in re.split("[:-]", text)] if text else [0.0]
+    secs = 0.0
+    for x in parts:
+        secs = secs * 60 + x
+    return secs
+
+
+@slurm
+def test_node_lost_mid_job_requeues_onto_the_other_node(tmp_path, reference):
+    lost: list[str] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_node")[0][2]
+        lost.append(node)
+        n = len(_records(tmp_path / "results"))
+        subprocess.run([str(SCRIPT), "fail-node", node], check=True, timeout=60, capture_output=True)
+        return n
+
+    try:
+        recs, history, before, out = _fault_run(tmp_path, "fault_node", inject)
+    finally:
+        subprocess.run([str(SCRIPT), "start"], timeout=120, capture_output=True)  # the node comes back
+    assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"], (history, out[-2000:])
+    assert history[0][1] == lost[0] and history[1][1] != lost[0]
+    _check_resumed(f"node {lost[0]} lost mid-job (slurmd and job killed)", recs, before, reference)
+
+
+def test_fault_table():
+    """Prints the faults tried (run with -s to see it); nothing to check when none ran."""
+    if not FAULT_TABLE:
+        pytest.skip("no fault ran (no local cluster)")
+    print("\n| fault | samples before | after | lost | duplicated | identical to the uninterrupted run |")
+    print("|---|---|---|---|---|---|")
+    for row in FAULT_TABLE:
+        print(f"| {row['fault']} | {row['before']} | {row['after']} | {row['lost']} | {row['duplicated']} | {row['identical']} |")
+    assert all(r["lost"] == 0 and r["duplicated"] == 0 and r["identical"] for r in FAULT_TABLE)
+
+
+# ---------------------------------------------------------------------------- sweeps
+
+
+def _cpu_make(target: str, results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _make(target, "REPLICATE_CPU_SWEEPS=fly_ablation_k", "LAUNCHER=slurm", f"CPU_RESULTS={results}",
+                 f"ARGS={' '.join(SWEEP)}", *extra)
+
+
+def _planned_folders(plan_out: str) -> list[str]:
+    return re.findall(r"^\s+\d+\s+drafter\.k=\d+\s.*?(/\S+)$", plan_out, flags=re.M)
+
+
+@slurm
+def test_sweep_of_three_points_runs_as_one_array(tmp_path):
+    results = tmp_path / "runs"
+    plan = _cpu_make("replicate-cpu", results, "DRY_RUN=1")
+    assert plan.returncode == 0, plan.stderr
+    assert "3 jobs (one Slurm job array), 0 GPU(s)/job, 1 CPUs, 2 GB" in plan.stdout
+    planned = _planned_folders(plan.stdout)
+    assert len(planned) == 3
+
+    launch = _cpu_make("replicate-cpu", results)
+    assert launch.returncode == 0, launch.stdout[-2000:] + launch.stderr[-2000:]
+    done = sorted(str(p.parent) for p in results.glob("*/*/summary.json"))
+    assert done == sorted(planned)
+    for folder in done:
+        lines = (Path(folder) / "samples.jsonl").read_text().splitlines()
+        assert len(lines) == 1 and (Path(folder) / "config.yaml").exists()
+    # One array: three tasks <array id>_0..2 in submitit's folders.
+    tasks = sorted(p.name for p in results.glob("_launch/*/fly_ablation_k/.submitit/*") if re.fullmatch(r"\d+_\d+", p.name))
+    assert len(tasks) == 3 and len({t.split("_")[0] for t in tasks}) == 1, tasks
+
+    status = _cpu_make("status-cpu", results)
+    assert "[fly_ablation_k] 3 done, 0 running, 0 failed, 0 pending" in status.stdout, status.stdout
+
+
+@slurm
+def test_scancel_of_one_task_is_named_and_a_relaunch_runs_only_it(tmp_path):
+    results = tmp_path / "runs"
+    launch = [sys.executable, "-m", "loosespec_bench.plan", "launch", "-e", "fly_ablation_k", "--",
+              "hydra/launcher=slurm", "scale=cpu", *SWEEP]
+    env = {**_env(), "LOOSESPEC_RESULTS_DIR": str(results)}
+    driver = subprocess.Popen(launch, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        jobs = _wait(lambda: [j for j in _squeue("lsb-fly_ablation_k") if j[0].endswith("_1") or "[" in j[0]], 120, "the array")
+        array = jobs[0][0].split("_")[0]
+        subprocess.run(["scancel", f"{array}_1"], check=True, timeout=30)
+        driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 1
+    log = next(results.glob("_launch/*/fly_ablation_k.log")).read_text()
+    # Cancelled while pending, an array task leaves no record in Slurm; started, it says CANCELLED.
+    assert re.search(r"^error: 1 of 3 points ended without a result: #1 drafter\.k=15 .*\(job \d+_1: (CANCELLED|no record left)", log, flags=re.M), log[-2000:]
+    assert "Traceback" not in log
+
+    status = _run([sys.executable, "-m", "loosespec_bench.plan", "status", "-e", "fly_ablation_k", "--", "hydra/launcher=slurm", "scale=cpu", *SWEEP],
+                  env=env)
+    rows = {m.group(2): m.group(1) for m in re.finditer(r"^\s+\d+\s+(\w+)\s+drafter\.k=(\d+)", status.stdout, flags=re.M)}
+    assert rows["10"] == rows["20"] == "done" and rows["15"] in ("pending", "running"), status.stdout
+
+    again = subprocess.run(launch, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert "-> 1 jobs (2 left out" in again.stdout
+    stamps = sorted(results.glob("_launch/*/fly_ablation_k/.submitit"))
+    # One point left: submitit submits it as a plain job (folder <id>) rather than an array of one.
+    second = [p.name for p in stamps[1].glob("*") if re.fullmatch(r"\d+(_\d+)?", p.name)]
+    assert len(stamps) == 2 and len(second) == 1, second
+    assert len(list(results.glob("fly_ablation_k/*/summary.json"))) == 3
+
+
+@slurm
+@pytest.mark.parametrize(
+    "override, setting",
+    [
+        ("hydra.launcher.gpus_per_node=1", "hydra.launcher.gpus_per_node=1: partition cpu has no GPUs"),
+        ("hydra.launcher.partition=gpu", "hydra.launcher.partition=gpu: the cluster has no partition gpu"),
+        ("hydra.launcher.mem_gb=100000", "hydra.launcher.mem_gb=100000: the nodes of partition cpu have at most"),
+    ],
+    ids=["gpus-on-cpu-partition", "unknown-partition", "more-memory-than-a-node"],
+)
+def test_a_request_the_cluster_cannot_meet_is_one_error_line(tmp_path, override, setting):
+    proc = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "scale=cpu", "hydra/launcher=slurm",
+                 *SWEEP, override, f"paths.results_dir={tmp_path}"], timeout=300)
+    assert proc.returncode == 2
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {setting}"), proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not any(tmp_path.rglob("*")), list(tmp_path.rglob("*"))  # no sweep folder left behind
