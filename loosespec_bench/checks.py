@@ -120,6 +120,7 @@ _TASK_COMMON: dict[str, Rule] = {
     "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
     "stop_strings": optional(list_of(text, nonempty=False)),
     "system_prompt": optional(string),
+    "sample_seed": optional(integer(0)),
 }
 _SANDBOX: dict[str, Rule] = {
     "isolation": choice("auto", "namespaces", "uid", "process"),
@@ -192,6 +193,7 @@ RULES: dict[str, dict[str, Any]] = {
         "match": choice("strict", "flexible"),
         "prompt": choice("native_cot", "native_cot_0813"),
         "languages": str_or_list,
+        "same_problems": boolean,
     },
     "loosespec_bench.tasks.humaneval.HumanEval": {"sandbox": _SANDBOX},
     "loosespec_bench.tasks.mbpp_plus.MBPPPlus": {"sandbox": _SANDBOX},
@@ -239,6 +241,12 @@ ROOT_RULES: dict[str, Rule] = {
     "progress": boolean,
     "threads": optional(integer(1, 4096)),
     "experiment_name": string,
+    "power_threshold": real(0, lo_open=True),
+}
+TIMING_RULES: dict[str, Rule] = {
+    "retime": lambda v: None if v in (True, False, "auto") else "must be true, false or auto",
+    "tolerance": real(0, lo_open=True),
+    "max_retimes": integer(0, 100),
 }
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),
@@ -374,6 +382,7 @@ def validate_settings(cfg: DictConfig) -> None:
     _check_plain(data)
     _check_rules("", data, ROOT_RULES)
     _check_rules("generation", data.get("generation") or {}, GENERATION_RULES)
+    _check_rules("timing", data.get("timing") or {}, TIMING_RULES)
     # Not the logger: a tracker can never fail a run (sinks/trackers.py); a bad logger setting
     # warns once and turns the tracker off.
     for group in ("method", "drafter", "dataset"):

@@ -134,7 +134,7 @@ def test_tests_mirror_the_package():
 # Every part of the package on a floor; an import goes to a lower floor, or stays inside its own
 # part. A new module or package joins a floor here (the test names any that has none).
 FLOORS = {
-    0: ("loosespec_bench", "errors", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm"),
+    0: ("loosespec_bench", "errors", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm", "timing"),
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),

@@ -163,6 +163,7 @@ class LmEvalTask(Task):
     """One lm-eval generate_until task; see the module docstring."""
 
     name = "lm_eval"
+    shuffle = False  # lm-eval's doc_iterator cuts at the limit itself (samples() below)
 
     def __init__(
         self,

@@ -42,6 +42,8 @@ def parse_rating(judgment: str) -> float:
 
 class MTBench(Task):
     name = "mt_bench"
+    quality_figure = "mt_bench_score"
+    group_key = "category"  # a small limit covers every group
     full_size = 80
     turns_per_sample = 2.0
     quality_key = "rating"
@@ -103,7 +105,7 @@ class MTBench(Task):
                 )
             )
         # Round-robin over categories: any `limit` covers them all.
-        return round_robin(out, "category")
+        return round_robin(out, "category")  # (order() interleaves again after a seeded shuffle)
 
     # -- judging -----------------------------------------------------------------------------
     def judge_turn(self, sample: Sample, answers: list[str], turn: int) -> tuple[float, str, str]:

@@ -74,6 +74,7 @@ def sentence_start(text: str, pos: int) -> int:
 
 class NIAH(Task):
     name = "niah"
+    shuffle = False  # load_all's repeat x length x depth order is the design a limit cuts
 
     @classmethod
     def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:
