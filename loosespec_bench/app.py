@@ -26,8 +26,9 @@ from .metrics import sample_metrics
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
-from .summary import build_summary, run_metadata
+from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
+from .timing import CLEAN, EXCLUDED, RETIMED, Clocks, Probe, contamination_warning, differ, retime_enabled, timing_line, timing_settings
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,9 @@ class Runner:
         self.task = task
         self.engine = engine
         self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
+        self.clocks = Clocks()  # tests inject fake clocks (timing.py)
+        self.tolerance, self.max_retimes = timing_settings(cfg)
+        self.retime = retime_enabled(cfg)
 
     def encode(self, sample: Sample) -> tuple[str, list[int]]:
         """A sample's first-turn prompt text and ids, as the engine's target reads them."""
@@ -114,25 +118,28 @@ class Runner:
             self.engine.prefetch(requests, method=method, max_new_tokens=self.max_new)
 
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
-        chat = bool(self.cfg.chat_template)
         text, ids = self.encode(sample)
         seed = self.seed(sample)
         paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
         # Alternate which contestant runs first so slow drift of the machine cancels out.
         order = (True, False) if index % 2 == 0 else (False, True)
         contestants = order if paired else (True,)
-        # Multi-turn samples: each contestant's conversation goes on with its own answers.
-        convs = {method: list(sample.messages) for method in contestants}
-        turns: dict[bool, list[tuple[GenerationOutput, int, str]]] = {method: [] for method in contestants}
-        for t, user in enumerate([None, *sample.followups]):
-            for method in contestants:
-                if user is None:
-                    turn_ids = ids
-                else:
-                    convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
-                    turn_ids = encode_messages(self.engine.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
-                gen = self.engine.generate(list(turn_ids), method=method, seed=seed + t, max_new_tokens=self.max_new)
-                turns[method].append((gen, len(turn_ids), self._decode(gen)))
+        # Re-timing (timing.py): both sides again while their machine conditions differ. The
+        # contaminated attempts' times stay in the record (what the speedup would have read).
+        history: list[dict[str, Any]] = []
+        while True:
+            turns, probes = self._contest(sample, ids, contestants, seed)
+            sides = {method: probe.record() for method, probe in probes.items()}
+            reasons = differ(sides[True], sides[False], self.tolerance) if paired and self.retime else []
+            if reasons:
+                history.append({"reasons": reasons, "method_wall_s": sides[True]["wall_s"], "baseline_wall_s": sides[False]["wall_s"]})
+            if not reasons or len(history) > self.max_retimes:
+                break
+            log.warning("sample %s: timing contaminated (%s); re-timing both sides", sample.id, "; ".join(reasons))
+        if reasons:
+            log.warning("sample %s: still contaminated after %d re-timing(s) (%s); left out of the speed figures",
+                        sample.id, self.max_retimes, "; ".join(reasons))
+        verdict = EXCLUDED if reasons else RETIMED if history else CLEAN
         rec = {
             "id": sample.id,
             "prompt_sha256": sample_hash(sample),  # resume reuses the record only for this prompt
@@ -144,6 +151,15 @@ class Runner:
         }
         if paired:
             rec["baseline"] = self._side(turns[False], sample)
+        rec["timing"] = {
+            "status": verdict,
+            "attempts": len(history) + (0 if reasons else 1),
+            "contaminated_attempts": history,
+            "tolerance": self.tolerance,
+            "rule": "applied" if self.retime else "recorded only (timing.retime)",
+            "method": sides[True],
+            **({"baseline": sides[False]} if paired else {}),
+        }
         steps = [
             {**step, "turn": t} if sample.followups else step
             for t, (gen, _, _) in enumerate(turns[True])
@@ -152,6 +168,29 @@ class Runner:
         if steps:
             rec["steps"] = steps
         return rec
+
+    def _contest(
+        self, sample: Sample, ids: list[int], contestants: tuple[bool, ...], seed: int
+    ) -> tuple[dict[bool, list[tuple[GenerationOutput, int, str]]], dict[bool, Probe]]:
+        """Every contestant's turns of one sample, each generation timed by its side's probe."""
+        chat = bool(self.cfg.chat_template)
+        probes = {method: Probe(self.clocks) for method in contestants}
+        # Multi-turn samples: each contestant's conversation goes on with its own answers.
+        convs = {method: list(sample.messages) for method in contestants}
+        turns: dict[bool, list[tuple[GenerationOutput, int, str]]] = {method: [] for method in contestants}
+        for t, user in enumerate([None, *sample.followups]):
+            for method in contestants:
+                if user is None:
+                    turn_ids = ids
+                else:
+                    convs[method] += [{"role": "assistant", "content": turns[method][-1][2]}, {"role": "user", "content": user}]
+                    turn_ids = encode_messages(self.engine.tokenizer, convs[method], chat, chat_template_kwargs(self.cfg))[1]
+                # Timed here, around the Engine interface: every engine gets the same rule.
+                probes[method].start()
+                gen = self.engine.generate(list(turn_ids), method=method, seed=seed + t, max_new_tokens=self.max_new)
+                probes[method].stop()
+                turns[method].append((gen, len(turn_ids), self._decode(gen)))
+        return turns, probes
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -211,8 +250,13 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
 
         records = [done[s.id] for s in samples if s.id in done]
-        summary = build_summary(task, records, seed=int(cfg.seed))
+        summary = build_summary(
+            task, records, seed=int(cfg.seed), power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)),
+            timing_tolerance=timing_settings(cfg)[0],
+        )
         summary.update(run_metadata(cfg, task.name, folder.path))
+        summary["selection"] = task.selection(samples)
+        summary["data_files"] = data_files(task)
         folder.write_summary(summary)
     except BaseException as err:
         if tracker:
@@ -341,34 +385,56 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return format(v, spec) if isinstance(v, float) else str(v)
 
 
-def _ci(s: dict[str, Any]) -> str:
-    """The retention's interval as ' [low, high] 95% CI', when the paired bootstrap gave one."""
-    if s.get("retention_ci_low") is None:
-        return ""
-    return f" [{s['retention_ci_low']:.3f}, {s['retention_ci_high']:.3f}] {s['retention_ci_level']:.0%} CI"
+def _with_ci(s: dict[str, Any], key: str, spec: str, unit: str = "") -> str:
+    """`1.42x [1.21, 1.63]`: the figure and its interval (when the bootstrap gave one)."""
+    v = s.get(key)
+    if v is None:
+        return "-"
+    text = f"{v:{spec}}{unit}"
+    low, high = s.get(f"{key}_ci_low"), s.get(f"{key}_ci_high")
+    if low is not None and high is not None:
+        text += f" [{low:{spec}}, {high:{spec}}]"
+    return text
 
 
 def format_summary(s: dict[str, Any]) -> str:
+    fig = s.get("quality_figure") or "accuracy"
+    n = s.get("n_samples")
+    problems = s.get("n_problems")
     rows = [
         ("method / drafter / K", f"{s['method']} / {s.get('drafter') or '-'} / {s.get('k')}"),
         ("pair / dataset", f"{s['pair']} / {s['dataset']}"),
-        ("samples", _fmt(s.get("n_samples"))),
-        ("tau (tokens per target step)", _fmt(s.get("tau"), ".2f")),
+        ("samples (distinct problems)", f"{_fmt(n)} ({_fmt(problems)})" if problems is not None and problems != n else _fmt(n)),
+        ("tau (tokens per target step)", _with_ci(s, "tau", ".2f")),
         ("tokens/s (method)", _fmt(s.get("tokens_per_s"), ".2f")),
         ("tokens/s (target alone)", _fmt(s.get("baseline_tokens_per_s"), ".2f")),
-        ("speedup", _fmt(s.get("speedup"), ".2f") + ("x" if s.get("speedup") else "")),
-        ("speedup, median of samples", _fmt(s.get("speedup_median_of_samples"), ".2f")),
-        ("accuracy (method)", _fmt(s.get("accuracy"))),
-        ("accuracy (target alone)", _fmt(s.get("baseline_accuracy"))),
-        ("accuracy retention", _fmt(s.get("retention")) + _ci(s)),
+        ("speedup", _with_ci(s, "speedup", ".2f", "x")),
+        ("speedup, median of samples", _with_ci(s, "speedup_median_of_samples", ".2f")),
+        (f"{fig} (method)", _with_ci(s, fig, ".3f")),
+        (f"{fig} (target alone)", _with_ci(s, f"baseline_{fig}", ".3f")),
+        (f"{fig} difference (paired)", _with_ci(s, f"{fig}_diff", "+.3f")
+         + (f"  underpowered (n={s.get('quality_n')})" if s.get("underpowered") else "")),
+        ("accuracy retention", _with_ci(s, "retention", ".3f")),
         ("identical to target alone", _fmt(s.get("identical_to_target"))),
         ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
         ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),
     ]
     width = max(len(a) for a, _ in rows)
-    lines = ["", "=" * (width + 24)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 24)]
+    lines = ["", "=" * (width + 30)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 30)]
+    if s.get("ci_level") is not None:
+        lines.append(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}")
+    if s.get("underpowered"):
+        lines.append(
+            f"underpowered: {s.get('quality_n')} paired samples cannot tell a difference in {fig} of "
+            f"{s['power_threshold']:g} from none (docs/algorithms.md 7.1; `python -m loosespec_bench.plan` sizes n)"
+        )
     if s.get("speedup_method"):
         lines.append(f"speedup = {s['speedup_method']}")
     lines.append(f"tau = {s['tau_definition']}")
     lines.append(f"results: {s['run_dir']}")
+    if s.get("n_paired"):
+        lines.append(timing_line(s.get("timing")))
+    warning = contamination_warning(s.get("timing"))
+    if warning:
+        lines.append(warning)  # the last line: the speed figure is not a quiet-machine one
     return "\n".join(lines)

@@ -58,6 +58,12 @@ ROOT_RULES: dict[str, Rule] = {
     "progress": boolean,
     "threads": optional(integer(1, 4096)),
     "experiment_name": safe_path_name,
+    "power_threshold": real(0, lo_open=True),
+}
+TIMING_RULES: dict[str, Rule] = {
+    "retime": lambda v: None if v in (True, False, "auto") else "must be true, false or auto",
+    "tolerance": real(0, lo_open=True),
+    "max_retimes": integer(0, 100),
 }
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),
@@ -266,6 +272,7 @@ def validate(cfg: DictConfig) -> None:
     check_node("", data, ROOT_RULES)
     check_node("generation", data["generation"], GENERATION_RULES)
     check_node("paths", data["paths"], PATHS_RULES)
+    check_node("timing", data.get("timing") or {}, TIMING_RULES)
     pair = data["pair"]
     for key in REQUIRED_PAIR:
         if key not in pair:

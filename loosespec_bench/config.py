@@ -172,8 +172,12 @@ OmegaConf.register_new_resolver(
 
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
-NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name", "resources")
-NON_SEMANTIC_DATASET = ("limit", "data_dir")
+# timing and power_threshold decide which timings count and what is flagged, not what runs;
+# resources: where a job runs.
+NON_SEMANTIC = ("paths", "logger", "progress", "hydra", "experiment_name", "resources", "timing", "power_threshold")
+# Which samples run, not what a sample computes: records are keyed by sample id, so a folder
+# holds any selection's samples (and runs from before these keys keep their run ids).
+NON_SEMANTIC_DATASET = ("limit", "data_dir", "sample_seed", "same_problems")
 # Sandbox settings that say where or how fast code runs, not what it computes: the hidden paths
 # name the results folder, so a run id would otherwise change with LOOSESPEC_RESULTS_DIR.
 NON_SEMANTIC_SANDBOX = ("hide_paths", "workers")

@@ -6,7 +6,9 @@ Definitions (stated once, used everywhere):
 - speedup = (method new tokens / method generation time) / (target-alone new tokens /
   target-alone generation time), both over the same samples, both timed the same way
   (prefill + decode) in the same process, paired per sample with alternating order. For a
-  lossless method the two outputs are identical, so this equals the time ratio.
+  lossless method the two outputs are identical, so this equals the time ratio. A paired
+  sample whose two sides ran under different machine conditions, re-timed and still
+  contaminated (timing.py), is left out of the speed figures (its quality still counts).
 - retention = method accuracy / target-alone accuracy on the same samples.
 """
 
@@ -16,6 +18,7 @@ import statistics
 from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
 from .generation import GenerationOutput
+from .timing import counts_for_speed
 
 SPEEDUP_METHOD = (
     "throughput ratio (new tokens per second, prefill + decode) of the method over the target "
@@ -186,13 +189,15 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
 
     paired = [r for r in records if r.get("baseline")]
     if paired:
-        per_sample = [x for x in map(sample_speedup, paired) if x is not None]
+        timed = [r for r in paired if counts_for_speed(r)]  # contaminated timings left out
+        per_sample = [x for x in map(sample_speedup, timed) if x is not None]
         out.update(
-            **paired_speedup(paired),
+            **(paired_speedup(timed) or {"baseline_tokens_per_s": None, "speedup": None}),
             speedup_median_of_samples=median_or_none(per_sample),
             speedup_method=SPEEDUP_METHOD,
             identical_to_target=sum(r["baseline"]["output_ids"] == r["output_ids"] for r in paired) / len(paired),
             n_paired=len(paired),
+            n_timed=len(timed),
         )
         for key, value in baseline_quality.items():
             out[f"baseline_{key}"] = value

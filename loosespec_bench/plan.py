@@ -34,6 +34,14 @@ where tps is the target alone's decode rate (tokens/s, batch 1, transformers, bf
 pair (TARGET_TPS) and speedup the method's assumed speedup over it (SPEEDUP: the papers' reported
 figures). Prefill (long NIAH prompts) is not counted. Change them with --tps PAIR=N,
 --speedup METHOD=X, --fill F, --load-min PAIR=M.
+
+Power (`plan`, DRY_RUN=1): per data set, the paired samples n that a +-H interval (--half-width,
+default 0.05 = 5 accuracy points, 95%) on the accuracy difference between a method and the target
+alone needs, from the discordance d observed in the plan's finished paired runs on that set (the
+share of samples where exactly one side is right): n = ceil((z sqrt(d) / H)^2)
+(stats.n_for_half_width); where no run has finished, an assumed d (--discordance, default 0.1).
+Beside it, what running every point of the plan on that set at n samples would cost, with the
+cost model above.
 """
 
 from __future__ import annotations
@@ -91,6 +99,7 @@ class Job:
     method: str
     pair: str
     dataset: str
+    load_h: float = 0.0         # of `hours`: loading the models (does not grow with samples)
     settings: dict[str, Any] = field(default_factory=dict)
     status: PointStatus | None = None
     run_id: str = ""
@@ -199,7 +208,9 @@ def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
     paired = cfg.get("baseline") == "paired" and method != "ar"
     seconds = tokens / (rate * gain) + (tokens / rate if paired else 0.0) + 60 * load_min.get(pair, DEFAULT_LOAD_MIN)
-    return dict(pair=pair, method=method, dataset=dataset, samples=samples, samples_exact=exact, tokens=tokens, hours=seconds / 3600, paired=paired)
+    load_h = load_min.get(pair, DEFAULT_LOAD_MIN) / 60
+    return dict(pair=pair, method=method, dataset=dataset, samples=samples, samples_exact=exact, tokens=tokens,
+                hours=seconds / 3600, paired=paired, load_h=load_h)
 
 
 def build_plan(
@@ -318,6 +329,84 @@ def duplicates(sweeps: Sequence[Sweep]) -> dict[Path, list[Job]]:
 def repeated_configs(sweeps: Sequence[Sweep]) -> int:
     """Jobs whose configuration (run id) an earlier sweep of the plan runs: not launched again."""
     return sum(1 for s in sweeps for j in s.jobs if not j.launched)
+
+
+DEFAULT_HALF_WIDTH = 0.05
+DEFAULT_DISCORDANCE = 0.10  # assumed where no paired run of the set has finished
+
+
+def observed_discordance(folder: Path) -> tuple[int, int]:
+    """(discordant pairs, scored pairs) of a run folder's paired records (0/1 `correct` on both
+    sides); (0, 0) without a finished record."""
+    from .run_folder import RunFolder
+
+    if not (folder / RunFolder.SAMPLES).is_file():
+        return 0, 0
+    disc = n = 0
+    for rec in RunFolder(folder, create=False).records():
+        base = rec.get("baseline") or {}
+        a, b = (rec.get("score") or {}).get("correct"), (base.get("score") or {}).get("correct")
+        if isinstance(a, bool) and isinstance(b, bool):
+            n += 1
+            disc += a != b
+    return disc, n
+
+
+@dataclass
+class Power:
+    dataset: str
+    discordance: float
+    observed_pairs: int         # 0: the discordance is assumed
+    runs: int                   # finished paired runs it was observed in
+    n_needed: int | None
+    n_planned: int              # the largest sample count the plan gives the set now
+    hours_at_n: float           # every launched point of the set at n samples
+    unit: str
+
+
+def power_plan(sweeps: Sequence[Sweep], half_width: float = DEFAULT_HALF_WIDTH, assumed: float = DEFAULT_DISCORDANCE) -> list[Power]:
+    """Per data set of the plan: the n for a +-half_width accuracy-difference interval and its cost."""
+    from .stats import n_for_half_width
+
+    by_set: dict[str, list[tuple[Sweep, Job]]] = {}
+    for s in sweeps:
+        for j in s.jobs:
+            by_set.setdefault(j.dataset, []).append((s, j))
+    out = []
+    for name, jobs in by_set.items():
+        disc = pairs = runs = 0
+        for _, j in jobs:
+            if not j.paired:
+                continue
+            d, n = observed_discordance((j.owner or j).folder)
+            disc, pairs, runs = disc + d, pairs + n, runs + (n > 0)
+        # No discordant pair in a few samples says little: the rule of three bounds it by 3/n.
+        d = min((disc / pairs if disc else 3 / pairs) if pairs else assumed, 1.0)
+        n_needed = n_for_half_width(d, half_width)
+        gpus = {s.gpus for s, _ in jobs}
+        hours = 0.0
+        for s, j in jobs:
+            if not j.launched:
+                continue
+            per_sample = (j.hours - j.load_h) / j.samples if j.samples else 0.0
+            hours += (j.load_h + per_sample * (n_needed or 0)) * max(s.gpus, 1)
+        out.append(Power(
+            dataset=name, discordance=d, observed_pairs=pairs, runs=runs, n_needed=n_needed,
+            n_planned=max(j.samples for _, j in jobs), hours_at_n=hours, unit="GPU-h" if any(gpus) else "CPU node-h",
+        ))
+    return out
+
+
+def format_power(rows: Sequence[Power], half_width: float = DEFAULT_HALF_WIDTH) -> str:
+    lines = [f"power: paired samples for a +-{half_width:g} (95%) interval on the accuracy difference, method vs target alone",
+             f"  {'dataset':<14} {'discordance':>11}  {'from':<26} {'n needed':>8} {'planned':>8}  est. cost of the set at n"]
+    for r in rows:
+        src = f"{r.observed_pairs} pairs in {r.runs} run(s)" if r.observed_pairs else "assumed (no finished run)"
+        need = "-" if r.n_needed is None else str(r.n_needed)
+        lines.append(f"  {r.dataset:<14} {r.discordance:>11.3f}  {src:<26} {need:>8} {r.n_planned:>8}  {_h(r.hours_at_n)} {r.unit}")
+    lines.append("  n = ceil((1.96 sqrt(d) / half-width)^2), d = share of pairs where exactly one side is right "
+                 "(0 observed: 3/pairs); --half-width H, --discordance D")
+    return "\n".join(lines)
 
 
 def _h(x: float) -> str:
@@ -491,6 +580,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tps", action="append", default=[], help="PAIR=tokens/s of the target alone")
     ap.add_argument("--speedup", action="append", default=[], help="METHOD[@PAIR]=x over the target alone")
     ap.add_argument("--load-min", action="append", default=[], help="PAIR=minutes to load the models")
+    ap.add_argument("--half-width", type=float, default=DEFAULT_HALF_WIDTH,
+                    help="plan: accuracy-difference half-width the power table sizes n for (default %(default)s)")
+    ap.add_argument("--discordance", type=float, default=DEFAULT_DISCORDANCE,
+                    help="plan: discordance assumed where no paired run has finished (default %(default)s)")
     ap.add_argument("--sequential", action="store_true", help="launch: one sweep after the other")
     ap.add_argument("--log-dir", default=None, help="launch: where each sweep's driver log goes")
 
@@ -523,7 +616,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {type(err).__name__}: {err}{hint}", file=sys.stderr)
         return 2
     if args.mode == "plan":
+        if not (0 < args.half_width < 1) or not (0 < args.discordance <= 1):
+            print(f"error: --half-width={args.half_width} must be in (0, 1) and --discordance={args.discordance} in (0, 1]", file=sys.stderr)
+            return 2
         print(format_plan(sweeps, args.title, args.fill))
+        print()
+        print(format_power(power_plan(sweeps, args.half_width, args.discordance), args.half_width))
         return 1 if duplicates(sweeps) else 0
     if args.mode == "status":
         print(format_status(sweeps, args.title))

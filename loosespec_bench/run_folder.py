@@ -68,6 +68,7 @@ def atomic_write(path: Path, text: str) -> None:
     """Write `text` to `path` via a unique temp file in the same folder, fsync, os.replace."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600: result files are for the group to read too
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

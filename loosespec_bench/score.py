@@ -33,7 +33,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
 from .run_folder import RunFolder, atomic_write, first_per_id, read_jsonl, utc_stamp
-from .summary import build_summary
+from .summary import DEFAULT_POWER_THRESHOLD, build_summary
+from .timing import timing_settings  # the run's own settings, defaults for old configs
 from .tasks import Sample, Task
 
 RETENTION_KEYS = ("retention",)  # plus every key stats.retention_summary writes (retention_*)
@@ -216,7 +217,14 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None) -
     stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
     summary = {k: v for k, v in old.items() if k not in stale}
     seed = int(cfg.seed) if cfg is not None and "seed" in cfg else 0
-    summary.update(build_summary(task, records, seed=seed))
+    # Every figure and its interval again (speed ones included: the same records give the
+    # same points; folders from before the intervals gain them). Old records have no
+    # timing data: the summary's timing says "not recorded".
+    summary.update(build_summary(
+        task, records, seed=seed,
+        power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)) if cfg is not None else DEFAULT_POWER_THRESHOLD,
+        timing_tolerance=timing_settings(cfg)[0] if cfg is not None else None,
+    ))
     summary.setdefault("dataset", task.name)
     summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name}
     run_folder.write_summary(summary)

@@ -1,4 +1,13 @@
-"""Uncertainty of accuracy retention: a paired bootstrap over samples.
+"""Uncertainty of every reported figure: a paired bootstrap over samples.
+
+The figures (definitions in metrics.py and docs/algorithms.md section 7): speedup (ratio of
+total throughputs, and the median of per-sample ratios), tau (pooled over the run's steps),
+each side's quality, the paired quality difference and retention. Each is a function of
+per-sample columns; the bootstrap resamples samples (whole rows: a sample's method and
+target-alone values stay together) and recomputes the figure, so a ratio of sums is
+resampled as a ratio of sums, never as a mean of ratios.
+
+Retention in detail:
 
 retention = mean(method quality) / mean(target-alone quality), on the same samples (quality is
 each sample's score field: 0/1 correctness, or e.g. a judge rating). The interval resamples
@@ -12,7 +21,7 @@ Seeded: the same records give the same interval.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 from scipy import stats
@@ -31,7 +40,55 @@ def method_text(ci_method: CiMethod = CI_METHOD) -> str:
 METHOD = method_text()
 
 
-def _ratio_of_sums(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+def paired_bootstrap(
+    columns: Sequence[Sequence[float]],
+    statistic: Callable[..., np.ndarray],
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+    ci_method: CiMethod = CI_METHOD,
+) -> tuple[float | None, float | None, float | None]:
+    """(point, low, high) of statistic(*columns) over paired per-sample columns.
+
+    statistic(*cols, axis=-1) must be vectorized (numpy over the last axis). None for the
+    point when it is not finite (e.g. a ratio over zero); (point, None, None) when some
+    resample is undefined or the interval cannot be computed; (point, point, point) when the
+    bootstrap distribution has no spread (one sample, or identical values)."""
+    cols = [np.asarray(c, dtype=float) for c in columns]
+    if not cols or any(c.ndim != 1 or c.shape != cols[0].shape for c in cols):
+        raise ValueError(f"columns must be paired 1-d sequences, got {[c.shape for c in cols]}")
+    if ci_method not in ("BCa", "percentile"):
+        raise ValueError(f"ci_method={ci_method!r} must be 'BCa' or 'percentile'")
+    if len(cols[0]) == 0:
+        return None, None, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        point = float(statistic(*cols, axis=-1))
+    if not np.isfinite(point):
+        return None, None, None
+    if len(cols[0]) == 1:
+        return point, point, point
+    with warnings.catch_warnings():
+        # Degenerate distributions (no spread) warn and give NaN bounds: handled below.
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            res = stats.bootstrap(
+                tuple(cols), statistic, paired=True, vectorized=True, n_resamples=n_boot, batch=BATCH,
+                confidence_level=level, method=ci_method, rng=np.random.default_rng(seed),
+            )
+    dist = res.bootstrap_distribution
+    if not np.all(np.isfinite(dist)):
+        return point, None, None
+    if np.ptp(dist) == 0:
+        return point, point, point
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return point, None, None
+    return point, low, high
+
+
+def ratio_of_sums(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.sum(m, axis=axis) / np.sum(b, axis=axis)
 
@@ -55,30 +112,9 @@ def paired_bootstrap_ratio(
     b = np.asarray(baseline, dtype=float)
     if m.shape != b.shape or m.ndim != 1:
         raise ValueError(f"method and baseline must be paired 1-d sequences, got {m.shape} and {b.shape}")
-    if ci_method not in ("BCa", "percentile"):
-        raise ValueError(f"ci_method={ci_method!r} must be 'BCa' or 'percentile'")
     if len(m) == 0 or b.sum() == 0:
         return None, None, None
-    point = float(m.sum() / b.sum())
-    if len(m) == 1:
-        return point, point, point
-    with warnings.catch_warnings():
-        # Degenerate distributions (no spread) warn and give NaN bounds: handled below.
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        res = stats.bootstrap(
-            (m, b), _ratio_of_sums, paired=True, vectorized=True, n_resamples=n_boot, batch=BATCH,
-            confidence_level=level, method=ci_method, rng=np.random.default_rng(seed),
-        )
-    dist = res.bootstrap_distribution
-    if not np.all(np.isfinite(dist)):
-        return point, None, None
-    if np.ptp(dist) == 0:
-        return point, point, point
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return point, None, None
-    return point, low, high
+    return paired_bootstrap((m, b), ratio_of_sums, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method)
 
 
 def _value(score: dict[str, Any], key: str) -> float | None:
@@ -124,3 +160,119 @@ def retention_summary(
         "retention_ci_n_boot": n_boot,
         "retention_ci_seed": seed,
     }
+
+
+# -- every figure's interval ------------------------------------------------------------------
+def speedup_of_sums(mt: np.ndarray, ms: np.ndarray, bt: np.ndarray, bs: np.ndarray, axis: int = -1) -> np.ndarray:
+    # (method tokens / method seconds) / (baseline tokens / baseline seconds), sums over samples
+    return (np.sum(mt, axis=axis) / np.sum(ms, axis=axis)) / (np.sum(bt, axis=axis) / np.sum(bs, axis=axis))
+
+
+def median_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(x, axis=axis)
+
+
+def mean_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis)
+
+
+def mean_diff(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(m - b, axis=axis)
+
+
+def _fields(name: str, ci: tuple[float | None, float | None, float | None]) -> dict[str, float | None]:
+    return {f"{name}_ci_low": ci[1], f"{name}_ci_high": ci[2]}
+
+
+def speed_intervals(
+    records: list[dict[str, Any]], *, seed: int = 0, n_boot: int = N_BOOT, ci_method: CiMethod = CI_METHOD
+) -> dict[str, Any]:
+    """Intervals of tau (every record) and of speedup and its median of per-sample ratios (the
+    paired records whose timing counts: `timed`, see timing.py). Keys F_ci_low / F_ci_high."""
+    kw = dict(n_boot=n_boot, seed=seed, ci_method=ci_method)
+    out: dict[str, Any] = {}
+    ms = [r["metrics"] for r in records]
+    if ms:
+        out.update(_fields("tau", paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)))
+    timed = [r for r in records if r.get("baseline") and r["metrics"]["total_s"] > 0 and r["baseline"]["metrics"]["total_s"] > 0]
+    if timed:
+        cols = (
+            [r["metrics"]["new_tokens"] for r in timed], [r["metrics"]["total_s"] for r in timed],
+            [r["baseline"]["metrics"]["new_tokens"] for r in timed], [r["baseline"]["metrics"]["total_s"] for r in timed],
+        )
+        out.update(_fields("speedup", paired_bootstrap(cols, speedup_of_sums, **kw)))
+        ratios = [
+            r["metrics"]["tokens_per_s"] / r["baseline"]["metrics"]["tokens_per_s"]
+            for r in timed if r["baseline"]["metrics"]["tokens_per_s"] > 0
+        ]
+        if ratios:
+            out.update(_fields("speedup_median_of_samples", paired_bootstrap((ratios,), median_stat, **kw)))
+    return out
+
+
+def quality_intervals(
+    records: list[dict[str, Any]],
+    key: str | None,
+    figure: str,
+    *,
+    seed: int = 0,
+    n_boot: int = N_BOOT,
+    ci_method: CiMethod = CI_METHOD,
+    power_threshold: float = 0.05,
+) -> dict[str, Any]:
+    """Intervals of each side's quality (the mean of score[key]: `figure` for the method,
+    baseline_<figure> for the target alone), of the paired difference <figure>_diff (method
+    minus target alone, per sample, then the mean) and the power flag: `underpowered` when
+    the difference's interval is wider than +-power_threshold (or has no bounds), i.e. the run
+    cannot tell a loss of that size from none (with no discordant pair, the rule-of-three
+    half-width z * sqrt(3) / n stands in for the bootstrap's zero width). {} without a
+    quality key."""
+    if key is None:
+        return {}
+    kw = dict(n_boot=n_boot, seed=seed, ci_method=ci_method)
+    method = [v for v in (_value(r.get("score", {}), key) for r in records) if v is not None]
+    out: dict[str, Any] = _fields(figure, paired_bootstrap((method,), mean_stat, **kw)) if method else {}
+    pairs = [
+        (mv, bv)
+        for r in records if r.get("baseline")
+        for mv, bv in [(_value(r.get("score", {}), key), _value(r["baseline"].get("score", {}), key))]
+        if mv is not None and bv is not None
+    ]
+    if not pairs:
+        return out
+    m, b = [p[0] for p in pairs], [p[1] for p in pairs]
+    out.update(_fields(f"baseline_{figure}", paired_bootstrap((b,), mean_stat, **kw)))
+    diff = paired_bootstrap((m, b), mean_diff, **kw)
+    out[f"{figure}_diff"] = diff[0]
+    out.update(_fields(f"{figure}_diff", diff))
+    half = None if diff[1] is None else (diff[2] - diff[1]) / 2
+    # Discordant pairs (one side right, the other wrong): what the planner sizes n from.
+    discordant = sum(1 for x, y in pairs if x != y)
+    # No discordant pair gives a bootstrap interval of width 0 whatever n; the power check then
+    # uses the rule of three (discordance below 3/n at 95%): half-width z * sqrt(3) / n.
+    z = float(stats.norm.ppf(0.5 + LEVEL / 2))
+    floor = z * np.sqrt(3.0) / len(pairs)
+    out.update(
+        quality_n=len(pairs),
+        quality_diff_half_width=half,
+        discordance=discordant / len(pairs),
+        power_threshold=power_threshold,
+        underpowered=bool(half is None or max(half, floor) > power_threshold),
+    )
+    return out
+
+
+def ci_fields(ci_method: CiMethod = CI_METHOD, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
+    """The run-level description of every *_ci_low / *_ci_high pair in the summary."""
+    return {"ci_level": LEVEL, "ci_method": method_text(ci_method), "ci_n_boot": n_boot, "ci_seed": seed}
+
+
+def n_for_half_width(discordance: float, half_width: float, level: float = LEVEL) -> int | None:
+    """Paired samples needed for a +-half_width interval on a 0/1 accuracy difference, from the
+    rate of discordant pairs d (one side right, the other wrong): the per-sample difference is
+    -1, 0 or +1, its variance is at most d (exactly d - delta^2), so n = ceil((z * sqrt(d) / h)^2).
+    None when d is 0 (no discordant pair observed: no estimate; run more samples)."""
+    if not discordance > 0 or not half_width > 0:
+        return None
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    return int(np.ceil((z * np.sqrt(discordance) / half_width) ** 2))

@@ -4,21 +4,35 @@ scores), so that both always hold the same figures under the same definitions.""
 from __future__ import annotations
 
 import datetime
+import hashlib
+import os
 import platform
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from .metrics import summarize
-from .stats import retention_summary
+from .stats import ci_fields, quality_intervals, retention_summary, speed_intervals
+from .timing import counts_for_speed, timing_summary
+
+DEFAULT_POWER_THRESHOLD = 0.05  # accuracy difference half-width: 5 points
 
 TAU_DEFINITION = "emitted tokens / verification steps, bonus or correction token included"
 
 
-def build_summary(task: Any, records: list[dict[str, Any]], *, seed: int) -> dict[str, Any]:
+def build_summary(
+    task: Any,
+    records: list[dict[str, Any]],
+    *,
+    seed: int,
+    power_threshold: float = DEFAULT_POWER_THRESHOLD,
+    timing_tolerance: float | None = None,
+) -> dict[str, Any]:
     """Every figure computed from the records: speed (metrics.summarize), the task's quality
-    for the method and its paired target-alone run, and retention with its paired-bootstrap
-    interval (stats.retention_summary). `records`: one per sample (first per id)."""
+    for the method and its paired target-alone run, retention, and beside each figure F its
+    paired-bootstrap interval F_ci_low / F_ci_high (stats.py); n_problems (distinct problems),
+    the timing verdicts (timing.timing_summary) and the power flag. `records`: one per sample
+    (first per id). Records without timing data (runs from before it) count as timed."""
     quality = task.aggregate(records)
     baseline_quality = task.aggregate([{**r, **r["baseline"]} for r in records if r.get("baseline")])
     summary = summarize(records, quality, baseline_quality)
@@ -28,7 +42,35 @@ def build_summary(task: Any, records: list[dict[str, Any]], *, seed: int) -> dic
     if ci and summary.get("retention") is None:
         summary["retention"] = ci["retention_paired"]
     summary.update(ci)
+    figure = getattr(task, "quality_figure", "accuracy")
+    timed = [r for r in records if counts_for_speed(r)]
+    summary.update(speed_intervals(timed, seed=seed))
+    qual = quality_intervals(records, task.quality_key, figure, seed=seed, power_threshold=power_threshold)
+    if figure != "accuracy" and task.quality_key == "correct" and "accuracy" in summary:
+        # pass@1 is the accuracy of greedy answers: the same interval under both names.
+        qual.update({k.replace(figure, "accuracy", 1): v for k, v in qual.items() if k.startswith((figure, f"baseline_{figure}"))})
+    summary.update(qual)
+    if task.quality_key is not None:
+        summary.setdefault("underpowered", None)  # no paired quality: no power statement
+        summary.setdefault("power_threshold", power_threshold)
+    summary["quality_figure"] = figure if task.quality_key is not None else None
+    summary.update(ci_fields(seed=seed))
+    summary["n_problems"] = len({problem_of(r) for r in records})
+    summary["timing"] = timing_summary(records, timing_tolerance)
     return summary
+
+
+def problem_of(rec: dict[str, Any]) -> str:
+    """The problem a record answered (tasks.base.Sample.problem, kept in its meta). MGSM
+    records from before meta["problem"] (ids "<lang>-<row>") name their row: fr-0, de-0 and
+    th-0 are one problem."""
+    meta = rec.get("meta") or {}
+    if "problem" in meta:
+        return str(meta["problem"])
+    lang, sid = meta.get("language"), str(rec["id"])
+    if lang and sid.startswith(f"{lang}-") and sid[len(lang) + 1:].isdigit():
+        return f"mgsm/{sid[len(lang) + 1:]}"
+    return sid
 
 
 def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
@@ -54,12 +96,87 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
         run_dir=str(run_dir),
         harness_version=__version__,
         git_commit=git_commit(),
+        git_dirty=git_dirty(),
         hardware=hardware(cfg.pair.device),
         torch=torch.__version__,
+        transformers=_version("transformers"),
+        **machine(),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         tau_definition=TAU_DEFINITION,
         **engine_metadata(cfg),
     )
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def machine() -> dict[str, Any]:
+    """cpu_model, cpu_count, memory_gb of this machine (None where unknown)."""
+    model = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    try:
+        memory_gb: float | None = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        memory_gb = None
+    return {"cpu_model": model or platform.processor() or None, "cpu_count": os.cpu_count(), "memory_gb": memory_gb}
+
+
+def data_files(task: Any) -> dict[str, str]:
+    """{path relative to the data directory: sha256} of every data file the task read."""
+    out = {}
+    root = getattr(task, "data_dir", None)
+    for path in sorted(getattr(task, "data_files", ()) or ()):
+        path = Path(path)
+        if not path.is_file():
+            continue
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        try:
+            name = str(path.relative_to(root)) if root else str(path)
+        except ValueError:
+            name = str(path)
+        out[name] = digest.hexdigest()
+    return out
+
+
+def _checkout() -> Path | None:
+    """The git checkout this package runs from; None for an installed copy (an installed copy
+    inside another repository, e.g. a project's .venv, must not report that repository)."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return here.parent if out and Path(out).resolve() == here.parent else None
+
+
+def git_dirty() -> bool | None:
+    """Whether tracked files differ from the commit (results/ excluded: runs write there)."""
+    root = _checkout()
+    if root is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
+            cwd=root, capture_output=True, text=True, timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
 
 
 def engine_metadata(cfg: Any) -> dict[str, Any]:

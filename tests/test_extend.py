@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from loosespec_bench import app
 from loosespec_bench.config import CONF_DIR, catalog, check_group_overrides, search_dirs, searchpath_override
 from loosespec_bench.errors import ConfigError
+from loosespec_bench.tasks.base import seeded_permutation
 
 from .conftest import REPO, shared_data_dir
 
@@ -69,7 +70,9 @@ def test_a_new_data_set(tmp_path, monkeypatch):
     assert summary["dataset"] == "toy" and summary["n_samples"] == 2
     assert summary["accuracy"] == 0.0 and summary["baseline_accuracy"] == 0.0  # random models
     lines = (Path(summary["run_dir"]) / "samples.jsonl").read_text().splitlines()
-    assert [json.loads(ln)["reference"] for ln in lines] == ["0", "2"]
+    # dataset.limit=2 takes the first two problems of the seeded permutation (tasks/base.py)
+    picked = seeded_permutation(len(TOY_ROWS), 0)[:2]
+    assert [json.loads(ln)["reference"] for ln in lines] == [TOY_ROWS[i]["answer"] for i in picked]
 
 
 def test_a_new_model_pair(tmp_path):

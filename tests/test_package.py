@@ -156,3 +156,23 @@ def test_wheel_installs_and_runs_smoke_tiny_from_any_folder(tmp_path):
     assert not (cwd / "results").exists() and not (cwd / "outputs").exists()
     helped = subprocess.run([venv / "bin" / "loosespec-bench", "--help"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and "smoke_tiny" in helped.stdout and "fly_main" in helped.stdout, helped.stderr
+
+
+def test_make_clean_results_keeps_the_committed_results(tmp_path):
+    """results/cpu is committed (.gitignore): clean-results deletes only ignored result folders."""
+    clone = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(REPO), str(clone)], check=True, timeout=120)
+    # Only what the rule needs: the Makefile (+ included .mk files), .gitignore, one committed result.
+    committed = [p for p in subprocess.run(["git", "ls-files", "results/cpu"], cwd=REPO, capture_output=True,
+                                           text=True, check=True).stdout.split() if p.endswith(".md")][:1]
+    subprocess.run(["git", "checkout", "-q", "HEAD", "--", *committed], cwd=clone, check=True, timeout=120)
+    for name in ("Makefile", "replicate.mk", "report.mk", "bench.mk", ".gitignore"):  # as in this checkout
+        shutil.copy(REPO / name, clone / name)
+    scratch = clone / "results" / "default" / "run1"
+    scratch.mkdir(parents=True)
+    (scratch / "samples.jsonl").write_text("{}\n")
+    (clone / "results" / "_hydra").mkdir()
+    proc = subprocess.run(["make", "-s", "clean-results"], cwd=clone, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert not (clone / "results" / "default").exists() and not (clone / "results" / "_hydra").exists()
+    assert committed and all((clone / p).is_file() for p in committed)

@@ -430,3 +430,28 @@ def test_pair_file_405b_resolves():
     cfg = compose_config(["pair=llama31_8b_405b", "method=fly", "drafter=mla"])
     OmegaConf.to_container(cfg, resolve=True)
     assert cfg.pair.name == "llama31-8b-405b" and cfg.pair.dtype == "bfloat16"
+
+
+def test_power_table_sizes_n_from_the_observed_discordance(tmp_path):
+    """Two points on one set; one finished with 1 discordant pair in 4: d = 0.25, and a +-0.05
+    interval needs ceil((1.96 x 0.5 / 0.05)^2) = 385 pairs. No finished run: the assumed d."""
+    from loosespec_bench.plan import build_plan, format_power, power_plan
+
+    (sweep,) = build_plan(["smoke_tiny"], ["pair.draft.path=tiny:x,tiny:1", f"paths.results_dir={tmp_path}"])
+    assumed = power_plan([sweep], 0.05, assumed=0.1)
+    assert len(assumed) == 1 and assumed[0].observed_pairs == 0 and assumed[0].n_needed == 154
+    folder = sweep.jobs[0].folder
+    folder.mkdir(parents=True)
+    rows = [(True, True), (True, False), (False, False), (True, True)]
+    with (folder / "samples.jsonl").open("w") as f:
+        for i, (a, b) in enumerate(rows):
+            f.write(json.dumps({"id": f"s{i}", "score": {"correct": a}, "baseline": {"score": {"correct": b}}}) + "\n")
+    (row,) = power_plan([sweep], 0.05)
+    assert (row.observed_pairs, row.runs, row.discordance, row.n_needed) == (4, 1, 0.25, 385)
+    assert row.hours_at_n > 0 and row.unit == "CPU node-h"
+    assert "385" in format_power([row]) and "4 pairs in 1 run(s)" in format_power([row])
+    # No discordant pair in 4: the rule of three's 3/4, not 0 (which would claim n = 0 suffices).
+    with (folder / "samples.jsonl").open("w") as f:
+        for i in range(4):
+            f.write(json.dumps({"id": f"s{i}", "score": {"correct": True}, "baseline": {"score": {"correct": True}}}) + "\n")
+    assert power_plan([sweep], 0.05)[0].discordance == 0.75

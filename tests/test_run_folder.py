@@ -166,8 +166,9 @@ def test_resume_does_not_reuse_a_record_from_a_changed_prompt(tmp_path, caplog):
 
     tsv = data / "mgsm" / "mgsm_en.tsv"
     lines = tsv.read_text(encoding="utf-8").splitlines(keepends=True)
-    question, answer = lines[0].rstrip("\n").split("\t")
-    lines[0] = f"A hen lays 3 eggs a day. How many eggs in 4 days?\t{answer}\n"
+    row = int(old[0]["id"].rsplit("-", 1)[1])  # the first sample's problem (the seeded selection's)
+    question, answer = lines[row].rstrip("\n").split("\t")
+    lines[row] = f"A hen lays 3 eggs a day. How many eggs in 4 days?\t{answer}\n"
     tsv.write_text("".join(lines), encoding="utf-8")
 
     with caplog.at_level(logging.WARNING):
@@ -233,3 +234,14 @@ def test_rescore_and_index_skip_unreadable_lines_and_broken_folders(tmp_path, ca
     assert any(str(broken) in m and "skipped" in m for m in caplog.messages)
     assert report_main(["index", "--results", str(tmp_path)]) == 0
     assert folder.name in capsys.readouterr().out
+
+
+def test_whole_file_writes_are_readable_by_the_group(tmp_path):
+    """mkstemp creates 0600; result files (summary.json, config.yaml, rewritten samples) are 0644."""
+    import stat
+
+    from loosespec_bench.run_folder import atomic_write
+
+    path = tmp_path / "summary.json"
+    atomic_write(path, "{}\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644

@@ -60,3 +60,71 @@ def test_degenerate_inputs_give_sane_results_without_warnings(ci_method):
         assert paired_bootstrap_ratio([1, 0, 0], [1, 0, 0], ci_method=ci_method) == (1.0, None, None)
     with pytest.raises(ValueError, match="paired 1-d"):
         paired_bootstrap_ratio([1, 0], [1, 0, 1])
+
+
+# -- every figure's interval ---------------------------------------------------------------------
+from loosespec_bench.stats import n_for_half_width, paired_bootstrap, quality_intervals, speed_intervals  # noqa: E402
+
+
+def _rec(tokens, steps, m_s, b_tokens, b_s, correct=None, b_correct=None):
+    rec = {"metrics": {"new_tokens": tokens, "steps": steps, "total_s": m_s, "tokens_per_s": tokens / m_s}}
+    rec["baseline"] = {"metrics": {"new_tokens": b_tokens, "steps": b_tokens, "total_s": b_s, "tokens_per_s": b_tokens / b_s}}
+    if correct is not None:
+        rec["score"], rec["baseline"]["score"] = {"correct": correct}, {"correct": b_correct}
+    return rec
+
+
+def test_speed_intervals_resample_ratios_of_sums_and_cover_the_point():
+    rng = np.random.default_rng(0)
+    recs = [_rec(int(t), int(t) // 3, float(s), int(t), float(s) * 1.5) for t, s in zip(rng.integers(40, 200, 30), rng.uniform(1, 5, 30))]
+    out = speed_intervals(recs, n_boot=2000)
+    # every pair's ratio is 1.5 exactly: no spread, the point is both bounds
+    assert out["speedup_ci_low"] == pytest.approx(1.5) and out["speedup_ci_high"] == pytest.approx(1.5)
+    assert out["speedup_median_of_samples_ci_low"] == pytest.approx(1.5)
+    tau = sum(r["metrics"]["new_tokens"] for r in recs) / sum(r["metrics"]["steps"] for r in recs)
+    assert out["tau_ci_low"] < tau < out["tau_ci_high"]
+    noisy = [_rec(100, 30, float(s), 100, float(b)) for s, b in zip(rng.uniform(1, 3, 30), rng.uniform(2, 4, 30))]
+    out = speed_intervals(noisy, n_boot=2000)
+    point = (3000 / sum(r["metrics"]["total_s"] for r in noisy)) / (3000 / sum(r["baseline"]["metrics"]["total_s"] for r in noisy))
+    assert out["speedup_ci_low"] < point < out["speedup_ci_high"]
+
+
+def test_speed_intervals_edge_cases():
+    assert speed_intervals([]) == {}
+    one = speed_intervals([_rec(10, 5, 1.0, 10, 2.0)])
+    assert one["speedup_ci_low"] == one["speedup_ci_high"] == pytest.approx(2.0)  # n = 1: the point
+    unpaired = [{"metrics": {"new_tokens": 10, "steps": 5, "total_s": 1.0}}] * 3
+    assert set(speed_intervals(unpaired)) == {"tau_ci_low", "tau_ci_high"}
+
+
+def test_quality_intervals_difference_and_power_flag():
+    rng = np.random.default_rng(1)
+    base = rng.random(400) < 0.6
+    method = np.where(rng.random(400) < 0.1, ~base, base)  # 10% discordant
+    recs = [_rec(10, 5, 1.0, 10, 1.0, bool(m), bool(b)) for m, b in zip(method, base)]
+    out = quality_intervals(recs, "correct", "accuracy", n_boot=2000)
+    diff = method.mean() - base.mean()
+    assert out["accuracy_diff"] == pytest.approx(diff)
+    assert out["accuracy_diff_ci_low"] < diff < out["accuracy_diff_ci_high"]
+    assert out["accuracy_ci_low"] < method.mean() < out["accuracy_ci_high"]
+    assert out["baseline_accuracy_ci_low"] < base.mean() < out["baseline_accuracy_ci_high"]
+    assert out["discordance"] == pytest.approx(np.mean(method != base))
+    assert out["underpowered"] is False and out["quality_diff_half_width"] < 0.05  # n = 400, d = 0.1
+    few = quality_intervals(recs[:3], "correct", "accuracy", power_threshold=0.05)
+    assert few["underpowered"] is True
+    # three identical answers: the bootstrap's width is 0, yet n = 3 decides nothing
+    same = [_rec(10, 5, 1.0, 10, 1.0, True, True)] * 3
+    assert quality_intervals(same, "correct", "accuracy")["underpowered"] is True
+    assert quality_intervals(recs, None, "accuracy") == {}
+
+
+def test_n_for_half_width():
+    assert n_for_half_width(0.25, 0.05) == 385  # (1.96 * 0.5 / 0.05)^2 = 384.1
+    assert n_for_half_width(0.0, 0.05) is None
+    assert n_for_half_width(0.1, 0.0) is None
+
+
+def test_paired_bootstrap_checks_its_columns():
+    with pytest.raises(ValueError):
+        paired_bootstrap(([1.0, 2.0], [1.0]), lambda a, b, axis=-1: a.sum(axis) / b.sum(axis))
+    assert paired_bootstrap(([1.0, 2.0], [0.0, 0.0]), lambda a, b, axis=-1: a.sum(axis) / b.sum(axis)) == (None, None, None)

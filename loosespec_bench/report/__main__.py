@@ -1,9 +1,11 @@
-"""python -m loosespec_bench.report {index,tables,plots,all} [--results DIR] [--experiment GLOB] ...
+"""python -m loosespec_bench.report {index,tables,plots,all,compare} [--results DIR] [--experiment GLOB] ...
 
   index   one row per run folder (printed; --csv FILE writes it)
   tables  the papers' tables, ours beside published: --out DIR gets <table>.md/.tex/.csv + tables.md
   plots   speedup/tau vs theta, W, K; retention vs speedup; acceptance by position; FLy entropies
   all     tables, plots (in DIR/plots) and the index (DIR/index.csv)
+  compare A B   two runs (or two folders of runs, matched by data set) on their common samples:
+          each figure with its interval and the paired difference B - A (report/compare.py)
 """
 
 from __future__ import annotations
@@ -55,7 +57,16 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--out", default="reports", help="output directory (default: %(default)s)")
         if name in ("plots", "all"):
             p.add_argument("--formats", default="png,pdf", help="comma-separated (default: %(default)s)")
+    p = sub.add_parser("compare", help="two runs (or sets of runs) side by side, with the paired difference")
+    p.add_argument("a", type=Path, help="run folder, or a folder of run folders")
+    p.add_argument("b", type=Path, help="run folder, or a folder of run folders")
+    p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
     args = parser.parse_args(argv)
+
+    if args.command == "compare":
+        return _compare(args)
 
     from .index import load_index
 
@@ -111,6 +122,22 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
         print(f"plots: {len(paths)} files in {plot_dir}")
     if args.command == "all":
         print(f"index: {index_to_csv(df, out / 'index.csv')} ({len(df)} runs)")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from .compare import compare, format_comparison, rows_to_csv
+
+    if args.n_boot < 100:
+        return _error(f"--n-boot={args.n_boot} is too few resamples for an interval; use 100 or more")
+    try:
+        pairs, rows = compare(args.a, args.b, seed=args.seed, n_boot=args.n_boot)
+    except ConfigError as err:
+        return _error(str(err))
+    print(format_comparison(pairs, rows))
+    if args.csv:
+        print(f"csv: {rows_to_csv(rows, Path(args.csv))} ({len(rows)} rows)")
     return 0
 
 

@@ -24,6 +24,12 @@ class Sample:
     # answer to the previous one. Empty for single-turn samples.
     followups: list[str] = field(default_factory=list)
 
+    @property
+    def problem(self) -> str:
+        """The problem this sample asks: its id, unless several samples pose the same problem
+        (MGSM: one GSM8K problem in several languages, meta["problem"]). n counts these."""
+        return str(self.meta.get("problem", self.id))
+
 
 class Task:
     """Base class. Subclasses set `name` and implement `load_all` and `score`."""
@@ -41,9 +47,18 @@ class Task:
         # An empty stop string matches at once: every output would be cut to "".
         "stop_strings": optional(list_of(string, nonempty=False)),
         "system_prompt": optional(string),
+        "sample_seed": optional(integer(0)),  # null: the data file's order
     }
     # dataset.name values this class may be filed under (run ids, reports); None = its `name`.
     config_names: tuple[str, ...] | None = None
+    # Whether `limit` takes a seeded random subset of the problems (sample_seed); False where
+    # the file order is itself a design (NIAH's length x depth grid) or the loader cuts (lm-eval).
+    shuffle: bool = True
+    # The meta key that samples are interleaved by after shuffling (round_robin), so that a
+    # small limit covers every group (MT-bench categories, Spec-Bench task groups); None: none.
+    group_key: str | None = None
+    # The summary figure that is the mean of score[quality_key] (summary.json's F beside F_ci_*).
+    quality_figure: str = "accuracy"
     # Settings whose every entry must be one of a fixed set (e.g. MGSM's languages), declared
     # here so that the pre-check (checks.py) refuses a bad one before any model loads.
     setting_choices: dict[str, tuple[str, ...]] = {}
@@ -61,12 +76,15 @@ class Task:
         max_new_tokens: int = 256,
         stop_strings: list[str] | None = None,
         system_prompt: str | None = None,
+        sample_seed: int | None = 0,
     ) -> None:
         self.data_dir = Path(os.path.expanduser(data_dir)) if data_dir else None
         self.limit = limit
         self.max_new_tokens = max_new_tokens
         self.stop_strings = list(stop_strings or [])
         self.system_prompt = system_prompt
+        self.sample_seed = sample_seed
+        self.data_files: set[Path] = set()  # every file local_path() gave out (summary: sha256)
 
     @classmethod
     def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:
@@ -88,13 +106,19 @@ class Task:
                 f"dataset {self.name}: {path} not found; set paths.data_dir (or LOOSESPEC_DATA_DIR) "
                 "to a folder laid out like shared/datasets, or unset it to load from the hub"
             )
+        # A folder (NIAH's essays): every file in it, since the task reads them all.
+        self.data_files.update([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()])
         return path
 
     def load_all(self) -> list[Sample]:
         raise NotImplementedError  # abstract: every task module defines it
 
     def samples(self) -> list[Sample]:
-        """The run's samples: `load_all()` cut to `limit` (None = the whole set)."""
+        """The run's samples: `load_all()` in `order()`, cut to `limit` (None = the whole set).
+
+        The order is a fixed function of the data and `sample_seed`, so a larger limit extends
+        a smaller one's selection (resume reuses its records) and the selection is recorded by
+        the seed alone (summary.selection)."""
         try:
             items = self.load_all()
         except UnicodeDecodeError as err:
@@ -115,6 +139,7 @@ class Task:
                 # Resume and the summary key on ids: a second record would be counted twice.
                 raise ConfigError(f"dataset {self.name}: sample id {s.id!r} appears twice ({where}); ids must be unique")
             seen.add(s.id)
+        items = self.order(items)
         items = items if self.limit is None else items[: self.limit]
         if not items:
             raise ConfigError(
@@ -122,6 +147,28 @@ class Task:
                 f"data from {self.data_dir or 'the hub'}); check the data files and the dataset's filter settings"
             )
         return items
+
+    def order(self, items: list[Sample]) -> list[Sample]:
+        """The samples in the order a limit cuts them: problems in a permutation seeded by
+        `sample_seed` (None, or a task with shuffle=False: the loader's order), then
+        interleaved by `group_key`. Samples of the same problem stay together."""
+        if self.sample_seed is not None and self.shuffle:
+            problems = list(dict.fromkeys(s.problem for s in items))
+            perm = seeded_permutation(len(problems), self.sample_seed)
+            rank = {problems[j]: pos for pos, j in enumerate(perm)}
+            items = sorted(items, key=lambda s: rank[s.problem])  # stable: a problem's samples keep their order
+        return round_robin(items, self.group_key) if self.group_key else items
+
+    def selection(self, samples: list[Sample]) -> dict[str, Any]:
+        """How the run's samples were chosen, for summary.json: enough to choose them again."""
+        return {
+            "limit": self.limit,
+            "sample_seed": self.sample_seed if self.shuffle else None,
+            "order": "seeded permutation of problems" if self.shuffle and self.sample_seed is not None else "data file order",
+            "group_key": self.group_key,
+            "n_samples": len(samples),
+            "n_problems": len({s.problem for s in samples}),
+        }
 
     def preflight(self) -> None:
         """What must work before any model loads, beyond the settings (a code set's sandbox);
@@ -151,6 +198,13 @@ class Task:
         if not scored:
             return {}
         return {"accuracy": sum(bool(r["score"]["correct"]) for r in scored) / len(scored)}
+
+
+def seeded_permutation(n: int, seed: int) -> list[int]:
+    """A permutation of range(n) fixed by `seed` (numpy's PCG64): the same on every machine."""
+    import numpy as np
+
+    return [int(i) for i in np.random.default_rng(seed).permutation(n)]
 
 
 def round_robin(samples: list[Sample], key: str) -> list[Sample]:

@@ -29,6 +29,7 @@ ASSISTANT_PREFIX = "Here is the completed function:\n```python\n{prompt}\n"
 class HumanEval(Task):
     name = "humaneval"
     SETTINGS = {"sandbox": nested(SANDBOX_SETTINGS)}
+    quality_figure = "pass@1"
     full_size = 164
     hub_path = "openai/openai_humaneval"
 

@@ -171,6 +171,7 @@ class LmEvalTask(Task):
         "apply_chat_template": boolean,
         "fewshot_as_multiturn": boolean,
     }
+    shuffle = False  # lm-eval's doc_iterator cuts at the limit itself (samples() below)
 
     def __init__(
         self,

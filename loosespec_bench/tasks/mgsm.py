@@ -23,8 +23,8 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from .answers import LmEvalScorer, extract_answer, numbers_equal, parse_number
-from ..params import choice, str_or_list
-from .base import Sample, Task, load_hub_dataset
+from ..params import boolean, choice, str_or_list
+from .base import Sample, Task, load_hub_dataset, round_robin, seeded_permutation
 
 # Per language: (question cue, step-by-step cue, final-answer phrase). The cues follow the
 # MGSM paper's native-CoT exemplars; the phrase is what the scorer looks for first.
@@ -64,7 +64,9 @@ class MGSM(Task):
         "match": choice(*MATCHES),
         "prompt": choice(*PROMPTS),
         "languages": str_or_list,
+        "same_problems": boolean,
     }
+    group_key = "language"  # order() interleaves languages itself
     hub_path = "juletxara/mgsm"
     # Read by the pre-check (checks.py) before anything loads: each entry of dataset.languages.
     setting_choices = {"languages": (*LANGUAGES, "all")}
@@ -78,9 +80,18 @@ class MGSM(Task):
         return cls.per_language * (len(LANGUAGES) if langs == ["all"] else len(langs)), True
 
     def __init__(
-        self, *, languages: list[str] | str = ("en",), prompt: str = "native_cot", match: str = "strict", **kwargs: Any
+        self,
+        *,
+        languages: list[str] | str = ("en",),
+        prompt: str = "native_cot",
+        match: str = "strict",
+        same_problems: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        # False: each language asks different problems (a limit of 3 over [fr, de, th] is 3
+        # problems); True: the same problems in every language (a cross-language comparison).
+        self.same_problems = bool(same_problems)
         self.prompt, self.match = prompt, match
         # A list ([fr,de,th] on the command line) or one string ("fr" or "fr,de,th").
         langs = [x.strip() for x in languages.split(",")] if isinstance(languages, str) else list(languages)
@@ -136,10 +147,32 @@ class MGSM(Task):
                             id=f"{lang}-{i}",
                             messages=self.with_system([{"role": "user", "content": content}]),
                             reference=answer,
-                            meta={"language": lang},
+                            meta={"language": lang, "problem": f"mgsm/{i}"},
                         )
                     )
         return out
+
+    def order(self, items: list[Sample]) -> list[Sample]:
+        """Round-robin over languages; within a language, problems in a seeded permutation
+        (sample_seed; None: file order). Unless same_problems, language l starts its walk
+        through that permutation at l * floor(N / L): the first floor(N / L) samples of each language
+        are different problems from every other language's, and each language still reaches
+        every problem when the whole set runs."""
+        by_lang: dict[str, list[Sample]] = {}
+        for s in items:
+            by_lang.setdefault(s.meta["language"], []).append(s)
+        n = max((len(v) for v in by_lang.values()), default=0)
+        perm = seeded_permutation(n, self.sample_seed) if self.sample_seed is not None else list(range(n))
+        step = 0 if self.same_problems else max(1, n // max(len(by_lang), 1))
+        ordered = []
+        for l_idx, samples in enumerate(by_lang.values()):
+            rows = {int(s.problem.rsplit("/", 1)[1]): s for s in samples}
+            walk = [perm[(j + l_idx * step) % n] for j in range(n)]
+            ordered.extend(rows[i] for i in walk if i in rows)
+        return round_robin(ordered, self.group_key)
+
+    def selection(self, samples: list[Sample]) -> dict[str, Any]:
+        return {**super().selection(samples), "same_problems": self.same_problems}
 
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:
         if self.prompt == "native_cot_0813":

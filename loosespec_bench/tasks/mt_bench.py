@@ -48,6 +48,8 @@ QUESTION_TYPES = {"question_id": int, "category": str, "turns": list}
 class MTBench(Task):
     name = "mt_bench"
     SETTINGS = {"judge": nested(JUDGE_SETTINGS), "categories": optional(list_of(string))}
+    quality_figure = "mt_bench_score"
+    group_key = "category"  # a small limit covers every group
     full_size = 80
     turns_per_sample = 2.0
     quality_key = "rating"
@@ -109,7 +111,7 @@ class MTBench(Task):
                 )
             )
         # Round-robin over categories: any `limit` covers them all.
-        return round_robin(out, "category")
+        return round_robin(out, "category")  # (order() interleaves again after a seeded shuffle)
 
     # -- judging -----------------------------------------------------------------------------
     def judge_turn(self, sample: Sample, answers: list[str], turn: int) -> tuple[float, str, str]:

@@ -86,6 +86,7 @@ class NIAH(Task):
         "chars_per_token": real(0, lo_open=True),
         "answer_prefix": boolean,
     }
+    shuffle = False  # load_all's repeat x length x depth order is the design a limit cuts
 
     @classmethod
     def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:

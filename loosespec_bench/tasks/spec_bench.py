@@ -45,6 +45,7 @@ def speed(records: list[dict[str, Any]]) -> dict[str, Any]:
 class SpecBench(Task):
     name = "spec_bench"
     SETTINGS = {"categories": optional(list_of(string))}
+    group_key = "task_group"  # a small limit covers every group
     full_size = 480
     turns_per_sample = 560 / 480  # 80 of the 480 questions are two-turn
     quality_key = None  # speed only

@@ -289,3 +289,49 @@ def test_local_judge_model_runs(data_dir):
     assert score["rating_turns"] == [-1.0, -1.0] and score["rating"] is None and score["judge"] == "tiny:0"
     agg = task.aggregate([{"meta": s.meta, "score": score}])
     assert agg["mt_bench_score"] is None and agg["n_judged_turns"] == 0
+
+
+# -- selection: a limit takes distinct problems, seeded ------------------------------------------
+def test_mgsm_limit_takes_different_problems_in_each_language(data_dir):
+    """The issue's case: limit=3 over [fr, de, th] used to ask problem 0 three times."""
+    task = MGSM(data_dir=str(data_dir), languages=["fr", "de", "th"], limit=3)
+    samples = task.samples()
+    assert [s.meta["language"] for s in samples] == ["fr", "de", "th"]
+    assert len({s.problem for s in samples}) == 3
+    # 83 per language (floor(250 / 3)) are still all different problems; the whole set has
+    # every problem in every language.
+    many = MGSM(data_dir=str(data_dir), languages=["fr", "de", "th"], limit=249).samples()
+    assert len({s.problem for s in many}) == 249
+    full = MGSM(data_dir=str(data_dir), languages=["fr", "de", "th"], limit=None).samples()
+    assert len({s.id for s in full}) == 750 and len({s.problem for s in full}) == 250
+    assert task.selection(samples)["n_problems"] == 3
+
+
+def test_mgsm_same_problems_only_when_asked(data_dir):
+    task = MGSM(data_dir=str(data_dir), languages=["fr", "de", "th"], limit=6, same_problems=True)
+    samples = task.samples()
+    assert len({s.problem for s in samples}) == 2
+    assert samples[0].problem == samples[1].problem == samples[2].problem
+    assert task.selection(samples) | {"same_problems": True} == task.selection(samples)
+
+
+def test_limit_is_a_seeded_prefix_and_recorded(data_dir):
+    """A seed fixes the selection; a larger limit extends a smaller one's (resume reuses it);
+    another seed picks other problems; sample_seed=null keeps the file order."""
+    small = [s.id for s in GSM8K(data_dir=str(data_dir), limit=3).samples()]
+    big = [s.id for s in GSM8K(data_dir=str(data_dir), limit=10).samples()]
+    assert big[:3] == small and len(set(big)) == 10
+    assert [s.id for s in GSM8K(data_dir=str(data_dir), limit=3).samples()] == small
+    other = [s.id for s in GSM8K(data_dir=str(data_dir), limit=3, sample_seed=1).samples()]
+    assert other != small
+    task = GSM8K(data_dir=str(data_dir), limit=3, sample_seed=None)
+    assert [s.id for s in task.samples()] == ["gsm8k/0", "gsm8k/1", "gsm8k/2"]
+    assert task.selection(task.samples())["order"] == "data file order"
+    sel = GSM8K(data_dir=str(data_dir), limit=3).selection(GSM8K(data_dir=str(data_dir), limit=3).samples())
+    assert sel["sample_seed"] == 0 and sel["n_problems"] == 3 and sel["limit"] == 3
+
+
+def test_grouped_sets_still_cover_every_group_after_shuffling(data_dir):
+    cfg = compose_config(["pair=tiny", "dataset=mt_bench", "dataset.limit=8"])
+    samples = build_task(cfg).samples()
+    assert len({s.meta["category"] for s in samples}) == 8

@@ -1,0 +1,242 @@
+"""`python -m loosespec_bench.report compare A B`: two runs (or two sets of runs) side by side.
+
+A and B are run folders (summary.json + samples.jsonl) or folders holding run folders (any
+depth). Sets are matched by data set: each data set present in both gives one comparison (two
+runs of one set on the same data set are an error naming them: pass the folders themselves).
+
+Each comparison uses the samples both runs answered (by sample id), so that every figure is
+measured on the same problems, and reports, for tau, speedup, the median of per-sample
+speedups, the method's quality (the summary's quality figure, e.g. accuracy or pass@1) and
+retention: A's value and interval, B's, and the paired difference B - A with its interval.
+All intervals are one paired bootstrap over the common samples (stats.paired_bootstrap):
+a resample draws samples, and with a sample both runs' values on it, so a problem that is
+hard for both widens neither difference. Speed figures leave out the samples whose timing
+either run excluded (timing.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..run_folder import RunFolder
+from ..stats import CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speedup_of_sums
+from ..timing import counts_for_speed
+
+
+@dataclass
+class Run:
+    folder: Path
+    summary: dict[str, Any]
+    records: dict[str, dict[str, Any]]  # first record per sample id
+
+    @property
+    def label(self) -> str:
+        s = self.summary
+        return f"{s.get('method')}/{s.get('drafter') or '-'}/K={s.get('k')}"
+
+
+def load_run(folder: Path) -> Run:
+    summary = RunFolder(folder, create=False).read_summary() or {}
+    records = {r["id"]: r for r in RunFolder(folder, create=False).records()}
+    if not records:
+        raise ConfigError(f"{folder} has no finished samples (samples.jsonl); nothing to compare")
+    return Run(folder, summary, records)
+
+
+def find_runs(path: Path) -> list[Path]:
+    """`path` itself when it is a run folder, else every run folder below it."""
+    if not path.is_dir():
+        raise ConfigError(f"{path} is not a folder; pass two run folders or two folders of runs")
+    if (path / RunFolder.SAMPLES).is_file():
+        return [path]
+    found = sorted(p.parent for p in path.rglob(RunFolder.SAMPLES) if not any(part.startswith("_") for part in p.parts))
+    if not found:
+        raise ConfigError(f"{path} holds no run folder (no samples.jsonl below it)")
+    return found
+
+
+def match(a: list[Run], b: list[Run]) -> list[tuple[Run, Run]]:
+    """Pairs of runs by data set: one pair for each data set both sides have."""
+    if len(a) == 1 and len(b) == 1:
+        return [(a[0], b[0])]
+
+    def by_set(runs: list[Run], side: str) -> dict[str, Run]:
+        out: dict[str, Run] = {}
+        for r in runs:
+            name = str(r.summary.get("dataset"))
+            if name in out:
+                raise ConfigError(f"{side} has two runs on {name} ({out[name].folder}, {r.folder}); compare those folders one by one")
+            out[name] = r
+        return out
+
+    sa, sb = by_set(a, "A"), by_set(b, "B")
+    pairs = [(sa[k], sb[k]) for k in sa if k in sb]
+    if not pairs:
+        raise ConfigError(f"A ({', '.join(sorted(sa))}) and B ({', '.join(sorted(sb))}) share no data set")
+    return pairs
+
+
+def _quality_key(run: Run) -> str | None:
+    for rec in run.records.values():
+        score = rec.get("score") or {}
+        for key in ("correct", "rating"):
+            if isinstance(score.get(key), (bool, int, float)):
+                return key
+    return None
+
+
+def _value(side: dict[str, Any], key: str) -> float | None:
+    v = (side.get("score") or {}).get(key)
+    return None if v is None or isinstance(v, str) else float(v)
+
+
+def _diff(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
+    """B's statistic minus A's, over A's k columns followed by B's k."""
+    def f(*cols: np.ndarray, axis: int = -1) -> np.ndarray:
+        return stat(*cols[k:], axis=axis) - stat(*cols[:k], axis=axis)
+
+    return f
+
+
+Interval = tuple[float | None, float | None, float | None]
+
+
+@dataclass
+class Row:
+    dataset: str
+    figure: str
+    n: int
+    a: Interval
+    b: Interval
+    diff: Interval
+
+
+def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> list[Row]:
+    """Every figure of two runs on their common samples, each side's interval and B - A's."""
+    common = [sid for sid in ra.records if sid in rb.records]
+    if not common:
+        raise ConfigError(f"{ra.folder} and {rb.folder} share no sample id; a comparison needs the same samples")
+    dataset = str(ra.summary.get("dataset") or rb.summary.get("dataset"))
+    kw = dict(seed=seed, n_boot=n_boot)
+    rows: list[Row] = []
+
+    def add(figure: str, stat: Callable[..., np.ndarray], cols_a: list[list[float]], cols_b: list[list[float]]) -> None:
+        if not cols_a or not cols_a[0]:
+            return
+        k = len(cols_a)
+        rows.append(Row(
+            dataset, figure, len(cols_a[0]),
+            paired_bootstrap(cols_a, stat, **kw), paired_bootstrap(cols_b, stat, **kw),
+            paired_bootstrap([*cols_a, *cols_b], _diff(stat, k), **kw),
+        ))
+
+    A = [ra.records[s] for s in common]
+    B = [rb.records[s] for s in common]
+    add("tau", ratio_of_sums, [[r["metrics"]["new_tokens"] for r in A], [r["metrics"]["steps"] for r in A]],
+        [[r["metrics"]["new_tokens"] for r in B], [r["metrics"]["steps"] for r in B]])
+
+    timed = [
+        (x, y) for x, y in zip(A, B)
+        if x.get("baseline") and y.get("baseline") and counts_for_speed(x) and counts_for_speed(y)
+        and min(x["metrics"]["total_s"], x["baseline"]["metrics"]["total_s"], y["metrics"]["total_s"], y["baseline"]["metrics"]["total_s"]) > 0
+    ]
+
+    def speed_cols(rs: list[dict[str, Any]]) -> list[list[float]]:
+        return [[r["metrics"]["new_tokens"] for r in rs], [r["metrics"]["total_s"] for r in rs],
+                [r["baseline"]["metrics"]["new_tokens"] for r in rs], [r["baseline"]["metrics"]["total_s"] for r in rs]]
+
+    if timed:
+        ta, tb = [x for x, _ in timed], [y for _, y in timed]
+        add("speedup", speedup_of_sums, speed_cols(ta), speed_cols(tb))
+        ratios = [(x["metrics"]["tokens_per_s"] / x["baseline"]["metrics"]["tokens_per_s"],
+                   y["metrics"]["tokens_per_s"] / y["baseline"]["metrics"]["tokens_per_s"])
+                  for x, y in timed if x["baseline"]["metrics"]["tokens_per_s"] > 0 and y["baseline"]["metrics"]["tokens_per_s"] > 0]
+        if ratios:
+            add("speedup_median_of_samples", median_stat, [[p[0] for p in ratios]], [[p[1] for p in ratios]])
+
+    key = _quality_key(ra) or _quality_key(rb)
+    if key:
+        figure = ra.summary.get("quality_figure") or ("accuracy" if key == "correct" else key)
+        q = [(_value(x, key), _value(y, key)) for x, y in zip(A, B)]
+        q = [(u, v) for u, v in q if u is not None and v is not None]
+        if q:
+            add(figure, mean_stat, [[u for u, _ in q]], [[v for _, v in q]])
+        ret = [
+            (_value(x, key), _value(x["baseline"], key), _value(y, key), _value(y["baseline"], key))
+            for x, y in zip(A, B) if x.get("baseline") and y.get("baseline")
+        ]
+        ret = [t for t in ret if None not in t]
+        if ret:
+            add("retention", ratio_of_sums, [[t[0] for t in ret], [t[1] for t in ret]], [[t[2] for t in ret], [t[3] for t in ret]])
+    return rows
+
+
+def compare(a: Path, b: Path, *, seed: int = 0, n_boot: int = N_BOOT) -> tuple[list[tuple[Run, Run]], list[Row]]:
+    runs_a = [load_run(p) for p in find_runs(a)]
+    runs_b = [load_run(p) for p in find_runs(b)]
+    pairs = match(runs_a, runs_b)
+    rows = [row for ra, rb in pairs for row in compare_pair(ra, rb, seed=seed, n_boot=n_boot)]
+    return pairs, rows
+
+
+def _cell(iv: Interval, spec: str) -> str:
+    point, low, high = iv
+    if point is None:
+        return "-"
+    return f"{point:{spec}}" + (f" [{low:{spec}}, {high:{spec}}]" if low is not None and high is not None else "")
+
+
+MIN_N_VERDICT = 10  # below this a bootstrap interval is too coarse to decide anything
+
+
+def _excludes_zero(iv: Interval, n: int) -> str:
+    _, low, high = iv
+    if n < MIN_N_VERDICT:
+        return f"undecided (n={n} < {MIN_N_VERDICT})"
+    if low is None or high is None:
+        return "undecided (no interval)"
+    if low > 0:
+        return "B higher"
+    if high < 0:
+        return "B lower"
+    return "undecided"
+
+
+def format_comparison(pairs: list[tuple[Run, Run]], rows: list[Row]) -> str:
+    lines = []
+    for ra, rb in pairs:
+        lines.append(f"A = {ra.label} ({ra.folder})")
+        lines.append(f"B = {rb.label} ({rb.folder})")
+    header = f"| data set | figure | n | A | B | B - A | verdict |"
+    lines += ["", header, "|---|---|---:|---|---|---|---|"]
+    for r in rows:
+        spec = ".2f" if r.figure.startswith(("tau", "speedup")) else ".3f"
+        lines.append(f"| {r.dataset} | {r.figure} | {r.n} | {_cell(r.a, spec)} | {_cell(r.b, spec)} | "
+                     f"{_cell(r.diff, '+' + spec)} | {_excludes_zero(r.diff, r.n)} |")
+    lines.append("")
+    lines.append(f"[low, high]: {LEVEL:.0%} intervals, {method_text(CI_METHOD)}, over the samples both runs answered "
+                 f"(speed: those timed in both); verdict: whether B - A's interval excludes 0 (at n >= {MIN_N_VERDICT})")
+    return "\n".join(lines)
+
+
+def rows_to_csv(rows: list[Row], path: Path) -> Path:
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["dataset", "figure", "n", "a", "a_ci_low", "a_ci_high", "b", "b_ci_low", "b_ci_high",
+                    "diff", "diff_ci_low", "diff_ci_high"])
+        for r in rows:
+            w.writerow([r.dataset, r.figure, r.n, *r.a, *r.b, *r.diff])
+    return path
+
+
+def rows_to_json(rows: list[Row]) -> str:
+    return json.dumps([r.__dict__ for r in rows], indent=1)

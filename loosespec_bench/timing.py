@@ -1,0 +1,214 @@
+"""Contention-aware timing: what the machine was doing while a generation was timed.
+
+A speedup is a ratio of two timings taken one after the other. On a shared machine another
+process can take CPU from one side and not the other (issue 21: 4.16x printed for a ~0.9x
+configuration, the target alone timed while a job ran beside it). So every timed generation
+records, besides its wall time (time.perf_counter):
+
+- cpu_s: the process's CPU time over the generation (time.process_time: every thread of the
+  process, as resource.getrusage(RUSAGE_SELF) counts it);
+- cpu_share = cpu_s / wall_s: how many cores the run itself kept busy (about the thread count
+  on a quiet machine; less when other processes take cores);
+- others_share: the share of the machine's CPU time that other processes used meanwhile,
+  (busy jiffies of all CPUs in /proc/stat - own cpu_s) / (wall_s x CPU count), in [0, 1];
+  None where /proc/stat does not exist (then loadavg stands in);
+- loadavg: os.getloadavg()'s 1-minute figure at the end (slow-moving: recorded, compared only
+  without /proc/stat).
+
+A paired sample's two sides ran under the same conditions when their others_share differ by at
+most `tolerance` (an absolute share of the machine; plus the counter's grain, 2 ticks over
+wall x CPUs per side, for very short generations) and their cpu_share by at most `tolerance`
+relative to the larger. Otherwise the sample is re-timed (both sides again, at most
+`max_retimes` times); still contaminated, it is excluded from the speed figures (its outputs
+and scores still count for quality) and counted. The rule lives here; the app calls it around
+every engine.generate, so every engine is timed the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+DEFAULT_TOLERANCE = 0.25
+TICK_S = 0.01  # /proc/stat counts in clock ticks (USER_HZ = 100 on Linux): a short side's share is coarse
+DEFAULT_MAX_RETIMES = 2
+CLEAN, RETIMED, EXCLUDED = "clean", "retimed", "excluded"
+
+
+def timing_settings(cfg: Any) -> tuple[float, int]:
+    """(tolerance, max_retimes) of a config's `timing` node (defaults for configs from before it)."""
+    node = cfg.get("timing") or {}
+    return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
+
+
+def retime_enabled(cfg: Any) -> bool:
+    """timing.retime: true/false, or auto (default): on where the models run on the CPU, whose
+    time this process's CPU share and the machine's load describe; on a GPU they do not (the
+    measurements are still recorded)."""
+    mode = (cfg.get("timing") or {}).get("retime", "auto")
+    if isinstance(mode, bool):
+        return mode
+    return str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu")
+
+
+def read_proc_stat() -> float | None:
+    """Busy CPU seconds of the whole machine since boot (all CPUs; idle and iowait excluded),
+    from /proc/stat's first line; None where there is no /proc/stat (macOS, Windows)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    jiffies = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    busy = sum(jiffies) - jiffies[3] - jiffies[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+@dataclass
+class Clocks:
+    """The clocks a timed generation reads; tests inject fakes."""
+
+    wall: Callable[[], float] = time.perf_counter
+    cpu: Callable[[], float] = time.process_time
+    machine_busy: Callable[[], float | None] = read_proc_stat
+    loadavg: Callable[[], float | None] = _loadavg
+    cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+
+class Probe:
+    """One side's timed generations (all turns of a sample): start() / stop() around each."""
+
+    def __init__(self, clocks: Clocks) -> None:
+        self.clocks = clocks
+        self.wall_s = 0.0
+        self.cpu_s = 0.0
+        self.busy_s: float | None = 0.0
+        self.loadavg: float | None = None
+        self._start: tuple[float, float, float | None] | None = None
+
+    def start(self) -> None:
+        self._start = (self.clocks.wall(), self.clocks.cpu(), self.clocks.machine_busy())
+
+    def stop(self) -> None:
+        assert self._start is not None, "Probe.stop() without start()"
+        w0, c0, b0 = self._start
+        b1 = self.clocks.machine_busy()
+        self.wall_s += self.clocks.wall() - w0
+        self.cpu_s += self.clocks.cpu() - c0
+        self.busy_s = None if b0 is None or b1 is None or self.busy_s is None else self.busy_s + (b1 - b0)
+        self.loadavg = self.clocks.loadavg()
+        self._start = None
+
+    def record(self) -> dict[str, Any]:
+        """The side's timing fields (rec["timing"]["method"|"baseline"])."""
+        wall = self.wall_s
+        others = None
+        if self.busy_s is not None and wall > 0:
+            others = min(1.0, max(0.0, (self.busy_s - self.cpu_s) / (wall * self.clocks.cpu_count)))
+        return {
+            "wall_s": wall,
+            "cpu_s": self.cpu_s,
+            "cpu_share": self.cpu_s / wall if wall > 0 else None,
+            "others_share": others,
+            "loadavg": self.loadavg,
+            "cpu_count": self.clocks.cpu_count,
+        }
+
+
+def differ(a: dict[str, Any], b: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
+    """Why two sides' timing conditions differ beyond `tolerance` ([] when they match)."""
+    reasons = []
+    oa, ob = a.get("others_share"), b.get("others_share")
+    if oa is not None and ob is not None:
+        # Each side's share is read to within 2 ticks over wall x CPUs: added to the tolerance,
+        # so that a 50 ms generation is not called contaminated by the counter's grain.
+        grain = sum(2 * TICK_S / max(x.get("wall_s") or 0.0, 1e-9) / (x.get("cpu_count") or 1) for x in (a, b))
+        if abs(oa - ob) > tolerance + grain:
+            reasons.append(f"other processes' CPU share {oa:.2f} vs {ob:.2f}")
+    else:  # no /proc/stat: the 1-minute load per core stands in
+        la, lb = a.get("loadavg"), b.get("loadavg")
+        n = a.get("cpu_count") or 1
+        if la is not None and lb is not None and abs(la - lb) / n > tolerance:
+            reasons.append(f"load average {la:.2f} vs {lb:.2f} on {n} CPUs")
+    sa, sb = a.get("cpu_share"), b.get("cpu_share")
+    if sa and sb and abs(sa - sb) / max(sa, sb) > tolerance:
+        reasons.append(f"own CPU share {sa:.2f} vs {sb:.2f} cores")
+    return reasons
+
+
+def status(rec: dict[str, Any]) -> str | None:
+    """A record's timing verdict (clean / retimed / excluded); None: not recorded (old runs)."""
+    t = rec.get("timing")
+    return t.get("status") if isinstance(t, dict) else None
+
+
+def counts_for_speed(rec: dict[str, Any]) -> bool:
+    """Whether a paired record's timings enter the speed figures (all but excluded ones)."""
+    return status(rec) != EXCLUDED
+
+
+def timing_summary(records: list[dict[str, Any]], tolerance: float | None = None) -> dict[str, Any]:
+    """summary["timing"]: counts of clean / re-timed / excluded paired samples, records without
+    timing data, whether the speed figures rest on contaminated timing, and the machine's
+    conditions (median other processes' share) for the speed figures' load line."""
+    paired = [r for r in records if r.get("baseline")]
+    verdicts = [status(r) for r in paired]
+    out: dict[str, Any] = {
+        "clean": verdicts.count(CLEAN),
+        "retimed": verdicts.count(RETIMED),
+        "excluded": verdicts.count(EXCLUDED),
+        "not_recorded": verdicts.count(None),
+        "tolerance": tolerance,
+    }
+    shares = [
+        side["others_share"]
+        for r in paired if status(r) in (CLEAN, RETIMED)
+        for side in (r["timing"].get("method", {}), r["timing"].get("baseline", {}))
+        if side.get("others_share") is not None
+    ]
+    shares.sort()
+    out["others_share_median"] = shares[len(shares) // 2] if shares else None
+    out["others_share_max"] = shares[-1] if shares else None
+    # Contaminated: samples had to be dropped (the figure rests on fewer, and possibly not the
+    # typical, samples), or every timed sample ran beside other work (both sides slowed: the
+    # ratio may hold, but the figure is not a quiet-machine one).
+    busy = out["others_share_median"] is not None and tolerance is not None and out["others_share_median"] > tolerance
+    out["busy"] = busy
+    out["contaminated"] = bool(out["excluded"] or busy)
+    return out
+
+
+def timing_line(t: dict[str, Any] | None) -> str:
+    """`timing: 18 clean, 2 re-timed, 0 excluded` (+ what the timing rests on)."""
+    if not t:
+        return "timing: no paired samples"
+    total = t["clean"] + t["retimed"] + t["excluded"]
+    if total == 0 and t.get("not_recorded"):
+        return f"timing: not recorded ({t['not_recorded']} paired samples from before contention-aware timing)"
+    line = f"timing: {t['clean']} clean, {t['retimed']} re-timed, {t['excluded']} excluded"
+    if t.get("others_share_median") is not None:
+        line += f"; other processes used {t['others_share_median']:.0%} of the CPU (median)"
+    return line
+
+
+def contamination_warning(t: dict[str, Any] | None) -> str | None:
+    """The run's last line when its speed rests on contaminated timing; None otherwise."""
+    if not t or not t.get("contaminated"):
+        return None
+    why = []
+    if t.get("excluded"):
+        why.append(f"{t['excluded']} sample(s) stayed contaminated after re-timing and are left out of the speedup")
+    if t.get("busy"):
+        why.append(f"other processes used {t['others_share_median']:.0%} of the CPU during timing")
+    return "WARNING: speed measured under contention: " + "; ".join(why) + " (rerun on a quiet machine to cite it)"

@@ -1,0 +1,70 @@
+"""summary.json: every figure with its interval, n_problems, timing verdicts, provenance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loosespec_bench.summary import build_summary, data_files, git_dirty, machine, problem_of
+from loosespec_bench.tasks.base import Task
+from loosespec_bench.tasks.gsm8k import GSM8K
+
+CONTRACT = ["speedup", "speedup_median_of_samples", "tau", "accuracy", "baseline_accuracy", "accuracy_diff", "retention"]
+
+
+def _rec(i: int, ok: bool, bok: bool, status: str | None = None, lang: str | None = None) -> dict:
+    tok, ms, bs = 60 + i, 1.0 + i / 10, 2.0 + i / 7
+    rec = {
+        "id": f"{lang}-{i // 3}" if lang else f"s{i}",
+        "meta": {"language": lang} if lang else {},
+        "output_ids": [1] * tok,
+        "metrics": {"new_tokens": tok, "steps": 20, "tau": tok / 20, "total_s": ms, "prefill_s": 0.1, "decode_s": ms - 0.1,
+                    "tokens_per_s": tok / ms, "drafted": [5] * 20, "accepted": [2] * 20, "phase_s": {}},
+        "score": {"correct": ok},
+        "baseline": {"output_ids": [1] * tok, "score": {"correct": bok},
+                     "metrics": {"new_tokens": tok, "steps": tok, "total_s": bs, "tokens_per_s": tok / bs}},
+    }
+    if status:
+        rec["timing"] = {"status": status, "method": {"others_share": 0.05}, "baseline": {"others_share": 0.05}}
+    return rec
+
+
+def test_every_contract_figure_has_its_interval_and_old_records_say_timing_not_recorded():
+    recs = [_rec(i, i % 3 != 0, i % 4 != 0) for i in range(12)]  # no timing: a run from before it
+    s = build_summary(Task(), recs, seed=0)
+    for f in CONTRACT:
+        assert f in s and f"{f}_ci_low" in s and f"{f}_ci_high" in s, f
+        assert s[f"{f}_ci_low"] <= s[f] <= s[f"{f}_ci_high"], f
+    assert s["ci_level"] == 0.95 and "bootstrap" in s["ci_method"]
+    assert s["n_problems"] == 12 and s["quality_figure"] == "accuracy"
+    assert s["timing"]["not_recorded"] == 12 and not s["timing"]["contaminated"]
+    assert s["underpowered"] is True and s["power_threshold"] == 0.05  # 12 samples decide nothing
+    assert s["retention_ci_low"] is not None  # the old keys stay
+
+
+def test_excluded_timings_leave_the_speed_figures_but_not_quality():
+    recs = [_rec(i, True, True, "clean") for i in range(5)] + [_rec(5, False, True, "excluded")]
+    s = build_summary(Task(), recs, seed=0, timing_tolerance=0.25)
+    timed = build_summary(Task(), recs[:5], seed=0)
+    assert s["speedup"] == pytest.approx(timed["speedup"]) and s["speedup_ci_low"] == pytest.approx(timed["speedup_ci_low"])
+    assert s["accuracy"] == pytest.approx(5 / 6) and s["n_timed"] == 5
+    assert (s["timing"]["clean"], s["timing"]["excluded"], s["timing"]["contaminated"]) == (5, 1, True)
+
+
+def test_n_problems_counts_mgsm_problems_not_languages():
+    recs = [_rec(i, True, True, lang=lang) for i, lang in zip(range(6), ["fr", "de", "th"] * 2)]
+    # ids fr-0, de-1, th-1, fr-1, de-1 ... as written by runs from before meta["problem"]
+    assert problem_of({"id": "fr-0", "meta": {"language": "fr"}}) == problem_of({"id": "th-0", "meta": {"language": "th"}})
+    assert build_summary(Task(), recs, seed=0)["n_problems"] == len({problem_of(r) for r in recs}) == 2
+
+
+def test_provenance_machine_git_and_data_file_hashes(data_dir):
+    m = machine()
+    assert m["cpu_count"] >= 1 and (m["memory_gb"] is None or m["memory_gb"] > 0)
+    assert git_dirty() in (True, False, None)
+    task = GSM8K(data_dir=str(data_dir), limit=2)
+    task.samples()
+    files = data_files(task)
+    assert list(files) == ["gsm8k/test.jsonl"] and len(files["gsm8k/test.jsonl"]) == 64
+    assert json.dumps(files)  # JSON-ready
