@@ -99,12 +99,16 @@ def _bases() -> dict[str, type]:
 
 
 # --- the plain sections ---------------------------------------------------------------------
+# Plain mappings of config.yaml whose every key it declares (an unknown one is refused).
+PLAIN_SECTIONS = ("generation", "paths", "timing")
+
+
 @functools.lru_cache(maxsize=1)
 def declared() -> dict[str, frozenset[str]]:
-    """The keys the packaged config.yaml declares at the top level and under generation/paths."""
+    """The keys the packaged config.yaml declares at the top level and under generation/paths/timing."""
     base = OmegaConf.load(CONF_DIR / "config.yaml")
     top = frozenset(k for k in base if k not in ("defaults", "hydra"))
-    return {"": top, "generation": frozenset(base.generation), "paths": frozenset(base.paths)}
+    return {"": top, **{section: frozenset(base[section]) for section in PLAIN_SECTIONS}}
 
 
 def _check_plain(data: dict[str, Any]) -> None:
@@ -116,7 +120,7 @@ def _check_plain(data: dict[str, Any]) -> None:
     for key in sorted(known[""]):
         if key not in data:
             raise ConfigError(f"{key} is missing: it is a required setting (config.yaml declares it); drop the ~{key} override")
-    for section in ("generation", "paths"):
+    for section in PLAIN_SECTIONS:
         node = data.get(section)
         if not isinstance(node, dict):
             raise ConfigError(f"{section}={node!r} must be a mapping of settings ({', '.join(sorted(known[section]))})")

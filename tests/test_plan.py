@@ -432,6 +432,13 @@ def test_pair_file_405b_resolves():
     assert cfg.pair.name == "llama31-8b-405b" and cfg.pair.dtype == "bfloat16"
 
 
+def _record(sid: str, correct: bool, baseline_correct: bool) -> dict:
+    """A complete sample record (the readers skip one without output_text / metrics) whose
+    scores are what the power table reads."""
+    side = {"output_text": "", "metrics": {}}
+    return {"id": sid, **side, "score": {"correct": correct}, "baseline": {**side, "score": {"correct": baseline_correct}}}
+
+
 def test_power_table_sizes_n_from_the_observed_discordance(tmp_path):
     """Two points on one set; one finished with 1 discordant pair in 4: d = 0.25, and a +-0.05
     interval needs ceil((1.96 x 0.5 / 0.05)^2) = 385 pairs. No finished run: the assumed d."""
@@ -445,7 +452,7 @@ def test_power_table_sizes_n_from_the_observed_discordance(tmp_path):
     rows = [(True, True), (True, False), (False, False), (True, True)]
     with (folder / "samples.jsonl").open("w") as f:
         for i, (a, b) in enumerate(rows):
-            f.write(json.dumps({"id": f"s{i}", "score": {"correct": a}, "baseline": {"score": {"correct": b}}}) + "\n")
+            f.write(json.dumps(_record(f"s{i}", a, b)) + "\n")
     (row,) = power_plan([sweep], 0.05)
     assert (row.observed_pairs, row.runs, row.discordance, row.n_needed) == (4, 1, 0.25, 385)
     assert row.hours_at_n > 0 and row.unit == "CPU node-h"
@@ -453,5 +460,5 @@ def test_power_table_sizes_n_from_the_observed_discordance(tmp_path):
     # No discordant pair in 4: the rule of three's 3/4, not 0 (which would claim n = 0 suffices).
     with (folder / "samples.jsonl").open("w") as f:
         for i in range(4):
-            f.write(json.dumps({"id": f"s{i}", "score": {"correct": True}, "baseline": {"score": {"correct": True}}}) + "\n")
+            f.write(json.dumps(_record(f"s{i}", True, True)) + "\n")
     assert power_plan([sweep], 0.05)[0].discordance == 0.75
