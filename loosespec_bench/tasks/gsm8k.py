@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .answers import LmEvalScorer, extract_answer, lm_eval_task_config, parse_number
-from ..params import choice, integer
+from ..params import check_node, choice, declared_rules, integer
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 MATCHES = ("strict", "flexible")
@@ -51,6 +51,8 @@ class GSM8K(Task):
         n = len(self.prompt["exemplars"])
         if not isinstance(num_fewshot, int) or not 0 <= num_fewshot <= n:
             raise ConfigError(f"dataset.num_fewshot={num_fewshot!r} must be an integer in 0..{n} (the paper used 8)")
+        # The declared ranges (SETTINGS), also for a GSM8K built without the pre-check (mining).
+        check_node("dataset", {"match": match, "split": split}, declared_rules(GSM8K))
         self.num_fewshot = num_fewshot
         self.match = match
         self.split = split
