@@ -301,7 +301,7 @@ class Bench:
         from hydra.core.global_hydra import GlobalHydra
 
         from loosespec_bench.build import build_engine, check_engine
-        from loosespec_bench.config import validate
+        from loosespec_bench.checks import validate
 
         name, _, overrides = spec.partition("=")
         if name in self.contestants:

@@ -166,7 +166,7 @@ def test_make_clean_results_keeps_the_committed_results(tmp_path):
     committed = [p for p in subprocess.run(["git", "ls-files", "results/cpu"], cwd=REPO, capture_output=True,
                                            text=True, check=True).stdout.split() if p.endswith(".md")][:1]
     subprocess.run(["git", "checkout", "-q", "HEAD", "--", *committed], cwd=clone, check=True, timeout=120)
-    for name in ("Makefile", "replicate.mk", "report.mk", "bench.mk", ".gitignore"):  # as in this checkout
+    for name in ("Makefile", "replicate.mk", "report.mk", "bench.mk", "vllm.mk", ".gitignore"):  # as in this checkout
         shutil.copy(REPO / name, clone / name)
     scratch = clone / "results" / "default" / "run1"
     scratch.mkdir(parents=True)

@@ -240,7 +240,7 @@ def test_retime_is_on_for_cpu_runs_and_can_be_forced(tmp_path):
 
 @pytest.mark.parametrize("override", ["timing.retime=maybe", "timing.tolerance=0", "timing.max_retimes=-1", "power_threshold=0"])
 def test_bad_timing_settings_are_one_error_line(override, tmp_path):
-    from loosespec_bench.config import validate
+    from loosespec_bench.checks import validate
     from loosespec_bench.errors import ConfigError
 
     with pytest.raises(ConfigError, match=override.split("=")[0]):

@@ -19,9 +19,10 @@ def _run(folder: Path, method: str, dataset: str, rows: list[tuple[int, int, flo
         for i, (tok, steps, ms, bs, ok, bok) in enumerate(rows):
             rec = {
                 "id": f"{dataset}/{i}",
+                "output_text": "",  # complete records: readers skip incomplete ones
                 "metrics": {"new_tokens": tok, "steps": steps, "total_s": ms, "tokens_per_s": tok / ms},
                 "score": {"correct": ok},
-                "baseline": {"metrics": {"new_tokens": tok, "steps": tok, "total_s": bs, "tokens_per_s": tok / bs},
+                "baseline": {"output_text": "", "metrics": {"new_tokens": tok, "steps": tok, "total_s": bs, "tokens_per_s": tok / bs},
                              "score": {"correct": bok}},
                 "timing": {"status": "excluded" if i in excluded else "clean"},
             }
