@@ -849,7 +849,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
                 "model_load_s": bench.load_s,
             },
-            prompts=[{"set": p.set, "id": p.id, "tokens": int(p.ids.numel())} for p in prompts],
+            # The ids themselves: scripts/bench_vllm.py --ours asserts it runs on exactly these.
+            prompts=[{"set": p.set, "id": p.id, "tokens": int(p.ids.numel()), "ids": p.ids.tolist()} for p in prompts],
             unavailable=bench.unavailable,
             runs=[vars(r) for r in runs],
         )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ import bench_engine as be  # noqa: E402  (prompts, Run, summaries: the same code
 
 from loosespec_bench.engines import vllm as ve  # noqa: E402
 from loosespec_bench.metrics import pair_up, paired_ratio_stats  # noqa: E402
+from loosespec_bench.stats import median_stat, paired_bootstrap  # noqa: E402
 
 CONTESTANTS = ("vllm-ar", "vllm-spd", "vllm-pld", "vllm-eagle3")
 # (ours in bench_engine.py, vLLM's here): the side-by-side rows.
@@ -73,7 +75,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad:
         ap.error(f"unknown contestants {bad}; choose from {', '.join(CONTESTANTS)}")
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    args.max_prompt_tokens = None
+    if args.ours and not args.runs:
+        adopt_ours_settings(args, json.loads(Path(args.ours).read_text()))
     return args
+
+
+# The settings that decide which prompts run and what each contestant does: with --ours they are
+# read from bench_engine.py's file, so both sides run the same prompts with the same K.
+SHARED_SETTINGS = ("sets", "prompts_per_set", "max_new_tokens", "max_prompt_tokens", "k", "pld_k", "pld_max_ngram", "repeats", "target", "draft")
+
+
+def adopt_ours_settings(args: argparse.Namespace, ours: dict[str, Any]) -> None:
+    """Take the prompt and draft settings of bench_engine.py's run (its --out file's args)."""
+    if ours.get("args", {}).get("fp32"):
+        raise SystemExit(f"error: {args.ours} was measured in fp32 (--fp32); this script runs bf16: rerun bench_engine.py without --fp32")
+    if not all("ids" in p for p in ours.get("prompts", [])):
+        raise SystemExit(f"error: {args.ours} does not record its prompt ids (an older bench_engine.py): rerun bench_engine.py --out")
+    for key in SHARED_SETTINGS:
+        if key in ours.get("args", {}):
+            setattr(args, key, ours["args"][key])
+
+
+def prompt_mismatch(prompts: list[Any], recorded: list[dict[str, Any]]) -> str | None:
+    """The first difference between our prompts and bench_engine.py's recorded ones (None: the
+    same sets, problem ids and token ids in the same order)."""
+    if len(prompts) != len(recorded):
+        return f"{len(prompts)} prompts here, {len(recorded)} in the file"
+    for i, (p, r) in enumerate(zip(prompts, recorded)):
+        if (p.set, p.id) != (r["set"], r["id"]):
+            return f"prompt {i} is {p.set}/{p.id} here, {r['set']}/{r['id']} in the file"
+        ids = p.ids.tolist()
+        if ids != r["ids"]:
+            at = next((j for j, (a, b) in enumerate(zip(ids, r["ids"])) if a != b), min(len(ids), len(r["ids"])))
+            return f"prompt {p.set}/{p.id}: token ids differ from position {at} ({len(ids)} tokens here, {len(r['ids'])} in the file)"
+    return None
 
 
 def spec_of(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
@@ -112,6 +148,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res["side_by_side"] = {}
         names = list(res["contestants"])
         if args.ours:
+            diff = prompt_mismatch([be.Prompt(p["set"], p["id"], be.torch.tensor(p["ids"]), None) for p in old.get("prompts", [])],
+                                   json.loads(Path(args.ours).read_text()).get("prompts", []))
+            if diff:
+                raise SystemExit(f"error: {args.runs} and {args.ours} did not run the same prompts: {diff}")
             side_by_side(res, runs, names, args.ours)
         report(res, names)
         return res
@@ -122,7 +162,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     target = ve.model_source(args.target)
     tok = AutoTokenizer.from_pretrained(target)
     data_dir = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
-    prompts = be.build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, tok, None)
+    prompts = be.build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, tok, args.max_prompt_tokens)
+    if args.ours:
+        # The same prompt ids as our contestants', or no side-by-side at all.
+        diff = prompt_mismatch(prompts, json.loads(Path(args.ours).read_text())["prompts"])
+        if diff:
+            raise SystemExit(f"error: not the prompts of {args.ours}: {diff}; rerun both scripts from the same checkout and data")
+        print(f"[bench-vllm] same {len(prompts)} prompt ids as {args.ours} (checked)", flush=True)
     _, eos, _ = ve.target_metadata(target)
     sp = SamplingParams(temperature=0.0, max_tokens=args.max_new_tokens, stop_token_ids=sorted(eos), seed=0)
     warm = SamplingParams(temperature=0.0, max_tokens=8, stop_token_ids=sorted(eos), seed=0)
@@ -182,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({**res, "args": vars(args), "runs": [vars(r) for r in runs],
-                                              "vllm": ve.installed_version(), "model_load_s": load_s}, indent=1, default=str))
+                                              "vllm": ve.installed_version(), "model_load_s": load_s,
+                                              "prompts": [{"set": p.set, "id": p.id, "ids": p.ids.tolist()} for p in prompts]}, indent=1, default=str))
         print(f"[bench-vllm] raw timings: {args.out}")
     return res
 
@@ -201,6 +248,56 @@ def side_by_side(res: dict[str, Any], runs: list[be.Run], names: list[str], ours
                 "pairs": len(pairs),
                 **paired_ratio_stats([x.s_per_token / y.s_per_token for x, y in pairs], [x.tokens == y.tokens for x, y in pairs], name="time_ratio"),
             }
+    res["table"] = markdown_table(theirs, runs, list(ours["contestants"]), names)
+
+
+def _per_prompt_median(pairs: list[tuple[be.Run, be.Run]], fn: Any) -> list[float]:
+    """fn(a, b) per pair, the median over each prompt's repeats: one value per distinct prompt."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for a, b in pairs:
+        by.setdefault((a.set, a.prompt), []).append(fn(a, b))
+    return [statistics.median(v) for v in by.values()]
+
+
+def paired_figure(pairs: list[tuple[be.Run, be.Run]], fn: Any) -> str:
+    """'median [low, high]; min-max': the median over prompts of each prompt's median ratio,
+    its 95% paired bootstrap interval over prompts (stats.paired_bootstrap), and the range over
+    every (prompt, repeat) pair."""
+    if not pairs:
+        return "-"
+    per_prompt = _per_prompt_median(pairs, fn)
+    point, low, high = paired_bootstrap((per_prompt,), median_stat)
+    every = [fn(a, b) for a, b in pairs]
+    ci = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+    return f"{point:.2f}{ci}; {min(every):.2f}-{max(every):.2f}"
+
+
+def markdown_table(ours_runs: list[be.Run], runs: list[be.Run], ours_names: list[str], names: list[str]) -> str:
+    """The README's side-by-side table: one row per engine and method on the same prompts."""
+    label = {"ar": "target alone", "spd": "SPD, draft 0.5B", "pld": "prompt lookup (ngram)", "eagle3": "EAGLE-3 head"}
+    rows = ["| engine | method | tok/s (pooled; runs min-max) | tau | speedup over own target alone | identical to own target alone "
+            "| time ours / vLLM per token | identical ours = vLLM |", "|---|---|---|---|---|---|---|---|"]
+    sides = [("ours", ours_runs, [a for a, _ in PAIRS if a in ours_names], "ar"),
+             ("vLLM", runs, [b for _, b in PAIRS if b in names], "vllm-ar")]
+    partner = dict(PAIRS) | {b: a for a, b in PAIRS}
+    for engine, rs, members, ar in sides:
+        for n in members:
+            mine = [r for r in rs if r.contestant == n]
+            if not mine:
+                continue
+            tokens, wall, steps = sum(len(r.tokens) for r in mine), sum(r.wall_s for r in mine), sum(r.steps for r in mine)
+            speeds = [len(r.tokens) / r.wall_s for r in mine]
+            own = be.paired(rs, n, ar) if n != ar else []
+            speedup = paired_figure(own, lambda a, b: b.s_per_token / a.s_per_token) if n != ar else "1"
+            same_own = f"{sum(a.tokens == b.tokens for a, b in own)}/{len(own)}" if n != ar else "-"
+            other = partner[n]
+            pairs = (pair_up({(x.set, x.prompt, x.repeat): x for x in ours_runs if x.contestant == (n if engine == "ours" else other)},
+                             {(x.set, x.prompt, x.repeat): x for x in runs if x.contestant == (other if engine == "ours" else n)}))
+            ratio = paired_figure(pairs, lambda a, b: a.s_per_token / b.s_per_token) if engine == "ours" else "(row above)"
+            same = f"{sum(a.tokens == b.tokens for a, b in pairs)}/{len(pairs)}" if engine == "ours" and pairs else "-"
+            rows.append(f"| {engine} | {label[n.removeprefix('vllm-')]} | {tokens / wall:.2f} ({min(speeds):.2f}-{max(speeds):.2f}) "
+                        f"| {tokens / steps:.2f} | {speedup} | {same_own} | {ratio} | {same} |")
+    return "\n".join(rows)
 
 
 def _renamed(runs: list[be.Run], old: str, new: str) -> list[be.Run]:
@@ -222,6 +319,9 @@ def report(res: dict[str, Any], names: list[str]) -> None:
             print(f"{key:<20}{be._fmt(res['ours_contestants'][a]['tokens_per_s'], '.2f'):>11}"
                   f"{be._fmt(res['contestants'][b]['tokens_per_s'], '.2f'):>11}"
                   f"{be._fmt(c.get('time_ratio_median'), '.3f'):>25}{c.get('identical', '-')!s:>11}")
+    if res.get("table"):
+        print("\n== the README's table (paired per (prompt, repeat); median over prompts [95% bootstrap CI over prompts]; min-max over pairs)")
+        print(res["table"])
     for n, rows in res["batch"].items():
         print(f"batch sweep {n}: " + ", ".join(f"B={b}: {r['tokens_per_s']:.1f} tok/s (tau {be._fmt(r['tau'], '.2f')})" for b, r in rows.items()))
 
