@@ -4,9 +4,11 @@
 vLLM lives in its own environment (make install-vllm: its transformers pin is older than the
 one our loop needs), so its contestants run here, in .venv-vllm, and ours in bench_engine.py in
 .venv, on the same prompts (the same sets, per-set count, chat template and max_new_tokens);
-`--ours FILE` reads bench_engine.py's --out file and prints the side-by-side table: tokens/s,
-tau, speedup over each engine's own target alone, the paired time ratio ours / vLLM per
-(prompt, repeat) and how many outputs are the same tokens.
+`--ours FILE` reads bench_engine.py's --out file: its prompt settings, K and repeats are taken
+from there, the prompts are rebuilt here and must be the same token ids as the file records (one
+`error:` line names the first difference otherwise), and the side-by-side table is printed, as
+the README's markdown table too: tokens/s, tau, speedup over each engine's own target alone, the
+paired time ratio ours / vLLM per (prompt, repeat) and how many outputs are the same tokens.
 
   vllm-ar       vLLM, target alone
   vllm-spd      vLLM, draft model (method="draft_model"), K = --k
