@@ -35,7 +35,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
 from ..generation import GenerationOutput
@@ -159,14 +159,32 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
     return spec
 
 
+FLY_RULES = ("vllm", "ours")  # engine.fly_rule: vLLM's own FLy kernels, or our verifier as its sampler
+FLY_WORKER = "loosespec_bench.engines.vllm_fly.FLyCPUWorker"
+FLY_KNOBS = ("theta", "window", "top_k", "mode", "no_window", "theta_switch_off")
+
+
+def fly_rule(cfg: DictConfig) -> str:
+    rule = str(_engine_node(cfg).get("fly_rule") or "vllm")
+    if rule not in FLY_RULES:
+        raise ConfigError(f"engine.fly_rule={rule}: choose vllm (vLLM's own FLy) or ours (our verifier as vLLM's rejection sampler)")
+    return rule
+
+
 def fly_options(cfg: DictConfig) -> dict[str, Any]:
-    """vLLM's FLy settings for method=fly (mode=vllm only: vLLM implements that variant)."""
+    """vLLM's FLy settings for method=fly (mode=vllm only: vLLM implements that variant); with
+    engine.fly_rule=ours none (our sampler decides: ours_fly_options), greedy only."""
     m = cfg.method
+    if fly_rule(cfg) == "ours":
+        if float(cfg.generation.temperature) > 0:
+            raise ConfigError("engine.fly_rule=ours runs our FLy inside vLLM for greedy decoding only (generation.temperature=0); "
+                              "use engine=hf at T > 0")
+        return {}
     mode = str(m.get("mode", "code"))
     if mode != "vllm":
         raise ConfigError(
             f"engine=vllm runs vLLM's own FLy (method.mode=vllm); method.mode={mode} is our loop's rule "
-            "(the released code's or the paper's): use engine=hf, or method.mode=vllm"
+            "(the released code's or the paper's): use engine=hf, method.mode=vllm, or engine.fly_rule=ours (our verifier inside vLLM, greedy)"
         )
     if m.get("no_window", False):
         raise ConfigError("engine=vllm: vLLM's FLy has no no-window ablation (method.no_window=true); use engine=hf")
@@ -175,6 +193,14 @@ def fly_options(cfg: DictConfig) -> dict[str, Any]:
     # Names as in vLLM's FLy kernels (vllm/v1/spec_decode/fly.py: fly_entropy_threshold,
     # FLY_WINDOW_SIZE). Checked against the installed SpeculativeConfig before use (check).
     return {"rejection_sample_method": "fly", "fly_entropy_threshold": float(m.theta), "fly_window_size": int(m.window)}
+
+
+def ours_fly_options(cfg: DictConfig) -> dict[str, Any]:
+    """LLM(...) keywords that make vLLM verify with our FLy (engines/vllm_fly.py): the worker
+    class whose model runner gets our rejection sampler, and the rule's knobs for it."""
+    m = cfg.method
+    knobs = {k: (m[k] if not OmegaConf.is_config(m[k]) else OmegaConf.to_container(m[k])) for k in FLY_KNOBS if k in m}
+    return {"worker_cls": FLY_WORKER, "additional_config": {"loosespec_fly": knobs}}
 
 
 def _check_fly_available() -> None:
@@ -376,8 +402,11 @@ class VLLMEngine(Engine):
         if spec is not None and spec["method"] == "draft_model":
             _refuse_in_memory(str(cfg.pair.draft.path))
         _vllm()
-        if str(cfg.method.name) == "fly":
+        if str(cfg.method.name) == "fly" and fly_rule(cfg) == "vllm":
             _check_fly_available()
+        if str(cfg.method.name) == "fly" and fly_rule(cfg) == "ours" and not str(cfg.pair.device).startswith("cpu"):
+            raise ConfigError(f"engine.fly_rule=ours plugs our sampler into vLLM's CPU worker; pair.device={cfg.pair.device} "
+                              "needs vLLM's own FLy (engine.fly_rule=vllm) or engine=hf")
 
     def __init__(self, cfg: DictConfig, task: Any) -> None:
         self.check(cfg)
@@ -408,7 +437,9 @@ class VLLMEngine(Engine):
         opts = llm_options(cfg, target)
         self._llms: list[Any] = []
         self._ready: dict[tuple[Any, ...], GenerationOutput] = {}  # prefetched outputs (batch_size > 1)
-        self.method_llm = self._make(opts, self.spec) if self.spec is not None else None
+        # Our FLy as vLLM's sampler goes to the method's engine only (the target alone verifies nothing).
+        extra = ours_fly_options(cfg) if str(cfg.method.name) == "fly" and fly_rule(cfg) == "ours" else {}
+        self.method_llm = self._make({**opts, **extra}, self.spec) if self.spec is not None else None
         need_target = self.spec is None or cfg.get("baseline") == "paired"
         self.target_llm = self._make(opts, None) if need_target else None
 

