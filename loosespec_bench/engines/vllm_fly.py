@@ -94,17 +94,20 @@ if RejectionSampler is not None:
             super().__init__(sampler, spec_config, device)
             self.rule = rule
             self.record_dir = Path(record_dir) if record_dir else None
+            self.recording = False  # switched on after the worker's warm-up (its dummy steps are not requests)
             self.steps = 0
             if self.record_dir is not None:
                 self.record_dir.mkdir(parents=True, exist_ok=True)
 
         def forward(self, metadata: Any, draft_probs: torch.Tensor | None, logits: torch.Tensor, sampling_metadata: Any) -> Any:
             if not sampling_metadata.all_greedy or sampling_metadata.max_num_logprobs is not None or not sampling_metadata.no_penalties:
+                if not self.recording:  # the runner's warm-up exercises the random path with dummy requests
+                    return super().forward(metadata, draft_probs, logits, sampling_metadata)
                 raise NotImplementedError("loosespec FLy sampler: greedy requests without logprobs or penalties only")
             target = logits[metadata.target_logits_indices]  # [N, V]
             bonus = logits[metadata.bonus_logits_indices]  # [B, V]
             out, verdicts = decide_flat(self.rule, metadata.draft_token_ids, metadata.num_draft_tokens, target, bonus)
-            if self.record_dir is not None:
+            if self.record_dir is not None and self.recording:
                 start = 0
                 for b, k in enumerate(metadata.num_draft_tokens):
                     torch.save({"draft": metadata.draft_token_ids[start : start + k].cpu(),
@@ -130,3 +133,8 @@ if RejectionSampler is not None:
             if record_dir:  # what replay() needs to rebuild the same rule
                 Path(record_dir).mkdir(parents=True, exist_ok=True)
                 (Path(record_dir) / "fly_options.json").write_text(json.dumps(opts))
+
+        def compile_or_warm_up_model(self) -> Any:
+            out = super().compile_or_warm_up_model()
+            self.model_runner.rejection_sampler.recording = True  # requests from here on
+            return out
