@@ -440,7 +440,7 @@ class VLLMEngine(Engine):
         # Our FLy as vLLM's sampler goes to the method's engine only (the target alone verifies nothing).
         extra = ours_fly_options(cfg) if str(cfg.method.name) == "fly" and fly_rule(cfg) == "ours" else {}
         self.method_llm = self._make({**opts, **extra}, self.spec) if self.spec is not None else None
-        need_target = self.spec is None or cfg.get("baseline") == "paired"
+        need_target = self.spec is None or cfg.get("baseline") in ("paired", "shared")
         self.target_llm = self._make(opts, None) if need_target else None
 
     def _make(self, opts: dict[str, Any], spec: dict[str, Any] | None) -> Any:
