@@ -105,7 +105,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({**res, "rows": rows, "args": vars(args)}, indent=1, default=str))
-    llm.llm_engine.engine_core.shutdown()
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception:  # in-process engine: nothing to stop
+        pass
     return res
 
 
