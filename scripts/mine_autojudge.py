@@ -1,6 +1,6 @@
 """Mine AutoJudge's training set: important / unimportant draft-target mismatches on GSM8K train.
 
-    flock /tmp/loosespec-heavy.lock python scripts/mine_autojudge.py --max-minutes 25 \
+    flock /tmp/loosespec-heavy.lock python scripts/mine_autojudge.py --max-minutes 12 \
         --out ~/.cache/loosespec_bench/autojudge/qwen2.5-coder-0.5b-1.5b/mined  [hydra overrides...]
 
 The search is loosespec_bench/judges/mining.py (the released find_important_tokens); this script
@@ -9,9 +9,13 @@ dataset=gsm8k with dataset.split=train; the prompt, chat template, stop strings,
 and scorer are the harness's own, so the judge learns on what the runs later show it).
 
 - The target's answer and every continuation are greedy target outputs produced through the
-  harness's decoding loop; `--continue-with spd` (default) lets the pair's draft model speed them
-  up with exact-match speculative decoding (lossless: the target's greedy tokens, up to bf16
-  near-ties), `ar` runs the target alone.
+  harness's decoding loop with exact-match verification (lossless: the target's greedy tokens,
+  up to bf16 near-ties). `--continue-with lookup` (default) drafts each continuation from the
+  answer it was cut from (else with the pair's draft model) and keeps the target's and the
+  draft's caches across a problem's continuations (loosespec_bench/judges/continuation.py);
+  `spd` drafts with the draft model from fresh caches; `ar` runs the target alone. Each
+  problem's line records where its time went (`timing`: the answer, every continuation's
+  prefill / decode / tokens, the draft passes, the features).
 - Problems are taken in a seeded random order (`--seed`), so a time-bounded run mines a random
   subset of the 7,473 train problems; a problem whose target answer has no final number (the
   strict "The final answer is N") is recorded as skipped (its labels would all compare against

@@ -76,9 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     path = head.save(out)
     (out / "training_report.json").write_text(json.dumps(report, indent=1))
     t = report.get("test", report["val"])
+
+    def fig(name: str) -> str:
+        v, lo, hi = t.get(name), t.get(f"{name}_problem_ci_low"), t.get(f"{name}_problem_ci_high")
+        return "n/a" if v is None else f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None else "")
+
     print(f"judge -> {path}: C={report['C']:.3g}, threshold {head.threshold:.4f}; "
-          f"held-out {'test' if 'test' in report else 'validation'} ({t['n']} mismatches, {t['important']} important): "
-          f"precision {t['precision']}, recall {t['recall']}, unimportant accepted {t['unimportant_accepted']}, AUC {t['roc_auc']}")
+          f"held-out {'test' if 'test' in report else 'validation'} ({t['n']} mismatches, {t['important']} important, "
+          f"{t.get('problems', '?')} problems): precision {fig('precision')}, recall {fig('recall')}, "
+          f"unimportant accepted {fig('unimportant_accepted')}, ROC AUC {fig('roc_auc')} "
+          "([95% bootstrap over problems]; Wilson intervals in training_report.json)")
     return 0
 
 
