@@ -29,6 +29,7 @@ from .head import JudgeHead
 
 C_GRID = [float(c) for c in (10**0.5) ** -np.arange(1, 15)[::-1]] + [1.0, 3.0, 10.0, 50.0, 100.0]
 QUANTILES = np.linspace(0, 1, 26)
+MIN_BOOTSTRAP_PROBLEMS = 5  # fewer held-out problems: no bootstrap interval
 
 
 @dataclass
@@ -84,10 +85,11 @@ def problem_bootstrap(
     bootstrap over problems: each resample draws len(unique problems) problems with replacement
     and takes all their mismatches (a problem's mismatches are not independent). A resample where
     a figure is undefined (no predicted / actual positive, one class) is left out of that figure;
-    (None, None) with fewer than 2 problems or under 100 defined resamples."""
+    (None, None) with fewer than MIN_BOOTSTRAP_PROBLEMS problems (2 problems have 3 distinct
+    resamples: no interval worth printing) or under 100 defined resamples."""
     ids = np.unique(problems)
     out: dict[str, tuple[float | None, float | None]] = {k: (None, None) for k in ("precision", "recall", "unimportant_accepted", "roc_auc")}
-    if len(ids) < 2:
+    if len(ids) < MIN_BOOTSTRAP_PROBLEMS:
         return out
     rows = {p: np.flatnonzero(problems == p) for p in ids}
     rng = np.random.default_rng(seed)

@@ -69,10 +69,11 @@ def test_problem_bootstrap_is_wider_than_wilson_when_problems_cluster():
 
 def test_problem_bootstrap_edge_cases():
     y, s = np.array([1, 0, 1]), np.array([0.9, 0.2, 0.8])
-    # One problem: no interval at all.
+    # One problem, or fewer than 5: no interval at all.
     assert all(v == (None, None) for v in problem_bootstrap(y, s, 0.5, np.array([0, 0, 0])).values())
+    assert all(v == (None, None) for v in problem_bootstrap(y, s, 0.5, np.array([0, 1, 2])).values())
     # Only important mismatches: AUC is undefined in every resample, recall is not.
-    only = problem_bootstrap(np.ones(6, dtype=int), np.linspace(0.1, 0.9, 6), 0.5, np.repeat(np.arange(3), 2))
+    only = problem_bootstrap(np.ones(10, dtype=int), np.linspace(0.1, 0.9, 10), 0.5, np.repeat(np.arange(5), 2))
     assert only["roc_auc"] == (None, None) and only["recall"][0] is not None
     # Without problems the metrics carry no bootstrap keys.
     assert "recall_problem_ci_low" not in classification_metrics(y, s, 0.5)
