@@ -12,7 +12,7 @@ and scorer are the harness's own, so the judge learns on what the runs later sho
   harness's decoding loop with exact-match verification (lossless: the target's greedy tokens,
   up to bf16 near-ties). `--continue-with lookup` (default) drafts each continuation from the
   answer it was cut from (else with the pair's draft model) and keeps the target's and the
-  draft's caches across a problem's continuations (loosespec_bench/judges/continuation.py);
+  draft's caches across a problem's continuations (loosespec_bench/drafters/reference.py, judges/continuation.py);
   `spd` drafts with the draft model from fresh caches; `ar` runs the target alone. Each
   problem's line records where its time went (`timing`: the answer, every continuation's
   prefill / decode / tokens, the draft passes, the features).
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from loosespec_bench.build import build_drafter, build_task
     from loosespec_bench.decoding import PrefixCache, generate
-    from loosespec_bench.judges.continuation import ContinuationDrafter, IncrementalArgmax
+    from loosespec_bench.drafters.reference import ReferenceDrafter
+    from loosespec_bench.judges.continuation import IncrementalArgmax
     from loosespec_bench.errors import ConfigError
     from loosespec_bench.judges.mining import MinedStore, feature_rows, mine_problem, problem_record
     from loosespec_bench.models import load_model
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     done = store.done_ids
-    lookup = ContinuationDrafter(draft, k=LOOKUP_K, model_k=int(cfg.drafter.k)) if args.continue_with == "lookup" else None
+    lookup = ReferenceDrafter(draft, k=LOOKUP_K, model_k=int(cfg.drafter.k)) if args.continue_with == "lookup" else None
     log(f"{len(done)} problems already mined in {args.out}; budget {args.max_minutes:.0f} min, max_new_tokens {max_new}")
 
     def text_of(answer: list[int]) -> str:
