@@ -77,3 +77,21 @@ def test_problem_bootstrap_edge_cases():
     assert only["roc_auc"] == (None, None) and only["recall"][0] is not None
     # Without problems the metrics carry no bootstrap keys.
     assert "recall_problem_ci_low" not in classification_metrics(y, s, 0.5)
+
+
+def test_grouped_cv_holds_every_problem_out_once_and_reads_the_signal():
+    from loosespec_bench.judges.training import grouped_cv
+
+    rng = np.random.default_rng(1)
+    n = 200
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    X[:, 0] += 2.5 * y
+    problems = np.repeat(np.arange(20), 10)
+    cv = grouped_cv(X, y, problems, C=1.0)
+    assert cv["problems"] == 20 and cv["n"] == n and cv["roc_auc"] > 0.85
+    assert cv["roc_auc_problem_ci_low"] < cv["roc_auc"] < cv["roc_auc_problem_ci_high"]
+    # Pure noise: chance level; fewer problems than folds: not computed.
+    noise = grouped_cv(rng.normal(size=(n, 4)).astype(np.float32), y, problems, C=1.0)
+    assert 0.3 < noise["roc_auc"] < 0.7
+    assert grouped_cv(X[:30], y[:30], problems[:30], C=1.0) is None
