@@ -31,8 +31,9 @@ fi
 log=$(mktemp -t loosespec-slurm-tests.XXXXXX)
 start=$(date +%s)
 echo "[test] local Slurm cluster up: the tests marked slurm run beside the suite (their output at the end; live in $log)"
-# Own process group, so that an interrupt can stop it and everything it started.
-setsid "$py" -m pytest -q -s -p no:cacheprovider -m "$SLURM" tests/test_slurm.py >"$log" 2>&1 </dev/null &
+# Own session and process group (so that an interrupt can stop it and everything it started);
+# -w: setsid waits for it, so `wait` gets its exit status.
+setsid -w "$py" -m pytest -q -s -p no:cacheprovider -m "$SLURM" tests/test_slurm.py >"$log" 2>&1 </dev/null &
 bg=$!
 trap 'kill -- -"$bg" 2>/dev/null; exit 130' INT TERM
 
