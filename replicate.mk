@@ -8,7 +8,7 @@
 #   make replicate-405b           FLy 8B->405B (target split over the GPUs of one node), its K ablation
 #                                 (W=8), + the target alone
 #   make replicate-cpu            FLy's main table, its theta / W / K ablations and DropMatch vs SPD at
-#                                 scale=cpu (the embedded pair, 3 samples, 256 new tokens, the
+#                                 scale=cpu (the embedded pair, 30 problems per set, 256 new tokens, the
 #                                 experiments' CPU grids) on this machine, one point at a time, into
 #                                 results/cpu/runs (CPU_RESULTS=...); `make report-cpu` draws results/cpu/
 #   make replicate-cpu LAUNCHER=slurm   the same as job arrays on a CPU Slurm partition: no GPU, the

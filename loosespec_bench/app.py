@@ -17,18 +17,20 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from .baselines import BaselineStore, timed_indices
 from .build import build_engine, build_task, check_artefacts
 from .checks import precheck_config
 from .engines.base import Engine
 from .errors import ConfigError
 from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
+from .config import baseline_config
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
-from .timing import CLEAN, EXCLUDED, RETIMED, Clocks, Probe, contamination_warning, differ, retime_enabled, timing_line, timing_settings
+from .timing import CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, retime_enabled, timing_line, timing_settings
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,12 @@ class Runner:
         self.clocks = Clocks()  # tests inject fake clocks (timing.py)
         self.tolerance, self.max_retimes = timing_settings(cfg)
         self.retime = retime_enabled(cfg)
+        # A target-alone side beside the method: paired (every sample) or shared (the store's,
+        # re-run beside the method on the timing subset). method=ar is the target alone itself.
+        self.paired = cfg.baseline in ("paired", "shared") and cfg.method.name != "ar"
+        self.store: BaselineStore | None = None  # baseline=shared: run() opens it
+        self.timed: set[int] | None = None  # baseline=shared: the timing subset's sample positions
+        self.run_name = ""
 
     def encode(self, sample: Sample) -> tuple[str, list[int]]:
         """A sample's first-turn prompt text and ids, as the engine's target reads them."""
@@ -112,25 +120,28 @@ class Runner:
         order alternates between chunks, as between samples at batch 1); run_sample then reads
         the outputs. Each output's time is its batch's wall time / the batch size."""
         requests = [(list(self.encode(s)[1]), self.seed(s)) for s in samples]
-        paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
         order = (True, False) if chunk % 2 == 0 else (False, True)
-        for method in order if paired else (True,):
+        for method in order if self.paired else (True,):
             self.engine.prefetch(requests, method=method, max_new_tokens=self.max_new)
 
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
         text, ids = self.encode(sample)
         seed = self.seed(sample)
-        paired = self.cfg.baseline == "paired" and self.cfg.method.name != "ar"
+        prompt_sha = sample_hash(sample)
+        stored = self.store.get(sample.id, prompt_sha) if self.paired and self.store is not None else None
+        # baseline=shared: the target alone runs beside the method on the timing subset, and
+        # wherever the store lacks the sample (it has to run once anyway; it is timed for free).
+        timed = self.paired and (stored is None or self.timed is None or index in self.timed)
         # Alternate which contestant runs first so slow drift of the machine cancels out.
         order = (True, False) if index % 2 == 0 else (False, True)
-        contestants = order if paired else (True,)
+        contestants = order if timed else (True,)
         # Re-timing (timing.py): both sides again while their machine conditions differ. The
         # contaminated attempts' times stay in the record (what the speedup would have read).
         history: list[dict[str, Any]] = []
         while True:
             turns, probes = self._contest(sample, ids, contestants, seed)
             sides = {method: probe.record() for method, probe in probes.items()}
-            reasons = differ(sides[True], sides[False], self.tolerance) if paired and self.retime else []
+            reasons = differ(sides[True], sides[False], self.tolerance) if timed and self.retime else []
             if reasons:
                 history.append({"reasons": reasons, "method_wall_s": sides[True]["wall_s"], "baseline_wall_s": sides[False]["wall_s"]})
             if not reasons or len(history) > self.max_retimes:
@@ -139,18 +150,24 @@ class Runner:
         if reasons:
             log.warning("sample %s: still contaminated after %d re-timing(s) (%s); left out of the speed figures",
                         sample.id, self.max_retimes, "; ".join(reasons))
-        verdict = EXCLUDED if reasons else RETIMED if history else CLEAN
+        verdict = EXCLUDED if reasons else RETIMED if history else CLEAN if timed or not self.paired else UNTIMED
         rec = {
             "id": sample.id,
-            "prompt_sha256": sample_hash(sample),  # resume reuses the record only for this prompt
+            "prompt_sha256": prompt_sha,  # resume reuses the record only for this prompt
             "meta": sample.meta,
             "reference": sample.reference,
             "prompt_text": text,
             "prompt_ids": ids,
             **self._side(turns[True], sample),
         }
-        if paired:
+        if timed:
             rec["baseline"] = self._side(turns[False], sample)
+        elif self.paired:
+            assert stored is not None
+            rec["baseline"] = BaselineStore.side_of(stored)
+        if self.store is not None and self.paired:
+            rec["baseline_source"] = self._store_baseline(sample, prompt_sha, stored, rec["baseline"] if timed else None,
+                                                          sides.get(False))
         rec["timing"] = {
             "status": verdict,
             "attempts": len(history) + (0 if reasons else 1),
@@ -158,7 +175,7 @@ class Runner:
             "tolerance": self.tolerance,
             "rule": "applied" if self.retime else "recorded only (timing.retime)",
             "method": sides[True],
-            **({"baseline": sides[False]} if paired else {}),
+            **({"baseline": sides[False]} if timed else {}),
         }
         steps = [
             {**step, "turn": t} if sample.followups else step
@@ -168,6 +185,24 @@ class Runner:
         if steps:
             rec["steps"] = steps
         return rec
+
+    def _store_baseline(self, sample: Sample, prompt_sha: str, stored: dict[str, Any] | None,
+                        fresh: dict[str, Any] | None, timing: dict[str, Any] | None) -> dict[str, Any]:
+        """rec["baseline_source"] under baseline=shared: where the record's target alone came
+        from. A fresh run the store lacks is written there; one it has is compared with it."""
+        assert self.store is not None
+        out: dict[str, Any] = {"store": self.store.path.name, "timed": fresh is not None}
+        if stored is None:
+            assert fresh is not None
+            self.store.put(sample.id, prompt_sha, fresh, computed_by=self.run_name, timing=timing)
+            out["origin"] = "computed here"
+        else:
+            out["origin"] = f"reused from {stored.get('computed_by') or 'the store'}"
+            if fresh is not None:
+                # Greedy and deterministic: a difference is bf16 nondeterminism or a changed
+                # engine; the summary counts it (the record keeps its own, fresh, baseline).
+                out["matches_store"] = fresh["output_ids"] == stored.get("output_ids")
+        return out
 
     def _contest(
         self, sample: Sample, ids: list[int], contestants: tuple[bool, ...], seed: int
@@ -233,6 +268,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if todo:
             engine = build_engine(cfg, task)  # the models load here
             runner = Runner(cfg, task, engine)
+            runner.run_name = f"{cfg.experiment_name}/{folder.path.name}"
+            if cfg.baseline == "shared" and runner.paired:
+                runner.store = BaselineStore(cfg.paths.baselines_dir, baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
+                subset = cfg.timing.get("subset")
+                runner.timed = timed_indices(len(samples), None if subset is None else int(subset))
             runner.check_lengths([s for _, s in todo])  # before any generation
             runner.check_batch([s for _, s in todo])
             if cfg.warmup:
@@ -434,6 +474,13 @@ def format_summary(s: dict[str, Any]) -> str:
     lines.append(f"results: {s['run_dir']}")
     if s.get("n_paired"):
         lines.append(timing_line(s.get("timing")))
+    store = s.get("baseline_store")
+    if store:
+        lines.append(
+            f"target alone (baseline=shared, store {store['store']}): {len(store['reused'])} reused, "
+            f"{len(store['computed_here'])} computed here, {len(store['timed'])} timed beside the method"
+            + (f"; {len(store['store_mismatches'])} fresh run(s) differ from the store's tokens" if store["store_mismatches"] else "")
+        )
     warning = contamination_warning(s.get("timing"))
     if warning:
         lines.append(warning)  # the last line: the speed figure is not a quiet-machine one

@@ -51,7 +51,7 @@ from .params import (
 
 ROOT_RULES: dict[str, Rule] = {
     "seed": integer(0),
-    "baseline": choice("paired", "none"),
+    "baseline": choice("paired", "shared", "none"),
     "warmup": boolean,
     "chat_template": boolean,
     "record_steps": boolean,
@@ -64,6 +64,7 @@ TIMING_RULES: dict[str, Rule] = {
     "retime": lambda v: None if v in (True, False, "auto") else "must be true, false or auto",
     "tolerance": real(0, lo_open=True),
     "max_retimes": integer(0, 100),
+    "subset": optional(integer(1)),
 }
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),
@@ -71,7 +72,7 @@ GENERATION_RULES: dict[str, Rule] = {
     "top_p": real(0, 1, lo_open=True),
     "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
 }
-PATHS_RULES: dict[str, Rule] = {"results_dir": string, "data_dir": optional(string)}
+PATHS_RULES: dict[str, Rule] = {"results_dir": string, "data_dir": optional(string), "baselines_dir": string}
 # Keys of an instantiated node that the harness reads itself (build.BOOKKEEPING_KEYS), not
 # arguments of its class; their ranges. `name` is checked against the class (config_names).
 HARNESS_RULES: dict[str, Rule] = {
@@ -316,6 +317,12 @@ def _check_cross(data: dict[str, Any], classes: dict[str, type]) -> None:
     from .verifiers.fly import FLy
 
     gen, method = data["generation"], data["method"]
+    batch = (data.get("engine") or {}).get("batch_size") or 1
+    if data.get("baseline") == "shared" and is_int(batch) and batch > 1:
+        raise ConfigError(
+            f"baseline=shared times a subset of samples one request at a time, but engine.batch_size={batch} "
+            "submits requests in batches (throughput mode): use baseline=paired with engine.batch_size > 1"
+        )
     drafter = data.get("drafter") if "drafter" in classes else None
     t = gen["temperature"]
     if drafter is not None:
@@ -392,6 +399,8 @@ def check_resources(cfg: DictConfig) -> None:
     data = resolved(cfg)
     check_environment()
     check_results_dir(data["paths"]["results_dir"])
+    if data.get("baseline") == "shared":
+        check_results_dir(data["paths"].get("baselines_dir"), "paths.baselines_dir")
     data_dir = data["paths"].get("data_dir")
     if data_dir is not None and not Path(data_dir).expanduser().is_dir():
         raise ConfigError(f"paths.data_dir={data_dir!r} is not a folder (LOOSESPEC_DATA_DIR); point it at the data sets, or null for the hub")

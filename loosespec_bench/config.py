@@ -239,6 +239,23 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     return data
 
 
+# Keys that say which rule decodes (or how the run is protocolled), not what the target alone
+# computes: a baseline store's key (baseline_config) leaves them out.
+NOT_TARGET_ALONE = ("method", "drafter", "baseline", "record_steps", "warmup")
+
+
+def baseline_config(cfg: DictConfig) -> dict[str, Any]:
+    """The part of the resolved config that determines the target alone's output on a sample:
+    the run's semantic config without the rule and protocol keys (NOT_TARGET_ALONE). Everything
+    else stays (pair, dtype, device, data set and prompt settings, generation settings, chat
+    template, engine, seed, threads), so two runs share a baseline store only where the target
+    alone would compute the same thing (baselines.py)."""
+    data = semantic_config(cfg)
+    for key in NOT_TARGET_ALONE:
+        data.pop(key, None)
+    return data
+
+
 def uses_drafter(cfg: DictConfig) -> bool:
     return bool(cfg.method.get("uses_drafter", True))
 

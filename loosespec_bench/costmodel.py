@@ -192,3 +192,23 @@ def best_k(
             best = p
     assert best is not None, "k_max must be >= 1"
     return best
+
+
+# ---- the planner's assumptions (plan.py's cost of a job; report/claims.py's cost of an n) --------
+# Assumed decode rate of the target alone (new tokens/s, batch 1, HF transformers, bf16) by
+# pair name: memory-bandwidth bound, one GPU busy at a time when a model is split by layers
+# (H100-class: 3.3 TB/s; ~50-70% of the roofline reached by eager PyTorch).
+TARGET_TPS = {
+    "llama31-8b-70b": 12.0,       # 141 GB of weights per token
+    "qwen3-4b-32b": 20.0,         # 66 GB
+    "llama31-8b-405b": 3.0,       # 811 GB (bf16); ~5 in fp8
+    "qwen2.5-coder-0.5b-1.5b": 6.0,  # the embedded pair on 2 CPU cores (README's run)
+    "tiny": 300.0,
+}
+DEFAULT_TPS = 10.0
+# Model loading per job, minutes (weights from a shared file system into GPU memory).
+LOAD_MIN = {"llama31-8b-70b": 10.0, "qwen3-4b-32b": 5.0, "llama31-8b-405b": 30.0}
+DEFAULT_LOAD_MIN = 1.0
+# Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
+# 1.22x and SPD 1.02x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair".
+SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}

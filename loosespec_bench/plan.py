@@ -29,6 +29,8 @@ of the results directory counts as done); the report's tables select runs by con
 Cost model (an estimate to size an allocation, not a measurement):
   tokens/job  = samples x turns x max_new_tokens x fill            (fill = 1: every answer runs to the limit)
   hours/job   = load + tokens / (tps x speedup)  [+ tokens / tps when the target alone is paired]
+                (baseline=shared: + tokens / tps x the timing subset's share, + the store's pass over
+                the other samples divided among the points that share the store)
   GPU-hours   = hours/job x GPUs per job (hydra.launcher.gpus_per_node; 0 = CPU: node-hours)
 where tps is the target alone's decode rate (tokens/s, batch 1, transformers, bf16) assumed per
 pair (TARGET_TPS) and speedup the method's assumed speedup over it (SPEEDUP: the papers' reported
@@ -60,28 +62,14 @@ from typing import Any, Sequence
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from .baselines import BaselineStore
+from .config import baseline_config
+# The planner's throughput assumptions (the claims report prices an n with them too).
+from .costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, LOAD_MIN, SPEEDUP, TARGET_TPS
 from .errors import ConfigError
 from .run_folder import run_dir
 from .status import STATES, PointStatus, format_age, point_status
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
-
-# Assumed decode rate of the target alone (new tokens/s, batch 1, HF transformers, bf16) by
-# pair name: memory-bandwidth bound, one GPU busy at a time when a model is split by layers
-# (H100-class: 3.3 TB/s; ~50-70% of the roofline reached by eager PyTorch).
-TARGET_TPS = {
-    "llama31-8b-70b": 12.0,       # 141 GB of weights per token
-    "qwen3-4b-32b": 20.0,         # 66 GB
-    "llama31-8b-405b": 3.0,       # 811 GB (bf16); ~5 in fp8
-    "qwen2.5-coder-0.5b-1.5b": 6.0,  # the embedded pair on 2 CPU cores (README's run)
-    "tiny": 300.0,
-}
-DEFAULT_TPS = 10.0
-# Model loading per job, minutes (weights from a shared file system into GPU memory).
-LOAD_MIN = {"llama31-8b-70b": 10.0, "qwen3-4b-32b": 5.0, "llama31-8b-405b": 30.0}
-DEFAULT_LOAD_MIN = 1.0
-# Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
-# 1.22x and SPD 1.02x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair".
-SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
 
 
 @dataclass
@@ -100,6 +88,8 @@ class Job:
     pair: str
     dataset: str
     load_h: float = 0.0         # of `hours`: loading the models (does not grow with samples)
+    store_h: float = 0.0        # baseline=shared: the store's target-alone pass outside the timing subset (before sharing)
+    store: str = ""             # baseline=shared: the store's key digest (points with the same one share it)
     settings: dict[str, Any] = field(default_factory=dict)
     status: PointStatus | None = None
     run_id: str = ""
@@ -206,11 +196,18 @@ def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[
     tokens = samples * turns_per_sample(cfg.dataset) * int(max_new) * fill
     rate = tps.get(pair, DEFAULT_TPS)
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
-    paired = cfg.get("baseline") == "paired" and method != "ar"
-    seconds = tokens / (rate * gain) + (tokens / rate if paired else 0.0) + 60 * load_min.get(pair, DEFAULT_LOAD_MIN)
+    mode = cfg.get("baseline")
+    paired = mode in ("paired", "shared") and method != "ar"
+    # baseline=shared: the target alone runs beside the method on the timing subset only; the
+    # rest of its samples come from the store, filled once per store (build_plan shares that
+    # pass among the store's points: store_h).
+    subset = (cfg.get("timing") or {}).get("subset") if mode == "shared" else None
+    timed = 1.0 if subset is None or not samples else min(1.0, int(subset) / samples)
+    seconds = tokens / (rate * gain) + (tokens / rate * timed if paired else 0.0) + 60 * load_min.get(pair, DEFAULT_LOAD_MIN)
     load_h = load_min.get(pair, DEFAULT_LOAD_MIN) / 60
+    store_h = tokens / rate * (1.0 - timed) / 3600 if paired and mode == "shared" else 0.0
     return dict(pair=pair, method=method, dataset=dataset, samples=samples, samples_exact=exact, tokens=tokens,
-                hours=seconds / 3600, paired=paired, load_h=load_h)
+                hours=seconds / 3600, paired=paired, load_h=load_h, store_h=store_h)
 
 
 def build_plan(
@@ -247,18 +244,33 @@ def build_plan(
             folder = run_dir(cfg)  # the folder app.run writes: results_dir/experiment_name/run id
             rid = folder.name
             est = estimate(cfg, fill, tps, speedup, load_min)
+            store = BaselineStore(cfg.paths.baselines_dir, baseline_config(cfg), "").digest if est["store_h"] else ""
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,
-                gpus=gpus, settings=settings(cfg), run_id=rid, **est,
+                gpus=gpus, settings=settings(cfg), run_id=rid, store=store, **est,
             )
             sweep.jobs.append(job)
         sweeps.append(sweep)
     assign_owners(sweeps)
+    share_stores(sweeps)
     if with_status:
         for s in sweeps:
             for j in s.jobs:
                 j.status = job_status(j)
     return sweeps
+
+
+def share_stores(sweeps: Sequence[Sweep]) -> None:
+    """baseline=shared: a store's target-alone pass (outside the timing subsets) runs once, so
+    each point that reads the store is billed its share of that pass."""
+    groups: dict[str, list[Job]] = {}
+    for s in sweeps:
+        for j in s.jobs:
+            if j.store_h and j.owner is None:
+                groups.setdefault(j.store, []).append(j)
+    for jobs in groups.values():
+        for j in jobs:
+            j.hours += j.store_h / len(jobs)
 
 
 def _request(launcher: DictConfig) -> str:

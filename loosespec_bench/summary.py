@@ -57,7 +57,26 @@ def build_summary(
     summary.update(ci_fields(seed=seed))
     summary["n_problems"] = len({problem_of(r) for r in records})
     summary["timing"] = timing_summary(records, timing_tolerance)
+    shared = baseline_sources(records)
+    if shared:
+        summary["baseline_store"] = shared
     return summary
+
+
+def baseline_sources(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """baseline=shared (baselines.py): which samples' target alone was reused from the store,
+    which was computed in this run (and written there), which was timed beside the method, and
+    where a fresh timed run's tokens differed from the store's. None for other runs."""
+    src = [(r["id"], r["baseline_source"]) for r in records if isinstance(r.get("baseline_source"), dict)]
+    if not src:
+        return None
+    return {
+        "store": src[0][1].get("store"),
+        "reused": [i for i, s in src if str(s.get("origin", "")).startswith("reused")],
+        "computed_here": [i for i, s in src if s.get("origin") == "computed here"],
+        "timed": [i for i, s in src if s.get("timed")],
+        "store_mismatches": [i for i, s in src if s.get("matches_store") is False],
+    }
 
 
 def problem_of(rec: dict[str, Any]) -> str:
@@ -92,6 +111,7 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
         dataset=task_name,
         temperature=float(cfg.generation.temperature),
         seed=int(cfg.seed),
+        baseline=str(cfg.get("baseline", "paired")),
         experiment=cfg.experiment_name,
         run_dir=str(run_dir),
         harness_version=__version__,

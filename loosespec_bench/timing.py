@@ -35,6 +35,9 @@ DEFAULT_TOLERANCE = 0.25
 TICK_S = 0.01  # /proc/stat counts in clock ticks (USER_HZ = 100 on Linux): a short side's share is coarse
 DEFAULT_MAX_RETIMES = 2
 CLEAN, RETIMED, EXCLUDED = "clean", "retimed", "excluded"
+# baseline=shared: a sample outside the timing subset whose target alone came from the store
+# (baselines.py): the method's time is its own, but nothing was timed beside it.
+UNTIMED = "untimed"
 
 
 def timing_settings(cfg: Any) -> tuple[float, int]:
@@ -154,8 +157,9 @@ def status(rec: dict[str, Any]) -> str | None:
 
 
 def counts_for_speed(rec: dict[str, Any]) -> bool:
-    """Whether a paired record's timings enter the speed figures (all but excluded ones)."""
-    return status(rec) != EXCLUDED
+    """Whether a paired record's timings enter the speed figures (all but excluded ones and
+    those whose target alone was read from a shared store, untimed)."""
+    return status(rec) not in (EXCLUDED, UNTIMED)
 
 
 def timing_summary(records: list[dict[str, Any]], tolerance: float | None = None) -> dict[str, Any]:
@@ -168,6 +172,7 @@ def timing_summary(records: list[dict[str, Any]], tolerance: float | None = None
         "clean": verdicts.count(CLEAN),
         "retimed": verdicts.count(RETIMED),
         "excluded": verdicts.count(EXCLUDED),
+        "untimed": verdicts.count(UNTIMED),
         "not_recorded": verdicts.count(None),
         "tolerance": tolerance,
     }
@@ -197,6 +202,8 @@ def timing_line(t: dict[str, Any] | None) -> str:
     if total == 0 and t.get("not_recorded"):
         return f"timing: not recorded ({t['not_recorded']} paired samples from before contention-aware timing)"
     line = f"timing: {t['clean']} clean, {t['retimed']} re-timed, {t['excluded']} excluded"
+    if t.get("untimed"):
+        line += f", {t['untimed']} untimed (target alone from the shared store)"
     if t.get("others_share_median") is not None:
         line += f"; other processes used {t['others_share_median']:.0%} of the CPU (median)"
     return line

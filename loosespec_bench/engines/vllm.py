@@ -409,7 +409,7 @@ class VLLMEngine(Engine):
         self._llms: list[Any] = []
         self._ready: dict[tuple[Any, ...], GenerationOutput] = {}  # prefetched outputs (batch_size > 1)
         self.method_llm = self._make(opts, self.spec) if self.spec is not None else None
-        need_target = self.spec is None or cfg.get("baseline") == "paired"
+        need_target = self.spec is None or cfg.get("baseline") in ("paired", "shared")
         self.target_llm = self._make(opts, None) if need_target else None
 
     def _make(self, opts: dict[str, Any], spec: dict[str, Any] | None) -> Any:

@@ -3,7 +3,8 @@
   index   one row per run folder (printed; --csv FILE writes it)
   tables  the papers' tables, ours beside published: --out DIR gets <table>.md/.tex/.csv + tables.md
   plots   speedup/tau vs theta, W, K; retention vs speedup; acceptance by position; FLy entropies
-  all     tables, plots (in DIR/plots) and the index (DIR/index.csv)
+  claims  the papers' testable claims, one verdict per claim and set (claims.md/.csv, loose_examples.md)
+  all     tables, plots (in DIR/plots), claims and the index (DIR/index.csv)
   compare A B   two runs (or two folders of runs, matched by data set) on their common samples:
           each figure with its interval and the paired difference B - A (report/compare.py)
 """
@@ -47,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     default_results = os.environ.get("LOOSESPEC_RESULTS_DIR", "results")
     for name, help_text in (("index", "list the runs"), ("tables", "write the paper tables"),
-                            ("plots", "write the plots"), ("all", "tables + plots + index.csv")):
+                            ("plots", "write the plots"), ("claims", "decide the papers' claims"),
+                            ("all", "tables + plots + claims + index.csv")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--results", default=default_results, help="results directory (default: %(default)s)")
         p.add_argument("--experiment", default=None, help="only these experiments (name or glob, e.g. 'fly_*')")
@@ -120,6 +122,11 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
         plot_dir = out / "plots" if args.command == "all" else out
         paths = write_plots(df, plot_dir, formats=formats)
         print(f"plots: {len(paths)} files in {plot_dir}")
+    if args.command in ("claims", "all") and not df.empty:
+        from .claims import write_claims
+
+        paths = write_claims(df, out)
+        print(f"claims: {', '.join(str(p) for p in paths)}")
     if args.command == "all":
         print(f"index: {index_to_csv(df, out / 'index.csv')} ({len(df)} runs)")
     return 0

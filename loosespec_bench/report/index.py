@@ -8,7 +8,8 @@ ended, summary.json (app.run). Folders of killed or still running runs are index
                       harness's own metrics.summarize; task-specific quality beyond 0/1 `correct`
                       (judge ratings, IFEval levels) is then missing
            empty      config.yaml only (killed before its first sample)
-Hydra's own folders (_hydra, .hydra) and W&B folders (wandb) are skipped.
+Hydra's own folders (_hydra, .hydra), the shared target-alone stores (_baselines) and W&B folders
+(wandb) are skipped.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..run_folder import RunFolder, count_finished_lines
 from ..schema import FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
 log = logging.getLogger(__name__)
-SKIP_DIRS = {"_hydra", ".hydra", "wandb", "plots", "__pycache__"}
+SKIP_DIRS = {"_hydra", ".hydra", "_baselines", "wandb", "plots", "__pycache__"}
 RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 
 # The columns of the index, in order: identity, the knobs (schema.KNOBS; a run's undeclared rule

@@ -499,10 +499,20 @@ def _group_by_config(runs: pd.DataFrame, keyfn: Any = None) -> tuple[dict[tuple,
 
 
 # -- FLy main table ----------------------------------------------------------------------------
+# Sweeps whose runs have tables of their own (ablations, DropMatch, grids): FLy's main table shows
+# the main-table experiments' rows only (a point such a sweep shares with the main table runs in,
+# and is read from, the main table's folder: plan.assign_owners).
+# fly_ablation_mla stays: its drafter=model points are the main table's "FLy" row beside FLy + MLA.
+NOT_MAIN_TABLE = ("ablation_theta", "ablation_window", "ablation_k", "ablation_mode", "ablation_no_window",
+                  "dropmatch", "grid", "criterion", "autojudge")
+
+
 def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
     published = load_published() if published is None else published
     runs = our_runs(index)
     runs = runs[runs["method"] != "ar"] if not runs.empty else runs
+    if not runs.empty:
+        runs = runs[~runs["experiment"].astype(str).map(lambda e: any(w in e for w in NOT_MAIN_TABLE))]
     if not runs.empty:
         runs = runs.assign(dataset=runs["dataset"].map(paper_set))
     pub = [dict(p) for _, p in published[published["table"] == "fly_main"].iterrows()]
@@ -607,6 +617,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the method's task accuracy (per-set tau: fly_main_long.csv and the ablation tables).",
         *_interval_notes(runs),
         f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). The means cover these sets only; other sets ({', '.join(extra) or 'none'}) have their own columns. A mean over fewer sets than the split says '(n/m sets)'.",
+        "Rows: the main-table sweeps' runs (the theta / W / K / mode ablations, DropMatch and the grids have tables of their own).",
         "One row per configuration: runs that differ in any resolved setting other than the seed and the data set's subsets are separate rows; where rows would share a label, the settings that differ are named in brackets.",
         "n = samples behind our accuracy figure; n per set = the range over the row's data sets (the published rows: the paper's full sets). An empty cell: that row has no run on that set.",
         "Not run here: " + "; ".join(filter(None, [

@@ -1,0 +1,118 @@
+"""The shared target-alone store (`baseline=shared`): the target alone runs once per sample.
+
+A replication runs many methods on the same samples of the same data set. Under
+`baseline=paired` every one of them also runs the target alone on every sample, so the target
+alone's greedy output is computed once per method point although it is the same output each
+time. Under `baseline=shared` the target alone's record for a (pair, data set and prompt,
+generation settings, engine, seed, threads) and a sample is kept in one store folder,
+
+    <paths.baselines_dir>/<pair>_<dataset>_<digest>/samples.jsonl   (+ key.json: what the digest hashes)
+
+and every method run with the same key reads its output, score and "identical to target alone"
+from there. Speed stays paired in-process: on the run's timing subset (timing.subset) the
+target alone runs again beside the method, alternating, and that fresh run is the record's
+baseline (its tokens are checked against the store's: `matches_store`). A sample the store does
+not have yet is run paired as well (the target alone has to run once anyway) and its target
+alone written to the store for the next point.
+
+Several processes may fill one store (a Slurm array's points): appends take the store's
+append lock (a blocking flock: each holds it for one line), a reader takes the first record per
+sample whose prompt hash matches, and a duplicate line (two points that computed the same sample
+at once) is harmless.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .run_folder import atomic_write, read_jsonl
+
+# What a store record keeps beside the side's own fields (output_text, output_ids, metrics,
+# score, turns): which run computed it and how it was timed there.
+STORE_KEYS = ("id", "prompt_sha256", "computed_by", "timing")
+
+
+def timed_indices(n: int, subset: int | None) -> set[int]:
+    """The sample positions (0..n-1, in the selection's seeded order) a run times paired: all
+    of them (subset None or >= n), else `subset` positions spread evenly over the selection, so
+    that a data set whose selection runs subset by subset (MGSM: language by language) is
+    timed in every subset, and every method run over the same n times the same samples."""
+    if subset is None or subset >= n:
+        return set(range(n))
+    return {(i * n) // subset for i in range(subset)}
+
+
+class BaselineStore:
+    """One store folder (see the module docstring). `key`: the config that determines the target
+    alone's output (config.baseline_config); `name`: a readable prefix of the folder's name."""
+
+    SAMPLES = "samples.jsonl"
+    KEY = "key.json"
+    LOCK = ".append.lock"
+
+    def __init__(self, root: str | Path, key: dict[str, Any], name: str) -> None:
+        text = json.dumps(key, sort_keys=True, default=str)
+        self.digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        self.path = Path(root).expanduser() / f"{name}_{self.digest}"
+        self.key = key
+        self._fh: Any = None
+
+    def open(self) -> "BaselineStore":
+        """Creates the folder and its key.json (once; a different key under the same name is a
+        digest collision, refused)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        key_file = self.path / self.KEY
+        if key_file.exists():
+            try:
+                stored = json.loads(key_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                stored = None
+            if stored is not None and json.dumps(stored, sort_keys=True, default=str) != json.dumps(self.key, sort_keys=True, default=str):
+                raise ConfigError(f"{self.path}: its key.json describes other settings (a digest collision); "
+                                  "move the folder away or set paths.baselines_dir elsewhere")
+        if not key_file.exists():
+            atomic_write(key_file, json.dumps(self.key, indent=2, sort_keys=True, default=str) + "\n")
+        return self
+
+    def get(self, sample_id: str, prompt_sha256: str) -> dict[str, Any] | None:
+        """The store's first record of this sample answering this prompt, or None. Read afresh
+        each time: other processes may have added it meanwhile."""
+        for _, rec in read_jsonl(self.path / self.SAMPLES):
+            if rec["id"] == sample_id and rec.get("prompt_sha256") == prompt_sha256:
+                return rec
+        return None
+
+    def records(self) -> list[dict[str, Any]]:
+        return [rec for _, rec in read_jsonl(self.path / self.SAMPLES)]
+
+    def put(self, sample_id: str, prompt_sha256: str, side: dict[str, Any], *, computed_by: str, timing: dict[str, Any] | None) -> None:
+        """Append one sample's target-alone side (the record part Runner._side builds)."""
+        rec = {"id": sample_id, "prompt_sha256": prompt_sha256, **side, "computed_by": computed_by, "timing": timing}
+        line = json.dumps(rec, ensure_ascii=False) + "\n"
+        fd = os.open(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # one line at a time across processes
+            path = self.path / self.SAMPLES
+            # A line cut off by a killed writer: the next line starts on a fresh one.
+            if path.exists() and path.stat().st_size:
+                with path.open("rb") as f:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        line = "\n" + line
+            with path.open("a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            os.close(fd)  # releases the flock
+
+    @staticmethod
+    def side_of(rec: dict[str, Any]) -> dict[str, Any]:
+        """A store record as a run record's `baseline` part (the side's own fields only)."""
+        return {k: v for k, v in rec.items() if k not in STORE_KEYS}

@@ -1,0 +1,376 @@
+"""The papers' testable claims, each decided from the runs: `python -m loosespec_bench.report claims`.
+
+A claim compares two configurations on the same samples (report/compare.py: one paired
+bootstrap over the problems both runs answered) or one configuration with its own target alone
+(retention). Its verdict, for the difference B - A (or the retention) against the claimed
+direction and margin:
+
+- confirmed: the 95% interval lies entirely on the claimed side;
+- contradicted: the interval lies entirely on the other side;
+- undecided at this n: the interval straddles it. Then `n to decide` says how many paired
+  problems would shrink the interval (half-width ~ 1/sqrt(n)) to the observed effect:
+  n x (half-width / |effect|)^2, where the effect is the point's distance from 0 (or from the
+  retention margin), and its cost on this CPU (the runs' own seconds per problem, both sides)
+  and on the 8B -> 70B cluster run (costmodel's planner assumptions: 1024 new tokens, the
+  method's and the target alone's rate, GPUs per job). With no effect at all (point on the
+  line) no n decides it: "no effect seen".
+
+Claims are data (CLAIMS): each names the selector of its A and B runs by index columns
+(method, drafter, K, theta, W, criterion ...), the figure and the claimed direction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..costmodel import SPEEDUP, TARGET_TPS
+from ..stats import LEVEL, paired_bootstrap, ratio_of_sums
+from .compare import MIN_N_VERDICT, Row, compare_pair, load_run
+
+FLY = {"method": "fly", "theta": 0.3, "W": 6, "K": 15}
+SPD15 = {"method": "spd", "drafter": "model", "K": 15}
+SPD10 = {"method": "spd", "drafter": "model", "K": 10}
+DM_JS = {"method": "dropmatch", "criterion": "js", "K": 10}
+DM_NAIVE = {"method": "dropmatch", "criterion": "naive", "K": 10}
+# The 8B -> 70B cluster run that the CPU verdicts are priced for (replicate_fly_70b at paper scale).
+CLUSTER_PAIR, CLUSTER_GPUS, CLUSTER_NEW_TOKENS = "llama31-8b-70b", 4, 1024
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str
+    text: str  # the claim as the paper (or its rule) states it
+    figure: str  # tau | speedup | accuracy (compare) | retention (one run vs its target alone)
+    b: Mapping[str, Any]  # the configuration the claim is about
+    a: Mapping[str, Any] | None = None  # what it is compared with (None: its own target alone)
+    direction: int = +1  # the claimed sign of B - A (retention: of retention - margin)
+    margin: float = 0.0  # retention claims: the claimed floor (0.99)
+    source: str = ""
+    datasets: tuple[str, ...] | None = None  # None: every set where both configurations ran
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("fly_tau", "FLy", "FLy's tau is above SPD's at the same K, on every set", "tau",
+          {**FLY, "drafter": "model"}, SPD15, source="FLy Table 1 (tau columns)"),
+    Claim("fly_speed", "FLy", "FLy (+ MLA) is faster than SPD at the same K", "speedup",
+          {**FLY, "drafter": "mla"}, SPD15, source="FLy Table 1"),
+    Claim("fly_mla", "FLy", "multi-level acceleration (MLA) makes FLy faster", "speedup",
+          {**FLY, "drafter": "mla"}, {**FLY, "drafter": "model"}, source="FLy ablation (MLA)"),
+    Claim("fly_retention", "FLy", "FLy keeps >= 99% of the target's accuracy", "retention",
+          {**FLY, "drafter": "mla"}, None, margin=0.99, source="FLy abstract"),
+    Claim("spd_retention", "(noise floor)", "SPD (lossless) keeps >= 99% of the target's accuracy", "retention",
+          SPD15, None, margin=0.99, source="exact match is lossless up to bf16 near-ties"),
+    Claim("theta_tau", "FLy", "a higher theta (stricter entropy gate) lowers tau", "tau",
+          {**FLY, "drafter": "mla", "theta": 0.8}, {**FLY, "drafter": "mla", "theta": 0.2}, direction=-1,
+          source="docs/algorithms.md 4.2: the gate rejects mismatches with H < theta"),
+    Claim("theta_accuracy", "FLy", "a higher theta keeps accuracy closer to the target's", "accuracy",
+          {**FLY, "drafter": "mla", "theta": 0.8}, {**FLY, "drafter": "mla", "theta": 0.2},
+          source="FLy ablation (theta)"),
+    Claim("window_tau", "FLy", "a longer deferral window W lowers tau", "tau",
+          {**FLY, "drafter": "mla", "W": 9}, {**FLY, "drafter": "mla", "W": 3}, direction=-1,
+          source="docs/algorithms.md 4.2: a deferral needs W-1 matches after the mismatch"),
+    Claim("window_accuracy", "FLy", "a longer W keeps accuracy closer to the target's", "accuracy",
+          {**FLY, "drafter": "mla", "W": 9}, {**FLY, "drafter": "mla", "W": 3}, source="FLy ablation (W)"),
+    Claim("k_tau", "FLy", "a longer draft K raises tau", "tau",
+          {**FLY, "drafter": "mla", "K": 20}, {**FLY, "drafter": "mla", "K": 10}, source="FLy ablation (K)"),
+    Claim("dropmatch_tau", "DropMatch", "DropMatch's tau is about 10% above SPD's (draft length 10)", "tau",
+          DM_JS, SPD10, source="DropMatch abstract / docs/algorithms.md section 8"),
+    Claim("dropmatch_naive_tau", "DropMatch", "the naive criterion's tau is above SPD's too", "tau",
+          DM_NAIVE, SPD10, source="DropMatch criterion ablation"),
+    Claim("dropmatch_speed", "DropMatch", "DropMatch is faster than SPD (1.09-1.33x)", "speedup",
+          DM_JS, SPD10, source="DropMatch abstract"),
+    Claim("dropmatch_retention", "DropMatch", "DropMatch keeps the target's accuracy (>= 99%)", "retention",
+          DM_JS, None, margin=0.99, source="DropMatch abstract"),
+)
+
+
+@dataclass
+class Decision:
+    claim: Claim
+    dataset: str
+    n: int
+    a: tuple[float | None, float | None, float | None] | None
+    b: tuple[float | None, float | None, float | None]
+    diff: tuple[float | None, float | None, float | None]  # B - A (retention: the retention itself)
+    verdict: str
+    n_needed: int | None = None
+    cpu_hours: float | None = None
+    cluster_gpu_hours: float | None = None
+    folders: list[str] = field(default_factory=list)
+    floor: tuple[float | None, float | None, float | None] | None = None  # retention: SPD's at the same set
+
+
+def _matches(row: pd.Series, sel: Mapping[str, Any]) -> bool:
+    for key, want in sel.items():
+        got = row.get(key)
+        if isinstance(want, float) or isinstance(got, float):
+            try:
+                if not math.isclose(float(got), float(want), abs_tol=1e-6):
+                    return False
+            except (TypeError, ValueError):
+                return False
+        elif str(got) != str(want):
+            return False
+    return True
+
+
+def select(index: pd.DataFrame, sel: Mapping[str, Any], dataset: str) -> pd.Series | None:
+    """The finished run of configuration `sel` on `dataset` with the most samples (None: none)."""
+    rows = index[(index["dataset"] == dataset) & (index["status"] == "complete")]
+    hits = [r for _, r in rows.iterrows() if _matches(r, sel) and not _has_extra(r, sel)]
+    return max(hits, key=lambda r: (r.get("n_samples") or 0)) if hits else None
+
+
+def _has_extra(row: pd.Series, sel: Mapping[str, Any]) -> bool:
+    """A FLy selector means the plain rule: not the no-window / paper-mode ablation points."""
+    if sel.get("method") == "fly":
+        return bool(row.get("no_window") is True or str(row.get("mode") or "code") != "code")
+    return False
+
+
+def verdict(point: float | None, low: float | None, high: float | None, direction: int, n: int, line: float = 0.0) -> str:
+    if n < MIN_N_VERDICT:
+        return f"undecided (n={n} < {MIN_N_VERDICT})"
+    if point is None or low is None or high is None:
+        return "undecided (no interval)"
+    lo, hi = (low - line, high - line) if direction > 0 else (line - high, line - low)
+    if lo > 0:
+        return "confirmed"
+    if hi < 0:
+        return "contradicted"
+    return "undecided at this n"
+
+
+def n_to_decide(point: float | None, low: float | None, high: float | None, n: int, line: float = 0.0) -> int | None:
+    """Paired problems that would make an interval of this spread exclude `line` at this effect."""
+    if point is None or low is None or high is None or n < 2:
+        return None
+    effect = abs(point - line)
+    half = (high - low) / 2
+    if effect <= 1e-12:
+        return None
+    # Below MIN_N_VERDICT no verdict is given whatever the interval (a bootstrap over a handful
+    # of problems understates its own spread).
+    return max(n, MIN_N_VERDICT, math.ceil(n * (half / effect) ** 2))
+
+
+def seconds_per_problem(folders: list[str]) -> float | None:
+    """Measured CPU seconds per problem of these runs (method + target alone, as a paired run costs)."""
+    total, count = 0.0, 0
+    for folder in folders:
+        for rec in load_run(Path(folder)).records.values():
+            base = rec.get("baseline") or {}
+            total += rec["metrics"]["total_s"] + ((base.get("metrics") or {}).get("total_s") or 0.0)
+            count += 1
+    return total / count if count else None
+
+
+def cluster_gpu_hours(n: int, methods: list[str]) -> float:
+    """GPU-hours of n problems per configuration on the 8B -> 70B cluster run (planner's rates)."""
+    tps = TARGET_TPS[CLUSTER_PAIR]
+    hours = 0.0
+    for m in methods:
+        gain = SPEEDUP.get(f"{m}@{CLUSTER_PAIR}", SPEEDUP.get(m, 1.0))
+        hours += n * CLUSTER_NEW_TOKENS / (tps * gain) / 3600
+    hours += n * CLUSTER_NEW_TOKENS / tps / 3600  # the target alone, once (a shared store)
+    return hours * CLUSTER_GPUS
+
+
+def _retention(run: Any, seed: int) -> tuple[tuple[float | None, float | None, float | None], int]:
+    pairs = [(float(r["score"]["correct"]), float(r["baseline"]["score"]["correct"]))
+             for r in run.records.values()
+             if r.get("baseline") and isinstance((r.get("score") or {}).get("correct"), (bool, int, float))
+             and isinstance((r["baseline"].get("score") or {}).get("correct"), (bool, int, float))]
+    if not pairs:
+        return (None, None, None), 0
+    cols = [[m for m, _ in pairs], [b for _, b in pairs]]
+    return paired_bootstrap(cols, ratio_of_sums, seed=seed), len(pairs)
+
+
+def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int = 0, n_boot: int = 10_000) -> list[Decision]:
+    out: list[Decision] = []
+    for claim in claims:
+        sets = claim.datasets or sorted(set(index.loc[index["status"] == "complete", "dataset"].dropna().astype(str)))
+        for ds in sets:
+            rb = select(index, claim.b, ds)
+            ra = select(index, claim.a, ds) if claim.a is not None else None
+            if rb is None or (claim.a is not None and ra is None):
+                continue
+            folders = [str(rb["run_dir"])] + ([str(ra["run_dir"])] if ra is not None else [])
+            run_b = load_run(Path(rb["run_dir"]))
+            if claim.figure == "retention":
+                b, n = _retention(run_b, seed)
+                if n == 0 or b[0] is None:
+                    continue
+                floor_row = select(index, SPD15, ds)
+                floor = _retention(load_run(Path(floor_row["run_dir"])), seed)[0] if floor_row is not None else None
+                d = Decision(claim, ds, n, None, b, b, verdict(*b, claim.direction, n, line=claim.margin), folders=folders, floor=floor)
+                d.n_needed = n_to_decide(*b, n, line=claim.margin) if d.verdict.startswith("undecided") else None
+            else:
+                rows = [r for r in compare_pair(load_run(Path(ra["run_dir"])), run_b, seed=seed, n_boot=n_boot) if r.figure == claim.figure]
+                if not rows:
+                    continue
+                row: Row = rows[0]
+                d = Decision(claim, ds, row.n, row.a, row.b, row.diff, verdict(*row.diff, claim.direction, row.n), folders=folders)
+                d.n_needed = n_to_decide(*row.diff, row.n) if d.verdict.startswith("undecided") else None
+            if d.n_needed is not None:
+                per = seconds_per_problem(folders)
+                d.cpu_hours = d.n_needed * per / 3600 if per else None
+                methods = [claim.b["method"]] + ([claim.a["method"]] if claim.a else [])
+                d.cluster_gpu_hours = cluster_gpu_hours(d.n_needed, methods)
+            out.append(d)
+    return out
+
+
+def _iv(iv: tuple[float | None, float | None, float | None] | None, spec: str) -> str:
+    if iv is None or iv[0] is None:
+        return "-"
+    point, low, high = iv
+    return f"{point:{spec}}" + (f" [{low:{spec}}, {high:{spec}}]" if low is not None and high is not None else "")
+
+
+def format_claims(decisions: list[Decision]) -> str:
+    lines = [
+        "| claim | paper | data set | n | A | B | B - A (retention: B) | verdict | n to decide | CPU h at that n | 70B GPU-h at that n |",
+        "|---|---|---|---:|---|---|---|---|---:|---:|---:|",
+    ]
+    for d in decisions:
+        spec = ".3f" if d.claim.figure in ("accuracy", "retention") else ".2f"
+        diff = _iv(d.diff, spec if d.claim.figure == "retention" else "+" + spec)
+        if d.claim.figure == "retention" and d.floor is not None:
+            diff += f" (SPD: {_iv(d.floor, spec)})"
+        if not d.verdict.startswith("undecided"):
+            need = "-"
+        elif d.n_needed is not None:
+            need = str(d.n_needed)
+        else:
+            need = "no interval" if None in d.diff else "no effect seen"
+        lines.append(
+            f"| {d.claim.text} ({d.claim.figure}) | {d.claim.paper} | {d.dataset} | {d.n} | {_iv(d.a, spec)} | {_iv(d.b, spec)} | "
+            f"{diff} | **{d.verdict}** | {need} | {'-' if d.cpu_hours is None else f'{d.cpu_hours:.1f}'} | "
+            f"{'-' if d.cluster_gpu_hours is None else f'{d.cluster_gpu_hours:.0f}'} |"
+        )
+    lines += [
+        "",
+        f"[low, high]: {LEVEL:.0%} paired bootstrap intervals over the problems both runs answered (speed: those timed in both). "
+        "Verdict: confirmed / contradicted when the interval lies on one side of 0 (retention: of the 0.99 floor), in the "
+        f"claim's direction or against it; undecided otherwise (and always below n={MIN_N_VERDICT}). n to decide: problems "
+        "for an interval of this spread to exclude the line at the observed effect; priced at the runs' own CPU seconds per "
+        f"problem and, for {CLUSTER_PAIR} ({CLUSTER_GPUS} GPUs a job, {CLUSTER_NEW_TOKENS} new tokens), at the planner's rates "
+        "(loosespec_bench/costmodel.py) with the target alone run once per problem.",
+    ]
+    return "\n".join(lines)
+
+
+def decisions_to_csv(decisions: list[Decision], path: Path) -> Path:
+    rows = []
+    for d in decisions:
+        rows.append({
+            "claim": d.claim.id, "paper": d.claim.paper, "text": d.claim.text, "figure": d.claim.figure, "dataset": d.dataset,
+            "n": d.n, **{f"a{s}": (d.a or (None, None, None))[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
+            **{f"b{s}": d.b[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
+            **{f"diff{s}": d.diff[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
+            "verdict": d.verdict, "n_to_decide": d.n_needed, "cpu_hours_at_n": d.cpu_hours,
+            "cluster_gpu_hours_at_n": d.cluster_gpu_hours, "runs": ";".join(d.folders), "source": d.claim.source,
+        })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+# ---- the loose accepts that changed an answer ---------------------------------------------------
+def _decoder(run_dir: Path) -> Any:
+    """The run's target tokenizer's decode (embedded models: their converted folder; a hub id:
+    the local cache only), or None where it cannot be loaded offline: token ids are shown then."""
+    import yaml
+
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        path = str(cfg["pair"]["target"]["path"])
+        from transformers import AutoTokenizer
+
+        if path.startswith("embedded:"):
+            from ..models.loading import embedded_dir
+
+            path = str(embedded_dir(path.split(":", 1)[1]))
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception:  # no config, a tiny model, no offline copy: ids instead of text
+        return None
+    return lambda ids: tok.decode(ids, skip_special_tokens=True)
+
+
+def loose_examples(run_dir: Path, limit: int = 3) -> list[dict[str, Any]]:
+    """Samples where the loose rule's answer is wrong and the target alone's right, with the
+    first loose accept of each: the text before it, the draft's token kept, the target's token
+    it replaced, and both final answers (from the per-step records: rec["steps"])."""
+    run = load_run(run_dir)
+    decode = _decoder(run_dir)
+    show = decode or (lambda ids: " ".join(map(str, ids)))
+    out = []
+    for rec in run.records.values():
+        base = rec.get("baseline") or {}
+        if not ((base.get("score") or {}).get("correct") and (rec.get("score") or {}).get("correct") is False):
+            continue
+        emitted = 0
+        for step in rec.get("steps", []):
+            loose = step.get("loose_accepted") or []
+            if loose and "target_tokens" in step:
+                pos = loose[0]
+                at = emitted + pos
+                out.append({
+                    "id": rec["id"],
+                    "context": show(rec["output_ids"][max(0, at - 16):at]),
+                    "draft_token": show([step["draft"][pos]]),
+                    "target_token": show([step["target_tokens"][pos]]),
+                    "loose_accepts_in_sample": sum(len(s.get("loose_accepted") or []) for s in rec.get("steps", [])),
+                    "answer": (rec.get("score") or {}).get("pred"),
+                    "target_answer": (base.get("score") or {}).get("pred"),
+                    "reference": rec.get("reference"),
+                })
+                break
+            emitted += step["accepted"] + 1
+        if len(out) >= limit:
+            break
+    return out
+
+
+def format_examples(examples_by_run: Mapping[str, list[dict[str, Any]]]) -> str:
+    lines = ["# Loose accepts that changed an answer", "",
+             "Per run: samples where the loose rule answered wrongly and the target alone rightly, with the first loose",
+             "accept of the sample (the draft's token kept where the target would have written its own). The first",
+             "loose accept is not necessarily the one that derailed the answer; `loose accepts` counts them all.", ""]
+    for name, examples in examples_by_run.items():
+        lines.append(f"## {name}")
+        if not examples:
+            lines += ["", "No sample where the loose rule lost an answer the target alone got right.", ""]
+            continue
+        lines += ["", "| sample | text before | draft kept | target's token | loose accepts | answer | target alone | reference |",
+                  "|---|---|---|---|---:|---|---|---|"]
+        for e in examples:
+            cells = [e["id"], "…" + e["context"], e["draft_token"], e["target_token"], str(e["loose_accepts_in_sample"]),
+                     str(e["answer"]), str(e["target_answer"]), str(e["reference"])[:40]]
+            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", "⏎") for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0) -> list[Path]:
+    """claims.md / claims.csv (one verdict per claim and set) and loose_examples.md (the loose
+    rules' runs that lost answers) in `out`."""
+    decisions = decide(index, seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "claims.md"
+    md.write_text("# The papers' claims, decided\n\n" + format_claims(decisions) + "\n", encoding="utf-8")
+    paths = [md, decisions_to_csv(decisions, out / "claims.csv")]
+    loose = index[(index["status"] == "complete") & index["method"].isin(["fly", "dropmatch", "autojudge", "dropmatch_autojudge"])]
+    examples = {f"{r['experiment']}/{r['run_id']}": loose_examples(Path(r["run_dir"])) for _, r in loose.iterrows()}
+    ex = out / "loose_examples.md"
+    ex.write_text(format_examples({k: v for k, v in examples.items() if v}) + "\n", encoding="utf-8")
+    paths.append(ex)
+    return paths

@@ -1,0 +1,102 @@
+"""report/claims.py: the papers' claims decided from runs (verdicts, n to decide, selection)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from loosespec_bench.app import run
+from loosespec_bench.report.claims import (
+    Claim, decide, decisions_to_csv, format_claims, loose_examples, n_to_decide, select, verdict,
+)
+from loosespec_bench.report.index import load_index
+
+from ..conftest import compose_config
+
+TINY = ["experiment=smoke_tiny", "warmup=false"]
+
+
+@pytest.mark.parametrize("iv, direction, line, expect", [
+    ((1.0, 0.5, 1.5), +1, 0.0, "confirmed"),  # interval above 0, claimed up
+    ((1.0, 0.5, 1.5), -1, 0.0, "contradicted"),  # claimed down, measured up
+    ((-1.0, -1.5, -0.5), -1, 0.0, "confirmed"),
+    ((0.2, -0.1, 0.5), +1, 0.0, "undecided at this n"),  # straddles 0
+    ((0.995, 0.991, 1.0), +1, 0.99, "confirmed"),  # retention above its 0.99 floor
+    ((0.95, 0.90, 0.985), +1, 0.99, "contradicted"),  # retention below it
+    ((0.97, 0.93, 1.0), +1, 0.99, "undecided at this n"),
+    ((1.0, None, None), +1, 0.0, "undecided (no interval)"),
+])
+def test_verdict_against_the_claimed_direction_and_line(iv, direction, line, expect):
+    assert verdict(*iv, direction, 30, line=line) == expect
+
+
+def test_no_verdict_below_ten_problems():
+    assert verdict(1.0, 0.9, 1.1, +1, 9).startswith("undecided (n=9")
+
+
+def test_n_to_decide_scales_with_the_squared_spread_over_the_effect():
+    assert n_to_decide(0.25, -0.25, 0.75, 30) == 120  # half-width 0.5, effect 0.25: 30 x 4
+    assert n_to_decide(0.0, -0.5, 0.5, 30) is None  # no effect: no n decides it
+    assert n_to_decide(0.97, 0.93, 1.0, 30, line=0.99) == 30 * 1.75 ** 2 // 1 + 1  # effect 0.02, half 0.035
+    assert n_to_decide(2.0, 1.5, 2.5, 3) == 10  # never below the verdict's minimum n
+    assert n_to_decide(None, None, None, 30) is None
+
+
+def _index(rows: list[dict]) -> pd.DataFrame:
+    base = {"status": "complete", "dataset": "gsm8k", "n_samples": 30, "no_window": False, "mode": "code", "run_dir": "x"}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_select_takes_the_matching_run_with_most_samples_and_skips_ablation_modes():
+    df = _index([
+        {"method": "fly", "K": 15.0, "theta": 0.3, "W": 6.0, "drafter": "mla", "n_samples": 3, "run_dir": "small"},
+        {"method": "fly", "K": 15.0, "theta": 0.3, "W": 6.0, "drafter": "mla", "n_samples": 30, "run_dir": "big"},
+        {"method": "fly", "K": 15.0, "theta": 0.3, "W": 6.0, "drafter": "mla", "n_samples": 90, "run_dir": "nowin", "no_window": True},
+        {"method": "fly", "K": 15.0, "theta": 0.30000001, "W": 6.0, "drafter": "model", "run_dir": "model"},
+        {"method": "spd", "K": 15.0, "drafter": "model", "run_dir": "spd", "status": "running"},
+    ])
+    fly = {"method": "fly", "theta": 0.3, "W": 6, "K": 15}
+    assert select(df, {**fly, "drafter": "mla"}, "gsm8k")["run_dir"] == "big"
+    assert select(df, {**fly, "drafter": "model"}, "gsm8k")["run_dir"] == "model"  # float knobs compare with tolerance
+    assert select(df, {"method": "spd", "K": 15}, "gsm8k") is None  # not finished
+    assert select(df, {**fly, "drafter": "mla"}, "mgsm") is None
+
+
+def test_decide_on_two_tiny_runs(tmp_path):
+    for ov in (["method=spd", "drafter.k=3"], ["method=spd", "drafter.k=6"]):
+        run(compose_config([*TINY, "dataset.limit=12", "pair.dtype=float32", *ov, f"experiment_name=e{ov[1][-1]}"],
+                           results_dir=tmp_path))
+    index = load_index(tmp_path)
+    claim = Claim("t", "test", "a longer draft raises tau", "tau", {"method": "spd", "K": 6}, {"method": "spd", "K": 3})
+    same = Claim("s", "test", "lossless keeps accuracy", "retention", {"method": "spd", "K": 6}, None, margin=0.99)
+    decisions = decide(index, (claim, same), n_boot=500)
+    tau = next(d for d in decisions if d.claim.id == "t")
+    assert tau.n == 12 and tau.dataset == index["dataset"].iloc[0]
+    point, low, high = tau.diff
+    assert low <= point <= high
+    assert tau.verdict == verdict(point, low, high, +1, 12)
+    text = format_claims(decisions)
+    assert "a longer draft raises tau (tau)" in text and f"**{tau.verdict}**" in text
+    csv = pd.read_csv(decisions_to_csv(decisions, tmp_path / "c.csv"))
+    assert list(csv["claim"]) == [d.claim.id for d in decisions]
+
+
+def test_loose_examples_name_the_kept_draft_token(tmp_path):
+    summary = run(compose_config([*TINY, "dataset.limit=1"], results_dir=tmp_path))
+    folder = Path(summary["run_dir"])
+    lines = (folder / "samples.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    # A hand-made loose accept that cost the answer: the target alone right, the method wrong.
+    rec["baseline"]["score"] = {"correct": True, "pred": "4"}
+    rec["score"] = {"correct": False, "pred": "5"}
+    rec["output_ids"] = [11, 12, 13, 14, 15, 16]
+    rec["steps"] = [{"draft": [11, 12], "accepted": 2, "target_tokens": [11, 12]},
+                    {"draft": [14, 99], "accepted": 1, "target_tokens": [77, 99], "loose_accepted": [0]}]
+    (folder / "samples.jsonl").write_text(json.dumps(rec) + "\n")
+    ex = loose_examples(folder)
+    # Step 1 emitted 3 tokens (2 accepted + 1), so the loose accept is output position 3.
+    assert ex == [{"id": rec["id"], "context": "11 12 13", "draft_token": "14", "target_token": "77",
+                   "loose_accepts_in_sample": 1, "answer": "5", "target_answer": "4", "reference": rec["reference"]}]

@@ -1,0 +1,38 @@
+"""scripts/replication_cost.py: a shared-baseline point's cost against the paired protocol's."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from loosespec_bench.app import run
+
+from ..conftest import REPO, compose_config
+
+TINY = ["experiment=smoke_tiny", "warmup=false", "dataset.limit=4", "baseline=shared", "timing.subset=1"]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("replication_cost", REPO / "scripts" / "replication_cost.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["replication_cost"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cost_of_shared_points_against_paired(tmp_path, capsys):
+    run(compose_config([*TINY, "experiment_name=a"], results_dir=tmp_path))  # fills the store (all timed)
+    run(compose_config([*TINY, "experiment_name=b", "drafter.k=3"], results_dir=tmp_path))  # reads it, times 1 of 4
+    assert _script().main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0].split("/")[0]: line.split() for line in out.splitlines() if line.startswith(("a/", "b/"))}
+    # The first point timed the target alone on every sample: it cost what paired costs.
+    assert float(rows["a"][-1]) == 1.0
+    # The second timed it on one sample and read the other three from the store: cheaper.
+    assert float(rows["b"][-1]) < 1.0
+    assert "points:" in out and "paired" in out
+
+
+def test_no_shared_runs_is_one_line(tmp_path, capsys):
+    assert _script().main([str(tmp_path)]) == 1
+    assert "no baseline=shared runs" in capsys.readouterr().err

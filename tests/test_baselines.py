@@ -1,0 +1,141 @@
+"""The shared target-alone store (baselines.py) and `baseline=shared` end to end on the tiny pair."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loosespec_bench.app import run
+from loosespec_bench.baselines import BaselineStore, timed_indices
+from loosespec_bench.config import baseline_config
+from loosespec_bench.errors import ConfigError
+
+from .conftest import compose_config
+
+TINY = ["experiment=smoke_tiny", "warmup=false"]
+SIDE = {"output_text": "4", "output_ids": [7, 8], "metrics": {"new_tokens": 2, "total_s": 0.1}, "score": {"correct": True}}
+
+
+# ---- timed_indices ----------------------------------------------------------------------------
+@pytest.mark.parametrize("n, subset, expect", [
+    (5, None, {0, 1, 2, 3, 4}),  # null: every sample
+    (5, 9, {0, 1, 2, 3, 4}),  # more than there are: every sample
+    (30, 3, {0, 10, 20}),  # spread: MGSM's 10 fr, 10 de, 10 th each get one
+    (4, 1, {0}),
+])
+def test_timed_indices_spread_over_the_selection(n, subset, expect):
+    assert timed_indices(n, subset) == expect
+
+
+def test_timed_indices_are_distinct_and_sized():
+    for n in range(1, 40):
+        for subset in range(1, n + 1):
+            got = timed_indices(n, subset)
+            assert len(got) == subset and got <= set(range(n))
+
+
+# ---- the store --------------------------------------------------------------------------------
+def test_store_put_get_by_id_and_prompt_hash(tmp_path):
+    store = BaselineStore(tmp_path, {"pair": "p", "dataset": {"name": "d"}}, "p_d").open()
+    assert store.get("a", "h1") is None
+    store.put("a", "h1", SIDE, computed_by="exp/run1", timing={"wall_s": 0.1})
+    got = store.get("a", "h1")
+    assert got is not None and BaselineStore.side_of(got) == SIDE
+    assert got["computed_by"] == "exp/run1"
+    # The same id answering another prompt (an edited data file) is not that sample's baseline.
+    assert store.get("a", "h2") is None
+    assert json.loads((store.path / "key.json").read_text()) == {"dataset": {"name": "d"}, "pair": "p"}
+
+
+def test_store_duplicate_lines_keep_the_first(tmp_path):
+    store = BaselineStore(tmp_path, {"k": 1}, "n").open()
+    store.put("a", "h", SIDE, computed_by="first", timing=None)
+    store.put("a", "h", {**SIDE, "output_text": "other"}, computed_by="second", timing=None)  # two points at once
+    assert store.get("a", "h")["computed_by"] == "first"
+
+
+def test_store_after_a_cut_off_line_appends_on_a_fresh_line(tmp_path):
+    store = BaselineStore(tmp_path, {"k": 1}, "n").open()
+    store.put("a", "h", SIDE, computed_by="r", timing=None)
+    with (store.path / store.SAMPLES).open("a") as f:
+        f.write('{"id": "b", "prompt_sha')  # a writer killed mid-line
+    store.put("c", "h", SIDE, computed_by="r", timing=None)
+    assert store.get("c", "h") is not None and store.get("a", "h") is not None
+    assert store.get("b", "h") is None
+
+
+def test_store_key_differs_with_what_the_target_alone_computes():
+    base = compose_config([*TINY, "method=spd"])
+    same = [compose_config([*TINY, o]) for o in ("method=fly", "drafter=pld", "method=dropmatch", "record_steps=false",
+                                                  "baseline=shared", "experiment_name=other", "timing.subset=3")]
+    other = [compose_config([*TINY, o]) for o in ("generation.max_new_tokens=9", "seed=1", "pair.dtype=bfloat16",
+                                                   "chat_template=false", "dataset.languages=[fr]")]
+    key = baseline_config(base)
+    assert all(baseline_config(c) == key for c in same)
+    assert all(baseline_config(c) != key for c in other)
+
+
+def test_store_refuses_a_key_collision(tmp_path):
+    store = BaselineStore(tmp_path, {"k": 1}, "n").open()
+    (store.path / store.KEY).write_text(json.dumps({"k": 2}))
+    with pytest.raises(ConfigError, match="digest collision"):
+        BaselineStore(tmp_path, {"k": 1}, "n").open()
+
+
+# ---- baseline=shared end to end ---------------------------------------------------------------
+def _records(summary: dict) -> list[dict]:
+    return [json.loads(ln) for ln in (Path(summary["run_dir"]) / "samples.jsonl").read_text().splitlines()]
+
+
+def test_shared_baseline_runs_the_target_alone_once_per_sample(tmp_path):
+    common = [*TINY, "dataset.limit=4", "baseline=shared", "timing.subset=2"]
+    paired = run(compose_config([*TINY, "dataset.limit=4", "experiment_name=paired"], results_dir=tmp_path))
+    first = run(compose_config([*common, "experiment_name=a"], results_dir=tmp_path))
+    # The first point finds an empty store: every sample's target alone runs beside it (timed)
+    # and is written to the store.
+    assert first["baseline_store"]["computed_here"] == [r["id"] for r in _records(first)]
+    assert len(first["baseline_store"]["timed"]) == 4 and first["timing"]["untimed"] == 0
+    stores = list((tmp_path / "_baselines").iterdir())
+    assert len(stores) == 1 and len((stores[0] / "samples.jsonl").read_text().splitlines()) == 4
+
+    # A second method on the same samples: the store answers, only the timing subset runs the
+    # target alone again, and its tokens are checked against the store's.
+    second = run(compose_config([*common, "experiment_name=b", "drafter.k=3"], results_dir=tmp_path))
+    src = second["baseline_store"]
+    ids = [r["id"] for r in _records(second)]
+    assert src["reused"] == ids and src["computed_here"] == []
+    assert src["timed"] == [ids[0], ids[2]] and src["store_mismatches"] == []
+    assert second["timing"]["untimed"] == 2 and second["n_timed"] == 2 and second["n_paired"] == 4
+    assert len((stores[0] / "samples.jsonl").read_text().splitlines()) == 4  # nothing added
+    recs = {r["id"]: r for r in _records(second)}
+    for i, sid in enumerate(ids):
+        rec = recs[sid]
+        assert rec["baseline_source"]["timed"] == (i in (0, 2))
+        assert (rec["timing"]["status"] == "untimed") == (i in (1, 3))
+        assert ("baseline" in rec["timing"]) == (i in (0, 2))  # nothing timed beside the untimed ones
+        if i in (0, 2):
+            assert rec["baseline_source"]["matches_store"] is True
+
+    # Quality, retention and "identical to target alone" equal the paired protocol's.
+    for key in ("baseline_accuracy", "identical_to_target"):
+        assert first[key] == paired[key]
+    base_paired = {r["id"]: r["baseline"]["output_ids"] for r in _records(paired)}
+    assert {r["id"]: r["baseline"]["output_ids"] for r in _records(second)} == base_paired
+    # Speed rests on the timed samples only; the summary line says how the baseline was found.
+    assert second["speedup"] is not None and second["baseline"] == "shared"
+
+
+def test_shared_baseline_with_batches_is_one_error_line():
+    from loosespec_bench.checks import validate
+
+    with pytest.raises(ConfigError, match="baseline=shared .* engine.batch_size=4"):
+        validate(compose_config([*TINY, "baseline=shared", "engine=vllm", "engine.batch_size=4"]))
+
+
+def test_timing_subset_must_be_positive():
+    from loosespec_bench.checks import validate
+
+    with pytest.raises(ConfigError, match="timing.subset"):
+        validate(compose_config([*TINY, "timing.subset=0"]))
