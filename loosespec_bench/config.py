@@ -170,6 +170,18 @@ OmegaConf.register_new_resolver(
     "lsb.catalog", lambda searchpath=None: catalog(searchpath=searchpath).replace("$", "$$"), replace=True
 )
 
+
+
+def _judge_sha256(path: Any = None) -> str | None:
+    from .judges.head import judge_sha256  # the judge file's identity (method.judge_sha256)
+
+    return judge_sha256(path)
+
+
+# method=autojudge / dropmatch_autojudge: `judge_sha256: ${lsb.judge_sha256:${.judge_path}}`, so the
+# resolved config (run id, config.yaml, the report's configurations) names the judge's contents.
+OmegaConf.register_new_resolver("lsb.judge_sha256", _judge_sha256, replace=True)
+
 # Keys that change where or how a run is reported, not what it computes: excluded from the
 # run id so that e.g. turning W&B on, or growing dataset.limit, resumes the same folder.
 # timing and power_threshold decide which timings count and what is flagged, not what runs;

@@ -72,10 +72,12 @@ FIGURE = {f.column: f for f in FIGURES}
 # has; its interval keys follow the same contract (<key>_ci_low, baseline_<key>, <key>_diff).
 SCORE_KEYS = ("accuracy", "pass@1", "prompt_level_strict_acc", "rating", "quality")
 SCORE = Figure("score", "score", "score (the task's headline quality figure)", "score", interval=True)
+# Its paired difference from the target alone (summary key <score key>_diff, with its interval).
+SCORE_DIFF = Figure("score_diff", "score_diff", "score − target alone (paired)", "diff", interval=True)
 
 
 def figure(column: str) -> Figure:
-    return SCORE if column == "score" else FIGURE[column]
+    return {"score": SCORE, "score_diff": SCORE_DIFF}.get(column) or FIGURE[column]
 
 
 def number(value: Any) -> float | None:
@@ -161,6 +163,8 @@ class Knob:
         text = _text(value)
         if self.key == "drafter.k":
             text = str(int(float(value)))
+        elif self.key == "method.judge_sha256":
+            text = text[:8]  # enough to tell two judges apart in a label
         return f"{self.label}={text}" if self.label else text
 
     def applies(self, method: Any) -> bool:
@@ -180,6 +184,8 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+DROPMATCH_RULES = ("dropmatch", "dropmatch_autojudge")  # rules with DropMatch's criterion knobs
+AUTOJUDGE_RULES = ("autojudge", "dropmatch_autojudge")  # rules that read a trained judge
 KNOBS: tuple[Knob, ...] = (
     Knob("drafter.k", "K", "K", "draft length K (tokens)", numeric=True),
     Knob("method.theta", "theta", "θ", "entropy threshold θ", numeric=True, methods=("fly",)),
@@ -190,17 +196,23 @@ KNOBS: tuple[Knob, ...] = (
     Knob("method.theta_switch_off", "theta_switch_off", "θ switch-off", flag="θ switch-off", hidden=True, methods=("fly",)),
     Knob("method.near_limit", "near_limit", "near limit", hidden="full_k", methods=("fly",)),
     Knob("method.draft_sampling", "draft_sampling", "sampled draft", flag="sampled draft", hidden=False, methods=("fly",)),
-    Knob("method.criterion", "criterion", "", "DropMatch criterion", methods=("dropmatch",)),
-    Knob("method.n_paths", "n_paths", "N", "DropMatch paths N", numeric=True, methods=("dropmatch",)),
-    Knob("method.p", "dropout_p", "p", "LM-head dropout p", numeric=True, methods=("dropmatch",)),
-    Knob("method.include_clean_path", "include_clean_path", "clean path", flag="clean path", hidden=False, methods=("dropmatch",)),
-    Knob("method.majority", "majority", "majority", hidden=0.5, numeric=True, methods=("dropmatch",)),
+    Knob("method.criterion", "criterion", "", "DropMatch criterion", methods=DROPMATCH_RULES),
+    Knob("method.n_paths", "n_paths", "N", "DropMatch paths N", numeric=True, methods=DROPMATCH_RULES),
+    Knob("method.p", "dropout_p", "p", "LM-head dropout p", numeric=True, methods=DROPMATCH_RULES),
+    Knob("method.include_clean_path", "include_clean_path", "clean path", flag="clean path", hidden=False, methods=DROPMATCH_RULES),
+    Knob("method.majority", "majority", "majority", hidden=0.5, numeric=True, methods=DROPMATCH_RULES),
+    # AutoJudge: the threshold override (null = the judge's own), how DropMatch + AutoJudge
+    # combine, and which judge (its file's sha256, first 8 hex digits in labels).
+    Knob("method.threshold", "threshold", "threshold", "AutoJudge threshold (null = the judge's own)", numeric=True, methods=AUTOJUDGE_RULES),
+    Knob("method.combine", "combine", "combine", "DropMatch + AutoJudge: any | all", methods=("dropmatch_autojudge",)),
+    Knob("method.judge_sha256", "judge", "judge", "the AutoJudge judge file (sha256)", methods=AUTOJUDGE_RULES),
     Knob("generation.temperature", "temperature", "T", "temperature T", hidden=0.0, numeric=True),
 )
 KNOB_BY_KEY = {k.key: k for k in KNOBS}
 KNOB_BY_COLUMN = {k.column: k for k in KNOBS}
 # method.* keys that are bookkeeping, not knobs.
-METHOD_BOOKKEEPING = ("name", "_target_", "uses_drafter", "description")
+# judge_path: where the judge file was read; which judge it was is method.judge_sha256.
+METHOD_BOOKKEEPING = ("name", "_target_", "uses_drafter", "description", "judge_path")
 
 
 def knobs_of(config: Mapping[str, Any]) -> list[Knob]:

@@ -1,6 +1,6 @@
 """Mine AutoJudge's training set: important / unimportant draft-target mismatches on GSM8K train.
 
-    flock /tmp/loosespec-heavy.lock python scripts/mine_autojudge.py --max-minutes 25 \
+    flock /tmp/loosespec-heavy.lock python scripts/mine_autojudge.py --max-minutes 12 \
         --out ~/.cache/loosespec_bench/autojudge/qwen2.5-coder-0.5b-1.5b/mined  [hydra overrides...]
 
 The search is loosespec_bench/judges/mining.py (the released find_important_tokens); this script
@@ -9,9 +9,13 @@ dataset=gsm8k with dataset.split=train; the prompt, chat template, stop strings,
 and scorer are the harness's own, so the judge learns on what the runs later show it).
 
 - The target's answer and every continuation are greedy target outputs produced through the
-  harness's decoding loop; `--continue-with spd` (default) lets the pair's draft model speed them
-  up with exact-match speculative decoding (lossless: the target's greedy tokens, up to bf16
-  near-ties), `ar` runs the target alone.
+  harness's decoding loop with exact-match verification (lossless: the target's greedy tokens,
+  up to bf16 near-ties). `--continue-with lookup` (default) drafts each continuation from the
+  answer it was cut from (else with the pair's draft model) and keeps the target's and the
+  draft's caches across a problem's continuations (loosespec_bench/drafters/reference.py, judges/continuation.py);
+  `spd` drafts with the draft model from fresh caches; `ar` runs the target alone. Each
+  problem's line records where its time went (`timing`: the answer, every continuation's
+  prefill / decode / tokens, the draft passes, the features).
 - Problems are taken in a seeded random order (`--seed`), so a time-bounded run mines a random
   subset of the 7,473 train problems; a problem whose target answer has no final number (the
   strict "The final answer is N") is recorded as skipped (its labels would all compare against
@@ -32,6 +36,10 @@ from typing import Any
 
 import numpy as np
 import torch
+
+
+CONTINUE_WITH = ("lookup", "spd", "ar")
+LOOKUP_K = 16  # the longest run drafted from the reference answer (a 17-token verification forward)
 
 
 def log(msg: str) -> None:
@@ -67,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="decide at most this many mismatches per problem (their labels are the uncapped search's; "
                          "default: all, as released): more problems per CPU hour")
     ap.add_argument("--seed", type=int, default=0, help="order in which the train problems are mined")
-    ap.add_argument("--continue-with", choices=("spd", "ar"), default="spd")
+    ap.add_argument("--continue-with", choices=CONTINUE_WITH, default="lookup",
+                    help="how the target's greedy continuations are computed (the same tokens each way): lookup = "
+                         "drafts from the answer the continuation was cut from, else the draft model, caches kept "
+                         "across a problem's continuations; spd = the draft model, fresh caches; ar = the target alone")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("overrides", nargs="*", help="hydra overrides of the harness config (pair=..., dataset.num_fewshot=...)")
     args = ap.parse_args(argv)
@@ -76,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from loosespec_bench.build import build_drafter, build_task
-    from loosespec_bench.decoding import generate
+    from loosespec_bench.decoding import PrefixCache, generate
+    from loosespec_bench.drafters.reference import ReferenceDrafter
+    from loosespec_bench.judges.continuation import IncrementalArgmax
     from loosespec_bench.errors import ConfigError
     from loosespec_bench.judges.mining import MinedStore, feature_rows, mine_problem, problem_record
     from loosespec_bench.models import load_model
@@ -114,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "pair": str(pair.name), "target": str(pair.target.path), "draft": str(pair.draft.path), "dtype": str(pair.dtype),
         "dataset": str(cfg.dataset.name), "split": "train", "num_fewshot": int(cfg.dataset.num_fewshot),
         "match": str(cfg.dataset.match), "max_new_tokens": max_new, "chat_template": chat, "seed": args.seed,
-        "hidden_size": int(target.config.hidden_size), "setup": "DT", "continue_with": args.continue_with,
+        "hidden_size": int(target.config.hidden_size), "setup": "DT",
         "data_file": str(task.local_path("gsm8k", "train.jsonl")) if task.data_dir is not None else "hub:openai/gsm8k/train",
     }
     try:
@@ -123,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     done = store.done_ids
+    lookup = ReferenceDrafter(draft, k=LOOKUP_K, model_k=int(cfg.drafter.k)) if args.continue_with == "lookup" else None
     log(f"{len(done)} problems already mined in {args.out}; budget {args.max_minutes:.0f} min, max_new_tokens {max_new}")
 
     def text_of(answer: list[int]) -> str:
@@ -148,8 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         _, prompt = encode_prompt(tok, sample, chat, chat_template_kwargs(cfg))
         P = len(prompt)
+        # Where the problem's time goes: the target's answer, the draft passes, each continuation.
+        timing: dict[str, Any] = {"prompt_tokens": P, "generations": [], "draft_passes": 0, "draft_s": 0.0}
+        kept = PrefixCache() if lookup is not None else None  # the target's cache, across this problem's generations
+        if lookup is not None:
+            lookup.forget()
+        argmax = IncrementalArgmax(draft, prompt)
 
-        def run_target(prefix: list[int], budget: int) -> list[int]:
+        def run_target(prefix: list[int], budget: int, base: list[int] | None = None) -> list[int]:
             if budget <= 0:
                 return []
             tail = prefix[-8:]  # a stop string may straddle the prefix/continuation boundary
@@ -158,18 +178,29 @@ def main(argv: list[str] | None = None) -> int:
                 text = tok.decode(tail + new_ids, skip_special_tokens=True)
                 return any(s in text for s in task.stop_strings)
 
+            if lookup is not None:
+                lookup.set_reference(P, base or [])
+                before = lookup.info()
             gen = generate(
                 target, torch.tensor(prompt + prefix, dtype=torch.long), verifier=SPD(),
-                drafter=drafter if args.continue_with == "spd" else None, max_new_tokens=budget,
-                eos_token_ids=eos, stop_fn=stop_fn if task.stop_strings else None,
+                drafter={"lookup": lookup, "spd": drafter, "ar": None}[args.continue_with], max_new_tokens=budget,
+                eos_token_ids=eos, stop_fn=stop_fn if task.stop_strings else None, prefix_cache=kept,
             )
+            row = {"at": len(prefix), "tokens": len(gen.new_tokens), "steps": len(gen.emitted),
+                   "prefill_s": round(gen.prefill_s, 3), "decode_s": round(gen.decode_s, 3)}
+            if lookup is not None:
+                row["reused"] = kept.reused
+                row.update({k: v - before[k] for k, v in lookup.info().items()})
+            timing["generations"].append(row)
             return gen.new_tokens
 
-        @torch.inference_mode()
         def draft_argmax(answer: list[int]) -> list[int]:
-            ids = torch.tensor([prompt + answer], dtype=torch.long, device=draft.device)
-            logits = draft(ids).logits[0, P - 1 : P - 1 + len(answer)]  # [len(answer), vocab]: predicts answer[j]
-            return logits.argmax(-1).tolist()
+            t = time.perf_counter()
+            out = argmax(answer)  # re-reads only what changed since the last answer
+            timing["draft_passes"] += 1
+            timing["draft_s"] = round(timing["draft_s"] + time.perf_counter() - t, 3)
+            timing["draft_tokens_read"] = argmax.fed
+            return out
 
         response = run_target([], max_new)
         if not answer_valid(pred_of(response)):
@@ -179,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             n_new += 1
             log(f"{sample.id}: skipped (no final number in the target's answer)")
             continue
+        timing["answer_s"] = round(time.monotonic() - t0, 3)
         problem = mine_problem(
             response, draft_argmax=draft_argmax, continue_greedy=run_target, answer_of=pred_of, same_answer=same,
             max_new_tokens=max_new, eos_ids=eos, out_of_time=lambda: time.monotonic() > deadline,
@@ -187,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         if problem.stop == "deadline":
             log(f"{sample.id}: unfinished at the deadline ({len(problem.mismatches)} mismatches decided): dropped, redone next run")
             break
+        t_feat = time.perf_counter()
         feats = features(target, prompt, problem, feature_rows, crop_to)
-        store.append(problem_record(sample.id, problem, time.monotonic() - t0), feats)
+        timing["features_s"] = round(time.perf_counter() - t_feat, 3)
+        store.append({**problem_record(sample.id, problem, time.monotonic() - t0), "continue_with": args.continue_with,
+                      "timing": timing}, feats)
         n_new += 1
         n_imp = sum(m.important for m in problem.mismatches)
         log(f"{sample.id}: {len(problem.mismatches)} mismatches ({n_imp} important), answer {problem.target_answer!r}, "

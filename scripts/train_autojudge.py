@@ -70,15 +70,27 @@ def main(argv: list[str] | None = None) -> int:
                       "mismatches": int(len(y)), "important": int(y.sum()), "mining_seconds": round(mined_s, 1),
                       "files_sha256": {f: sha256(mined / f) for f in ("mined.jsonl", "features.f32", "meta.json")}},
         **{k: report[k] for k in ("classifier", "C", "threshold_rule", "recall_target", "seed", "split")},
-        "heldout": {k: report[k] for k in ("val", "test") if k in report},
+        "heldout": {k: report[k] for k in ("val", "test", "grouped_cv") if k in report},
     }
     out = Path(args.out).expanduser() if args.out else mined.parent
     path = head.save(out)
     (out / "training_report.json").write_text(json.dumps(report, indent=1))
     t = report.get("test", report["val"])
+
+    def fig(name: str) -> str:
+        v, lo, hi = t.get(name), t.get(f"{name}_problem_ci_low"), t.get(f"{name}_problem_ci_high")
+        return "n/a" if v is None else f"{v:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None else "")
+
     print(f"judge -> {path}: C={report['C']:.3g}, threshold {head.threshold:.4f}; "
-          f"held-out {'test' if 'test' in report else 'validation'} ({t['n']} mismatches, {t['important']} important): "
-          f"precision {t['precision']}, recall {t['recall']}, unimportant accepted {t['unimportant_accepted']}, AUC {t['roc_auc']}")
+          f"held-out {'test' if 'test' in report else 'validation'} ({t['n']} mismatches, {t['important']} important, "
+          f"{t.get('problems', '?')} problems): precision {fig('precision')}, recall {fig('recall')}, "
+          f"unimportant accepted {fig('unimportant_accepted')}, ROC AUC {fig('roc_auc')} "
+          "([95% bootstrap over problems]; Wilson intervals in training_report.json)")
+    cv = report.get("grouped_cv")
+    if cv:
+        lo, hi = cv["roc_auc_problem_ci_low"], cv["roc_auc_problem_ci_high"]
+        print(f"grouped {cv['folds']}-fold cross-validation over problems ({cv['n']} mismatches, {cv['problems']} problems): "
+              f"out-of-fold ROC AUC {cv['roc_auc']:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None else ""))
     return 0
 
 

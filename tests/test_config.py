@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import os
 import subprocess
 import sys
@@ -58,6 +60,33 @@ def test_every_experiment_sweeps_known_keys(name):
         else:
             missing = [v.strip() for v in str(values).split(",") if not (CONF_DIR / key / f"{v.strip()}.yaml").exists()]
             assert not missing, f"{name}: sweeps unknown {key} options {missing}"
+
+
+def test_run_id_follows_the_judge_files_contents(tmp_path):
+    # AutoJudge's judge is a file: the same path with another judge in it is another run
+    # (its folder must never be resumed with the first judge's samples); a copy elsewhere with
+    # the same contents is the same run.
+    from loosespec_bench.judges.head import JudgeHead
+
+    def judge(folder, bias):
+        JudgeHead(mean=[0.0], scale=[1.0], weights=[1.0], bias=bias, threshold=0.5).save(folder)
+        return [f"method.judge_path={folder}"]
+
+    for method in ("autojudge", "dropmatch_autojudge"):
+        base = [f"method={method}", "pair=tiny"]
+        # (The config resolves lazily: each id is taken while its judge is in the file.)
+        first = compose_config([*base, *judge(tmp_path / "a", 0.0)])
+        first_sha, first_id = first.method.judge_sha256, run_id(first)
+        assert first_sha == hashlib.sha256((tmp_path / "a" / "judge.json").read_bytes()).hexdigest()
+        same = compose_config([*base, *judge(tmp_path / "b", 0.0)])  # same contents, another folder
+        assert same.method.judge_sha256 == first_sha
+        retrained = compose_config([*base, *judge(tmp_path / "a", 1.0)])
+        assert retrained.method.judge_sha256 != first_sha and run_id(retrained) != first_id
+        # Back to the first judge's contents: the first run's id (and folder) again.
+        judge(tmp_path / "a", 0.0)
+        assert run_id(compose_config([*base, f"method.judge_path={tmp_path / 'a'}"])) == first_id
+    # No judge file: null (the pre-check then refuses the run with its own message).
+    assert compose_config(["method=autojudge", "pair=tiny", f"method.judge_path={tmp_path / 'none'}"]).method.judge_sha256 is None
 
 
 def test_run_id_is_stable_and_ignores_reporting_keys():

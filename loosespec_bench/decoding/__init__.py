@@ -1,3 +1,3 @@
-from .loop import generate
+from .loop import PrefixCache, generate
 
-__all__ = ["generate"]
+__all__ = ["PrefixCache", "generate"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -18,13 +19,30 @@ from transformers import DynamicCache, PreTrainedModel
 from ..drafters.base import Drafter
 from ..generation import GenerationOutput
 from ..sampling import SamplingParams
-from ..step import Draft, TargetScores, ancestor_matrix, chain_parents, compact_to, crop_to, empty_draft, node_depths, sync
+from ..step import (
+    Draft, TargetScores, ancestor_matrix, chain_parents, common_prefix_len, compact_to, crop_to, empty_draft, node_depths, sync,
+)
 from ..verifiers.base import Verifier
 from ..verifiers.tree import verify
 from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
 StopFn = Callable[[list[int]], bool]
+
+
+@dataclass
+class PrefixCache:
+    """The target's KV cache, kept from one generate() call to the next whose prompt shares a
+    prefix with it (AutoJudge's mining: every continuation of a problem starts with the same
+    prompt and answer prefix). `tokens` are the ids the cache holds ([n] int64); generate()
+    crops the cache to the part its prompt shares, prefills the rest, and leaves the cache of
+    its prompt + output (but the last token) here. The result is what a fresh cache computes,
+    up to the rounding of a prefill split in two chunks. Never used by the benchmark's runs
+    (a cache carried from one sample to the next would time prefix caching, not the method)."""
+
+    cache: DynamicCache | None = None
+    tokens: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
+    reused: int = 0  # prompt positions the last call took from the cache
 
 
 def _first_stop(
@@ -100,6 +118,7 @@ def generate(
     stop_fn: StopFn | None = None,
     generator: torch.Generator | None = None,
     record_steps: bool = False,
+    prefix_cache: PrefixCache | None = None,
 ) -> GenerationOutput:
     """Generate up to max_new_tokens after prompt_ids ([P] int64, P >= 1) for batch size 1.
 
@@ -130,11 +149,19 @@ def generate(
 
     sync(device)
     t_start = time.perf_counter()
-    cache = DynamicCache(config=target.config)
     tokens = prompt_ids.to("cpu", torch.long)  # [n] all committed tokens, kept on the host
-    if tokens.numel() > 1:
+    reused = 0
+    if prefix_cache is not None and prefix_cache.cache is not None:
+        if taps:
+            raise ValueError("prefix_cache: a drafter fed by the target's prefill hidden states cannot start from a kept cache")
+        cache = prefix_cache.cache
+        reused = min(common_prefix_len(prefix_cache.tokens, tokens), tokens.numel() - 1)
+        crop_to(cache, reused)
+    else:
+        cache = DynamicCache(config=target.config)
+    if tokens.numel() - 1 > reused:
         pre = target(
-            tokens[None, :-1].to(device), cache=cache, use_cache=True, logits_to_keep=1,
+            tokens[None, reused:-1].to(device), cache=cache, use_cache=True, logits_to_keep=1,
             output_hidden_states=bool(taps),
         )
     if drafter is not None:
@@ -234,4 +261,9 @@ def generate(
             break
     sync(device)
     out.decode_s = time.perf_counter() - t_decode
+    if prefix_cache is not None:
+        # The cache holds every committed token but the pending one (beyond it, at most
+        # rejected or cut-off positions): keep exactly the committed part.
+        crop_to(cache, tokens.numel() - 1)
+        prefix_cache.cache, prefix_cache.tokens, prefix_cache.reused = cache, tokens[:-1].clone(), reused
     return out

@@ -35,6 +35,26 @@ def packaged_path(name: str) -> Path:
     return DATA_DIR / name[len(PACKAGED) :] / "judge.json"
 
 
+def judge_file(path: str | Path) -> Path:
+    """The judge.json a `method.judge_path` names: `packaged:<pair>`, a file, or its folder."""
+    p = packaged_path(str(path)) if str(path).startswith(PACKAGED) else Path(os.path.expanduser(str(path)))
+    return p / "judge.json" if p.is_dir() else p
+
+
+def judge_sha256(path: str | Path | None) -> str | None:
+    """sha256 of the judge file `path` names (None when there is none: the pre-check says so).
+    It goes into the resolved config (method.judge_sha256), so a retrained judge gets a new run
+    id and a run folder is never resumed with another judge's samples."""
+    if not path:
+        return None
+    p = judge_file(path)
+    if not p.is_file():
+        return None
+    import hashlib
+
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
 def default_judge_dir(pair_name: str) -> Path:
     """Where a trained judge for a pair lives by default: $LOOSESPEC_AUTOJUDGE_DIR/<pair> or
     ~/.cache/loosespec_bench/autojudge/<pair> (beside the EAGLE-3 heads in ~/.cache/loosespec_bench)."""
@@ -99,9 +119,7 @@ class JudgeHead:
     @classmethod
     def load(cls, path: Path | str) -> "JudgeHead":
         """A judge.json, or a folder holding one. A missing or malformed file is a ConfigError."""
-        p = packaged_path(str(path)) if str(path).startswith(PACKAGED) else Path(os.path.expanduser(str(path)))
-        if p.is_dir():
-            p = p / "judge.json"
+        p = judge_file(path)
         if not p.is_file():
             raise ConfigError(
                 f"method.judge_path: no trained judge at {p}; train one with scripts/mine_autojudge.py and "

@@ -70,7 +70,7 @@ def mine_problem(
     target_response: Tokens,
     *,
     draft_argmax: Callable[[Tokens], Tokens],
-    continue_greedy: Callable[[Tokens, int], Tokens],
+    continue_greedy: Callable[[Tokens, int, Tokens], Tokens],
     answer_of: Callable[[Tokens], Any],
     same_answer: Callable[[Tokens, Any], bool],
     max_new_tokens: int,
@@ -79,8 +79,9 @@ def mine_problem(
     max_mismatches: int | None = None,
 ) -> MinedProblem:
     """Algorithm 1 on one prompt. Every callable takes ANSWER tokens (the prompt is bound in):
-    draft_argmax(y) -> the draft's argmax for y[0..len-1]; continue_greedy(prefix, budget) -> the
-    target's greedy tokens after prefix (at most budget, ending at EOS or a stop string);
+    draft_argmax(y) -> the draft's argmax for y[0..len-1]; continue_greedy(prefix, budget, base) ->
+    the target's greedy tokens after prefix (at most budget, ending at EOS or a stop string; base
+    is the answer the prefix was cut from, which a lossless continuation may draft from);
     answer_of(y) -> the task's final answer; same_answer(y, reference) -> the task's scorer says
     y's final answer equals the reference. out_of_time: checked before each continuation; the
     problem is then returned unfinished (stop="deadline") and the caller discards it.
@@ -109,7 +110,7 @@ def mine_problem(
         prefix = current[:m] + [d]
         # The continuation gets what is left of the answer budget (never more: the alternative is
         # judged at the length the evaluation allows); nothing follows an EOS.
-        tail = [] if d in eos else continue_greedy(prefix, max(0, max_new_tokens - len(prefix)))
+        tail = [] if d in eos else continue_greedy(prefix, max(0, max_new_tokens - len(prefix)), current)
         alternative = prefix + list(tail)
         out.continuations += 1
         same = bool(same_answer(alternative, reference))
@@ -149,6 +150,11 @@ def feature_rows(problem: MinedProblem) -> list[tuple[Tokens, int]]:
 # never leaves rows without a line.
 
 
+# meta keys a resumed run may change: bookkeeping, and how the continuations were computed
+# (continue_with: every way gives the target's greedy tokens; each problem's line says which).
+NOT_COMPARED = ("started", "resumed", "continue_with")
+
+
 class MinedStore:
     """Append-only mined set with resume."""
 
@@ -160,7 +166,7 @@ class MinedStore:
         meta_file = self.folder / "meta.json"
         if meta_file.exists():
             old = json.loads(meta_file.read_text())
-            differ = {k for k in set(old) | set(meta) if k not in ("started", "resumed") and old.get(k) != meta.get(k)}
+            differ = {k for k in set(old) | set(meta) if k not in NOT_COMPARED and old.get(k) != meta.get(k)}
             if differ:
                 raise ValueError(
                     f"{self.folder} holds a mined set made with other settings ({', '.join(sorted(differ))}); "

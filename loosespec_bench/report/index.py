@@ -26,7 +26,7 @@ import yaml
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
 from ..run_folder import RunFolder, count_finished_lines
-from ..schema import FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
+from ..schema import FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
 log = logging.getLogger(__name__)
 SKIP_DIRS = {"_hydra", ".hydra", "_baselines", "wandb", "plots", "__pycache__"}
@@ -36,7 +36,7 @@ RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 # knobs are appended after them), the figures with their intervals (schema.FIGURES), power and
 # timing, provenance. Every label and format lives in loosespec_bench/schema.py.
 IDENTITY = ["experiment", "run_id", "status", "method", "drafter", "pair", "dataset", "subset", "tree", "seed"]
-FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, *FIGURES[6:]) for c in ((f.column, *f.ci_columns) if f.interval else (f.column,))]
+FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, SCORE_DIFF, *FIGURES[6:]) for c in ((f.column, *f.ci_columns) if f.interval else (f.column,))]
 COLUMNS = [
     *IDENTITY, *(k.column for k in KNOBS), *FIGURE_COLUMNS, "score_name",
     "n_samples", "n_problems", "n_expected", "underpowered", "power_threshold", "ci_level", "ci_method", "intervals",
@@ -229,6 +229,8 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
     row["score"] = _num(summary.get(score_name)) if score_name else None
     row["score_ci_low"] = _num(summary.get(f"{score_name}_ci_low")) if score_name else None
     row["score_ci_high"] = _num(summary.get(f"{score_name}_ci_high")) if score_name else None
+    for end in ("", "_ci_low", "_ci_high"):  # the paired difference from the target alone
+        row[f"score_diff{end}"] = _num(summary.get(f"{score_name}_diff{end}")) if score_name else None
     for column, key, kind in RUN_FIELDS:
         value = summary.get(key)
         row[column] = (bool(value) if isinstance(value, bool) else None) if kind == "bool" else (

@@ -54,7 +54,8 @@ NOT_RUN = "not run"
 NOT_SOURCED = "not sourced"  # kept for readers of older reports; cells without a published figure are empty
 NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone accuracy 0)
 NO_INTERVAL = "no interval"
-METHOD_NAMES = {"fly": "FLy", "spd": "SPD", "dropmatch": "DropMatch", "ar": "target alone"}
+METHOD_NAMES = {"fly": "FLy", "spd": "SPD", "dropmatch": "DropMatch", "ar": "target alone",
+                "autojudge": "AutoJudge", "dropmatch_autojudge": "DropMatch + AutoJudge"}
 LOSSLESS = ("spd", "ar")  # rules whose output is the target's own (up to numerics)
 # Configuration = every knob that changes what a run computes (runs that differ only in seed or
 # data subset are averaged into one row). Used only for summaries without a config (see config_key).
@@ -998,6 +999,58 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
                  _interleave(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta)
 
 
+# -- DropMatch's AutoJudge rows ----------------------------------------------------------------
+AUTOJUDGE_TABLE_METHODS = ("spd", "dropmatch", "autojudge", "dropmatch_autojudge")  # row order within a set
+# The judge's training task (scripts/mine_autojudge.py mines GSM8K train): in distribution there.
+JUDGE_TRAINING_SETS = ("gsm8k",)
+
+
+def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
+    """DropMatch's AutoJudge comparison: SPD, DropMatch, AutoJudge and DropMatch + AutoJudge side by
+    side on each data set (GSM8K in distribution for a judge mined on GSM8K train, every other set
+    out of it), each with tau, speedup, its score and the score's paired difference from the
+    target alone; rows named by their rule's knobs (criterion, combine, the judge's sha256)."""
+    published = load_published() if published is None else published
+    runs = our_runs(index)
+    if not runs.empty:
+        runs = runs[runs["method"].isin(AUTOJUDGE_TABLE_METHODS) & ~runs["drafter"].map(is_eagle)]
+    groups: dict[tuple, dict[tuple, list]] = {}
+    for _, r in runs.iterrows():
+        groups.setdefault((lossless_key(r), r["dataset"]), {}).setdefault(config_key(r, exclude_prefixes=()), []).append(r)
+    # Only the settings where a judge ran: SPD / DropMatch runs of other experiments stay in their tables.
+    groups = {k: g for k, g in groups.items() if any(ms[0]["method"] in ("autojudge", "dropmatch_autojudge") for ms in g.values())}
+    columns = ["source", "pair", "data set", "judge's data", "drafter", "K", "method",
+               "tau", "speedup", "score", "score − target alone", "loose accept rate", "n"]
+    meta = {"tau": ("", "tau"), "speedup": ("", "speedup"), "score": ("", "score"),
+            "score − target alone": ("", "score_diff"), "loose accept rate": ("", "loose_accept_rate"), "n": ("", "n")}
+    our_rows: list[tuple[str, list]] = []
+    for (_, dataset), configs in groups.items():
+        ordered = sorted(configs.values(), key=lambda ms: (AUTOJUDGE_TABLE_METHODS.index(ms[0]["method"]), method_label(ms[0])))
+        for rank, members in enumerate(ordered):
+            r = members[0]
+            ood = "in distribution" if str(dataset).lower() in JUDGE_TRAINING_SETS else "out of distribution"
+            loose = _figure(members, "loose_accept_rate", "score") if r["method"] != "spd" else ""
+            our_rows.append((r["pair"], [
+                "ours", r["pair"], dataset, ood, r["drafter"], _int(r["K"]), method_label(r, skip=("K",)),
+                _figure(members, "tau", "tau"), _figure(members, "speedup", "speedup"),
+                _figure(members, "score", "score", with_n=True), _figure(members, "score_diff", "diff"),
+                loose, _samples(members) or "", f"{dataset}:{rank:02d}"]))
+    # Sort within a pair by data set, then the method order (the hidden last cell), then drop it.
+    rows = [cells[:-1] for cells in _interleave([], our_rows, sort_col=len(columns))]
+    notes = [
+        "SPD: exact-match speculative decoding; DropMatch: method=dropmatch; AutoJudge: method=autojudge (a mismatch the trained judge calls unimportant is accepted); "
+        "DropMatch + AutoJudge: method=dropmatch_autojudge (combine=any: either accepts; all: both must). Same pair, drafter, K and generation settings within a data set.",
+        f"judge's data: the judge is mined on {', '.join(s.upper() for s in JUDGE_TRAINING_SETS)} train (scripts/mine_autojudge.py), so that task's test set is in distribution and every other set out of it; judge=<first 8 hex digits of the judge file's sha256>.",
+        "speedup over the target alone (paired per sample); score = the task's headline quality figure (accuracy, IFEval prompt-level strict); score − target alone: paired difference on the same samples; loose accept rate: loose accepts ÷ raw mismatches.",
+        *_interval_notes(runs),
+        "" if our_rows else "Not run here: no AutoJudge run (python -m loosespec_bench -m experiment=dropmatch_autojudge).",
+        "'n/a': run, but the figure is undefined.",
+        *_partial_note(runs),
+    ]
+    return Table("dropmatch_autojudge", "DropMatch and AutoJudge, in and out of the judge's distribution", columns, rows,
+                 [n for n in notes if n], ids=7, meta=meta)
+
+
 def build_tables(index: pd.DataFrame, published: pd.DataFrame | None = None) -> list[Table]:
     published = load_published() if published is None else published
     return [
@@ -1007,6 +1060,7 @@ def build_tables(index: pd.DataFrame, published: pd.DataFrame | None = None) -> 
         dropmatch_main_table(index, published),
         dropmatch_eagle3_table(index, published),
         dropmatch_overhead_table(index, published),
+        dropmatch_autojudge_table(index, published),
     ]
 
 

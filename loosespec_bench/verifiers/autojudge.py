@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..judges.head import JudgeHead
+from ..judges.head import JudgeHead, judge_sha256
 from ..params import choice, knob, optional, real, string
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, tempered_probs
 from ..step import Draft, TargetScores, Verdict, longest_true_prefix, sync
@@ -123,6 +123,7 @@ class AutoJudgeParams(VerifierParams):
 
     judge_path: str | None = knob(None, optional(string), "judge.json or its folder (packaged:<pair>)")
     threshold: float | None = knob(None, optional(real(0, 1)), "null = the judge's own")
+    judge_sha256: str | None = knob(None, optional(string), "sha256 of the judge file (the config fills it in; checked at load)")
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,16 @@ class DropMatchAutoJudgeParams(DropMatchParams, AutoJudgeParams):
     combine: str = knob("any", choice(*COMBINE), "any = judge OR criterion accepts, all = both must")
 
 
-def _load_judge(judge_path: str | None, threshold: float | None) -> tuple[JudgeHead, float]:
-    """The judge and its threshold (the Params dataclass has checked the given one's range)."""
+def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | None = None) -> tuple[JudgeHead, float]:
+    """The judge and its threshold (the Params dataclass has checked the given one's range).
+    sha256: the judge file's hash the run's config recorded (its run id depends on it); a file
+    changed since then is refused rather than run under the old judge's run id."""
     if not judge_path:
         raise ConfigError("method.judge_path is empty: point it at a trained judge (scripts/train_autojudge.py)")
     judge = JudgeHead.load(judge_path)
+    if sha256 is not None and judge_sha256(judge_path) != sha256:
+        raise ConfigError(f"method.judge_path: {judge_path} changed since the run's config recorded it "
+                          f"(method.judge_sha256={sha256[:12]}...); compose the run again")
     return judge, judge.threshold if threshold is None else float(threshold)
 
 
@@ -150,7 +156,7 @@ class AutoJudge(Verifier):
 
     def __init__(self, **knobs: Any) -> None:
         self.params = AutoJudgeParams.build(knobs)  # every range checked once, there
-        self.judge, self.threshold = _load_judge(self.params.judge_path, self.params.threshold)
+        self.judge, self.threshold = _load_judge(self.params.judge_path, self.params.threshold, self.params.judge_sha256)
         self.judge_path = self.params.judge_path
 
     def __call__(
@@ -181,7 +187,7 @@ class DropMatchAutoJudge(DropMatch):
         super().__init__(**knobs)  # DropMatch builds self.Params: every range checked once, there
         p = self.params
         self.combine = p.combine
-        self.judge, self.threshold = _load_judge(p.judge_path, p.threshold)
+        self.judge, self.threshold = _load_judge(p.judge_path, p.threshold, p.judge_sha256)
         self.judge_path = p.judge_path
 
     def __call__(

@@ -155,3 +155,42 @@ def test_prompt_lookup_no_match_and_short_inputs():
     assert prompt_lookup(torch.tensor([7]), 5, max_ngram=3).numel() == 0
     # The continuation is cut at the end of the context.
     assert prompt_lookup(torch.tensor([4, 4]), 5, max_ngram=1).tolist() == [4]
+
+
+def test_prefix_cache_gives_the_fresh_cache_tokens_and_reads_only_the_new_part(tiny_pair):
+    # Continuations of one prompt from different cut points (AutoJudge's mining): a kept cache
+    # must give the tokens a fresh cache gives, and read again only what follows the shared part.
+    from loosespec_bench.decoding import PrefixCache
+
+    target, draft, tok = tiny_pair
+    prompt = _prompt(tok)
+    base = _ar(target, prompt, max_new_tokens=20).new_tokens
+    kept = PrefixCache()
+    for cut, swap in ((12, 5), (15, 7), (3, 9)):  # later, later, then earlier than the cache
+        ids = torch.cat([prompt, torch.tensor(base[:cut] + [swap])])
+        fresh = _ar(target, ids, max_new_tokens=10)
+        out = generate(target, ids, verifier=SPD(), drafter=ModelDrafter(draft, k=3), max_new_tokens=10, prefix_cache=kept)
+        assert out.new_tokens == fresh.new_tokens
+        # What the cache holds afterwards: every committed token but the last, ids and positions.
+        assert kept.tokens.tolist() == ids.tolist() + out.new_tokens[:-1]
+        assert kept.cache.get_seq_length() == kept.tokens.numel()
+    # The third call shares the prompt and 3 answer tokens with the cache the second one left.
+    assert kept.reused == prompt.numel() + 3
+
+
+def test_prefix_cache_refuses_a_drafter_fed_by_prefill_hidden_states(tiny_pair):
+    from loosespec_bench.decoding import PrefixCache
+
+    target, draft, tok = tiny_pair
+    prompt = _prompt(tok)
+    kept = PrefixCache()
+    _ar(target, prompt, max_new_tokens=3, prefix_cache=kept)
+
+    class Tapping(ModelDrafter):
+        needs_target_hidden = (1,)
+
+        def observe(self, hidden):
+            pass
+
+    with pytest.raises(ValueError, match="prefix_cache"):
+        generate(target, prompt, verifier=SPD(), drafter=Tapping(draft, k=2), max_new_tokens=3, prefix_cache=kept)

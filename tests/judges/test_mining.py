@@ -25,13 +25,16 @@ class Scripted:
         self.draft_by_response = draft_by_response  # tuple(response) -> draft argmax per position
         self.tails = tails  # tuple(prefix) -> continuation tokens
         self.continue_calls = []
+        self.bases = []
         self.draft_calls = 0
 
     def draft_argmax(self, y):
         self.draft_calls += 1
         return list(self.draft_by_response[tuple(y)])
 
-    def continue_greedy(self, prefix, budget):
+    def continue_greedy(self, prefix, budget, base):
+        assert list(base[: len(prefix) - 1]) == list(prefix[:-1])  # the prefix is cut from the answer it names
+        self.bases.append(tuple(base))
         self.continue_calls.append((tuple(prefix), budget))
         return list(self.tails[tuple(prefix)])[:budget]
 
@@ -56,6 +59,8 @@ def test_unimportant_then_important_follows_the_changed_answer():
     assert p.continuations == 2 and p.stop == "no_mismatch_left"
     # The continuation budget is what is left of max_new_tokens after the prefix.
     assert s.continue_calls == [((10, 21), 6), ((10, 21, 12, 23), 4)]
+    # Each continuation is told the answer it was cut from: the target's, then the new base.
+    assert s.bases == [(10, 11, 12, 13, EOS), (10, 21, 12, 13, EOS)]
     # The draft is asked again only after the answer changed (start + after the unimportant one).
     assert s.draft_calls == 2
 

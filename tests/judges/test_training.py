@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from loosespec_bench.judges.training import classification_metrics, fit_judge, pick_threshold, split_by_problem
+from loosespec_bench.judges.training import classification_metrics, fit_judge, pick_threshold, problem_bootstrap, split_by_problem
 
 
 def test_split_keeps_each_problem_on_one_side():
@@ -53,3 +53,45 @@ def test_one_class_is_refused():
     X = np.zeros((20, 2), dtype=np.float32)
     with pytest.raises(ValueError, match="one class"):
         fit_judge(X, np.zeros(20, dtype=int), np.arange(20))
+
+
+def test_problem_bootstrap_is_wider_than_wilson_when_problems_cluster():
+    # 10 problems of 10 mismatches each; whole problems are right or wrong together, so the
+    # mismatches are far from independent and the interval over problems must say so.
+    y = np.ones(100, dtype=int)
+    problems = np.repeat(np.arange(10), 10)
+    scores = np.where(problems < 7, 0.9, 0.1)  # 7 problems caught whole, 3 missed whole
+    m = classification_metrics(y, scores, 0.5, problems)
+    assert m["recall"] == pytest.approx(0.7) and m["problems"] == 10
+    lo, hi = m["recall_problem_ci_low"], m["recall_problem_ci_high"]
+    assert lo < m["recall_ci_low"] and hi > m["recall_ci_high"] and lo < 0.7 < hi
+
+
+def test_problem_bootstrap_edge_cases():
+    y, s = np.array([1, 0, 1]), np.array([0.9, 0.2, 0.8])
+    # One problem, or fewer than 5: no interval at all.
+    assert all(v == (None, None) for v in problem_bootstrap(y, s, 0.5, np.array([0, 0, 0])).values())
+    assert all(v == (None, None) for v in problem_bootstrap(y, s, 0.5, np.array([0, 1, 2])).values())
+    # Only important mismatches: AUC is undefined in every resample, recall is not.
+    only = problem_bootstrap(np.ones(10, dtype=int), np.linspace(0.1, 0.9, 10), 0.5, np.repeat(np.arange(5), 2))
+    assert only["roc_auc"] == (None, None) and only["recall"][0] is not None
+    # Without problems the metrics carry no bootstrap keys.
+    assert "recall_problem_ci_low" not in classification_metrics(y, s, 0.5)
+
+
+def test_grouped_cv_holds_every_problem_out_once_and_reads_the_signal():
+    from loosespec_bench.judges.training import grouped_cv
+
+    rng = np.random.default_rng(1)
+    n = 200
+    y = rng.integers(0, 2, n)
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    X[:, 0] += 2.5 * y
+    problems = np.repeat(np.arange(20), 10)
+    cv = grouped_cv(X, y, problems, C=1.0)
+    assert cv["problems"] == 20 and cv["n"] == n and cv["roc_auc"] > 0.85
+    assert cv["roc_auc_problem_ci_low"] < cv["roc_auc"] < cv["roc_auc_problem_ci_high"]
+    # Pure noise: chance level; fewer problems than folds: not computed.
+    noise = grouped_cv(rng.normal(size=(n, 4)).astype(np.float32), y, problems, C=1.0)
+    assert 0.3 < noise["roc_auc"] < 0.7
+    assert grouped_cv(X[:30], y[:30], problems[:30], C=1.0) is None

@@ -18,6 +18,7 @@ from loosespec_bench.report.plots import fig_vs_param  # noqa: E402
 from loosespec_bench.report.tables import (  # noqa: E402
     NOT_RUN,
     combine,
+    dropmatch_autojudge_table,
     dropmatch_main_table,
     fly_ablation_table,
     fly_main_table,
@@ -259,3 +260,53 @@ def test_tidy_csv_has_one_line_per_row_scope_and_figure():
     mine = long[(long["source"] == "ours") & (long["scope"] == "gsm8k") & (long["figure"] == "speedup")]
     assert len(mine) == 1 and (mine["ci_low"].iloc[0], mine["ci_high"].iloc[0]) == (1.21, 1.63)
     assert not long.duplicated(["source", "pair", "method", "scope", "figure"]).any()
+
+
+def _autojudge_rows(dataset: str, judge: str = "ab12cd34" + "0" * 56) -> list[dict]:
+    """SPD, DropMatch, AutoJudge and DropMatch + AutoJudge on one data set, K=5, one pair."""
+    dm = {"criterion": "js", "n_paths": 5, "p": 0.3, "include_clean_path": False, "majority": 0.5}
+    aj = {"judge_path": "packaged:pair", "judge_sha256": judge, "threshold": None}
+    methods = {
+        "spd": {"_target_": "loosespec_bench.verifiers.spd.SPD"},
+        "dropmatch": {"_target_": "loosespec_bench.verifiers.dropmatch.DropMatch", **dm},
+        "autojudge": {"_target_": "loosespec_bench.verifiers.autojudge.AutoJudge", **aj},
+        "dropmatch_autojudge": {"_target_": "loosespec_bench.verifiers.autojudge.DropMatchAutoJudge", **dm, **aj, "combine": "any"},
+    }
+    rows = []
+    for i, (name, knobs) in enumerate(methods.items()):
+        cfg = _variant(dataset__name=dataset, experiment_name="dropmatch_autojudge")
+        cfg["method"] = {"name": name, **knobs}
+        cfg["drafter"] = {"name": "model", "k": 5}
+        rows.append(_run(cfg, tau=3.0 + i, speedup=1.0 + i / 10, run_id=f"{name}-{dataset}-{judge[:4]}",
+                         accuracy_diff=-0.1 * i, accuracy_diff_ci_low=-0.2 * i - 0.1, accuracy_diff_ci_high=0.1,
+                         loose_accept_rate=None if name == "spd" else 0.5))
+    return rows
+
+
+def test_autojudge_rows_are_named_and_placed_in_or_out_of_the_judges_distribution():
+    table = dropmatch_autojudge_table(_index(_autojudge_rows("gsm8k") + _autojudge_rows("ifeval")), load_published())
+    col = table.columns.index
+    ours = _ours(table, "llama31-8b-70b")
+    assert [(r[col("data set")], r[col("judge's data")]) for r in ours] == (
+        [("gsm8k", "in distribution")] * 4 + [("ifeval", "out of distribution")] * 4)
+    # The four rules in the paper's order, named with their knobs (the judge by its hash's head).
+    assert [r[col("method")] for r in ours[:4]] == [
+        "SPD (model)", "DropMatch (model, js, N=5, p=0.3)", "AutoJudge (model, judge=ab12cd34)",
+        "DropMatch + AutoJudge (model, js, N=5, p=0.3, combine=any, judge=ab12cd34)"]
+    # The paired score difference carries its interval; SPD has no loose-accept cell.
+    diff = ours[2][col("score − target alone")]
+    assert diff.value == pytest.approx(-0.2) and diff.ci == pytest.approx((-0.5, 0.1))
+    assert ours[0][col("loose accept rate")] == "" and ours[2][col("loose accept rate")].value == 0.5
+
+
+def test_two_judges_are_two_rows_never_averaged():
+    rows = _autojudge_rows("gsm8k") + [r for r in _autojudge_rows("gsm8k", judge="ffff" + "1" * 60) if r["method"] == "autojudge"]
+    table = dropmatch_autojudge_table(_index(rows), load_published())
+    labels = [r[table.columns.index("method")] for r in table.rows if r[0] == "ours"]
+    assert "AutoJudge (model, judge=ab12cd34)" in labels and "AutoJudge (model, judge=ffff1111)" in labels
+
+
+def test_the_autojudge_table_leaves_out_sets_without_a_judge_run():
+    spd_only = [r for r in _autojudge_rows("mgsm") if r["method"] in ("spd", "dropmatch")]
+    table = dropmatch_autojudge_table(_index(spd_only), load_published())
+    assert not [r for r in table.rows if r[0] == "ours"] and any("Not run here" in n for n in table.notes)

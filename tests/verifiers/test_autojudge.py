@@ -115,6 +115,18 @@ def test_sampling_keeps_an_unimportant_token_the_exact_test_rejects(judge_dir):
     assert d.n == 1 and d.loose == [0] and d.next_token == 2  # bonus from p_2
 
 
+def test_a_judge_changed_since_the_config_recorded_it_is_refused(judge_dir):
+    from loosespec_bench.judges.head import judge_sha256
+
+    recorded = judge_sha256(judge_dir)
+    AutoJudge(judge_path=str(judge_dir), judge_sha256=recorded)  # unchanged: loads
+    JudgeHead(mean=[0.0, 0.0], scale=[1.0, 1.0], weights=[0.0, 1.0], bias=0.0, threshold=0.5).save(judge_dir)
+    with pytest.raises(ConfigError, match="changed since"):
+        AutoJudge(judge_path=str(judge_dir), judge_sha256=recorded)
+    with pytest.raises(ConfigError, match="changed since"):
+        DropMatchAutoJudge(judge_path=str(judge_dir), judge_sha256=recorded)
+
+
 def test_missing_judge_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="no trained judge"):
         AutoJudge(judge_path=str(tmp_path / "none"))

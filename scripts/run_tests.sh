@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `make test`: the default test suite, and, when the local Slurm cluster answers (partition cpu of
+# n1 and n2: slurm/local_cluster.sh, `make slurm-local`), the tests marked `slurm` in a second
+# pytest process beside it. Those mostly wait on Slurm (requeues, a time limit, a lost node, job
+# arrays of one-second jobs). In a fresh-clone CI run they took 295 s beside a 686 s suite (the
+# whole run 13 min 6 s; 772 s without them the session before); after the suite they took ~8 min. Their output is kept apart and printed
+# after the suite's, under its own header; the command fails if either process fails.
+#
+#   scripts/run_tests.sh PYTHON                 the suite (+ the slurm tests beside it when a cluster is up)
+#   scripts/run_tests.sh PYTHON PYTEST_ARGS...  one pytest with these arguments, as before (no second process)
+#   LOCAL_SLURM_TESTS=0 scripts/run_tests.sh PYTHON   one process; the slurm tests skip or run inline
+set -uo pipefail
+py=$1
+shift
+
+# The selection of pyproject's addopts (`not slow and not gpu`), split on the slurm marker.
+MAIN="not slow and not gpu and not slurm"
+SLURM="slurm and not slow and not gpu"
+
+cluster_up() {
+    command -v sinfo >/dev/null 2>&1 || return 1
+    local nodes
+    nodes=$(timeout 20 sinfo -h -N -p cpu -o %N 2>/dev/null | sort -u | tr '\n' ' ')
+    [ "$nodes" = "n1 n2 " ] && [ "$(id -u)" -eq 0 ]
+}
+
+if [ $# -gt 0 ] || [ "${LOCAL_SLURM_TESTS:-1}" = 0 ] || ! cluster_up; then
+    exec "$py" -m pytest -q "$@"
+fi
+
+log=$(mktemp -t loosespec-slurm-tests.XXXXXX)
+start=$(date +%s)
+echo "[test] local Slurm cluster up: the tests marked slurm run beside the suite (their output at the end; live in $log)"
+# Own session and process group (so that an interrupt can stop it and everything it started);
+# -w: setsid waits for it, so `wait` gets its exit status.
+setsid -w "$py" -m pytest -q -s -p no:cacheprovider -m "$SLURM" tests/test_slurm.py >"$log" 2>&1 </dev/null &
+bg=$!
+trap 'kill -- -"$bg" 2>/dev/null; exit 130' INT TERM
+
+"$py" -m pytest -q -m "$MAIN"
+main_rc=$?
+main_s=$(( $(date +%s) - start ))
+if kill -0 "$bg" 2>/dev/null; then
+    echo "[test] suite done in ${main_s} s; waiting for the slurm tests"
+fi
+wait "$bg"
+slurm_rc=$?
+trap - INT TERM
+echo
+echo "================ tests marked slurm (beside the suite; $(( $(date +%s) - start )) s in all) ================"
+cat "$log"
+rm -f "$log"
+echo "[test] suite: exit $main_rc (${main_s} s); slurm tests: exit $slurm_rc"
+[ "$main_rc" -eq 0 ] && [ "$slurm_rc" -eq 0 ]
