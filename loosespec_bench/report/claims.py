@@ -58,6 +58,8 @@ class Claim:
 CLAIMS: tuple[Claim, ...] = (
     Claim("fly_tau", "FLy", "FLy's tau is above SPD's at the same K, on every set", "tau",
           {**FLY, "drafter": "model"}, SPD15, source="FLy Table 1 (tau columns)"),
+    Claim("fly_mla_tau", "FLy", "FLy + MLA's tau is above SPD's at the same K", "tau",
+          {**FLY, "drafter": "mla"}, SPD15, source="FLy Table 1 (the released setting: MLA on)"),
     Claim("fly_speed", "FLy", "FLy (+ MLA) is faster than SPD at the same K", "speedup",
           {**FLY, "drafter": "mla"}, SPD15, source="FLy Table 1"),
     Claim("fly_mla", "FLy", "multi-level acceleration (MLA) makes FLy faster", "speedup",
@@ -182,15 +184,38 @@ def cluster_gpu_hours(n: int, methods: list[str]) -> float:
     return hours * CLUSTER_GPUS
 
 
+def _pairs(run: Any) -> list[tuple[float, float]]:
+    """(method correct, target alone correct) per sample scored on both sides."""
+    return [(float(r["score"]["correct"]), float(r["baseline"]["score"]["correct"]))
+            for r in run.records.values()
+            if r.get("baseline") and isinstance((r.get("score") or {}).get("correct"), (bool, int, float))
+            and isinstance((r["baseline"].get("score") or {}).get("correct"), (bool, int, float))]
+
+
 def _retention(run: Any, seed: int) -> tuple[tuple[float | None, float | None, float | None], int]:
-    pairs = [(float(r["score"]["correct"]), float(r["baseline"]["score"]["correct"]))
-             for r in run.records.values()
-             if r.get("baseline") and isinstance((r.get("score") or {}).get("correct"), (bool, int, float))
-             and isinstance((r["baseline"].get("score") or {}).get("correct"), (bool, int, float))]
+    pairs = _pairs(run)
     if not pairs:
         return (None, None, None), 0
     cols = [[m for m, _ in pairs], [b for _, b in pairs]]
     return paired_bootstrap(cols, ratio_of_sums, seed=seed), len(pairs)
+
+
+def no_change_bound(pairs: list[tuple[float, float]], margin: float) -> tuple[str, int | None] | None:
+    """Retention when no sample changed its answer: the bootstrap's interval collapses to a point
+    (every resample is the same), which says nothing about how often answers change. The rule of
+    three bounds the share of changed answers by 3/n (95%), so retention can be as low as
+    1 - (3/n) / target accuracy: the verdict waits for the n where that clears the margin."""
+    if not pairs or any(m != b for m, b in pairs):
+        return None
+    n = len(pairs)
+    base = sum(b for _, b in pairs) / n
+    if base <= 0:
+        return None
+    low = 1 - (3 / n) / base
+    need = math.ceil(3 / ((1 - margin) * base)) if margin < 1 else None
+    if low >= margin:
+        return "confirmed", None
+    return f"undecided (no answer changed in {n}: the rule of three allows retention down to {max(low, 0):.2f})", need
 
 
 def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int = 0, n_boot: int = 10_000) -> list[Decision]:
@@ -212,6 +237,9 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                 floor = _retention(load_run(Path(floor_row["run_dir"])), seed)[0] if floor_row is not None else None
                 d = Decision(claim, ds, n, None, b, b, verdict(*b, claim.direction, n, line=claim.margin), folders=folders, floor=floor)
                 d.n_needed = n_to_decide(*b, n, line=claim.margin) if d.verdict.startswith("undecided") else None
+                bound = no_change_bound(_pairs(run_b), claim.margin) if n >= MIN_N_VERDICT else None
+                if bound is not None:
+                    d.verdict, d.n_needed = bound
             else:
                 rows = [r for r in compare_pair(load_run(Path(ra["run_dir"])), run_b, seed=seed, n_boot=n_boot) if r.figure == claim.figure]
                 if not rows:

@@ -100,3 +100,15 @@ def test_loose_examples_name_the_kept_draft_token(tmp_path):
     # Step 1 emitted 3 tokens (2 accepted + 1), so the loose accept is output position 3.
     assert ex == [{"id": rec["id"], "context": "11 12 13", "draft_token": "14", "target_token": "77",
                    "loose_accepts_in_sample": 1, "answer": "5", "target_answer": "4", "reference": rec["reference"]}]
+
+
+def test_retention_with_no_changed_answer_waits_for_the_rule_of_three():
+    from loosespec_bench.report.claims import no_change_bound
+
+    same = [(1.0, 1.0)] * 15 + [(0.0, 0.0)] * 15  # 30 problems, half right, none changed
+    verdict_text, need = no_change_bound(same, 0.99)
+    # 3/30 of answers could still change: retention down to 1 - 0.1 / 0.5 = 0.8.
+    assert verdict_text.startswith("undecided (no answer changed in 30") and "0.80" in verdict_text
+    assert need == 600  # 3 / (0.01 x 0.5)
+    assert no_change_bound([(1.0, 1.0)] * 400, 0.99) == ("confirmed", None)
+    assert no_change_bound([(1.0, 0.0), (1.0, 1.0)], 0.99) is None  # an answer changed: the bootstrap decides
