@@ -17,7 +17,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from .baselines import BaselineStore, timed_indices
+from .baselines import BaselineStore, baselines_root, timed_indices
 from .build import build_engine, build_task, check_artefacts
 from .checks import precheck_config
 from .engines.base import Engine
@@ -270,7 +270,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             runner = Runner(cfg, task, engine)
             runner.run_name = f"{cfg.experiment_name}/{folder.path.name}"
             if cfg.baseline == "shared" and runner.paired:
-                runner.store = BaselineStore(cfg.paths.baselines_dir, baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
+                runner.store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
                 subset = cfg.timing.get("subset")
                 runner.timed = timed_indices(len(samples), None if subset is None else int(subset))
             runner.check_lengths([s for _, s in todo])  # before any generation

@@ -8,6 +8,8 @@ generation settings, engine, seed, threads) and a sample is kept in one store fo
 
     <paths.baselines_dir>/<pair>_<dataset>_<digest>/samples.jsonl   (+ key.json: what the digest hashes)
 
+(paths.baselines_dir null: <paths.results_dir>/_baselines, baselines_root)
+
 and every method run with the same key reads its output, score and "identical to target alone"
 from there. Speed stays paired in-process: on the run's timing subset (timing.subset) the
 target alone runs again beside the method, alternating, and that fresh run is the record's
@@ -36,6 +38,12 @@ from .run_folder import atomic_write, read_jsonl
 # What a store record keeps beside the side's own fields (output_text, output_ids, metrics,
 # score, turns): which run computed it and how it was timed there.
 STORE_KEYS = ("id", "prompt_sha256", "computed_by", "timing")
+
+
+def baselines_root(cfg: Any) -> Path:
+    """The folder of a config's target-alone stores: paths.baselines_dir, else results_dir/_baselines."""
+    paths = cfg.paths
+    return Path(paths.get("baselines_dir") or Path(str(paths.results_dir)) / "_baselines").expanduser()
 
 
 def timed_indices(n: int, subset: int | None) -> set[int]:

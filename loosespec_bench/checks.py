@@ -72,7 +72,7 @@ GENERATION_RULES: dict[str, Rule] = {
     "top_p": real(0, 1, lo_open=True),
     "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
 }
-PATHS_RULES: dict[str, Rule] = {"results_dir": string, "data_dir": optional(string), "baselines_dir": string}
+PATHS_RULES: dict[str, Rule] = {"results_dir": string, "data_dir": optional(string), "baselines_dir": optional(string)}
 # Keys of an instantiated node that the harness reads itself (build.BOOKKEEPING_KEYS), not
 # arguments of its class; their ranges. `name` is checked against the class (config_names).
 HARNESS_RULES: dict[str, Rule] = {
@@ -399,8 +399,8 @@ def check_resources(cfg: DictConfig) -> None:
     data = resolved(cfg)
     check_environment()
     check_results_dir(data["paths"]["results_dir"])
-    if data.get("baseline") == "shared":
-        check_results_dir(data["paths"].get("baselines_dir"), "paths.baselines_dir")
+    if data.get("baseline") == "shared" and data["paths"].get("baselines_dir") is not None:
+        check_results_dir(data["paths"]["baselines_dir"], "paths.baselines_dir")
     data_dir = data["paths"].get("data_dir")
     if data_dir is not None and not Path(data_dir).expanduser().is_dir():
         raise ConfigError(f"paths.data_dir={data_dir!r} is not a folder (LOOSESPEC_DATA_DIR); point it at the data sets, or null for the hub")

@@ -62,7 +62,7 @@ from typing import Any, Sequence
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from .baselines import BaselineStore
+from .baselines import BaselineStore, baselines_root
 from .config import baseline_config
 # The planner's throughput assumptions (the claims report prices an n with them too).
 from .costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, LOAD_MIN, SPEEDUP, TARGET_TPS
@@ -244,7 +244,7 @@ def build_plan(
             folder = run_dir(cfg)  # the folder app.run writes: results_dir/experiment_name/run id
             rid = folder.name
             est = estimate(cfg, fill, tps, speedup, load_min)
-            store = BaselineStore(cfg.paths.baselines_dir, baseline_config(cfg), "").digest if est["store_h"] else ""
+            store = BaselineStore(baselines_root(cfg), baseline_config(cfg), "").digest if est["store_h"] else ""
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,
                 gpus=gpus, settings=settings(cfg), run_id=rid, store=store, **est,

@@ -212,7 +212,7 @@ def test_committed_cpu_replication_holds_tables_plots_and_runs():
     if not (CPU_RESULTS / "index.csv").exists():
         pytest.skip("results/cpu/ not generated in this checkout")
     index = load_index(CPU_RESULTS / "runs")
-    assert len(index) >= 4 and (index["status"] == "complete").all()
+    assert len(index) >= 2 and (index["status"] == "complete").all()
     # The replication decides claims at n >= 30 distinct problems per run (issue 23), each run on
     # the shared target-alone store.
     assert (index["n_samples"] >= 30).all() and (index["n_problems"] >= 30).all()
