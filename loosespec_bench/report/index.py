@@ -53,6 +53,23 @@ NUMBER_FIELDS = tuple(dict.fromkeys(
 ))
 
 
+# The prompt each paper ran a set under (conf/paper_dataset/<set>.yaml). A run of the set under
+# another prompt is a different set for the report: its index `dataset` names the prompt
+# ('mgsm (native_cot prompt)'), so no table, figure or claim pairs or averages it with the
+# paper's prompt, and the paper sets' means leave it out.
+PAPER_PROMPTS = {"mgsm": "native_cot_0813"}
+
+
+def dataset_name(name: Any, dataset_cfg: Mapping[str, Any]) -> Any:
+    """The index's data-set name: the task's, or the task's and its prompt when that is not the
+    prompt of the papers' runs (PAPER_PROMPTS)."""
+    prompt = dataset_cfg.get("prompt") if isinstance(dataset_cfg, Mapping) else None
+    paper = PAPER_PROMPTS.get(str(name))
+    if paper is None or prompt is None or prompt == paper:
+        return name
+    return f"{name} ({prompt} prompt)"
+
+
 # Keys averaged over inside one configuration: repetitions (seed) and a data set's subsets
 # (MGSM languages), which the tables name in their notes.
 REPEAT_KEYS = ("seed",)
@@ -200,7 +217,7 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
         "method": summary.get("method") or method_cfg.get("name"),
         "drafter": summary.get("drafter") if "drafter" in summary else (drafter_cfg.get("name") if uses_drafter else None),
         "pair": summary.get("pair") or (cfg.get("pair") or {}).get("name"),
-        "dataset": summary.get("dataset") or dataset_cfg.get("name"),
+        "dataset": dataset_name(summary.get("dataset") or dataset_cfg.get("name"), dataset_cfg),
         "subset": ",".join(map(str, languages)) if isinstance(languages, list) else None,
         # Tree drafts (EAGLE's dynamic tree, Lookahead): K is then the longest path.
         "tree": bool(summary.get("tree", drafter_cfg.get("tree") or drafter_cfg.get("name") == "lookahead")),

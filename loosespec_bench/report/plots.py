@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -48,7 +48,7 @@ MAX_LEGEND = 8  # legend entries inside a figure; more series are named in a not
 # One fixed colour per method (the label's name part: "FLy", "SPD", "EAGLE-3 + DropMatch"...), the
 # same in every figure; a method not listed takes the next free colour in order of its name.
 METHOD_COLORS = {
-    "FLy": "tab:blue", "SPD": "tab:orange", "DropMatch": "tab:green", "PLD": "tab:brown", "EAGLE-3": "tab:red",
+    "FLy": "tab:blue", "FLy + MLA": "navy", "SPD": "tab:orange", "DropMatch": "tab:green", "PLD": "tab:brown", "EAGLE-3": "tab:red",
     "EAGLE-2": "tab:pink", "Lookahead": "tab:olive", "EAGLE-3 + DropMatch": "tab:purple", "EAGLE-3 + FLy": "tab:cyan",
     "target alone": "tab:gray",
 }
@@ -57,8 +57,10 @@ MARKERS = "osD^vP*X<>"
 
 
 def method_name(row: Mapping[str, Any]) -> str:
-    """The name part of a method label ('FLy' of 'FLy (mla, K=15, θ=0.3, W=6)')."""
-    return method_label({k: row.get(k) for k in ("method", "drafter")}).split(" (", 1)[0]
+    """The name part of a method label ('FLy' of 'FLy (model, K=15, θ=0.3, W=6)'); FLy with
+    Multi-Level Acceleration is its own series, 'FLy + MLA', as in FLy's main table."""
+    name = method_label({k: row.get(k) for k in ("method", "drafter")}).split(" (", 1)[0]
+    return f"{name} + MLA" if row.get("method") == "fly" and row.get("drafter") == "mla" else name
 
 
 def method_color(name: str, known: Iterable[str] = ()) -> str:
@@ -384,24 +386,40 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
     return fig
 
 
-def fly_mismatch_entropies(records: Iterable[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
-    """(accepted, rejected) mismatch entropies from FLy per-step records (see module docstring)."""
-    accepted: list[float] = []
-    rejected: list[float] = []
+def _fly_mismatches(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, float]]:
+    """(kind, entropy) of every mismatch in FLy per-step records: 'accepted' (loosely), 'rejected'
+    (the position the block was cut at) or 'discarded' (after that cut: thrown away with the
+    draft's tail, so the rule never decided it)."""
     for rec in records:
         for step in rec.get("steps", []) or []:
             if step.get("rule") not in (None, "fly") or "mismatch_entropy" not in step:
                 continue
-            positions = step.get("mismatch_positions", [])
-            entropies = step.get("mismatch_entropy", [])
             loose = set(step.get("loose_accepted", []))
             n = step.get("accepted")
-            for pos, h in zip(positions, entropies):
+            for pos, h in zip(step.get("mismatch_positions", []), step.get("mismatch_entropy", [])):
                 if pos in loose:
-                    accepted.append(float(h))
+                    yield "accepted", float(h)
                 elif n is not None and pos == n:
-                    rejected.append(float(h))
+                    yield "rejected", float(h)
+                else:
+                    yield "discarded", float(h)
+
+
+def fly_mismatch_entropies(records: Iterable[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
+    """(accepted, rejected) mismatch entropies from FLy per-step records (see module docstring)."""
+    accepted: list[float] = []
+    rejected: list[float] = []
+    for kind, h in _fly_mismatches(records):
+        if kind == "accepted":
+            accepted.append(h)
+        elif kind == "rejected":
+            rejected.append(h)
     return accepted, rejected
+
+
+def fly_discarded_mismatches(records: Iterable[Mapping[str, Any]]) -> int:
+    """Mismatches after a block's cut: discarded with the draft's tail, never decided."""
+    return sum(kind == "discarded" for kind, _ in _fly_mismatches(records))
 
 
 def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> Figure:
@@ -412,8 +430,11 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
     the gate accepts a mismatch only at entropy >= θ. With more than max_panels such pairs, one
     panel per mode (θ values drawn as lines)."""
     pooled: dict[tuple, dict[str, Any]] = {}
+    discarded = 0
     for run in runs:
-        acc, rej = fly_mismatch_entropies(run.get("records", []))
+        records = list(run.get("records", []))
+        acc, rej = fly_mismatch_entropies(records)
+        discarded += fly_discarded_mismatches(records)
         if not acc and not rej:
             continue
         theta = None if _nan(run.get("theta")) else float(run["theta"])
@@ -457,6 +478,9 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         ax.set_title(f"mode={mode}" + (f", θ={theta:g}" if theta is not None else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    # The summaries' mismatch counts include these: the per-step records say why they differ.
+    fig.text(0.5, 0.0, f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
+             "draft's tail (never decided by the rule)", fontsize=7, color="dimgray", ha="center", va="top")
     return fig
 
 

@@ -114,3 +114,19 @@ def test_bad_report_outputs_give_one_error_line(tmp_path, capsys, args, message)
     assert report_main([args[0], "--results", str(tmp_path / "results"), *args[1:]]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def test_a_set_under_another_prompt_than_the_papers_is_its_own_set(tmp_path):
+    # MGSM under the FLy authors' 0813 prompt (the paper's) and under the native CoT cue (ours,
+    # for a usable accuracy on CPU): never one cell, never paired, and out of the OOD mean.
+    for run_id, prompt, speedup in (("paper", "native_cot_0813", 1.5), ("variant", "native_cot", 0.5)):
+        cfg = {**CONFIG, "dataset": {"name": "mgsm", "prompt": prompt, "languages": ["fr", "de", "th"]}}
+        _folder(tmp_path, "exp", run_id, _summary(dataset="mgsm", speedup=speedup), config=cfg)
+    index = load_index(tmp_path)
+    assert sorted(index["dataset"]) == ["mgsm", "mgsm (native_cot prompt)"]
+    table = fly_main_table(index, load_published())
+    ours = [r for r in table.rows if r[0] == "ours"]
+    assert len(ours) == 1
+    row = dict(zip(table.columns, ours[0]))
+    assert row["mgsm speedup"].value == 1.5 and row["mgsm (native_cot prompt) speedup"].value == 0.5
+    assert row["OOD mean speedup"].value == 1.5  # the paper's prompt only
