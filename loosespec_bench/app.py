@@ -30,7 +30,10 @@ from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stam
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
-from .timing import CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, retime_enabled, timing_line, timing_settings
+from .timing import (
+    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, timing_line,
+    timing_settings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,9 @@ class Runner:
         self.task = task
         self.engine = engine
         self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
-        self.clocks = Clocks()  # tests inject fake clocks (timing.py)
+        # Tests inject fake clocks (timing.py). An engine whose models run in child processes
+        # (vLLM) is timed by the CPU of the whole process tree, not of this process alone.
+        self.clocks = Clocks(cpu=process_tree_cpu) if getattr(engine, "out_of_process", False) else Clocks()
         self.tolerance, self.max_retimes = timing_settings(cfg)
         self.retime = retime_enabled(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,

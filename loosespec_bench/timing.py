@@ -6,7 +6,9 @@ configuration, the target alone timed while a job ran beside it). So every timed
 records, besides its wall time (time.perf_counter):
 
 - cpu_s: the process's CPU time over the generation (time.process_time: every thread of the
-  process, as resource.getrusage(RUSAGE_SELF) counts it);
+  process, as resource.getrusage(RUSAGE_SELF) counts it); for an engine whose models run in
+  child processes (vLLM's engine core and workers: Engine.out_of_process), the CPU time of the
+  whole process tree (process_tree_cpu), else the run's own work would read as other processes';
 - cpu_share = cpu_s / wall_s: how many cores the run itself kept busy (about the thread count
   on a quiet machine; less when other processes take cores);
 - others_share: the share of the machine's CPU time that other processes used meanwhile,
@@ -69,6 +71,60 @@ def read_proc_stat() -> float | None:
     jiffies = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
     busy = sum(jiffies) - jiffies[3] - jiffies[4]
     return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_children() -> dict[int, list[int]] | None:
+    """{parent pid: [child pids]} of every live process, from /proc/<pid>/stat; None without /proc."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    children: dict[int, list[int]] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:  # exited meanwhile
+            continue
+        # comm (field 2) is in parentheses and may hold spaces or ')': split at the last ')'.
+        fields = stat[stat.rfind(")") + 2:].split()
+        children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of one live process in seconds (0 when it has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # fields 14, 15 of proc(5)
+
+
+def process_tree_cpu() -> float:
+    """CPU seconds of this process, its reaped children and its live descendants (the engine
+    processes vLLM starts); this process's own time where there is no /proc."""
+    import resource
+
+    own = time.process_time()
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own + reaped.ru_utime + reaped.ru_stime
+    children = _proc_children()
+    if children is None:
+        return total
+    todo, seen = list(children.get(os.getpid(), [])), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += _proc_cpu_s(pid)
+        todo.extend(children.get(pid, []))
+    return total
 
 
 def _loadavg() -> float | None:

@@ -6,8 +6,8 @@ rejection sampler, greedy, on the prompts of scripts/bench_engine.py; the sample
 verification step (draft tokens, the target's logits, the row it returned). Then, in this
 process: (1) our verifier (verifiers/fly.py, a fresh FLy with the same knobs) replays every
 recorded step and must reach the same (accepted, next token); (2) each request's output must be
-its first token (from the prefill) followed by the recorded steps' rows, i.e. vLLM emitted what
-the rule decided. Also printed: tau and the loose accepts, and vLLM's SPD on the same prompts
+the recorded steps' rows in order (the prefill's token is the first: vLLM passes it through the
+sampler as a step with no draft), i.e. vLLM emitted what the rule decided. Also printed: tau and the loose accepts, and vLLM's SPD on the same prompts
 (lossless: the tokens of vLLM's target alone) for comparison.
 
   PYTHONPATH=$PWD .venv-vllm/bin/python scripts/check_vllm_fly.py --prompts-per-set 1 --max-new-tokens 64
@@ -92,22 +92,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         theirs = [tuple(torch.load(f)["verdict"]) for f in steps]
         rows = [[t for t in torch.load(f)["row"].tolist() if t >= 0] for f in steps]
         drafted = [int(torch.load(f)["draft"].numel()) for f in steps]
-        emitted = [outs_fly[i][0]] + [t for r in rows for t in r]
+        # The prefill's token passes through the sampler as a step with no draft (recorded like
+        # the others); only when it was not recorded does the output start before the rows.
+        prefill_recorded = bool(drafted) and drafted[0] == 0
+        emitted = ([] if prefill_recorded else [outs_fly[i][0]]) + [t for r in rows for t in r]
         same_decisions = sum(a == b for a, b in zip(ours, theirs))
         # vLLM stops at EOS / max_tokens inside a step's row: its output is a prefix of the rows.
         same_output = emitted[: len(outs_fly[i])] == outs_fly[i]
+        forwards = len(steps) if prefill_recorded else len(steps) + 1  # target forwards, prefill included
         mismatch_kept = 0
         for f, (n, _) in zip(steps, ours):
             s = torch.load(f)
             t = s["logits"].float().argmax(-1)[:n]
             mismatch_kept += int((s["draft"][:n].long() != t).sum())
         row = {"set": p.set, "id": p.id, "steps": len(steps), "decisions_equal": same_decisions, "output_is_the_rows": same_output,
-               "new_tokens": len(outs_fly[i]), "tau": len(outs_fly[i]) / (len(steps) + 1), "drafted": sum(drafted),
+               "new_tokens": len(outs_fly[i]), "tau": len(outs_fly[i]) / forwards, "drafted": sum(drafted),
+               "verification_steps": sum(d > 0 for d in drafted), "tokens": outs_fly[i], "tokens_vllm_spd": outs_spd[i],
                "loose_accepts": mismatch_kept, "identical_to_vllm_spd": outs_fly[i] == outs_spd[i]}
         ok &= same_decisions == len(steps) and same_output
         res["prompts"].append(row)
-        print(f"[vllm-fly] {p.set}/{p.id}: {len(steps)} verification steps, our verifier agrees on {same_decisions}/{len(steps)}; "
-              f"output = first token + the rows: {same_output}; {len(outs_fly[i])} tokens, tau {row['tau']:.2f}, "
+        print(f"[vllm-fly] {p.set}/{p.id}: {row['verification_steps']} verification steps (+ the prefill's), our verifier agrees on {same_decisions}/{len(steps)}; "
+              f"output = the rows in order: {same_output}; {len(outs_fly[i])} tokens, tau {row['tau']:.2f}, "
               f"{mismatch_kept} loose accepts (draft kept where the target's argmax differed); same tokens as vLLM SPD: {row['identical_to_vllm_spd']}",
               flush=True)
     res["load_after"] = be.load_avg()

@@ -22,6 +22,7 @@ from loosespec_bench.timing import (
     Probe,
     contamination_warning,
     differ,
+    process_tree_cpu,
     read_proc_stat,
     timing_line,
     timing_summary,
@@ -102,6 +103,47 @@ def test_proc_stat_reads_busy_seconds_here():
         assert busy is None
     else:
         assert busy is not None and busy > 0
+
+
+# A child that burns exactly 0.3 s of its own CPU when told to (so the test does not depend on
+# how loaded the machine is), then waits to be told to exit.
+BURNER = """import sys, time
+print("ready", flush=True); sys.stdin.readline()
+t = time.process_time()
+while time.process_time() - t < 0.3: pass
+print("done", flush=True); sys.stdin.readline()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_the_process_tree_clock_counts_a_busy_child_process_time_does_not():
+    # vLLM's models run in child processes: this process's own clock sees none of their work,
+    # so its cpu_share would read ~0 on both sides and every sample would look contaminated.
+    child = subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        tree0, own0 = process_tree_cpu(), time.process_time()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "done"
+        tree1, own1 = process_tree_cpu(), time.process_time()
+        child.stdin.write("exit\n")
+        child.stdin.flush()
+    finally:
+        child.wait(timeout=60)
+    assert own1 - own0 < 0.05
+    assert tree1 - tree0 >= 0.3 - 0.03  # the child's 0.3 s, to the clock tick
+    assert process_tree_cpu() >= tree1  # the reaped child's time stays counted (RUSAGE_CHILDREN)
+
+
+def test_an_out_of_process_engine_is_timed_by_the_process_tree():
+    from types import SimpleNamespace
+
+    from loosespec_bench.app import Runner
+
+    cfg, task = compose_config(["method=spd", "dataset=gsm8k"]), SimpleNamespace(max_new_tokens=8, name="gsm8k")
+    assert Runner(cfg, task, SimpleNamespace(out_of_process=True)).clocks.cpu is process_tree_cpu  # type: ignore[arg-type]
+    assert Runner(cfg, task, SimpleNamespace()).clocks.cpu is time.process_time  # type: ignore[arg-type]
 
 
 def test_summary_counts_lines_and_the_warning():

@@ -32,6 +32,9 @@ class Engine(ABC):
     context_length: int | None = None
     # Requests an engine runs at once (engine.batch_size; only engines with prefetch honour > 1).
     batch_size: int = 1
+    # The models run in child processes (vLLM's engine core and workers): the run's timing then
+    # counts the CPU of the whole process tree as its own (timing.process_tree_cpu).
+    out_of_process: bool = False
 
     @classmethod
     def check(cls, cfg: DictConfig) -> None:  # noqa: B027 (a hook: most engines honour everything)

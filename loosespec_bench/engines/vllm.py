@@ -381,6 +381,7 @@ class VLLMEngine(Engine):
     without it (the target alone, for the paired baseline and method=ar)."""
 
     name = "vllm"
+    out_of_process = True  # vLLM's engine core and workers are child processes of this one
 
     @classmethod
     def check(cls, cfg: DictConfig) -> None:
