@@ -35,7 +35,7 @@ RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 # The columns of the index, in order: identity, the knobs (schema.KNOBS; a run's undeclared rule
 # knobs are appended after them), the figures with their intervals (schema.FIGURES), power and
 # timing, provenance. Every label and format lives in loosespec_bench/schema.py.
-IDENTITY = ["experiment", "run_id", "status", "method", "drafter", "pair", "dataset", "subset", "tree", "seed"]
+IDENTITY = ["experiment", "run_id", "status", "engine", "method", "drafter", "pair", "dataset", "subset", "tree", "seed"]
 FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, SCORE_DIFF, *FIGURES[6:]) for c in ((f.column, *f.ci_columns) if f.interval else (f.column,))]
 COLUMNS = [
     *IDENTITY, *(k.column for k in KNOBS), *FIGURE_COLUMNS, "score_name",
@@ -214,6 +214,8 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
     row: dict[str, Any] = {
         "experiment": summary.get("experiment") or cfg.get("experiment_name") or (run_dir.parent.name if run_dir else None),
         "run_id": run_dir.name if run_dir else None,
+        # The decoding engine (engine=hf: our loop; engine=vllm): runs before the engine seam are ours.
+        "engine": summary.get("engine") or (cfg.get("engine") or {}).get("name") or "hf",
         "method": summary.get("method") or method_cfg.get("name"),
         "drafter": summary.get("drafter") if "drafter" in summary else (drafter_cfg.get("name") if uses_drafter else None),
         "pair": summary.get("pair") or (cfg.get("pair") or {}).get("name"),

@@ -59,7 +59,7 @@ MARKERS = "osD^vP*X<>"
 def method_name(row: Mapping[str, Any]) -> str:
     """The name part of a method label ('FLy' of 'FLy (model, K=15, θ=0.3, W=6)'); FLy with
     Multi-Level Acceleration is its own series, 'FLy + MLA', as in FLy's main table."""
-    name = method_label({k: row.get(k) for k in ("method", "drafter")}).split(" (", 1)[0]
+    name = method_label({k: row.get(k) for k in ("method", "drafter", "engine")}).split(" (", 1)[0]
     return f"{name} + MLA" if row.get("method") == "fly" and row.get("drafter") == "mla" else name
 
 
@@ -479,8 +479,8 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     # The summaries' mismatch counts include these: the per-step records say why they differ.
-    fig.text(0.5, 0.0, f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
-             "draft's tail (never decided by the rule)", fontsize=7, color="dimgray", ha="center", va="top")
+    fig.text(0.5, -0.03, f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
+             "draft's tail (never decided by the rule)", fontsize=7, color="dimgray", ha="center", va="baseline")
     return fig
 
 

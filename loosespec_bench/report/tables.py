@@ -56,10 +56,11 @@ NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone
 NO_INTERVAL = "no interval"
 METHOD_NAMES = {"fly": "FLy", "spd": "SPD", "dropmatch": "DropMatch", "ar": "target alone",
                 "autojudge": "AutoJudge", "dropmatch_autojudge": "DropMatch + AutoJudge"}
+ENGINE_NAMES = {"vllm": "vLLM"}  # engine=<name> as the tables print it (engine=hf, our loop: no tag)
 LOSSLESS = ("spd", "ar")  # rules whose output is the target's own (up to numerics)
 # Configuration = every knob that changes what a run computes (runs that differ only in seed or
 # data subset are averaged into one row). Used only for summaries without a config (see config_key).
-CONFIG_KEYS = ["pair", "method", "drafter", "K", "theta", "W", "mode", "no_window", "criterion", "n_paths", "dropout_p", "temperature"]
+CONFIG_KEYS = ["engine", "pair", "method", "drafter", "K", "theta", "W", "mode", "no_window", "criterion", "n_paths", "dropout_p", "temperature"]
 
 
 # -- cells ------------------------------------------------------------------------------------
@@ -423,6 +424,10 @@ def method_label(row: dict | pd.Series, skip: Iterable[str] = ()) -> str:
     if not _nan(row.get("K")) and row.get("K"):
         parts.append(f"K={int(row['K'])}")
     parts += label_parts(row, skip=skip)
+    # Another engine's row sits beside our loop's under the same method: the label says which.
+    engine = row.get("engine")
+    if isinstance(engine, str) and engine not in ("", "hf"):
+        name += f" on {ENGINE_NAMES.get(engine, engine)}"
     return f"{name} ({', '.join(parts)})" if parts else name
 
 

@@ -130,3 +130,17 @@ def test_a_set_under_another_prompt_than_the_papers_is_its_own_set(tmp_path):
     row = dict(zip(table.columns, ours[0]))
     assert row["mgsm speedup"].value == 1.5 and row["mgsm (native_cot prompt) speedup"].value == 0.5
     assert row["OOD mean speedup"].value == 1.5  # the paper's prompt only
+
+
+def test_a_vllm_run_is_a_row_beside_our_loops_and_says_its_engine(tmp_path):
+    _folder(tmp_path, "exp", "ours", _summary(speedup=1.3))
+    vllm_cfg = {**CONFIG, "engine": {"name": "vllm", "cpu_kvcache_gib": 1}}
+    _folder(tmp_path, "exp", "theirs", _summary(speedup=1.1, engine="vllm"), config=vllm_cfg)
+    index = load_index(tmp_path)
+    assert sorted(index["engine"]) == ["hf", "vllm"]
+    table = fly_main_table(index, load_published())
+    labels = sorted(r[2] for r in table.rows if r[0] == "ours")
+    assert labels == ["SPD (model, K=4)", "SPD on vLLM (model, K=4)"]  # no '[engine.name=...]' brackets
+    col = table.columns.index("gsm8k speedup")
+    by_label = {r[2]: r[col].value for r in table.rows if r[0] == "ours"}
+    assert by_label == {"SPD (model, K=4)": 1.3, "SPD on vLLM (model, K=4)": 1.1}
