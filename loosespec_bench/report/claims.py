@@ -68,6 +68,8 @@ CLAIMS: tuple[Claim, ...] = (
           {**FLY, "drafter": "mla"}, None, margin=0.99, source="FLy abstract"),
     Claim("spd_retention", "(noise floor)", "SPD (lossless) keeps >= 99% of the target's accuracy", "retention",
           SPD15, None, margin=0.99, source="exact match is lossless up to bf16 near-ties"),
+    Claim("spd10_retention", "(noise floor)", "SPD (lossless, K = 10) keeps >= 99% of the target's accuracy", "retention",
+          SPD10, None, margin=0.99, source="exact match is lossless up to bf16 near-ties (DropMatch's draft length)"),
     Claim("theta_tau", "FLy", "a higher theta (stricter entropy gate) lowers tau", "tau",
           {**FLY, "drafter": "mla", "theta": 0.8}, {**FLY, "drafter": "mla", "theta": 0.2}, direction=-1,
           source="docs/algorithms.md 4.2: the gate rejects mismatches with H < theta"),
@@ -106,6 +108,12 @@ class Decision:
     cluster_gpu_hours: float | None = None
     folders: list[str] = field(default_factory=list)
     floor: tuple[float | None, float | None, float | None] | None = None  # retention: SPD's at the same set
+
+
+def floor_selection(claim: Claim) -> dict[str, Any]:
+    """The run a retention claim is shown beside: the lossless rule (SPD, the draft model) at the
+    claim's own K, whose retention is the bf16 noise floor of those settings."""
+    return {**SPD15, "K": claim.b.get("K", SPD15["K"])}
 
 
 def _matches(row: pd.Series, sel: Mapping[str, Any]) -> bool:
@@ -233,7 +241,7 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                 b, n = _retention(run_b, seed)
                 if n == 0 or b[0] is None:
                     continue
-                floor_row = select(index, SPD15, ds)
+                floor_row = select(index, floor_selection(claim), ds)
                 floor = _retention(load_run(Path(floor_row["run_dir"])), seed)[0] if floor_row is not None else None
                 d = Decision(claim, ds, n, None, b, b, verdict(*b, claim.direction, n, line=claim.margin), folders=folders, floor=floor)
                 d.n_needed = n_to_decide(*b, n, line=claim.margin) if d.verdict.startswith("undecided") else None

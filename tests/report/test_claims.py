@@ -112,3 +112,11 @@ def test_retention_with_no_changed_answer_waits_for_the_rule_of_three():
     assert need == 600  # 3 / (0.01 x 0.5)
     assert no_change_bound([(1.0, 1.0)] * 400, 0.99) == ("confirmed", None)
     assert no_change_bound([(1.0, 0.0), (1.0, 1.0)], 0.99) is None  # an answer changed: the bootstrap decides
+
+
+def test_a_retention_claims_noise_floor_is_the_lossless_rule_at_its_own_k():
+    from loosespec_bench.report.claims import CLAIMS, floor_selection
+
+    by_id = {c.id: c for c in CLAIMS}
+    assert floor_selection(by_id["dropmatch_retention"]) == {"method": "spd", "drafter": "model", "K": 10}
+    assert floor_selection(by_id["fly_retention"]) == {"method": "spd", "drafter": "model", "K": 15}
