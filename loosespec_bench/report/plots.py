@@ -242,6 +242,23 @@ def _sweep_labels(reps: list, skip: Sequence[str] = ()) -> list[str]:
     return [method_label(r, skip=skip) + suffix.get(config_key(r), "") for r in reps]
 
 
+def _distinguishing(labels: Mapping[Any, str], names: Mapping[Any, str]) -> dict[Any, str]:
+    """For configurations sharing a method name, the label parts ('K=10', 'θ=0.2') that not all of
+    them share; {} entries for a name with one configuration."""
+    by_name: dict[str, list] = {}
+    for key, name in names.items():
+        by_name.setdefault(name, []).append(key)
+    out: dict[Any, str] = {}
+    for keys in by_name.values():
+        if len(keys) < 2:
+            continue
+        parts = {k: labels[k].split(" (", 1)[1].rstrip(")").split(", ") if " (" in labels[k] else [] for k in keys}
+        common = set.intersection(*(set(p) for p in parts.values()))
+        for k in keys:
+            out[k] = ", ".join(p for p in parts[k] if p not in common)
+    return out
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Points not dominated in (higher speedup, higher retention), by increasing speedup."""
     best = -math.inf
@@ -277,7 +294,11 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         for _, r in sub.iterrows():
             groups.setdefault(config_key(r, exclude_prefixes=()), []).append(r)
         pts = []
-        for members in groups.values():
+        # Points of one method that differ in a setting (SPD at K = 10 and 15, FLy at three θ)
+        # share a colour and marker: each is tagged with what tells it from the others.
+        tags = _distinguishing({key: method_label(members[0]) for key, members in groups.items()},
+                               {key: method_name(members[0]) for key, members in groups.items()})
+        for key, members in groups.items():
             s, s_ci = _point(members, "speedup")
             q, q_ci = _point(members, "retention")
             if s is None or q is None:
@@ -287,6 +308,9 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
             name = method_name(members[0])
             h = ax.errorbar([s], [q], xerr=_yerr([s], [s_ci]), yerr=_yerr([q], [q_ci]), color=method_color(name, names),
                             marker=MARKERS[sorted(names).index(name) % len(MARKERS)], ms=5, lw=0, elinewidth=1, capsize=2)
+            if tags.get(key):
+                ax.annotate(tags[key], (s, q), xytext=(4, 4), textcoords="offset points", fontsize=7,
+                            color=method_color(name, names))
             entries.setdefault(name, h)
         if pts:
             any_point = True

@@ -105,3 +105,11 @@ def test_saved_figures_are_not_clipped(tmp_path):
 def test_a_figure_without_data_says_so():
     fig = fig_vs_param(_index([_run(BASE_CFG, tau=5.0, speedup=1.0)]), "W")
     assert any("no sweep" in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_points_of_one_method_are_tagged_with_the_setting_that_differs():
+    from loosespec_bench.report.plots import _distinguishing
+
+    labels = {1: "SPD (model, K=10)", 2: "SPD (model, K=15)", 3: "FLy (mla, K=15, θ=0.3, W=6)"}
+    names = {1: "SPD", 2: "SPD", 3: "FLy + MLA"}
+    assert _distinguishing(labels, names) == {1: "K=10", 2: "K=15"}
