@@ -200,6 +200,42 @@ def _pairs(run: Any) -> list[tuple[float, float]]:
             and isinstance((r["baseline"].get("score") or {}).get("correct"), (bool, int, float))]
 
 
+def _discordant(run_a: Any, run_b: Any) -> tuple[int, int]:
+    """(A right and B wrong, A wrong and B right) over the problems both runs scored."""
+    a_only = b_only = 0
+    for sid, ra in run_a.records.items():
+        rb = run_b.records.get(sid)
+        ca, cb = (ra.get("score") or {}).get("correct"), ((rb or {}).get("score") or {}).get("correct")
+        if isinstance(ca, (bool, int, float)) and isinstance(cb, (bool, int, float)):
+            a_only += bool(ca) and not bool(cb)
+            b_only += bool(cb) and not bool(ca)
+    return a_only, b_only
+
+
+def mcnemar_check(discordant: tuple[int, int], n: int, alpha: float = 1 - LEVEL) -> tuple[str, int | None] | None:
+    """A paired accuracy difference rests on the discordant problems only. With few of them the
+    bootstrap interval is too narrow (4 answers lost and none gained excludes 0, though the
+    exact test gives p = 0.125), so a verdict also needs the exact McNemar (sign) test at alpha.
+    None: the exact test agrees; else the undecided verdict and the n at which the same
+    discordance would pass it."""
+    from scipy.stats import binomtest
+
+    a_only, b_only = discordant
+    m = a_only + b_only
+    if m == 0:
+        return None
+    p = binomtest(min(a_only, b_only), m, 0.5).pvalue
+    if p < alpha:
+        return None
+    need = None
+    for k in range(2, 200):  # the same proportions at k times the problems
+        if binomtest(round(k * min(a_only, b_only)), round(k * m), 0.5).pvalue < alpha:
+            need = k * n
+            break
+    return (f"undecided (the difference rests on {m} discordant problems, {a_only} against {b_only}: "
+            f"exact McNemar p = {p:.3f})", need)
+
+
 def _retention(run: Any, seed: int) -> tuple[tuple[float | None, float | None, float | None], int]:
     pairs = _pairs(run)
     if not pairs:
@@ -255,6 +291,10 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                 row: Row = rows[0]
                 d = Decision(claim, ds, row.n, row.a, row.b, row.diff, verdict(*row.diff, claim.direction, row.n), folders=folders)
                 d.n_needed = n_to_decide(*row.diff, row.n) if d.verdict.startswith("undecided") else None
+                if claim.figure == "accuracy" and not d.verdict.startswith("undecided"):
+                    exact = mcnemar_check(_discordant(load_run(Path(ra["run_dir"])), run_b), row.n)
+                    if exact is not None:
+                        d.verdict, d.n_needed = exact
             if d.n_needed is not None:
                 per = seconds_per_problem(folders)
                 d.cpu_hours = d.n_needed * per / 3600 if per else None

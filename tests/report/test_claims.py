@@ -120,3 +120,14 @@ def test_a_retention_claims_noise_floor_is_the_lossless_rule_at_its_own_k():
     by_id = {c.id: c for c in CLAIMS}
     assert floor_selection(by_id["dropmatch_retention"]) == {"method": "spd", "drafter": "model", "K": 10}
     assert floor_selection(by_id["fly_retention"]) == {"method": "spd", "drafter": "model", "K": 15}
+
+
+def test_an_accuracy_verdict_needs_the_exact_test_on_the_discordant_problems():
+    from loosespec_bench.report.claims import mcnemar_check
+
+    # 4 answers lost, none gained, of 30: the paired bootstrap excludes 0; the exact test does not.
+    verdict_text, need = mcnemar_check((4, 0), 30)
+    assert verdict_text.startswith("undecided") and "4 against 0" in verdict_text and "p = 0.125" in verdict_text
+    assert need == 60  # 8 against 0: p = 0.0078
+    assert mcnemar_check((9, 0), 30) is None  # p = 0.0039: the verdict stands
+    assert mcnemar_check((0, 0), 30) is None
