@@ -117,7 +117,6 @@ def main() -> None:
     from hydra.types import RunMode
     from omegaconf import DictConfig
 
-    from .app import run_recording_errors
     from .config import CONF_DIR
 
     argv = sys.argv[1:]
@@ -127,6 +126,9 @@ def main() -> None:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    # After the pre-check: torch and transformers (~4.5 s to import) load only for a command
+    # that passed it, so a mistyped override answers in under a second.
+    from .app import run_recording_errors
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> float | None:

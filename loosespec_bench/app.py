@@ -262,11 +262,15 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         done = reusable_records(folder, samples)
         todo = [(i, s) for i, s in enumerate(samples) if s.id not in done]
+        topup = timing_topup(cfg, samples, done)
         print(
             f"[loosespec_bench] {cfg.method.name} on {task.name}: {len(samples)} samples "
-            f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done -> {folder.path}",
+            f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done"
+            + (f", {len(topup)} of them re-run timed (timing.subset={cfg.timing.subset} tops up the timing subset)" if topup else "")
+            + f" -> {folder.path}",
             flush=True,
         )
+        todo = sorted(todo + topup, key=lambda item: item[0])
         tracker = build_tracker(cfg, **tracker_extras(cfg))  # None for logger=none; a SafeTracker never raises
         if tracker:
             tracker.start(cfg, folder.path, folder.path.name)
@@ -288,9 +292,13 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 if batch > 1 and pos % batch == 0:  # throughput mode: the next chunk at once
                     runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch)
                 rec = runner.run_sample(sample, index)
-                folder.append(rec)  # on disk first: a tracker failure can never lose it
-                if tracker:
-                    tracker.log_sample(rec)
+                if sample.id in done:  # a timing top-up: the timed record replaces the untimed one
+                    rec["timing"]["topped_up_from"] = topped_up_from(done[sample.id], rec)
+                    folder.replace_record(rec)
+                else:
+                    folder.append(rec)  # on disk first: a tracker failure can never lose it
+                    if tracker:
+                        tracker.log_sample(rec)  # (a top-up's sample was logged when it first ran)
                 done[rec["id"]] = rec
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
 
@@ -350,6 +358,34 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
         backup = folder.rewrite_samples(kept, utc_stamp())
         log.warning("%s: %d stale record(s) kept only in %s", folder.path, len(stale), backup.name)
     return {r["id"]: r for r in first_per_id(kept)}
+
+
+def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[str, Any]]) -> list[tuple[int, Sample]]:
+    """baseline=shared: the finished samples that are now inside the timing subset but ran
+    untimed (the target alone read from the store). A resume with a larger timing.subset (or
+    null: all) re-runs each of them paired, the method and a fresh target alone alternating,
+    so that a finished run's speed figure can rest on more problems without re-running the
+    whole point. timed_indices(n, 2s) contains timed_indices(n, s): doubling the subset keeps
+    every sample timed so far (any other size keeps them too, and times its own positions)."""
+    if cfg.baseline != "shared" or cfg.method.name == "ar":
+        return []
+    subset = cfg.timing.get("subset")
+    timed = timed_indices(len(samples), None if subset is None else int(subset))
+    return [(i, s) for i, s in enumerate(samples)
+            if i in timed and s.id in done and (done[s.id].get("timing") or {}).get("status") == UNTIMED]
+
+
+def topped_up_from(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """What a topped-up sample's untimed record measured, kept in the timed record that replaces
+    it: its verdict, the method's own timing then, and whether the method's tokens came out the
+    same again (greedy decoding should reproduce them; bf16 kernels may not, and then the new
+    record's tokens, scored again, are the ones every figure reads)."""
+    old_timing = old.get("timing") or {}
+    return {
+        "status": old_timing.get("status"),
+        "method": old_timing.get("method"),
+        "method_output_matches": old.get("output_ids") == new.get("output_ids"),
+    }
 
 
 def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False) -> dict[str, Any]:

@@ -265,6 +265,33 @@ class RunFolder:
         assert backup is not None
         return backup
 
+    def replace_record(self, record: dict[str, Any]) -> None:
+        """Put `record` in place of the first record with its id (every reader's first record per
+        id), other lines unchanged; atomic (a crash leaves the old file or the new one). Only
+        under the lock. Used by a timing top-up (app.timing_topup), which re-runs a finished
+        sample timed and keeps what the old record measured inside the new one."""
+        if self._lock_fd is None:
+            raise RuntimeError("replace_record needs the folder's lock")
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        self._repair_tail()
+        path = self.path / self.SAMPLES
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.exists() else []
+        new_line = json.dumps(record, ensure_ascii=False) + "\n"
+        # Line by line as text: lines the readers skip (unreadable, incomplete) stay as they were.
+        for pos, line in enumerate(lines):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("id") == record["id"] and not incomplete(rec):
+                lines[pos] = new_line
+                break
+        else:
+            lines.append(new_line)
+        atomic_write(path, "".join(lines))
+
     def backup(self, name: str, stamp: str | None = None) -> Path | None:
         """A copy of `name` as <name>.bak-<stamp> (None when there is no such file)."""
         import shutil

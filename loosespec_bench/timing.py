@@ -230,6 +230,9 @@ def timing_summary(records: list[dict[str, Any]], tolerance: float | None = None
         "excluded": verdicts.count(EXCLUDED),
         "untimed": verdicts.count(UNTIMED),
         "not_recorded": verdicts.count(None),
+        # Timed by a later resume with a larger timing.subset (app.timing_topup): paired all the
+        # same, but on another occasion than the run's first samples.
+        "topped_up": sum(1 for r in paired if "topped_up_from" in (r.get("timing") or {})),
         "tolerance": tolerance,
     }
     shares = [
@@ -260,6 +263,8 @@ def timing_line(t: dict[str, Any] | None) -> str:
     line = f"timing: {t['clean']} clean, {t['retimed']} re-timed, {t['excluded']} excluded"
     if t.get("untimed"):
         line += f", {t['untimed']} untimed (target alone from the shared store)"
+    if t.get("topped_up"):
+        line += f" ({t['topped_up']} of the timed ones by a later top-up of timing.subset)"
     if t.get("others_share_median") is not None:
         line += f"; other processes used {t['others_share_median']:.0%} of the CPU (median)"
     return line

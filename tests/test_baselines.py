@@ -127,6 +127,46 @@ def test_shared_baseline_runs_the_target_alone_once_per_sample(tmp_path):
     assert second["speedup"] is not None and second["baseline"] == "shared"
 
 
+def test_timed_indices_of_a_doubled_subset_keep_the_timed_ones():
+    # A top-up from timing.subset=s to 2s re-times only new samples: the old ones are inside.
+    for n in range(2, 40):
+        for subset in range(1, n // 2 + 1):
+            assert timed_indices(n, subset) <= timed_indices(n, 2 * subset)
+
+
+def test_a_larger_timing_subset_tops_up_a_finished_run(tmp_path, capsys):
+    common = [*TINY, "dataset.limit=4", "baseline=shared"]
+    run(compose_config([*common, "experiment_name=fill"], results_dir=tmp_path))  # fills the store
+    small = run(compose_config([*common, "experiment_name=b", "drafter.k=3", "timing.subset=2"], results_dir=tmp_path))
+    before = {r["id"]: r for r in _records(small)}
+    ids = list(before)
+    assert small["timing"]["untimed"] == 2 and small["n_timed"] == 2
+    capsys.readouterr()
+
+    # The same point, resumed with every sample in the timing subset: the two untimed samples
+    # run again, paired, and their timed records replace the untimed ones in place.
+    full = run(compose_config([*common, "experiment_name=b", "drafter.k=3", "timing.subset=null"], results_dir=tmp_path))
+    out = capsys.readouterr().out
+    assert "4 already done, 2 of them re-run timed" in out and "2 of the timed ones by a later top-up" in out
+    assert full["run_dir"] == small["run_dir"]  # timing.* is not part of the run id
+    after = _records(full)
+    assert [r["id"] for r in after] == ids  # one line per sample, in the old order
+    assert full["timing"]["untimed"] == 0 and full["n_timed"] == 4 and full["timing"]["topped_up"] == 2
+    assert full["baseline_store"]["timed"] == ids
+    for i, rec in enumerate(after):
+        if i in (1, 3):  # the topped-up ones: timed now, with what their first run measured
+            assert rec["timing"]["status"] in ("clean", "retimed", "excluded") and "baseline" in rec["timing"]
+            old = rec["timing"]["topped_up_from"]
+            assert old["status"] == "untimed" and old["method"] == before[rec["id"]]["timing"]["method"]
+            assert old["method_output_matches"] is True  # greedy: the same tokens again
+            assert rec["baseline_source"]["matches_store"] is True
+        else:  # timed the first time: untouched
+            assert rec == before[rec["id"]]
+    # Nothing more to top up: a third call runs no sample.
+    again = run(compose_config([*common, "experiment_name=b", "drafter.k=3", "timing.subset=null"], results_dir=tmp_path))
+    assert "re-run timed" not in capsys.readouterr().out and _records(again) == after
+
+
 def test_shared_baseline_with_batches_is_one_error_line():
     from loosespec_bench.checks import validate
 

@@ -245,3 +245,23 @@ def test_whole_file_writes_are_readable_by_the_group(tmp_path):
     path = tmp_path / "summary.json"
     atomic_write(path, "{}\n")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_replace_record_swaps_the_first_record_of_its_id_in_place(tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    with pytest.raises(RuntimeError, match="lock"):
+        folder.replace_record({"id": "b", "output_text": "x", "metrics": {}})
+    folder.lock("test")
+    make = lambda sid, text: {"id": sid, "output_text": text, "metrics": {}}  # noqa: E731
+    recs = [make(i, t) for i, t in (("a", "1"), ("b", "1"), ("b", "2"), ("c", "1"))]
+    for rec in recs:
+        folder.append(rec)
+    with (folder.path / folder.SAMPLES).open("a") as f:
+        f.write("not json\n")  # a line the readers skip: kept as it is
+    folder.replace_record(make("b", "9"))
+    # Readers take the first record per id: the replacement, at the old one's place.
+    assert folder.lines() == [recs[0], make("b", "9"), recs[2], recs[3]]
+    assert (folder.path / folder.SAMPLES).read_text().endswith("not json\n")
+    folder.append(make("d", "1"))  # appending goes on after a replacement
+    assert [r["id"] for r in folder.records()] == ["a", "b", "c", "d"]
+    folder.close()

@@ -10,6 +10,7 @@ Two scorers live here:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import unicodedata
@@ -109,6 +110,20 @@ def lm_eval_task_config(relpath: str) -> dict[str, Any]:
     path = Path(list(spec.submodule_search_locations)[0]) / "tasks" / relpath
     with path.open(encoding="utf-8") as f:
         return yaml.safe_load(f)
+
+
+def apply_template(template: str, doc: dict[str, Any]) -> str:
+    """lm-eval's `apply_template` (its jinja environment, with its filters), but each template
+    compiled once: lm-eval compiles on every call, and a GSM8K load renders 8 exemplars and the
+    question for each of 1,319 problems (11,871 compiles, ~4 s of every run's start)."""
+    return _compiled(template).render(**doc)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(template: str) -> Any:
+    from lm_eval.utils import env
+
+    return env.from_string(template)
 
 
 class LmEvalScorer:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from .answers import LmEvalScorer, extract_answer, lm_eval_task_config, parse_number
+from .answers import LmEvalScorer, apply_template, extract_answer, lm_eval_task_config, parse_number
 from ..params import check_node, choice, declared_rules, integer
 from .base import Sample, Task, load_hub_dataset, read_jsonl
 
@@ -65,8 +65,6 @@ class GSM8K(Task):
         return [dict(r) for r in load_hub_dataset(self.hub_path, "main", self.split)]
 
     def user_turn(self, question: str) -> str:
-        from lm_eval.utils import apply_template
-
         return apply_template(self.prompt["instruction"], {"question": question})
 
     def messages(self, question: str) -> list[dict[str, str]]:

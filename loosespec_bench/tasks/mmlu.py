@@ -62,7 +62,7 @@ class MMLU(Task):
         return [dict(r) for r in load_hub_dataset(self.hub_path, "all", self.split)]
 
     def load_all(self) -> list[Sample]:
-        from lm_eval.utils import apply_template
+        from .answers import apply_template
 
         out = []
         for i, row in enumerate(self._rows()):
