@@ -266,7 +266,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         print(
             f"[loosespec_bench] {cfg.method.name} on {task.name}: {len(samples)} samples "
             f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done"
-            + (f", {len(topup)} of them re-run timed (timing.subset={cfg.timing.subset} tops up the timing subset)" if topup else "")
+            + (f", {len(topup)} of them re-run timed (timing.subset={'null' if cfg.timing.subset is None else cfg.timing.subset} tops up the timing subset)" if topup else "")
             + f" -> {folder.path}",
             flush=True,
         )

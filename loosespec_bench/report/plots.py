@@ -315,7 +315,10 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         if pts:
             any_point = True
             front = pareto_front(pts)
-            ax.plot([p[0] for p in front], [p[1] for p in front], color="black", lw=0.8, drawstyle="steps-post", zorder=1)
+            # A wide grey band under a thin black line: visible under the error bars it crosses.
+            xs, ys = [p[0] for p in front], [p[1] for p in front]
+            ax.plot(xs, ys, color="grey", lw=5, alpha=0.3, drawstyle="steps-post", zorder=0, solid_capstyle="butt")
+            ax.plot(xs, ys, color="black", lw=1.2, drawstyle="steps-post", zorder=1)
         else:
             _note(ax, "no configuration with both\na speedup and a retention")
         ax.set_title(ds, fontsize=10)
@@ -333,7 +336,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                 why += f"\n({missing} without retention: no paired baseline, or target-alone accuracy 0)"
             _note(axes[0], why)
         return fig
-    caption = _interval_caption(df) + "\nblack: Pareto frontier; dashed: target-alone accuracy; dash-dot: 1×"
+    caption = _interval_caption(df) + "\nblack on grey: Pareto frontier; dashed: target-alone accuracy; dash-dot: 1×"
     if missing:
         caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
     _legend(fig, entries, len(entries), caption)
@@ -462,15 +465,17 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         if not acc and not rej:
             continue
         theta = None if _nan(run.get("theta")) else float(run["theta"])
-        slot = pooled.setdefault((run.get("mode") or "code", theta), {"accepted": [], "rejected": []})
+        slot = pooled.setdefault((run.get("mode") or "code", theta), {"accepted": [], "rejected": [], "runs": []})
         slot["accepted"] += acc
         slot["rejected"] += rej
+        slot["runs"].append(_pooled_name(run))
     if len(pooled) > max_panels:  # too many panels: one per mode
         merged: dict[tuple, dict[str, Any]] = {}
         for (mode, theta), slot in pooled.items():
-            m = merged.setdefault((mode, None), {"accepted": [], "rejected": [], "thetas": set()})
+            m = merged.setdefault((mode, None), {"accepted": [], "rejected": [], "thetas": set(), "runs": []})
             m["accepted"] += slot["accepted"]
             m["rejected"] += slot["rejected"]
+            m["runs"] += slot["runs"]
             if theta is not None:
                 m["thetas"].add(theta)
         panels = merged
@@ -500,12 +505,32 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         ax.set_xlabel(ENTROPY_LABEL.get(mode, f"entropy ({mode})"))
         ax.set_ylabel("mismatches (count)")
         ax.set_title(f"mode={mode}" + (f", θ={theta:g}" if theta is not None else ""), fontsize=10)
+        # A panel pools every FLy run at its (mode, θ): with and without MLA, other K and W.
+        ax.text(0.5, -0.2, _pooled_caption(slot["runs"]), transform=ax.transAxes, fontsize=6.5,
+                color="dimgray", ha="center", va="top", wrap=True)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     # The summaries' mismatch counts include these: the per-step records say why they differ.
-    fig.text(0.5, -0.03, f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
+    fig.text(0.5, -0.11, f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
              "draft's tail (never decided by the rule)", fontsize=7, color="dimgray", ha="center", va="baseline")
     return fig
+
+
+def _pooled_name(run: Mapping[str, Any]) -> str:
+    """A run's name in a pooled panel's caption: its label without the θ and mode the panel
+    title gives, and its data set."""
+    label = str(run.get("pooled_label") or run.get("label") or "FLy")
+    return label + (f" on {run['dataset']}" if run.get("dataset") else "")
+
+
+def _pooled_caption(names: Sequence[str], width: int = 70) -> str:
+    """'3 runs pooled: A; B (x2)', wrapped to the panel's width."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    parts = [f"{name} (x{c})" if c > 1 else name for name, c in counts.items()]
+    text = (f"{len(names)} runs pooled: " if len(names) > 1 else "1 run: ") + "; ".join(parts)
+    return "\n".join(textwrap.wrap(text, width))
 
 
 def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:
@@ -515,7 +540,8 @@ def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     out = []
     for _, r in df[df["method"] == "fly"].iterrows():
-        out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), "theta": r.get("theta"), "label": method_label(r)})
+        out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), "theta": r.get("theta"), "label": method_label(r),
+                    "pooled_label": method_label(r, skip=("theta", "mode")), "dataset": r.get("dataset")})
     return out
 
 

@@ -14,6 +14,7 @@ pytest.importorskip("matplotlib")
 from matplotlib.image import imread  # noqa: E402
 
 from loosespec_bench.report.plots import (  # noqa: E402
+    fig_fly_entropy,
     MAX_LEGEND,
     METHOD_COLORS,
     build_figures,
@@ -113,3 +114,17 @@ def test_points_of_one_method_are_tagged_with_the_setting_that_differs():
     labels = {1: "SPD (model, K=10)", 2: "SPD (model, K=15)", 3: "FLy (mla, K=15, θ=0.3, W=6)"}
     names = {1: "SPD", 2: "SPD", 3: "FLy + MLA"}
     assert _distinguishing(labels, names) == {1: "K=10", 2: "K=15"}
+
+
+def test_an_entropy_panel_names_the_runs_it_pools():
+    # Two FLy runs at one (mode, θ), one with MLA, one without: one panel, and its caption says
+    # both are in it (the histogram alone would read as one configuration's).
+    step = {"rule": "fly", "accepted": 1, "mismatch_positions": [0, 1], "mismatch_entropy": [0.9, 0.1], "loose_accepted": [0]}
+    runs = [{"records": [{"steps": [step]}], "mode": "code", "theta": 0.3, "pooled_label": label, "dataset": "gsm8k"}
+            for label in ("FLy (mla, K=15, W=6)", "FLy (model, K=15, W=6)")]
+    fig = fig_fly_entropy(runs)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 1 and visible[0].get_title() == "mode=code, θ=0.3"
+    caption = " ".join(t.get_text() for t in visible[0].texts).replace("\n", " ")
+    assert caption.startswith("2 runs pooled:") and "FLy (mla, K=15, W=6) on gsm8k" in caption
+    assert "FLy (model, K=15, W=6) on gsm8k" in caption
