@@ -13,6 +13,10 @@ included):
   (the untimed samples' target-alone time read from the store's record of it);
 - ratio = shared / paired, per point and over all points, with the spread over points.
 
+A point whose timing subset was topped up later (a resume with a larger timing.subset,
+docs/algorithms.md 7.5) ran its topped-up samples' method twice: the first, untimed, run's time
+(kept in timing.topped_up_from) is counted as well, in its own column ("top-up s").
+
 Generation time only: model loading and warm-up (the same under both protocols) are left out;
 the driver's wall time per point is in results/cpu/README.md.
 """
@@ -40,17 +44,16 @@ def _attempts(rec: dict, side: str) -> float:
     return _wall(t.get(side)) + sum(float(h.get(key) or 0.0) for h in t.get("contaminated_attempts") or [])
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", type=Path)
-    args = ap.parse_args(argv)
-    stores = args.results / "_baselines"
+def cost_points(results: Path) -> list[dict]:
+    """One dict per finished baseline=shared run under `results`: its seconds by part (method,
+    timed_base, topup), shared / paired totals and ratio."""
+    stores = results / "_baselines"
     store_time: dict[str, dict[str, float]] = {}
     for folder in sorted(stores.glob("*")) if stores.is_dir() else []:
         store_time[folder.name] = {r["id"]: _wall(r.get("timing")) for _, r in read_jsonl(folder / BaselineStore.SAMPLES)}
     points = []
-    for summary_file in sorted(args.results.rglob(RunFolder.SUMMARY)):
-        if any(part.startswith("_") for part in summary_file.relative_to(args.results).parts):
+    for summary_file in sorted(results.rglob(RunFolder.SUMMARY)):
+        if any(part.startswith("_") for part in summary_file.relative_to(results).parts):
             continue
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
         src = summary.get("baseline_store")
@@ -64,18 +67,29 @@ def main(argv: list[str] | None = None) -> int:
         # the others as the store measured them.
         paired = method + timed_base + sum(base_s.get(r["id"], 0.0) for r in recs if not (r.get("baseline_source") or {}).get("timed"))
         untimed_ids = [r["id"] for r in recs if not (r.get("baseline_source") or {}).get("timed")]
+        # The untimed first run of each topped-up sample: spent, though no figure reads it now.
+        topup = sum(_wall(((r.get("timing") or {}).get("topped_up_from") or {}).get("method")) for r in recs)
         points.append(dict(name=f"{summary_file.parent.parent.name}/{summary_file.parent.name}", store=src["store"], n=len(recs),
-                           method=method, timed_base=timed_base, paired=paired, untimed=untimed_ids))
+                           method=method, timed_base=timed_base, paired=paired, untimed=untimed_ids, topup=topup))
+    for p in points:
+        p["shared"] = p["method"] + p["timed_base"] + p["topup"]
+        p["ratio"] = p["shared"] / p["paired"] if p["paired"] else float("nan")
+    return points
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", type=Path)
+    args = ap.parse_args(argv)
+    points = cost_points(args.results)
     if not points:
         print(f"no baseline=shared runs under {args.results}", file=sys.stderr)
         return 1
-    for p in points:
-        p["shared"] = p["method"] + p["timed_base"]
-        p["ratio"] = p["shared"] / p["paired"] if p["paired"] else float("nan")
-    print(f"{'point':<78} {'n':>3} {'timed':>5} {'method s':>9} {'TA here s':>9} {'shared s':>9} {'paired s':>9} {'ratio':>6}")
+    print(f"{'point':<78} {'n':>3} {'timed':>5} {'method s':>9} {'TA here s':>9} {'top-up s':>9} {'shared s':>9} {'paired s':>9} "
+          f"{'ratio':>6}")
     for p in points:
         print(f"{p['name'][:78]:<78} {p['n']:>3} {p['n'] - len(p['untimed']):>5} {p['method']:>9.0f} {p['timed_base']:>9.0f} "
-              f"{p['shared']:>9.0f} {p['paired']:>9.0f} {p['ratio']:>6.2f}")
+              f"{p['topup']:>9.0f} {p['shared']:>9.0f} {p['paired']:>9.0f} {p['ratio']:>6.2f}")
     tot_s, tot_p = sum(p["shared"] for p in points), sum(p["paired"] for p in points)
     ratios = [p["ratio"] for p in points]
     print(f"\nall {len(points)} points: {tot_s / 3600:.2f} h shared vs {tot_p / 3600:.2f} h paired = {tot_s / tot_p:.2f}x "

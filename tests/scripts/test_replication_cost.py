@@ -33,6 +33,20 @@ def test_cost_of_shared_points_against_paired(tmp_path, capsys):
     assert "points:" in out and "paired" in out
 
 
+def test_a_topped_up_point_counts_its_first_untimed_runs(tmp_path):
+    run(compose_config([*TINY, "experiment_name=a"], results_dir=tmp_path))
+    run(compose_config([*TINY, "experiment_name=b", "drafter.k=3"], results_dir=tmp_path))
+    mod = _script()
+    (before,) = [p for p in mod.cost_points(tmp_path) if p["name"].startswith("b/")]
+    assert before["topup"] == 0 and len(before["untimed"]) == 3
+    run(compose_config([*TINY, "experiment_name=b", "drafter.k=3", "timing.subset=null"], results_dir=tmp_path))  # 3 more timed
+    (after,) = [p for p in mod.cost_points(tmp_path) if p["name"].startswith("b/")]
+    # The three samples' first, untimed, method runs were spent too: counted as the top-up's cost.
+    assert after["untimed"] == [] and after["topup"] > 0
+    assert after["shared"] == after["method"] + after["timed_base"] + after["topup"]
+    assert after["topup"] < after["method"]  # 3 of 4 samples' first runs, not a second whole point
+
+
 def test_no_shared_runs_is_one_line(tmp_path, capsys):
     assert _script().main([str(tmp_path)]) == 1
     assert "no baseline=shared runs" in capsys.readouterr().err
