@@ -233,6 +233,10 @@ def timing_summary(records: list[dict[str, Any]], tolerance: float | None = None
         # Timed by a later resume with a larger timing.subset (app.timing_topup): paired all the
         # same, but on another occasion than the run's first samples.
         "topped_up": sum(1 for r in paired if "topped_up_from" in (r.get("timing") or {})),
+        # ... whose method tokens came out differently the second time (bf16 nondeterminism):
+        # the records hold the new tokens, so quality figures moved with them.
+        "topped_up_changed": sum(1 for r in paired
+                                 if ((r.get("timing") or {}).get("topped_up_from") or {}).get("method_output_matches") is False),
         "tolerance": tolerance,
     }
     shares = [
@@ -264,7 +268,10 @@ def timing_line(t: dict[str, Any] | None) -> str:
     if t.get("untimed"):
         line += f", {t['untimed']} untimed (target alone from the shared store)"
     if t.get("topped_up"):
-        line += f" ({t['topped_up']} of the timed ones by a later top-up of timing.subset)"
+        line += f" ({t['topped_up']} of the timed ones by a later top-up of timing.subset"
+        if t.get("topped_up_changed"):
+            line += f"; {t['topped_up_changed']} of those answered with other tokens the second time"
+        line += ")"
     if t.get("others_share_median") is not None:
         line += f"; other processes used {t['others_share_median']:.0%} of the CPU (median)"
     return line

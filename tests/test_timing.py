@@ -165,6 +165,20 @@ def test_summary_counts_lines_and_the_warning():
     assert timing_line(old).startswith("timing: not recorded")
 
 
+def test_summary_counts_topped_up_samples_and_changed_answers():
+    def rec(matches):
+        side = {"others_share": 0.1}
+        timing = {"status": CLEAN, "method": side, "baseline": side}
+        if matches is not None:
+            timing["topped_up_from"] = {"status": "untimed", "method": side, "method_output_matches": matches}
+        return {"baseline": {"metrics": {}}, "timing": timing}
+
+    t = timing_summary([rec(None), rec(True), rec(False)], 0.25)
+    assert (t["clean"], t["topped_up"], t["topped_up_changed"]) == (3, 2, 1)
+    assert "(2 of the timed ones by a later top-up of timing.subset; 1 of those answered with other tokens" in timing_line(t)
+    assert "top-up" not in timing_line(timing_summary([rec(None)], 0.25))
+
+
 def test_run_retimes_then_excludes_contaminated_samples(tmp_path, monkeypatch, capsys):
     """Tiny pair, 3 paired samples, injected machine loads (2 generations per attempt):
     sample 1 quiet; sample 2 contaminated once, then quiet (re-timed); sample 3 contaminated
