@@ -37,6 +37,12 @@ SPD15 = {"method": "spd", "drafter": "model", "K": 15}
 SPD10 = {"method": "spd", "drafter": "model", "K": 10}
 DM_JS = {"method": "dropmatch", "criterion": "js", "K": 10}
 DM_NAIVE = {"method": "dropmatch", "criterion": "naive", "K": 10}
+# experiment=dropmatch_autojudge: the judge's rows at their own draft length (K = 5 at
+# scale=cpu; the paper's 10 on the cluster, where these selectors would read K=10 runs).
+AJ_K = 5
+SPD_AJ = {"method": "spd", "drafter": "model", "K": AJ_K}
+AJ = {"method": "autojudge", "K": AJ_K}
+DM_AJ = {"method": "dropmatch_autojudge", "K": AJ_K}
 # The 8B -> 70B cluster run that the CPU verdicts are priced for (replicate_fly_70b at paper scale).
 CLUSTER_PAIR, CLUSTER_GPUS, CLUSTER_NEW_TOKENS = "llama31-8b-70b", 4, 1024
 
@@ -91,6 +97,19 @@ CLAIMS: tuple[Claim, ...] = (
           DM_JS, SPD10, source="DropMatch abstract"),
     Claim("dropmatch_retention", "DropMatch", "DropMatch keeps the target's accuracy (>= 99%)", "retention",
           DM_JS, None, margin=0.99, source="DropMatch abstract"),
+    # AutoJudge (trained on GSM8K): in distribution on GSM8K, out of it on IFEval. The DropMatch
+    # paper's argument is read per set: the judge's retention holds on GSM8K and falls on IFEval,
+    # while DropMatch + AutoJudge keeps both its tau gain and its retention there.
+    Claim("autojudge_tau", "AutoJudge", "AutoJudge's tau is above SPD's at the same K", "tau",
+          AJ, SPD_AJ, source="AutoJudge (arXiv 2504.20039); DropMatch's AutoJudge rows"),
+    Claim("autojudge_retention", "AutoJudge", "AutoJudge keeps >= 99% of the target's score (the paper: in distribution only)",
+          "retention", AJ, None, margin=0.99, source="DropMatch: AutoJudge trained on math degrades on IFEval"),
+    Claim("dropmatch_autojudge_tau", "DropMatch", "DropMatch + AutoJudge's tau is above SPD's at the same K", "tau",
+          DM_AJ, SPD_AJ, source="DropMatch's AutoJudge rows"),
+    Claim("dropmatch_autojudge_speed", "DropMatch", "DropMatch + AutoJudge is faster than SPD (keeps its speed out of distribution)",
+          "speedup", DM_AJ, SPD_AJ, source="DropMatch's AutoJudge rows"),
+    Claim("dropmatch_autojudge_retention", "DropMatch", "DropMatch + AutoJudge keeps >= 99% of the target's score", "retention",
+          DM_AJ, None, margin=0.99, source="DropMatch's AutoJudge rows"),
 )
 
 

@@ -120,6 +120,10 @@ def test_a_retention_claims_noise_floor_is_the_lossless_rule_at_its_own_k():
     by_id = {c.id: c for c in CLAIMS}
     assert floor_selection(by_id["dropmatch_retention"]) == {"method": "spd", "drafter": "model", "K": 10}
     assert floor_selection(by_id["fly_retention"]) == {"method": "spd", "drafter": "model", "K": 15}
+    # The AutoJudge rows run at their own K (5 at scale=cpu): their floor is SPD at that K, the
+    # same run their tau claims compare with.
+    for cid in ("autojudge_retention", "dropmatch_autojudge_retention"):
+        assert floor_selection(by_id[cid]) == by_id["autojudge_tau"].a == {"method": "spd", "drafter": "model", "K": 5}
 
 
 def test_an_accuracy_verdict_needs_the_exact_test_on_the_discordant_problems():
