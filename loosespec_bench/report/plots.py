@@ -494,10 +494,13 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         if hi - lo < 1e-9:
             lo, hi = lo - 0.05, hi + 0.05
         bins = [lo + (hi - lo) * i / 25 for i in range(26)]
-        for key, color, label in (("accepted", "tab:green", "accepted loosely"), ("rejected", "tab:red", "rejected")):
+        # Rejected filled, accepted as an outline over it: two translucent fills would mix into a
+        # third colour wherever both have counts, and the accepted ones could not be read.
+        for key, color, label, style in (("rejected", "tab:red", "rejected", {"histtype": "stepfilled", "alpha": 0.45}),
+                                         ("accepted", "tab:green", "accepted loosely", {"histtype": "step", "lw": 1.8})):
             data = slot[key]
             if data:
-                ax.hist(data, bins=bins, alpha=0.55, color=color, label=f"{label} (n={len(data)})")
+                ax.hist(data, bins=bins, color=color, label=f"{label} (n={len(data)})", **style)
             else:
                 ax.plot([], [], color=color, label=f"{label} (n=0)")
         for t in sorted(slot["thetas"]):
