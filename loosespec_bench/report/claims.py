@@ -102,6 +102,8 @@ CLAIMS: tuple[Claim, ...] = (
     # while DropMatch + AutoJudge keeps both its tau gain and its retention there.
     Claim("autojudge_tau", "AutoJudge", "AutoJudge's tau is above SPD's at the same K", "tau",
           AJ, SPD_AJ, source="AutoJudge (arXiv 2504.20039); DropMatch's AutoJudge rows"),
+    Claim("autojudge_speed", "AutoJudge", "AutoJudge is faster than SPD at the same K (the paper: it degrades out of distribution)",
+          "speedup", AJ, SPD_AJ, source="DropMatch: AutoJudge trained on math degrades quickly on IFEval"),
     Claim("autojudge_retention", "AutoJudge", "AutoJudge keeps >= 99% of the target's score (the paper: in distribution only)",
           "retention", AJ, None, margin=0.99, source="DropMatch: AutoJudge trained on math degrades on IFEval"),
     Claim("dropmatch_autojudge_tau", "DropMatch", "DropMatch + AutoJudge's tau is above SPD's at the same K", "tau",
