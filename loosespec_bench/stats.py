@@ -31,6 +31,11 @@ LEVEL = 0.95
 CiMethod = Literal["BCa", "percentile"]
 CI_METHOD: CiMethod = "BCa"
 BATCH = 1000  # resamples evaluated at once: memory stays ~BATCH x samples floats for large sets
+# A ratio is undefined on the rare resample that draws no baseline quality at all (e.g. 7 correct
+# of 30: (23/30)^30, 4 in 10,000). Up to this fraction of such resamples, the interval is the
+# percentile interval of the defined ones (conditional on the figure existing, as its point
+# estimate is); beyond it, the run is too small for an interval and gets none.
+MAX_UNDEFINED = 0.01
 
 
 def method_text(ci_method: CiMethod = CI_METHOD) -> str:
@@ -48,13 +53,17 @@ def paired_bootstrap(
     level: float = LEVEL,
     seed: int = 0,
     ci_method: CiMethod = CI_METHOD,
+    info: dict[str, Any] | None = None,
 ) -> tuple[float | None, float | None, float | None]:
     """(point, low, high) of statistic(*columns) over paired per-sample columns.
 
     statistic(*cols, axis=-1) must be vectorized (numpy over the last axis). None for the
-    point when it is not finite (e.g. a ratio over zero); (point, None, None) when some
-    resample is undefined or the interval cannot be computed; (point, point, point) when the
-    bootstrap distribution has no spread (one sample, or identical values)."""
+    point when it is not finite (e.g. a ratio over zero); (point, None, None) when more than
+    MAX_UNDEFINED of the resamples are undefined or the interval cannot be computed; (point,
+    point, point) when the bootstrap distribution has no spread (one sample, or identical
+    values). With a few undefined resamples the interval is the percentile interval of the
+    defined ones; `info`, when given, receives "undefined_resamples" (their count) and
+    "ci_method_used" ("BCa", "percentile" or "percentile of the defined resamples")."""
     cols = [np.asarray(c, dtype=float) for c in columns]
     if not cols or any(c.ndim != 1 or c.shape != cols[0].shape for c in cols):
         raise ValueError(f"columns must be paired 1-d sequences, got {[c.shape for c in cols]}")
@@ -78,8 +87,17 @@ def paired_bootstrap(
                 confidence_level=level, method=ci_method, rng=np.random.default_rng(seed),
             )
     dist = res.bootstrap_distribution
-    if not np.all(np.isfinite(dist)):
-        return point, None, None
+    finite = np.isfinite(dist)
+    if info is not None:
+        info.update(undefined_resamples=int((~finite).sum()), ci_method_used=ci_method)
+    if not finite.all():
+        if (~finite).mean() > MAX_UNDEFINED:
+            return point, None, None
+        defined = dist[finite]
+        alpha = (1 - level) / 2
+        if info is not None:
+            info["ci_method_used"] = "percentile of the defined resamples"
+        return point, float(np.quantile(defined, alpha)), float(np.quantile(defined, 1 - alpha))
     if np.ptp(dist) == 0:
         return point, point, point
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -101,12 +119,14 @@ def paired_bootstrap_ratio(
     level: float = LEVEL,
     seed: int = 0,
     ci_method: CiMethod = CI_METHOD,
+    info: dict[str, Any] | None = None,
 ) -> tuple[float | None, float | None, float | None]:
     """(point, low, high) of mean(method) / mean(baseline); None where the baseline mean is 0.
 
     A bootstrap distribution without spread (e.g. the same scores on both sides, or a single
-    sample) gives the point as both bounds. When some resample has no baseline quality at all
-    (tiny sets), the ratio is undefined there and so is the interval: (point, None, None).
+    sample) gives the point as both bounds. A resample with no baseline quality at all has no
+    ratio: a few of them (at most MAX_UNDEFINED) leave the percentile interval of the others;
+    more (tiny sets) leave no interval, (point, None, None). `info` as in paired_bootstrap.
     """
     m = np.asarray(method, dtype=float)
     b = np.asarray(baseline, dtype=float)
@@ -114,7 +134,7 @@ def paired_bootstrap_ratio(
         raise ValueError(f"method and baseline must be paired 1-d sequences, got {m.shape} and {b.shape}")
     if len(m) == 0 or b.sum() == 0:
         return None, None, None
-    return paired_bootstrap((m, b), ratio_of_sums, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method)
+    return paired_bootstrap((m, b), ratio_of_sums, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method, info=info)
 
 
 def _value(score: dict[str, Any], key: str) -> float | None:
@@ -144,9 +164,17 @@ def retention_summary(
             pairs.append((mv, bv))
     if not pairs:
         return {}
+    info: dict[str, Any] = {}
     point, low, high = paired_bootstrap_ratio(
-        [p[0] for p in pairs], [p[1] for p in pairs], n_boot=n_boot, seed=seed, ci_method=ci_method
+        [p[0] for p in pairs], [p[1] for p in pairs], n_boot=n_boot, seed=seed, ci_method=ci_method, info=info
     )
+    undefined = info.get("undefined_resamples", 0)
+    ci_text = method_text(ci_method)
+    if undefined and low is not None:
+        ci_text = (
+            f"{ci_text}; {undefined} of {n_boot} resamples drew no target-alone quality (no ratio):"
+            " percentile interval of the others"
+        )
     return {
         "retention_key": key,
         "retention_n": len(pairs),
@@ -156,7 +184,8 @@ def retention_summary(
         # The method measurably lost (or gained) quality: 1 lies outside the interval.
         "retention_ci_excludes_1": None if low is None else bool(high < 1.0 or low > 1.0),
         "retention_ci_level": LEVEL,
-        "retention_ci_method": method_text(ci_method),
+        "retention_ci_method": ci_text,
+        "retention_ci_undefined_resamples": undefined,
         "retention_ci_n_boot": n_boot,
         "retention_ci_seed": seed,
     }

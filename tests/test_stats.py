@@ -44,6 +44,26 @@ def test_bca_and_percentile_are_both_available_and_differ_on_a_skewed_ratio():
     assert "BCa interval" in retention_summary(records, "correct")["retention_ci_method"]
 
 
+def test_a_few_resamples_without_baseline_quality_leave_the_percentile_interval_of_the_others():
+    # Named case: 7 of 30 right alone, 4 (all among those 7) right with the method: 3 lost, none
+    # gained. About (23/30)^30 = 3.5e-4 of the resamples draw none of the 7: no ratio there.
+    b = [1.0] * 7 + [0.0] * 23
+    m = [1.0] * 4 + [0.0] * 26
+    info: dict = {}
+    point, low, high = paired_bootstrap_ratio(m, b, seed=0, info=info)
+    assert point == pytest.approx(4 / 7)
+    assert 1 <= info["undefined_resamples"] <= 100 and info["ci_method_used"] == "percentile of the defined resamples"
+    assert 0 < low < point and high == pytest.approx(1.0)  # resamples without a discordant pair give exactly 1
+    records = [{"score": {"correct": x}, "baseline": {"score": {"correct": y}}} for x, y in zip(m, b)]
+    out = retention_summary(records, "correct", seed=0)
+    assert (out["retention_ci_low"], out["retention_ci_high"]) == (low, high)
+    assert out["retention_ci_undefined_resamples"] == info["undefined_resamples"]
+    assert "percentile interval of the others" in out["retention_ci_method"]
+    assert out["retention_ci_excludes_1"] is False
+    # Two samples, one right alone: half the resamples have no ratio, far beyond 1%: no interval.
+    assert paired_bootstrap_ratio([1.0, 0.0], [1.0, 0.0]) == (1.0, None, None)
+
+
 @pytest.mark.parametrize("ci_method", ["BCa", "percentile"])
 def test_degenerate_inputs_give_sane_results_without_warnings(ci_method):
     with warnings.catch_warnings():
