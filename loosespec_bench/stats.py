@@ -214,16 +214,25 @@ def _fields(name: str, ci: tuple[float | None, float | None, float | None]) -> d
 
 
 def speed_intervals(
-    records: list[dict[str, Any]], *, seed: int = 0, n_boot: int = N_BOOT, ci_method: CiMethod = CI_METHOD
+    records: list[dict[str, Any]],
+    timed: list[dict[str, Any]] | None = None,
+    *,
+    seed: int = 0,
+    n_boot: int = N_BOOT,
+    ci_method: CiMethod = CI_METHOD,
 ) -> dict[str, Any]:
-    """Intervals of tau (every record) and of speedup and its median of per-sample ratios (the
-    paired records whose timing counts: `timed`, see timing.py). Keys F_ci_low / F_ci_high."""
+    """Intervals of tau (over every record, as its point in metrics.summarize) and of speedup
+    and its median of per-sample ratios (over `timed`: the paired records whose timing counts,
+    see timing.py; all of `records` when not given). Keys F_ci_low / F_ci_high. Tau needs no
+    clock: its interval must not shrink to a timing subset, or it would describe other samples
+    than its point does."""
     kw = dict(n_boot=n_boot, seed=seed, ci_method=ci_method)
     out: dict[str, Any] = {}
     ms = [r["metrics"] for r in records]
     if ms:
         out.update(_fields("tau", paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)))
-    timed = [r for r in records if r.get("baseline") and r["metrics"]["total_s"] > 0 and r["baseline"]["metrics"]["total_s"] > 0]
+    timed = [r for r in (records if timed is None else timed)
+             if r.get("baseline") and r["metrics"]["total_s"] > 0 and r["baseline"]["metrics"]["total_s"] > 0]
     if timed:
         cols = (
             [r["metrics"]["new_tokens"] for r in timed], [r["metrics"]["total_s"] for r in timed],
@@ -289,6 +298,42 @@ def quality_intervals(
         underpowered=bool(half is None or max(half, floor) > power_threshold),
     )
     return out
+
+
+def acceptance_intervals(
+    records: list[dict[str, Any]], *, seed: int = 0, n_boot: int = N_BOOT, ci_method: CiMethod = CI_METHOD
+) -> dict[str, Any]:
+    """Intervals of acceptance_by_position (metrics.py): for draft position i, the pooled rate
+    sum(steps accepting position i) / sum(steps drafting it) is a ratio of sums over samples,
+    resampled as one. Lists acceptance_by_position_ci_low / _ci_high, one entry per position
+    (None where the interval is undefined: a late position drafted in too few samples); {}
+    without drafted steps."""
+    offered: list[list[int]] = []  # [samples][positions]
+    taken: list[list[int]] = []
+    for r in records:
+        o: list[int] = []
+        t: list[int] = []
+        for k, n in zip(r["metrics"].get("drafted", []), r["metrics"].get("accepted", [])):
+            while len(o) < k:
+                o.append(0)
+                t.append(0)
+            for i in range(k):
+                o[i] += 1
+                t[i] += i < n
+        offered.append(o)
+        taken.append(t)
+    k_max = max((len(o) for o in offered), default=0)
+    if k_max == 0:
+        return {}
+    low: list[float | None] = []
+    high: list[float | None] = []
+    for i in range(k_max):
+        o_i = [o[i] if i < len(o) else 0 for o in offered]
+        t_i = [t[i] if i < len(t) else 0 for t in taken]
+        _, lo, hi = paired_bootstrap((t_i, o_i), ratio_of_sums, n_boot=n_boot, seed=seed, ci_method=ci_method)
+        low.append(lo)
+        high.append(hi)
+    return {"acceptance_by_position_ci_low": low, "acceptance_by_position_ci_high": high}
 
 
 def ci_fields(ci_method: CiMethod = CI_METHOD, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:

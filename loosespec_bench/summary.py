@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .metrics import summarize
-from .stats import ci_fields, quality_intervals, retention_summary, speed_intervals
+from .stats import acceptance_intervals, ci_fields, quality_intervals, retention_summary, speed_intervals
 from .timing import counts_for_speed, timing_summary
 
 DEFAULT_POWER_THRESHOLD = 0.05  # accuracy difference half-width: 5 points
@@ -44,7 +44,8 @@ def build_summary(
     summary.update(ci)
     figure = getattr(task, "quality_figure", "accuracy")
     timed = [r for r in records if counts_for_speed(r)]
-    summary.update(speed_intervals(timed, seed=seed))
+    summary.update(speed_intervals(records, timed, seed=seed))
+    summary.update(acceptance_intervals(records, seed=seed))
     qual = quality_intervals(records, task.quality_key, figure, seed=seed, power_threshold=power_threshold)
     if figure != "accuracy" and task.quality_key == "correct" and "accuracy" in summary:
         # pass@1 is the accuracy of greedy answers: the same interval under both names.

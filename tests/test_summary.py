@@ -52,6 +52,19 @@ def test_excluded_timings_leave_the_speed_figures_but_not_quality():
     assert (s["timing"]["clean"], s["timing"]["excluded"], s["timing"]["contaminated"]) == (5, 1, True)
 
 
+def test_the_tau_interval_covers_every_sample_as_its_point_does_not_just_the_timed_subset():
+    # Named case: timing.subset=3 of 12. The timed samples happen to have the highest tau; an
+    # interval over them alone (the bug before) sat above the run's tau, its point outside it.
+    recs = [_rec(i, True, True, "clean" if i >= 9 else "untimed") for i in range(12)]
+    for i, r in enumerate(recs):
+        r["metrics"]["steps"] = 30 - 2 * i  # tau rises with i
+    s = build_summary(Task(), recs, seed=0)
+    alone = build_summary(Task(), recs[9:], seed=0)
+    assert s["n_timed"] == 3 and s["speedup_ci_low"] == pytest.approx(alone["speedup_ci_low"])
+    assert s["tau_ci_low"] <= s["tau"] <= s["tau_ci_high"]
+    assert s["tau_ci_high"] < alone["tau_ci_low"]  # the subset's interval describes other samples
+
+
 def test_n_problems_counts_mgsm_problems_not_languages():
     recs = [_rec(i, True, True, lang=lang) for i, lang in zip(range(6), ["fr", "de", "th"] * 2)]
     # ids fr-0, de-1, th-1, fr-1, de-1 ... as written by runs from before meta["problem"]

@@ -35,12 +35,14 @@ RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 # The columns of the index, in order: identity, the knobs (schema.KNOBS; a run's undeclared rule
 # knobs are appended after them), the figures with their intervals (schema.FIGURES), power and
 # timing, provenance. Every label and format lives in loosespec_bench/schema.py.
+# Its interval, one bound per draft position (stats.acceptance_intervals).
+ACCEPTANCE_CI = ("acceptance_by_position_ci_low", "acceptance_by_position_ci_high")
 IDENTITY = ["experiment", "run_id", "status", "engine", "method", "drafter", "pair", "dataset", "subset", "tree", "seed"]
 FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, SCORE_DIFF, *FIGURES[6:]) for c in ((f.column, *f.ci_columns) if f.interval else (f.column,))]
 COLUMNS = [
     *IDENTITY, *(k.column for k in KNOBS), *FIGURE_COLUMNS, "score_name",
     "n_samples", "n_problems", "n_expected", "underpowered", "power_threshold", "ci_level", "ci_method", "intervals",
-    *(f"timing_{t}" for t in TIMING_FIELDS), "acceptance_by_position", "hardware", "date", "git_commit",
+    *(f"timing_{t}" for t in TIMING_FIELDS), "acceptance_by_position", *ACCEPTANCE_CI, "hardware", "date", "git_commit",
     "run_dir", "also_in", "summary_source", "config", "config_id", "dataset_config_id", "extra_knobs",
 ]
 NUMERIC = [
@@ -195,6 +197,10 @@ def summary_problems(summary: Mapping[str, Any]) -> list[str]:
     acc = summary.get("acceptance_by_position")
     if acc is not None and (not isinstance(acc, list) or any(number(x) is None for x in acc)):
         bad.append(f"acceptance_by_position={acc!r}"[:80])
+    for key in ACCEPTANCE_CI:  # one bound per position; None where undefined
+        v = summary.get(key)
+        if v is not None and (not isinstance(v, list) or any(x is not None and number(x) is None for x in v)):
+            bad.append(f"{key}={v!r}"[:80])
     if summary.get("timing") is not None and not isinstance(summary["timing"], Mapping):
         bad.append(f"timing={summary['timing']!r}"[:80])
     return bad
@@ -264,6 +270,8 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
         n_samples=summary.get("n_samples") if isinstance(summary.get("n_samples"), int) else None,
         n_expected=dataset_cfg.get("limit"),
         acceptance_by_position=[float(x) for x in acc] if isinstance(acc, list) and all(number(x) is not None for x in acc) else [],
+        **{key: [None if x is None else float(x) for x in summary[key]] if isinstance(summary.get(key), list) else []
+           for key in ACCEPTANCE_CI},
         hardware=summary.get("hardware"),
         date=summary.get("date"),
         git_commit=summary.get("git_commit"),
@@ -365,9 +373,8 @@ def index_to_csv(df: pd.DataFrame, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     out = df.copy()
     out["config"] = out["config"].map(lambda v: json.dumps(v, sort_keys=True, default=str) if isinstance(v, dict) else "")
-    out["acceptance_by_position"] = out["acceptance_by_position"].map(
-        lambda v: json.dumps([round(x, 6) for x in v]) if isinstance(v, list) else ""
-    )
+    for col in ("acceptance_by_position", *ACCEPTANCE_CI):
+        out[col] = out[col].map(lambda v: json.dumps([None if x is None else round(x, 6) for x in v]) if isinstance(v, list) else "")
     out["extra_knobs"] = out["extra_knobs"].map(lambda v: ",".join(v) if isinstance(v, list) else "")
     out.to_csv(path, index=False)
     return path

@@ -345,8 +345,9 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
 
 def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]], max_lines: int = MAX_LEGEND) -> Figure:
     """P(draft position i accepted | drafted) per configuration (the summaries'
-    acceptance_by_position), one panel per data set, one colour per method. The summaries
-    carry no interval for it: the caption says so."""
+    acceptance_by_position), one panel per data set, one colour per method, each single run's
+    95% interval (acceptance_by_position_ci_low/high) as a band; the caption says which curves
+    have none (means over runs, old summaries)."""
     df = _frame(rows)
     lines = []
     if not df.empty and "acceptance_by_position" in df:
@@ -371,9 +372,13 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
     names = {method_name(r) for r, _ in lines}
     reps: dict[tuple, Any] = {}
     runs: dict[tuple, list[list[float]]] = {}
+    bands: dict[tuple, list[tuple[list, list]]] = {}
     for r, rates in lines:
         reps.setdefault(line_of(r), r)
         runs.setdefault(line_of(r), []).append(rates)
+        lo, hi = r.get("acceptance_by_position_ci_low"), r.get("acceptance_by_position_ci_high")
+        if isinstance(lo, list) and isinstance(hi, list) and len(lo) == len(hi) == len(rates):
+            bands.setdefault(line_of(r), []).append((lo, hi))
     labels = dict(zip(reps, _sweep_labels(list(reps.values()))))
     # At most max_lines configurations (the legend names each once, whichever panels it is drawn
     # in): those run on the most data sets, i.e. the main comparison before one-set ablation points.
@@ -387,7 +392,9 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
         by_name.setdefault(lab.split(" (", 1)[0], []).append(lab)
     style_of = {lab: i for labs in by_name.values() for i, lab in enumerate(labs)}
     entries: dict[str, Any] = {}
+    coincide = False
     for ax, ds in zip(axes, datasets):
+        drawn: list[list[float]] = []
         for key, r in reps.items():
             if str(r.get("dataset")) != ds or labels[key] not in style_of:
                 continue
@@ -396,8 +403,19 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
             mean = [sum(x[i] for x in rr if i < len(x)) / sum(1 for x in rr if i < len(x)) for i in range(k)]
             name = method_name(r)
             style = style_of[labels[key]]
-            (h,) = ax.plot(range(1, k + 1), mean, marker=MARKERS[style % len(MARKERS)], ms=3, color=method_color(name, names),
-                           ls=("-", "--", ":", "-.")[style % 4], label=labels[key])
+            color = method_color(name, names)
+            # A curve on top of one already drawn (e.g. FLy with and without MLA: MLA drafts the
+            # same tokens faster) gets large hollow markers, so that neither hides the other.
+            same = any(len(d) == k and max(abs(a - b) for a, b in zip(d, mean)) < 0.01 for d in drawn)
+            coincide |= same
+            (h,) = ax.plot(range(1, k + 1), mean, marker=MARKERS[style % len(MARKERS)], ms=7 if same else 3,
+                           mfc="none" if same else color, mew=1.2 if same else 1.0, color=color,
+                           ls=("-", "--", ":", "-.")[style % 4], label=labels[key], zorder=3 if same else 2)
+            drawn.append(mean)
+            if len(rr) == 1 and len(bands.get(key, [])) == 1:
+                lo, hi = bands[key][0]
+                xs = [i + 1 for i in range(k) if lo[i] is not None and hi[i] is not None]
+                ax.fill_between(xs, [lo[i - 1] for i in xs], [hi[i - 1] for i in xs], color=color, alpha=0.12, lw=0, zorder=1)
             entries.setdefault(labels[key], h)
         ax.set_title(ds, fontsize=10)
         ax.set_ylim(-0.03, 1.03)
@@ -408,8 +426,14 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
     for ax in axes[len(datasets):]:
         ax.set_visible(False)
     entries = {lab: entries[lab] for lab in shown if lab in entries}
-    _legend(fig, entries, len(order), "no error bars: the summaries carry no interval for acceptance by position; "
-            f"the {len(entries)} configurations run on the most data sets are drawn")
+    banded = sum(1 for key in reps if len(runs[key]) == 1 and len(bands.get(key, [])) == 1 and labels[key] in entries)
+    caption = ("bands: 95% paired bootstrap intervals over samples (one run's pooled rate per position)"
+               if banded == len(entries) else
+               f"bands: 95% paired bootstrap intervals over samples, on {banded} of {len(entries)} curves "
+               "(the others are means over several runs, or summaries from before the interval)")
+    if coincide:
+        caption += "; large hollow markers: a curve within 0.01 of one drawn before it"
+    _legend(fig, entries, len(order), f"{caption}; the {len(entries)} configurations run on the most data sets are drawn")
     return fig
 
 

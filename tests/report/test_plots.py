@@ -128,3 +128,28 @@ def test_an_entropy_panel_names_the_runs_it_pools():
     caption = " ".join(t.get_text() for t in visible[0].texts).replace("\n", " ")
     assert caption.startswith("2 runs pooled:") and "FLy (mla, K=15, W=6) on gsm8k" in caption
     assert "FLy (model, K=15, W=6) on gsm8k" in caption
+
+
+def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_stays_visible():
+    fly = _variant(dataset__name="gsm8k", drafter__name="model")
+    mla = _variant(dataset__name="gsm8k", drafter__name="mla")
+    spd = _variant(dataset__name="gsm8k", drafter__name="model")
+    spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+    band = dict(acceptance_by_position_ci_low=[0.85, 0.45, None], acceptance_by_position_ci_high=[0.95, 0.55, None])
+    rows = [
+        _run(fly, tau=5.0, speedup=1.0, run_id="fly", acceptance_by_position=[0.9, 0.5, 0.3], **band),
+        # MLA drafts the same tokens faster: the same curve, which must not vanish under FLy's
+        _run(mla, tau=5.0, speedup=1.2, run_id="mla", acceptance_by_position=[0.9, 0.5, 0.3], **band),
+        _run(spd, tau=4.0, speedup=1.1, run_id="spd", acceptance_by_position=[0.8, 0.4, 0.2]),  # no interval
+    ]
+    fig = fig_acceptance_by_position(_index(rows))
+    (ax,) = [a for a in fig.axes if a.get_title() == "gsm8k"]
+    bands = [c for c in ax.collections if c.get_paths()]
+    assert len(bands) == 2  # FLy and FLy + MLA; SPD's summary has no interval
+    ys = bands[0].get_paths()[0].vertices[:, 1]
+    assert min(ys) == pytest.approx(0.45) and max(ys) == pytest.approx(0.95)  # position 3 undefined: left out
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    hollow = [line for line in lines if line.get_markerfacecolor() == "none"]
+    assert len(hollow) == 1 and hollow[0].get_markersize() > max(line.get_markersize() for line in lines if line not in hollow)
+    caption = " ".join(_texts(fig))
+    assert "on 2 of 3 curves" in caption and "hollow markers" in caption
