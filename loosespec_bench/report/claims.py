@@ -43,6 +43,7 @@ AJ_K = 5
 SPD_AJ = {"method": "spd", "drafter": "model", "K": AJ_K}
 AJ = {"method": "autojudge", "K": AJ_K}
 DM_AJ = {"method": "dropmatch_autojudge", "K": AJ_K}
+DM_K5 = {"method": "dropmatch", "criterion": "js", "K": AJ_K}  # DropMatch alone, the judge's rows
 # The 8B -> 70B cluster run that the CPU verdicts are priced for (replicate_fly_70b at paper scale).
 CLUSTER_PAIR, CLUSTER_GPUS, CLUSTER_NEW_TOKENS = "llama31-8b-70b", 4, 1024
 
@@ -106,6 +107,12 @@ CLAIMS: tuple[Claim, ...] = (
           "speedup", AJ, SPD_AJ, source="DropMatch: AutoJudge trained on math degrades quickly on IFEval"),
     Claim("autojudge_retention", "AutoJudge", "AutoJudge keeps >= 99% of the target's score (the paper: in distribution only)",
           "retention", AJ, None, margin=0.99, source="DropMatch: AutoJudge trained on math degrades on IFEval"),
+    Claim("dropmatch_k5_tau", "DropMatch", "DropMatch's tau is above SPD's at the same K (the AutoJudge rows' K)", "tau",
+          DM_K5, SPD_AJ, source="DropMatch's AutoJudge rows (DropMatch alone)"),
+    Claim("dropmatch_k5_speed", "DropMatch", "DropMatch is faster than SPD at the same K (the AutoJudge rows' K)", "speedup",
+          DM_K5, SPD_AJ, source="DropMatch's AutoJudge rows (DropMatch alone)"),
+    Claim("dropmatch_k5_retention", "DropMatch", "DropMatch keeps >= 99% of the target's score (the AutoJudge rows' K)", "retention",
+          DM_K5, None, margin=0.99, source="DropMatch's AutoJudge rows (DropMatch alone)"),
     Claim("dropmatch_autojudge_tau", "DropMatch", "DropMatch + AutoJudge's tau is above SPD's at the same K", "tau",
           DM_AJ, SPD_AJ, source="DropMatch's AutoJudge rows"),
     Claim("dropmatch_autojudge_speed", "DropMatch", "DropMatch + AutoJudge is faster than SPD (keeps its speed out of distribution)",
@@ -179,16 +186,19 @@ def verdict(point: float | None, low: float | None, high: float | None, directio
 
 
 def n_to_decide(point: float | None, low: float | None, high: float | None, n: int, line: float = 0.0) -> int | None:
-    """Paired problems that would make an interval of this spread exclude `line` at this effect."""
+    """Paired problems that would make an interval of this spread exclude `line` at this effect:
+    the bound facing the line moves in as 1/sqrt(n). That bound's own distance from the point
+    is used, not the half-width: a ratio's interval is skewed (retention 0.571 [0.167, 1.000]
+    against 0.99 is decided by its upper side alone). An undecided claim needs more than n."""
     if point is None or low is None or high is None or n < 2:
         return None
     effect = abs(point - line)
-    half = (high - low) / 2
+    side = (high - point) if point < line else (point - low)
     if effect <= 1e-12:
         return None
     # Below MIN_N_VERDICT no verdict is given whatever the interval (a bootstrap over a handful
     # of problems understates its own spread).
-    return max(n, MIN_N_VERDICT, math.ceil(n * (half / effect) ** 2))
+    return max(n + 1, MIN_N_VERDICT, math.ceil(n * (side / effect) ** 2))
 
 
 def seconds_per_problem(folders: list[str]) -> float | None:
@@ -305,6 +315,13 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                 bound = no_change_bound(_pairs(run_b), claim.margin) if n >= MIN_N_VERDICT else None
                 if bound is not None:
                     d.verdict, d.n_needed = bound
+                if d.verdict == "contradicted":
+                    # A measured loss rests on the problems whose answer changed: the exact
+                    # test on them must agree, as for accuracy claims.
+                    pairs = _pairs(run_b)
+                    exact = mcnemar_check((sum(m < b for m, b in pairs), sum(m > b for m, b in pairs)), n)
+                    if exact is not None:
+                        d.verdict, d.n_needed = exact
             else:
                 rows = [r for r in compare_pair(load_run(Path(ra["run_dir"])), run_b, seed=seed, n_boot=n_boot) if r.figure == claim.figure]
                 if not rows:

@@ -40,7 +40,10 @@ def test_no_verdict_below_ten_problems():
 def test_n_to_decide_scales_with_the_squared_spread_over_the_effect():
     assert n_to_decide(0.25, -0.25, 0.75, 30) == 120  # half-width 0.5, effect 0.25: 30 x 4
     assert n_to_decide(0.0, -0.5, 0.5, 30) is None  # no effect: no n decides it
-    assert n_to_decide(0.97, 0.93, 1.0, 30, line=0.99) == 30 * 1.75 ** 2 // 1 + 1  # effect 0.02, half 0.035
+    assert n_to_decide(0.97, 0.93, 1.0, 30, line=0.99) == 68  # effect 0.02, upper side 0.03: 30 x 1.5^2
+    # Named case (DropMatch + AutoJudge on IFEval): a skewed interval whose upper side just
+    # reaches past the line; an undecided claim never "needs" the n it already has.
+    assert n_to_decide(0.571, 0.167, 1.0, 30, line=0.99) == 32
     assert n_to_decide(2.0, 1.5, 2.5, 3) == 10  # never below the verdict's minimum n
     assert n_to_decide(None, None, None, 30) is None
 
@@ -135,3 +138,19 @@ def test_an_accuracy_verdict_needs_the_exact_test_on_the_discordant_problems():
     assert need == 60  # 8 against 0: p = 0.0078
     assert mcnemar_check((9, 0), 30) is None  # p = 0.0039: the verdict stands
     assert mcnemar_check((0, 0), 30) is None
+
+
+def test_a_retention_loss_needs_the_exact_test_too(tmp_path):
+    # Named case: 12 problems, all right alone; the method loses 4 and gains none. The bootstrap
+    # puts retention (8/12) well below 0.99, but 4 against 0 is p = 0.125 by the exact test.
+    summary = run(compose_config([*TINY, "dataset.limit=12", "pair.dtype=float32", "method=spd"], results_dir=tmp_path))
+    path = Path(summary["run_dir"]) / "samples.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, rec in enumerate(recs):
+        rec["baseline"]["score"] = {**rec["baseline"]["score"], "correct": True}
+        rec["score"] = {**rec["score"], "correct": i >= 4}
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    claim = Claim("r", "test", "keeps accuracy", "retention", {"method": "spd"}, None, margin=0.99)
+    (d,) = decide(load_index(tmp_path), (claim,), n_boot=500)
+    assert d.b[2] < 0.99  # the bootstrap alone would say contradicted
+    assert d.verdict.startswith("undecided (the difference rests on 4 discordant problems") and d.n_needed == 24
