@@ -148,10 +148,18 @@ def _legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "")
 
 def _interval_caption(df: pd.DataFrame) -> str:
     """What the error bars are, and which runs have none."""
-    n_old = int((~is_true(df["intervals"])).sum()) if "intervals" in df and not df.empty else 0
     text = "error bars: 95% intervals from summary.json (paired bootstrap over samples)"
-    if n_old:
-        text += f"; no bar: no interval in the run's summary ({n_old} of {len(df)} runs predate the interval fields)"
+    if "intervals" not in df or df.empty:
+        return text
+    without = ~is_true(df["intervals"])
+    # An unfinished run's figures are recomputed from its samples so far, without intervals.
+    unfinished = int((without & (df["status"] == "partial")).sum()) if "status" in df else 0
+    n_old = int(without.sum()) - unfinished
+    why = [f"{n_old} of {len(df)} runs predate the interval fields"] if n_old else []
+    if unfinished:
+        why.append(f"{unfinished} of {len(df)} runs unfinished: figures so far, from their samples")
+    if why:
+        text += f"; no bar: no interval ({'; '.join(why)})"
     return text
 
 
@@ -270,6 +278,32 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return sorted(front)
 
 
+def _place_tags(ax: Any, tags: list[tuple[float, float, str, str]], fontsize: float = 7) -> None:
+    """Each point's tag (x, y, text, colour) beside it, in the first of four corners (upper
+    right, lower right, upper left, lower left) where it overlaps no tag placed before: nearby
+    configurations (FLy at theta = 0.2 and 0.3) otherwise print into each other. Sizes are
+    estimated in points from the text's length (no renderer needed)."""
+    if not tags:
+        return
+    ax.autoscale_view()
+    to_points = 72.0 / ax.figure.dpi
+    placed: list[tuple[float, float, float, float]] = []
+    height = fontsize * 1.2
+    for x, y, text, color in sorted(tags, key=lambda t: (-t[1], t[0])):
+        px, py = (v * to_points for v in ax.transData.transform((x, y)))
+        width = 0.55 * fontsize * len(text)
+        choice = None
+        for dx, dy, ha in ((4, 3, "left"), (4, -3 - height, "left"), (-4, 3, "right"), (-4, -3 - height, "right")):
+            x0 = px + dx if ha == "left" else px + dx - width
+            box = (x0, py + dy, x0 + width, py + dy + height)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                choice = (dx, dy, ha, box)
+                break
+        dx, dy, ha, box = choice or (4, 3, "left", (px + 4, py + 3, px + 4 + width, py + 3 + height))
+        placed.append(box)
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color, ha=ha)
+
+
 def fig_tradeoff(index: pd.DataFrame) -> Figure:
     """Accuracy retention vs speedup, one panel per data set, one point per configuration (the
     mean over its runs) with both intervals as error bars; one colour per method; the Pareto
@@ -294,6 +328,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         for _, r in sub.iterrows():
             groups.setdefault(config_key(r, exclude_prefixes=()), []).append(r)
         pts = []
+        tagged: list[tuple[float, float, str, str]] = []
         # Points of one method that differ in a setting (SPD at K = 10 and 15, FLy at three θ)
         # share a colour and marker: each is tagged with what tells it from the others.
         tags = _distinguishing({key: method_label(members[0]) for key, members in groups.items()},
@@ -309,9 +344,9 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
             h = ax.errorbar([s], [q], xerr=_yerr([s], [s_ci]), yerr=_yerr([q], [q_ci]), color=method_color(name, names),
                             marker=MARKERS[sorted(names).index(name) % len(MARKERS)], ms=5, lw=0, elinewidth=1, capsize=2)
             if tags.get(key):
-                ax.annotate(tags[key], (s, q), xytext=(4, 4), textcoords="offset points", fontsize=7,
-                            color=method_color(name, names))
+                tagged.append((s, q, tags[key], method_color(name, names)))
             entries.setdefault(name, h)
+        _place_tags(ax, tagged)
         if pts:
             any_point = True
             front = pareto_front(pts)

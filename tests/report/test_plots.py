@@ -11,6 +11,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.image import imread  # noqa: E402
 
 from loosespec_bench.report.plots import (  # noqa: E402
@@ -153,3 +154,23 @@ def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_sta
     assert len(hollow) == 1 and hollow[0].get_markersize() > max(line.get_markersize() for line in lines if line not in hollow)
     caption = " ".join(_texts(fig))
     assert "on 2 of 3 curves" in caption and "hollow markers" in caption
+
+
+def test_tags_of_nearby_points_do_not_print_into_each_other():
+    from loosespec_bench.report.plots import _place_tags
+
+    fig = Figure(figsize=(4, 3), dpi=100)
+    ax = fig.add_subplot()
+    ax.plot([1.0, 1.2], [0.4, 1.6])  # fixes the limits
+    # Named case: FLy at theta 0.3 and 0.2, 0.09x apart at the same retention (the committed plot).
+    _place_tags(ax, [(1.11, 1.0, "θ=0.3, W=6", "k"), (1.12, 1.0, "θ=0.2, W=6", "k")])
+    offsets = [a.xyann for a in ax.texts]
+    assert len(offsets) == 2 and offsets[0] != offsets[1]
+
+
+def test_an_unfinished_run_is_not_said_to_predate_the_intervals():
+    from loosespec_bench.report.plots import _interval_caption
+
+    df = pd.DataFrame({"intervals": [True, False, False], "status": ["complete", "partial", "complete"]})
+    text = _interval_caption(df)
+    assert "1 of 3 runs predate the interval fields" in text and "1 of 3 runs unfinished" in text
