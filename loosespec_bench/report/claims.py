@@ -275,22 +275,31 @@ def _retention(run: Any, seed: int) -> tuple[tuple[float | None, float | None, f
     return paired_bootstrap(cols, ratio_of_sums, seed=seed), len(pairs)
 
 
-def no_change_bound(pairs: list[tuple[float, float]], margin: float) -> tuple[str, int | None] | None:
-    """Retention when no sample changed its answer: the bootstrap's interval collapses to a point
-    (every resample is the same), which says nothing about how often answers change. The rule of
-    three bounds the share of changed answers by 3/n (95%), so retention can be as low as
-    1 - (3/n) / target accuracy: the verdict waits for the n where that clears the margin."""
-    if not pairs or any(m != b for m, b in pairs):
+def no_loss_bound(pairs: list[tuple[float, float]], margin: float) -> tuple[str, int | None] | None:
+    """Retention when no sample lost its answer. The bootstrap cannot bound the loss then: no
+    resample holds a loss, so its lower bound sits at 1 (no change at all: the whole interval
+    collapses to a point), which says nothing about how often answers are lost. The rule of
+    three bounds the share of lost answers by 3/n (95%), so retention can be as low as
+    1 + (gains / n - 3 / n) / target accuracy: the verdict waits for the n where that clears
+    the margin at the same share of gains. Answers changed only for the better count as gains
+    when scores are right/wrong (0/1); for graded scores only the no-change case applies."""
+    if not pairs or any(m < b for m, b in pairs):
+        return None
+    binary = all(v in (0.0, 1.0) for pair in pairs for v in pair)
+    if not binary and any(m != b for m, b in pairs):
         return None
     n = len(pairs)
     base = sum(b for _, b in pairs) / n
     if base <= 0:
         return None
-    low = 1 - (3 / n) / base
-    need = math.ceil(3 / ((1 - margin) * base)) if margin < 1 else None
+    gains = sum(1 for m, b in pairs if m > b)
+    low = 1 + (gains - 3) / n / base
+    slack = (1 - margin) * base + gains / n
+    need = math.ceil(3 / slack) if slack > 0 else None
     if low >= margin:
         return "confirmed", None
-    return f"undecided (no answer changed in {n}: the rule of three allows retention down to {max(low, 0):.2f})", need
+    what = f"no answer changed in {n}" if gains == 0 else f"no answer lost in {n}, {gains} gained"
+    return f"undecided ({what}: the rule of three allows retention down to {max(low, 0):.2f})", need
 
 
 def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int = 0, n_boot: int = 10_000) -> list[Decision]:
@@ -312,7 +321,7 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                 floor = _retention(load_run(Path(floor_row["run_dir"])), seed)[0] if floor_row is not None else None
                 d = Decision(claim, ds, n, None, b, b, verdict(*b, claim.direction, n, line=claim.margin), folders=folders, floor=floor)
                 d.n_needed = n_to_decide(*b, n, line=claim.margin) if d.verdict.startswith("undecided") else None
-                bound = no_change_bound(_pairs(run_b), claim.margin) if n >= MIN_N_VERDICT else None
+                bound = no_loss_bound(_pairs(run_b), claim.margin) if n >= MIN_N_VERDICT else None
                 if bound is not None:
                     d.verdict, d.n_needed = bound
                 if d.verdict == "contradicted":

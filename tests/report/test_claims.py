@@ -106,7 +106,7 @@ def test_loose_examples_name_the_kept_draft_token(tmp_path):
 
 
 def test_retention_with_no_changed_answer_waits_for_the_rule_of_three():
-    from loosespec_bench.report.claims import no_change_bound
+    from loosespec_bench.report.claims import no_loss_bound as no_change_bound
 
     same = [(1.0, 1.0)] * 15 + [(0.0, 0.0)] * 15  # 30 problems, half right, none changed
     verdict_text, need = no_change_bound(same, 0.99)
@@ -114,7 +114,23 @@ def test_retention_with_no_changed_answer_waits_for_the_rule_of_three():
     assert verdict_text.startswith("undecided (no answer changed in 30") and "0.80" in verdict_text
     assert need == 600  # 3 / (0.01 x 0.5)
     assert no_change_bound([(1.0, 1.0)] * 400, 0.99) == ("confirmed", None)
-    assert no_change_bound([(1.0, 0.0), (1.0, 1.0)], 0.99) is None  # an answer changed: the bootstrap decides
+    assert no_change_bound([(0.0, 1.0), (1.0, 1.0)], 0.99) is None  # an answer lost: the bootstrap decides
+
+
+def test_retention_with_answers_only_gained_still_bounds_the_unseen_losses():
+    from loosespec_bench.report.claims import no_loss_bound
+
+    # Named case (SPD K = 15 on HumanEval): 15 of 30 right alone, one gained, none lost. The
+    # bootstrap's lower bound is exactly 1 (no resample holds a loss): "confirmed" would be
+    # an artefact. Up to 3 losses in 30 are plausible: retention down to (15 + 1 - 3) / 15.
+    pairs = [(1.0, 1.0)] * 15 + [(1.0, 0.0)] + [(0.0, 0.0)] * 14
+    verdict_text, need = no_loss_bound(pairs, 0.99)
+    assert verdict_text.startswith("undecided (no answer lost in 30, 1 gained") and "0.87" in verdict_text
+    assert need == 79  # 3 / (0.01 x 0.5 + 1/30) = 78.3
+    # FLy on HumanEval: 4 gained, none lost: (15 + 4 - 3) / 15 = 1.07 clears 0.99 even so.
+    assert no_loss_bound([(1.0, 1.0)] * 15 + [(1.0, 0.0)] * 4 + [(0.0, 0.0)] * 11, 0.99) == ("confirmed", None)
+    # Graded scores (a judge's rating) that only rose: no rule of three for them.
+    assert no_loss_bound([(0.8, 0.5), (0.5, 0.5)], 0.99) is None
 
 
 def test_a_retention_claims_noise_floor_is_the_lossless_rule_at_its_own_k():
