@@ -461,7 +461,10 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
     for ax in axes[len(datasets):]:
         ax.set_visible(False)
     entries = {lab: entries[lab] for lab in shown if lab in entries}
-    banded = sum(1 for key in reps if len(runs[key]) == 1 and len(bands.get(key, [])) == 1 and labels[key] in entries)
+    # Counted per legend entry (one configuration may be drawn in several panels): banded when
+    # every panel's curve of it has its interval.
+    has_band = {key: len(runs[key]) == 1 and len(bands.get(key, [])) == 1 for key in reps}
+    banded = sum(1 for lab in entries if all(has_band[key] for key in reps if labels[key] == lab))
     caption = ("bands: 95% paired bootstrap intervals over samples (one run's pooled rate per position)"
                if banded == len(entries) else
                f"bands: 95% paired bootstrap intervals over samples, on {banded} of {len(entries)} curves "

@@ -154,6 +154,14 @@ def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_sta
     assert len(hollow) == 1 and hollow[0].get_markersize() > max(line.get_markersize() for line in lines if line not in hollow)
     caption = " ".join(_texts(fig))
     assert "on 2 of 3 curves" in caption and "hollow markers" in caption
+    # The same three configurations on a second set: still counted once each, not per panel.
+    more = [_run(_variant(**{"dataset__name": "mbpp", "drafter__name": d}), tau=5.0, speedup=1.0, run_id=f"{d}-mbpp",
+                 acceptance_by_position=[0.9, 0.5, 0.3], **band) for d in ("model", "mla")]
+    spd_mbpp = _variant(dataset__name="mbpp", drafter__name="model")
+    spd_mbpp["method"] = spd["method"]
+    more.append(_run(spd_mbpp, tau=4.0, speedup=1.1, run_id="spd-mbpp", acceptance_by_position=[0.8, 0.4, 0.2]))
+    caption = " ".join(_texts(fig_acceptance_by_position(_index(rows + more))))
+    assert "on 2 of 3 curves" in caption
 
 
 def test_tags_of_nearby_points_do_not_print_into_each_other():
