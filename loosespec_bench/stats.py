@@ -26,6 +26,8 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 from scipy import stats
 
+from .metrics import position_counts
+
 N_BOOT = 10_000
 LEVEL = 0.95
 CiMethod = Literal["BCa", "percentile"]
@@ -308,20 +310,9 @@ def acceptance_intervals(
     resampled as one. Lists acceptance_by_position_ci_low / _ci_high, one entry per position
     (None where the interval is undefined: a late position drafted in too few samples); {}
     without drafted steps."""
-    offered: list[list[int]] = []  # [samples][positions]
-    taken: list[list[int]] = []
-    for r in records:
-        o: list[int] = []
-        t: list[int] = []
-        for k, n in zip(r["metrics"].get("drafted", []), r["metrics"].get("accepted", [])):
-            while len(o) < k:
-                o.append(0)
-                t.append(0)
-            for i in range(k):
-                o[i] += 1
-                t[i] += i < n
-        offered.append(o)
-        taken.append(t)
+    per_sample = [position_counts([r]) for r in records]
+    offered = [o for o, _ in per_sample]  # [samples][positions]
+    taken = [t for _, t in per_sample]
     k_max = max((len(o) for o in offered), default=0)
     if k_max == 0:
         return {}
