@@ -138,18 +138,42 @@ def _version(dist: str) -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    """cpu_model, cpu_count, memory_gb of this machine (None where unknown)."""
-    model = None
+    """cpu_model, cpu_signature, cpu_isa, cpu_count, memory_gb of this machine (None where unknown).
+
+    The model name alone does not tell two CPUs apart ("AMD EPYC" names a Milan without AVX-512
+    and a Genoa with AVX-512 BF16 on the same cloud, and bf16 decodes at very different speeds on
+    them), so speed figures are compared only between runs whose signature and ISA agree."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+            for line in f:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
+    model = info.get("model name")
+    signature = None
+    if "vendor_id" in info:
+        signature = f"{info['vendor_id']} family {info.get('cpu family', '?')} model {info.get('model', '?')} stepping {info.get('stepping', '?')}"
     try:
         memory_gb: float | None = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError):
         memory_gb = None
-    return {"cpu_model": model or platform.processor() or None, "cpu_count": os.cpu_count(), "memory_gb": memory_gb}
+    try:  # the vector ISA torch's kernels dispatch to here: "AVX512", "AVX2", ...
+        import torch
+
+        isa: str | None = torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):
+        isa = None
+    return {
+        "cpu_model": model or platform.processor() or None,
+        "cpu_signature": signature,
+        "cpu_isa": isa,
+        "cpu_count": os.cpu_count(),
+        "memory_gb": memory_gb,
+    }
 
 
 def data_files(task: Any) -> dict[str, str]:

@@ -118,6 +118,14 @@ def prepack_available() -> bool:
     )
 
 
+def _bf16_packable() -> bool:
+    # oneDNN reorders bf16 weights only on CPUs with native bf16 arithmetic (AVX-512 BW/VL/DQ or
+    # AVX-NE-CONVERT); on an AVX2-only CPU (e.g. AMD EPYC Milan) _reorder_linear_weight raises,
+    # so there bf16 layers keep the stock kernel and only fp32 ones are packed.
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(check()) if check is not None else False
+
+
 def _packable(lin: torch.nn.Module) -> bool:
     # Exactly nn.Linear (quantised and LoRA subclasses bring their own forward), plain weights,
     # on the CPU, in a dtype oneDNN packs, with no accelerate hook that would move tensors.
@@ -128,7 +136,7 @@ def _packable(lin: torch.nn.Module) -> bool:
         type(lin) in (torch.nn.Linear, QuantizedLinear)
         and isinstance(w, torch.Tensor)
         and w.device.type == "cpu"
-        and w.dtype in (torch.float32, torch.bfloat16)
+        and (w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and _bf16_packable()))
         and not hasattr(lin, "_hf_hook")
         and not lin._forward_hooks
         and not lin._forward_pre_hooks

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from loosespec_bench.decoding import generate
+from loosespec_bench.decoding import cpu as cpu_paths
 from loosespec_bench.decoding.cpu import cpu_fast_paths, prepack_available, prepacked_linears
 from loosespec_bench.models.loading import load_model
 from loosespec_bench.verifiers.spd import SPD
@@ -31,12 +32,25 @@ def test_prepacked_linear_matches_stock(dtype, rows, bias):
     with torch.inference_mode():
         ref = F.linear(x, lin.weight, lin.bias)
         with prepacked_linears(lin) as n:
-            assert n == 1 and "forward" in lin.__dict__
+            # bf16 weights are packed only where oneDNN has a bf16 path (AVX-512 / AVX-NE-CONVERT).
+            packed = dtype == torch.float32 or cpu_paths._bf16_packable()
+            assert n == int(packed) and ("forward" in lin.__dict__) == packed
             got = lin(x)
     assert "forward" not in lin.__dict__  # stock forward again
     assert got.shape == ref.shape and got.dtype == ref.dtype
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     torch.testing.assert_close(got.float(), ref.float(), rtol=tol, atol=tol)
+
+
+def test_bf16_left_stock_on_a_cpu_without_bf16_kernels(monkeypatch):
+    """An AVX2-only CPU: oneDNN cannot reorder bf16 weights (it raised mid-run before), so bf16
+    linears keep the stock kernel while fp32 ones are still packed."""
+    monkeypatch.setattr(cpu_paths, "_bf16_packable", lambda: False)
+    bf16, fp32 = torch.nn.Linear(8, 8).to(torch.bfloat16), torch.nn.Linear(8, 8)
+    x = torch.randn(2, 8)
+    with torch.inference_mode(), prepacked_linears(bf16, fp32) as n:
+        assert n == 1 and "forward" not in bf16.__dict__ and "forward" in fp32.__dict__
+        assert bf16(x.to(torch.bfloat16)).dtype == torch.bfloat16
 
 
 def test_prepacked_weight_follows_in_place_changes():
