@@ -119,11 +119,22 @@ def prepack_available() -> bool:
 
 
 def _bf16_packable() -> bool:
-    # oneDNN reorders bf16 weights only on CPUs with native bf16 arithmetic (AVX-512 BW/VL/DQ or
-    # AVX-NE-CONVERT); on an AVX2-only CPU (e.g. AMD EPYC Milan) _reorder_linear_weight raises,
-    # so there bf16 layers keep the stock kernel and only fp32 ones are packed.
+    """Whether oneDNN packs bf16 weights here: only on CPUs with native bf16 arithmetic
+    (AVX-512 BW/VL/DQ or AVX-NE-CONVERT); on an AVX2-only CPU (e.g. AMD EPYC Milan)
+    _reorder_linear_weight raises."""
     check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
     return bool(check()) if check is not None else False
+
+
+# Without native bf16 (AVX2), aten's bf16 linear is fast for one row (it streams half the bytes
+# of fp32: 1.7 ms for a 1536 x 8960 layer on 2 Milan cores, bit-identical to fp32 arithmetic)
+# but slow for several: 23 ms at 16 rows, 106 ms at 60, against 7.9 and 15.6 ms for oneDNN's
+# fp32 matmul on a packed fp32 copy of the same bf16 weights (scripts/bench_step.py-sized shapes;
+# a 60-token prefill took 11 s). So there a bf16 layer keeps the stock kernel for 1-row inputs
+# (decode) and sends multi-row inputs (prefill, K+1-token verification, tree and MLA drafts)
+# through the fp32 copy: exact products of bf16 values, fp32 sums, one rounding to bf16 at the
+# end, as the AVX-512 BF16 kernel does; outputs differ from stock bf16 by a rounding (<= 2 ulp).
+# The copy costs 4 bytes per weight (6 GB for the 1.5B target).
 
 
 def _packable(lin: torch.nn.Module) -> bool:
@@ -136,7 +147,7 @@ def _packable(lin: torch.nn.Module) -> bool:
         type(lin) in (torch.nn.Linear, QuantizedLinear)
         and isinstance(w, torch.Tensor)
         and w.device.type == "cpu"
-        and (w.dtype == torch.float32 or (w.dtype == torch.bfloat16 and _bf16_packable()))
+        and w.dtype in (torch.float32, torch.bfloat16)
         and not hasattr(lin, "_hf_hook")
         and not lin._forward_hooks
         and not lin._forward_pre_hooks
@@ -150,7 +161,9 @@ def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
     cached = _PACKED.get(lin)
     if cached is None or cached[0] != key:
         with torch.no_grad():
-            cached = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach(), None))
+            # bf16 without native kernels: an fp32 copy (see above), whose dtype tells the forward.
+            src = w.detach().float() if w.dtype == torch.bfloat16 and not _bf16_packable() else w.detach()
+            cached = (key, torch.ops.mkldnn._reorder_linear_weight(src, None))
         _PACKED[lin] = cached
     return cached[1]
 
@@ -158,6 +171,8 @@ def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
 def _packed_forward(lin: torch.nn.Linear) -> Any:
     packed = _packed_weight(lin)
     bias = lin.bias
+    upcast = packed.dtype == torch.float32 and lin.weight.dtype == torch.bfloat16
+    bias_f32 = bias.detach().float() if upcast and bias is not None else None
     int_forward = lin.int_forward if isinstance(lin, QuantizedLinear) else None
 
     def forward(x: torch.Tensor) -> torch.Tensor:  # x: [..., in] -> [..., out]
@@ -167,6 +182,11 @@ def _packed_forward(lin: torch.nn.Linear) -> Any:
                 return y
         if x.dtype != lin.weight.dtype or x.device.type != "cpu" or torch.is_grad_enabled():
             return F.linear(x, lin.weight, bias)  # mixed dtypes / autograd: the stock path
+        if upcast:  # bf16 layer on a CPU without bf16 kernels
+            if x.numel() == x.shape[-1]:
+                return F.linear(x, lin.weight, bias)  # one row: stock bf16 streams half the bytes
+            y = torch.ops.mkldnn._linear_pointwise(x.float().contiguous(), packed, bias_f32, "none", [], "")
+            return y.to(x.dtype)
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
 
     return forward

@@ -32,9 +32,7 @@ def test_prepacked_linear_matches_stock(dtype, rows, bias):
     with torch.inference_mode():
         ref = F.linear(x, lin.weight, lin.bias)
         with prepacked_linears(lin) as n:
-            # bf16 weights are packed only where oneDNN has a bf16 path (AVX-512 / AVX-NE-CONVERT).
-            packed = dtype == torch.float32 or cpu_paths._bf16_packable()
-            assert n == int(packed) and ("forward" in lin.__dict__) == packed
+            assert n == 1 and "forward" in lin.__dict__
             got = lin(x)
     assert "forward" not in lin.__dict__  # stock forward again
     assert got.shape == ref.shape and got.dtype == ref.dtype
@@ -42,15 +40,26 @@ def test_prepacked_linear_matches_stock(dtype, rows, bias):
     torch.testing.assert_close(got.float(), ref.float(), rtol=tol, atol=tol)
 
 
-def test_bf16_left_stock_on_a_cpu_without_bf16_kernels(monkeypatch):
-    """An AVX2-only CPU: oneDNN cannot reorder bf16 weights (it raised mid-run before), so bf16
-    linears keep the stock kernel while fp32 ones are still packed."""
+@pytest.mark.parametrize("rows", [1, 16])
+def test_bf16_without_native_kernels_goes_through_an_fp32_copy(monkeypatch, rows):
+    """An AVX2-only CPU: oneDNN cannot reorder bf16 weights (it raised mid-run before). bf16
+    layers are packed as fp32 copies for multi-row inputs; one row keeps the stock kernel."""
     monkeypatch.setattr(cpu_paths, "_bf16_packable", lambda: False)
-    bf16, fp32 = torch.nn.Linear(8, 8).to(torch.bfloat16), torch.nn.Linear(8, 8)
-    x = torch.randn(2, 8)
-    with torch.inference_mode(), prepacked_linears(bf16, fp32) as n:
-        assert n == 1 and "forward" not in bf16.__dict__ and "forward" in fp32.__dict__
-        assert bf16(x.to(torch.bfloat16)).dtype == torch.bfloat16
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(64, 96).to(torch.bfloat16)
+    x = torch.randn(1, rows, 64).to(torch.bfloat16)  # [B, q, in]
+    with torch.inference_mode():
+        ref = F.linear(x.float(), lin.weight.float(), lin.bias.float())  # fp32 arithmetic on bf16 values
+        with prepacked_linears(lin) as n:
+            assert n == 1
+            got = lin(x)
+        assert cpu_paths._PACKED[lin][1].dtype == torch.float32  # the packed copy is fp32
+    assert got.dtype == torch.bfloat16 and got.shape == ref.shape
+    # One rounding of the fp32 result: exactly what the fp32 copy computes, rounded once.
+    if rows > 1:
+        torch.testing.assert_close(got.float(), ref.to(torch.bfloat16).float(), rtol=0, atol=0)
+    else:  # the stock bf16 kernel
+        torch.testing.assert_close(got.float(), ref.float(), rtol=1e-2, atol=1e-2)
 
 
 def test_prepacked_weight_follows_in_place_changes():
