@@ -128,13 +128,15 @@ def _bf16_packable() -> bool:
 
 # Without native bf16 (AVX2), aten's bf16 linear is fast for one row (it streams half the bytes
 # of fp32: 1.7 ms for a 1536 x 8960 layer on 2 Milan cores, bit-identical to fp32 arithmetic)
-# but slow for several: 23 ms at 16 rows, 106 ms at 60, against 7.9 and 15.6 ms for oneDNN's
-# fp32 matmul on a packed fp32 copy of the same bf16 weights (scripts/bench_step.py-sized shapes;
-# a 60-token prefill took 11 s). So there a bf16 layer keeps the stock kernel for 1-row inputs
-# (decode) and sends multi-row inputs (prefill, K+1-token verification, tree and MLA drafts)
-# through the fp32 copy: exact products of bf16 values, fp32 sums, one rounding to bf16 at the
-# end, as the AVX-512 BF16 kernel does; outputs differ from stock bf16 by a rounding (<= 2 ulp).
+# but its time grows with every row: 1.6 / 3.0 / 4.3 / 8.6 ms at 1 / 2 / 3 / 6 rows, 23 ms at
+# 16, 106 ms at 60, against 3.4 / 3.7 / 3.5 / 4.8, 7.9 and 15.6 ms for oneDNN's fp32 matmul on
+# a packed fp32 copy of the same bf16 weights (the LM head 151936 x 896 crosses over at 3 rows
+# too; a 60-token prefill of the 1.5B target took 11 s). So there a bf16 layer keeps the stock
+# kernel below _UPCAST_MIN_ROWS rows (decode) and sends longer inputs (prefill, K+1-token
+# verification, tree and MLA drafts) through the fp32 copy: exact products of bf16 values, fp32
+# sums, one rounding to bf16 at the end; outputs differ from stock bf16 by a rounding (<= 2 ulp).
 # The copy costs 4 bytes per weight (6 GB for the 1.5B target).
+_UPCAST_MIN_ROWS = 3
 
 
 def _packable(lin: torch.nn.Module) -> bool:
@@ -183,8 +185,8 @@ def _packed_forward(lin: torch.nn.Linear) -> Any:
         if x.dtype != lin.weight.dtype or x.device.type != "cpu" or torch.is_grad_enabled():
             return F.linear(x, lin.weight, bias)  # mixed dtypes / autograd: the stock path
         if upcast:  # bf16 layer on a CPU without bf16 kernels
-            if x.numel() == x.shape[-1]:
-                return F.linear(x, lin.weight, bias)  # one row: stock bf16 streams half the bytes
+            if x.numel() < _UPCAST_MIN_ROWS * x.shape[-1]:
+                return F.linear(x, lin.weight, bias)  # 1-2 rows: stock bf16 streams half the bytes
             y = torch.ops.mkldnn._linear_pointwise(x.float().contiguous(), packed, bias_f32, "none", [], "")
             return y.to(x.dtype)
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")

@@ -331,6 +331,13 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                     exact = mcnemar_check((sum(m < b for m, b in pairs), sum(m > b for m, b in pairs)), n)
                     if exact is not None:
                         d.verdict, d.n_needed = exact
+            elif claim.figure == "speedup" and _machine(ra) != _machine(rb):
+                # Each speedup is paired in-process on its own machine, but two of them compare
+                # only on one CPU: bf16 decodes at very different relative costs with and without
+                # native bf16 kernels, so a difference across CPUs says nothing about the methods.
+                d = Decision(claim, ds, 0, _own(ra, "speedup"), _own(rb, "speedup"), (None, None, None),
+                             f"not comparable: speed measured on different CPUs (A: {_machine(ra)}; B: {_machine(rb)})",
+                             folders=folders)
             else:
                 rows = [r for r in compare_pair(load_run(Path(ra["run_dir"])), run_b, seed=seed, n_boot=n_boot) if r.figure == claim.figure]
                 if not rows:
@@ -349,6 +356,19 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                 d.cluster_gpu_hours = cluster_gpu_hours(d.n_needed, methods)
             out.append(d)
     return out
+
+
+def _machine(row: pd.Series) -> Any:
+    """The index's machine label of a run (None where the index has none)."""
+    value = row.get("machine") if hasattr(row, "get") else None
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _own(row: pd.Series, figure: str) -> tuple[float | None, float | None, float | None]:
+    """A run's own figure and interval, as its summary gave them (index columns)."""
+    def num(v: Any) -> float | None:
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+    return num(row.get(figure)), num(row.get(f"{figure}_ci_low")), num(row.get(f"{figure}_ci_high"))
 
 
 def _iv(iv: tuple[float | None, float | None, float | None] | None, spec: str) -> str:
@@ -375,7 +395,7 @@ def format_claims(decisions: list[Decision]) -> str:
         else:
             need = "no interval" if None in d.diff else "no effect seen"
         lines.append(
-            f"| {d.claim.text} ({d.claim.figure}) | {d.claim.paper} | {d.dataset} | {d.n} | {_iv(d.a, spec)} | {_iv(d.b, spec)} | "
+            f"| {d.claim.text} ({d.claim.figure}) | {d.claim.paper} | {d.dataset} | {d.n or '-'} | {_iv(d.a, spec)} | {_iv(d.b, spec)} | "
             f"{diff} | **{d.verdict}** | {need} | {'-' if d.cpu_hours is None else f'{d.cpu_hours:.1f}'} | "
             f"{'-' if d.cluster_gpu_hours is None else f'{d.cluster_gpu_hours:.0f}'} |"
         )

@@ -42,7 +42,7 @@ FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, SCORE_DIFF, *FIGURES[6:]) for
 COLUMNS = [
     *IDENTITY, *(k.column for k in KNOBS), *FIGURE_COLUMNS, "score_name",
     "n_samples", "n_problems", "n_expected", "underpowered", "power_threshold", "ci_level", "ci_method", "intervals",
-    *(f"timing_{t}" for t in TIMING_FIELDS), "acceptance_by_position", *ACCEPTANCE_CI, "hardware", "date", "git_commit",
+    *(f"timing_{t}" for t in TIMING_FIELDS), "acceptance_by_position", *ACCEPTANCE_CI, "hardware", "machine", "date", "git_commit",
     "run_dir", "also_in", "summary_source", "config", "config_id", "dataset_config_id", "extra_knobs",
 ]
 NUMERIC = [
@@ -273,6 +273,7 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
         **{key: [None if x is None else float(x) for x in summary[key]] if isinstance(summary.get(key), list) else []
            for key in ACCEPTANCE_CI},
         hardware=summary.get("hardware"),
+        machine=machine_label(summary),
         date=summary.get("date"),
         git_commit=summary.get("git_commit"),
         run_dir=str(run_dir) if run_dir else summary.get("run_dir"),
@@ -284,6 +285,20 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
         row["K"] = 0.0
         row["drafter"] = None
     return row
+
+
+def machine_label(summary: Mapping[str, Any]) -> str | None:
+    """The machine a run's speed was measured on: CPU name, signature and vector ISA (summary.
+    machine()), e.g. 'AMD EPYC (AuthenticAMD family 25 model 1 stepping 1, AVX2)'. Speed figures
+    of two runs are comparable only where these agree. Runs written before the signature was
+    recorded read '<name> (signature not recorded)': 'AMD EPYC' alone named two CPUs here."""
+    name = summary.get("cpu_model")
+    if not isinstance(name, str):
+        return None
+    signature, isa = summary.get("cpu_signature"), summary.get("cpu_isa")
+    if not isinstance(signature, str):
+        return f"{name} (signature not recorded)"
+    return f"{name} ({signature}, {isa})" if isinstance(isa, str) else f"{name} ({signature})"
 
 
 class MalformedSummary(ValueError):

@@ -40,10 +40,10 @@ def test_prepacked_linear_matches_stock(dtype, rows, bias):
     torch.testing.assert_close(got.float(), ref.float(), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("rows", [1, 16])
+@pytest.mark.parametrize("rows", [1, 2, 3, 16])
 def test_bf16_without_native_kernels_goes_through_an_fp32_copy(monkeypatch, rows):
     """An AVX2-only CPU: oneDNN cannot reorder bf16 weights (it raised mid-run before). bf16
-    layers are packed as fp32 copies for multi-row inputs; one row keeps the stock kernel."""
+    layers are packed as fp32 copies for inputs of 3 rows or more; 1-2 rows keep the stock kernel."""
     monkeypatch.setattr(cpu_paths, "_bf16_packable", lambda: False)
     torch.manual_seed(1)
     lin = torch.nn.Linear(64, 96).to(torch.bfloat16)
@@ -56,7 +56,7 @@ def test_bf16_without_native_kernels_goes_through_an_fp32_copy(monkeypatch, rows
         assert cpu_paths._PACKED[lin][1].dtype == torch.float32  # the packed copy is fp32
     assert got.dtype == torch.bfloat16 and got.shape == ref.shape
     # One rounding of the fp32 result: exactly what the fp32 copy computes, rounded once.
-    if rows > 1:
+    if rows >= cpu_paths._UPCAST_MIN_ROWS:
         torch.testing.assert_close(got.float(), ref.to(torch.bfloat16).float(), rtol=0, atol=0)
     else:  # the stock bf16 kernel
         torch.testing.assert_close(got.float(), ref.float(), rtol=1e-2, atol=1e-2)

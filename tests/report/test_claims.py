@@ -87,6 +87,27 @@ def test_decide_on_two_tiny_runs(tmp_path):
     assert list(csv["claim"]) == [d.claim.id for d in decisions]
 
 
+def test_a_speed_claim_compares_only_runs_measured_on_one_cpu(tmp_path):
+    """Each speedup is paired on its own machine; two of them differ by CPU as much as by method
+    (bf16 with and without native kernels), so across CPUs the claim says so instead of a verdict."""
+    for k in ("3", "6"):
+        run(compose_config([*TINY, "dataset.limit=4", "pair.dtype=float32", "method=spd", f"drafter.k={k}",
+                            f"experiment_name=e{k}"], results_dir=tmp_path))
+    claim = Claim("v", "test", "a longer draft is faster", "speedup", {"method": "spd", "K": 6}, {"method": "spd", "K": 3})
+    same = decide(load_index(tmp_path), (claim,), n_boot=200)[0]
+    assert not same.verdict.startswith("not comparable") and same.n == 4  # one machine: decided as usual
+    moved = next(tmp_path.glob("e6/*/summary.json"))
+    summary = json.loads(moved.read_text())
+    summary.update(cpu_signature="GenuineIntel family 6 model 143 stepping 8", cpu_isa="AVX512")
+    moved.write_text(json.dumps(summary))
+    index = load_index(tmp_path)
+    assert index["machine"].nunique() == 2
+    d = decide(index, (claim,), n_boot=200)[0]
+    assert d.verdict.startswith("not comparable: speed measured on different CPUs") and "AVX512" in d.verdict
+    assert d.b[0] == pytest.approx(summary["speedup"]) and d.diff == (None, None, None)
+    assert "| - |" in format_claims([d])  # no n: nothing was paired
+
+
 def test_loose_examples_name_the_kept_draft_token(tmp_path):
     summary = run(compose_config([*TINY, "dataset.limit=1"], results_dir=tmp_path))
     folder = Path(summary["run_dir"])
