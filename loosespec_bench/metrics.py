@@ -44,25 +44,10 @@ def sample_metrics(gen: GenerationOutput, prompt_tokens: int) -> dict[str, Any]:
     }
 
 
-def position_counts(records: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
-    """(offered, taken): per draft position i, the steps that drafted it and those that
-    accepted it, summed over the records' steps."""
-    offered: list[int] = []
-    taken: list[int] = []
-    for r in records:
-        m = r["metrics"]
-        for k, n in zip(m.get("drafted", []), m.get("accepted", [])):
-            while len(offered) < k:
-                offered.append(0)
-                taken.append(0)
-            for i in range(k):
-                offered[i] += 1
-                taken[i] += i < n
-    return offered, taken
-
-
 def acceptance_by_position(records: list[dict[str, Any]]) -> list[float]:
     """rate[i] = P(draft position i+1 accepted | it was drafted), pooled over steps."""
+    from .stats import position_counts  # here, not at the top: stats brings scipy, metrics stays light
+
     offered, taken = position_counts(records)
     return [t / o for t, o in zip(taken, offered)]
 

@@ -26,8 +26,6 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 from scipy import stats
 
-from .metrics import position_counts
-
 N_BOOT = 10_000
 LEVEL = 0.95
 CiMethod = Literal["BCa", "percentile"]
@@ -38,6 +36,23 @@ BATCH = 1000  # resamples evaluated at once: memory stays ~BATCH x samples float
 # percentile interval of the defined ones (conditional on the figure existing, as its point
 # estimate is); beyond it, the run is too small for an interval and gets none.
 MAX_UNDEFINED = 0.01
+
+
+def position_counts(records: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """(offered, taken): per draft position i, the steps that drafted it and those that
+    accepted it, summed over the records' steps."""
+    offered: list[int] = []
+    taken: list[int] = []
+    for r in records:
+        m = r["metrics"]
+        for k, n in zip(m.get("drafted", []), m.get("accepted", [])):
+            while len(offered) < k:
+                offered.append(0)
+                taken.append(0)
+            for i in range(k):
+                offered[i] += 1
+                taken[i] += i < n
+    return offered, taken
 
 
 def method_text(ci_method: CiMethod = CI_METHOD) -> str:

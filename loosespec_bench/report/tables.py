@@ -469,12 +469,25 @@ def _interval_notes(runs: pd.DataFrame) -> list[str]:
     if old:
         notes.append(f"'(no interval)': {old} of these {len(runs)} runs' summaries predate the interval fields "
                      "(re-score them: python -m loosespec_bench.score <run dir>); the point value is shown alone.")
+    notes += _machine_notes(runs)
     under = runs[is_true(runs["underpowered"])] if "underpowered" in runs else runs.iloc[:0]
     if not under.empty:
         thr = under["power_threshold"].dropna()
         notes.append("'underpowered (n=…)': the run's summary says its quality interval is wider than the power threshold"
                      + (f" ({thr.iloc[0]:g})" if not thr.empty else "") + "; more problems are needed to tell a loss from noise.")
     return notes
+
+
+def _machine_notes(runs: pd.DataFrame) -> list[str]:
+    """Which CPU each speed was measured on, where the table's runs span more than one: every
+    speedup is paired on its own machine, but two speedups from different CPUs do not compare."""
+    if "machine" not in runs or runs["machine"].dropna().nunique() < 2:
+        return []
+    parts = []
+    for machine, group in runs.dropna(subset=["machine"]).groupby("machine", sort=True):
+        sets = ", ".join(sorted({str(d) for d in group["dataset"].dropna()}))
+        parts.append(f"{machine}: {len(group)} run(s) ({sets})")
+    return ["speed measured on different CPUs; compare speedups only between runs of one CPU: " + "; ".join(parts)]
 
 
 def _subset_notes(runs: pd.DataFrame) -> list[str]:

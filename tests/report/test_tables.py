@@ -186,6 +186,19 @@ def test_a_cell_carries_its_interval_and_an_old_summary_says_no_interval():
     assert "interval not computable" in _ours(cell, "llama31-8b-70b")[0][cell.columns.index("gsm8k speedup")].text()
 
 
+def test_a_table_whose_speeds_come_from_two_cpus_says_which_runs_ran_where():
+    """'AMD EPYC' named an AVX-512 BF16 CPU and an AVX2-only one; a table spanning both says so."""
+    genoa = _run(BASE_CFG, tau=6.0, speedup=1.4, run_id="old", cpu_model="AMD EPYC")
+    milan = _run(_variant(dataset__name="humaneval"), tau=6.0, speedup=0.9, run_id="new", cpu_model="AMD EPYC",
+                 cpu_signature="AuthenticAMD family 25 model 1 stepping 1", cpu_isa="AVX2")
+    assert genoa["machine"] == "AMD EPYC (signature not recorded)"
+    assert milan["machine"] == "AMD EPYC (AuthenticAMD family 25 model 1 stepping 1, AVX2)"
+    notes = [n for n in fly_main_table(_index([genoa, milan]), load_published()).notes if "different CPUs" in n]
+    assert len(notes) == 1 and "(signature not recorded): 1 run(s) (gsm8k)" in notes[0] and "AVX2): 1 run(s) (humaneval)" in notes[0]
+    # One CPU: no note.
+    assert not [n for n in fly_main_table(_index([genoa]), load_published()).notes if "different CPUs" in n]
+
+
 def test_an_underpowered_run_says_so_in_its_quality_cells():
     under = _run(BASE_CFG, tau=6.0, speedup=1.4, n=3, underpowered=True, power_threshold=0.05, **INTERVALS)
     table = fly_main_table(_index([under]), load_published())
