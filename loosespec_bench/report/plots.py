@@ -312,6 +312,13 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     if not df.empty:
         df = df[df["method"] != "ar"]
     datasets = _datasets(df)
+    # A set where no configuration has a retention (its target alone scored 0: MGSM under the
+    # paper's prompt on the CPU pair) gets no empty panel; the caption names it instead.
+    no_panel = [ds for ds in datasets if df.loc[df["dataset"].astype(str) == ds, "retention"].isna().all()]
+    if len(no_panel) < len(datasets):
+        datasets = [ds for ds in datasets if ds not in no_panel]
+    else:
+        no_panel = []
     n = max(1, len(datasets))
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
@@ -374,6 +381,8 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     caption = _interval_caption(df) + "\nblack on grey: Pareto frontier; dashed: target-alone accuracy; dash-dot: 1×"
     if missing:
         caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
+    if no_panel:
+        caption += f"\nno panel for {', '.join(no_panel)}: no configuration there has a retention (target-alone accuracy 0)"
     _legend(fig, entries, len(entries), caption)
     return fig
 

@@ -96,6 +96,19 @@ def test_a_method_has_the_same_colour_in_every_figure():
     assert {"FLy + MLA", "SPD"} <= legend
 
 
+def test_a_set_without_any_retention_gets_no_empty_panel_but_a_caption():
+    """MGSM under the paper's prompt on the CPU pair: the target alone scored 0, so no run there
+    has a retention; its panel would be empty."""
+    df = _many_runs()
+    df.loc[df["dataset"] == "mgsm", "retention"] = float("nan")
+    fig = fig_tradeoff(df)
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["gsm8k"]
+    assert any("no panel for mgsm" in t for t in _texts(fig))
+    # Every set without retention: the one note panel stays, no caption about panels.
+    df["retention"] = float("nan")
+    assert not any("no panel for" in t for t in _texts(fig_tradeoff(df)))
+
+
 def test_saved_figures_are_not_clipped(tmp_path):
     fig = fig_vs_param(_many_runs(), "theta")
     fig.text(1.2, 0.5, "a label past the right edge")  # what a long legend or caption can do
