@@ -54,6 +54,7 @@ NOT_RUN = "not run"
 NOT_SOURCED = "not sourced"  # kept for readers of older reports; cells without a published figure are empty
 NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone accuracy 0)
 NO_INTERVAL = "no interval"
+MIXED_CPUS = "mixed CPUs"  # a mean of speedups measured on different CPUs: not taken
 METHOD_NAMES = {"fly": "FLy", "spd": "SPD", "dropmatch": "DropMatch", "ar": "target alone",
                 "autojudge": "AutoJudge", "dropmatch_autojudge": "DropMatch + AutoJudge"}
 ENGINE_NAMES = {"vllm": "vLLM"}  # engine=<name> as the tables print it (engine=hf, our loop: no tag)
@@ -478,6 +479,11 @@ def _interval_notes(runs: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _machines(members: Iterable[Any]) -> set[str]:
+    """The CPU labels (index column 'machine') of runs; runs that predate the column add none."""
+    return {str(m.get("machine")) for m in members if isinstance(m.get("machine"), str) and m.get("machine")}
+
+
 def _machine_notes(runs: pd.DataFrame) -> list[str]:
     """Which CPU each speed was measured on, where the table's runs span more than one: every
     speedup is paired on its own machine, but two speedups from different CPUs do not compare."""
@@ -487,7 +493,9 @@ def _machine_notes(runs: pd.DataFrame) -> list[str]:
     for machine, group in runs.dropna(subset=["machine"]).groupby("machine", sort=True):
         sets = ", ".join(sorted({str(d) for d in group["dataset"].dropna()}))
         parts.append(f"{machine}: {len(group)} run(s) ({sets})")
-    return ["speed measured on different CPUs; compare speedups only between runs of one CPU: " + "; ".join(parts)]
+    return ["speed measured on different CPUs; compare speedups only between runs of one CPU: " + "; ".join(parts),
+            f"'{MIXED_CPUS}': a mean speedup over sets whose runs ran on more than one CPU is not taken "
+            "(a speedup is a property of its CPU; the per-set cells stand)."]
 
 
 def _subset_notes(runs: pd.DataFrame) -> list[str]:
@@ -561,6 +569,8 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     def set_means(by_ds: dict[str, list], sets: tuple[str, ...], metric: str, kind: str) -> Any:
         if not any(d in by_ds for d in sets):
             return NOT_RUN
+        if kind == "speedup" and len(_machines(m for d in sets for m in by_ds.get(d, []))) > 1:
+            return MIXED_CPUS  # speedups of two CPUs do not average into one figure
         cells = [_figure(by_ds[d], metric, kind) for d in sets if d in by_ds]
         n = sum(isinstance(c, Num) for c in cells)
         return _set_mean(cells, kind, None if n == len(sets) else f"{n}/{len(sets)}")

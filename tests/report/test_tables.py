@@ -195,8 +195,19 @@ def test_a_table_whose_speeds_come_from_two_cpus_says_which_runs_ran_where():
     assert milan["machine"] == "AMD EPYC (AuthenticAMD family 25 model 1 stepping 1, AVX2)"
     notes = [n for n in fly_main_table(_index([genoa, milan]), load_published()).notes if "different CPUs" in n]
     assert len(notes) == 1 and "(signature not recorded): 1 run(s) (gsm8k)" in notes[0] and "AVX2): 1 run(s) (humaneval)" in notes[0]
-    # One CPU: no note.
-    assert not [n for n in fly_main_table(_index([genoa]), load_published()).notes if "different CPUs" in n]
+    # The mean speedup over the sets is not taken across the two CPUs; tau (not a property of the
+    # CPU) still averages, and each set's own speedup stands.
+    table = fly_main_table(_index([genoa, milan]), load_published())
+    row = _ours(table, "llama31-8b-70b")[0]
+    assert row[table.columns.index("ID mean speedup")] == "mixed CPUs"
+    assert row[table.columns.index("mean speedup (paper sets)")] == "mixed CPUs"
+    assert row[table.columns.index("ID mean tau")].value == pytest.approx(6.0)
+    assert row[table.columns.index("gsm8k speedup")].value == pytest.approx(1.4)
+    assert any("'mixed CPUs'" in n for n in table.notes)
+    # One CPU: no note, and the mean is taken.
+    one = fly_main_table(_index([genoa, {**milan, "machine": genoa["machine"]}]), load_published())
+    assert not [n for n in one.notes if "different CPUs" in n]
+    assert _ours(one, "llama31-8b-70b")[0][one.columns.index("ID mean speedup")].value == pytest.approx(1.15)
 
 
 def test_an_underpowered_run_says_so_in_its_quality_cells():
