@@ -494,8 +494,8 @@ def _machine_notes(runs: pd.DataFrame) -> list[str]:
         sets = ", ".join(sorted({str(d) for d in group["dataset"].dropna()}))
         parts.append(f"{machine}: {len(group)} run(s) ({sets})")
     return ["speed measured on different CPUs; compare speedups only between runs of one CPU: " + "; ".join(parts),
-            f"'{MIXED_CPUS}': a mean speedup over sets whose runs ran on more than one CPU is not taken "
-            "(a speedup is a property of its CPU; the per-set cells stand)."]
+            f"'{MIXED_CPUS}': a figure that would combine speedups of more than one CPU (a mean over sets, "
+            "a ratio of two runs) is not taken: a speedup is a property of its CPU; each run's own cell stands."]
 
 
 def _subset_notes(runs: pd.DataFrame) -> list[str]:
@@ -928,6 +928,8 @@ def _versus_table(
         gain: Any = "" if NOT_RUN in (b[1], d[1]) else NA
         if isinstance(d[1], Num) and isinstance(b[1], Num) and b[1].value:
             gain = Num(d[1].value / b[1].value, "ratio")
+            if len(_machines([*base.get(bkey, []), *members])) > 1:
+                gain = MIXED_CPUS  # two speedups of two CPUs make no ratio
         tau_gain: Any = "" if NOT_RUN in (b[0], d[0]) else NA
         if isinstance(d[0], Num) and isinstance(b[0], Num) and b[0].value:
             tau_gain = Num(d[0].value / b[0].value, "ratio")
@@ -962,10 +964,12 @@ def _versus_table(
             not_run.append(f"{pair} ({dataset}, K={k if k is not None else 'not stated'})")
     base_only = sorted({f"{r['pair']} {r['dataset']} {method_label(r)}" for key, ms in base.items()
                         if not any(bk == key for bk, _ in dm) for r in ms[:1]})
+    # The notes speak of the runs the rows show, not of base runs left out for want of a partner.
+    shown = runs.loc[sorted({r.name for (bkey, _), ms in dm.items() for r in [*ms, *base.get(bkey, [])]})] if dm else runs.iloc[:0]
     notes = [
         f"{base_label}: exact-match speculative decoding{' with the EAGLE-3 drafter' if eagle else ''}; +DropMatch: the same drafter, K and every other setting with method=dropmatch; DropMatch setting = its knobs (criterion naive/js, N paths, dropout p).",
         "speedup over the target alone (paired per sample); tau includes the bonus/correction token; score = the task's headline quality figure (accuracy, IFEval prompt-level strict, judge rating).",
-        *_interval_notes(runs),
+        *_interval_notes(shown),
         "Ratios (÷): of the two points; no interval (the two runs' samples were not paired with each other).",
         ("Not run here (published rows without a run of ours): " + "; ".join(not_run) + ".") if not_run else "",
         (f"{base_label} runs without a DropMatch run of the same settings (not shown): " + "; ".join(base_only) + ".") if base_only else "",

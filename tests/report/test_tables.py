@@ -210,6 +210,26 @@ def test_a_table_whose_speeds_come_from_two_cpus_says_which_runs_ran_where():
     assert _ours(one, "llama31-8b-70b")[0][one.columns.index("ID mean speedup")].value == pytest.approx(1.15)
 
 
+def test_dropmatch_versus_sd_takes_no_speed_ratio_across_cpus_and_notes_only_shown_runs():
+    spd = _variant()
+    spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+    spd["drafter"] = {"name": "model", "k": 10}
+    milan = {"cpu_model": "AMD EPYC", "cpu_signature": "AuthenticAMD family 25 model 1 stepping 1", "cpu_isa": "AVX2"}
+    base = _run(spd, tau=7.0, speedup=1.0, run_id="spd", cpu_model="AMD EPYC")
+    dm = {**_dropmatch("js", 8.0), "machine": _run(spd, tau=1.0, speedup=1.0, **milan)["machine"]}
+    table = dropmatch_main_table(_index([base, dm]), load_published())
+    row = _ours(table, "llama31-8b-70b")[0]
+    assert row[table.columns.index("speedup ÷ SD")] == "mixed CPUs"
+    assert row[table.columns.index("tau ÷ SD")].value == pytest.approx(8.0 / 7.0)
+    # An SD run on another set with no DropMatch partner is not shown: the CPU note leaves it out.
+    other = _run(_variant(dataset__name="humaneval", method={"name": "spd"}, drafter={"name": "model", "k": 10}),
+                 tau=7.0, speedup=1.0, run_id="lonely", **milan)
+    same = {**dm, "machine": base["machine"]}
+    notes = dropmatch_main_table(_index([base, same, other]), load_published()).notes
+    assert not [n for n in notes if "different CPUs" in n]
+    assert any("not shown" in n and "humaneval" in n for n in notes)
+
+
 def test_an_underpowered_run_says_so_in_its_quality_cells():
     under = _run(BASE_CFG, tau=6.0, speedup=1.4, n=3, underpowered=True, power_threshold=0.05, **INTERVALS)
     table = fly_main_table(_index([under]), load_published())
