@@ -472,15 +472,32 @@ def loose_examples(run_dir: Path, limit: int = 3) -> list[dict[str, Any]]:
                     "draft_token": show([step["draft"][pos]]),
                     "target_token": show([step["target_tokens"][pos]]),
                     "loose_accepts_in_sample": sum(len(s.get("loose_accepted") or []) for s in rec.get("steps", [])),
-                    "answer": (rec.get("score") or {}).get("pred"),
-                    "target_answer": (base.get("score") or {}).get("pred"),
-                    "reference": rec.get("reference"),
+                    "answer": _answer(rec.get("score") or {}, rec.get("reference")),
+                    "target_answer": _answer(base.get("score") or {}, rec.get("reference")),
+                    "reference": _reference(rec.get("reference")),
                 })
                 break
             emitted += step["accepted"] + 1
         if len(out) >= limit:
             break
     return out
+
+
+def _answer(score: Mapping[str, Any], reference: Any) -> Any:
+    """What a sample answered: the extracted answer, or for an instruction-following task (IFEval:
+    no single answer) the instructions it failed, by the strict check."""
+    if score.get("pred") is not None or "inst_strict" not in score:
+        return score.get("pred")
+    ids = reference.get("instruction_id_list", []) if isinstance(reference, Mapping) else []
+    failed = [ids[i] if i < len(ids) else f"instruction {i}" for i, ok in enumerate(score["inst_strict"]) if not ok]
+    return ("failed " + ", ".join(failed)) if failed else "all instructions followed"
+
+
+def _reference(reference: Any) -> Any:
+    """The reference as a reader needs it: an IFEval record is its instruction ids, not its prompt."""
+    if isinstance(reference, Mapping) and "instruction_id_list" in reference:
+        return ", ".join(reference["instruction_id_list"])
+    return reference
 
 
 def format_examples(examples_by_run: Mapping[str, list[dict[str, Any]]]) -> str:
@@ -497,7 +514,7 @@ def format_examples(examples_by_run: Mapping[str, list[dict[str, Any]]]) -> str:
                   "|---|---|---|---|---:|---|---|---|"]
         for e in examples:
             cells = [e["id"], "…" + e["context"], e["draft_token"], e["target_token"], str(e["loose_accepts_in_sample"]),
-                     str(e["answer"]), str(e["target_answer"]), str(e["reference"])[:40]]
+                     str(e["answer"]), str(e["target_answer"]), str(e["reference"])[:80]]
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", "⏎") for c in cells) + " |")
         lines.append("")
     return "\n".join(lines)

@@ -326,6 +326,9 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     axes = [ax for row in grid for ax in row] if nrows > 1 else grid
     fig.suptitle("Accuracy retention vs speedup (one point per configuration)")
     names = {method_name(r) for _, r in df.iterrows()} if not df.empty else set()
+    # Speed is a property of the CPU: where the runs span several, each panel says whose speeds it shows.
+    cpus = sorted({m for m in df["machine"].dropna().astype(str)}) if "machine" in df and not df.empty else []
+    cpu_letter = {m: chr(ord("A") + i) for i, m in enumerate(cpus)} if len(cpus) > 1 else {}
     entries: dict[str, Any] = {}
     missing = 0
     any_point = False
@@ -363,7 +366,8 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
             ax.plot(xs, ys, color="black", lw=1.2, drawstyle="steps-post", zorder=1)
         else:
             _note(ax, "no configuration with both\na speedup and a retention")
-        ax.set_title(ds, fontsize=10)
+        on = sorted({cpu_letter[m] for m in sub["machine"].dropna().astype(str) if m in cpu_letter}) if cpu_letter else []
+        ax.set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
         ax.axhline(1.0, color="grey", lw=1, ls="--")
         ax.axvline(1.0, color="grey", lw=1, ls="-.")
         ax.grid(alpha=0.3)
@@ -383,6 +387,8 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
     if no_panel:
         caption += f"\nno panel for {', '.join(no_panel)}: no configuration there has a retention (target-alone accuracy 0)"
+    if cpu_letter:
+        caption += "\nspeeds compare only within one CPU: " + "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items())
     _legend(fig, entries, len(entries), caption)
     return fig
 

@@ -126,6 +126,20 @@ def test_loose_examples_name_the_kept_draft_token(tmp_path):
                    "loose_accepts_in_sample": 1, "answer": "5", "target_answer": "4", "reference": rec["reference"]}]
 
 
+def test_an_ifeval_example_names_the_instructions_it_failed():
+    from loosespec_bench.report.claims import _answer, _reference
+
+    reference = {"key": 3724, "prompt": "Write a tweet ...",
+                 "instruction_id_list": ["detectable_format:number_highlighted_sections", "punctuation:no_comma"]}
+    method = {"correct": False, "prompt_strict": False, "inst_strict": [False, True]}
+    target = {"correct": True, "prompt_strict": True, "inst_strict": [True, True]}
+    assert _answer(method, reference) == "failed detectable_format:number_highlighted_sections"
+    assert _answer(target, reference) == "all instructions followed"
+    assert _reference(reference) == "detectable_format:number_highlighted_sections, punctuation:no_comma"
+    # A task with an extracted answer keeps it.
+    assert _answer({"correct": True, "pred": "4"}, {"answer": "4"}) == "4"
+
+
 def test_retention_with_no_changed_answer_waits_for_the_rule_of_three():
     from loosespec_bench.report.claims import no_loss_bound as no_change_bound
 

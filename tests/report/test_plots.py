@@ -109,6 +109,20 @@ def test_a_set_without_any_retention_gets_no_empty_panel_but_a_caption():
     assert not any("no panel for" in t for t in _texts(fig_tradeoff(df)))
 
 
+def test_retention_vs_speedup_says_whose_cpu_each_panel_timed_on():
+    """Two CPUs in one figure: each panel names its CPU and the caption tells them apart."""
+    df = _many_runs()
+    assert not any("CPU" in ax.get_title() for ax in fig_tradeoff(df).axes)  # one CPU: nothing to say
+    df["machine"] = "AMD EPYC (signature not recorded)"
+    df.loc[df["dataset"] == "mgsm", "machine"] = "AMD EPYC (AuthenticAMD family 25 model 1 stepping 1, AVX2)"
+    fig = fig_tradeoff(df)
+    titles = sorted(ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title())
+    assert titles == ["gsm8k (speed on CPU B)", "mgsm (speed on CPU A)"]
+    captions = [" ".join(t.split()) for t in _texts(fig)]  # the caption wraps
+    assert any("CPU A: AMD EPYC (AuthenticAMD family 25" in t and "CPU B: AMD EPYC (signature not recorded)" in t
+               for t in captions)
+
+
 def test_saved_figures_are_not_clipped(tmp_path):
     fig = fig_vs_param(_many_runs(), "theta")
     fig.text(1.2, 0.5, "a label past the right edge")  # what a long legend or caption can do
