@@ -965,7 +965,7 @@ def _versus_table(
     base_only = sorted({f"{r['pair']} {r['dataset']} {method_label(r)}" for key, ms in base.items()
                         if not any(bk == key for bk, _ in dm) for r in ms[:1]})
     # The notes speak of the runs the rows show, not of base runs left out for want of a partner.
-    shown = runs.loc[sorted({r.name for (bkey, _), ms in dm.items() for r in [*ms, *base.get(bkey, [])]})] if dm else runs.iloc[:0]
+    shown = runs.loc[sorted({r.name for (bkey, _), ms in dm.items() for r in [*ms, *base.get(bkey, [])]})]
     notes = [
         f"{base_label}: exact-match speculative decoding{' with the EAGLE-3 drafter' if eagle else ''}; +DropMatch: the same drafter, K and every other setting with method=dropmatch; DropMatch setting = its knobs (criterion naive/js, N paths, dropout p).",
         "speedup over the target alone (paired per sample); tau includes the bonus/correction token; score = the task's headline quality figure (accuracy, IFEval prompt-level strict, judge rating).",
