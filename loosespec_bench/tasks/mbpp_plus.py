@@ -156,9 +156,12 @@ class MBPPPlus(HumanEval):
         """(problem text, first assertion) in the hub's form, for either copy."""
         if "test_list" in row:  # hub v0.2: prompt is the bare text
             return row["prompt"], row["test_list"][0]
-        # Local EvalPlus file: the text sits in a ''' docstring; base tests are assert lines.
+        # Local EvalPlus file: the text sits in a ''' docstring; base tests are assert lines,
+        # after the imports they need on 10 of 399 ("import math"). The hub keeps those in
+        # test_imports, so its test_list[0], the line lm-eval's template shows, is the first
+        # assert: showing the import instead would hide the function name the tests call.
         text = row["prompt"].strip().strip("'\"").strip()
-        tests = [line for line in row["assertion"].splitlines() if line.strip()]
+        tests = [line.strip() for line in row["assertion"].splitlines() if line.strip().startswith("assert")]
         return text, tests[0]
 
     def load_all(self) -> list[Sample]:

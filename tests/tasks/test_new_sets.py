@@ -56,6 +56,17 @@ def test_mbpp_plus_prompt_is_flys_mbpp_plus_instruct(mbpp):
     ]
 
 
+def test_mbpp_plus_prompt_shows_the_first_assert_not_the_tests_imports(mbpp):
+    # EvalPlus' assertion field opens with "import math" on 10 problems; the hub's test_list
+    # (what lm-eval's template indexes) holds only the asserts.
+    _, samples = mbpp
+    for sid, call in [("Mbpp/82", "volume_sphere(10)"), ("Mbpp/300", "count_binary_seq(1)"), ("Mbpp/137", "zero_count([0,")]:
+        user = samples[sid].messages[0]["content"]
+        assertion = user.split("Your code should satisfy the following assertion:\n", 1)[1]
+        assert assertion.startswith("assert math.isclose(") and call in assertion, (sid, assertion)
+    assert not any("assertion:\nimport" in s.messages[0]["content"] for s in samples.values())
+
+
 # Plain cases plus ones that need EvalPlus' care: tuples stored as JSON lists (2, 580, nested
 # deeper than the example), complex numbers stored as strings (124, 252), set comparison (2),
 # float tolerance (atol > 0: 17 has none; 135 float outputs).
