@@ -39,7 +39,9 @@ def build_summary(
     # "retention" comes from summarize when the task reports accuracy, else (e.g. judge
     # ratings) from the bootstrap's paired ratio.
     ci = retention_summary(records, task.quality_key, seed=seed)
-    if ci and summary.get("retention") is None:
+    if ci and (summary.get("retention") is None or task.quality_key != "correct"):
+        # summarize() divides accuracies; a task whose headline is another figure (NIAH's
+        # recall) has its retention, like its interval, on that figure.
         summary["retention"] = ci["retention_paired"]
     summary.update(ci)
     figure = getattr(task, "quality_figure", "accuracy")

@@ -81,3 +81,22 @@ def test_provenance_machine_git_and_data_file_hashes(data_dir):
     files = data_files(task)
     assert list(files) == ["gsm8k/test.jsonl"] and len(files["gsm8k/test.jsonl"]) == 64
     assert json.dumps(files)  # JSON-ready
+
+
+def test_niah_retention_is_on_rulers_recall_not_on_all_values_found():
+    # Named case: the method recalls 18 of 20 values where the target alone recalled all 20 on
+    # every sample. All-found accuracy falls from 1 to 0 (retention 0 on it); RULER's score, the
+    # figure FLy's tables print, falls from 1.0 to 0.9: retention 0.9 with its interval.
+    from loosespec_bench.tasks.niah import NIAH
+
+    recs = [_rec(i, False, True) for i in range(10)]
+    for r in recs:
+        r["meta"] = {"context_length": 512, "depth": 50}
+        r["score"] = {"correct": False, "recall": 0.9, "found": [True] * 18 + [False] * 2}
+        r["baseline"]["score"] = {"correct": True, "recall": 1.0, "found": [True] * 20}
+    s = build_summary(NIAH.__new__(NIAH), recs, seed=0)
+    assert s["quality_figure"] == "recall" and s["retention_key"] == "recall"
+    assert s["recall"] == pytest.approx(0.9) and s["baseline_recall"] == pytest.approx(1.0)
+    assert s["recall_diff"] == pytest.approx(-0.1) and s["recall_ci_low"] is not None
+    assert s["retention"] == pytest.approx(0.9) and s["retention_ci_low"] == pytest.approx(0.9)
+    assert s["accuracy"] == 0.0 and s["baseline_accuracy"] == 1.0  # secondary, still recorded

@@ -224,11 +224,13 @@ def cluster_gpu_hours(n: int, methods: list[str]) -> float:
 
 
 def _pairs(run: Any) -> list[tuple[float, float]]:
-    """(method correct, target alone correct) per sample scored on both sides."""
-    return [(float(r["score"]["correct"]), float(r["baseline"]["score"]["correct"]))
+    """(method, target alone) quality per sample scored on both sides, on the key the run's
+    retention is taken on (summary retention_key: `correct`, NIAH's `recall`, a rating)."""
+    key = (getattr(run, "summary", None) or {}).get("retention_key") or "correct"
+    return [(float(r["score"][key]), float(r["baseline"]["score"][key]))
             for r in run.records.values()
-            if r.get("baseline") and isinstance((r.get("score") or {}).get("correct"), (bool, int, float))
-            and isinstance((r["baseline"].get("score") or {}).get("correct"), (bool, int, float))]
+            if r.get("baseline") and isinstance((r.get("score") or {}).get(key), (bool, int, float))
+            and isinstance((r["baseline"].get("score") or {}).get(key), (bool, int, float))]
 
 
 def _discordant(run_a: Any, run_b: Any) -> tuple[int, int]:

@@ -83,6 +83,9 @@ def match(a: list[Run], b: list[Run]) -> list[tuple[Run, Run]]:
 
 
 def _quality_key(run: Run) -> str | None:
+    key = (run.summary or {}).get("retention_key")  # the task's own (NIAH: recall), where recorded
+    if isinstance(key, str):
+        return key
     for rec in run.records.values():
         score = rec.get("score") or {}
         for key in ("correct", "rating"):

@@ -26,7 +26,7 @@ import yaml
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
 from ..run_folder import RunFolder, count_finished_lines
-from ..schema import FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
+from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
 log = logging.getLogger(__name__)
 SKIP_DIRS = {"_hydra", ".hydra", "_baselines", "wandb", "plots", "__pycache__"}
@@ -38,7 +38,7 @@ RUN_FILES = (RunFolder.SUMMARY, RunFolder.SAMPLES, RunFolder.CONFIG)
 # Its interval, one bound per draft position (stats.acceptance_intervals).
 ACCEPTANCE_CI = ("acceptance_by_position_ci_low", "acceptance_by_position_ci_high")
 IDENTITY = ["experiment", "run_id", "status", "engine", "method", "drafter", "pair", "dataset", "subset", "tree", "seed"]
-FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, SCORE_DIFF, *FIGURES[6:]) for c in ((f.column, *f.ci_columns) if f.interval else (f.column,))]
+FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, BASELINE_SCORE, SCORE_DIFF, *FIGURES[6:]) for c in ((f.column, *f.ci_columns) if f.interval else (f.column,))]
 COLUMNS = [
     *IDENTITY, *(k.column for k in KNOBS), *FIGURE_COLUMNS, "score_name",
     "n_samples", "n_problems", "n_expected", "underpowered", "power_threshold", "ci_level", "ci_method", "intervals",
@@ -254,7 +254,8 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
     row["score"] = _num(summary.get(score_name)) if score_name else None
     row["score_ci_low"] = _num(summary.get(f"{score_name}_ci_low")) if score_name else None
     row["score_ci_high"] = _num(summary.get(f"{score_name}_ci_high")) if score_name else None
-    for end in ("", "_ci_low", "_ci_high"):  # the paired difference from the target alone
+    for end in ("", "_ci_low", "_ci_high"):  # the target alone's, and the paired difference from it
+        row[f"baseline_score{end}"] = _num(summary.get(f"baseline_{score_name}{end}")) if score_name else None
         row[f"score_diff{end}"] = _num(summary.get(f"{score_name}_diff{end}")) if score_name else None
     for column, key, kind in RUN_FIELDS:
         value = summary.get(key)

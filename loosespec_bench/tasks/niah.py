@@ -18,8 +18,10 @@ approximated as `chars_per_token` characters per token (4 by default, about righ
 BPE vocabularies).
 
 Scored as RULER's string_match_all: the fraction of the values that appear in the answer
-(`recall`); a sample is `correct` when all of them do. Accuracy is also reported per
-(length, depth) cell of the grid.
+(`recall`), averaged over samples; that is the task's headline figure (quality_key), the one
+lm-eval's ruler tasks report and FLy's tables print, so retention and the paired difference are
+taken on it. A sample is also `correct` when all of the values appear (`accuracy`, secondary,
+reported per (length, depth) cell of the grid too).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def sentence_start(text: str, pos: int) -> int:
 
 class NIAH(Task):
     name = "niah"
+    quality_key = "recall"  # RULER's score; `correct` (all values) stays in each sample's score
+    quality_figure = "recall"
     SETTINGS = {
         "context_lengths": list_of(explain(integer(64), "tokens")),
         "depths": list_of(explain(real(0, 100), "a percentage")),

@@ -102,6 +102,23 @@ def test_intervals_power_and_timing_are_read_per_the_contract(tmp_path):
     assert old["accuracy_diff"] == pytest.approx(0.0)  # the point, from the two accuracies
 
 
+def test_the_score_columns_are_the_tasks_headline_figure_niahs_recall_before_all_found(tmp_path):
+    niah = {**CONFIG, "dataset": {"name": "niah", "limit": 3}}
+    _folder(tmp_path, "exp", "niah", _summary(
+        dataset="niah", accuracy=0.1, baseline_accuracy=0.3, recall=0.82, recall_ci_low=0.75, recall_ci_high=0.88,
+        baseline_recall=0.87, baseline_recall_ci_low=0.8, baseline_recall_ci_high=0.92,
+        recall_diff=-0.05, recall_diff_ci_low=-0.1, recall_diff_ci_high=-0.01, quality_figure="recall"), niah)
+    _folder(tmp_path, "exp", "gsm8k", _summary(accuracy_ci_low=0.2, accuracy_ci_high=0.8, baseline_accuracy_ci_low=0.1,
+                                               baseline_accuracy_ci_high=0.9))
+    index = load_index(tmp_path).set_index("run_id")
+    row = index.loc["niah"]
+    assert row["score_name"] == "recall" and (row["score"], row["score_ci_low"]) == (0.82, 0.75)
+    assert (row["baseline_score"], row["baseline_score_ci_high"]) == (0.87, 0.92) and row["score_diff"] == -0.05
+    assert row["accuracy"] == 0.1  # all values found: still its own column
+    row = index.loc["gsm8k"]
+    assert row["score_name"] == "accuracy" and (row["baseline_score"], row["baseline_score_ci_low"]) == (0.5, 0.1)
+
+
 @pytest.mark.parametrize("args, message", [
     (["plots", "--out", "{file}"], "is a file"),
     (["plots", "--out", "{dir}", "--formats", "bogus"], "--formats"),
