@@ -1072,15 +1072,17 @@ def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | Non
                 loose, _samples(members) or "", f"{dataset}:{rank:02d}"]))
     # Sort within a pair by data set, then the method order (the hidden last cell), then drop it.
     rows = [cells[:-1] for cells in _interleave([], our_rows, sort_col=len(columns))]
+    # The notes speak of the rows shown, not of every SPD / DropMatch run of other experiments.
+    shown = pd.DataFrame([m for g in groups.values() for ms in g.values() for m in ms]) if groups else runs.iloc[:0]
     notes = [
         "SPD: exact-match speculative decoding; DropMatch: method=dropmatch; AutoJudge: method=autojudge (a mismatch the trained judge calls unimportant is accepted); "
         "DropMatch + AutoJudge: method=dropmatch_autojudge (combine=any: either accepts; all: both must). Same pair, drafter, K and generation settings within a data set.",
         f"judge's data: the judge is mined on {', '.join(s.upper() for s in JUDGE_TRAINING_SETS)} train (scripts/mine_autojudge.py), so that task's test set is in distribution and every other set out of it; judge=<first 8 hex digits of the judge file's sha256>.",
-        "speedup over the target alone (paired per sample); score = the task's headline quality figure (accuracy, IFEval prompt-level strict); score − target alone: paired difference on the same samples; loose accept rate: loose accepts ÷ raw mismatches.",
-        *_interval_notes(runs),
+        "speedup over the target alone (paired per sample); score = the task's headline quality figure (accuracy, IFEval prompt-level strict, NIAH's recall); score − target alone: paired difference on the same samples; loose accept rate: loose accepts ÷ raw mismatches.",
+        *_interval_notes(shown),
         "" if our_rows else "Not run here: no AutoJudge run (python -m loosespec_bench -m experiment=dropmatch_autojudge).",
         "'n/a': run, but the figure is undefined.",
-        *_partial_note(runs),
+        *_partial_note(shown),
     ]
     return Table("dropmatch_autojudge", "DropMatch and AutoJudge, in and out of the judge's distribution", columns, rows,
                  [n for n in notes if n], ids=7, meta=meta)

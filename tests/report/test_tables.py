@@ -354,3 +354,11 @@ def test_the_autojudge_table_leaves_out_sets_without_a_judge_run():
     spd_only = [r for r in _autojudge_rows("mgsm") if r["method"] in ("spd", "dropmatch")]
     table = dropmatch_autojudge_table(_index(spd_only), load_published())
     assert not [r for r in table.rows if r[0] == "ours"] and any("Not run here" in n for n in table.notes)
+    # Its notes speak of the rows shown: SPD / DropMatch runs of other CPUs, not shown, are not listed.
+    milan = {"machine": "AMD EPYC (AuthenticAMD family 25 model 1 stepping 1, AVX2)"}
+    other = {"machine": "AMD EPYC (signature not recorded)"}
+    spread = [{**r, **(milan if r["method"] == "spd" else other)} for r in spd_only]
+    assert not [n for n in dropmatch_autojudge_table(_index(spread), load_published()).notes if "different CPUs" in n]
+    judged = [{**r, **(milan if r["method"] == "spd" else other)} for r in _autojudge_rows("ifeval")]
+    shown = dropmatch_autojudge_table(_index(judged), load_published())
+    assert [n for n in shown.notes if "different CPUs" in n]
