@@ -644,7 +644,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
             not_run_rows.append(f"{name} on {pair}")
     rows = _interleave(pub_rows, our_rows)
     notes = [
-        "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the method's task accuracy (per-set tau: fly_main_long.csv and the ablation tables).",
+        "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the set's headline quality figure, the paper's column: accuracy, pass@1 (HumanEval; MBPP+ on base + plus tests), IFEval prompt-level strict, NIAH RULER's recall (the mean share of the needle values found; all found on a sample is the index's accuracy column) (per-set tau: fly_main_long.csv and the ablation tables).",
         *_interval_notes(runs),
         f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). The means cover these sets only; other sets ({', '.join(extra) or 'none'}) have their own columns. A mean over fewer sets than the split says '(n/m sets)'.",
         "Rows: the main-table sweeps' runs (the theta / W / K / mode ablations, DropMatch and the grids have tables of their own).",
