@@ -70,9 +70,8 @@ FIGURES: tuple[Figure, ...] = (
 FIGURE = {f.column: f for f in FIGURES}
 # The task's headline quality figure (the generic `score` column): the first of these a summary
 # has; its interval keys follow the same contract (<key>_ci_low, baseline_<key>, <key>_diff).
-# "recall" comes first: NIAH's headline is RULER's string_match_all (the mean share of the
-# values recalled, the figure FLy's tables print); its "accuracy" (all values found) is secondary.
-SCORE_KEYS = ("recall", "accuracy", "pass@1", "prompt_level_strict_acc", "rating", "quality")
+# A summary's own quality_figure (the task's headline, e.g. NIAH's recall) is taken first (index.py).
+SCORE_KEYS = ("accuracy", "pass@1", "prompt_level_strict_acc", "rating", "quality")
 SCORE = Figure("score", "score", "score (the task's headline quality figure)", "score", interval=True)
 BASELINE_SCORE = Figure("baseline_score", "baseline_score", "target-alone score", "score", interval=True)
 # Its paired difference from the target alone (summary key <score key>_diff, with its interval).

@@ -214,7 +214,11 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
     drafter_cfg = cfg.get("drafter") if isinstance(cfg.get("drafter"), Mapping) else {}
     dataset_cfg = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
     uses_drafter = method_cfg.get("uses_drafter", True) if method_cfg else summary.get("drafter") is not None
-    score_name = next((k for k in SCORE_KEYS if _num(summary.get(k)) is not None), None)
+    # The task's headline figure as the summary names it (quality_figure: NIAH's recall, not its
+    # all-found accuracy); summaries that predate the field: the first of SCORE_KEYS they hold.
+    own = summary.get("quality_figure")
+    score_name = own if isinstance(own, str) and _num(summary.get(own)) is not None else next(
+        (k for k in SCORE_KEYS if _num(summary.get(k)) is not None), None)
     languages = dataset_cfg.get("languages")
     flat = flat_config(cfg) if cfg else {}
     row: dict[str, Any] = {

@@ -324,10 +324,9 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     nrows = math.ceil(n / ncols)
     fig, grid = _figure(4.2 * ncols, 3.4 * nrows + 0.8, ncols=ncols, nrows=nrows)
     axes = [ax for row in grid for ax in row] if nrows > 1 else grid
-    # Retention is on each set's headline quality figure (summary retention_key): accuracy,
-    # pass@1, IFEval prompt-level strict, NIAH's recall; the title names the one that differs.
-    on_niah = not df.empty and "dataset" in df and "niah" in set(df["dataset"].astype(str))
-    fig.suptitle("Quality retention vs speedup (one point per configuration" + ("; NIAH: RULER's recall" if on_niah else "") + ")")
+    # Retention is on each set's headline quality figure (index score_name: accuracy, pass@1,
+    # NIAH's recall, ...); each panel's y label names its own.
+    fig.suptitle("Quality retention vs speedup (one point per configuration)")
     names = {method_name(r) for _, r in df.iterrows()} if not df.empty else set()
     # Speed is a property of the CPU: where the runs span several, each panel says whose speeds it shows.
     cpus = sorted({m for m in df["machine"].dropna().astype(str)}) if "machine" in df and not df.empty else []
@@ -375,7 +374,8 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         ax.axvline(1.0, color="grey", lw=1, ls="-.")
         ax.grid(alpha=0.3)
         ax.set_xlabel(SPEEDUP_LABEL, fontsize=8)
-        ax.set_ylabel("retention (÷ target alone)", fontsize=8)
+        kinds = sorted({str(k) for k in sub["score_name"].dropna()}) if "score_name" in sub else []
+        ax.set_ylabel(f"retention of {' / '.join(kinds) or 'quality'} (÷ target alone)", fontsize=8)
     for ax in axes[len(datasets):]:
         ax.set_visible(False)
     if not any_point:
