@@ -495,7 +495,7 @@ def format_summary(s: dict[str, Any]) -> str:
         (f"{fig} (target alone)", _with_ci(s, f"baseline_{fig}", ".3f")),
         (f"{fig} difference (paired)", _with_ci(s, f"{fig}_diff", "+.3f")
          + (f"  underpowered (n={s.get('quality_n')})" if s.get("underpowered") else "")),
-        ("accuracy retention", _with_ci(s, "retention", ".3f")),
+        (f"{fig} retention", _with_ci(s, "retention", ".3f")),
         ("identical to target alone", _fmt(s.get("identical_to_target"))),
         ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
         ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),

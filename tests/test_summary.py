@@ -100,3 +100,8 @@ def test_niah_retention_is_on_rulers_recall_not_on_all_values_found():
     assert s["recall_diff"] == pytest.approx(-0.1) and s["recall_ci_low"] is not None
     assert s["retention"] == pytest.approx(0.9) and s["retention_ci_low"] == pytest.approx(0.9)
     assert s["accuracy"] == 0.0 and s["baseline_accuracy"] == 1.0  # secondary, still recorded
+    # The printed block names the figure its retention is on (it said "accuracy retention").
+    from loosespec_bench.app import format_summary
+
+    block = format_summary({**s, "method": "fly", "pair": "p", "dataset": "niah", "tau_definition": "-", "run_dir": "r"})
+    assert "recall retention" in block and "accuracy retention" not in block

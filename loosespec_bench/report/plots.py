@@ -385,7 +385,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                 why += f"\n({missing} without retention: no paired baseline, or target-alone accuracy 0)"
             _note(axes[0], why)
         return fig
-    caption = _interval_caption(df) + "\nblack on grey: Pareto frontier; dashed: target-alone accuracy; dash-dot: 1×"
+    caption = _interval_caption(df) + "\nblack on grey: Pareto frontier; dashed: retention 1 (the target alone's score); dash-dot: 1×"
     if missing:
         caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
     if no_panel:

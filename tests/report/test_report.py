@@ -139,7 +139,7 @@ def test_tables_show_ours_beside_published_and_say_what_was_not_run(results, tmp
     assert "| 0.45 | tiny |" in theta and "Published ablation figures: none" in theta
     floor = (out / "noise_floor.md").read_text()
     assert "| tiny | mgsm | FLy (model, K=3, θ=0.45, W=6, no window) | loose |" in floor
-    assert "No lossless twin run for: FLy" in floor  # SPD ran at K=2, FLy at K=3: no twin
+    assert "No lossless run at all for: FLy" in floor  # SPD ran at K=2, FLy at K=3: no twin
 
     # Missing figures are named, never shown as zero.
     for table in build_tables(load_index(results["root"])):

@@ -362,3 +362,24 @@ def test_the_autojudge_table_leaves_out_sets_without_a_judge_run():
     judged = [{**r, **(milan if r["method"] == "spd" else other)} for r in _autojudge_rows("ifeval")]
     shown = dropmatch_autojudge_table(_index(judged), load_published())
     assert [n for n in shown.notes if "different CPUs" in n]
+
+
+def test_a_loose_row_without_its_drafters_spd_is_held_against_spd_at_its_k_and_says_so():
+    # FLy over MLA: no SPD + MLA run in the plan. SPD over the draft model at the same K is the
+    # nearest floor; SPD at another K is not a floor at all.
+    mla = _variant(drafter__max_ngram=4)
+    spd_model = _variant()
+    spd_model["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+    spd_model["drafter"] = {"name": "model", "k": BASE_CFG["drafter"]["k"]}
+    spd_other_k = copy.deepcopy(spd_model)
+    spd_other_k["drafter"]["k"] += 5
+    rows = [_run(mla, tau=6.0, speedup=2.0, run_id="fly-mla"), _run(spd_model, tau=5.0, speedup=1.2, run_id="spd-model", identical_to_target=0.9),
+            _run(spd_other_k, tau=5.5, speedup=1.3, run_id="spd-k", identical_to_target=0.5)]
+    table = noise_floor_table(_index(rows))
+    assert [r[3] for r in table.rows] == ["loose", "lossless, other drafter (noise floor)"]
+    assert table.rows[1][table.columns.index("identical to target alone")].value == 0.9  # K matched, not the K+5 run
+    assert "model" in table.rows[1][2] and "mla" in table.rows[0][2]
+    assert any("other drafter" in n and "FLy" in n for n in table.notes)
+    # Without a lossless run at K, the row says it has none.
+    alone = noise_floor_table(_index([rows[0], rows[2]]))
+    assert [r[3] for r in alone.rows] == ["loose"] and any(n.startswith("No lossless run at all for: FLy") for n in alone.notes)
