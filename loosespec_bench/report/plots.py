@@ -278,20 +278,26 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return sorted(front)
 
 
-def _place_tags(ax: Any, tags: list[tuple[float, float, str, str]], fontsize: float = 7) -> None:
+def _place_tags(ax: Any, tags: list[tuple[float, float, str, str]], fontsize: float = 7,
+                markers: Iterable[tuple[float, float]] = (), marker_pt: float = 4.0) -> None:
     """Each point's tag (x, y, text, colour) beside it, in the first of four corners (upper
-    right, lower right, upper left, lower left) where it overlaps no tag placed before: nearby
-    configurations (FLy at theta = 0.2 and 0.3) otherwise print into each other. Sizes are
-    estimated in points from the text's length (no renderer needed)."""
+    right, lower right, upper left, lower left) where it overlaps no tag placed before and no
+    marker of `markers` (every point of the panel, tagged or not, as a box of +-marker_pt):
+    nearby configurations (FLy at theta = 0.2 and 0.3, SPD at K = 10 beside PLD) otherwise print
+    into each other. Sizes are estimated in points from the text's length (no renderer needed);
+    call it once the axes' limits are final."""
     if not tags:
         return
     ax.autoscale_view()
     to_points = 72.0 / ax.figure.dpi
     placed: list[tuple[float, float, float, float]] = []
+    for mx, my in markers:
+        qx, qy = (v * to_points for v in ax.transData.transform((mx, my)))
+        placed.append((qx - marker_pt, qy - marker_pt, qx + marker_pt, qy + marker_pt))
     height = fontsize * 1.2
     for x, y, text, color in sorted(tags, key=lambda t: (-t[1], t[0])):
         px, py = (v * to_points for v in ax.transData.transform((x, y)))
-        width = 0.55 * fontsize * len(text)
+        width = 0.6 * fontsize * len(text)
         choice = None
         for dx, dy, ha in ((4, 3, "left"), (4, -3 - height, "left"), (-4, 3, "right"), (-4, -3 - height, "right")):
             x0 = px + dx if ha == "left" else px + dx - width
@@ -358,7 +364,11 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
             if tags.get(key):
                 tagged.append((s, q, tags[key], method_color(name, names)))
             entries.setdefault(name, h)
-        _place_tags(ax, tagged)
+        # The reference lines first: the one at 1x widens the x range, and tags placed before it
+        # were spaced for the narrower one (they printed into each other on NIAH's panel).
+        ax.axhline(1.0, color="grey", lw=1, ls="--")
+        ax.axvline(1.0, color="grey", lw=1, ls="-.")
+        _place_tags(ax, tagged, markers=pts)
         if pts:
             any_point = True
             front = pareto_front(pts)
@@ -370,8 +380,6 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
             _note(ax, "no configuration with both\na speedup and a retention")
         on = sorted({cpu_letter[m] for m in sub["machine"].dropna().astype(str) if m in cpu_letter}) if cpu_letter else []
         ax.set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
-        ax.axhline(1.0, color="grey", lw=1, ls="--")
-        ax.axvline(1.0, color="grey", lw=1, ls="-.")
         ax.grid(alpha=0.3)
         ax.set_xlabel(SPEEDUP_LABEL, fontsize=8)
         kinds = sorted({str(k) for k in sub["score_name"].dropna()}) if "score_name" in sub else []

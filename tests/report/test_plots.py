@@ -209,3 +209,18 @@ def test_an_unfinished_run_is_not_said_to_predate_the_intervals():
     df = pd.DataFrame({"intervals": [True, False, False], "status": ["complete", "partial", "complete"]})
     text = _interval_caption(df)
     assert "1 of 3 runs predate the interval fields" in text and "1 of 3 runs unfinished" in text
+
+
+def test_a_tag_steps_aside_from_another_points_marker():
+    from loosespec_bench.report.plots import _place_tags
+
+    fig = Figure(figsize=(4, 3), dpi=100)
+    ax = fig.add_subplot()
+    ax.plot([1.0, 1.6], [0.85, 1.1])  # fixes the limits
+    # Named case: NIAH's panel, SPD K = 15 at 1.27x with SPD K = 10 and PLD just right of it at
+    # 1.32x and 1.33x: the upper-right tag "K=15" printed under their markers.
+    _place_tags(ax, [(1.27, 0.998, "K=15", "k")], markers=[(1.27, 0.998), (1.32, 1.0), (1.33, 1.0)])
+    (tag,) = ax.texts
+    assert tag.xyann != (4, 3)  # not the upper-right corner, where the markers are
+    _place_tags(ax, [(1.27, 0.998, "K=15", "k")])  # nothing beside it: the first corner
+    assert ax.texts[-1].xyann == (4, 3)
