@@ -163,6 +163,19 @@ def _interval_caption(df: pd.DataFrame) -> str:
     return text
 
 
+def _cpu_letters(df: pd.DataFrame) -> dict[str, str]:
+    """CPU A, B, ... for the machines the runs' speeds were measured on; {} when one (or none)
+    is named: speed is a property of the CPU, and a figure says so only when it spans several."""
+    cpus = sorted({str(m) for m in df["machine"].dropna()}) if "machine" in df and not df.empty else []
+    return {m: chr(ord("A") + i) for i, m in enumerate(cpus)} if len(cpus) > 1 else {}
+
+
+def _machine_of(members: list) -> str | None:
+    """The one machine a point's runs were timed on; None if unknown or several."""
+    ms = {str(m.get("machine")) for m in members if isinstance(m.get("machine"), str)}
+    return ms.pop() if len(ms) == 1 and all(isinstance(m.get("machine"), str) for m in members) else None
+
+
 def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     """Speedup (top row) and tau (bottom row) vs theta, W or K, one panel column per data set.
     A line joins only runs that share every other resolved setting (one sweep); each point is
@@ -198,8 +211,10 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
         return fig
 
     names = {method_name(r) for _, r in df.iterrows()}
+    cpu_letter = _cpu_letters(df)
     entries: dict[str, Any] = {}
     series_total: set[str] = set()
+    unjoined = 0
     for j, ds in enumerate(datasets):
         sweeps = sweeps_by_ds[ds]
         labels = _sweep_labels([v[0] for v in sweeps.values()], skip=(col,))
@@ -218,12 +233,23 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
                 keep = [(x, v, ci) for x, (v, ci) in zip(xs, pts) if v is not None]
                 if not keep:
                     continue
-                handle = grid[i][j].errorbar([k[0] for k in keep], [k[1] for k in keep], yerr=_yerr([k[1] for k in keep], [k[2] for k in keep]),
-                                             color=color, marker=MARKERS[style % len(MARKERS)], ms=5, lw=1.5,
-                                             ls=("-", "--", ":", "-.")[style % 4], capsize=3)
-                entries.setdefault(label, handle)
+                # Speedups measured on different CPUs are not one curve: a line joins only the
+                # points of one machine (tau is a property of the rule, joined whatever ran it).
+                if metric == "speedup" and cpu_letter:
+                    pieces: dict[Any, list] = {}
+                    for k in keep:
+                        pieces.setdefault(_machine_of(by_x[k[0]]) or ("?", k[0]), []).append(k)
+                    unjoined += len(pieces) - 1
+                else:
+                    pieces = {None: keep}
+                for piece in pieces.values():
+                    handle = grid[i][j].errorbar([k[0] for k in piece], [k[1] for k in piece], yerr=_yerr([k[1] for k in piece], [k[2] for k in piece]),
+                                                 color=color, marker=MARKERS[style % len(MARKERS)], ms=5, lw=1.5,
+                                                 ls=("-", "--", ":", "-.")[style % 4], capsize=3)
+                    entries.setdefault(label, handle)
             series_total.add(label)
-        grid[0][j].set_title(ds, fontsize=10)
+        on = sorted({cpu_letter[m] for v in sweeps.values() for r in v for m in [r.get("machine")] if m in cpu_letter})
+        grid[0][j].set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
         xs_all = sorted({float(m[col]) for v in sweeps.values() for m in v})
         for i, ylabel in enumerate((SPEEDUP_LABEL, TAU_LABEL)):
             ax = grid[i][j]
@@ -238,6 +264,9 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     caption = _interval_caption(df) + "; dashed grey: target alone (1×); a line joins runs that share every other setting"
     if singles:
         caption += f"\n{singles} configuration(s) run at a single {param} (no sweep) are not drawn"
+    if cpu_letter:
+        caption += ("\nspeedups on different CPUs are not joined" + (f" ({unjoined} break(s))" if unjoined else "")
+                    + ": " + "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items()))
     _legend(fig, entries, len(series_total), caption)
     return fig
 
@@ -335,8 +364,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     fig.suptitle("Quality retention vs speedup (one point per configuration)")
     names = {method_name(r) for _, r in df.iterrows()} if not df.empty else set()
     # Speed is a property of the CPU: where the runs span several, each panel says whose speeds it shows.
-    cpus = sorted({m for m in df["machine"].dropna().astype(str)}) if "machine" in df and not df.empty else []
-    cpu_letter = {m: chr(ord("A") + i) for i, m in enumerate(cpus)} if len(cpus) > 1 else {}
+    cpu_letter = _cpu_letters(df)
     entries: dict[str, Any] = {}
     missing = 0
     any_point = False

@@ -224,3 +224,24 @@ def test_a_tag_steps_aside_from_another_points_marker():
     assert tag.xyann != (4, 3)  # not the upper-right corner, where the markers are
     _place_tags(ax, [(1.27, 0.998, "K=15", "k")])  # nothing beside it: the first corner
     assert ax.texts[-1].xyann == (4, 3)
+
+
+def test_a_sweeps_speedups_on_two_cpus_are_not_one_line_but_its_tau_is():
+    # Named case: HumanEval's SPD at K = 15 (unrecorded AVX-512 machine) and K = 10 (family 26
+    # CPU) were joined into one speedup line falling from 1.17x to 1.02x: a CPU change, not K's.
+    rows = []
+    for k, s, cpu in ((10, 1.17, "AMD EPYC (family 26)"), (15, 1.02, "AMD EPYC (signature not recorded)")):
+        spd = _variant(dataset__name="humaneval", drafter__name="model", drafter__k=k)
+        spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+        row = _run(spd, tau=7.0 + k / 10, speedup=s, run_id=f"spd{k}")
+        row["machine"] = cpu
+        rows.append(row)
+    fig = fig_vs_param(_index(rows), "K")
+    speed_ax, tau_ax = [a for a in fig.axes if a.get_visible() and a.lines][:2]
+
+    def joined(ax):  # data lines through both K (not the 1x reference line)
+        return [ln for ln in ax.lines if set(map(float, ln.get_xdata())) == {10.0, 15.0}]
+
+    assert joined(speed_ax) == [] and len(joined(tau_ax)) == 1
+    assert "CPU A + B" in speed_ax.get_title()
+    assert any("not joined" in t for t in _texts(fig))
