@@ -215,6 +215,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     entries: dict[str, Any] = {}
     series_total: set[str] = set()
     unjoined = 0
+    used: set[str] = set()
     for j, ds in enumerate(datasets):
         sweeps = sweeps_by_ds[ds]
         labels = _sweep_labels([v[0] for v in sweeps.values()], skip=(col,))
@@ -249,6 +250,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
                     entries.setdefault(label, handle)
             series_total.add(label)
         on = sorted({cpu_letter[m] for v in sweeps.values() for r in v for m in [r.get("machine")] if m in cpu_letter})
+        used.update(on)
         grid[0][j].set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
         xs_all = sorted({float(m[col]) for v in sweeps.values() for m in v})
         for i, ylabel in enumerate((SPEEDUP_LABEL, TAU_LABEL)):
@@ -264,9 +266,9 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     caption = _interval_caption(df) + "; dashed grey: target alone (1×); a line joins runs that share every other setting"
     if singles:
         caption += f"\n{singles} configuration(s) run at a single {param} (no sweep) are not drawn"
-    if cpu_letter:
+    if used:
         caption += ("\nspeedups on different CPUs are not joined" + (f" ({unjoined} break(s))" if unjoined else "")
-                    + ": " + "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items()))
+                    + ": " + "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items() if c in used))
     _legend(fig, entries, len(series_total), caption)
     return fig
 
