@@ -267,8 +267,9 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     if singles:
         caption += f"\n{singles} configuration(s) run at a single {param} (no sweep) are not drawn"
     if used:
-        caption += ("\nspeedups on different CPUs are not joined" + (f" ({unjoined} break(s))" if unjoined else "")
-                    + ": " + "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items() if c in used))
+        cpus = "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items() if c in used)
+        caption += (f"\nspeed measured on {cpus}" if len(used) == 1 else
+                    "\nspeedups on different CPUs are not joined" + (f" ({unjoined} break(s))" if unjoined else "") + f": {cpus}")
     _legend(fig, entries, len(series_total), caption)
     return fig
 
