@@ -31,6 +31,7 @@ import pandas as pd
 from ..costmodel import SPEEDUP, TARGET_TPS
 from ..stats import LEVEL, paired_bootstrap, ratio_of_sums
 from .compare import MIN_N_VERDICT, Row, compare_pair, load_run
+from .tables import method_label
 
 FLY = {"method": "fly", "theta": 0.3, "W": 6, "K": 15}
 SPD15 = {"method": "spd", "drafter": "model", "K": 15}
@@ -486,19 +487,38 @@ def loose_examples(run_dir: Path, limit: int = 3) -> list[dict[str, Any]]:
 
 
 def _answer(score: Mapping[str, Any], reference: Any) -> Any:
-    """What a sample answered: the extracted answer, or for an instruction-following task (IFEval:
-    no single answer) the instructions it failed, by the strict check."""
-    if score.get("pred") is not None or "inst_strict" not in score:
-        return score.get("pred")
-    ids = reference.get("instruction_id_list", []) if isinstance(reference, Mapping) else []
-    failed = [ids[i] if i < len(ids) else f"instruction {i}" for i, ok in enumerate(score["inst_strict"]) if not ok]
-    return ("failed " + ", ".join(failed)) if failed else "all instructions followed"
+    """What a sample answered, in the words its task scores it by: the extracted answer; for an
+    instruction-following task (IFEval: no single answer) the instructions it failed, by the strict
+    check; for a code task (no extracted answer: the tests decide) passed, or the last line the
+    failing tests printed; for graded recall (NIAH) the recall and the values it missed."""
+    if score.get("pred") is not None:
+        return score["pred"]
+    if "inst_strict" in score:
+        ids = reference.get("instruction_id_list", []) if isinstance(reference, Mapping) else []
+        failed = [ids[i] if i < len(ids) else f"instruction {i}" for i, ok in enumerate(score["inst_strict"]) if not ok]
+        return ("failed " + ", ".join(failed)) if failed else "all instructions followed"
+    if "status" in score:  # sandboxed tests: the reader needs why they failed, not the traceback
+        if score["status"] == "passed":
+            return "passed"
+        last = [ln.strip() for ln in str(score.get("output") or "").splitlines() if ln.strip()]
+        return f"{score['status']}: {last[-1]}" if last else str(score["status"])
+    if "recall" in score:
+        values = reference.get("values", []) if isinstance(reference, Mapping) else []
+        missed = [v for v, hit in zip(values, score.get("found") or []) if not hit]
+        return f"recall {score['recall']:.2f}" + (f", missed {', '.join(map(str, missed))}" if missed else "")
+    return score.get("pred")
 
 
 def _reference(reference: Any) -> Any:
-    """The reference as a reader needs it: an IFEval record is its instruction ids, not its prompt."""
-    if isinstance(reference, Mapping) and "instruction_id_list" in reference:
-        return ", ".join(reference["instruction_id_list"])
+    """The reference as a reader needs it: an IFEval record is its instruction ids, a code problem
+    its entry point (the prompt and tests are in the sample), a needle its key and value count."""
+    if isinstance(reference, Mapping):
+        if "instruction_id_list" in reference:
+            return ", ".join(reference["instruction_id_list"])
+        if "entry_point" in reference:
+            return f"tests of {reference['entry_point']}()"
+        if "values" in reference and "key" in reference:
+            return f"{len(reference['values'])} values of {reference['key']}"
     return reference
 
 
@@ -531,7 +551,9 @@ def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0) -> list[Path]
     md.write_text("# The papers' claims, decided\n\n" + format_claims(decisions) + "\n", encoding="utf-8")
     paths = [md, decisions_to_csv(decisions, out / "claims.csv")]
     loose = index[(index["status"] == "complete") & index["method"].isin(["fly", "dropmatch", "autojudge", "dropmatch_autojudge"])]
-    examples = {f"{r['experiment']}/{r['run_id']}": loose_examples(Path(r["run_dir"])) for _, r in loose.iterrows()}
+    # The heading names the rule and its knobs: two DropMatch runs on one set differ only by criterion.
+    examples = {f"{r['experiment']}/{r['run_id']}: {method_label(r)} on {r['dataset']}": loose_examples(Path(r["run_dir"]))
+                for _, r in loose.iterrows()}
     ex = out / "loose_examples.md"
     ex.write_text(format_examples({k: v for k, v in examples.items() if v}) + "\n", encoding="utf-8")
     paths.append(ex)

@@ -91,8 +91,10 @@ def test_a_speed_claim_compares_only_runs_measured_on_one_cpu(tmp_path):
     """Each speedup is paired on its own machine; two of them differ by CPU as much as by method
     (bf16 with and without native kernels), so across CPUs the claim says so instead of a verdict."""
     for k in ("3", "6"):
+        # timing.retime=false: this test is about CPUs, not contention; under load a re-timed sample
+        # that stays contaminated would leave the speed figures and change n.
         run(compose_config([*TINY, "dataset.limit=4", "pair.dtype=float32", "method=spd", f"drafter.k={k}",
-                            f"experiment_name=e{k}"], results_dir=tmp_path))
+                            f"experiment_name=e{k}", "timing.retime=false"], results_dir=tmp_path))
     claim = Claim("v", "test", "a longer draft is faster", "speedup", {"method": "spd", "K": 6}, {"method": "spd", "K": 3})
     same = decide(load_index(tmp_path), (claim,), n_boot=200)[0]
     assert not same.verdict.startswith("not comparable") and same.n == 4  # one machine: decided as usual
@@ -205,3 +207,22 @@ def test_a_retention_loss_needs_the_exact_test_too(tmp_path):
     (d,) = decide(load_index(tmp_path), (claim,), n_boot=500)
     assert d.b[2] < 0.99  # the bootstrap alone would say contradicted
     assert d.verdict.startswith("undecided (the difference rests on 4 discordant problems") and d.n_needed == 24
+
+
+def test_code_and_recall_examples_say_why_they_failed():
+    from loosespec_bench.report.claims import _answer, _reference
+
+    # Named case (DropMatch naive on HumanEval/64): the answer column said "None" and the
+    # reference column a dump of the prompt; a reader needs the failing assertion.
+    humaneval = {"prompt": "def vowels_count(s):\n ...", "test": "def check(c): ...", "entry_point": "vowels_count"}
+    failed = {"correct": False, "status": "failed",
+              "output": "Traceback (most recent call last):\n  File \"<program>\", line 31, in check\nAssertionError: Test 2\n"}
+    assert _answer(failed, humaneval) == "failed: AssertionError: Test 2"
+    assert _answer({"correct": True, "status": "passed", "output": ""}, humaneval) == "passed"
+    assert _answer({"correct": False, "status": "timeout", "output": ""}, humaneval) == "timeout"
+    assert _reference(humaneval) == "tests of vowels_count()"
+    # Graded recall (NIAH): the recall and the values missed, not "None".
+    needle = {"key": "plain-cabinet", "values": ["8374296", "9411991", "5953528"]}
+    assert _answer({"correct": False, "recall": 2 / 3, "found": [True, False, True]}, needle) == "recall 0.67, missed 9411991"
+    assert _answer({"correct": True, "recall": 1.0, "found": [True] * 3}, needle) == "recall 1.00"
+    assert _reference(needle) == "3 values of plain-cabinet"
