@@ -377,6 +377,9 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         for _, r in sub.iterrows():
             groups.setdefault(config_key(r, exclude_prefixes=()), []).append(r)
         pts = []
+        # A frontier is drawn among points timed on one CPU: a speedup measured on another CPU
+        # neither dominates nor is dominated by it (None: unknown, or several machines in one point).
+        pts_by_cpu: dict[str | None, list[tuple[float, float]]] = {}
         tagged: list[tuple[float, float, str, str]] = []
         # Points of one method that differ in a setting (SPD at K = 10 and 15, FLy at three θ)
         # share a colour and marker: each is tagged with what tells it from the others.
@@ -389,6 +392,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                 missing += 1
                 continue
             pts.append((s, q))
+            pts_by_cpu.setdefault(_machine_of(members) if cpu_letter else None, []).append((s, q))
             name = method_name(members[0])
             h = ax.errorbar([s], [q], xerr=_yerr([s], [s_ci]), yerr=_yerr([q], [q_ci]), color=method_color(name, names),
                             marker=MARKERS[sorted(names).index(name) % len(MARKERS)], ms=5, lw=0, elinewidth=1, capsize=2)
@@ -402,11 +406,16 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         _place_tags(ax, tagged, markers=pts)
         if pts:
             any_point = True
-            front = pareto_front(pts)
-            # A wide grey band under a thin black line: visible under the error bars it crosses.
-            xs, ys = [p[0] for p in front], [p[1] for p in front]
-            ax.plot(xs, ys, color="grey", lw=5, alpha=0.3, drawstyle="steps-post", zorder=0, solid_capstyle="butt")
-            ax.plot(xs, ys, color="black", lw=1.2, drawstyle="steps-post", zorder=1)
+            for i, (machine, cpu_pts) in enumerate(sorted(pts_by_cpu.items(), key=lambda kv: str(kv[0]))):
+                front = pareto_front(cpu_pts)
+                # A wide grey band under a thin black line: visible under the error bars it crosses.
+                xs, ys = [p[0] for p in front], [p[1] for p in front]
+                ls = ("-", ":", (0, (6, 2, 1, 2)))[i % 3] if len(pts_by_cpu) > 1 else "-"
+                ax.plot(xs, ys, color="grey", lw=5, alpha=0.3, drawstyle="steps-post", zorder=0, solid_capstyle="butt")
+                ax.plot(xs, ys, color="black", lw=1.2, ls=ls, drawstyle="steps-post", zorder=1)
+                if len(pts_by_cpu) > 1:  # several frontiers: each says whose speeds it joins
+                    who = f"CPU {cpu_letter[machine]}" if machine in cpu_letter else "mixed CPUs"
+                    ax.annotate(who, front[-1], xytext=(2, -9), textcoords="offset points", fontsize=6, color="black")
         else:
             _note(ax, "no configuration with both\na speedup and a retention")
         on = sorted({cpu_letter[m] for m in sub["machine"].dropna().astype(str) if m in cpu_letter}) if cpu_letter else []
@@ -424,7 +433,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                 why += f"\n({missing} without retention: no paired baseline, or target-alone accuracy 0)"
             _note(axes[0], why)
         return fig
-    caption = _interval_caption(df) + "\nblack on grey: Pareto frontier; dashed: retention 1 (the target alone's score); dash-dot: 1×"
+    caption = _interval_caption(df) + "\nblack on grey: Pareto frontier (one per CPU where a panel's speeds come from several); dashed: retention 1 (the target alone's score); dash-dot: 1×"
     if missing:
         caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
     if no_panel:

@@ -245,3 +245,29 @@ def test_a_sweeps_speedups_on_two_cpus_are_not_one_line_but_its_tau_is():
     assert joined(speed_ax) == [] and len(joined(tau_ax)) == 1
     assert "CPU A + B" in speed_ax.get_title()
     assert any("not joined" in t for t in _texts(fig))
+
+
+def test_a_pareto_frontier_joins_only_points_timed_on_one_cpu():
+    # Named case: HumanEval's panel mixed FLy + MLA and SPD K = 15 (unrecorded machine) with the
+    # rest (family 26 CPU), and one frontier stepped from one CPU's speedups to the other's.
+    rows = []
+    for k, s, q, cpu in ((10, 1.30, 1.0, "AMD EPYC (family 26)"), (15, 1.10, 1.2, "AMD EPYC (signature not recorded)"),
+                         (20, 1.05, 0.9, "AMD EPYC (signature not recorded)")):
+        spd = _variant(dataset__name="humaneval", drafter__name="model", drafter__k=k)
+        spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+        row = _run(spd, tau=7.0, speedup=s, run_id=f"spd{k}")
+        row.update(machine=cpu, retention=q)
+        rows.append(row)
+    fig = fig_tradeoff(_index(rows))
+    ax = next(a for a in fig.axes if a.get_visible() and a.lines)
+    fronts = [set(map(float, ln.get_xdata())) for ln in ax.lines if ln.get_color() == "black"]
+    # Two frontiers: CPU A's (K = 10 alone) and CPU B's (K = 15 dominates K = 20); none crosses CPUs.
+    assert sorted(map(sorted, fronts)) == [[1.1], [1.3]]
+    assert {"CPU A", "CPU B"} <= {t.get_text() for t in ax.texts}
+    assert any("one per CPU" in t for t in _texts(fig))
+    # One CPU: one frontier, no CPU tags.
+    for r in rows:
+        r["machine"] = "AMD EPYC (family 26)"
+    ax = next(a for a in fig_tradeoff(_index(rows)).axes if a.get_visible() and a.lines)
+    assert [sorted(map(float, ln.get_xdata())) for ln in ax.lines if ln.get_color() == "black"] == [[1.1, 1.3]]
+    assert not {"CPU A", "CPU B"} & {t.get_text() for t in ax.texts}
