@@ -452,37 +452,43 @@ def _decoder(run_dir: Path) -> Any:
 
 
 def loose_examples(run_dir: Path, limit: int = 3) -> list[dict[str, Any]]:
-    """Samples where the loose rule's answer is wrong and the target alone's right, with the
-    first loose accept of each: the text before it, the draft's token kept, the target's token
-    it replaced, and both final answers (from the per-step records: rec["steps"])."""
+    """Samples where a loose accept went with a changed answer, up to `limit` each way: lost (the
+    loose rule wrong, the target alone right) first, then gained (the reverse: a rule that changes
+    answers both ways reads as noise, one that only loses as damage). Each with its first loose
+    accept: the text before it, the draft's token kept, the target's token it replaced, and both
+    final answers (from the per-step records: rec["steps"])."""
     run = load_run(run_dir)
     decode = _decoder(run_dir)
     show = decode or (lambda ids: " ".join(map(str, ids)))
-    out = []
-    for rec in run.records.values():
-        base = rec.get("baseline") or {}
-        if not ((base.get("score") or {}).get("correct") and (rec.get("score") or {}).get("correct") is False):
-            continue
-        emitted = 0
-        for step in rec.get("steps", []):
-            loose = step.get("loose_accepted") or []
-            if loose and "target_tokens" in step:
-                pos = loose[0]
-                at = emitted + pos
-                out.append({
-                    "id": rec["id"],
-                    "context": show(rec["output_ids"][max(0, at - 16):at]),
-                    "draft_token": show([step["draft"][pos]]),
-                    "target_token": show([step["target_tokens"][pos]]),
-                    "loose_accepts_in_sample": sum(len(s.get("loose_accepted") or []) for s in rec.get("steps", [])),
-                    "answer": _answer(rec.get("score") or {}, rec.get("reference")),
-                    "target_answer": _answer(base.get("score") or {}, rec.get("reference")),
-                    "reference": _reference(rec.get("reference")),
-                })
+    out: list[dict[str, Any]] = []
+    for change, (method_ok, target_ok) in (("lost", (False, True)), ("gained", (True, False))):
+        found = 0
+        for rec in run.records.values():
+            base = rec.get("baseline") or {}
+            if not ((base.get("score") or {}).get("correct") is target_ok and (rec.get("score") or {}).get("correct") is method_ok):
+                continue
+            emitted = 0
+            for step in rec.get("steps", []):
+                loose = step.get("loose_accepted") or []
+                if loose and "target_tokens" in step:
+                    pos = loose[0]
+                    at = emitted + pos
+                    out.append({
+                        "id": rec["id"],
+                        "change": change,
+                        "context": show(rec["output_ids"][max(0, at - 16):at]),
+                        "draft_token": show([step["draft"][pos]]),
+                        "target_token": show([step["target_tokens"][pos]]),
+                        "loose_accepts_in_sample": sum(len(s.get("loose_accepted") or []) for s in rec.get("steps", [])),
+                        "answer": _answer(rec.get("score") or {}, rec.get("reference")),
+                        "target_answer": _answer(base.get("score") or {}, rec.get("reference")),
+                        "reference": _reference(rec.get("reference")),
+                    })
+                    found += 1
+                    break
+                emitted += step["accepted"] + 1
+            if found >= limit:
                 break
-            emitted += step["accepted"] + 1
-        if len(out) >= limit:
-            break
     return out
 
 
@@ -524,18 +530,20 @@ def _reference(reference: Any) -> Any:
 
 def format_examples(examples_by_run: Mapping[str, list[dict[str, Any]]]) -> str:
     lines = ["# Loose accepts that changed an answer", "",
-             "Per run: samples where the loose rule answered wrongly and the target alone rightly, with the first loose",
-             "accept of the sample (the draft's token kept where the target would have written its own). The first",
-             "loose accept is not necessarily the one that derailed the answer; `loose accepts` counts them all.", ""]
+             "Per run, up to three samples each way: lost (the loose rule answered wrongly, the target alone rightly),",
+             "then gained (the reverse), each with its first loose accept (the draft's token kept where the target",
+             "would have written its own). The first loose accept is not necessarily the one that changed the answer;",
+             "`loose accepts` counts them all. A rule that only loses answers damages them; one that changes them both",
+             "ways at the rate the lossless rules do (noise_floor.md) is within bf16's noise.", ""]
     for name, examples in examples_by_run.items():
         lines.append(f"## {name}")
         if not examples:
-            lines += ["", "No sample where the loose rule lost an answer the target alone got right.", ""]
+            lines += ["", "No sample where a loose accept went with a changed answer.", ""]
             continue
-        lines += ["", "| sample | text before | draft kept | target's token | loose accepts | answer | target alone | reference |",
-                  "|---|---|---|---|---:|---|---|---|"]
+        lines += ["", "| sample | change | text before | draft kept | target's token | loose accepts | answer | target alone | reference |",
+                  "|---|---|---|---|---|---:|---|---|---|"]
         for e in examples:
-            cells = [e["id"], "…" + e["context"], e["draft_token"], e["target_token"], str(e["loose_accepts_in_sample"]),
+            cells = [e["id"], e["change"], "…" + e["context"], e["draft_token"], e["target_token"], str(e["loose_accepts_in_sample"]),
                      str(e["answer"]), str(e["target_answer"]), str(e["reference"])[:80]]
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", "⏎") for c in cells) + " |")
         lines.append("")

@@ -10,7 +10,7 @@ import pytest
 
 from loosespec_bench.app import run
 from loosespec_bench.report.claims import (
-    Claim, decide, decisions_to_csv, format_claims, loose_examples, n_to_decide, select, verdict,
+    Claim, decide, decisions_to_csv, format_claims, format_examples, loose_examples, n_to_decide, select, verdict,
 )
 from loosespec_bench.report.index import load_index
 
@@ -124,8 +124,18 @@ def test_loose_examples_name_the_kept_draft_token(tmp_path):
     (folder / "samples.jsonl").write_text(json.dumps(rec) + "\n")
     ex = loose_examples(folder)
     # Step 1 emitted 3 tokens (2 accepted + 1), so the loose accept is output position 3.
-    assert ex == [{"id": rec["id"], "context": "11 12 13", "draft_token": "14", "target_token": "77",
+    assert ex == [{"id": rec["id"], "change": "lost", "context": "11 12 13", "draft_token": "14", "target_token": "77",
                    "loose_accepts_in_sample": 1, "answer": "5", "target_answer": "4", "reference": rec["reference"]}]
+    # The reverse (named case: DropMatch on HumanEval lost 4 answers and gained 6): shown too, after.
+    rec["baseline"]["score"], rec["score"] = rec["score"], rec["baseline"]["score"]
+    (folder / "samples.jsonl").write_text(json.dumps(rec) + "\n")
+    (gained,) = loose_examples(folder)
+    assert gained["change"] == "gained" and gained["answer"] == "4" and gained["target_answer"] == "5"
+    assert "| gained |" in format_examples({"run": [gained]})
+    # A sample whose answer did not change, or changed without a loose accept, is not an example.
+    rec["score"] = dict(rec["baseline"]["score"])
+    (folder / "samples.jsonl").write_text(json.dumps(rec) + "\n")
+    assert loose_examples(folder) == []
 
 
 def test_an_ifeval_example_names_the_instructions_it_failed():
