@@ -6,6 +6,7 @@ Kept free of Hydra's decorator so tests (and notebooks) call it with a composed 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import traceback
 import zlib
@@ -28,7 +29,7 @@ from .config import baseline_config
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
-from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
+from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, machine, run_metadata
 from .tasks import Sample, Task
 from .timing import (
     CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, timing_line,
@@ -262,7 +263,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         done = reusable_records(folder, samples)
         todo = [(i, s) for i, s in enumerate(samples) if s.id not in done]
-        topup = timing_topup(cfg, samples, done)
+        topup = timing_topup(cfg, samples, done, _groups(task, samples))
+        check_topup_machine(folder.path, topup)
         print(
             f"[loosespec_bench] {cfg.method.name} on {task.name}: {len(samples)} samples "
             f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done"
@@ -281,7 +283,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             if cfg.baseline == "shared" and runner.paired:
                 runner.store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
                 subset = cfg.timing.get("subset")
-                runner.timed = timed_indices(len(samples), None if subset is None else int(subset))
+                runner.timed = timed_indices(len(samples), None if subset is None else int(subset), _groups(task, samples))
             runner.check_lengths([s for _, s in todo])  # before any generation
             runner.check_batch([s for _, s in todo])
             if cfg.warmup:
@@ -360,19 +362,53 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
     return {r["id"]: r for r in first_per_id(kept)}
 
 
-def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[str, Any]]) -> list[tuple[int, Sample]]:
+def _groups(task: Any, samples: list[Sample]) -> list[Any] | None:
+    """Each sample's group (the task's group_key: MGSM's language), for the timing subset."""
+    key = getattr(task, "group_key", None)
+    return [s.meta.get(key) for s in samples] if key else None
+
+
+def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[str, Any]],
+                 groups: list[Any] | None = None) -> list[tuple[int, Sample]]:
     """baseline=shared: the finished samples that are now inside the timing subset but ran
     untimed (the target alone read from the store). A resume with a larger timing.subset (or
     null: all) re-runs each of them paired, the method and a fresh target alone alternating,
     so that a finished run's speed figure can rest on more problems without re-running the
-    whole point. timed_indices(n, 2s) contains timed_indices(n, s): doubling the subset keeps
-    every sample timed so far (any other size keeps them too, and times its own positions)."""
+    whole point. The subset's prefixes are nested (timed_indices): a larger subset keeps every
+    sample timed so far. Nothing is topped up unless the subset asks for more timed samples
+    than the run already has: a run timed under an earlier rule for choosing them (MGSM's
+    before groups were spread) keeps its timed samples instead of gaining some at every resume,
+    perhaps on another CPU."""
     if cfg.baseline != "shared" or cfg.method.name == "ar":
         return []
     subset = cfg.timing.get("subset")
-    timed = timed_indices(len(samples), None if subset is None else int(subset))
-    return [(i, s) for i, s in enumerate(samples)
-            if i in timed and s.id in done and (done[s.id].get("timing") or {}).get("status") == UNTIMED]
+    untimed = {sid for sid, rec in done.items() if (rec.get("timing") or {}).get("status") == UNTIMED}
+    already = sum(1 for s in samples if s.id in done and s.id not in untimed)
+    if subset is not None and already >= min(int(subset), len(samples)):
+        return []
+    timed = timed_indices(len(samples), None if subset is None else int(subset), groups)
+    return [(i, s) for i, s in enumerate(samples) if i in timed and s.id in untimed]
+
+
+def check_topup_machine(folder_path: Path, topup: list[tuple[int, Sample]]) -> None:
+    """A top-up times more samples beside those a finished run timed; on another CPU its
+    speedup would pool two machines' timings in one figure (speed is a property of the CPU:
+    summary.machine). Refuses, before any model loads, where the run's summary names another
+    CPU than this one."""
+    if not topup:
+        return
+    try:
+        before = json.loads((folder_path / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # no finished summary: nothing recorded to compare with
+    here = machine()
+    was = (before.get("cpu_signature"), before.get("cpu_isa"))
+    now = (here.get("cpu_signature"), here.get("cpu_isa"))
+    if was[0] and now[0] and was != now:
+        raise ConfigError(
+            f"timing.subset tops up {len(topup)} sample(s) of {folder_path.name}, whose timed samples ran on "
+            f"{was[0]} ({was[1]}); this machine is {now[0]} ({now[1]}). One speedup would pool two CPUs' timings: "
+            "top it up on the machine that timed it, or drop timing.subset to the run's own")
 
 
 def topped_up_from(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -478,6 +514,20 @@ def _with_ci(s: dict[str, Any], key: str, spec: str, unit: str = "") -> str:
     return text
 
 
+def _rates(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The two tokens/s rows. Where only a subset was timed, both rates are over those samples
+    (they divide to the speedup) and the method's rate over every sample follows in brackets:
+    over different samples the two read as a speedup the run did not measure (MGSM: 7.94
+    against 5.95 tokens/s printed beside a 0.56x speedup)."""
+    timed, n = s.get("n_timed"), s.get("n_samples")
+    if s.get("timed_tokens_per_s") is None or timed is None or timed == n:
+        return [("tokens/s (method)", _fmt(s.get("tokens_per_s"), ".2f")),
+                ("tokens/s (target alone)", _fmt(s.get("baseline_tokens_per_s"), ".2f"))]
+    return [("tokens/s (method)", f"{_fmt(s['timed_tokens_per_s'], '.2f')} on the {timed} timed"
+             f" ({_fmt(s.get('tokens_per_s'), '.2f')} on all {n})"),
+            ("tokens/s (target alone)", f"{_fmt(s.get('baseline_tokens_per_s'), '.2f')} on the {timed} timed")]
+
+
 def format_summary(s: dict[str, Any]) -> str:
     fig = s.get("quality_figure") or "accuracy"
     n = s.get("n_samples")
@@ -487,8 +537,7 @@ def format_summary(s: dict[str, Any]) -> str:
         ("pair / dataset", f"{s['pair']} / {s['dataset']}"),
         ("samples (distinct problems)", f"{_fmt(n)} ({_fmt(problems)})" if problems is not None and problems != n else _fmt(n)),
         ("tau (tokens per target step)", _with_ci(s, "tau", ".2f")),
-        ("tokens/s (method)", _fmt(s.get("tokens_per_s"), ".2f")),
-        ("tokens/s (target alone)", _fmt(s.get("baseline_tokens_per_s"), ".2f")),
+        *_rates(s),
         ("speedup", _with_ci(s, "speedup", ".2f", "x")),
         ("speedup, median of samples", _with_ci(s, "speedup_median_of_samples", ".2f")),
         (f"{fig} (method)", _with_ci(s, fig, ".3f")),

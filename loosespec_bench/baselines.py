@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .errors import ConfigError
 from .run_folder import atomic_write, read_jsonl
@@ -46,14 +46,49 @@ def baselines_root(cfg: Any) -> Path:
     return Path(paths.get("baselines_dir") or Path(str(paths.results_dir)) / "_baselines").expanduser()
 
 
-def timed_indices(n: int, subset: int | None) -> set[int]:
+def timed_indices(n: int, subset: int | None, groups: Sequence[Any] | None = None) -> set[int]:
     """The sample positions (0..n-1, in the selection's seeded order) a run times paired: all
-    of them (subset None or >= n), else `subset` positions spread evenly over the selection, so
-    that a data set whose selection runs subset by subset (MGSM: language by language) is
-    timed in every subset, and every method run over the same n times the same samples."""
+    of them (subset None or >= n), else `subset` positions, the same for every method run over
+    the same selection.
+
+    groups: each position's group (the task's group_key, e.g. MGSM's language), or None. With
+    two or more groups the subset takes every group's share in turn, spread over each group
+    (`_spread_order`): the selection interleaves its groups (round_robin: fr, de, th, fr, ...),
+    and the evenly spaced positions below fall on one group whenever the stride is a multiple
+    of the group count. MGSM's 10 of 30 were all French (answers of ~10 tokens, where German's
+    ran to 256), so the speedup was French's alone. Without groups: `subset` positions spread
+    evenly, (i * n) // subset, the rule the committed runs were timed by."""
     if subset is None or subset >= n:
         return set(range(n))
+    if groups is not None and len(set(groups)) > 1:
+        members: dict[Any, list[int]] = {}
+        for pos, g in enumerate(groups):
+            members.setdefault(g, []).append(pos)
+        orders = [[m[j] for j in _spread_order(len(m))] for m in members.values()]
+        turn = [o[r] for r in range(max(map(len, orders))) for o in orders if r < len(o)]
+        return set(turn[:subset])
     return {(i * n) // subset for i in range(subset)}
+
+
+def _spread_order(m: int) -> list[int]:
+    """0..m-1 in an order whose every prefix is spread over the range (the base-2 van der
+    Corput sequence, scaled to m, repeats dropped): 10 -> 0, 5, 2, 7, 1, 6, 3, 8, 4, 9. A
+    larger subset keeps every position a smaller one timed (a top-up adds, never swaps)."""
+    out: list[int] = []
+    seen: set[int] = set()
+    k = 0
+    while len(out) < m:
+        x, denom, i = 0.0, 1.0, k
+        while i:
+            denom *= 2
+            x += (i & 1) / denom
+            i >>= 1
+        j = int(x * m)
+        if j not in seen:
+            seen.add(j)
+            out.append(j)
+        k += 1
+    return out
 
 
 class BaselineStore:

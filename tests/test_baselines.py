@@ -22,7 +22,7 @@ SIDE = {"output_text": "4", "output_ids": [7, 8], "metrics": {"new_tokens": 2, "
 @pytest.mark.parametrize("n, subset, expect", [
     (5, None, {0, 1, 2, 3, 4}),  # null: every sample
     (5, 9, {0, 1, 2, 3, 4}),  # more than there are: every sample
-    (30, 3, {0, 10, 20}),  # spread: MGSM's 10 fr, 10 de, 10 th each get one
+    (30, 3, {0, 10, 20}),  # no groups: evenly spaced (the rule the committed runs were timed by)
     (4, 1, {0}),
 ])
 def test_timed_indices_spread_over_the_selection(n, subset, expect):
@@ -132,6 +132,58 @@ def test_timed_indices_of_a_doubled_subset_keep_the_timed_ones():
     for n in range(2, 40):
         for subset in range(1, n // 2 + 1):
             assert timed_indices(n, subset) <= timed_indices(n, 2 * subset)
+
+
+def test_a_grouped_selection_times_every_groups_share():
+    # Named case: MGSM's selection interleaves its languages (round_robin: fr, de, th, fr, ...),
+    # and 10 evenly spaced of 30 were positions 0, 3, ..., 27: all French, whose answers under the
+    # paper's prompt are ~10 tokens where German's run to 256. The speedup was French's alone.
+    groups = ["fr", "de", "th"] * 10
+    assert {groups[i] for i in timed_indices(30, 10)} == {"fr"}  # the old rule, kept without groups
+    got = timed_indices(30, 10, groups)
+    share = {g: sum(groups[i] == g for i in got) for g in ("fr", "de", "th")}
+    assert len(got) == 10 and share == {"fr": 4, "de": 3, "th": 3}
+    french = sorted(i // 3 for i in got if groups[i] == "fr")  # spread within the group too
+    assert french[0] == 0 and french[-1] >= 5
+    for k in range(1, 30):  # nested: a top-up adds timed samples, never swaps them
+        assert timed_indices(30, k, groups) <= timed_indices(30, k + 1, groups)
+        assert len(timed_indices(30, k, groups)) == k
+    assert timed_indices(30, None, groups) == set(range(30))
+    assert timed_indices(6, 3, ["a"] * 6) == timed_indices(6, 3)  # one group: the plain rule
+
+
+def test_a_run_already_timed_to_its_subset_is_not_topped_up_under_a_new_rule():
+    from omegaconf import OmegaConf
+
+    from loosespec_bench.app import timing_topup
+    from loosespec_bench.tasks import Sample
+
+    samples = [Sample(id=f"{g}-{i}", messages=[], reference=None, meta={"language": g})
+               for i in range(3) for g in ("fr", "de")]
+    groups = [s.meta["language"] for s in samples]
+    # Timed under the plain rule (positions 0, 3: both French), the rest untimed.
+    done = {s.id: {"timing": {"status": "clean" if i in (0, 3) else "untimed"}} for i, s in enumerate(samples)}
+    cfg = OmegaConf.create({"baseline": "shared", "method": {"name": "spd"}, "timing": {"subset": 2}})
+    assert timing_topup(cfg, samples, done, groups) == []  # 2 timed already: a resume adds none
+    cfg.timing.subset = None  # all: the untimed four, on request
+    assert [i for i, _ in timing_topup(cfg, samples, done, groups)] == [1, 2, 4, 5]
+
+
+def test_a_top_up_on_another_cpu_is_refused_before_any_model_loads(tmp_path):
+    from loosespec_bench.app import check_topup_machine
+    from loosespec_bench.summary import machine
+
+    here = machine()
+    topup = [(1, object())]
+    check_topup_machine(tmp_path, topup)  # no summary: nothing to compare with
+    (tmp_path / "summary.json").write_text(json.dumps({"cpu_signature": here["cpu_signature"], "cpu_isa": here["cpu_isa"]}))
+    check_topup_machine(tmp_path, topup)  # the same CPU: fine
+    (tmp_path / "summary.json").write_text(json.dumps({"cpu_signature": "AuthenticAMD family 25 model 1 stepping 1",
+                                                       "cpu_isa": "AVX2"}))
+    if here["cpu_signature"]:
+        with pytest.raises(ConfigError, match="family 25 model 1 stepping 1 .*top it up on the machine that timed it"):
+            check_topup_machine(tmp_path, topup)
+    check_topup_machine(tmp_path, [])  # nothing to top up: nothing to refuse
 
 
 def test_a_larger_timing_subset_tops_up_a_finished_run(tmp_path, capsys):
