@@ -137,6 +137,7 @@ class Decision:
     cluster_gpu_hours: float | None = None
     folders: list[str] = field(default_factory=list)
     floor: tuple[float | None, float | None, float | None] | None = None  # retention: SPD's at the same set
+    groups: str = ""  # "fr only": the figure rests on some of the set's groups (compare.Row.groups)
 
 
 def floor_selection(claim: Claim) -> dict[str, Any]:
@@ -346,7 +347,8 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int
                 if not rows:
                     continue
                 row: Row = rows[0]
-                d = Decision(claim, ds, row.n, row.a, row.b, row.diff, verdict(*row.diff, claim.direction, row.n), folders=folders)
+                d = Decision(claim, ds, row.n, row.a, row.b, row.diff, verdict(*row.diff, claim.direction, row.n), folders=folders,
+                             groups=row.groups)
                 d.n_needed = n_to_decide(*row.diff, row.n) if d.verdict.startswith("undecided") else None
                 if claim.figure == "accuracy" and not d.verdict.startswith("undecided"):
                     exact = mcnemar_check(_discordant(load_run(Path(ra["run_dir"])), run_b), row.n)
@@ -398,7 +400,7 @@ def format_claims(decisions: list[Decision]) -> str:
         else:
             need = "no interval" if None in d.diff else "no effect seen"
         lines.append(
-            f"| {d.claim.text} ({d.claim.figure}) | {d.claim.paper} | {d.dataset} | {d.n or '-'} | {_iv(d.a, spec)} | {_iv(d.b, spec)} | "
+            f"| {d.claim.text} ({d.claim.figure}) | {d.claim.paper} | {d.dataset} | {d.n or '-'}{f' ({d.groups})' if d.groups else ''} | {_iv(d.a, spec)} | {_iv(d.b, spec)} | "
             f"{diff} | **{d.verdict}** | {need} | {'-' if d.cpu_hours is None else f'{d.cpu_hours:.1f}'} | "
             f"{'-' if d.cluster_gpu_hours is None else f'{d.cluster_gpu_hours:.0f}'} |"
         )
@@ -419,7 +421,7 @@ def decisions_to_csv(decisions: list[Decision], path: Path) -> Path:
     for d in decisions:
         rows.append({
             "claim": d.claim.id, "paper": d.claim.paper, "text": d.claim.text, "figure": d.claim.figure, "dataset": d.dataset,
-            "n": d.n, **{f"a{s}": (d.a or (None, None, None))[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
+            "n": d.n, "groups": d.groups or None, **{f"a{s}": (d.a or (None, None, None))[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
             **{f"b{s}": d.b[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
             **{f"diff{s}": d.diff[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
             "verdict": d.verdict, "n_to_decide": d.n_needed, "cpu_hours_at_n": d.cpu_hours,

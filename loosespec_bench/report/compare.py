@@ -118,6 +118,9 @@ class Row:
     a: Interval
     b: Interval
     diff: Interval
+    # Where the figure rests on some of the set's groups only (MGSM's languages; the run's
+    # selection.group_key): "fr only". A speedup timed on French alone is French's speedup.
+    groups: str = ""
 
 
 def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> list[Row]:
@@ -129,7 +132,17 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
     kw = dict(seed=seed, n_boot=n_boot)
     rows: list[Row] = []
 
-    def add(figure: str, stat: Callable[..., np.ndarray], cols_a: list[list[float]], cols_b: list[list[float]]) -> None:
+    group_key = (ra.summary.get("selection") or {}).get("group_key")
+    all_groups = {(ra.records[sid].get("meta") or {}).get(group_key) for sid in common} if group_key else set()
+
+    def only(recs: list[dict[str, Any]] | None) -> str:
+        if recs is None or len(all_groups) < 2:
+            return ""
+        present = {(r.get("meta") or {}).get(group_key) for r in recs}
+        return f"{', '.join(sorted(map(str, present)))} only" if present < all_groups else ""
+
+    def add(figure: str, stat: Callable[..., np.ndarray], cols_a: list[list[float]], cols_b: list[list[float]],
+            recs: list[dict[str, Any]] | None = None) -> None:
         if not cols_a or not cols_a[0]:
             return
         k = len(cols_a)
@@ -137,6 +150,7 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
             dataset, figure, len(cols_a[0]),
             paired_bootstrap(cols_a, stat, **kw), paired_bootstrap(cols_b, stat, **kw),
             paired_bootstrap([*cols_a, *cols_b], _diff(stat, k), **kw),
+            only(recs),
         ))
 
     A = [ra.records[s] for s in common]
@@ -156,12 +170,12 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
 
     if timed:
         ta, tb = [x for x, _ in timed], [y for _, y in timed]
-        add("speedup", speedup_of_sums, speed_cols(ta), speed_cols(tb))
+        add("speedup", speedup_of_sums, speed_cols(ta), speed_cols(tb), ta)
         ratios = [(x["metrics"]["tokens_per_s"] / x["baseline"]["metrics"]["tokens_per_s"],
                    y["metrics"]["tokens_per_s"] / y["baseline"]["metrics"]["tokens_per_s"])
                   for x, y in timed if x["baseline"]["metrics"]["tokens_per_s"] > 0 and y["baseline"]["metrics"]["tokens_per_s"] > 0]
         if ratios:
-            add("speedup_median_of_samples", median_stat, [[p[0] for p in ratios]], [[p[1] for p in ratios]])
+            add("speedup_median_of_samples", median_stat, [[p[0] for p in ratios]], [[p[1] for p in ratios]], ta)
 
     key = _quality_key(ra) or _quality_key(rb)
     if key:
@@ -220,7 +234,7 @@ def format_comparison(pairs: list[tuple[Run, Run]], rows: list[Row]) -> str:
     lines += ["", header, "|---|---|---:|---|---|---|---|"]
     for r in rows:
         spec = ".2f" if r.figure.startswith(("tau", "speedup")) else ".3f"
-        lines.append(f"| {r.dataset} | {r.figure} | {r.n} | {_cell(r.a, spec)} | {_cell(r.b, spec)} | "
+        lines.append(f"| {r.dataset} | {r.figure} | {r.n}{f' ({r.groups})' if r.groups else ''} | {_cell(r.a, spec)} | {_cell(r.b, spec)} | "
                      f"{_cell(r.diff, '+' + spec)} | {_excludes_zero(r.diff, r.n)} |")
     lines.append("")
     lines.append(f"[low, high]: {LEVEL:.0%} intervals, {method_text(CI_METHOD)}, over the samples both runs answered "

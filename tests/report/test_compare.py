@@ -92,3 +92,21 @@ def test_compare_bad_input_is_one_error_line(tmp_path, capsys, case):
     assert main(["compare", str(a), str(b)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_a_speedup_timed_on_some_groups_only_says_which(tmp_path):
+    # Named case: MGSM's 10 timed of 30 were all French (a stride of 3 over an fr/de/th
+    # interleave); the claims printed "10 timed in both" as if the set's.
+    for name, method in (("a", "spd"), ("b", "fly")):
+        folder = _run(tmp_path / name, method, "mgsm", _rows(9, 2, 1.2, 3.0, 1.0))
+        recs = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+        for i, rec in enumerate(recs):
+            rec["meta"] = {"language": ("fr", "de", "th")[i % 3]}
+            if i % 3:  # only French timed
+                rec["timing"]["status"] = "untimed"
+        (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        summary = json.loads((folder / "summary.json").read_text())
+        (folder / "summary.json").write_text(json.dumps({**summary, "selection": {"group_key": "language"}}))
+    rows = {r.figure: r for r in compare_pair(load_run(tmp_path / "a"), load_run(tmp_path / "b"), n_boot=200)}
+    assert rows["speedup"].n == 3 and rows["speedup"].groups == "fr only"
+    assert rows["tau"].n == 9 and rows["tau"].groups == ""  # every language: nothing to say
