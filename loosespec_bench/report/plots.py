@@ -294,8 +294,18 @@ def _distinguishing(labels: Mapping[Any, str], names: Mapping[Any, str]) -> dict
             continue
         parts = {k: labels[k].split(" (", 1)[1].rstrip(")").split(", ") if " (" in labels[k] else [] for k in keys}
         common = set.intersection(*(set(p) for p in parts.values()))
+        # A one-knob-at-a-time sweep (θ, W and K around FLy's defaults on GSM8K): each point is
+        # told apart by the knob it moves; the parts most points share (the defaults) are left
+        # out of every tag but the one that has nothing else. Full tags ("K=15, θ=0.3, W=6" on
+        # nine points) printed into each other.
+        counts: dict[str, int] = {}
+        for p in parts.values():
+            for x in set(p) - common:
+                counts[x] = counts.get(x, 0) + 1
+        usual = {x for x, c in counts.items() if c > len(keys) / 2}
         for k in keys:
-            out[k] = ", ".join(p for p in parts[k] if p not in common)
+            own = [p for p in parts[k] if p not in common and p not in usual]
+            out[k] = ", ".join(own) if own else ", ".join(p for p in parts[k] if p not in common)
     return out
 
 
@@ -352,7 +362,14 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     datasets = _datasets(df)
     # A set where no configuration has a retention (its target alone scored 0: MGSM under the
     # paper's prompt on the CPU pair) gets no empty panel; the caption names it instead.
-    no_panel = [ds for ds in datasets if df.loc[df["dataset"].astype(str) == ds, "retention"].isna().all()]
+    # Nor does a set where no retention has an interval (MGSM under the paper's prompt, where a
+    # fresh target-alone run found 2 of 30 answers: every retention was 0.5 or undefined, no
+    # interval): a point without its interval is not a figure.
+    def _no_retention(ds: str) -> bool:
+        sub = df[df["dataset"].astype(str) == ds]
+        low = sub["retention_ci_low"] if "retention_ci_low" in sub else pd.Series(float("nan"), index=sub.index)
+        return bool((sub["retention"].isna() | low.isna()).all())
+    no_panel = [ds for ds in datasets if _no_retention(ds)]
     if len(no_panel) < len(datasets):
         datasets = [ds for ds in datasets if ds not in no_panel]
     else:
@@ -437,7 +454,8 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     if missing:
         caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
     if no_panel:
-        caption += f"\nno panel for {', '.join(no_panel)}: no configuration there has a retention (target-alone accuracy 0)"
+        caption += (f"\nno panel for {', '.join(no_panel)}: no configuration there has a retention with an interval "
+                    "(the target alone's accuracy 0, or too few right answers to resample)")
     if cpu_letter:
         caption += "\nspeeds compare only within one CPU: " + "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items())
     _legend(fig, entries, len(entries), caption)

@@ -104,6 +104,13 @@ def test_a_set_without_any_retention_gets_no_empty_panel_but_a_caption():
     fig = fig_tradeoff(df)
     assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["gsm8k"]
     assert any("no panel for mgsm" in t for t in _texts(fig))
+    # Named case (session 14): a fresh target alone found 2 of MGSM's 30, so its runs had a
+    # retention of 0.5 or none, never with an interval: no panel either.
+    df = _many_runs()
+    df.loc[df["dataset"] == "mgsm", ["retention", "retention_ci_low", "retention_ci_high"]] = [0.5, float("nan"), float("nan")]
+    fig = fig_tradeoff(df)
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["gsm8k"]
+    assert any("no panel for mgsm" in " ".join(t.split()) and "with an interval" in " ".join(t.split()) for t in _texts(fig))
     # Every set without retention: the one note panel stays, no caption about panels.
     df["retention"] = float("nan")
     assert not any("no panel for" in t for t in _texts(fig_tradeoff(df)))
@@ -142,6 +149,13 @@ def test_points_of_one_method_are_tagged_with_the_setting_that_differs():
     labels = {1: "SPD (model, K=10)", 2: "SPD (model, K=15)", 3: "FLy (mla, K=15, θ=0.3, W=6)"}
     names = {1: "SPD", 2: "SPD", 3: "FLy + MLA"}
     assert _distinguishing(labels, names) == {1: "K=10", 2: "K=15"}
+    # A one-knob-at-a-time sweep around the defaults (GSM8K's θ, W and K): each tag is the knob
+    # it moves; the defaults' own point keeps its full tag.
+    sweep = {i: f"FLy (mla, {k}, {t}, {w})" for i, (k, t, w) in enumerate([
+        ("K=15", "θ=0.3", "W=6"), ("K=15", "θ=0.8", "W=6"), ("K=15", "θ=0.2", "W=6"),
+        ("K=15", "θ=0.3", "W=3"), ("K=10", "θ=0.3", "W=6")])}
+    assert _distinguishing(sweep, {i: "FLy + MLA" for i in sweep}) == {
+        0: "K=15, θ=0.3, W=6", 1: "θ=0.8", 2: "θ=0.2", 3: "W=3", 4: "K=10"}
 
 
 def test_an_entropy_panel_names_the_runs_it_pools():
