@@ -260,11 +260,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     engine: Engine | None = None
     try:
         folder.clear_error()  # this attempt replaces the last one's verdict
-        folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         done = reusable_records(folder, samples)
         todo = [(i, s) for i, s in enumerate(samples) if s.id not in done]
         topup = timing_topup(cfg, samples, done, _groups(task, samples))
-        check_topup_machine(folder.path, topup)
+        check_topup_machine(folder.path, topup)  # before the config is rewritten: a refusal changes nothing
+        folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         print(
             f"[loosespec_bench] {cfg.method.name} on {task.name}: {len(samples)} samples "
             f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done"

@@ -231,3 +231,17 @@ def test_timing_subset_must_be_positive():
 
     with pytest.raises(ConfigError, match="timing.subset"):
         validate(compose_config([*TINY, "timing.subset=0"]))
+
+
+def test_a_refused_top_up_leaves_the_run_folder_as_it_was(tmp_path):
+    run(compose_config([*TINY, "dataset.limit=4", "baseline=shared", "experiment_name=fill"], results_dir=tmp_path))
+    common = [*TINY, "dataset.limit=4", "baseline=shared", "experiment_name=b", "drafter.k=3"]
+    small = run(compose_config([*common, "timing.subset=2"], results_dir=tmp_path))
+    folder = Path(small["run_dir"])
+    summary = json.loads((folder / "summary.json").read_text())
+    summary.update(cpu_signature="AuthenticAMD family 25 model 1 stepping 1", cpu_isa="AVX2")
+    (folder / "summary.json").write_text(json.dumps(summary))
+    before = {name: (folder / name).read_text() for name in ("config.yaml", "samples.jsonl", "summary.json")}
+    with pytest.raises(ConfigError, match="top it up on the machine that timed it"):
+        run(compose_config([*common, "timing.subset=null"], results_dir=tmp_path))
+    assert {name: (folder / name).read_text() for name in before} == before
