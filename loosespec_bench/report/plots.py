@@ -177,10 +177,15 @@ def _machine_of(members: list) -> str | None:
 
 
 def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
-    """Speedup (top row) and tau (bottom row) vs theta, W or K, one panel column per data set.
-    A line joins only runs that share every other resolved setting (one sweep); each point is
-    the mean over that configuration's runs, with its interval as an error bar; one colour per
-    method."""
+    """Speedup (top row), tau and, where the runs have it, the quality change (bottom row) vs
+    theta, W or K, one panel column per data set. A line joins only runs that share every other
+    resolved setting (one sweep); each point is the mean over that configuration's runs, with its
+    interval as an error bar; one colour per method.
+
+    The quality row is the paired difference of the set's quality figure (score_diff: the
+    method's accuracy / pass@1 / recall minus the target alone's on the same problems), because
+    the papers' ablation claims are two-sided: a knob moves tau *and keeps accuracy*. A figure
+    of tau alone cannot show the second half."""
     col, xlabel = PARAMS[param]
     df = _frame(index)
     if not df.empty:
@@ -200,14 +205,18 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
         singles += len(sweeps_by_ds[ds]) - len(kept)
         sweeps_by_ds[ds] = kept
     datasets = sorted(ds for ds, v in sweeps_by_ds.items() if v)
+    drawn = [m for v in sweeps_by_ds.values() for members in v.values() for m in members]
+    metrics = ["speedup", "tau"]
+    if any(not _nan(m.get("score_diff")) for m in drawn):
+        metrics.append("score_diff")
     n = max(1, len(datasets))
-    fig, grid = _figure(min(4.2 * n, 18) + 0.6, 6.0, ncols=n, nrows=2)
-    fig.suptitle(f"Speedup and tau vs {xlabel}")
+    fig, grid = _figure(min(4.2 * n, 18) + 0.6, 3.0 * len(metrics), ncols=n, nrows=len(metrics))
+    fig.suptitle(f"Speedup, tau and quality change vs {xlabel}" if "score_diff" in metrics else f"Speedup and tau vs {xlabel}")
     if not datasets:
         what = "FLy runs" if param in ("theta", "W") else "runs with a drafter"
         extra = f"\n({singles} configuration(s) ran at one {param} only)" if singles else ""
-        for ax in (grid[0][0], grid[1][0]):
-            _note(ax, f"no sweep of {what} over {param}{extra}")
+        for row in grid:
+            _note(row[0], f"no sweep of {what} over {param}{extra}")
         return fig
 
     names = {method_name(r) for _, r in df.iterrows()}
@@ -229,7 +238,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
             for m in members:
                 by_x.setdefault(float(m[col]), []).append(m)
             xs = sorted(by_x)
-            for i, metric in enumerate(("speedup", "tau")):
+            for i, metric in enumerate(metrics):
                 pts = [_point(by_x[x], metric) for x in xs]
                 keep = [(x, v, ci) for x, (v, ci) in zip(xs, pts) if v is not None]
                 if not keep:
@@ -253,17 +262,29 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
         used.update(on)
         grid[0][j].set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
         xs_all = sorted({float(m[col]) for v in sweeps.values() for m in v})
-        for i, ylabel in enumerate((SPEEDUP_LABEL, TAU_LABEL)):
+        kinds = sorted({str(m["score_name"]) for v in sweeps.values() for m in v if not _nan(m.get("score_name"))})
+        quality_label = f"{' / '.join(kinds) or 'quality'} − target alone's\n(same problems)"
+        for i, ylabel in enumerate((SPEEDUP_LABEL, TAU_LABEL, quality_label)[: len(metrics)]):
             ax = grid[i][j]
             ax.set_xticks(xs_all)
             ax.set_xticklabels([f"{x:g}" for x in xs_all], fontsize=8)
             ax.grid(alpha=0.3)
-            if j == 0:
+            # Each set's quality figure is its own (accuracy, pass@1, recall): every column says which.
+            if j == 0 or metrics[i] == "score_diff":
                 ax.set_ylabel(ylabel, fontsize=9)
-            if i == 1:
+            if i == len(metrics) - 1:
                 ax.set_xlabel(xlabel, fontsize=9)
         grid[0][j].axhline(1.0, color="grey", lw=1, ls="--")
+        if "score_diff" in metrics:
+            grid[2][j].axhline(0.0, color="grey", lw=1, ls="--")
     caption = _interval_caption(df) + "; dashed grey: target alone (1×); a line joins runs that share every other setting"
+    if "score_diff" in metrics:
+        # The percentile bootstrap of a difference that rests on a few changed answers all one way
+        # (4 lost, 0 gained) almost never resamples zero of them: its interval excludes 0 where the
+        # exact test (p = 0.125) does not. The figure says which of the two decides.
+        caption += ("\nquality change: the method's score minus the target alone's on the same problems "
+                    "(paired bootstrap interval; dashed: no change); an interval resting on a few changed "
+                    "answers is too narrow: claims.md decides with the exact McNemar test")
     if singles:
         caption += f"\n{singles} configuration(s) run at a single {param} (no sweep) are not drawn"
     if used:
@@ -326,8 +347,10 @@ def _place_tags(ax: Any, tags: list[tuple[float, float, str, str]], fontsize: fl
     right, lower right, upper left, lower left) where it overlaps no tag placed before and no
     marker of `markers` (every point of the panel, tagged or not, as a box of +-marker_pt):
     nearby configurations (FLy at theta = 0.2 and 0.3, SPD at K = 10 beside PLD) otherwise print
-    into each other. Sizes are estimated in points from the text's length (no renderer needed);
-    call it once the axes' limits are final."""
+    into each other. Where all four are taken (GSM8K's nine FLy + MLA points: "W=9" printed over
+    "θ=0.2"), the same corners one and two text lines further out, joined to the point by a thin
+    leader line; where even those are taken, the one that overlaps least. Sizes are estimated in
+    points from the text's length (no renderer needed); call it once the axes' limits are final."""
     if not tags:
         return
     ax.autoscale_view()
@@ -337,19 +360,28 @@ def _place_tags(ax: Any, tags: list[tuple[float, float, str, str]], fontsize: fl
         qx, qy = (v * to_points for v in ax.transData.transform((mx, my)))
         placed.append((qx - marker_pt, qy - marker_pt, qx + marker_pt, qy + marker_pt))
     height = fontsize * 1.2
+    def overlap(box: tuple[float, float, float, float]) -> float:
+        return sum(max(0.0, min(box[2], b[2]) - max(box[0], b[0])) * max(0.0, min(box[3], b[3]) - max(box[1], b[1]))
+                   for b in placed)
+
     for x, y, text, color in sorted(tags, key=lambda t: (-t[1], t[0])):
         px, py = (v * to_points for v in ax.transData.transform((x, y)))
         width = 0.6 * fontsize * len(text)
-        choice = None
-        for dx, dy, ha in ((4, 3, "left"), (4, -3 - height, "left"), (-4, 3, "right"), (-4, -3 - height, "right")):
-            x0 = px + dx if ha == "left" else px + dx - width
-            box = (x0, py + dy, x0 + width, py + dy + height)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
-                choice = (dx, dy, ha, box)
-                break
-        dx, dy, ha, box = choice or (4, 3, "left", (px + 4, py + 3, px + 4 + width, py + 3 + height))
+        candidates = []
+        for ring in range(3):  # ring 0: the four corners beside the point; 1, 2: a line further out each
+            lift = ring * (height + 2)
+            for dx, dy, ha in ((4, 3 + lift, "left"), (4, -3 - height - lift, "left"),
+                               (-4, 3 + lift, "right"), (-4, -3 - height - lift, "right")):
+                x0 = px + dx if ha == "left" else px + dx - width
+                box = (x0, py + dy, x0 + width, py + dy + height)
+                candidates.append((overlap(box), ring, dx, dy, ha, box))
+        free = [c for c in candidates if c[0] == 0.0]
+        _, ring, dx, dy, ha, box = free[0] if free else min(candidates, key=lambda c: (c[0], c[1]))
         placed.append(box)
-        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color, ha=ha)
+        # A tag moved off its point is tied to it, so it is never read as another point's.
+        leader = {"arrowprops": {"arrowstyle": "-", "color": color, "lw": 0.5, "shrinkA": 0, "shrinkB": 2}} if ring else {}
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color, ha=ha,
+                    **leader)
 
 
 def fig_tradeoff(index: pd.DataFrame) -> Figure:
@@ -420,7 +452,6 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         # were spaced for the narrower one (they printed into each other on NIAH's panel).
         ax.axhline(1.0, color="grey", lw=1, ls="--")
         ax.axvline(1.0, color="grey", lw=1, ls="-.")
-        _place_tags(ax, tagged, markers=pts)
         if pts:
             any_point = True
             for i, (machine, cpu_pts) in enumerate(sorted(pts_by_cpu.items(), key=lambda kv: str(kv[0]))):
@@ -432,9 +463,11 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                 ax.plot(xs, ys, color="black", lw=1.2, ls=ls, drawstyle="steps-post", zorder=1)
                 if len(pts_by_cpu) > 1:  # several frontiers: each says whose speeds it joins
                     who = f"CPU {cpu_letter[machine]}" if machine in cpu_letter else "mixed CPUs"
-                    ax.annotate(who, front[-1], xytext=(2, -9), textcoords="offset points", fontsize=6, color="black")
+                    # placed with the points' tags: GSM8K's "CPU B" printed over a FLy + MLA marker
+                    tagged.append((*front[-1], who, "black"))
         else:
             _note(ax, "no configuration with both\na speedup and a retention")
+        _place_tags(ax, tagged, markers=pts)
         on = sorted({cpu_letter[m] for m in sub["machine"].dropna().astype(str) if m in cpu_letter}) if cpu_letter else []
         ax.set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
         ax.grid(alpha=0.3)

@@ -285,3 +285,49 @@ def test_a_pareto_frontier_joins_only_points_timed_on_one_cpu():
     ax = next(a for a in fig_tradeoff(_index(rows)).axes if a.get_visible() and a.lines)
     assert [sorted(map(float, ln.get_xdata())) for ln in ax.lines if ln.get_color() == "black"] == [[1.1, 1.3]]
     assert not {"CPU A", "CPU B"} & {t.get_text() for t in ax.texts}
+
+
+def test_a_sweep_figure_shows_the_quality_change_beside_speed_and_tau():
+    # Named case: the θ and W ablations claim "tau falls and accuracy is kept"; the sweep figures
+    # drew speedup and tau only, so the half of the claim about accuracy had no figure.
+    rows = []
+    for theta, diff in ((0.2, -0.10), (0.5, 0.0), (0.8, 0.05)):
+        cfg = _variant(method__theta=theta, dataset__name="gsm8k")
+        rows.append(_run(cfg, tau=9.0 - theta, speedup=1.1, run_id=f"t{theta}", accuracy_diff=diff,
+                         accuracy_diff_ci_low=diff - 0.1, accuracy_diff_ci_high=diff + 0.08, ci_level=0.95))
+    fig = fig_vs_param(_index(rows), "theta")
+    axes = [a for a in fig.axes if a.get_visible()]
+    assert len(axes) == 3  # speedup, tau, quality change
+    quality = axes[2]
+    assert "accuracy − target alone's" in quality.get_ylabel()
+    (bars,) = [c for c in quality.containers if getattr(c, "has_yerr", False)]
+    assert list(bars.lines[0].get_ydata()) == pytest.approx([-0.10, 0.0, 0.05])
+    seg = bars.lines[2][0].get_segments()[0]  # θ = 0.2's interval, [-0.2, -0.02]
+    assert (seg[0][1], seg[1][1]) == pytest.approx((-0.20, -0.02))
+    assert any(ln.get_ydata()[0] == 0.0 and ln.get_linestyle() == "--" for ln in quality.lines)  # the no-change line
+    assert any("quality change" in t for t in _texts(fig))
+    # Runs without a paired quality difference keep the two-row figure.
+    assert len([a for a in fig_vs_param(_many_runs(), "theta").axes if a.get_visible()]) == 2 * 2
+
+
+def test_a_crowded_tag_moves_further_out_on_a_leader_line_instead_of_onto_another_tag():
+    from loosespec_bench.report.plots import _place_tags
+
+    fig = Figure(figsize=(4, 3), dpi=100)
+    ax = fig.add_subplot()
+    ax.plot([1.0, 1.4], [0.4, 1.6])  # fixes the limits
+    # Named case: GSM8K's panel, nine FLy + MLA points within 0.1x; "W=9" and "θ=0.2" sat on
+    # (1.19, 1.0) and (1.20, 1.0), every corner of the second was taken and it was printed on
+    # the first's tag. Here six tags of six points on one spot.
+    tags = [(1.19, 1.0, f"tag{i}", "k") for i in range(6)]
+    _place_tags(ax, tags)
+    boxes = []
+    for a in ax.texts:
+        x0 = a.xyann[0] if a.get_horizontalalignment() == "left" else a.xyann[0] - 0.6 * 7 * 4
+        boxes.append((x0, a.xyann[1], x0 + 0.6 * 7 * 4, a.xyann[1] + 7 * 1.2))
+    # in offset points from the one spot: no two boxes intersect
+    for i, b in enumerate(boxes):
+        for c in boxes[i + 1:]:
+            assert not (b[0] < c[2] and c[0] < b[2] and b[1] < c[3] and c[1] < b[3]), (b, c)
+    moved = [a for a in ax.texts if a.arrow_patch is not None]
+    assert moved and all(abs(a.xyann[1]) > 3 + 7 * 1.2 for a in moved)  # only the tags off their corner have a leader
