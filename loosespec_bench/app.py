@@ -166,14 +166,18 @@ class Runner:
             "prompt_ids": ids,
             **self._side(turns[True], sample),
         }
-        if timed:
-            rec["baseline"] = self._side(turns[False], sample)
-        elif self.paired:
-            assert stored is not None
-            rec["baseline"] = BaselineStore.side_of(stored)
+        fresh = self._side(turns[False], sample) if timed else None
+        if self.paired:
+            # Quality is judged against one target alone per sample: the store's wherever it has
+            # the sample, timed or not. A fresh run timed beside the method is kept for speed
+            # (`baseline_timed`, timing.speed_baseline); on another CPU than the store's its bf16
+            # tokens can differ, and judging the timed samples against it mixed two baselines in
+            # one run (MGSM: the target alone 0/30 in the store, 2/30 in topped-up runs).
+            rec["baseline"] = fresh if stored is None else BaselineStore.side_of(stored)
+            if fresh is not None and stored is not None:
+                rec["baseline_timed"] = fresh
         if self.store is not None and self.paired:
-            rec["baseline_source"] = self._store_baseline(sample, prompt_sha, stored, rec["baseline"] if timed else None,
-                                                          sides.get(False))
+            rec["baseline_source"] = self._store_baseline(sample, prompt_sha, stored, fresh, sides.get(False))
         rec["timing"] = {
             "status": verdict,
             "attempts": len(history) + (0 if reasons else 1),

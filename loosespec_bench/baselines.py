@@ -13,9 +13,12 @@ generation settings, engine, seed, threads) and a sample is kept in one store fo
 and every method run with the same key reads its output, score and "identical to target alone"
 from there. Speed stays paired in-process: on the run's timing subset (timing.subset) the
 target alone runs again beside the method, alternating, and that fresh run is the record's
-baseline (its tokens are checked against the store's: `matches_store`). A sample the store does
-not have yet is run paired as well (the target alone has to run once anyway) and its target
-alone written to the store for the next point.
+`baseline_timed`, read for speed only (its tokens are checked against the store's:
+`matches_store`); quality, retention and "identical to target alone" read the store's on every
+sample, timed or not, so that one run never judges its samples against two target-alone runs
+(on another CPU a fresh bf16 run can differ from the store's). A sample the store does not have
+yet is run paired as well (the target alone has to run once anyway), is the record's `baseline`,
+and is written to the store for the next point.
 
 Several processes may fill one store (a Slurm array's points): appends take the store's
 append lock (a blocking flock: each holds it for one line), a reader takes the first record per
@@ -159,3 +162,34 @@ class BaselineStore:
     def side_of(rec: dict[str, Any]) -> dict[str, Any]:
         """A store record as a run record's `baseline` part (the side's own fields only)."""
         return {k: v for k, v in rec.items() if k not in STORE_KEYS}
+
+
+def judge_against_store(records: list[dict[str, Any]], root: Path) -> tuple[list[dict[str, Any]], int]:
+    """Records written before quality was judged against the store on every sample (session 15):
+    a timed record whose target alone the store already had (`baseline_source`: reused, timed)
+    kept the fresh run as its `baseline`. It now keeps that run as `baseline_timed` (speed) and
+    takes the store's as `baseline` (quality). `root`: the folder of the run's stores. Returns
+    the records (others unchanged) and how many changed; a store or sample not found is left as
+    it was (the record is counted as not changed)."""
+    cache: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    out, changed = [], 0
+    for rec in records:
+        src = rec.get("baseline_source")
+        if (not isinstance(src, dict) or not src.get("timed") or "baseline_timed" in rec
+                or not str(src.get("origin", "")).startswith("reused") or not rec.get("baseline")):
+            out.append(rec)
+            continue
+        name = str(src.get("store"))
+        if name not in cache:
+            path = root / name / BaselineStore.SAMPLES
+            cache[name] = {}
+            if path.is_file():
+                for _, stored in read_jsonl(path):
+                    cache[name].setdefault((stored["id"], stored.get("prompt_sha256")), stored)
+        stored = cache[name].get((rec["id"], rec.get("prompt_sha256")))
+        if stored is None:
+            out.append(rec)
+            continue
+        out.append({**rec, "baseline": BaselineStore.side_of(stored), "baseline_timed": rec["baseline"]})
+        changed += 1
+    return out, changed

@@ -18,7 +18,7 @@ import statistics
 from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
 from .generation import GenerationOutput
-from .timing import counts_for_speed
+from .timing import counts_for_speed, speed_baseline
 
 SPEEDUP_METHOD = (
     "throughput ratio (new tokens per second, prefill + decode) of the method over the target "
@@ -103,8 +103,8 @@ def paired_speedup(records: list[dict[str, Any]]) -> dict[str, float | None]:
     paired = [r for r in records if r.get("baseline")]
     if not paired:
         return {}
-    b_tokens = sum(r["baseline"]["metrics"]["new_tokens"] for r in paired)
-    b_time = sum(r["baseline"]["metrics"]["total_s"] for r in paired)
+    b_tokens = sum(speed_baseline(r)["metrics"]["new_tokens"] for r in paired)
+    b_time = sum(speed_baseline(r)["metrics"]["total_s"] for r in paired)
     p_tokens = sum(r["metrics"]["new_tokens"] for r in paired)
     p_time = sum(r["metrics"]["total_s"] for r in paired)
     baseline = _ratio(b_tokens, b_time)
@@ -118,7 +118,7 @@ def sample_speedup(record: Mapping[str, Any]) -> float | None:
     """One paired sample's speedup: its tokens/s over its target-alone run's tokens/s (None
     without a paired baseline or with a zero or missing rate). The one per-sample definition:
     summarize's median of samples and the W&B sink's per-sample figure read it."""
-    base = record.get("baseline") or {}
+    base = speed_baseline(dict(record)) or {}
     mine = (record.get("metrics") or {}).get("tokens_per_s")
     theirs = (base.get("metrics") or {}).get("tokens_per_s")
     if isinstance(mine, bool) or isinstance(theirs, bool) or not isinstance(mine, (int, float)) or not isinstance(theirs, (int, float)):

@@ -88,7 +88,7 @@ def incomplete(rec: dict[str, Any]) -> str | None:
     rid = rec.get("id")
     if not isinstance(rid, str) or not rid:
         return f"its id is {json.dumps(rid)[:40]}, not a text"
-    for side, part in (("", rec), ("baseline.", rec.get("baseline"))):
+    for side, part in (("", rec), ("baseline.", rec.get("baseline")), ("baseline_timed.", rec.get("baseline_timed"))):
         if side and part is None:
             continue
         if not isinstance(part, dict):

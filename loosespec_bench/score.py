@@ -31,6 +31,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from .baselines import judge_against_store
 from .errors import ConfigError
 from .run_folder import RunFolder, atomic_write, first_per_id, read_jsonl, utc_stamp
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary
@@ -121,7 +122,7 @@ def find_sample(samples: dict[str, Sample], key: Any) -> Sample:
 
 
 def rescore_records(task: Task, samples: dict[str, Sample], records: list[dict[str, Any]], where: str = "") -> list[dict[str, Any]]:
-    """New records with `score` (and `baseline.score`) recomputed; everything else kept. A
+    """New records with `score` (and `baseline.score`, `baseline_timed.score`) recomputed; everything else kept. A
     record whose id the data set does not have is kept as it was, with a warning: one stray
     record never blocks a folder, and a re-score never drops one."""
     jobs: list[tuple[dict[str, Any], Sample, list[str]]] = []
@@ -135,8 +136,9 @@ def rescore_records(task: Task, samples: dict[str, Sample], records: list[dict[s
             out.append(rec)
             continue
         jobs.append((rec, sample, completions_of(rec)))
-        if rec.get("baseline"):
-            jobs.append((rec["baseline"], sample, completions_of(rec["baseline"])))
+        for side in ("baseline", "baseline_timed"):  # the fresh target alone of a shared-store run too
+            if rec.get(side):
+                jobs.append((rec[side], sample, completions_of(rec[side])))
         out.append(rec)
     scores = task.score_batch([j[1] for j in jobs], [j[2] for j in jobs])
     for (side, _, _), score in zip(jobs, scores):
@@ -201,6 +203,12 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None) -
     lines = run_folder.lines()  # every readable line; an unreadable one is skipped with a warning
     if not lines:
         raise ConfigError(f"{folder / RunFolder.SAMPLES} has no readable sample record; nothing to re-score (the file is left as it is)")
+    # Records from before quality was judged against the shared store on every sample: their
+    # timed samples take the store's target alone for quality, the fresh one kept for speed.
+    judged = 0
+    if cfg is not None and cfg.get("baseline") == "shared":
+        stores = cfg.get("paths", {}).get("baselines_dir")
+        lines, judged = judge_against_store(lines, Path(stores).expanduser() if stores else folder.parent.parent / "_baselines")
     new_lines = rescore_records(task, samples_by_id(task), lines, where=str(folder / RunFolder.SAMPLES))
     if len(new_lines) != len(lines):
         raise ConfigError(f"{folder}: the re-score would drop {len(lines) - len(new_lines)} record(s); nothing was changed")
@@ -226,7 +234,8 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None) -
         timing_tolerance=timing_settings(cfg)[0] if cfg is not None else None,
     ))
     summary.setdefault("dataset", task.name)
-    summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name}
+    summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name,
+                           **({"judged_against_store": judged} if judged else {})}
     run_folder.write_summary(summary)
     return summary
 

@@ -248,18 +248,19 @@ def speed_intervals(
     ms = [r["metrics"] for r in records]
     if ms:
         out.update(_fields("tau", paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)))
-    timed = [r for r in (records if timed is None else timed)
-             if r.get("baseline") and r["metrics"]["total_s"] > 0 and r["baseline"]["metrics"]["total_s"] > 0]
-    if timed:
+    # The speed sides: (method metrics, the fresh target alone's metrics timed beside it), as
+    # timing.speed_baseline picks it (a module of this floor, so not imported): `baseline_timed`
+    # where a shared-store record keeps the store's target alone as its quality `baseline`.
+    sides = [(r["metrics"], (r.get("baseline_timed") or r["baseline"])["metrics"])
+             for r in (records if timed is None else timed) if r.get("baseline")]
+    sides = [(m, b) for m, b in sides if m["total_s"] > 0 and b["total_s"] > 0]
+    if sides:
         cols = (
-            [r["metrics"]["new_tokens"] for r in timed], [r["metrics"]["total_s"] for r in timed],
-            [r["baseline"]["metrics"]["new_tokens"] for r in timed], [r["baseline"]["metrics"]["total_s"] for r in timed],
+            [m["new_tokens"] for m, _ in sides], [m["total_s"] for m, _ in sides],
+            [b["new_tokens"] for _, b in sides], [b["total_s"] for _, b in sides],
         )
         out.update(_fields("speedup", paired_bootstrap(cols, speedup_of_sums, **kw)))
-        ratios = [
-            r["metrics"]["tokens_per_s"] / r["baseline"]["metrics"]["tokens_per_s"]
-            for r in timed if r["baseline"]["metrics"]["tokens_per_s"] > 0
-        ]
+        ratios = [m["tokens_per_s"] / b["tokens_per_s"] for m, b in sides if b["tokens_per_s"] > 0]
         if ratios:
             out.update(_fields("speedup_median_of_samples", paired_bootstrap((ratios,), median_stat, **kw)))
     return out

@@ -117,6 +117,21 @@ def test_speed_intervals_edge_cases():
     assert set(speed_intervals(unpaired)) == {"tau_ci_low", "tau_ci_high"}
 
 
+def test_speed_reads_the_target_alone_timed_beside_not_the_stores():
+    # baseline=shared: `baseline` is the store's target alone (quality; its metrics are another
+    # run's timing, here 10x slower), `baseline_timed` the fresh one timed beside the method.
+    from loosespec_bench.metrics import paired_speedup, sample_speedup
+
+    recs = []
+    for i in range(6):
+        rec = _rec(100, 20, 1.0, 100, 50.0)  # the store's: a "50x" speedup if it were read
+        rec["baseline_timed"] = {"metrics": {"new_tokens": 100, "steps": 100, "total_s": 2.0, "tokens_per_s": 50.0}}
+        recs.append(rec)
+    out = speed_intervals(recs, n_boot=500)
+    assert out["speedup_ci_low"] == pytest.approx(2.0) and out["speedup_ci_high"] == pytest.approx(2.0)
+    assert paired_speedup(recs)["speedup"] == pytest.approx(2.0) and sample_speedup(recs[0]) == pytest.approx(2.0)
+
+
 def test_quality_intervals_difference_and_power_flag():
     rng = np.random.default_rng(1)
     base = rng.random(400) < 0.6

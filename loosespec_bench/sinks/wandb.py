@@ -42,6 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..metrics import sample_speedup
 from ..run_folder import RunFolder
 from ..schema import FIGURES
+from ..timing import speed_baseline
 
 log = logging.getLogger(__name__)
 MODES = ("offline", "online", "disabled")
@@ -86,7 +87,7 @@ def sample_log(record: dict[str, Any], index: int) -> dict[str, Any]:
     for key, value in (record.get("score") or {}).items():
         if _number(value) is not None:
             data[f"sample/score/{key}"] = _number(value)
-    base = record.get("baseline")
+    base = speed_baseline(record)  # the target alone timed beside the method (its tokens/s)
     if base:
         bm = base.get("metrics", {})
         if _number(bm.get("tokens_per_s")) is not None:
@@ -151,9 +152,8 @@ def run_figures(summary: dict[str, Any]) -> dict[str, Any]:
 
 def sample_row(record: dict[str, Any], max_chars: int) -> list[Any]:
     m = record.get("metrics", {})
-    base = record.get("baseline") or {}
-    bm = base.get("metrics", {})
-    b_tps = bm.get("tokens_per_s")
+    base = record.get("baseline") or {}  # quality: the store's target alone under baseline=shared
+    b_tps = ((speed_baseline(record) or {}).get("metrics") or {}).get("tokens_per_s")  # speed: the one timed beside
     speedup = sample_speedup(record)
     meta = record.get("meta")
     return [
