@@ -265,16 +265,25 @@ def _tamper_store(store_dir: Path, sample_id: str) -> dict:
     return tampered
 
 
-def test_a_timed_sample_is_judged_against_the_store_and_timed_against_the_fresh_run(tmp_path):
-    # Named case: MGSM's store (filled on the AVX2 CPU) had the target alone 0/30 right; runs on
-    # the family 26 CPU judged their timed samples against a fresh target alone that got 2 of
-    # them right, and their untimed ones against the store: two baselines in one run.
+def _against_a_tampered_store(tmp_path: Path) -> tuple[Path, str, dict, dict]:
+    """A store filled by one point, its first sample tampered (_tamper_store), then a second point
+    timing 2 of 4 samples (the first among them) against it: (store, tampered id, the tampered
+    record, the second point's summary). timing.retime=false: under load an excluded sample
+    would leave the speed figures (the re-timing rule is not under test here)."""
     common = [*TINY, "dataset.limit=4", "baseline=shared", "timing.retime=false"]
     run(compose_config([*common, "experiment_name=fill"], results_dir=tmp_path))
     (store,) = (tmp_path / "_baselines").iterdir()
     first_id = json.loads((store / "samples.jsonl").read_text().splitlines()[0])["id"]
     tampered = _tamper_store(store, first_id)
     second = run(compose_config([*common, "experiment_name=b", "drafter.k=3", "timing.subset=2"], results_dir=tmp_path))
+    return store, first_id, tampered, second
+
+
+def test_a_timed_sample_is_judged_against_the_store_and_timed_against_the_fresh_run(tmp_path):
+    # Named case: MGSM's store (filled on the AVX2 CPU) had the target alone 0/30 right; runs on
+    # the family 26 CPU judged their timed samples against a fresh target alone that got 2 of
+    # them right, and their untimed ones against the store: two baselines in one run.
+    store, first_id, tampered, second = _against_a_tampered_store(tmp_path)
     recs = {r["id"]: r for r in _records(second)}
     rec = recs[first_id]
     assert rec["baseline_source"]["timed"] and rec["baseline_source"]["matches_store"] is False
@@ -297,12 +306,7 @@ def test_a_rescore_moves_old_records_onto_the_store(tmp_path):
     from loosespec_bench.baselines import judge_against_store
     from loosespec_bench.score import rescore_folder
 
-    common = [*TINY, "dataset.limit=4", "baseline=shared", "timing.retime=false"]
-    run(compose_config([*common, "experiment_name=fill"], results_dir=tmp_path))
-    (store,) = (tmp_path / "_baselines").iterdir()
-    first_id = json.loads((store / "samples.jsonl").read_text().splitlines()[0])["id"]
-    tampered = _tamper_store(store, first_id)
-    second = run(compose_config([*common, "experiment_name=b", "drafter.k=3", "timing.subset=2"], results_dir=tmp_path))
+    _, first_id, tampered, second = _against_a_tampered_store(tmp_path)
     folder = Path(second["run_dir"])
     new_layout = _records(second)
     # The records as the runs before session 15 wrote them: a timed sample's fresh run as `baseline`.

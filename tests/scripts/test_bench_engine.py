@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 import torch
@@ -13,16 +11,12 @@ from transformers import DynamicCache
 from loosespec_bench.decoding.cpu import PACKED_SDPA, packed_attention
 from loosespec_bench.models.loading import load_model
 
-from ..conftest import REPO, shared_data_dir
+from ..conftest import shared_data_dir
+from . import load_script
 
 
 def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_engine", REPO / "scripts" / "bench_engine.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_engine"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_engine")
 
 
 def _run_smoke(bench, out):

@@ -4,7 +4,6 @@ settings it adopts from there, and the side-by-side table (fake runs; no model l
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 
@@ -12,17 +11,13 @@ import pytest
 import torch
 
 from ..conftest import REPO
+from . import load_script
 
 
 def _module(name: str):
-    sys.path.insert(0, str(REPO / "scripts"))
+    sys.path.insert(0, str(REPO / "scripts"))  # bench_vllm imports its sibling bench_engine
     try:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
+        return load_script(name)
     finally:
         sys.path.remove(str(REPO / "scripts"))
 

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
-from ..conftest import REPO, shared_data_dir
+from ..conftest import shared_data_dir
+from . import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("check_lossless", REPO / "scripts" / "check_lossless.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["check_lossless"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("check_lossless")
 
 
 BASE = [f"paths.data_dir={shared_data_dir()}", "experiment=smoke_tiny", "warmup=false", "dataset.limit=3", "method=spd"]

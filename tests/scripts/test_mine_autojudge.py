@@ -3,9 +3,7 @@ synthetic mined set."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import numpy as np
 import pytest
@@ -16,16 +14,11 @@ from loosespec_bench.judges.mining import MinedProblem, MinedStore, Mismatch, fe
 from loosespec_bench.models.tiny import tiny_model
 from loosespec_bench.step import crop_to
 
-from ..conftest import REPO
+from . import load_script
 
 
 def _script(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(name)
 
 
 def test_features_are_the_target_hidden_state_after_the_draft_token():

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
 from loosespec_bench.app import run
 from loosespec_bench.run_folder import RunFolder
 
-from ..conftest import REPO, compose_config
+from ..conftest import compose_config
+from . import load_script
 
 TINY = ["experiment=smoke_tiny", "warmup=false", "dataset.limit=4", "baseline=shared", "timing.subset=1"]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("replication_cost", REPO / "scripts" / "replication_cost.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["replication_cost"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("replication_cost")
 
 
 def test_cost_of_shared_points_against_paired(tmp_path, capsys):
