@@ -634,7 +634,25 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
     runs: each {"records": samples.jsonl records, "mode": "code" | "paper" | None,
     "theta": float | None}. One panel per (entropy mode, θ): the units differ between modes, and
     the gate accepts a mismatch only at entropy >= θ. With more than max_panels such pairs, one
-    panel per mode (θ values drawn as lines)."""
+    panel per mode (θ values drawn as lines).
+
+    Runs that carry a "sweep" key (fly_runs_from_index: every setting but θ) and form a θ sweep
+    (one sweep key, two or more θ): only the sweep with the most θ values is drawn. Pooling every
+    run at its θ made panels of different things: θ = 0.3 (FLy's default) pooled 17 runs on seven
+    data sets, θ = 0.2, 0.5 and 0.8 one GSM8K run each, so the panels could not be compared."""
+    sweeps: dict[Any, list] = {}
+    for run in runs:
+        if run.get("sweep") is not None:
+            sweeps.setdefault(run["sweep"], []).append(run)
+
+    def thetas_of(group: list) -> set[float]:
+        return {float(r["theta"]) for r in group if not _nan(r.get("theta"))}
+
+    best = max(sweeps.values(), key=lambda g: (len(thetas_of(g)), len(g)), default=[])
+    left_out = 0
+    if len(thetas_of(best)) > 1:
+        left_out = len(runs) - len(best)
+        runs = best
     pooled: dict[tuple, dict[str, Any]] = {}
     discarded = 0
     for run in runs:
@@ -693,8 +711,12 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     # The summaries' mismatch counts include these: the per-step records say why they differ.
-    fig.text(0.5, -0.11, f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
-             "draft's tail (never decided by the rule)", fontsize=7, color="dimgray", ha="center", va="baseline")
+    not_drawn = (f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
+                 "draft's tail (never decided by the rule)")
+    if left_out:
+        not_drawn += (f"; {left_out} FLy run(s) outside the θ sweep (other data sets or settings), so that every "
+                      "panel shows the same data set and settings")
+    fig.text(0.5, -0.11, not_drawn, fontsize=7, color="dimgray", ha="center", va="baseline")
     return fig
 
 
@@ -723,7 +745,9 @@ def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for _, r in df[df["method"] == "fly"].iterrows():
         out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), "theta": r.get("theta"), "label": method_label(r),
-                    "pooled_label": method_label(r, skip=("theta", "mode")), "dataset": r.get("dataset")})
+                    "pooled_label": method_label(r, skip=("theta", "mode")), "dataset": r.get("dataset"),
+                    # every resolved setting but θ, the data set included (as fig_vs_param's sweeps)
+                    "sweep": (*config_key(r, exclude=(PARAM_CONFIG_KEY["theta"],), exclude_prefixes=()), str(r.get("subset")))})
     return out
 
 

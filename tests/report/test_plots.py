@@ -172,6 +172,29 @@ def test_an_entropy_panel_names_the_runs_it_pools():
     assert "FLy (model, K=15, W=6) on gsm8k" in caption
 
 
+def test_entropy_panels_show_one_theta_sweep_not_every_run_at_each_theta():
+    # Named case: the θ = 0.3 panel pooled 17 FLy runs on seven data sets (FLy's default θ), the
+    # θ = 0.2 and 0.8 panels one GSM8K run each: panels of different things side by side.
+    step = {"rule": "fly", "accepted": 1, "mismatch_positions": [0, 1], "mismatch_entropy": [0.9, 0.1], "loose_accepted": [0]}
+
+    def run(theta, dataset, sweep):
+        return {"records": [{"steps": [step]}], "mode": "code", "theta": theta, "pooled_label": "FLy (mla, K=15, W=6)",
+                "dataset": dataset, "sweep": sweep}
+
+    runs = [run(t, "gsm8k", ("gsm8k", "mla")) for t in (0.2, 0.3, 0.8)]
+    runs += [run(0.3, ds, (ds, "mla")) for ds in ("humaneval", "niah")] + [run(0.3, "gsm8k", ("gsm8k", "model"))]
+    fig = fig_fly_entropy(runs)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["mode=code, θ=0.2", "mode=code, θ=0.3", "mode=code, θ=0.8"]
+    for ax in panels:  # one GSM8K run each
+        assert " ".join(t.get_text() for t in ax.texts).replace("\n", " ") == "1 run: FLy (mla, K=15, W=6) on gsm8k"
+    assert any("3 FLy run(s) outside the θ sweep" in t.get_text() for t in fig.texts)
+    # Without a sweep (every run at one θ) every run is pooled as before.
+    single = fig_fly_entropy([run(0.3, ds, (ds, "mla")) for ds in ("gsm8k", "niah")])
+    (ax,) = [a for a in single.axes if a.get_visible()]
+    assert ax.texts[0].get_text().startswith("2 runs pooled:")
+
+
 def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_stays_visible():
     fly = _variant(dataset__name="gsm8k", drafter__name="model")
     mla = _variant(dataset__name="gsm8k", drafter__name="mla")
