@@ -133,6 +133,11 @@ RUN_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("power_threshold", "power_threshold", "float"),
     ("ci_level", "ci_level", "float"),
     ("ci_method", "ci_method", "text"),
+    # the paired quality difference's discordant samples by direction and their exact sign test
+    # (stats.quality_intervals): what a difference resting on a few changed answers rests on
+    ("quality_lost", "quality_lost", "int"),
+    ("quality_gained", "quality_gained", "int"),
+    ("quality_sign_p", "quality_sign_p", "float"),
 )
 TIMING_FIELDS = ("clean", "retimed", "excluded", "contaminated")
 

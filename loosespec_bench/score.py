@@ -157,8 +157,13 @@ def quality_fields(task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def rescore_folder(
-    folder: Path, *, dataset: str | None, data_dir: str | None, overrides: list[str], workers: int | None = None
+    folder: Path, *, dataset: str | None, data_dir: str | None, overrides: list[str], workers: int | None = None,
+    summary_only: bool = False,
 ) -> dict[str, Any]:
+    """Re-score a result folder's records and rebuild its summary.json (the old files kept as
+    *.bak-<stamp>). summary_only: keep the records' scores and rebuild the summary alone, so that
+    figures the harness added since the run (e.g. quality_lost / quality_gained) appear without
+    running any scorer again."""
     samples_path = folder / RunFolder.SAMPLES
     if not samples_path.exists():
         raise ConfigError(f"{folder} has no {RunFolder.SAMPLES}: not a result folder")
@@ -183,7 +188,7 @@ def rescore_folder(
     had_lock = lock_path.exists()
     try:
         with RunFolder(folder, create=False) as run_folder:
-            return _rescore_locked(run_folder, task, cfg)
+            return _rescore_locked(run_folder, task, cfg, rescore=not summary_only)
     except ConfigError as err:
         from .run_folder import FolderLocked
 
@@ -196,7 +201,7 @@ def rescore_folder(
         raise ConfigError(f"{folder}: cannot write the re-scored files ({err.strerror or err}); nothing was changed") from None
 
 
-def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None) -> dict[str, Any]:
+def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *, rescore: bool = True) -> dict[str, Any]:
     folder = run_folder.path
     # The lock: a run still appending (or another re-score) would lose samples to the rewrite.
     run_folder.lock("re-score")
@@ -209,12 +214,14 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None) -
     if cfg is not None and cfg.get("baseline") == "shared":
         stores = cfg.get("paths", {}).get("baselines_dir")
         lines, judged = judge_against_store(lines, Path(stores).expanduser() if stores else folder.parent.parent / "_baselines")
-    new_lines = rescore_records(task, samples_by_id(task), lines, where=str(folder / RunFolder.SAMPLES))
+    new_lines = rescore_records(task, samples_by_id(task), lines, where=str(folder / RunFolder.SAMPLES)) if rescore else lines
     if len(new_lines) != len(lines):
         raise ConfigError(f"{folder}: the re-score would drop {len(lines) - len(new_lines)} record(s); nothing was changed")
 
     stamp = utc_stamp()
-    backup = run_folder.rewrite_samples(new_lines, stamp)  # the old file kept as samples.jsonl.bak-<stamp>
+    # The old file kept as samples.jsonl.bak-<stamp>; a summary-only rebuild leaves the records
+    # untouched unless they moved onto the store.
+    backup = run_folder.rewrite_samples(new_lines, stamp) if rescore or judged else None
 
     # The summary: drop the old score-derived fields, recompute them from the new scores.
     old_records = first_per_id(lines)
@@ -234,8 +241,10 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None) -
         timing_tolerance=timing_settings(cfg)[0] if cfg is not None else None,
     ))
     summary.setdefault("dataset", task.name)
-    summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name,
-                           **({"judged_against_store": judged} if judged else {})}
+    summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name if backup else None,
+                           "scores": "recomputed" if rescore else "kept (--summary-only)",
+                           **({"judged_against_store": judged} if judged else {}),
+                           **({"before": old["rescored"]} if isinstance(old.get("rescored"), dict) else {})}
     run_folder.write_summary(summary)
     return summary
 
@@ -313,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="local data directory (default: the run's, else LOOSESPEC_DATA_DIR)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dataset setting, repeatable")
     parser.add_argument("--workers", type=_positive_int, help="parallel sandboxed programs (HumanEval)")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="a result folder: keep its scores, rebuild summary.json from the records (new summary fields)")
 
     def error(message: str) -> None:  # one line, exit 2, as every other bad input
         print(f"error: {message} (--help lists the options)", file=sys.stderr)
@@ -323,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     kwargs = dict(dataset=args.dataset, data_dir=args.data_dir, overrides=list(args.set), workers=args.workers)
     try:
         if args.path.is_dir():
-            summary = rescore_folder(args.path, **kwargs)
+            summary = rescore_folder(args.path, **kwargs, summary_only=args.summary_only)
         elif args.path.is_file():
             summary = score_jsonl(args.path, **kwargs)
         else:

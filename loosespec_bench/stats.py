@@ -308,14 +308,31 @@ def quality_intervals(
     # uses the rule of three (discordance below 3/n at 95%): half-width z * sqrt(3) / n.
     z = float(stats.norm.ppf(0.5 + LEVEL / 2))
     floor = z * np.sqrt(3.0) / len(pairs)
+    # Which way the discordant pairs go, and the exact two-sided sign test on them (McNemar's
+    # exact test for 0/1 scores): the percentile bootstrap of a difference that rests on a few
+    # changed answers all one way (4 lost, 0 gained) almost never resamples none of them, so its
+    # interval excludes 0 where this test (p = 0.125) does not. Tables print both.
+    lost = sum(1 for x, y in pairs if x < y)
+    gained = sum(1 for x, y in pairs if x > y)
     out.update(
         quality_n=len(pairs),
         quality_diff_half_width=half,
+        quality_lost=lost,
+        quality_gained=gained,
+        quality_sign_p=sign_test_p(lost, gained),
         discordance=discordant / len(pairs),
         power_threshold=power_threshold,
         underpowered=bool(half is None or max(half, floor) > power_threshold),
     )
     return out
+
+
+def sign_test_p(lost: int, gained: int) -> float:
+    """Exact two-sided sign test of `lost` against `gained` discordant pairs (McNemar's exact
+    test for 0/1 scores): the probability, with each pair equally likely to go either way, of a
+    split at least this uneven. 1.0 without a discordant pair."""
+    n = lost + gained
+    return float(stats.binomtest(min(lost, gained), n, 0.5).pvalue) if n else 1.0
 
 
 def acceptance_intervals(

@@ -92,3 +92,33 @@ def test_rescore_of_an_untouched_run_reproduces_its_summary(tmp_path, capsys):
     new = json.loads((folder / RunFolder.SUMMARY).read_text())
     assert new.pop("rescored")["by"] == "loosespec_bench.score"
     assert new == json.loads(json.dumps(summary))
+
+
+def test_summary_only_keeps_the_scores_and_adds_new_summary_fields(tmp_path, capsys):
+    # Named case: summaries from before quality_lost / quality_gained / quality_sign_p (session
+    # 15): --summary-only rebuilds them without running any scorer, and leaves the records alone.
+    summary = run(compose_config(["experiment=smoke_tiny", "method=spd", "dataset=gsm8k", "dataset.num_fewshot=0",
+                                  "dataset.limit=3", "generation.max_new_tokens=8"], results_dir=tmp_path))
+    folder = tmp_path / "smoke_tiny" / summary["run_dir"].rsplit("/", 1)[-1]
+    samples = folder / RunFolder.SAMPLES
+    lines = [json.loads(x) for x in samples.read_text().splitlines()]
+    # A stale score the re-scorer would overwrite (the text says otherwise): kept by --summary-only.
+    lines[0]["score"] = {**lines[0]["score"], "correct": True}
+    samples.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    before = samples.read_text()
+    old = json.loads((folder / RunFolder.SUMMARY).read_text())
+    for key in ("quality_lost", "quality_gained", "quality_sign_p"):
+        old.pop(key, None)
+    (folder / RunFolder.SUMMARY).write_text(json.dumps(old))
+
+    assert main([str(folder), "--summary-only"]) == 0
+    assert samples.read_text() == before and not list(folder.glob("samples.jsonl.bak-*"))
+    new = json.loads((folder / RunFolder.SUMMARY).read_text())
+    base = [bool(r["baseline"]["score"]["correct"]) for r in lines]
+    mine = [bool(r["score"]["correct"]) for r in lines]
+    assert new["quality_lost"] == sum(b and not m for m, b in zip(mine, base))
+    assert new["quality_gained"] == sum(m and not b for m, b in zip(mine, base))
+    assert 0.0 < new["quality_sign_p"] <= 1.0
+    assert new["accuracy"] == sum(mine) / 3  # the kept (stale) score, not a re-scored one
+    assert new["rescored"]["scores"] == "kept (--summary-only)" and new["rescored"]["backup"] is None
+    assert list(folder.glob("summary.json.bak-*"))

@@ -163,3 +163,17 @@ def test_paired_bootstrap_checks_its_columns():
     with pytest.raises(ValueError):
         paired_bootstrap(([1.0, 2.0], [1.0]), lambda a, b, axis=-1: a.sum(axis) / b.sum(axis))
     assert paired_bootstrap(([1.0, 2.0], [0.0, 0.0]), lambda a, b, axis=-1: a.sum(axis) / b.sum(axis)) == (None, None, None)
+
+
+def test_sign_test_counts_and_p_beside_the_bootstrap():
+    # Named case: θ = 0.8 on GSM8K, 4 answers lost and none gained: the bootstrap interval of the
+    # difference excludes 0, the exact sign test does not (p = 0.125).
+    from loosespec_bench.stats import sign_test_p
+
+    recs = [_rec(10, 5, 1.0, 10, 1.0, i >= 4, True) for i in range(30)]  # 4 lost
+    out = quality_intervals(recs, "correct", "accuracy", n_boot=2000)
+    assert (out["quality_lost"], out["quality_gained"]) == (4, 0)
+    assert out["quality_sign_p"] == pytest.approx(0.125)
+    assert out["accuracy_diff_ci_high"] < 0  # the bootstrap's interval: too narrow here
+    assert sign_test_p(0, 0) == 1.0 and sign_test_p(3, 3) == pytest.approx(1.0)
+    assert sign_test_p(6, 0) == pytest.approx(2 / 64)

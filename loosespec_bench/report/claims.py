@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ..costmodel import SPEEDUP, TARGET_TPS
-from ..stats import LEVEL, paired_bootstrap, ratio_of_sums
+from ..stats import LEVEL, paired_bootstrap, ratio_of_sums, sign_test_p
 from .compare import MIN_N_VERDICT, Row, compare_pair, load_run
 from .tables import method_label
 
@@ -253,18 +253,16 @@ def mcnemar_check(discordant: tuple[int, int], n: int, alpha: float = 1 - LEVEL)
     exact test gives p = 0.125), so a verdict also needs the exact McNemar (sign) test at alpha.
     None: the exact test agrees; else the undecided verdict and the n at which the same
     discordance would pass it."""
-    from scipy.stats import binomtest
-
     a_only, b_only = discordant
     m = a_only + b_only
     if m == 0:
         return None
-    p = binomtest(min(a_only, b_only), m, 0.5).pvalue
+    p = sign_test_p(a_only, b_only)
     if p < alpha:
         return None
     need = None
     for k in range(2, 200):  # the same proportions at k times the problems
-        if binomtest(round(k * min(a_only, b_only)), round(k * m), 0.5).pvalue < alpha:
+        if sign_test_p(round(k * a_only), round(k * b_only)) < alpha:
             need = k * n
             break
     return (f"undecided (the difference rests on {m} discordant problems, {a_only} against {b_only}: "

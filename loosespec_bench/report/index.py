@@ -42,11 +42,13 @@ FIGURE_COLUMNS = [c for f in (*FIGURES[:6], SCORE, BASELINE_SCORE, SCORE_DIFF, *
 COLUMNS = [
     *IDENTITY, *(k.column for k in KNOBS), *FIGURE_COLUMNS, "score_name",
     "n_samples", "n_problems", "n_expected", "underpowered", "power_threshold", "ci_level", "ci_method", "intervals",
+    "quality_lost", "quality_gained", "quality_sign_p",
     *(f"timing_{t}" for t in TIMING_FIELDS), "acceptance_by_position", *ACCEPTANCE_CI, "hardware", "machine", "date", "git_commit",
     "run_dir", "also_in", "summary_source", "config", "config_id", "dataset_config_id", "extra_knobs",
 ]
 NUMERIC = [
     *(k.column for k in KNOBS if k.numeric), *(c for c in FIGURE_COLUMNS), "power_threshold", "ci_level",
+    "quality_lost", "quality_gained", "quality_sign_p",
 ]
 # Summary fields that must be numbers (or null) when present: a summary with anything else there
 # is malformed and its folder is skipped with a warning (one bad folder never breaks the index).

@@ -37,6 +37,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..schema import FIGURE, format_interval, format_value, label_parts
+from ..stats import sign_test_p
 from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
@@ -338,6 +339,17 @@ def _samples(members: list) -> int | None:
     """Samples behind a configuration's figure: the sum over its runs (seeds, subsets)."""
     ns = [int(m["n_samples"]) for m in members if not _nan(m.get("n_samples"))]
     return sum(ns) if ns else None
+
+
+def _changed(members: list) -> str:
+    """'4 / 0 (p = 0.125)': the samples whose quality the method lost / gained against the target
+    alone, summed over the configuration's runs, and the exact two-sided sign test on them. ''
+    for runs from before the fields (re-score them) or without a paired quality."""
+    have = [m for m in members if not _nan(m.get("quality_lost")) and not _nan(m.get("quality_gained"))]
+    if not have or len(have) < len(members):
+        return ""
+    lost, gained = sum(int(m["quality_lost"]) for m in have), sum(int(m["quality_gained"]) for m in have)
+    return f"{lost} / {gained}" + (f" (p = {sign_test_p(lost, gained):.3f})" if lost + gained else "")
 
 
 def _samples_text(counts: Iterable[int | None]) -> str:
@@ -712,7 +724,7 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
     runs = our_runs(index)
     runs = runs[runs["method"] != "ar"] if not runs.empty else runs
     columns = ["pair", "data set", "method", "role", "score", "target-alone score", "score − target alone",
-               "retention", "identical to target alone", "n"]
+               "lost / gained (sign test)", "retention", "identical to target alone", "n"]
     meta = {c: ("", c) for c in columns[4:]}
     lossless: dict[tuple, list] = {}
     # The fallback: SPD with the same everything but the drafter (K kept). In exact arithmetic
@@ -729,7 +741,7 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
         # The set's headline quality (index `score`: accuracy, pass@1, NIAH's recall), on which
         # retention is taken.
         return [_figure(members, "score", "score"), _figure(members, "baseline_score", "score"),
-                _figure(members, "score_diff", "diff"), _figure(members, "retention", "score", with_n=True),
+                _figure(members, "score_diff", "diff"), _changed(members), _figure(members, "retention", "score", with_n=True),
                 _figure(members, "identical_to_target", "score"), _samples(members) or ""]
 
     blocks: list[list[list[Any]]] = []  # a loose row and, right under it, its twin
@@ -758,6 +770,7 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
     notes = [
         "Lossless twin: the SPD run with every setting of the loose run but the rule's own (same pair, drafter, K, dtype, data set, generation); its output differs from the target alone only by numerics (bf16 near-ties), so its retention interval is the noise floor.",
         "identical to target alone: the share of samples whose output equals the target alone's, token for token.",
+        "lost / gained: samples whose score the method lowered / raised against the target alone's, and the exact two-sided sign test on them (McNemar's exact test for 0/1 scores). A difference resting on a few changed answers all one way has a bootstrap interval that excludes 0 too easily (4 lost, 0 gained: [-0.30, -0.03], yet p = 0.125); read the two together.",
         *_interval_notes(runs),
         *([f"Lossless, other drafter: no SPD run with this drafter, so SPD at the same K with another drafter (named in the row) stands as the floor: in exact arithmetic SPD's output is the target's whatever drafts it, in bf16 the verified blocks differ, so it is the nearest floor, not the twin. For: {'; '.join(other_drafter)}."]
           if other_drafter else []),
