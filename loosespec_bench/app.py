@@ -170,7 +170,7 @@ class Runner:
         if self.paired:
             # Quality is judged against one target alone per sample: the store's wherever it has
             # the sample, timed or not. A fresh run timed beside the method is kept for speed
-            # (`baseline_timed`, timing.speed_baseline); on another CPU than the store's its bf16
+            # (`baseline_timed`, stats.speed_baseline); on another CPU than the store's its bf16
             # tokens can differ, and judging the timed samples against it mixed two baselines in
             # one run (MGSM: the target alone 0/30 in the store, 2/30 in topped-up runs).
             rec["baseline"] = fresh if stored is None else BaselineStore.side_of(stored)

@@ -18,7 +18,8 @@ import statistics
 from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
 from .generation import GenerationOutput
-from .timing import counts_for_speed, speed_baseline
+from .stats import speed_baseline
+from .timing import counts_for_speed
 
 SPEEDUP_METHOD = (
     "throughput ratio (new tokens per second, prefill + decode) of the method over the target "
@@ -118,7 +119,7 @@ def sample_speedup(record: Mapping[str, Any]) -> float | None:
     """One paired sample's speedup: its tokens/s over its target-alone run's tokens/s (None
     without a paired baseline or with a zero or missing rate). The one per-sample definition:
     summarize's median of samples and the W&B sink's per-sample figure read it."""
-    base = speed_baseline(dict(record)) or {}
+    base = speed_baseline(record) or {}
     mine = (record.get("metrics") or {}).get("tokens_per_s")
     theirs = (base.get("metrics") or {}).get("tokens_per_s")
     if isinstance(mine, bool) or isinstance(theirs, bool) or not isinstance(mine, (int, float)) or not isinstance(theirs, (int, float)):

@@ -21,7 +21,7 @@ Seeded: the same records give the same interval.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -230,6 +230,16 @@ def _fields(name: str, ci: tuple[float | None, float | None, float | None]) -> d
     return {f"{name}_ci_low": ci[1], f"{name}_ci_high": ci[2]}
 
 
+def speed_baseline(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The target-alone side a record's speed is measured against: the fresh run timed beside
+    the method. Under baseline=shared a timed sample whose target alone the store already had
+    keeps that fresh run in `baseline_timed` and the store's in `baseline` (quality is judged
+    against the store on every sample, docs/algorithms.md 7.5; the store's metrics are another
+    run's timing); elsewhere `baseline` is both. Every speed figure reads it (speed_intervals,
+    metrics.paired_speedup, report.compare, the W&B sink)."""
+    return rec.get("baseline_timed") or rec.get("baseline")
+
+
 def speed_intervals(
     records: list[dict[str, Any]],
     timed: list[dict[str, Any]] | None = None,
@@ -248,11 +258,8 @@ def speed_intervals(
     ms = [r["metrics"] for r in records]
     if ms:
         out.update(_fields("tau", paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)))
-    # The speed sides: (method metrics, the fresh target alone's metrics timed beside it), as
-    # timing.speed_baseline picks it (a module of this floor, so not imported): `baseline_timed`
-    # where a shared-store record keeps the store's target alone as its quality `baseline`.
-    sides = [(r["metrics"], (r.get("baseline_timed") or r["baseline"])["metrics"])
-             for r in (records if timed is None else timed) if r.get("baseline")]
+    # The speed sides: (method metrics, the fresh target alone's metrics timed beside it).
+    sides = [(r["metrics"], speed_baseline(r)["metrics"]) for r in (records if timed is None else timed) if r.get("baseline")]
     sides = [(m, b) for m, b in sides if m["total_s"] > 0 and b["total_s"] > 0]
     if sides:
         cols = (

@@ -212,14 +212,6 @@ def status(rec: dict[str, Any]) -> str | None:
     return t.get("status") if isinstance(t, dict) else None
 
 
-def speed_baseline(rec: dict[str, Any]) -> dict[str, Any] | None:
-    """The target-alone side a record's speed is measured against: the fresh run timed beside
-    the method. Under baseline=shared a timed sample whose target alone the store already had
-    keeps that fresh run in `baseline_timed` and the store's in `baseline` (quality is judged
-    against the store on every sample, docs/algorithms.md 7.5); elsewhere `baseline` is both."""
-    return rec.get("baseline_timed") or rec.get("baseline")
-
-
 def counts_for_speed(rec: dict[str, Any]) -> bool:
     """Whether a paired record's timings enter the speed figures (all but excluded ones and
     those whose target alone was read from a shared store, untimed)."""

@@ -25,8 +25,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..run_folder import RunFolder
-from ..stats import CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speedup_of_sums
-from ..timing import counts_for_speed, speed_baseline
+from ..stats import CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums
+from ..timing import counts_for_speed
 
 
 @dataclass

@@ -176,6 +176,12 @@ def _machine_of(members: list) -> str | None:
     return ms.pop() if len(ms) == 1 and all(isinstance(m.get("machine"), str) for m in members) else None
 
 
+def _sweep_key(row: Any, param: str) -> tuple:
+    """Every resolved setting of a run but the knob `param` (the data set included): runs with one
+    key and several values of the knob form one sweep."""
+    return (*config_key(row, exclude=(PARAM_CONFIG_KEY[param],), exclude_prefixes=()), str(row.get("subset")))
+
+
 def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     """Speedup (top row), tau and, where the runs have it, the quality change (bottom row) vs
     theta, W or K, one panel column per data set. A line joins only runs that share every other
@@ -192,14 +198,10 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
         df = df[df[col].notna()]
         df = df[df["method"] == "fly"] if param in ("theta", "W") else df[df["K"].fillna(0) > 0]
 
-    def sweep_of(r: Any) -> tuple:
-        # every resolved setting but the x axis (the data set included: it is the panel): one sweep
-        return (*config_key(r, exclude=(PARAM_CONFIG_KEY[param],), exclude_prefixes=()), str(r.get("subset")))
-
     sweeps_by_ds: dict[str, dict[tuple, list]] = {}
     singles = 0
     for _, r in df.iterrows():
-        sweeps_by_ds.setdefault(str(r["dataset"]), {}).setdefault(sweep_of(r), []).append(r)
+        sweeps_by_ds.setdefault(str(r["dataset"]), {}).setdefault(_sweep_key(r, param), []).append(r)
     for ds in list(sweeps_by_ds):
         kept = {k: v for k, v in sweeps_by_ds[ds].items() if len({float(m[col]) for m in v}) > 1}
         singles += len(sweeps_by_ds[ds]) - len(kept)
@@ -279,9 +281,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
             grid[2][j].axhline(0.0, color="grey", lw=1, ls="--")
     caption = _interval_caption(df) + "; dashed grey: target alone (1×); a line joins runs that share every other setting"
     if "score_diff" in metrics:
-        # The percentile bootstrap of a difference that rests on a few changed answers all one way
-        # (4 lost, 0 gained) almost never resamples zero of them: its interval excludes 0 where the
-        # exact test (p = 0.125) does not. The figure says which of the two decides.
+        # A bootstrap interval over a few changed answers is too narrow (stats.sign_test_p): say so.
         caption += ("\nquality change: the method's score minus the target alone's on the same problems "
                     "(paired bootstrap interval; dashed: no change); an interval resting on a few changed "
                     "answers is too narrow: claims.md decides with the exact McNemar test")
@@ -746,8 +746,7 @@ def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:
     for _, r in df[df["method"] == "fly"].iterrows():
         out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), "theta": r.get("theta"), "label": method_label(r),
                     "pooled_label": method_label(r, skip=("theta", "mode")), "dataset": r.get("dataset"),
-                    # every resolved setting but θ, the data set included (as fig_vs_param's sweeps)
-                    "sweep": (*config_key(r, exclude=(PARAM_CONFIG_KEY["theta"],), exclude_prefixes=()), str(r.get("subset")))})
+                    "sweep": _sweep_key(r, "theta")})
     return out
 
 

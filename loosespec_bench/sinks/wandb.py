@@ -42,7 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..metrics import sample_speedup
 from ..run_folder import RunFolder
 from ..schema import FIGURES
-from ..timing import speed_baseline
+from ..stats import speed_baseline
 
 log = logging.getLogger(__name__)
 MODES = ("offline", "online", "disabled")
