@@ -254,11 +254,15 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
                     unjoined += len(pieces) - 1
                 else:
                     pieces = {None: keep}
-                for piece in pieces.values():
+                # The largest piece is the sweep's line; a speedup from another CPU is drawn hollow,
+                # or a line passing it by (θ = 0.3 -> 0.8 over θ = 0.5's point) reads as its value.
+                for n_piece, piece in enumerate(sorted(pieces.values(), key=len, reverse=True)):
                     handle = grid[i][j].errorbar([k[0] for k in piece], [k[1] for k in piece], yerr=_yerr([k[1] for k in piece], [k[2] for k in piece]),
                                                  color=color, marker=MARKERS[style % len(MARKERS)], ms=5, lw=1.5,
-                                                 ls=("-", "--", ":", "-.")[style % 4], capsize=3)
-                    entries.setdefault(label, handle)
+                                                 ls=("-", "--", ":", "-.")[style % 4], capsize=3,
+                                                 **({"mfc": "white"} if n_piece else {}))
+                    if not n_piece:
+                        entries.setdefault(label, handle)
             series_total.add(label)
         on = sorted({cpu_letter[m] for v in sweeps.values() for r in v for m in [r.get("machine")] if m in cpu_letter})
         used.update(on)
@@ -290,7 +294,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     if used:
         cpus = "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items() if c in used)
         caption += (f"\nspeed measured on {cpus}" if len(used) == 1 else
-                    "\nspeedups on different CPUs are not joined" + (f" ({unjoined} break(s))" if unjoined else "") + f": {cpus}")
+                    "\nspeedups on different CPUs are not joined" + (f" ({unjoined} break(s); hollow: a speedup on another CPU than its line's)" if unjoined else "") + f": {cpus}")
     _legend(fig, entries, len(series_total), caption)
     return fig
 

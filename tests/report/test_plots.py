@@ -280,6 +280,9 @@ def test_a_sweeps_speedups_on_two_cpus_are_not_one_line_but_its_tau_is():
         return [ln for ln in ax.lines if set(map(float, ln.get_xdata())) == {10.0, 15.0}]
 
     assert joined(speed_ax) == [] and len(joined(tau_ax)) == 1
+    # one of the two unjoined speedups is drawn hollow: it is not on the other's line
+    faces = [ln.get_markerfacecolor() for ln in speed_ax.lines if len(ln.get_xdata()) == 1 and ln.get_marker() not in ("", "None")]
+    assert sorted(f == "white" for f in faces) == [False, True]
     assert "CPU A + B" in speed_ax.get_title()
     assert any("not joined" in t for t in _texts(fig))
 
