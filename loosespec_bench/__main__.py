@@ -120,6 +120,13 @@ def main() -> None:
     from .config import CONF_DIR
 
     argv = sys.argv[1:]
+    if "--version" in argv:  # the harness's version (Hydra's own flag would print Hydra's)
+        from importlib.metadata import version as dist_version
+
+        from . import __version__
+
+        print(f"loosespec_bench {__version__} (hydra-core {dist_version('hydra-core')})")
+        return
     try:
         precheck(argv)
         sys.argv[1:] = hydra_argv(argv, parse_cli(argv))

@@ -171,6 +171,42 @@ OmegaConf.register_new_resolver(
 )
 
 
+# Where the data sets are read from (paths.data_dir), spelled once for `python -m
+# loosespec_bench`, `make` and `python -m loosespec_bench.data`: $LOOSESPEC_DATA_DIR, else
+# DEFAULT_DATA_DIR (what `make data` fills); LOOSESPEC_DATA_DIR=null (or `hub`) loads from the
+# Hugging Face hub instead. Without a default folder, a run without the variable went to the
+# hub and retried for 30 s on a machine that cannot reach it.
+DATA_DIR_ENV = "LOOSESPEC_DATA_DIR"
+HUB_WORDS = ("null", "none", "hub")
+
+
+def default_data_dir() -> Path:
+    """The data sets' default folder: ~/.cache/loosespec_bench/datasets (beside the models)."""
+    return Path.home() / ".cache" / "loosespec_bench" / "datasets"
+
+
+def data_dir_setting(env: str | None = None) -> str | None:
+    """paths.data_dir's default: the folder named by $LOOSESPEC_DATA_DIR (unset or empty: the
+    default folder), or None (the hub) for null / none / hub."""
+    value = os.environ.get(DATA_DIR_ENV) if env is None else env
+    if value is None or not value.strip():
+        return str(default_data_dir())
+    if value.strip().lower() in HUB_WORDS:
+        return None
+    return value
+
+
+def data_source(data_dir: Any) -> str:
+    """One line naming where a run's data come from (printed at the start of a run)."""
+    if data_dir is None:
+        return "the Hugging Face hub (paths.data_dir=null)"
+    return f"{data_dir}" + (" (the default folder)" if Path(str(data_dir)) == default_data_dir() else "")
+
+
+# config.yaml: `data_dir: ${lsb.data_dir:}`.
+OmegaConf.register_new_resolver("lsb.data_dir", lambda: data_dir_setting(), replace=True)
+
+
 
 def _judge_sha256(path: Any = None) -> str | None:
     from .judges.head import judge_sha256  # the judge file's identity (method.judge_sha256)

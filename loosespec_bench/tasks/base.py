@@ -103,8 +103,8 @@ class Task:
         path = self.data_dir.joinpath(*parts)
         if not path.exists():
             raise ConfigError(
-                f"dataset {self.name}: {path} not found; set paths.data_dir (or LOOSESPEC_DATA_DIR) "
-                "to a folder laid out like shared/datasets, or unset it to load from the hub"
+                f"dataset {self.name}: {path} not found; prepare the data sets with `make data` "
+                "(python -m loosespec_bench.data --to <folder>), or set LOOSESPEC_DATA_DIR=null to load from the hub"
             )
         # A folder (NIAH's essays): every file in it, since the task reads them all.
         self.data_files.update([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()])
@@ -277,7 +277,7 @@ def hub_file(repo_id: str, filename: str) -> Path:
         raise ConfigError(
             f"could not fetch {filename} from the hub data set {repo_id} "
             f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
-            "set paths.data_dir (or LOOSESPEC_DATA_DIR) to a local copy"
+            "use a local copy instead (`make data` prepares one: docs/data.md)"
         ) from None
 
 
@@ -288,12 +288,12 @@ def load_hub_dataset(path: str, name: str | None, split: str):
     except ImportError:
         raise ConfigError(
             f"loading {path} from the hub needs the `datasets` package (pip install 'loosespec_bench[hub]'), "
-            "or set paths.data_dir to a local copy"
+            "or use a local copy (`make data` prepares one: docs/data.md)"
         ) from None
     try:
         return datasets.load_dataset(path, name, split=split)
     except Exception as err:  # network, auth, missing config: all end the same way for a user
         raise ConfigError(
             f"could not load {path} ({name}) from the hub: {str(err).splitlines()[0] if str(err) else type(err).__name__}; "
-            "set paths.data_dir (or LOOSESPEC_DATA_DIR) to a local copy"
+            "use a local copy instead (`make data` prepares one: docs/data.md)"
         ) from None
