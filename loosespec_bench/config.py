@@ -111,7 +111,7 @@ def search_dirs(searchpath: Iterable[str] | None = None) -> list[Path]:
     paths, `pkg://` packages). searchpath None means config.yaml's own: the site folder
     (site_conf_dir). A `hydra.searchpath=[...]` override replaces that list, as in Hydra, so
     an extension's folder adds its group options (method/<name>.yaml...) without editing the
-    package (README, "Extend it")."""
+    package (docs/extending.md)."""
     entries = [_site_searchpath()] if searchpath is None else [str(e) for e in searchpath]
     dirs = [CONF_DIR]
     for entry in entries:

@@ -12,7 +12,7 @@ uid. Every program gets a fresh uid from UID_RANGE; its temp folder on the host 
 the uids, and removes the uid's files) of harnesses that no longer live (`sweep_stale`).
 
 Isolation levels (`isolation="auto"` takes the strongest the machine allows; results record it;
-the README has the table of what each guarantees):
+docs/sandbox.md has the table of what each guarantees):
 
 - "namespaces" (root, util-linux `unshare`; mounts and pivot_root by syscall): new network,
   PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs
