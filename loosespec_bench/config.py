@@ -18,6 +18,8 @@ from typing import Any, Iterable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
+# Where the data sets are read from (paths.data_dir), declared with the tasks that read them.
+from .tasks.base import DATA_DIR_ENV, HUB_WORDS, data_dir_setting, default_data_dir  # noqa: F401 (re-exported)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The configs ship inside the package, so an installed wheel runs from any folder.
@@ -169,31 +171,6 @@ OmegaConf.register_new_resolver("lsb.site_conf", _site_searchpath, replace=True)
 OmegaConf.register_new_resolver(
     "lsb.catalog", lambda searchpath=None: catalog(searchpath=searchpath).replace("$", "$$"), replace=True
 )
-
-
-# Where the data sets are read from (paths.data_dir), spelled once for `python -m
-# loosespec_bench`, `make` and `python -m loosespec_bench.data`: $LOOSESPEC_DATA_DIR, else
-# DEFAULT_DATA_DIR (what `make data` fills); LOOSESPEC_DATA_DIR=null (or `hub`) loads from the
-# Hugging Face hub instead. Without a default folder, a run without the variable went to the
-# hub and retried for 30 s on a machine that cannot reach it.
-DATA_DIR_ENV = "LOOSESPEC_DATA_DIR"
-HUB_WORDS = ("null", "none", "hub")
-
-
-def default_data_dir() -> Path:
-    """The data sets' default folder: ~/.cache/loosespec_bench/datasets (beside the models)."""
-    return Path.home() / ".cache" / "loosespec_bench" / "datasets"
-
-
-def data_dir_setting(env: str | None = None) -> str | None:
-    """paths.data_dir's default: the folder named by $LOOSESPEC_DATA_DIR (unset or empty: the
-    default folder), or None (the hub) for null / none / hub."""
-    value = os.environ.get(DATA_DIR_ENV) if env is None else env
-    if value is None or not value.strip():
-        return str(default_data_dir())
-    if value.strip().lower() in HUB_WORDS:
-        return None
-    return value
 
 
 def data_source(data_dir: Any) -> str:

@@ -14,6 +14,31 @@ from ..errors import ConfigError
 from ..params import MAX_NEW_TOKENS_CAP, Rule, integer, list_of, optional, string
 
 
+# Where the data sets are read from (paths.data_dir), spelled once for `python -m
+# loosespec_bench`, `make` and `python -m loosespec_bench.data`: $LOOSESPEC_DATA_DIR, else
+# default_data_dir() (what `make data` fills); LOOSESPEC_DATA_DIR=null (or `hub`) loads from the
+# Hugging Face hub instead. Without a default folder, a run without the variable went to the
+# hub and retried for 30 s on a machine that cannot reach it.
+DATA_DIR_ENV = "LOOSESPEC_DATA_DIR"
+HUB_WORDS = ("null", "none", "hub")
+
+
+def default_data_dir() -> Path:
+    """The data sets' default folder: ~/.cache/loosespec_bench/datasets (beside the models)."""
+    return Path.home() / ".cache" / "loosespec_bench" / "datasets"
+
+
+def data_dir_setting(env: str | None = None) -> str | None:
+    """paths.data_dir's default: the folder named by $LOOSESPEC_DATA_DIR (unset or empty: the
+    default folder), or None (the hub) for null / none / hub."""
+    value = os.environ.get(DATA_DIR_ENV) if env is None else env
+    if value is None or not value.strip():
+        return str(default_data_dir())
+    if value.strip().lower() in HUB_WORDS:
+        return None
+    return value
+
+
 @dataclass
 class Sample:
     id: str  # stable across runs: resume and paired comparisons key on it

@@ -325,7 +325,7 @@ def _default_hidden() -> list[str]:
     """Paths covered even when a bound folder holds them: the data sets and the repository."""
     repo = Path(__file__).resolve().parents[2]
     out = [str(repo)] if (repo / "pyproject.toml").exists() else []  # not when installed as a package
-    from ..config import data_dir_setting  # the folder runs read by default, hub (None) aside
+    from .base import data_dir_setting  # the folder runs read by default, hub (None) aside
 
     data = data_dir_setting()
     if data and os.path.isdir(os.path.expanduser(data)):
