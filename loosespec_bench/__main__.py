@@ -72,7 +72,7 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
         return  # Hydra reruns that job's pickled config as it was
     if args.config_path is not None or args.config_dir is not None:
         raise ConfigError("--config-path / --config-dir: the configs ship in the package; add folders with "
-                          "hydra.searchpath=[file:///path] (README, \"Extend it\")")
+                          "hydra.searchpath=[file:///path] (docs/extending.md)")
     printing = args.cfg is not None or args.resolve or args.package is not None
     precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
                     resources=False if printing else resources)
@@ -120,6 +120,13 @@ def main() -> None:
     from .config import CONF_DIR
 
     argv = sys.argv[1:]
+    if "--version" in argv:  # the harness's version (Hydra's own flag would print Hydra's)
+        from importlib.metadata import version as dist_version
+
+        from . import __version__
+
+        print(f"loosespec_bench {__version__} (hydra-core {dist_version('hydra-core')})")
+        return
     try:
         precheck(argv)
         sys.argv[1:] = hydra_argv(argv, parse_cli(argv))

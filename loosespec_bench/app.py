@@ -25,7 +25,7 @@ from .engines.base import Engine
 from .errors import ConfigError
 from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
-from .config import baseline_config
+from .config import baseline_config, data_source
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
@@ -254,6 +254,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     # The task and its samples load before the folder exists: a rejected config or bad data
     # (ConfigError) leaves no result folder behind.
     task = build_task(cfg)
+    print(f"[loosespec_bench] data: {data_source(task.data_dir)}", flush=True)
     samples = task.samples()
     task.preflight()  # e.g. the sandbox runs an empty program under the run's settings
     path = run_dir(cfg)

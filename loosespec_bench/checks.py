@@ -403,7 +403,10 @@ def check_resources(cfg: DictConfig) -> None:
         check_results_dir(data["paths"]["baselines_dir"], "paths.baselines_dir")
     data_dir = data["paths"].get("data_dir")
     if data_dir is not None and not Path(data_dir).expanduser().is_dir():
-        raise ConfigError(f"paths.data_dir={data_dir!r} is not a folder (LOOSESPEC_DATA_DIR); point it at the data sets, or null for the hub")
+        raise ConfigError(
+            f"paths.data_dir={data_dir!r} is not a folder (LOOSESPEC_DATA_DIR); prepare the data sets there with "
+            "`make data` (python -m loosespec_bench.data), or set LOOSESPEC_DATA_DIR=null to load from the hub"
+        )
     from .config import DEFAULT_ENGINE
 
     if (data.get("engine") or {}).get("name", DEFAULT_ENGINE) != DEFAULT_ENGINE:

@@ -18,6 +18,8 @@ from typing import Any, Iterable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
+# Where the data sets are read from (paths.data_dir), declared with the tasks that read them.
+from .tasks.base import DATA_DIR_ENV, HUB_WORDS, data_dir_setting, default_data_dir  # noqa: F401 (re-exported)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The configs ship inside the package, so an installed wheel runs from any folder.
@@ -111,7 +113,7 @@ def search_dirs(searchpath: Iterable[str] | None = None) -> list[Path]:
     paths, `pkg://` packages). searchpath None means config.yaml's own: the site folder
     (site_conf_dir). A `hydra.searchpath=[...]` override replaces that list, as in Hydra, so
     an extension's folder adds its group options (method/<name>.yaml...) without editing the
-    package (README, "Extend it")."""
+    package (docs/extending.md)."""
     entries = [_site_searchpath()] if searchpath is None else [str(e) for e in searchpath]
     dirs = [CONF_DIR]
     for entry in entries:
@@ -169,6 +171,17 @@ OmegaConf.register_new_resolver("lsb.site_conf", _site_searchpath, replace=True)
 OmegaConf.register_new_resolver(
     "lsb.catalog", lambda searchpath=None: catalog(searchpath=searchpath).replace("$", "$$"), replace=True
 )
+
+
+def data_source(data_dir: Any) -> str:
+    """One line naming where a run's data come from (printed at the start of a run)."""
+    if data_dir is None:
+        return "the Hugging Face hub (paths.data_dir=null)"
+    return f"{data_dir}" + (" (the default folder)" if Path(str(data_dir)) == default_data_dir() else "")
+
+
+# config.yaml: `data_dir: ${lsb.data_dir:}`.
+OmegaConf.register_new_resolver("lsb.data_dir", lambda: data_dir_setting(), replace=True)
 
 
 

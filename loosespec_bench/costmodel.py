@@ -202,7 +202,7 @@ TARGET_TPS = {
     "llama31-8b-70b": 12.0,       # 141 GB of weights per token
     "qwen3-4b-32b": 20.0,         # 66 GB
     "llama31-8b-405b": 3.0,       # 811 GB (bf16); ~5 in fp8
-    "qwen2.5-coder-0.5b-1.5b": 6.0,  # the embedded pair on 2 CPU cores (README's run)
+    "qwen2.5-coder-0.5b-1.5b": 6.0,  # the embedded pair on 2 CPU cores (make run)
     "tiny": 300.0,
 }
 DEFAULT_TPS = 10.0

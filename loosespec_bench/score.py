@@ -31,6 +31,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from .config import DATA_DIR_ENV, data_dir_setting
 from .baselines import judge_against_store
 from .errors import ConfigError
 from .run_folder import RunFolder, atomic_write, first_per_id, read_jsonl, utc_stamp
@@ -174,13 +175,13 @@ def rescore_folder(
     if dataset or cfg is None:
         if not dataset:
             raise ConfigError(f"{folder} has no config.yaml: pass --dataset NAME")
-        node = compose_dataset(dataset, data_dir or os.environ.get("LOOSESPEC_DATA_DIR"))
+        node = compose_dataset(dataset, data_dir)
     else:
         node = cfg.dataset
         if data_dir:
             node.data_dir = data_dir
-        elif not node.get("data_dir") and os.environ.get("LOOSESPEC_DATA_DIR"):
-            node.data_dir = os.environ["LOOSESPEC_DATA_DIR"]
+        elif not node.get("data_dir") and os.environ.get(DATA_DIR_ENV):
+            node.data_dir = data_dir_setting()  # LOOSESPEC_DATA_DIR=null: the hub
     task = build_task(node, overrides, workers)
     task.preflight()  # e.g. the sandbox runs an empty program under these settings
 
@@ -280,7 +281,7 @@ def score_jsonl(
 ) -> dict[str, Any]:
     if not dataset:
         raise ConfigError("scoring a JSONL of completions needs --dataset NAME")
-    task = build_task(compose_dataset(dataset, data_dir or os.environ.get("LOOSESPEC_DATA_DIR")), overrides, workers)
+    task = build_task(compose_dataset(dataset, data_dir), overrides, workers)
     task.preflight()
     samples = samples_by_id(task)
     numbered = list(read_jsonl(path, run_file=False))

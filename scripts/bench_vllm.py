@@ -7,7 +7,7 @@ one our loop needs), so its contestants run here, in .venv-vllm, and ours in ben
 `--ours FILE` reads bench_engine.py's --out file: its prompt settings, K and repeats are taken
 from there, the prompts are rebuilt here and must be the same token ids as the file records (one
 `error:` line names the first difference otherwise), and the side-by-side table is printed, as
-the README's markdown table too: tokens/s, tau, speedup over each engine's own target alone, the
+docs/vllm.md's markdown table too: tokens/s, tau, speedup over each engine's own target alone, the
 paired time ratio ours / vLLM per (prompt, repeat) and how many outputs are the same tokens.
 
   vllm-ar       vLLM, target alone
@@ -275,7 +275,7 @@ def paired_figure(pairs: list[tuple[be.Run, be.Run]], fn: Any) -> str:
 
 
 def markdown_table(ours_runs: list[be.Run], runs: list[be.Run], ours_names: list[str], names: list[str]) -> str:
-    """The README's side-by-side table: one row per engine and method on the same prompts."""
+    """docs/vllm.md's side-by-side table: one row per engine and method on the same prompts."""
     label = {"ar": "target alone", "spd": "SPD, draft 0.5B", "pld": "prompt lookup (ngram)", "eagle3": "EAGLE-3 head"}
     rows = ["| engine | method | tok/s (pooled; runs min-max) | tau | speedup over own target alone | identical to own target alone "
             "| time ours / vLLM per token | identical ours = vLLM |", "|---|---|---|---|---|---|---|---|"]
@@ -322,7 +322,7 @@ def report(res: dict[str, Any], names: list[str]) -> None:
                   f"{be._fmt(res['contestants'][b]['tokens_per_s'], '.2f'):>11}"
                   f"{be._fmt(c.get('time_ratio_median'), '.3f'):>25}{c.get('identical', '-')!s:>11}")
     if res.get("table"):
-        print("\n== the README's table (paired per (prompt, repeat); median over prompts [95% bootstrap CI over prompts]; min-max over pairs)")
+        print("\n== docs/vllm.md's table (paired per (prompt, repeat); median over prompts [95% bootstrap CI over prompts]; min-max over pairs)")
         print(res["table"])
     for n, rows in res["batch"].items():
         print(f"batch sweep {n}: " + ", ".join(f"B={b}: {r['tokens_per_s']:.1f} tok/s (tau {be._fmt(r['tau'], '.2f')})" for b, r in rows.items()))

@@ -1,6 +1,6 @@
-"""README "Extend it": a new acceptance rule, data set and model pair, each added through config
+"""docs/extending.md: a new acceptance rule, data set and model pair, each added through config
 and at most ONE small module outside the package, composed through Hydra's search path and run
-end to end on the tiny pair (2 samples). The module and yaml files are read from the README."""
+end to end on the tiny pair (2 samples). The module and yaml files are read from that page."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from loosespec_bench.tasks.base import seeded_permutation
 from .conftest import REPO, shared_data_dir
 
 def readme_examples() -> dict[str, str]:
-    """The files of README's "Extend it" section: each fenced python / yaml block whose first
-    line is `# <path>`, by path. The tests run exactly what the README shows."""
-    section = (REPO / "README.md").read_text().split("\n## Extend it\n", 1)[1].split("\n## ", 1)[0]
+    """The files of docs/extending.md: each fenced python / yaml block whose first
+    line is `# <path>`, by path. The tests run exactly what the page shows."""
+    section = (REPO / "docs" / "extending.md").read_text().split("\n## Extend it\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(?:python|yaml)\n(.*?)```", section, re.S)
     return {b.splitlines()[0].removeprefix("# ").strip(): b for b in blocks}
 

@@ -55,15 +55,15 @@ def test_every_listed_config_has_an_explicit_description():
     assert not missing, f"add a '# description: <one line>' comment to: {missing}"
 
 
-def test_readme_layout_names_every_top_level_module_and_the_help_commands():
+def test_the_layout_names_every_top_level_module_and_the_readme_the_help_commands():
     readme = (REPO / "README.md").read_text()
-    layout = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    layout = (REPO / "docs" / "contributing.md").read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     named = {line.split()[0] for line in layout.splitlines() if line.startswith("  ") and line[2:3].strip()}
     pkg = REPO / "loosespec_bench"
     tree = {p.name + ("/" if p.is_dir() else "") for p in pkg.iterdir()
             if (p.suffix == ".py" or (p / "__init__.py").is_file() or p.name == "conf") and p.name != "__pycache__"}
-    assert tree - named == set(), f"README's Layout misses {sorted(tree - named)}"
-    assert named - tree == set(), f"README's Layout names what is not in loosespec_bench/: {sorted(named - tree)}"
+    assert tree - named == set(), f"docs/contributing.md's Layout misses {sorted(tree - named)}"
+    assert named - tree == set(), f"docs/contributing.md's Layout names what is not in loosespec_bench/: {sorted(named - tree)}"
     assert "make help" in readme and "python -m loosespec_bench --help" in readme
 
 

@@ -417,7 +417,7 @@ class VLLMEngine(Engine):
         if platform is not None and not device.startswith(platform):
             raise ConfigError(
                 f"pair.device={device} but the installed {installed_version()} runs on {platform}; "
-                f"set pair.device={platform}, or install the vLLM build for {device} (README: vLLM)"
+                f"set pair.device={platform}, or install the vLLM build for {device} (docs/vllm.md)"
             )
         self.cfg = cfg
         self.task = task

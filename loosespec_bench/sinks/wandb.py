@@ -2,21 +2,28 @@
 
 Offline by default: no account, no network. The W&B run is written inside the run folder,
     results/<experiment>/<run id>/wandb/offline-run-<time>-<wandb id>/run-<wandb id>.wandb
-and uploaded later with `wandb sync <that folder>` (a whole sweep:
-`wandb sync results/<experiment>/*/wandb/offline-run-*`).
+(under $WANDB_DIR/wandb/ instead when WANDB_DIR is set) and uploaded later with
+`wandb sync <that folder>` (a whole sweep: `wandb sync results/<experiment>/*/wandb/offline-run-*`).
+A resumed run folder writes a second offline folder under the same W&B id; its steps go on
+from the first one's (the last step is kept in the run folder, wandb.json), so `wandb sync
+<first> <second>`, which uploads one run's folders in order of start time, gives one history.
+The end of the run prints that command with its folders.
 `logger.mode=online` logs live (needs `wandb login` or WANDB_API_KEY).
 
 What is logged:
 - config: the resolved Hydra config, plus run_id and run_dir; name = the run id (the config
-  hash that names the run folder); group = experiment_name: a sweep (one experiment file, one
-  `-m` sweep) is one group; tags = logger.tags + method/drafter/pair/dataset;
+  hash that names the run folder); group = the sweep's own name (sweep_group): experiment_name
+  for a named experiment, and for an ad-hoc `-m` sweep under the default name that name plus the
+  sweep's start (Hydra's sweep folder), so two such sweeps are two groups; logger.group
+  overrides it; tags = logger.tags + method/drafter/pair/dataset;
 - id: deterministic, from the experiment and the run id (wandb_run_id), with resume="allow":
   a resumed run folder continues its W&B run, its per-sample history going on from the number
   of samples already finished (their own history was logged by the earlier process);
 - per sample (x axis sample/index): tau, tokens, steps, tokens/s, the paired target-alone
   tokens/s and the sample's speedup (metrics.sample_speedup), identical-to-target, score
   fields, loose accepts;
-- per verification step (x axis step/index, when logger.log_steps): draft tokens offered and
+- per verification step (x axis step/index, only with logger.log_steps=true: off by default, as
+  a GSM8K run is ~50k rows): draft tokens offered and
   accepted, accepted length (accepted + 1, the tau of that step), and for lossy rules the raw
   mismatches and loose accepts of the step;
 - at the end: the run summary = the run's figures (summary.json's scalars, nested fields
@@ -32,15 +39,17 @@ This class may raise: app.run only ever calls it through sinks.trackers.SafeTrac
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
 from ..metrics import sample_speedup
-from ..run_folder import RunFolder
+from ..run_folder import RunFolder, atomic_write
 from ..schema import FIGURES
 from ..stats import speed_baseline
 
@@ -141,6 +150,40 @@ def wandb_run_id(experiment: Any, run_id: str) -> str:
     return hashlib.sha256(f"{experiment}/{run_id}".encode()).hexdigest()[:20]
 
 
+def _default_experiment_name() -> Any:
+    from ..config import CONF_DIR  # config.yaml's experiment_name, declared there once
+
+    return OmegaConf.load(CONF_DIR / "config.yaml").get("experiment_name")
+
+
+def sweep_group(experiment: Any) -> str:
+    """The W&B group of a run: its sweep's own name. A named experiment (an experiment file's
+    experiment_name, or one given on the command line) is that name, across launches; an ad-hoc
+    `-m` sweep under the default name gets the sweep's start, read from Hydra's sweep folder
+    (<date>/<time>), so that two such sweeps are two groups; a single run keeps the name."""
+    name = str(experiment) if experiment is not None else str(_default_experiment_name())
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hydra = HydraConfig.get()
+        multirun, sweep_dir = hydra.mode == RunMode.MULTIRUN, str(hydra.sweep.dir)
+    except Exception:  # noqa: BLE001 (outside a Hydra app, e.g. the Python API: no sweep)
+        return name
+    if not multirun or name != str(_default_experiment_name()):
+        return name
+    return "_".join([name, *Path(sweep_dir).parts[-2:]])
+
+
+STATE = "wandb.json"  # in the run folder: the W&B id, the next step, the offline folders so far
+
+
+def sync_command(folders: list[str]) -> str:
+    """`wandb sync` of one run's offline folders: W&B uploads a run's folders in order of start
+    time, so a resumed run's folders become one history."""
+    return "wandb sync " + " ".join(folders)
+
+
 def run_figures(summary: dict[str, Any]) -> dict[str, Any]:
     """The run's figures for the W&B summary: the schema's figures with their intervals first
     (loosespec_bench/schema.py: the same names the report's index reads), then every other
@@ -188,7 +231,7 @@ class WandbTracker:
         tags: list[str] | None = None,
         job_type: str | None = None,
         notes: str | None = None,
-        log_steps: bool = True,
+        log_steps: bool = False,
         plots: bool = True,
         system_metrics: bool = True,
         max_table_rows: int = 1000,
@@ -222,6 +265,8 @@ class WandbTracker:
         self.wandb_dir: Path | None = None  # offline-run-* (or run-*) folder of this W&B run
         self._n_samples = 0
         self._n_steps = 0
+        self._step = 0  # the next W&B step (history row), continued across resumed processes
+        self._folders: list[str] = []  # this W&B run's offline folders, oldest first
         self._method: dict[str, Any] = {}  # FLy's mode and theta, for the entropy plot
         self._config: dict[str, Any] = {}  # the resolved config, for the plots' labels
 
@@ -257,23 +302,33 @@ class WandbTracker:
         earlier = RunFolder(self.run_dir, create=False).records() if (self.run_dir / RunFolder.SAMPLES).exists() else []
         self._n_samples = len(earlier)
         self._n_steps = sum(len((r.get("metrics") or {}).get("accepted") or []) for r in earlier)
+        wid = wandb_run_id(config.get("experiment_name"), run_id)
+        # An offline resume starts a new offline folder whose steps would restart at 0 (and the
+        # upload would drop them as out of order): the steps go on from the last process's.
+        state = self._read_state(wid)
+        self._step = int(state.get("next_step", 0))
+        self._folders = [str(f) for f in state.get("folders", [])]
         self.run = wandb.init(
             project=self.project,
             entity=self.entity,
-            group=self.group or config.get("experiment_name"),
+            group=self.group or sweep_group(config.get("experiment_name")),
             job_type=self.job_type or method,
             name=run_id,
-            id=wandb_run_id(config.get("experiment_name"), run_id),
+            id=wid,
             resume="allow",
             tags=[t[:TAG_MAX] for t in dict.fromkeys(tags)],
             notes=self.notes,
             config=config,
-            dir=str(self.run_dir),
+            # WANDB_DIR, where set, is where the user keeps W&B's files; else the run folder.
+            dir=os.environ.get("WANDB_DIR") or str(self.run_dir),
             mode=self.mode,
             reinit="create_new",  # one process may run a whole Hydra sweep: one W&B run per point
             settings=settings,
         )
         self.wandb_dir = Path(self.run.dir).parent
+        if self.mode == "offline" and str(self.wandb_dir) not in self._folders:
+            self._folders.append(str(self.wandb_dir))
+        self._write_state()
         # The series' last values are not run figures: summary="none" keeps them out of the run
         # summary, which finish() fills with the run's own figures.
         self.run.define_metric("sample/index", summary="none")
@@ -281,15 +336,33 @@ class WandbTracker:
         self.run.define_metric("step/index", summary="none")
         self.run.define_metric("step/*", step_metric="step/index", summary="none")
 
+    def _log(self, data: dict[str, Any]) -> None:
+        self.run.log(data, step=self._step)
+        self._step += 1
+
+    def _read_state(self, wid: str) -> dict[str, Any]:
+        path = self.run_dir / STATE if self.run_dir is not None else None
+        try:
+            state = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+        except (OSError, ValueError):
+            return {}  # unreadable: W&B's own steps from 0, as before
+        return state if isinstance(state, dict) and state.get("id") == wid else {}
+
+    def _write_state(self) -> None:
+        if self.run_dir is None or self.run is None:
+            return
+        atomic_write(self.run_dir / STATE, json.dumps({"id": self.run.id, "next_step": self._step, "folders": self._folders}) + "\n")
+
     def log_sample(self, record: dict[str, Any]) -> None:
         index = self._n_samples
-        self.run.log(sample_log(record, index))
+        self._log(sample_log(record, index))
         if self.log_steps:
             rows = step_logs(record, index, self._n_steps)
             for row in rows:
-                self.run.log(row)
+                self._log(row)
             self._n_steps += len(rows)
         self._n_samples += 1
+        self._write_state()  # a kill after this sample still resumes after its step
 
     def finish(self, summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
         import wandb
@@ -298,7 +371,7 @@ class WandbTracker:
         table = wandb.Table(
             columns=SAMPLE_COLUMNS, data=[sample_row(r, self.max_text_chars) for r in records[: self.max_table_rows]]
         )
-        self.run.log({"samples": table})
+        self._log({"samples": table})
         samples = self.run_dir / RunFolder.SAMPLES if self.run_dir is not None else None
         if samples is not None and samples.is_file():
             artifact = wandb.Artifact(f"samples-{self.run.id}", type="samples",
@@ -312,13 +385,15 @@ class WandbTracker:
                 log.warning("W&B tracker: plots skipped (%s: %s)", type(err).__name__, err)
                 self.run.summary["plots_error"] = f"{type(err).__name__}: {err}"
             else:
-                self.run.log(images)
+                self._log(images)
+        self._write_state()
         run, self.run = self.run, None
         url = run.url if self.mode == "online" else None
         run.finish()
         self._flush(wandb)
-        if self.mode == "offline" and self.wandb_dir is not None:
-            print(f"[loosespec_bench] W&B offline run: {self.wandb_dir} (upload: wandb sync {self.wandb_dir})", flush=True)
+        if self.mode == "offline" and self._folders:
+            what = "W&B offline run" if len(self._folders) == 1 else f"W&B offline run in {len(self._folders)} folders (resumed)"
+            print(f"[loosespec_bench] {what}: upload with `{sync_command(self._folders)}`", flush=True)
         elif url:
             print(f"[loosespec_bench] W&B run: {url}", flush=True)
 

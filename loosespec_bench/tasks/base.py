@@ -14,6 +14,31 @@ from ..errors import ConfigError
 from ..params import MAX_NEW_TOKENS_CAP, Rule, integer, list_of, optional, string
 
 
+# Where the data sets are read from (paths.data_dir), spelled once for `python -m
+# loosespec_bench`, `make` and `python -m loosespec_bench.data`: $LOOSESPEC_DATA_DIR, else
+# default_data_dir() (what `make data` fills); LOOSESPEC_DATA_DIR=null (or `hub`) loads from the
+# Hugging Face hub instead. Without a default folder, a run without the variable went to the
+# hub and retried for 30 s on a machine that cannot reach it.
+DATA_DIR_ENV = "LOOSESPEC_DATA_DIR"
+HUB_WORDS = ("null", "none", "hub")
+
+
+def default_data_dir() -> Path:
+    """The data sets' default folder: ~/.cache/loosespec_bench/datasets (beside the models)."""
+    return Path.home() / ".cache" / "loosespec_bench" / "datasets"
+
+
+def data_dir_setting(env: str | None = None) -> str | None:
+    """paths.data_dir's default: the folder named by $LOOSESPEC_DATA_DIR (unset or empty: the
+    default folder), or None (the hub) for null / none / hub."""
+    value = os.environ.get(DATA_DIR_ENV) if env is None else env
+    if value is None or not value.strip():
+        return str(default_data_dir())
+    if value.strip().lower() in HUB_WORDS:
+        return None
+    return value
+
+
 @dataclass
 class Sample:
     id: str  # stable across runs: resume and paired comparisons key on it
@@ -103,8 +128,8 @@ class Task:
         path = self.data_dir.joinpath(*parts)
         if not path.exists():
             raise ConfigError(
-                f"dataset {self.name}: {path} not found; set paths.data_dir (or LOOSESPEC_DATA_DIR) "
-                "to a folder laid out like shared/datasets, or unset it to load from the hub"
+                f"dataset {self.name}: {path} not found; prepare the data sets with `make data` "
+                "(python -m loosespec_bench.data --to <folder>), or set LOOSESPEC_DATA_DIR=null to load from the hub"
             )
         # A folder (NIAH's essays): every file in it, since the task reads them all.
         self.data_files.update([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()])
@@ -277,7 +302,7 @@ def hub_file(repo_id: str, filename: str) -> Path:
         raise ConfigError(
             f"could not fetch {filename} from the hub data set {repo_id} "
             f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
-            "set paths.data_dir (or LOOSESPEC_DATA_DIR) to a local copy"
+            "use a local copy instead (`make data` prepares one: docs/data.md)"
         ) from None
 
 
@@ -288,12 +313,12 @@ def load_hub_dataset(path: str, name: str | None, split: str):
     except ImportError:
         raise ConfigError(
             f"loading {path} from the hub needs the `datasets` package (pip install 'loosespec_bench[hub]'), "
-            "or set paths.data_dir to a local copy"
+            "or use a local copy (`make data` prepares one: docs/data.md)"
         ) from None
     try:
         return datasets.load_dataset(path, name, split=split)
     except Exception as err:  # network, auth, missing config: all end the same way for a user
         raise ConfigError(
             f"could not load {path} ({name}) from the hub: {str(err).splitlines()[0] if str(err) else type(err).__name__}; "
-            "set paths.data_dir (or LOOSESPEC_DATA_DIR) to a local copy"
+            "use a local copy instead (`make data` prepares one: docs/data.md)"
         ) from None

@@ -12,7 +12,7 @@ uid. Every program gets a fresh uid from UID_RANGE; its temp folder on the host 
 the uids, and removes the uid's files) of harnesses that no longer live (`sweep_stale`).
 
 Isolation levels (`isolation="auto"` takes the strongest the machine allows; results record it;
-the README has the table of what each guarantees):
+docs/sandbox.md has the table of what each guarantees):
 
 - "namespaces" (root, util-linux `unshare`; mounts and pivot_root by syscall): new network,
   PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs
@@ -325,9 +325,11 @@ def _default_hidden() -> list[str]:
     """Paths covered even when a bound folder holds them: the data sets and the repository."""
     repo = Path(__file__).resolve().parents[2]
     out = [str(repo)] if (repo / "pyproject.toml").exists() else []  # not when installed as a package
-    data = os.environ.get("LOOSESPEC_DATA_DIR")
-    if data:
-        out.append(data)
+    from .base import data_dir_setting  # the folder runs read by default, hub (None) aside
+
+    data = data_dir_setting()
+    if data and os.path.isdir(os.path.expanduser(data)):
+        out.append(os.path.expanduser(data))
     return out
 
 

