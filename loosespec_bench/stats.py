@@ -442,7 +442,9 @@ class BootstrapTest:
         self.dist: np.ndarray | None = None
         self.z0 = self.accel = 0.0
         self.bca = False
-        if self.point is None or self.n < 2 or self.interval[1] is None:
+        # No test without an interval, or with one of zero width (no spread in the resamples:
+        # identical figures on both sides say nothing about how they could differ).
+        if self.point is None or self.n < 2 or self.interval[1] is None or self.interval[1] == self.interval[2]:
             return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", stats.DegenerateDataWarning)

@@ -95,6 +95,13 @@ class Claim:
     looks: tuple[int, ...] | None = None  # planned looks (n per look), group-sequential
     spending: str = "obrien_fleming"
 
+    def __post_init__(self) -> None:
+        # Quality is never bootstrapped for a verdict: a claim built in code gets its figure's test.
+        if self.figure == "retention" and self.estimand != "retention":
+            object.__setattr__(self, "estimand", "retention")
+        if self.test not in TESTS[self.figure]:
+            object.__setattr__(self, "test", TESTS[self.figure][0])
+
     @property
     def null(self) -> float:
         """The figure's value at no effect (retention: the claimed margin)."""
@@ -389,8 +396,10 @@ def _paired_row(claim: Claim, ra: Run, rb: Run, *, seed: int, n_boot: int) -> De
     bt = BootstrapTest([*row.cols_a, *row.cols_b], fn, seed=seed, n_boot=n_boot)
     p, contra = _conclusions_from(bt.p_above, bt.p_below, claim)
     d = Decision(claim, row.dataset, row.n, row.a, row.b, bt.interval, "", groups=row.groups, test="bootstrap", p=p, p_contra=contra)
-    if bt.interval[1] is None:
-        d.why_no_interval = "no interval (too many undefined resamples)" if bt.point is not None else "no figure"
+    if bt.p_above(claim.null) is None:  # no test: not counted in the family
+        d.p, d.p_contra = {}, None
+        d.why_no_interval = ("no figure" if bt.point is None else "no interval: too many undefined resamples"
+                             if bt.interval[1] is None else "no spread in the resamples" if bt.n > 1 else "n/a at n = 1")
     return d
 
 
@@ -507,7 +516,7 @@ def _one(claim: Claim, index: pd.DataFrame, ds: str, *, seed: int, n_boot: int, 
             d = _paired_row(claim, run_a, run_b, seed=seed, n_boot=n_boot)
     if d is None:
         return None
-    d.folders = folders
+    d.folders, d.dataset = folders, ds
     if claim.looks and not d.verdict:
         factor, note = _look(claim, d.n, alpha)  # type: ignore[misc]
         d.level_factor = factor
