@@ -605,6 +605,17 @@ def wilcoxon_one_sided(d: Sequence[float]) -> tuple[float, float]:
     return up, down
 
 
+def paired_t_one_sided(d: Sequence[float]) -> tuple[float, float]:
+    """One-sample t test of paired differences d (mean 0 under the null): one-sided p of "the
+    mean is not above 0" and of "not below 0". (1, 1) when every difference is equal to the
+    others (no spread: no t) or there are fewer than 2."""
+    x = np.asarray(d, dtype=float)
+    if len(x) < 2 or np.ptp(x) == 0:
+        return 1.0, 1.0
+    return (float(stats.ttest_1samp(x, 0.0, alternative="greater").pvalue),
+            float(stats.ttest_1samp(x, 0.0, alternative="less").pvalue))
+
+
 # ---- planned looks: group-sequential boundaries by alpha spending (Lan & DeMets) -----------------
 Spending = Literal["obrien_fleming", "pocock"]
 SPENDINGS: tuple[str, ...] = ("obrien_fleming", "pocock")

@@ -12,7 +12,7 @@ from scipy import stats
 
 from loosespec_bench.stats import (
     BootstrapTest, ExactPairedBinary, _cp_lower, _cp_upper, adjust_pvalues, alpha_spent, holm, mcnemar_one_sided,
-    mean_stat, n_for_power, sequential_boundaries, sign_test_p, split_interval, two_sided, wilcoxon_one_sided,
+    mean_stat, n_for_power, paired_t_one_sided, sequential_boundaries, sign_test_p, split_interval, two_sided, wilcoxon_one_sided,
 )
 
 
@@ -122,6 +122,17 @@ def test_wilcoxon_matches_scipy_and_says_nothing_without_a_difference():
     assert up == pytest.approx(stats.wilcoxon(d, zero_method="pratt", alternative="greater").pvalue)
     assert down == pytest.approx(stats.wilcoxon(d, zero_method="pratt", alternative="less").pvalue)
     assert wilcoxon_one_sided([0.0] * 10) == (1.0, 1.0)
+
+
+def test_paired_t_matches_scipy_and_is_the_retention_margin_test():
+    d = [0.5, -0.1, 0.3, 0.0, 0.2, 0.4, -0.2, 0.6, 0.1, 0.3]
+    up, down = paired_t_one_sided(d)
+    assert up == pytest.approx(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    assert up + down == pytest.approx(1.0)
+    assert paired_t_one_sided([0.01] * 5) == (1.0, 1.0)  # no spread: no t
+    # Retention above 0.99 <=> mean(score - 0.99 x target's) > 0: the t test's mean is the estimand.
+    m, t = np.array([0.9, 1.0, 0.8, 1.0]), np.array([1.0, 1.0, 0.9, 1.0])
+    assert (m.mean() / t.mean() > 0.99) == ((m - 0.99 * t).mean() > 0)
 
 
 def test_bootstrap_p_values_agree_with_the_interval_and_a_z_test():

@@ -43,6 +43,7 @@ from ..costmodel import SPEEDUP, TARGET_TPS
 from ..errors import ConfigError
 from ..stats import (
     ADJUSTMENTS, LEVEL, SPENDINGS, BootstrapTest, ExactPairedBinary, adjust_pvalues, mcnemar_one_sided, n_for_power,
+    paired_t_one_sided,
     paired_bootstrap, ratio_of_sums, sequential_boundaries, split_interval, two_sided, wilcoxon_one_sided,
 )
 from .compare import MIN_N_VERDICT, Run, compare_pair, load_run
@@ -53,7 +54,8 @@ CLUSTER_PAIR, CLUSTER_GPUS, CLUSTER_NEW_TOKENS = "llama31-8b-70b", 4, 1024
 DECLARATION = Path(__file__).with_name("claims.yaml")  # the packaged declaration
 DECLARATION_NAME = "claims.yaml"  # its copy beside a report's results
 FIGURES = ("tau", "speedup", "accuracy", "retention")
-TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap",), "accuracy": ("exact",), "retention": ("exact", "wilcoxon")}
+TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap",), "accuracy": ("exact",), "retention": ("exact",)}
+GRADED_TESTS = ("t", "wilcoxon")  # a retention claim's test where the scores are graded
 ESTIMANDS = {"tau": ("difference", "ratio"), "speedup": ("difference", "ratio"), "accuracy": ("difference",), "retention": ("retention",)}
 
 # What each estimand and test is, in the words claims.md prints.
@@ -71,6 +73,7 @@ TEST_TEXT = {
     "exact_accuracy": "exact McNemar (discordant split)",
     "exact_retention": "exact binomial (losses and gains, conditional on the target's answers)",
     "wilcoxon": "Wilcoxon signed-rank on score - margin x target's",
+    "t": "paired t on score - margin x target's",
 }
 
 
@@ -89,7 +92,7 @@ class Claim:
     family: str = "claims"
     estimand: str = "difference"  # difference | ratio | retention
     test: str = "bootstrap"  # bootstrap | exact (0/1 quality) | wilcoxon
-    graded_test: str = "wilcoxon"  # a retention claim's test where the scores are graded
+    graded_test: str = "t"  # a retention claim's test where the scores are graded (GRADED_TESTS)
     size: tuple[float, float, str] | None = None  # a size claim's range (low, high, as said)
     every_set: bool = False  # one intersection-union verdict over its sets
     looks: tuple[int, ...] | None = None  # planned looks (n per look), group-sequential
@@ -145,6 +148,9 @@ def _claim(raw: Mapping[str, Any], families: Mapping[str, Family], where: str) -
     test = str(raw.get("test", TESTS[figure][0]))
     if test not in TESTS[figure]:
         raise ConfigError(f"{where}: claim {cid!r}: test {test!r} for {figure}: use {', '.join(TESTS[figure])}")
+    graded = str(raw.get("graded_test", "t"))
+    if graded not in GRADED_TESTS:
+        raise ConfigError(f"{where}: claim {cid!r}: graded_test {graded!r}: use {', '.join(GRADED_TESTS)}")
     family = str(raw.get("family", "claims"))
     if family not in families:
         raise ConfigError(f"{where}: claim {cid!r}: family {family!r} is not declared under families:")
@@ -174,7 +180,7 @@ def _claim(raw: Mapping[str, Any], families: Mapping[str, Family], where: str) -
         cid, str(need("paper")), str(need("text")), figure, dict(need("b")), dict(raw["a"]) if raw.get("a") else None,
         direction=direction, margin=float(raw.get("margin", 0.0)), source=str(raw.get("source", "")),
         datasets=tuple(map(str, sets)) if sets else None, family=family, estimand=estimand, test=test,
-        graded_test=str(raw.get("graded_test", "wilcoxon")), size=size, every_set=bool(raw.get("every_set", False)),
+        graded_test=graded, size=size, every_set=bool(raw.get("every_set", False)),
         looks=looks, spending=spending,
     )
 
@@ -436,14 +442,18 @@ def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> D
         d.diff = ex.interval("retention")
         d.p, d.p_contra = _conclusions_from(lambda x: ex.p_above("retention", x), lambda x: ex.p_below("retention", x), claim)
         return d
-    # Graded scores (NIAH's recall, a rating): the pre-registered rank test on score - margin x
-    # target's, per problem; the ratio's bootstrap interval is shown, not tested.
+    # Graded scores (NIAH's recall, a rating): the declared test on score - margin x target's per
+    # problem. Its mean is above 0 exactly when retention (a ratio of means) is above the margin,
+    # which the paired t tests; Wilcoxon tests the pseudo-median instead (ties of identical
+    # answers, each +(1 - margin) x target's, can carry it). The ratio's bootstrap interval is
+    # shown, not tested.
     cols = [[m for m, _ in pairs], [t for _, t in pairs]]
     iv = paired_bootstrap(cols, ratio_of_sums, seed=seed, n_boot=n_boot)
-    up, down = wilcoxon_one_sided([m - claim.margin * t for m, t in pairs])
+    shifted = [m - claim.margin * t for m, t in pairs]
+    up, down = (paired_t_one_sided if claim.graded_test == "t" else wilcoxon_one_sided)(shifted)
     same = n - lost - gained
     d = Decision(claim, ds, n, (target / n, None, None), (sum(m for m, _ in pairs) / n, None, None), iv, "",
-                 test="wilcoxon", counts=f"lower / higher / same {lost} / {gained} / {same}")
+                 test=claim.graded_test, counts=f"lower / higher / same {lost} / {gained} / {same}")
     d.p, d.p_contra = _conclusions_from(lambda x: up if x == claim.margin else None,
                                         lambda x: down if x == claim.margin else None, claim)
     return d
@@ -507,11 +517,12 @@ def _one(claim: Claim, index: pd.DataFrame, ds: str, *, seed: int, n_boot: int, 
             # when the run first finished); the topped-up figure is exploratory, reported beside it.
             d = _paired_row(claim, _without_topups(run_a), _without_topups(run_b), seed=seed, n_boot=n_boot)
             full = _paired_row(claim, run_a, run_b, seed=seed, n_boot=n_boot)
-            if d is not None and full is not None:
+            if d is not None and full is not None and full.p:
                 best = min(full.p, key=full.p.get)
+                reads = (f"would read {best} unadjusted" if full.p[best] < alpha else "no conclusion even unadjusted")
                 d.note = (f"exploratory: an unplanned top-up of the timing subset took n to {full.n}: "
-                          f"{_fmt_iv(full.diff, _spec(claim))}, unadjusted {_p_is(full.p[best])} ({best} at that n, "
-                          f"a second look without alpha spending; not a verdict)")
+                          f"{_fmt_iv(full.diff, _spec(claim))}, {_p_is(full.p[best])} ({reads}; "
+                          f"a second look without alpha spending, not a verdict)")
         else:
             d = _paired_row(claim, run_a, run_b, seed=seed, n_boot=n_boot)
     if d is None:
