@@ -432,6 +432,13 @@ def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> D
     target = sum(t for _, t in pairs)
     lost = sum(1 for m, t in pairs if m < t)
     gained = sum(1 for m, t in pairs if m > t)
+    if not _is_binary(pairs) and lost == gained == 0:
+        # Graded scores, none changed: no test of the scores can see a change that never came
+        # (the t test's spread would be the target's own). The bound is the 0/1 one, on a change
+        # at all, taken at its worst (a changed problem loses its whole score): the zero-discordant
+        # case of the exact machinery.
+        pairs = [(float(t > 0), float(t > 0)) for _, t in pairs]
+        target = sum(t for _, t in pairs)
     if _is_binary(pairs):
         right = int(target)
         d = Decision(claim, ds, n, _proportion(right, n), _proportion(right - lost + gained, n), (None, None, None), "",

@@ -330,3 +330,22 @@ def test_the_committed_replication_reads_as_the_evidence_allows():
         r = row(claim, "gsm8k")
         assert r["n"] == 10 and str(r["note"]).startswith("exploratory: an unplanned top-up")
     assert load_declaration(root / "claims.yaml").digest in (root / "claims.md").read_text()
+
+
+def test_graded_retention_is_the_paired_t_and_no_change_takes_the_exact_bound():
+    from loosespec_bench.report.claims import _retention_row
+    from loosespec_bench.report.compare import Run
+    from loosespec_bench.stats import ExactPairedBinary, paired_t_one_sided
+
+    def run_of(pairs):
+        recs = {f"s{i}": {"id": f"s{i}", "score": {"recall": m}, "baseline": {"score": {"recall": t}}} for i, (m, t) in enumerate(pairs)}
+        return Run(Path("x"), {"retention_key": "recall"}, recs)
+
+    claim = Claim("g", "test", "keeps recall", "retention", {"method": "x"}, None, margin=0.99)
+    pairs = [(0.9, 1.0), (1.0, 0.95), (0.85, 0.9)] * 10
+    d = _retention_row(claim, run_of(pairs), "niah", 0, 500)
+    up, _ = paired_t_one_sided([m - 0.99 * t for m, t in pairs])
+    assert d.test == "t" and d.p["confirmed"] == pytest.approx(min(1.0, 2 * up)) and d.counts == "lower / higher / same 20 / 10 / 0"
+    same = _retention_row(claim, run_of([(0.9, 0.9)] * 25 + [(0.0, 0.0)] * 5), "niah", 0, 500)
+    assert same.test == "exact_retention" and same.diff == pytest.approx(ExactPairedBinary(0, 0, 25, 5).interval("retention"))
+    assert same.p["confirmed"] > 0.05  # 30 unchanged problems do not show >= 99%
