@@ -437,8 +437,17 @@ def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> D
         # (the t test's spread would be the target's own). The bound is the 0/1 one, on a change
         # at all, taken at its worst (a changed problem loses its whole score): the zero-discordant
         # case of the exact machinery.
+        graded_mean = target / n
         pairs = [(float(t > 0), float(t > 0)) for _, t in pairs]
         target = sum(t for _, t in pairs)
+        right = int(target)
+        if right == 0:
+            return None
+        ex = ExactPairedBinary(0, 0, right, n - right)
+        d = Decision(claim, ds, n, (graded_mean, None, None), (graded_mean, None, None), ex.interval("retention"), "",
+                     test="exact_retention", counts=f"lower / higher / same 0 / 0 / {n} (no score changed)")
+        d.p, d.p_contra = _conclusions_from(lambda x: ex.p_above("retention", x), lambda x: ex.p_below("retention", x), claim)
+        return d
     if _is_binary(pairs):
         right = int(target)
         d = Decision(claim, ds, n, _proportion(right, n), _proportion(right - lost + gained, n), (None, None, None), "",
