@@ -387,6 +387,17 @@ def _without_topups(run: Run) -> Run:
     return replace(run, records=keep)
 
 
+def _groups_left(full: Run, first_a: Run, first_b: Run) -> str:
+    """"fr only" where the first look's samples (timed in both) hold fewer of the set's groups
+    (MGSM's languages) than the run: its figure is those groups', as compare.Row.groups says."""
+    key = (full.summary.get("selection") or {}).get("group_key")
+    if not key:
+        return ""
+    every = {(r.get("meta") or {}).get(key) for r in full.records.values()}
+    present = {(r.get("meta") or {}).get(key) for sid, r in first_a.records.items() if sid in first_b.records}
+    return f"{', '.join(sorted(map(str, present)))} only" if len(every) > 1 and present < every else ""
+
+
 def _topped_up(run: Run) -> int:
     return sum(1 for r in run.records.values() if "topped_up_from" in (r.get("timing") or {}))
 
@@ -531,8 +542,11 @@ def _one(claim: Claim, index: pd.DataFrame, ds: str, *, seed: int, n_boot: int, 
         if topped and claim.looks is None:
             # An unplanned top-up: the confirmatory verdict is the first look's (the samples timed
             # when the run first finished); the topped-up figure is exploratory, reported beside it.
-            d = _paired_row(claim, _without_topups(run_a), _without_topups(run_b), seed=seed, n_boot=n_boot)
+            first_a, first_b = _without_topups(run_a), _without_topups(run_b)
+            d = _paired_row(claim, first_a, first_b, seed=seed, n_boot=n_boot)
             full = _paired_row(claim, run_a, run_b, seed=seed, n_boot=n_boot)
+            if d is not None and not d.groups:
+                d.groups = _groups_left(run_a, first_a, first_b)
             if d is not None and full is not None and full.p:
                 best = min(full.p, key=full.p.get)
                 reads = (f"would read {best} unadjusted" if full.p[best] < alpha else "no conclusion even unadjusted")

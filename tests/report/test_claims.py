@@ -353,3 +353,15 @@ def test_graded_retention_is_the_paired_t_and_no_change_takes_the_exact_bound():
     same = _retention_row(claim, run_of([(0.9, 0.9)] * 25 + [(0.0, 0.0)] * 5), "niah", 0, 500)
     assert same.test == "exact_retention" and same.diff == pytest.approx(ExactPairedBinary(0, 0, 25, 5).interval("retention"))
     assert same.p["confirmed"] > 0.05  # 30 unchanged problems do not show >= 99%
+
+
+def test_a_first_look_on_some_groups_says_so():
+    from loosespec_bench.report.claims import _groups_left
+    from loosespec_bench.report.compare import Run
+
+    recs = {f"{lang}-{i}": {"id": f"{lang}-{i}", "meta": {"language": lang},
+                            "timing": {} if lang == "fr" else {"topped_up_from": {}}} for lang in ("fr", "de") for i in range(3)}
+    full = Run(Path("x"), {"selection": {"group_key": "language"}}, recs)
+    first = _without_topups(full)
+    assert _groups_left(full, first, first) == "fr only"
+    assert _groups_left(full, full, full) == ""
