@@ -46,7 +46,7 @@ from ..stats import (
     paired_t_one_sided,
     paired_bootstrap, ratio_of_sums, sequential_boundaries, split_interval, two_sided, wilcoxon_one_sided,
 )
-from .compare import MIN_N_VERDICT, Run, compare_pair, load_run
+from .compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
 from .tables import method_label
 
 # The 8B -> 70B cluster run that the CPU verdicts are priced for (replicate_fly_70b at paper scale).
@@ -373,13 +373,6 @@ def _quotient(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarr
     return f
 
 
-def _difference(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
-    def f(*cols: np.ndarray, axis: int = -1) -> np.ndarray:
-        return stat(*cols[k:], axis=axis) - stat(*cols[:k], axis=axis)
-
-    return f
-
-
 def _without_topups(run: Run) -> Run:
     """The run as its first look saw it: samples timed by a later top-up of the timing subset
     (timing.topped_up_from) left out."""
@@ -409,7 +402,7 @@ def _paired_row(claim: Claim, ra: Run, rb: Run, *, seed: int, n_boot: int) -> De
         return None
     row = rows[0]
     k = len(row.cols_a)
-    fn = (_quotient if claim.estimand == "ratio" else _difference)(row.stat, k)
+    fn = (_quotient if claim.estimand == "ratio" else _diff)(row.stat, k)
     bt = BootstrapTest([*row.cols_a, *row.cols_b], fn, seed=seed, n_boot=n_boot)
     p, contra = _conclusions_from(bt.p_above, bt.p_below, claim)
     d = Decision(claim, row.dataset, row.n, row.a, row.b, bt.interval, "", groups=row.groups, test="bootstrap", p=p, p_contra=contra)
