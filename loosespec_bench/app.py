@@ -508,15 +508,47 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
 
 
 def _with_ci(s: dict[str, Any], key: str, spec: str, unit: str = "") -> str:
-    """`1.42x [1.21, 1.63]`: the figure and its interval (when the bootstrap gave one)."""
+    """`1.42x [1.21, 1.63]`: the figure and its interval (when the bootstrap gave one). At n <= 1
+    no interval exists: `[n/a]`, never a zero-width bracket; a wider run whose resamples do not
+    spread says so ("no spread")."""
     v = s.get(key)
     if v is None:
         return "-"
     text = f"{v:{spec}}{unit}"
     low, high = s.get(f"{key}_ci_low"), s.get(f"{key}_ci_high")
+    n = s.get("n_samples")
+    if isinstance(n, int) and n <= 1:
+        return text + " [n/a]"
     if low is not None and high is not None:
-        text += f" [{low:{spec}}, {high:{spec}}]"
+        text += " (no spread)" if low == high else f" [{low:{spec}}, {high:{spec}}]"
     return text
+
+
+def _identical(s: dict[str, Any]) -> str:
+    """`2/5 (0.400)`: a reader counts identical outputs, the share alone hides how few."""
+    share, n = s.get("identical_to_target"), s.get("n_paired")
+    if share is None:
+        return "-"
+    if isinstance(n, int) and n > 0:
+        return f"{round(share * n)}/{n} ({share:.3f})"
+    return _fmt(share)
+
+
+def _underpowered_why(s: dict[str, Any]) -> str:
+    """Why a run's quality difference cannot be read: no interval at all, no discordant pair
+    (nothing changed, so nothing bounds how often it would), or an interval wider than the
+    threshold."""
+    n, fig = s.get("quality_n"), s.get("quality_figure") or "accuracy"
+    half = s.get("quality_diff_half_width")
+    lost, gained = s.get("quality_lost"), s.get("quality_gained")
+    if not n or n <= 1:
+        return f"n = {n or 0} paired sample{'s' if n != 1 else ''}: no interval exists"
+    if half is None:
+        return f"{n} paired samples gave no interval for the {fig} difference"
+    if lost == 0 and gained == 0:
+        return (f"zero discordant pairs at n = {n}: the rule of three still allows changes in up to "
+                f"{min(1.0, 3 / n):.0%} of problems")
+    return f"the {fig} difference's interval is +-{half:.3f} wide at n = {n}, wider than +-{s['power_threshold']:g}"
 
 
 def _rates(s: dict[str, Any]) -> list[tuple[str, str]]:
@@ -548,9 +580,10 @@ def format_summary(s: dict[str, Any]) -> str:
         (f"{fig} (method)", _with_ci(s, fig, ".3f")),
         (f"{fig} (target alone)", _with_ci(s, f"baseline_{fig}", ".3f")),
         (f"{fig} difference (paired)", _with_ci(s, f"{fig}_diff", "+.3f")
+         + (f"  lost / gained {s['quality_lost']} / {s['quality_gained']}" if s.get("quality_lost") is not None else "")
          + (f"  underpowered (n={s.get('quality_n')})" if s.get("underpowered") else "")),
         (f"{fig} retention", _with_ci(s, "retention", ".3f")),
-        ("identical to target alone", _fmt(s.get("identical_to_target"))),
+        ("identical to target alone", _identical(s)),
         ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
         ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),
     ]
@@ -561,7 +594,8 @@ def format_summary(s: dict[str, Any]) -> str:
     if s.get("underpowered"):
         lines.append(
             f"underpowered: {s.get('quality_n')} paired samples cannot tell a difference in {fig} of "
-            f"{s['power_threshold']:g} from none (docs/algorithms.md 7.1; `python -m loosespec_bench.plan` sizes n)"
+            f"{s['power_threshold']:g} from none: {_underpowered_why(s)} (docs/algorithms.md 7.1; "
+            "`python -m loosespec_bench.plan` sizes n)"
         )
     if s.get("speedup_method"):
         lines.append(f"speedup = {s['speedup_method']}")

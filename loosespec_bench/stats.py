@@ -381,3 +381,307 @@ def n_for_half_width(discordance: float, half_width: float, level: float = LEVEL
         return None
     z = float(stats.norm.ppf(0.5 + level / 2))
     return int(np.ceil((z * np.sqrt(discordance) / half_width) ** 2))
+
+
+# ---- tests behind the claims' verdicts (report/claims.py; docs/algorithms.md 7.6) ----------------
+# Every p-value below is on the two-sided scale: p = min(1, 2 x the one-sided p), so that
+# "p < 0.05" is "the two-sided 95% interval excludes the line" for the procedures that have an
+# interval. A claim's verdict compares such a p (after its family's adjustment) with alpha.
+Adjust = Literal["holm", "bh", "none"]
+ADJUSTMENTS: tuple[str, ...] = ("holm", "bh", "none")
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (controls the family-wise error rate): sorted
+    ascending, the i-th (0-based) of m is max over j <= i of min(1, (m - j) p_(j))."""
+    p = np.asarray(pvalues, dtype=float)
+    m = len(p)
+    order = np.argsort(p, kind="stable")
+    adj = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adj[i] = running
+    return adj.tolist()
+
+
+def adjust_pvalues(pvalues: Sequence[float], how: Adjust = "holm") -> list[float]:
+    """A family's adjusted p-values: Holm (family-wise error), Benjamini-Hochberg (false
+    discovery rate; scipy.stats.false_discovery_control) or none."""
+    if how not in ADJUSTMENTS:
+        raise ValueError(f"adjustment {how!r}: use one of {', '.join(ADJUSTMENTS)}")
+    if len(pvalues) == 0:
+        return []
+    if how == "none":
+        return [float(p) for p in pvalues]
+    if how == "holm":
+        return holm(pvalues)
+    return [float(p) for p in stats.false_discovery_control(np.asarray(pvalues, dtype=float), method="bh")]
+
+
+def two_sided(one_sided: float) -> float:
+    return float(min(1.0, 2.0 * max(0.0, one_sided)))
+
+
+class BootstrapTest:
+    """A paired bootstrap (the one paired_bootstrap draws: same resamples, same seed) with the
+    one-sided p-values its BCa interval implies. p_above(line) is the smallest one-sided level at
+    which the BCa lower bound lies above `line` (the interval's own test of "figure <= line"),
+    p_below(line) the same for the upper bound, so that the 95% interval excludes a line exactly
+    when min(1, 2 p) < 0.05 (up to the resamples' quantile interpolation). Inverting BCa:
+    with q = the share of resamples below the line, z0 the bias and a the (jackknife)
+    acceleration, w = (z_q - z0) / (1 + a (z_q - z0)) and p_above = Phi(w - z0). Where the
+    interval is the percentile one (undefined resamples), p_above = q."""
+
+    def __init__(self, columns: Sequence[Sequence[float]], statistic: Callable[..., np.ndarray], *,
+                 n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> None:
+        cols = [np.asarray(c, dtype=float) for c in columns]
+        self.n = len(cols[0]) if cols else 0
+        self.interval = paired_bootstrap(cols, statistic, n_boot=n_boot, level=level, seed=seed)
+        self.point = self.interval[0]
+        self.dist: np.ndarray | None = None
+        self.z0 = self.accel = 0.0
+        self.bca = False
+        # No test without an interval, or with one of zero width (no spread in the resamples:
+        # identical figures on both sides say nothing about how they could differ).
+        if self.point is None or self.n < 2 or self.interval[1] is None or self.interval[1] == self.interval[2]:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                res = stats.bootstrap(tuple(cols), statistic, paired=True, vectorized=True, n_resamples=n_boot,
+                                      batch=BATCH, confidence_level=level, method="percentile",
+                                      rng=np.random.default_rng(seed))
+                dist = res.bootstrap_distribution
+                finite = np.isfinite(dist)
+                self.dist = dist[finite]
+                if finite.all() and np.ptp(dist) > 0:
+                    self.bca = True
+                    share = float(np.mean(dist < self.point))
+                    self.z0 = float(stats.norm.ppf(min(max(share, 1 / (len(dist) + 1)), 1 - 1 / (len(dist) + 1))))
+                    idx = np.arange(self.n)
+                    jack = np.array([float(statistic(*[c[idx != i] for c in cols], axis=-1)) for i in range(self.n)])
+                    d = jack.mean() - jack
+                    den = 6.0 * float(np.sum(d ** 2)) ** 1.5
+                    self.accel = float(np.sum(d ** 3)) / den if den > 0 and np.all(np.isfinite(jack)) else 0.0
+
+    def p_above(self, line: float) -> float | None:
+        """One-sided p of "the figure is at most `line`" (small: the figure is above it)."""
+        if self.dist is None or len(self.dist) == 0:
+            return None
+        b = len(self.dist)
+        # The exceedance share, kept off 0 and 1 by the resample count: B resamples cannot give
+        # a p below 1 / (B + 1).
+        q = (float(np.sum(self.dist <= line)) + 0.5) / (b + 1)
+        if not self.bca:
+            return q
+        zq = float(stats.norm.ppf(q))
+        w = (zq - self.z0) / (1 + self.accel * (zq - self.z0))
+        return float(stats.norm.cdf(w - self.z0))
+
+    def p_below(self, line: float) -> float | None:
+        """One-sided p of "the figure is at least `line`" (small: the figure is below it)."""
+        p = self.p_above(line)
+        return None if p is None else 1.0 - p
+
+
+def _cp_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided Clopper-Pearson upper bound of a binomial proportion (k of n), level 1 - alpha."""
+    return 1.0 if k >= n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
+
+
+def _cp_lower(k: int, n: int, alpha: float) -> float:
+    return 0.0 if k <= 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
+
+
+class ExactPairedBinary:
+    """Paired 0/1 scores of a method against a reference (the target alone, or configuration A),
+    conditional on the reference's answers: of its `right` problems the method loses `lost`
+    (lost ~ Binomial(right, p_lost)), of its `wrong` ones it gains `gained` (~ Binomial(wrong,
+    p_gained)), independently. Then
+
+      retention  = 1 - p_lost + p_gained x wrong / right
+      difference = (p_gained x wrong - p_lost x right) / n     (method's accuracy - reference's)
+
+    An exact (conservative) interval: at one-sided level alpha each bound takes each proportion's
+    one-sided Clopper-Pearson bound at alpha / 2 (Bonferroni over the two: coverage >= 1 - alpha
+    whatever the two rates). No discordant pair is no special case: lost = 0 gives p_lost's
+    upper bound 1 - (alpha / 2)^(1 / right), of which the rule of three (3 / right) is the 95%
+    approximation. p-values invert the bounds (bisection on alpha)."""
+
+    def __init__(self, lost: int, gained: int, right: int, wrong: int) -> None:
+        if min(lost, gained, right, wrong) < 0 or lost > right or gained > wrong:
+            raise ValueError(f"lost {lost} of {right} right, gained {gained} of {wrong} wrong: impossible counts")
+        self.lost, self.gained, self.right, self.wrong = lost, gained, right, wrong
+        self.n = right + wrong
+
+    def _coef(self, estimand: str) -> tuple[float, float, float]:
+        """(offset, weight of p_gained, weight of p_lost) of the estimand."""
+        if estimand == "retention":
+            if self.right == 0:
+                raise ValueError("retention needs a reference that answers some problem rightly")
+            return 1.0, self.wrong / self.right, 1.0
+        if estimand == "difference":
+            return 0.0, self.wrong / self.n, self.right / self.n
+        raise ValueError(f"estimand {estimand!r}: use 'retention' or 'difference'")
+
+    def point(self, estimand: str) -> float:
+        off, wg, wl = self._coef(estimand)
+        pg = self.gained / self.wrong if self.wrong else 0.0
+        pl = self.lost / self.right if self.right else 0.0
+        return off + wg * pg - wl * pl
+
+    def lower(self, estimand: str, alpha: float) -> float:
+        off, wg, wl = self._coef(estimand)
+        pg = _cp_lower(self.gained, self.wrong, alpha / 2) if self.wrong else 0.0
+        pl = _cp_upper(self.lost, self.right, alpha / 2) if self.right else 0.0
+        return off + wg * pg - wl * pl
+
+    def upper(self, estimand: str, alpha: float) -> float:
+        off, wg, wl = self._coef(estimand)
+        pg = _cp_upper(self.gained, self.wrong, alpha / 2) if self.wrong else 0.0
+        pl = _cp_lower(self.lost, self.right, alpha / 2) if self.right else 0.0
+        return off + wg * pg - wl * pl
+
+    def interval(self, estimand: str, level: float = LEVEL) -> tuple[float, float, float]:
+        a = (1 - level) / 2
+        return self.point(estimand), self.lower(estimand, a), self.upper(estimand, a)
+
+    def p_above(self, estimand: str, line: float) -> float:
+        """Smallest one-sided alpha at which the lower bound exceeds `line` (1.0: none does)."""
+        return _invert(lambda a: self.lower(estimand, a) > line)
+
+    def p_below(self, estimand: str, line: float) -> float:
+        return _invert(lambda a: self.upper(estimand, a) < line)
+
+
+def _invert(excludes: Callable[[float], bool]) -> float:
+    """The smallest alpha in (0, 1) with excludes(alpha) (monotone: a larger alpha narrows)."""
+    if not excludes(1 - 1e-12):
+        return 1.0
+    lo, hi = 0.0, 1 - 1e-12
+    if excludes(1e-15):
+        return 1e-15
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if excludes(mid) else (mid, hi)
+    return hi
+
+
+def mcnemar_one_sided(lost: int, gained: int) -> tuple[float, float]:
+    """Exact McNemar (binomial test on the discordant split, p = 1/2): the one-sided p of "B is
+    not better" (small when gained >> lost) and of "B is not worse". (1, 1) without a
+    discordant pair."""
+    m = lost + gained
+    if m == 0:
+        return 1.0, 1.0
+    return (float(stats.binomtest(gained, m, 0.5, alternative="greater").pvalue),
+            float(stats.binomtest(gained, m, 0.5, alternative="less").pvalue))
+
+
+def split_interval(lost: int, gained: int, n: int, level: float = LEVEL) -> tuple[float, float, float] | None:
+    """The paired accuracy difference (gained - lost) / n with the Clopper-Pearson interval of the
+    discordant split mapped through it, conditional on the m = lost + gained discordant pairs
+    (the interval the exact McNemar test inverts). None without a discordant pair."""
+    m = lost + gained
+    if m == 0 or n == 0:
+        return None
+    ci = stats.binomtest(gained, m, 0.5).proportion_ci(confidence_level=level, method="exact")
+    return (gained - lost) / n, m * (2 * ci.low - 1) / n, m * (2 * ci.high - 1) / n
+
+
+def wilcoxon_one_sided(d: Sequence[float]) -> tuple[float, float]:
+    """Wilcoxon signed-rank test of paired differences d (Pratt's treatment of zeros): one-sided
+    p of "the differences are not shifted up" and of "not shifted down". (1, 1) when every
+    difference is 0."""
+    x = np.asarray(d, dtype=float)
+    if len(x) == 0 or not np.any(x != 0):
+        return 1.0, 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        up = float(stats.wilcoxon(x, zero_method="pratt", alternative="greater").pvalue)
+        down = float(stats.wilcoxon(x, zero_method="pratt", alternative="less").pvalue)
+    return up, down
+
+
+def paired_t_one_sided(d: Sequence[float]) -> tuple[float, float]:
+    """One-sample t test of paired differences d (mean 0 under the null): one-sided p of "the
+    mean is not above 0" and of "not below 0". (1, 1) when every difference is equal to the
+    others (no spread: no t) or there are fewer than 2."""
+    x = np.asarray(d, dtype=float)
+    if len(x) < 2 or np.ptp(x) == 0:
+        return 1.0, 1.0
+    return (float(stats.ttest_1samp(x, 0.0, alternative="greater").pvalue),
+            float(stats.ttest_1samp(x, 0.0, alternative="less").pvalue))
+
+
+# ---- planned looks: group-sequential boundaries by alpha spending (Lan & DeMets) -----------------
+Spending = Literal["obrien_fleming", "pocock"]
+SPENDINGS: tuple[str, ...] = ("obrien_fleming", "pocock")
+
+
+def alpha_spent(t: float, alpha: float, kind: Spending) -> float:
+    """Two-sided alpha spent by information fraction t in (0, 1]: O'Brien-Fleming-like
+    2 - 2 Phi(z_{alpha/2} / sqrt(t)), or Pocock-like alpha ln(1 + (e - 1) t)."""
+    if not 0 < t <= 1:
+        raise ValueError(f"information fraction {t} must be in (0, 1]")
+    if kind == "obrien_fleming":
+        return float(2 - 2 * stats.norm.cdf(stats.norm.ppf(1 - alpha / 2) / np.sqrt(t)))
+    if kind == "pocock":
+        return float(alpha * np.log(1 + (np.e - 1) * t))
+    raise ValueError(f"spending {kind!r}: use one of {', '.join(SPENDINGS)}")
+
+
+def sequential_boundaries(looks: Sequence[int], alpha: float, kind: Spending) -> list[float]:
+    """Two-sided nominal p thresholds of planned looks at n1 < n2 < ... (the last is the full n):
+    look k rejects when its p < threshold k. z boundary c_k solves P(|Z_j| < c_j for j < k,
+    |Z_k| >= c_k) = spent(t_k) - spent(t_{k-1}) under the null, Z_j standard normal with
+    corr(Z_i, Z_j) = sqrt(n_i / n_j) (the statistic of a growing sample)."""
+    ns = [int(v) for v in looks]
+    if not ns or any(b <= a for a, b in zip(ns, ns[1:])) or ns[0] <= 0:
+        raise ValueError(f"looks {looks}: give increasing positive sample sizes")
+    t = np.asarray(ns, dtype=float) / ns[-1]
+    spent = [alpha_spent(float(x), alpha, kind) for x in t]
+    bounds: list[float] = []
+    for k in range(len(ns)):
+        target = spent[k] - (spent[k - 1] if k else 0.0)
+        if k == 0:
+            bounds.append(float(stats.norm.ppf(1 - target / 2)))
+            continue
+        idx = list(range(k + 1))
+        cov = np.array([[np.sqrt(min(t[i], t[j]) / max(t[i], t[j])) for j in idx] for i in idx])
+        prior = np.array(bounds)
+        mvn_prev = stats.multivariate_normal(np.zeros(k), cov[:k, :k])
+        mvn = stats.multivariate_normal(np.zeros(k + 1), cov)
+        p_continue = float(mvn_prev.cdf(prior, lower_limit=-prior))
+
+        def cross(c: float) -> float:  # P(no earlier crossing, |Z_k| >= c)
+            inside = float(mvn.cdf(np.append(prior, c), lower_limit=np.append(-prior, -c)))
+            return p_continue - inside - target
+
+        lo, hi = 0.5, 8.0
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if cross(mid) > 0 else (lo, mid)
+        bounds.append((lo + hi) / 2)
+    return [float(2 * (1 - stats.norm.cdf(c))) for c in bounds]
+
+
+def n_for_power(point: float | None, low: float | None, high: float | None, n: int, line: float = 0.0,
+                power: float = 0.8, level: float = LEVEL) -> float | None:
+    """Problems for the claim's test to decide with probability `power` if the true effect is the
+    observed one: the standard error implied by the interval's side that faces the line,
+    se = side / z_{(1+level)/2}, shrinks as 1/sqrt(n), and the test decides with that power when
+    |effect| = (z_{(1+level)/2} + z_power) se, i.e. n' = n ((z_a + z_b) se / |effect|)^2.
+    (The expected bound touching the line, the old planner's n, is 50% power.) inf: no effect."""
+    if point is None or low is None or high is None or n < 2:
+        return None
+    effect = abs(point - line)
+    side = (high - point) if point < line else (point - low)
+    if effect <= 1e-12:
+        return float("inf")
+    za = float(stats.norm.ppf(0.5 + level / 2))
+    zb = float(stats.norm.ppf(power))
+    se = max(side, 0.0) / za
+    return float(n * ((za + zb) * se / effect) ** 2)

@@ -124,3 +124,20 @@ def test_printed_rates_are_over_the_timed_samples_so_they_divide_to_the_speedup(
     block = format_summary({**s, "method": "fly", "pair": "p", "dataset": "d", "tau_definition": "-", "run_dir": "r"})
     assert f"{rate:.2f} on the 3 timed ({s['tokens_per_s']:.2f} on all 9)" in block
     assert f"{base:.2f} on the 3 timed" in block
+
+
+def test_a_one_sample_run_prints_na_and_says_why_it_is_underpowered():
+    """n <= 1: no interval exists, so the end-of-run table prints n/a, never `0.15x [0.15, 0.15]`;
+    `underpowered` says why; counts stand beside the shares."""
+    from loosespec_bench.app import format_summary
+
+    s = build_summary(Task(), [_rec(0, True, True)], seed=0)
+    block = format_summary({**s, "method": "spd", "pair": "p", "dataset": "d", "tau_definition": "-", "run_dir": "r"})
+    speed = next(line for line in block.splitlines() if line.startswith("speedup "))
+    assert "[n/a]" in speed and "[" + speed.split()[1].rstrip("x") not in speed
+    assert "no interval exists" in block and "underpowered" in block
+    assert "identical to target alone" in block and "1/1" in block
+    many = build_summary(Task(), [_rec(i, True, True) for i in range(30)], seed=0)
+    block = format_summary({**many, "method": "spd", "pair": "p", "dataset": "d", "tau_definition": "-", "run_dir": "r"})
+    assert "zero discordant pairs at n = 30" in block and "lost / gained 0 / 0" in block
+    assert "(no spread)" in block  # identical quality on both sides: no zero-width bracket

@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--csv", default=None, help="write the full index to this CSV file")
         else:
             p.add_argument("--out", default="reports", help="output directory (default: %(default)s)")
+        if name in ("claims", "all"):
+            p.add_argument("--claims", type=Path, default=None,
+                           help="the claims declaration (default: OUT/claims.yaml, copied there from the packaged one if absent)")
         if name in ("plots", "all"):
             p.add_argument("--formats", default="png,pdf", help="comma-separated (default: %(default)s)")
     p = sub.add_parser("compare", help="two runs (or sets of runs) side by side, with the paired difference")
@@ -96,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...]) -> int:
+    from ..errors import ConfigError
     from .index import index_to_csv
 
     if df.empty:
@@ -125,7 +129,12 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
     if args.command in ("claims", "all") and not df.empty:
         from .claims import write_claims
 
-        paths = write_claims(df, out)
+        if args.claims is not None and not args.claims.is_file():
+            return _error(f"--claims {str(args.claims)!r} is not a file: name a claims.yaml (the packaged one: loosespec_bench/report/claims.yaml)")
+        try:
+            paths = write_claims(df, out, claims=args.claims)
+        except ConfigError as err:
+            return _error(str(err))
         print(f"claims: {', '.join(str(p) for p in paths)}")
     if args.command == "all":
         print(f"index: {index_to_csv(df, out / 'index.csv')} ({len(df)} runs)")

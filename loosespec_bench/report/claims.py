@@ -1,52 +1,80 @@
 """The papers' testable claims, each decided from the runs: `python -m loosespec_bench.report claims`.
 
-A claim compares two configurations on the same samples (report/compare.py: one paired
-bootstrap over the problems both runs answered) or one configuration with its own target alone
-(retention). Its verdict, for the difference B - A (or the retention) against the claimed
-direction and margin:
+Claims are pre-registered data: a declaration file (claims.yaml; the packaged one is copied
+beside the results the first time, and the copy there is what is decided, its sha256 printed in
+claims.md) gives each claim its family, figure, estimand, test, direction or size, and planned
+looks. A claim compares two configurations on the same problems (report/compare.py) or one
+configuration with its own target alone (retention). docs/algorithms.md 7.6 says what each
+verdict means; in short, per row (a claim on one set):
 
-- confirmed: the 95% interval lies entirely on the claimed side;
-- contradicted: the interval lies entirely on the other side;
-- undecided at this n: the interval straddles it. Then `n to decide` says how many paired
-  problems would shrink the interval (half-width ~ 1/sqrt(n)) to the observed effect:
-  n x (half-width / |effect|)^2, where the effect is the point's distance from 0 (or from the
-  retention margin), and its cost on this CPU (the runs' own seconds per problem, both sides)
-  and on the 8B -> 70B cluster run (costmodel's planner assumptions: 1024 new tokens, the
-  method's and the target alone's rate, GPUs per job). With no effect at all (point on the
-  line) no n decides it: "no effect seen".
-
-Claims are data (CLAIMS): each names the selector of its A and B runs by index columns
-(method, drafter, K, theta, W, criterion ...), the figure and the claimed direction.
+- a test gives one-sided p-values for each conclusion the claim allows, on the two-sided scale
+  (2 x one-sided, so p < 0.05 is "the 95% interval excludes the line"): tau and speed by the
+  paired BCa bootstrap (stats.BootstrapTest), paired 0/1 quality exactly (McNemar on the
+  discordant split; retention by stats.ExactPairedBinary), graded quality by the Wilcoxon
+  signed-rank test;
+- direction claims conclude confirmed or contradicted; size claims ("about 10%", "1.09-1.33x")
+  confirmed (the interval inside the stated range), larger / smaller than claimed (outside it,
+  on the claimed side of no effect) or contradicted (on the other side of no effect);
+- the row's p is its best-supported conclusion's; a claim "on every set" is one
+  intersection-union test (its p the largest of its sets'; each set at the unadjusted level);
+  within a family the p-values are adjusted (Holm by default; Benjamini-Hochberg or none), and a
+  conclusion stands when its adjusted p is below alpha;
+- otherwise: undecided at this n, with the n for 80% power at the observed effect, or not
+  decidable at this scale when that n is over budget_factor x the run's n;
+- planned looks (a group-sequential plan with O'Brien-Fleming or Pocock alpha spending) set the
+  level at each look; a top-up that no claim planned leaves the verdict at the first look, and the
+  topped-up figure is reported beside it as exploratory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+import shutil
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from ..costmodel import SPEEDUP, TARGET_TPS
-from ..stats import LEVEL, paired_bootstrap, ratio_of_sums, sign_test_p
-from .compare import MIN_N_VERDICT, Row, compare_pair, load_run
+from ..errors import ConfigError
+from ..stats import (
+    ADJUSTMENTS, LEVEL, SPENDINGS, BootstrapTest, ExactPairedBinary, adjust_pvalues, mcnemar_one_sided, n_for_power,
+    paired_t_one_sided,
+    paired_bootstrap, ratio_of_sums, sequential_boundaries, split_interval, two_sided, wilcoxon_one_sided,
+)
+from .compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
 from .tables import method_label
 
-FLY = {"method": "fly", "theta": 0.3, "W": 6, "K": 15}
-SPD15 = {"method": "spd", "drafter": "model", "K": 15}
-SPD10 = {"method": "spd", "drafter": "model", "K": 10}
-DM_JS = {"method": "dropmatch", "criterion": "js", "K": 10}
-DM_NAIVE = {"method": "dropmatch", "criterion": "naive", "K": 10}
-# experiment=dropmatch_autojudge: the judge's rows at their own draft length (K = 5 at
-# scale=cpu; the paper's 10 on the cluster, where these selectors would read K=10 runs).
-AJ_K = 5
-SPD_AJ = {"method": "spd", "drafter": "model", "K": AJ_K}
-AJ = {"method": "autojudge", "K": AJ_K}
-DM_AJ = {"method": "dropmatch_autojudge", "K": AJ_K}
-DM_K5 = {"method": "dropmatch", "criterion": "js", "K": AJ_K}  # DropMatch alone, the judge's rows
 # The 8B -> 70B cluster run that the CPU verdicts are priced for (replicate_fly_70b at paper scale).
 CLUSTER_PAIR, CLUSTER_GPUS, CLUSTER_NEW_TOKENS = "llama31-8b-70b", 4, 1024
+DECLARATION = Path(__file__).with_name("claims.yaml")  # the packaged declaration
+DECLARATION_NAME = "claims.yaml"  # its copy beside a report's results
+FIGURES = ("tau", "speedup", "accuracy", "retention")
+TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap",), "accuracy": ("exact",), "retention": ("exact",)}
+GRADED_TESTS = ("t", "wilcoxon")  # a retention claim's test where the scores are graded
+ESTIMANDS = {"tau": ("difference", "ratio"), "speedup": ("difference", "ratio"), "accuracy": ("difference",), "retention": ("retention",)}
+
+# What each estimand and test is, in the words claims.md prints.
+ESTIMAND_TEXT = {
+    ("tau", "difference"): "pooled tau, B - A",
+    ("tau", "ratio"): "pooled tau, B / A",
+    ("speedup", "difference"): "speedup (ratio of summed rates), B - A",
+    ("speedup", "ratio"): "speedup (ratio of summed rates), B / A",
+    ("accuracy", "difference"): "accuracy, B - A (paired)",
+    ("retention", "retention"): "retention: score / target alone's, same problems",
+}
+ADJUST_TEXT = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no adjustment"}
+TEST_TEXT = {
+    "bootstrap": "paired BCa bootstrap",
+    "exact_accuracy": "exact McNemar (discordant split)",
+    "exact_retention": "exact binomial (losses and gains, conditional on the target's answers)",
+    "wilcoxon": "Wilcoxon signed-rank on score - margin x target's",
+    "t": "paired t on score - margin x target's",
+}
 
 
 @dataclass(frozen=True)
@@ -61,66 +89,139 @@ class Claim:
     margin: float = 0.0  # retention claims: the claimed floor (0.99)
     source: str = ""
     datasets: tuple[str, ...] | None = None  # None: every set where both configurations ran
+    family: str = "claims"
+    estimand: str = "difference"  # difference | ratio | retention
+    test: str = "bootstrap"  # bootstrap | exact (0/1 quality) | wilcoxon
+    graded_test: str = "t"  # a retention claim's test where the scores are graded (GRADED_TESTS)
+    size: tuple[float, float, str] | None = None  # a size claim's range (low, high, as said)
+    every_set: bool = False  # one intersection-union verdict over its sets
+    looks: tuple[int, ...] | None = None  # planned looks (n per look), group-sequential
+    spending: str = "obrien_fleming"
+
+    def __post_init__(self) -> None:
+        # Quality is never bootstrapped for a verdict: a claim built in code gets its figure's test.
+        if self.figure == "retention" and self.estimand != "retention":
+            object.__setattr__(self, "estimand", "retention")
+        if self.test not in TESTS[self.figure]:
+            object.__setattr__(self, "test", TESTS[self.figure][0])
+
+    @property
+    def null(self) -> float:
+        """The figure's value at no effect (retention: the claimed margin)."""
+        if self.figure == "retention":
+            return self.margin
+        return 1.0 if self.estimand == "ratio" else 0.0
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim("fly_tau", "FLy", "FLy's tau is above SPD's at the same K, on every set", "tau",
-          {**FLY, "drafter": "model"}, SPD15, source="FLy Table 1 (tau columns)"),
-    Claim("fly_mla_tau", "FLy", "FLy + MLA's tau is above SPD's at the same K", "tau",
-          {**FLY, "drafter": "mla"}, SPD15, source="FLy Table 1 (the released setting: MLA on)"),
-    Claim("fly_speed", "FLy", "FLy (+ MLA) is faster than SPD at the same K", "speedup",
-          {**FLY, "drafter": "mla"}, SPD15, source="FLy Table 1"),
-    Claim("fly_mla", "FLy", "multi-level acceleration (MLA) makes FLy faster", "speedup",
-          {**FLY, "drafter": "mla"}, {**FLY, "drafter": "model"}, source="FLy ablation (MLA)"),
-    Claim("fly_retention", "FLy", "FLy keeps >= 99% of the target's accuracy", "retention",
-          {**FLY, "drafter": "mla"}, None, margin=0.99, source="FLy abstract"),
-    Claim("spd_retention", "(noise floor)", "SPD (lossless) keeps >= 99% of the target's accuracy", "retention",
-          SPD15, None, margin=0.99, source="exact match is lossless up to bf16 near-ties"),
-    Claim("spd10_retention", "(noise floor)", "SPD (lossless, K = 10) keeps >= 99% of the target's accuracy", "retention",
-          SPD10, None, margin=0.99, source="exact match is lossless up to bf16 near-ties (DropMatch's draft length)"),
-    Claim("theta_tau", "FLy", "a higher theta (stricter entropy gate) lowers tau", "tau",
-          {**FLY, "drafter": "mla", "theta": 0.8}, {**FLY, "drafter": "mla", "theta": 0.2}, direction=-1,
-          source="docs/algorithms.md 4.2: the gate rejects mismatches with H < theta"),
-    Claim("theta_accuracy", "FLy", "a higher theta keeps accuracy closer to the target's", "accuracy",
-          {**FLY, "drafter": "mla", "theta": 0.8}, {**FLY, "drafter": "mla", "theta": 0.2},
-          source="FLy ablation (theta)"),
-    Claim("window_tau", "FLy", "a longer deferral window W lowers tau", "tau",
-          {**FLY, "drafter": "mla", "W": 9}, {**FLY, "drafter": "mla", "W": 3}, direction=-1,
-          source="docs/algorithms.md 4.2: a deferral needs W-1 matches after the mismatch"),
-    Claim("window_accuracy", "FLy", "a longer W keeps accuracy closer to the target's", "accuracy",
-          {**FLY, "drafter": "mla", "W": 9}, {**FLY, "drafter": "mla", "W": 3}, source="FLy ablation (W)"),
-    Claim("k_tau", "FLy", "a longer draft K raises tau", "tau",
-          {**FLY, "drafter": "mla", "K": 20}, {**FLY, "drafter": "mla", "K": 10}, source="FLy ablation (K)"),
-    Claim("dropmatch_tau", "DropMatch", "DropMatch's tau is about 10% above SPD's (draft length 10)", "tau",
-          DM_JS, SPD10, source="DropMatch abstract / docs/algorithms.md section 8"),
-    Claim("dropmatch_naive_tau", "DropMatch", "the naive criterion's tau is above SPD's too", "tau",
-          DM_NAIVE, SPD10, source="DropMatch criterion ablation"),
-    Claim("dropmatch_speed", "DropMatch", "DropMatch is faster than SPD (1.09-1.33x)", "speedup",
-          DM_JS, SPD10, source="DropMatch abstract"),
-    Claim("dropmatch_retention", "DropMatch", "DropMatch keeps the target's accuracy (>= 99%)", "retention",
-          DM_JS, None, margin=0.99, source="DropMatch abstract"),
-    # AutoJudge (trained on GSM8K): in distribution on GSM8K, out of it on IFEval. The DropMatch
-    # paper's argument is read per set: the judge's retention holds on GSM8K and falls on IFEval,
-    # while DropMatch + AutoJudge keeps both its tau gain and its retention there.
-    Claim("autojudge_tau", "AutoJudge", "AutoJudge's tau is above SPD's at the same K", "tau",
-          AJ, SPD_AJ, source="AutoJudge (arXiv 2504.20039); DropMatch's AutoJudge rows"),
-    Claim("autojudge_speed", "AutoJudge", "AutoJudge is faster than SPD at the same K (the paper: it degrades out of distribution)",
-          "speedup", AJ, SPD_AJ, source="DropMatch: AutoJudge trained on math degrades quickly on IFEval"),
-    Claim("autojudge_retention", "AutoJudge", "AutoJudge keeps >= 99% of the target's score (the paper: in distribution only)",
-          "retention", AJ, None, margin=0.99, source="DropMatch: AutoJudge trained on math degrades on IFEval"),
-    Claim("dropmatch_k5_tau", "DropMatch", "DropMatch's tau is above SPD's at the same K (the AutoJudge rows' K)", "tau",
-          DM_K5, SPD_AJ, source="DropMatch's AutoJudge rows (DropMatch alone)"),
-    Claim("dropmatch_k5_speed", "DropMatch", "DropMatch is faster than SPD at the same K (the AutoJudge rows' K)", "speedup",
-          DM_K5, SPD_AJ, source="DropMatch's AutoJudge rows (DropMatch alone)"),
-    Claim("dropmatch_k5_retention", "DropMatch", "DropMatch keeps >= 99% of the target's score (the AutoJudge rows' K)", "retention",
-          DM_K5, None, margin=0.99, source="DropMatch's AutoJudge rows (DropMatch alone)"),
-    Claim("dropmatch_autojudge_tau", "DropMatch", "DropMatch + AutoJudge's tau is above SPD's at the same K", "tau",
-          DM_AJ, SPD_AJ, source="DropMatch's AutoJudge rows"),
-    Claim("dropmatch_autojudge_speed", "DropMatch", "DropMatch + AutoJudge is faster than SPD (keeps its speed out of distribution)",
-          "speedup", DM_AJ, SPD_AJ, source="DropMatch's AutoJudge rows"),
-    Claim("dropmatch_autojudge_retention", "DropMatch", "DropMatch + AutoJudge keeps >= 99% of the target's score", "retention",
-          DM_AJ, None, margin=0.99, source="DropMatch's AutoJudge rows"),
-)
+@dataclass(frozen=True)
+class Family:
+    id: str
+    title: str
+    adjust: str
+
+
+@dataclass(frozen=True)
+class Declaration:
+    claims: tuple[Claim, ...]
+    families: Mapping[str, Family]
+    alpha: float = 1 - LEVEL
+    power: float = 0.8
+    budget_factor: float = 10.0
+    digest: str = ""
+    path: str = ""
+    version: Any = None
+    declared: str = ""
+
+
+def _claim(raw: Mapping[str, Any], families: Mapping[str, Family], where: str) -> Claim:
+    def need(key: str) -> Any:
+        if key not in raw:
+            raise ConfigError(f"{where}: claim {raw.get('id', '?')!r} has no {key!r}; declare it")
+        return raw[key]
+
+    cid, figure = str(need("id")), str(need("figure"))
+    if figure not in FIGURES:
+        raise ConfigError(f"{where}: claim {cid!r}: figure {figure!r} must be one of {', '.join(FIGURES)}")
+    estimand = str(raw.get("estimand", "retention" if figure == "retention" else "difference"))
+    if estimand not in ESTIMANDS[figure]:
+        raise ConfigError(f"{where}: claim {cid!r}: estimand {estimand!r} for {figure}: use {', '.join(ESTIMANDS[figure])}")
+    test = str(raw.get("test", TESTS[figure][0]))
+    if test not in TESTS[figure]:
+        raise ConfigError(f"{where}: claim {cid!r}: test {test!r} for {figure}: use {', '.join(TESTS[figure])}")
+    graded = str(raw.get("graded_test", "t"))
+    if graded not in GRADED_TESTS:
+        raise ConfigError(f"{where}: claim {cid!r}: graded_test {graded!r}: use {', '.join(GRADED_TESTS)}")
+    family = str(raw.get("family", "claims"))
+    if family not in families:
+        raise ConfigError(f"{where}: claim {cid!r}: family {family!r} is not declared under families:")
+    size = raw.get("size")
+    if size is not None:
+        try:
+            low, high = float(size["low"]), float(size["high"])
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(f"{where}: claim {cid!r}: size needs numbers low and high (e.g. {{low: 1.05, high: 1.15}})") from None
+        if not low < high or estimand != "ratio":
+            raise ConfigError(f"{where}: claim {cid!r}: a size claim needs estimand: ratio and low < high (got {estimand}, {low}, {high})")
+        size = (low, high, str(size.get("said", f"{low:g}-{high:g}x")))
+    looks = raw.get("looks")
+    spending = "obrien_fleming"
+    if looks is not None:
+        spending = str(looks.get("spending", spending)) if isinstance(looks, Mapping) else spending
+        ns = looks.get("n") if isinstance(looks, Mapping) else looks
+        if spending not in SPENDINGS or not isinstance(ns, list) or not ns:
+            raise ConfigError(f"{where}: claim {cid!r}: looks: {{n: [10, 20, 30], spending: one of {', '.join(SPENDINGS)}}}")
+        looks = tuple(int(v) for v in ns)
+        sequential_boundaries(looks, 0.05, spending)  # validates the n (increasing, positive)
+    direction = int(raw.get("direction", +1))
+    if direction not in (-1, 1):
+        raise ConfigError(f"{where}: claim {cid!r}: direction must be +1 or -1")
+    sets = raw.get("sets")
+    return Claim(
+        cid, str(need("paper")), str(need("text")), figure, dict(need("b")), dict(raw["a"]) if raw.get("a") else None,
+        direction=direction, margin=float(raw.get("margin", 0.0)), source=str(raw.get("source", "")),
+        datasets=tuple(map(str, sets)) if sets else None, family=family, estimand=estimand, test=test,
+        graded_test=graded, size=size, every_set=bool(raw.get("every_set", False)),
+        looks=looks, spending=spending,
+    )
+
+
+def load_declaration(path: Path = DECLARATION) -> Declaration:
+    """The claims declared in `path` (a claims.yaml), with the file's sha256 (first 12 hex)."""
+    import yaml
+
+    try:
+        text = Path(path).read_bytes()
+        data = yaml.safe_load(text.decode("utf-8")) or {}
+    except OSError as err:
+        raise ConfigError(f"cannot read the claims declaration {path}: {err.strerror or err}; pass --claims FILE") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"the claims declaration {path} is not valid YAML ({err}); fix the file") from None
+    where = str(path)
+    default = str(data.get("adjust", "holm"))
+    fams: dict[str, Family] = {}
+    for fid, spec in (data.get("families") or {}).items():
+        spec = spec or {}
+        how = str(spec.get("adjust", default))
+        if how not in ADJUSTMENTS:
+            raise ConfigError(f"{where}: family {fid!r}: adjust {how!r} must be one of {', '.join(ADJUSTMENTS)}")
+        fams[str(fid)] = Family(str(fid), str(spec.get("title", fid)), how)
+    if default not in ADJUSTMENTS:
+        raise ConfigError(f"{where}: adjust {default!r} must be one of {', '.join(ADJUSTMENTS)}")
+    fams.setdefault("claims", Family("claims", "claims", default))
+    claims = tuple(_claim(c, fams, where) for c in (data.get("claims") or []))
+    ids = [c.id for c in claims]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{where}: claim ids repeat ({sorted({i for i in ids if ids.count(i) > 1})}); give each its own id")
+    alpha = float(data.get("alpha", 1 - LEVEL))
+    power = float(data.get("power", 0.8))
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ConfigError(f"{where}: alpha ({alpha}) and power ({power}) must lie in (0, 1)")
+    return Declaration(claims, fams, alpha=alpha, power=power, budget_factor=float(data.get("budget_factor", 10)),
+                       digest=hashlib.sha256(text).hexdigest()[:12], path=where, version=data.get("version"),
+                       declared=str(data.get("declared", "")))
+
+
+CLAIMS: tuple[Claim, ...] = load_declaration().claims
 
 
 @dataclass
@@ -130,20 +231,31 @@ class Decision:
     n: int
     a: tuple[float | None, float | None, float | None] | None
     b: tuple[float | None, float | None, float | None]
-    diff: tuple[float | None, float | None, float | None]  # B - A (retention: the retention itself)
+    diff: tuple[float | None, float | None, float | None]  # the estimand (B - A, B / A, or retention)
     verdict: str
-    n_needed: int | None = None
+    n_needed: int | None = None  # n for the declared power at the observed effect
     cpu_hours: float | None = None
     cluster_gpu_hours: float | None = None
     folders: list[str] = field(default_factory=list)
     floor: tuple[float | None, float | None, float | None] | None = None  # retention: SPD's at the same set
     groups: str = ""  # "fr only": the figure rests on some of the set's groups (compare.Row.groups)
+    test: str = ""  # key of TEST_TEXT
+    counts: str = ""  # what a reader counts (lost / gained 1 / 5)
+    p: dict[str, float] = field(default_factory=dict)  # conclusion -> p (two-sided scale)
+    p_contra: float | None = None  # size claims: p of "the other side of no effect"
+    p_raw: float | None = None  # the row's (its best-supported conclusion's) p
+    p_adj: float | None = None  # after the family's adjustment (IUT members: unadjusted)
+    conclusion: str = ""
+    note: str = ""  # exploratory figures, planned looks, why a row has no p
+    level_factor: float = 1.0  # alpha / the planned look's nominal level
+    iut: str = ""  # "every set": the claim's intersection-union row; "member": one of its sets
+    why_no_interval: str = ""
 
 
 def floor_selection(claim: Claim) -> dict[str, Any]:
     """The run a retention claim is shown beside: the lossless rule (SPD, the draft model) at the
     claim's own K, whose retention is the bf16 noise floor of those settings."""
-    return {**SPD15, "K": claim.b.get("K", SPD15["K"])}
+    return {"method": "spd", "drafter": "model", "K": claim.b.get("K", 15)}
 
 
 def _matches(row: pd.Series, sel: Mapping[str, Any]) -> bool:
@@ -172,35 +284,6 @@ def _has_extra(row: pd.Series, sel: Mapping[str, Any]) -> bool:
     if sel.get("method") == "fly":
         return bool(row.get("no_window") is True or str(row.get("mode") or "code") != "code")
     return False
-
-
-def verdict(point: float | None, low: float | None, high: float | None, direction: int, n: int, line: float = 0.0) -> str:
-    if n < MIN_N_VERDICT:
-        return f"undecided (n={n} < {MIN_N_VERDICT})"
-    if point is None or low is None or high is None:
-        return "undecided (no interval)"
-    lo, hi = (low - line, high - line) if direction > 0 else (line - high, line - low)
-    if lo > 0:
-        return "confirmed"
-    if hi < 0:
-        return "contradicted"
-    return "undecided at this n"
-
-
-def n_to_decide(point: float | None, low: float | None, high: float | None, n: int, line: float = 0.0) -> int | None:
-    """Paired problems that would make an interval of this spread exclude `line` at this effect:
-    the bound facing the line moves in as 1/sqrt(n). That bound's own distance from the point
-    is used, not the half-width: a ratio's interval is skewed (retention 0.571 [0.167, 1.000]
-    against 0.99 is decided by its upper side alone). An undecided claim needs more than n."""
-    if point is None or low is None or high is None or n < 2:
-        return None
-    effect = abs(point - line)
-    side = (high - point) if point < line else (point - low)
-    if effect <= 1e-12:
-        return None
-    # Below MIN_N_VERDICT no verdict is given whatever the interval (a bootstrap over a handful
-    # of problems understates its own spread).
-    return max(n + 1, MIN_N_VERDICT, math.ceil(n * (side / effect) ** 2))
 
 
 def seconds_per_problem(folders: list[str]) -> float | None:
@@ -235,130 +318,370 @@ def _pairs(run: Any) -> list[tuple[float, float]]:
             and isinstance((r["baseline"].get("score") or {}).get(key), (bool, int, float))]
 
 
-def _discordant(run_a: Any, run_b: Any) -> tuple[int, int]:
-    """(A right and B wrong, A wrong and B right) over the problems both runs scored."""
-    a_only = b_only = 0
+def _discordant(run_a: Any, run_b: Any) -> tuple[int, int, int, int]:
+    """(A right and B wrong, A wrong and B right, problems both scored, A right) over the
+    common problems."""
+    a_only = b_only = n = right = 0
     for sid, ra in run_a.records.items():
         rb = run_b.records.get(sid)
         ca, cb = (ra.get("score") or {}).get("correct"), ((rb or {}).get("score") or {}).get("correct")
         if isinstance(ca, (bool, int, float)) and isinstance(cb, (bool, int, float)):
             a_only += bool(ca) and not bool(cb)
             b_only += bool(cb) and not bool(ca)
-    return a_only, b_only
+            right += bool(ca)
+            n += 1
+    return a_only, b_only, n, right
 
 
-def mcnemar_check(discordant: tuple[int, int], n: int, alpha: float = 1 - LEVEL) -> tuple[str, int | None] | None:
-    """A paired accuracy difference rests on the discordant problems only. With few of them the
-    bootstrap interval is too narrow (4 answers lost and none gained excludes 0, though the
-    exact test gives p = 0.125), so a verdict also needs the exact McNemar (sign) test at alpha.
-    None: the exact test agrees; else the undecided verdict and the n at which the same
-    discordance would pass it."""
-    a_only, b_only = discordant
-    m = a_only + b_only
-    if m == 0:
+def _proportion(k: int, n: int) -> tuple[float | None, float | None, float | None]:
+    """k of n with its exact (Clopper-Pearson) 95% interval."""
+    if n == 0:
+        return None, None, None
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=LEVEL, method="exact")
+    return k / n, float(ci.low), float(ci.high)
+
+
+def _is_binary(pairs: list[tuple[float, float]]) -> bool:
+    return all(v in (0.0, 1.0) for pair in pairs for v in pair)
+
+
+# ---- the tests of one row ------------------------------------------------------------------------
+def _conclusions_from(p_above: Callable[[float], float | None], p_below: Callable[[float], float | None],
+                      claim: Claim) -> tuple[dict[str, float], float | None]:
+    """Each conclusion the claim allows with its p (two-sided scale), and for a size claim the p
+    of "on the other side of no effect" (contradicted)."""
+    def ts(p: float | None) -> float:
+        return 1.0 if p is None else two_sided(p)
+
+    up, down = (p_above, p_below) if claim.direction > 0 else (p_below, p_above)
+    if claim.size is None:
+        return {"confirmed": ts(up(claim.null)), "contradicted": ts(down(claim.null))}, None
+    low, high, _ = claim.size
+    if claim.direction < 0:
+        raise ConfigError(f"claim {claim.id!r}: a size claim is stated as a range above no effect (direction +1)")
+    inside = max(ts(p_above(low)), ts(p_below(high)))
+    return ({"confirmed": inside, "larger than claimed": ts(p_above(high)), "smaller than claimed": ts(p_below(low))},
+            ts(p_below(claim.null)))
+
+
+def _quotient(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
+    """B's statistic over A's, over A's k columns followed by B's k."""
+    def f(*cols: np.ndarray, axis: int = -1) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return stat(*cols[k:], axis=axis) / stat(*cols[:k], axis=axis)
+
+    return f
+
+
+def _without_topups(run: Run) -> Run:
+    """The run as its first look saw it: samples timed by a later top-up of the timing subset
+    (timing.topped_up_from) left out."""
+    keep = {sid: r for sid, r in run.records.items() if "topped_up_from" not in (r.get("timing") or {})}
+    return replace(run, records=keep)
+
+
+def _groups_left(full: Run, first_a: Run, first_b: Run) -> str:
+    """"fr only" where the first look's samples (timed in both) hold fewer of the set's groups
+    (MGSM's languages) than the run: its figure is those groups', as compare.Row.groups says."""
+    key = (full.summary.get("selection") or {}).get("group_key")
+    if not key:
+        return ""
+    every = {(r.get("meta") or {}).get(key) for r in full.records.values()}
+    present = {(r.get("meta") or {}).get(key) for sid, r in first_a.records.items() if sid in first_b.records}
+    return f"{', '.join(sorted(map(str, present)))} only" if len(every) > 1 and present < every else ""
+
+
+def _topped_up(run: Run) -> int:
+    return sum(1 for r in run.records.values() if "topped_up_from" in (r.get("timing") or {}))
+
+
+def _paired_row(claim: Claim, ra: Run, rb: Run, *, seed: int, n_boot: int) -> Decision | None:
+    """A tau or speed row: the estimand's BCa interval and the p-values it implies."""
+    rows = [r for r in compare_pair(ra, rb, seed=seed, n_boot=n_boot) if r.figure == claim.figure]
+    if not rows:
         return None
-    p = sign_test_p(a_only, b_only)
-    if p < alpha:
-        return None
-    need = None
-    for k in range(2, 200):  # the same proportions at k times the problems
-        if sign_test_p(round(k * a_only), round(k * b_only)) < alpha:
-            need = k * n
-            break
-    return (f"undecided (the difference rests on {m} discordant problems, {a_only} against {b_only}: "
-            f"exact McNemar p = {p:.3f})", need)
+    row = rows[0]
+    k = len(row.cols_a)
+    fn = (_quotient if claim.estimand == "ratio" else _diff)(row.stat, k)
+    bt = BootstrapTest([*row.cols_a, *row.cols_b], fn, seed=seed, n_boot=n_boot)
+    p, contra = _conclusions_from(bt.p_above, bt.p_below, claim)
+    d = Decision(claim, row.dataset, row.n, row.a, row.b, bt.interval, "", groups=row.groups, test="bootstrap", p=p, p_contra=contra)
+    if bt.p_above(claim.null) is None:  # no test: not counted in the family
+        d.p, d.p_contra = {}, None
+        d.why_no_interval = ("no figure" if bt.point is None else "no interval: too many undefined resamples"
+                             if bt.interval[1] is None else "no spread in the resamples" if bt.n > 1 else "n/a at n = 1")
+    return d
 
 
-def _retention(run: Any, seed: int) -> tuple[tuple[float | None, float | None, float | None], int]:
+def _accuracy_row(claim: Claim, ra: Run, rb: Run, ds: str) -> Decision:
+    lost, gained, n, right_a = _discordant(ra, rb)
+    right_b = right_a - lost + gained
+    up, down = mcnemar_one_sided(lost, gained)
+    p_up, p_down = two_sided(up), two_sided(down)
+    p = ({"confirmed": p_up, "contradicted": p_down} if claim.direction > 0 else {"confirmed": p_down, "contradicted": p_up})
+    iv = split_interval(lost, gained, n)
+    d = Decision(claim, ds, n, _proportion(right_a, n), _proportion(right_b, n),
+                 iv or ((gained - lost) / n if n else None, None, None), "", test="exact_accuracy", p=p,
+                 counts=f"lost / gained {lost} / {gained}")
+    if iv is None:
+        d.why_no_interval = "zero discordant pairs at this n"
+    return d
+
+
+def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> Decision | None:
     pairs = _pairs(run)
     if not pairs:
-        return (None, None, None), 0
-    cols = [[m for m, _ in pairs], [b for _, b in pairs]]
-    return paired_bootstrap(cols, ratio_of_sums, seed=seed), len(pairs)
-
-
-def no_loss_bound(pairs: list[tuple[float, float]], margin: float) -> tuple[str, int | None] | None:
-    """Retention when no sample lost its answer. The bootstrap cannot bound the loss then: no
-    resample holds a loss, so its lower bound sits at 1 (no change at all: the whole interval
-    collapses to a point), which says nothing about how often answers are lost. The rule of
-    three bounds the share of lost answers by 3/n (95%), so retention can be as low as
-    1 + (gains / n - 3 / n) / target accuracy: the verdict waits for the n where that clears
-    the margin at the same share of gains. Answers changed only for the better count as gains
-    when scores are right/wrong (0/1); for graded scores only the no-change case applies."""
-    if not pairs or any(m < b for m, b in pairs):
-        return None
-    binary = all(v in (0.0, 1.0) for pair in pairs for v in pair)
-    if not binary and any(m != b for m, b in pairs):
         return None
     n = len(pairs)
-    base = sum(b for _, b in pairs) / n
-    if base <= 0:
+    target = sum(t for _, t in pairs)
+    lost = sum(1 for m, t in pairs if m < t)
+    gained = sum(1 for m, t in pairs if m > t)
+    if not _is_binary(pairs) and lost == gained == 0:
+        # Graded scores, none changed: no test of the scores can see a change that never came
+        # (the t test's spread would be the target's own). The bound is the 0/1 one, on a change
+        # at all, taken at its worst (a changed problem loses its whole score): the zero-discordant
+        # case of the exact machinery.
+        graded_mean = target / n
+        pairs = [(float(t > 0), float(t > 0)) for _, t in pairs]
+        target = sum(t for _, t in pairs)
+        right = int(target)
+        if right == 0:
+            return None
+        ex = ExactPairedBinary(0, 0, right, n - right)
+        d = Decision(claim, ds, n, (graded_mean, None, None), (graded_mean, None, None), ex.interval("retention"), "",
+                     test="exact_retention", counts=f"lower / higher / same 0 / 0 / {n} (no score changed)")
+        d.p, d.p_contra = _conclusions_from(lambda x: ex.p_above("retention", x), lambda x: ex.p_below("retention", x), claim)
+        return d
+    if _is_binary(pairs):
+        right = int(target)
+        d = Decision(claim, ds, n, _proportion(right, n), _proportion(right - lost + gained, n), (None, None, None), "",
+                     test="exact_retention", counts=f"lost / gained {lost} / {gained} (target alone {right}/{n})")
+        if right == 0:  # no retention exists (0 / 0): no row, as for a set the claim's runs did not reach
+            return None
+        ex = ExactPairedBinary(lost, gained, right, n - right)
+        d.diff = ex.interval("retention")
+        d.p, d.p_contra = _conclusions_from(lambda x: ex.p_above("retention", x), lambda x: ex.p_below("retention", x), claim)
+        return d
+    # Graded scores (NIAH's recall, a rating): the declared test on score - margin x target's per
+    # problem. Its mean is above 0 exactly when retention (a ratio of means) is above the margin,
+    # which the paired t tests; Wilcoxon tests the pseudo-median instead (ties of identical
+    # answers, each +(1 - margin) x target's, can carry it). The ratio's bootstrap interval is
+    # shown, not tested.
+    cols = [[m for m, _ in pairs], [t for _, t in pairs]]
+    iv = paired_bootstrap(cols, ratio_of_sums, seed=seed, n_boot=n_boot)
+    shifted = [m - claim.margin * t for m, t in pairs]
+    up, down = (paired_t_one_sided if claim.graded_test == "t" else wilcoxon_one_sided)(shifted)
+    same = n - lost - gained
+    d = Decision(claim, ds, n, (target / n, None, None), (sum(m for m, _ in pairs) / n, None, None), iv, "",
+                 test=claim.graded_test, counts=f"lower / higher / same {lost} / {gained} / {same}")
+    d.p, d.p_contra = _conclusions_from(lambda x: up if x == claim.margin else None,
+                                        lambda x: down if x == claim.margin else None, claim)
+    return d
+
+
+def _retention_floor(claim: Claim, index: pd.DataFrame, ds: str) -> tuple[float | None, float | None, float | None] | None:
+    row = select(index, floor_selection(claim), ds)
+    if row is None:
         return None
-    gains = sum(1 for m, b in pairs if m > b)
-    low = 1 + (gains - 3) / n / base
-    slack = (1 - margin) * base + gains / n
-    need = math.ceil(3 / slack) if slack > 0 else None
-    if low >= margin:
-        return "confirmed", None
-    what = f"no answer changed in {n}" if gains == 0 else f"no answer lost in {n}, {gains} gained"
-    return f"undecided ({what}: the rule of three allows retention down to {max(low, 0):.2f})", need
+    pairs = _pairs(load_run(Path(row["run_dir"])))
+    if not pairs or not _is_binary(pairs):
+        return paired_bootstrap([[m for m, _ in pairs], [t for _, t in pairs]], ratio_of_sums) if pairs else None
+    right = int(sum(t for _, t in pairs))
+    if right == 0:
+        return None
+    lost = sum(1 for m, t in pairs if m < t)
+    gained = sum(1 for m, t in pairs if m > t)
+    return ExactPairedBinary(lost, gained, right, len(pairs) - right).interval("retention")
 
 
-def decide(index: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS, *, seed: int = 0, n_boot: int = 10_000) -> list[Decision]:
+def _look(claim: Claim, n: int, alpha: float) -> tuple[float, str] | None:
+    """The level factor alpha / nominal level of the planned look this n is, and its note; None
+    when the claim planned no looks. A row before the first look has factor inf."""
+    if not claim.looks:
+        return None
+    done = [i for i, v in enumerate(claim.looks) if v <= n]
+    if not done:
+        return math.inf, f"before the first planned look (n = {claim.looks[0]})"
+    k = done[-1]
+    nominal = sequential_boundaries(claim.looks, alpha, claim.spending)[k]  # type: ignore[arg-type]
+    name = "O'Brien-Fleming" if claim.spending == "obrien_fleming" else "Pocock"
+    return alpha / nominal, (f"planned look {k + 1} of {len(claim.looks)} (n = {claim.looks[k]}; {name} spending: "
+                             f"nominal level {nominal:.4f})")
+
+
+def _one(claim: Claim, index: pd.DataFrame, ds: str, *, seed: int, n_boot: int, alpha: float) -> Decision | None:
+    rb = select(index, claim.b, ds)
+    ra = select(index, claim.a, ds) if claim.a is not None else None
+    if rb is None or (claim.a is not None and ra is None):
+        return None
+    folders = [str(rb["run_dir"])] + ([str(ra["run_dir"])] if ra is not None else [])
+    run_b = load_run(Path(rb["run_dir"]))
+    if claim.figure == "retention":
+        d = _retention_row(claim, run_b, ds, seed, n_boot)
+        if d is None:
+            return None
+        d.floor = _retention_floor(claim, index, ds)
+    elif claim.figure == "speedup" and _machine(ra) != _machine(rb):
+        # Each speedup is paired in-process on its own machine, but two of them compare only on
+        # one CPU: bf16 decodes at very different relative costs with and without native bf16
+        # kernels, so a difference across CPUs says nothing about the methods.
+        d = Decision(claim, ds, 0, _own(ra, "speedup"), _own(rb, "speedup"), (None, None, None),
+                     f"not comparable: speed measured on different CPUs (A: {_machine(ra)}; B: {_machine(rb)})")
+    elif claim.figure == "accuracy":
+        d = _accuracy_row(claim, load_run(Path(ra["run_dir"])), run_b, ds)
+    else:
+        run_a = load_run(Path(ra["run_dir"]))
+        topped = _topped_up(run_a) + _topped_up(run_b) if claim.figure == "speedup" else 0
+        if topped and claim.looks is None:
+            # An unplanned top-up: the confirmatory verdict is the first look's (the samples timed
+            # when the run first finished); the topped-up figure is exploratory, reported beside it.
+            first_a, first_b = _without_topups(run_a), _without_topups(run_b)
+            d = _paired_row(claim, first_a, first_b, seed=seed, n_boot=n_boot)
+            full = _paired_row(claim, run_a, run_b, seed=seed, n_boot=n_boot)
+            if d is not None and not d.groups:
+                d.groups = _groups_left(run_a, first_a, first_b)
+            if d is not None and full is not None and full.p:
+                best = min(full.p, key=full.p.get)
+                reads = (f"would read {best} unadjusted" if full.p[best] < alpha else "no conclusion even unadjusted")
+                d.note = (f"exploratory: an unplanned top-up of the timing subset took n to {full.n}: "
+                          f"{_fmt_iv(full.diff, _spec(claim))}, {_p_is(full.p[best])} ({reads}; "
+                          f"a second look without alpha spending, not a verdict)")
+        else:
+            d = _paired_row(claim, run_a, run_b, seed=seed, n_boot=n_boot)
+    if d is None:
+        return None
+    d.folders, d.dataset = folders, ds
+    if claim.looks and not d.verdict:
+        factor, note = _look(claim, d.n, alpha)  # type: ignore[misc]
+        d.level_factor = factor
+        d.note = "; ".join(x for x in (note, d.note) if x)
+    return d
+
+
+def _best(d: Decision) -> tuple[str, float]:
+    name = min(d.p, key=lambda k: (d.p[k], k != "confirmed"))
+    return name, d.p[name]
+
+
+def _testable(d: Decision) -> bool:
+    return not d.verdict and bool(d.p) and d.n >= MIN_N_VERDICT and d.level_factor < math.inf
+
+
+def _settle(d: Decision, p_adj: float, decl: Declaration) -> None:
+    """The row's verdict from its adjusted p (or why it has none), and the n for power."""
+    alpha = decl.alpha
+    d.p_adj = p_adj
+    if d.conclusion and p_adj < alpha:
+        d.verdict = d.conclusion
+        # Below the range: contradicted too when the other side of no effect is shown at the
+        # same adjustment (the family's multiplier for this row: p_adj / p_raw).
+        multiplier = p_adj / d.p_raw if d.p_raw else 1.0
+        if d.conclusion == "smaller than claimed" and d.p_contra is not None and d.p_contra * multiplier < alpha:
+            d.verdict = "contradicted"
+        return
+    # Not decided: the n that would decide it with the declared power at the observed effect.
+    point, low, high = d.diff
+    lines = [d.claim.null] if d.claim.size is None else _size_lines(d)
+    needs = [n_for_power(point, low, high, d.n, line=x, power=decl.power, level=1 - alpha) for x in lines]
+    if any(v is None for v in needs) or not needs:
+        why = d.why_no_interval or "no interval"
+        d.verdict = f"undecided at this n ({why})"
+        return
+    need = max(needs)  # type: ignore[type-var]
+    budget = decl.budget_factor * d.n
+    if not math.isfinite(need):
+        d.verdict = "not decidable at this scale (no effect seen)"
+        return
+    d.n_needed = max(d.n + 1, math.ceil(need))
+    if d.n_needed > budget:
+        d.verdict = f"not decidable at this scale (n = {d.n_needed:,} for {decl.power:.0%} power > {budget:,.0f})"
+    else:
+        d.verdict = "undecided at this n"
+
+
+def _size_lines(d: Decision) -> list[float]:
+    """The range ends a size claim's undecided interval still has to clear."""
+    low, high, _ = d.claim.size  # type: ignore[misc]
+    point = d.diff[0]
+    if point is None:
+        return [low, high]
+    if point > high:
+        return [high]
+    if point < low:
+        return [low]
+    return [low, high]
+
+
+def decide(index: pd.DataFrame, claims: tuple[Claim, ...] | Declaration | None = None, *, seed: int = 0,
+           n_boot: int = 10_000) -> list[Decision]:
+    """Every declared claim on every set where its runs exist, tested, adjusted within its
+    family, and given its verdict (docs/algorithms.md 7.6)."""
+    if claims is None:
+        decl = load_declaration()
+    elif isinstance(claims, Declaration):
+        decl = claims
+    else:
+        fams = {c.family: Family(c.family, c.family, "holm") for c in claims}
+        decl = Declaration(tuple(claims), fams)
     out: list[Decision] = []
-    for claim in claims:
+    for claim in decl.claims:
         sets = claim.datasets or sorted(set(index.loc[index["status"] == "complete", "dataset"].dropna().astype(str)))
-        for ds in sets:
-            rb = select(index, claim.b, ds)
-            ra = select(index, claim.a, ds) if claim.a is not None else None
-            if rb is None or (claim.a is not None and ra is None):
-                continue
-            folders = [str(rb["run_dir"])] + ([str(ra["run_dir"])] if ra is not None else [])
-            run_b = load_run(Path(rb["run_dir"]))
-            if claim.figure == "retention":
-                b, n = _retention(run_b, seed)
-                if n == 0 or b[0] is None:
-                    continue
-                floor_row = select(index, floor_selection(claim), ds)
-                floor = _retention(load_run(Path(floor_row["run_dir"])), seed)[0] if floor_row is not None else None
-                d = Decision(claim, ds, n, None, b, b, verdict(*b, claim.direction, n, line=claim.margin), folders=folders, floor=floor)
-                d.n_needed = n_to_decide(*b, n, line=claim.margin) if d.verdict.startswith("undecided") else None
-                bound = no_loss_bound(_pairs(run_b), claim.margin) if n >= MIN_N_VERDICT else None
-                if bound is not None:
-                    d.verdict, d.n_needed = bound
-                if d.verdict == "contradicted":
-                    # A measured loss rests on the problems whose answer changed: the exact
-                    # test on them must agree, as for accuracy claims.
-                    pairs = _pairs(run_b)
-                    exact = mcnemar_check((sum(m < b for m, b in pairs), sum(m > b for m, b in pairs)), n)
-                    if exact is not None:
-                        d.verdict, d.n_needed = exact
-            elif claim.figure == "speedup" and _machine(ra) != _machine(rb):
-                # Each speedup is paired in-process on its own machine, but two of them compare
-                # only on one CPU: bf16 decodes at very different relative costs with and without
-                # native bf16 kernels, so a difference across CPUs says nothing about the methods.
-                d = Decision(claim, ds, 0, _own(ra, "speedup"), _own(rb, "speedup"), (None, None, None),
-                             f"not comparable: speed measured on different CPUs (A: {_machine(ra)}; B: {_machine(rb)})",
-                             folders=folders)
-            else:
-                rows = [r for r in compare_pair(load_run(Path(ra["run_dir"])), run_b, seed=seed, n_boot=n_boot) if r.figure == claim.figure]
-                if not rows:
-                    continue
-                row: Row = rows[0]
-                d = Decision(claim, ds, row.n, row.a, row.b, row.diff, verdict(*row.diff, claim.direction, row.n), folders=folders,
-                             groups=row.groups)
-                d.n_needed = n_to_decide(*row.diff, row.n) if d.verdict.startswith("undecided") else None
-                if claim.figure == "accuracy" and not d.verdict.startswith("undecided"):
-                    exact = mcnemar_check(_discordant(load_run(Path(ra["run_dir"])), run_b), row.n)
-                    if exact is not None:
-                        d.verdict, d.n_needed = exact
-            if d.n_needed is not None:
-                per = seconds_per_problem(folders)
-                d.cpu_hours = d.n_needed * per / 3600 if per else None
-                methods = [claim.b["method"]] + ([claim.a["method"]] if claim.a else [])
-                d.cluster_gpu_hours = cluster_gpu_hours(d.n_needed, methods)
-            out.append(d)
+        rows = [d for ds in sets if (d := _one(claim, index, ds, seed=seed, n_boot=n_boot, alpha=decl.alpha)) is not None]
+        for d in rows:
+            if _testable(d):
+                d.conclusion, d.p_raw = _best(d)
+        if claim.every_set and rows:
+            out.append(_intersection_union(claim, rows))
+            for d in rows:
+                d.iut = "member"
+        out.extend(rows)
+    settle(out, decl)
     return out
+
+
+def settle(decisions: list[Decision], decl: Declaration) -> None:
+    """Multiplicity and verdicts: within each family the tests' p-values (an intersection-union
+    claim is one test; a planned look's p scaled by alpha / its nominal level) are adjusted by
+    the family's rule, and each row gets its verdict (docs/algorithms.md 7.6)."""
+    out = decisions
+    for fam in decl.families.values():
+        tests = [d for d in out if d.claim.family == fam.id and d.iut != "member" and d.p_raw is not None]
+        adj = adjust_pvalues([min(1.0, d.p_raw * d.level_factor) for d in tests], fam.adjust)  # type: ignore[arg-type]
+        for d, p in zip(tests, adj):
+            _settle(d, p, decl)
+    for d in out:
+        if d.iut == "member" and d.p_raw is not None:
+            _settle(d, min(1.0, d.p_raw * d.level_factor), decl)
+            d.p_adj = None
+        elif not d.verdict:
+            if d.n < MIN_N_VERDICT and d.n:
+                d.verdict = f"undecided (n={d.n} < {MIN_N_VERDICT})"
+            elif d.level_factor == math.inf:
+                d.verdict = "undecided (before the first planned look)"
+            else:
+                d.verdict = f"undecided ({d.why_no_interval or 'no test'})"
+        if d.n_needed is not None and d.folders:
+            per = seconds_per_problem(d.folders)
+            d.cpu_hours = d.n_needed * per / 3600 if per else None
+            methods = [d.claim.b["method"]] + ([d.claim.a["method"]] if d.claim.a else [])
+            d.cluster_gpu_hours = cluster_gpu_hours(d.n_needed, methods)
+
+
+def _intersection_union(claim: Claim, rows: list[Decision]) -> Decision:
+    """A claim on every set: confirmed when every set confirms it (the largest p), contradicted
+    when some set contradicts it (the smallest, Bonferroni over the sets)."""
+    iut = Decision(claim, f"every set ({len(rows)})", sum(d.n for d in rows), None, (None, None, None), (None, None, None), "",
+                   test=rows[0].test, iut="every set", folders=[f for d in rows for f in d.folders])
+    if not all(_testable(d) for d in rows):
+        iut.verdict = "undecided (some set has no test)"
+        return iut
+    conf = max(d.p.get("confirmed", 1.0) for d in rows)
+    contra = min(1.0, len(rows) * min(d.p.get("contradicted", 1.0) for d in rows))
+    iut.p = {"confirmed": conf, "contradicted": contra}
+    iut.conclusion, iut.p_raw = _best(iut)
+    iut.why_no_interval = "an intersection-union test has no single interval"
+    iut.note = "intersection-union test: confirmed only if every set confirms at the unadjusted level (its p: the largest)"
+    return iut
 
 
 def _machine(row: pd.Series) -> Any:
@@ -374,42 +697,118 @@ def _own(row: pd.Series, figure: str) -> tuple[float | None, float | None, float
     return num(row.get(figure)), num(row.get(f"{figure}_ci_low")), num(row.get(f"{figure}_ci_high"))
 
 
-def _iv(iv: tuple[float | None, float | None, float | None] | None, spec: str) -> str:
+# ---- claims.md -----------------------------------------------------------------------------------
+def _spec(claim: Claim) -> str:
+    return ".3f" if claim.figure in ("accuracy", "retention") or claim.estimand == "ratio" else ".2f"
+
+
+def _fmt_iv(iv: tuple[float | None, float | None, float | None] | None, spec: str, n: int | None = None) -> str:
+    """`1.27 [1.00, 1.80]`; `n/a` at n <= 1 (no interval exists), never a zero-width bracket."""
     if iv is None or iv[0] is None:
         return "-"
     point, low, high = iv
-    return f"{point:{spec}}" + (f" [{low:{spec}}, {high:{spec}}]" if low is not None and high is not None else "")
+    if n is not None and n <= 1:
+        return f"{point:{spec}} [n/a]"
+    if low is None or high is None:
+        return f"{point:{spec}}"
+    if low == high:
+        return f"{point:{spec}} (no spread)"
+    return f"{point:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
-def format_claims(decisions: list[Decision]) -> str:
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return "< 0.0001" if p < 1e-4 else f"{p:.4f}" if p < 0.001 else f"{p:.3f}"
+
+
+def _p_is(p: float) -> str:
+    """`p = 0.094`, `p < 0.0001`."""
+    text = _fmt_p(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
+def _estimand(d: Decision) -> str:
+    text = ESTIMAND_TEXT[(d.claim.figure, d.claim.estimand)]
+    if d.claim.size is not None:
+        text += f", claimed {d.claim.size[2]}"
+    elif d.claim.figure == "retention":
+        text += f", >= {d.claim.margin:g}"
+    else:
+        text += f", {'> 0' if d.claim.estimand == 'difference' else '> 1'}" if d.claim.direction > 0 else \
+            f", {'< 0' if d.claim.estimand == 'difference' else '< 1'}"
+    return text
+
+
+def family_counts(decisions: list[Decision]) -> dict[str, int]:
+    """Tests per family (an intersection-union claim counts once)."""
+    out: dict[str, int] = {}
+    for d in decisions:
+        if d.iut != "member" and d.p_raw is not None:
+            out[d.claim.family] = out.get(d.claim.family, 0) + 1
+    return out
+
+
+def verdict_category(verdict: str) -> str:
+    for name in ("confirmed", "contradicted", "larger than claimed", "smaller than claimed", "not decidable",
+                 "not comparable"):
+        if verdict.startswith(name):
+            return name
+    return "undecided"
+
+
+def format_claims(decisions: list[Decision], decl: Declaration | None = None) -> str:
+    decl = decl or load_declaration()
+    counts = family_counts(decisions)
+    fams = [f"{f.title} ({ADJUST_TEXT[f.adjust]}, "
+            f"{counts.get(f.id, 0)} test{'s' if counts.get(f.id, 0) != 1 else ''})"
+            for f in decl.families.values() if counts.get(f.id, 0)]
+    tally: dict[str, int] = {}
+    for d in decisions:
+        if d.iut != "member":
+            tally[verdict_category(d.verdict)] = tally.get(verdict_category(d.verdict), 0) + 1
     lines = [
-        "| claim | paper | data set | n | A | B | B - A (retention: B) | verdict | n to decide | CPU h at that n | 70B GPU-h at that n |",
-        "|---|---|---|---:|---|---|---|---|---:|---:|---:|",
+        f"Declaration: `{Path(decl.path).name}` sha256 `{decl.digest}` (version {decl.version}; {decl.declared}). "
+        f"alpha = {decl.alpha:g} per family; power for the planner {decl.power:.0%}; budget {decl.budget_factor:g} x the run's n.",
+        "",
+        "Families (error control, number of tests): " + "; ".join(fams) + ".",
+        "",
+        "Verdicts (intersection-union members not counted): " + ", ".join(f"{k} {v}" for k, v in sorted(tally.items())) + ".",
+        "",
+        "| claim | family | estimand | test | data set | n | A | B | estimate [95%] | counts | raw p | adj. p | verdict "
+        "| n for 80% power | CPU h at that n | 70B GPU-h at that n | note |",
+        "|---|---|---|---|---|---:|---|---|---|---|---:|---:|---|---:|---:|---:|---|",
     ]
     for d in decisions:
-        spec = ".3f" if d.claim.figure in ("accuracy", "retention") else ".2f"
-        diff = _iv(d.diff, spec if d.claim.figure == "retention" else "+" + spec)
+        spec = _spec(d.claim)
+        side = ".3f" if d.claim.figure in ("accuracy", "retention") else ".2f"
+        est = _fmt_iv(d.diff, spec if d.claim.figure == "retention" or d.claim.estimand == "ratio" else "+" + spec, d.n)
         if d.claim.figure == "retention" and d.floor is not None:
-            diff += f" (SPD: {_iv(d.floor, spec)})"
-        if not d.verdict.startswith("undecided"):
-            need = "-"
-        elif d.n_needed is not None:
-            need = str(d.n_needed)
-        else:
-            need = "no interval" if None in d.diff else "no effect seen"
+            est += f" (SPD: {_fmt_iv(d.floor, spec)})"
+        need = str(d.n_needed) if d.n_needed is not None else "-"
+        fam = decl.families.get(d.claim.family)
+        adj = "(IUT: unadjusted)" if d.iut == "member" else _fmt_p(d.p_adj)
         lines.append(
-            f"| {d.claim.text} ({d.claim.figure}) | {d.claim.paper} | {d.dataset} | {d.n or '-'}{f' ({d.groups})' if d.groups else ''} | {_iv(d.a, spec)} | {_iv(d.b, spec)} | "
-            f"{diff} | **{d.verdict}** | {need} | {'-' if d.cpu_hours is None else f'{d.cpu_hours:.1f}'} | "
-            f"{'-' if d.cluster_gpu_hours is None else f'{d.cluster_gpu_hours:.0f}'} |"
+            f"| {d.claim.text} ({d.claim.figure}) | {fam.title if fam else d.claim.family} | {_estimand(d)} | "
+            f"{TEST_TEXT.get(d.test, '-')} | {d.dataset} | {d.n or '-'}{f' ({d.groups})' if d.groups else ''} | "
+            f"{_fmt_iv(d.a, side, d.n)} | {_fmt_iv(d.b, side, d.n)} | {est} | {d.counts or '-'} | {_fmt_p(d.p_raw)} | {adj} | "
+            f"**{d.verdict}** | {need} | {'-' if d.cpu_hours is None else f'{d.cpu_hours:.1f}'} | "
+            f"{'-' if d.cluster_gpu_hours is None else f'{d.cluster_gpu_hours:.0f}'} | {d.note or '-'} |"
         )
     lines += [
         "",
-        f"[low, high]: {LEVEL:.0%} paired bootstrap intervals over the problems both runs answered (speed: those timed in both). "
-        "Verdict: confirmed / contradicted when the interval lies on one side of 0 (retention: of the 0.99 floor), in the "
-        f"claim's direction or against it; undecided otherwise (and always below n={MIN_N_VERDICT}). n to decide: problems "
-        "for an interval of this spread to exclude the line at the observed effect; priced at the runs' own CPU seconds per "
-        f"problem and, for {CLUSTER_PAIR} ({CLUSTER_GPUS} GPUs a job, {CLUSTER_NEW_TOKENS} new tokens), at the planner's rates "
-        "(loosespec_bench/costmodel.py) with the target alone run once per problem.",
+        "Every p is on the two-sided scale (2 x the one-sided p of the row's best-supported conclusion), so p < 0.05 is "
+        f"\"the {LEVEL:.0%} interval excludes the line\". adj. p: within the row's family ({', '.join(sorted({ADJUST_TEXT[f.adjust] for f in decl.families.values()}))}); "
+        "a conclusion stands when its adjusted p is below alpha (a planned look: below that look's nominal level). "
+        "Direction claims: confirmed / contradicted. Size claims: confirmed when the interval lies inside the stated range, "
+        "larger / smaller than claimed when outside it on the claimed side of no effect, contradicted on the other side. "
+        "\"on every set\": one intersection-union test (its row 'every set'; each set at the unadjusted level). "
+        "Undecided at this n: the n for 80% power at the observed effect (the bound facing the line shrinks as 1/sqrt(n)); "
+        "above budget x n: not decidable at this scale. A and B: each side's figure (quality: exact Clopper-Pearson "
+        f"intervals); tau and speed: {LEVEL:.0%} paired BCa bootstrap over the problems both runs answered (speed: timed in both). "
+        f"No verdict below n = {MIN_N_VERDICT}. Costs: the runs' own CPU seconds per problem and, for {CLUSTER_PAIR} "
+        f"({CLUSTER_GPUS} GPUs a job, {CLUSTER_NEW_TOKENS} new tokens), the planner's rates (loosespec_bench/costmodel.py). "
+        "docs/algorithms.md 7.6 defines each verdict.",
     ]
     return "\n".join(lines)
 
@@ -419,11 +818,13 @@ def decisions_to_csv(decisions: list[Decision], path: Path) -> Path:
     for d in decisions:
         rows.append({
             "claim": d.claim.id, "paper": d.claim.paper, "text": d.claim.text, "figure": d.claim.figure, "dataset": d.dataset,
+            "family": d.claim.family, "estimand": _estimand(d), "test": TEST_TEXT.get(d.test, ""), "iut": d.iut or None,
             "n": d.n, "groups": d.groups or None, **{f"a{s}": (d.a or (None, None, None))[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
             **{f"b{s}": d.b[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
-            **{f"diff{s}": d.diff[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
-            "verdict": d.verdict, "n_to_decide": d.n_needed, "cpu_hours_at_n": d.cpu_hours,
-            "cluster_gpu_hours_at_n": d.cluster_gpu_hours, "runs": ";".join(d.folders), "source": d.claim.source,
+            **{f"estimate{s}": d.diff[i] for i, s in enumerate(("", "_ci_low", "_ci_high"))},
+            "counts": d.counts or None, "p_raw": d.p_raw, "p_adjusted": d.p_adj, "conclusion_tested": d.conclusion or None,
+            "verdict": d.verdict, "n_for_power": d.n_needed, "cpu_hours_at_n": d.cpu_hours,
+            "cluster_gpu_hours_at_n": d.cluster_gpu_hours, "note": d.note or None, "runs": ";".join(d.folders), "source": d.claim.source,
         })
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(path, index=False)
@@ -550,13 +951,28 @@ def format_examples(examples_by_run: Mapping[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0) -> list[Path]:
-    """claims.md / claims.csv (one verdict per claim and set) and loose_examples.md (the loose
-    rules' runs that lost answers) in `out`."""
-    decisions = decide(index, seed=seed)
+def declaration_for(out: Path, claims: Path | None = None) -> Declaration:
+    """The declaration a report in `out` decides: `claims` when given, else out/claims.yaml,
+    else the packaged one, which is then copied to out/claims.yaml (the copy beside the results
+    is the pre-registration: edit it there, and its hash in claims.md changes)."""
+    if claims is not None:
+        return load_declaration(claims)
+    beside = out / DECLARATION_NAME
+    if not beside.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(DECLARATION, beside)
+    return load_declaration(beside)
+
+
+def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0, claims: Path | None = None) -> list[Path]:
+    """claims.md / claims.csv (one verdict per claim and set, under the declaration in
+    out/claims.yaml or `claims`) and loose_examples.md (the loose rules' runs that lost answers)
+    in `out`."""
+    decl = declaration_for(out, claims)
+    decisions = decide(index, decl, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     md = out / "claims.md"
-    md.write_text("# The papers' claims, decided\n\n" + format_claims(decisions) + "\n", encoding="utf-8")
+    md.write_text("# The papers' claims, decided\n\n" + format_claims(decisions, decl) + "\n", encoding="utf-8")
     paths = [md, decisions_to_csv(decisions, out / "claims.csv")]
     loose = index[(index["status"] == "complete") & index["method"].isin(["fly", "dropmatch", "autojudge", "dropmatch_autojudge"])]
     # The heading names the rule and its knobs: two DropMatch runs on one set differ only by criterion.

@@ -17,7 +17,7 @@ either run excluded (timing.py).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -121,6 +121,11 @@ class Row:
     # Where the figure rests on some of the set's groups only (MGSM's languages; the run's
     # selection.group_key): "fr only". A speedup timed on French alone is French's speedup.
     groups: str = ""
+    # What the intervals were resampled from (claims.py tests other estimands of the same
+    # columns): A's columns, B's, and the per-side statistic.
+    cols_a: list[list[float]] = field(default_factory=list, repr=False)
+    cols_b: list[list[float]] = field(default_factory=list, repr=False)
+    stat: Callable[..., np.ndarray] | None = field(default=None, repr=False)
 
 
 def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> list[Row]:
@@ -150,7 +155,7 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
             dataset, figure, len(cols_a[0]),
             paired_bootstrap(cols_a, stat, **kw), paired_bootstrap(cols_b, stat, **kw),
             paired_bootstrap([*cols_a, *cols_b], _diff(stat, k), **kw),
-            only(recs),
+            only(recs), cols_a, cols_b, stat,
         ))
 
     A = [ra.records[s] for s in common]
@@ -260,4 +265,5 @@ def rows_to_csv(rows: list[Row], path: Path) -> Path:
 
 
 def rows_to_json(rows: list[Row]) -> str:
-    return json.dumps([r.__dict__ for r in rows], indent=1)
+    hidden = ("cols_a", "cols_b", "stat")
+    return json.dumps([{k: v for k, v in r.__dict__.items() if k not in hidden} for r in rows], indent=1)
