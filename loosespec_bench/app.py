@@ -31,6 +31,7 @@ from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stam
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, machine, run_metadata
 from .tasks import Sample, Task
+from .work import merge_work
 from .timing import (
     CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, timing_line,
     timing_settings,
@@ -99,6 +100,8 @@ class Runner:
         """One contestant's record part from its (output, prompt length, text) per turn:
         metrics summed over turns, the score over all turns' answers."""
         gen = turns[0][0] if len(turns) == 1 else merge_turns([g for g, _, _ in turns])
+        if len(turns) > 1 and all(g.work for g, _, _ in turns):
+            gen.work = merge_work([g.work for g, _, _ in turns])
         side = {
             "output_text": turns[-1][2],
             "output_ids": gen.new_tokens,
