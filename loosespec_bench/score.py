@@ -86,6 +86,17 @@ def compose_dataset(name: str, data_dir: str | None) -> DictConfig:
     return cfg.dataset
 
 
+def _calibration(cfg: Any) -> dict[str, Any]:
+    """build_summary's calibration arguments: the stored one for the run's pair on this
+    machine (calibrate.find_calibration), or none with the reason."""
+    if cfg is None or not cfg.get("pair") or not cfg.get("paths"):
+        return {"calibration": None, "calibration_source": "no run config to find a calibration for"}
+    from .calibrate import find_calibration
+
+    cal, source = find_calibration(cfg.paths.results_dir, cfg.pair, int(cfg.threads) if cfg.get("threads") else None)
+    return {"calibration": cal, "calibration_source": source}
+
+
 def _load_config(path: Path) -> DictConfig | None:
     """A folder's config.yaml; unreadable, not a mapping or without a dataset node: ConfigError."""
     if not path.exists():
@@ -239,6 +250,7 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
         task, records, seed=seed,
         power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)) if cfg is not None else DEFAULT_POWER_THRESHOLD,
         timing_tolerance=timing_settings(cfg)[0] if cfg is not None else None,
+        **_calibration(cfg),
     ))
     summary.setdefault("dataset", task.name)
     summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name if backup else None,

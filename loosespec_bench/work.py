@@ -9,7 +9,8 @@ A `work` dict (one per generation, summed over turns and samples) holds, per for
 
   target_prefill   the target's prompt forward(s): rows = prompt positions fed
   target_verify    the target's decode / verification forwards: rows = 1 + K (+ extras)
-  draft            the draft network's forwards (draft model, MLA's checks): rows fed
+  draft_prefill    the draft network's first forward of a sequence (empty cache): the prompt
+  draft            the draft network's other forwards (draft model, MLA's checks): rows fed
 
 each as {forwards, rows, lm_rows, ctx_rows, rows_hist}: lm_rows = rows the LM head ran on
 (logits_to_keep), ctx_rows = sum over forwards of rows x cached positions before it (the
@@ -28,7 +29,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping, Sequence
 
-ROLES = ("target_prefill", "target_verify", "draft")
+ROLES = ("target_prefill", "target_verify", "draft_prefill", "draft")
 SCALARS = ("lookups", "lookup_hits", "mla_saved_draft_forwards", "draft_steps", "draft_tokens", "steps", "emitted")
 # What a per-token figure divides by: emitted (new) tokens.
 PER_TOKEN = {

@@ -151,7 +151,7 @@ FLOORS = {
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),
     4: ("checks", "run_folder", "build", "summary"),
-    5: ("engines", "status", "report", "sinks", "baselines"),  # baselines: the shared target-alone store
+    5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
     6: ("app", "score", "plan"),
     7: ("__main__",),
 }

@@ -127,7 +127,9 @@ def _count_draft_forwards(drafter: Drafter | None, work: dict[str, Any]) -> Iter
         ctx = int(cache.get_seq_length()) if cache is not None and hasattr(cache, "get_seq_length") else 0
         keep = kwargs.get("logits_to_keep", 0)
         lm_rows = min(rows, int(keep)) if isinstance(keep, int) and keep > 0 else rows
-        add_forward(work, "draft", rows, lm_rows, ctx)
+        # A forward on an empty cache is the draft's prompt (its prefill), counted apart so that
+        # the per-token draft figures describe decoding.
+        add_forward(work, "draft_prefill" if ctx == 0 else "draft", rows, lm_rows, ctx)
 
     handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in (drafter.modules() if drafter is not None else [])]
     try:
