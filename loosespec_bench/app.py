@@ -606,12 +606,12 @@ def format_summary(s: dict[str, Any]) -> str:
     if s.get("speedup_method"):
         lines.append(f"speedup = {s['speedup_method']}")
     lines.append(f"tau = {s['tau_definition']}")
-    lines.append(f"results: {s['run_dir']}")
-    if s.get("n_paired"):
-        lines.append(timing_line(s.get("timing")))
     why = (s.get("cost_model") or {}).get("why")
     if why:
         lines.append(f"predicted speedup: none, {why}")
+    lines.append(f"results: {s['run_dir']}")
+    if s.get("n_paired"):
+        lines.append(timing_line(s.get("timing")))
     store = s.get("baseline_store")
     if store:
         lines.append(
