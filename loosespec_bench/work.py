@@ -12,9 +12,9 @@ A `work` dict (one per generation, summed over turns and samples) holds, per for
   draft_prefill    the draft network's first forward of a sequence (empty cache): the prompt
   draft            the draft network's other forwards (draft model, MLA's checks): rows fed
 
-each as {forwards, rows, lm_rows, ctx_rows, rows_hist}: lm_rows = rows the LM head ran on
-(logits_to_keep), ctx_rows = sum over forwards of rows x cached positions before it (the
-attention's extra cost grows with it), rows_hist = {rows: forwards} (a forward's cost is not
+each as {forwards, rows, lm_rows, ctx, ctx_rows, rows_hist}: lm_rows = rows the LM head ran
+on (logits_to_keep), ctx = sum over forwards of the cached positions before it (the KV cache
+each forward reads), ctx_rows = sum of rows x cached positions (the attention's arithmetic), rows_hist = {rows: forwards} (a forward's cost is not
 linear in its rows on every machine, so the cost model needs the histogram, not the sum).
 Beside them: lm_head_extra {passes, rows, flops} (LM-head passes beyond the forwards' own:
 DropMatch's dropout paths), lookups / lookup_hits (prompt lookup, MLA's inner lookups),
@@ -41,7 +41,7 @@ PER_TOKEN = {
 
 
 def new_role() -> dict[str, Any]:
-    return {"forwards": 0, "rows": 0, "lm_rows": 0, "ctx_rows": 0, "rows_hist": {}}
+    return {"forwards": 0, "rows": 0, "lm_rows": 0, "ctx": 0, "ctx_rows": 0, "rows_hist": {}}
 
 
 def new_work() -> dict[str, Any]:
@@ -58,6 +58,7 @@ def add_forward(work: dict[str, Any], role: str, rows: int, lm_rows: int, ctx: i
     r["forwards"] += 1
     r["rows"] += rows
     r["lm_rows"] += lm_rows
+    r["ctx"] += ctx
     r["ctx_rows"] += rows * ctx
     key = str(rows)  # JSON object keys are strings
     r["rows_hist"][key] = r["rows_hist"].get(key, 0) + 1
@@ -79,7 +80,7 @@ def merge_work(parts: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
             continue
         for role in ROLES:
             src, dst = w.get(role) or {}, out[role]
-            for k in ("forwards", "rows", "lm_rows", "ctx_rows"):
+            for k in ("forwards", "rows", "lm_rows", "ctx", "ctx_rows"):
                 dst[k] += int(src.get(k, 0))
             for rows, n in (src.get("rows_hist") or {}).items():
                 dst["rows_hist"][str(rows)] = dst["rows_hist"].get(str(rows), 0) + int(n)
