@@ -280,7 +280,8 @@ def analyse(rows: list[dict[str, Any]], *, calibration: Calibration | None, n_bo
     """The report from the final generations (see the module docstring)."""
     occasions = sorted({r["occasion"] for r in rows})
     problems = sorted({r["problem"] for r in rows})
-    configs = list(dict.fromkeys(r["config"] for r in rows))
+    present = set(r["config"] for r in rows)
+    configs = [c for c in CONFIGS if c in present] + sorted(present - set(CONFIGS))
     cell = {(r["occasion"], r["problem"], r["config"]): r for r in rows}
     O, P = len(occasions), len(problems)
 
