@@ -450,7 +450,7 @@ def occasion_effects(y: np.ndarray) -> dict[str, Any]:
                            "occasion_var": None, "problem_var": None, "occasion_f": None, "occasion_p": None}
     if ms_o is not None and ms_e is not None:
         out["occasion_var"] = max(0.0, (ms_o - ms_e) / n_p)
-        if ms_e > 0:
+        if ms_e > 1e-12 * max(1.0, ms_o):  # a residual at rounding level: no F
             out["occasion_f"] = ms_o / ms_e
             out["occasion_p"] = float(stats.f.sf(ms_o / ms_e, df_o, df_e))
     if ms_p is not None and ms_e is not None:
