@@ -34,8 +34,8 @@ from .tasks import Sample, Task
 from .calibrate import find_calibration
 from .work import merge_work
 from .timing import (
-    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, timing_line,
-    timing_settings,
+    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, side_limit,
+    timing_line, timing_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class Runner:
         self.clocks = Clocks(cpu=process_tree_cpu) if getattr(engine, "out_of_process", False) else Clocks()
         self.tolerance, self.max_retimes = timing_settings(cfg)
         self.retime = retime_enabled(cfg)
+        self.side_limit = side_limit(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.
         self.paired = cfg.baseline in ("paired", "shared") and cfg.method.name != "ar"
@@ -151,7 +152,7 @@ class Runner:
         while True:
             turns, probes = self._contest(sample, ids, contestants, seed)
             sides = {method: probe.record() for method, probe in probes.items()}
-            reasons = differ(sides[True], sides[False], self.tolerance) if timed and self.retime else []
+            reasons = differ(sides[True], sides[False], self.tolerance, self.side_limit) if timed and self.retime else []
             if reasons:
                 history.append({"reasons": reasons, "method_wall_s": sides[True]["wall_s"], "baseline_wall_s": sides[False]["wall_s"]})
             if not reasons or len(history) > self.max_retimes:
