@@ -7,7 +7,8 @@ machine and thread count, in a few minutes (seconds for the tiny pair):
 - target and draft forward latency as a function of rows fed (1..max_rows, then prefill
   sizes) at a short context ctx0, with the LM head on one row; the LM head's cost per row
   (timed directly on hidden states); the attention's growth with context (forwards at ctx1);
-- the cost of one extra LM-head row with DropMatch's vocabulary-wide criterion on it;
+- the cost of one extra LM-head row with DropMatch's vocabulary-wide criterion on it, and of
+  a verification row's own vocabulary-wide work (float logits, softmax, argmax);
 - one prompt lookup over a context of typical length;
 - the decode loop's per-step overhead (a target-alone generation's decode time minus its
   predicted forwards, per step).
@@ -174,6 +175,20 @@ def measure_extra_head_row(model: Any, *, n_paths: int, repeats: int) -> float:
     return _median_time(once, repeats) / n_paths
 
 
+def measure_verify_row(model: Any, *, rows: int, repeats: int) -> float:
+    """One verification row's vocabulary-wide work after the forward: logits to float32, a
+    softmax and an argmax (per row, from `rows` rows at once)."""
+    vocab = int(_head_of(model).weight.shape[0])
+    logits = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(4)).to(device=model.device, dtype=model.dtype)
+
+    def once() -> None:
+        x = logits.float()
+        x.softmax(dim=-1)
+        x.argmax(dim=-1)
+
+    return _median_time(once, repeats) / rows
+
+
 def measure_lookup(repeats: int, context: int = 400) -> float:
     from .drafters.lookup import prompt_lookup
 
@@ -182,8 +197,9 @@ def measure_lookup(repeats: int, context: int = 400) -> float:
     return _median_time(lambda: prompt_lookup(tokens, 6, max_ngram=4, min_ngram=1, overlap=False), repeats * 5)
 
 
-def measure_step_overhead(model: Any, target_cost: ForwardCost, *, vocab_ids: int, new_tokens: int = 32) -> float:
-    """(decode time - predicted target forwards) / steps of a target-alone generation."""
+def measure_step_overhead(model: Any, target_cost: ForwardCost, verify_row_s: float, *, vocab_ids: int, new_tokens: int = 32) -> float:
+    """(decode time - predicted target forwards and rows' verification work) / steps of a
+    target-alone generation."""
     from .decoding import generate
     from .verifiers.spd import SPD
 
@@ -192,7 +208,8 @@ def measure_step_overhead(model: Any, target_cost: ForwardCost, *, vocab_ids: in
     vals = []
     for _ in range(2):
         out = generate(model, prompt, verifier=SPD(), max_new_tokens=new_tokens)
-        predicted = target_cost.role_s(out.work["target_verify"])
+        role = out.work["target_verify"]
+        predicted = target_cost.role_s(role) + verify_row_s * role["lm_rows"]
         vals.append(max(0.0, (out.decode_s - predicted) / max(out.steps, 1)))
     return min(vals)
 
@@ -228,8 +245,9 @@ def calibrate(pair: Any, *, threads: int, max_rows: int = 17, repeats: int = 5, 
         log("extra LM-head rows, lookups ...")
         out["extra_lm_head_row_s"] = measure_extra_head_row(target, n_paths=n_paths, repeats=repeats)
         out["lookup_s"] = measure_lookup(repeats)
+        out["verify_row_s"] = measure_verify_row(target, rows=max_rows, repeats=repeats)
     log("loop overhead ...")
-    out["step_overhead_s"] = measure_step_overhead(target, ForwardCost.from_dict(out["target"]), vocab_ids=vocab_ids)
+    out["step_overhead_s"] = measure_step_overhead(target, ForwardCost.from_dict(out["target"]), out["verify_row_s"], vocab_ids=vocab_ids)
     busy1, wall = read_proc_stat(), time.perf_counter() - wall0
     own = time.process_time() - cpu0
     sig = signature(pair, threads)

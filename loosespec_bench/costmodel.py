@@ -274,7 +274,9 @@ class Calibration:
     extra_lm_head_row_s: one extra LM-head row with the rule's vocabulary-wide work on it
     (DropMatch: one dropout path at one position, head + softmaxes + JS); lookup_s: one prompt
     lookup (PLD's, MLA's inner ones); step_overhead_s: a decode step's time outside the target's
-    and the drafter's forwards (rule, rollback, bookkeeping), from a target-alone generation."""
+    and the drafter's forwards and the rows' verification work (rule, rollback, bookkeeping),
+    from a target-alone generation; verify_row_s: per verification row (target_verify's
+    lm_rows), its logits to float32, a softmax and an argmax."""
 
     target: ForwardCost
     draft: ForwardCost | None
@@ -282,6 +284,9 @@ class Calibration:
     lookup_s: float
     step_overhead_s: float
     signature: dict[str, Any]
+    # A verification row's vocabulary-wide work after the forward (its logits to float32, a
+    # softmax and an argmax: what every rule does per row); 0 in calibrations from before it.
+    verify_row_s: float = 0.0
 
     def predict_s(self, work: dict[str, Any]) -> float:
         """Predicted seconds (prefill + decode) of a generation with these work counts."""
@@ -294,6 +299,7 @@ class Calibration:
         t += self.extra_lm_head_row_s * work["lm_head_extra"]["rows"]
         t += self.lookup_s * work.get("lookups", 0)
         t += self.step_overhead_s * work.get("steps", 0)
+        t += self.verify_row_s * work["target_verify"].get("lm_rows", 0)
         return t
 
     def to_dict(self) -> dict[str, Any]:
@@ -308,6 +314,7 @@ class Calibration:
             draft=ForwardCost.from_dict(d["draft"]) if d.get("draft") else None,
             extra_lm_head_row_s=float(d["extra_lm_head_row_s"]), lookup_s=float(d["lookup_s"]),
             step_overhead_s=float(d["step_overhead_s"]), signature=dict(d.get("signature") or {}),
+            verify_row_s=float(d.get("verify_row_s", 0.0)),
         )
 
 

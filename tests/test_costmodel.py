@@ -139,7 +139,8 @@ def test_role_cost_from_counts_equals_the_sum_of_its_forwards():
 def test_calibration_predicts_forwards_lookups_extra_rows_and_steps():
     t = _cost()
     d = ForwardCost(rows=[1, 2], body_s=[0.002, 0.003], ctx0=0, ctx_row_s=0.0, lm_head_row_s=0.0)
-    cal = Calibration(target=t, draft=d, extra_lm_head_row_s=0.0005, lookup_s=0.0001, step_overhead_s=0.001, signature={})
+    cal = Calibration(target=t, draft=d, extra_lm_head_row_s=0.0005, lookup_s=0.0001, step_overhead_s=0.001, signature={},
+                      verify_row_s=0.0002)
     w = new_work()
     add_forward(w, "target_prefill", 10, 1, 0)
     add_forward(w, "target_verify", 2, 2, 100)
@@ -148,7 +149,7 @@ def test_calibration_predicts_forwards_lookups_extra_rows_and_steps():
     add_lm_head(w, 10, 4, 4)
     w["lookups"], w["steps"] = 3, 1
     expected = (t.forward_s(10, 1, 0) + t.forward_s(2, 2, 100) + d.forward_s(11, 1, 0) + d.forward_s(1, 1, 11)
-                + 10 * 0.0005 + 3 * 0.0001 + 0.001)
+                + 10 * 0.0005 + 3 * 0.0001 + 0.001 + 2 * 0.0002)
     assert cal.predict_s(w) == pytest.approx(expected)
     assert Calibration.from_dict(cal.to_dict()).predict_s(w) == pytest.approx(expected)
     no_draft = Calibration(target=t, draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature={})
