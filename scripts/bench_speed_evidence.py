@@ -354,6 +354,7 @@ def analyse(rows: list[dict[str, Any]], *, calibration: Calibration | None, n_bo
             entry.update(predicted_speedup=ppt, predicted_speedup_ci_low=plo, predicted_speedup_ci_high=phi)
             if ppt and pt:
                 entry["gap"] = pt / ppt - 1.0
+            entry["verdict"] = verdict(entry)
         report["configs"][c] = entry
     report["count_tests"] = []
     for a_, b_, key in COUNT_TESTS:
@@ -361,6 +362,23 @@ def analyse(rows: list[dict[str, Any]], *, calibration: Calibration | None, n_bo
             t = count_sign_test(per_problem_work[a_][key], per_problem_work[b_][key])
             report["count_tests"].append({"a": a_, "b": b_, "count": f"{key} per token", **t})
     return report
+
+
+def _side(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "undecided"
+    return "faster" if low > 1 else "slower" if high < 1 else "undecided"
+
+
+def verdict(entry: dict[str, Any]) -> str:
+    """Whether the counts (predicted speedup's interval, on this machine's costs) and the
+    wall-clock (measured speedup's two-way interval) say the same about "faster than the
+    target alone", or which one disagrees."""
+    counts = _side(entry.get("predicted_speedup_ci_low"), entry.get("predicted_speedup_ci_high"))
+    clock = _side(entry.get("speedup_ci_low"), entry.get("speedup_ci_high"))
+    if counts == clock:
+        return f"counts and wall-clock agree: {counts}"
+    return f"counts say {counts}, wall-clock says {clock}"
 
 
 def _f(x: Any, spec: str = ".3f") -> str:
@@ -393,6 +411,10 @@ def print_report(rep: dict[str, Any]) -> None:
         by = " ".join(_f(x, ".2f") for x in e["speedup_by_occasion"])
         print(f"{c:<10} {meas:>24} {by:>18} {pred:>24} {_f(e.get('gap'), '+.0%'):>7} {_f(occ.get('occasion_sd_log'), '.3f'):>8} "
               f"{_f(occ.get('residual_sd_log'), '.3f'):>8} {_f((e.get('retest') or {}).get('icc'), '.2f'):>6}")
+    print("\nverdicts (95% intervals against 1.0x):")
+    for c, e in rep["configs"].items():
+        if e.get("verdict"):
+            print(f"  {c:<10} {e['verdict']}")
     r = rep["target_alone_retest"]
     print(f"\ntest-retest, target alone: tokens/s by occasion {' '.join(_f(x, '.2f') for x in r['tokens_per_s_by_occasion'])}; "
           f"last/first {_f(r['ratio_last_over_first'], '.3f')}; ICC(2,1) of per-problem log tokens/s {_f(r['icc'], '.2f')}")

@@ -48,6 +48,9 @@ def test_analysis_of_a_steady_comparison(bench):
     assert spd["retest"]["ratio_last_over_first"] == pytest.approx(1.0)
     assert spd["predicted_speedup"] == pytest.approx(2.0)  # 10 forwards against 20
     assert spd["gap"] == pytest.approx(1.5 / 2.0 - 1)
+    assert spd["verdict"] == "counts and wall-clock agree: faster"
+    assert bench.verdict({"predicted_speedup_ci_low": 1.1, "predicted_speedup_ci_high": 1.3,
+                          "speedup_ci_low": 0.8, "speedup_ci_high": 0.95}) == "counts say faster, wall-clock says slower"
     assert spd["work_per_token"]["target_forwards"] == pytest.approx(0.5)
     assert spd["tokens_same_across_occasions"] == 4 and spd["tokens_identical_to_target_alone"] == 8
     test = next(t for t in rep["count_tests"] if t["a"] == "pld") if any(t["a"] == "pld" for t in rep["count_tests"]) else None
