@@ -92,3 +92,28 @@ def test_bad_arguments_are_one_error_line(bench, argv, msg, capsys, tmp_path):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and msg in err[0]
+
+
+@pytest.mark.slow
+def test_two_occasions_end_to_end_on_the_tiny_pair(tmp_path):
+    """The whole script: two occasions in child processes, resumable, analysed (minutes on a
+    loaded machine; every block counts as clean with --max-others-share 1)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ..conftest import REPO, shared_data_dir
+
+    out = tmp_path / "se"
+    env = {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "LOOSESPEC_RESULTS_DIR": str(tmp_path / "results")}
+    cmd = [sys.executable, str(REPO / "scripts" / "bench_speed_evidence.py"), "--pair", "tiny", "--problems", "2",
+           "--max-new-tokens", "8", "--occasions", "2", "--gap-s", "0", "--threads", "1", "--max-others-share", "1",
+           "--configs", "spd,pld", "--n-boot", "50", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["n_occasions"] == 2 and rep["n_problems"] == 2 and set(rep["configs"]) == {"ar", "spd", "pld"}
+    assert rep["configs"]["spd"]["predicted_speedup"] is not None  # calibrated first (--calibrate auto)
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and "occasion 1: already done" in again.stderr
