@@ -15,28 +15,35 @@ machine and thread count, in a few minutes (seconds for the tiny pair):
 
 Each latency is the median of `repeats` timings after a warm-up. The result is stored as
 <results_dir>/_calibration/<pair name>/<signature hash>.json with the machine signature (CPU,
-ISA, cores, torch threads and version, dtype, the pair's model paths), and reused by every
+ISA, cores, torch threads and version, OpenMP wait policy, dtype, the pair's model paths), and reused by every
 run whose signature matches (find_calibration); rerun it after changing any of those.
 The machine should be quiet while it runs (it records the other processes' CPU share).
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
-import statistics
-import sys
-import time
-from pathlib import Path
-from typing import Any, Callable
+from .omp import default_wait_policy, describe as omp_policy
 
-import torch
+# The OpenMP wait policy a run uses (python -m loosespec_bench sets it the same way), set before
+# torch loads libgomp: the draft's forward time, and with it every predicted speedup, depends on
+# it (omp.py). It is part of the signature.
+default_wait_policy()
 
-from .costmodel import Calibration, ForwardCost
-from .errors import ConfigError
-from .summary import machine
-from .timing import read_proc_stat
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import torch  # noqa: E402
+
+from .costmodel import Calibration, ForwardCost  # noqa: E402
+from .errors import ConfigError  # noqa: E402
+from .summary import machine  # noqa: E402
+from .timing import read_proc_stat  # noqa: E402
 
 CONF = Path(__file__).resolve().parent / "conf" / "pair"
 ROW_GRID = (1, 2, 3, 4, 5, 6, 8, 11, 12, 16, 17, 24, 32)
@@ -70,6 +77,7 @@ def signature(pair: Any, threads: int) -> dict[str, Any]:
         "cpu_isa": m["cpu_isa"],
         "cpu_count": m["cpu_count"],
         "threads": int(threads),
+        "omp_wait_policy": omp_policy(),
         "torch": torch.__version__,
     }
 
