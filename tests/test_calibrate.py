@@ -17,7 +17,7 @@ def test_calibrate_stores_a_calibration_that_runs_find_again(tmp_path, capsys):
     cal, source = find_calibration(tmp_path, pair, 1)
     assert isinstance(cal, Calibration) and source.endswith(".json")
     t = cal.target
-    assert t.rows[:5] == [1, 2, 3, 4, 5] and 256 in t.rows and len(t.body_s) == len(t.rows)
+    assert t.rows[:5] == [1, 2, 3, 4, 5] and 512 in t.rows and len(t.body_s) == len(t.rows)
     assert all(x >= 0 for x in t.body_s) and t.lm_head_row_s >= 0 and cal.draft is not None
     stored = json.loads(calibration_path(tmp_path, signature(pair, 1)).read_text())
     assert stored["signature"]["threads"] == 1 and stored["signature"]["pair"] == "tiny"
