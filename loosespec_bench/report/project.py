@@ -247,6 +247,34 @@ def validation(prof: dict[str, Any]) -> list[str]:
     ]
 
 
+def _tau(pairs: list[Any]) -> float | None:
+    """Pooled tokens per target verification forward of a configuration's samples."""
+    fwd = sum(m[0]["target_verify"]["forwards"] for m, _ in pairs)
+    return sum(m[0]["emitted"] for m, _ in pairs) / fwd if fwd else None
+
+
+def fly_over_sd(prof: dict[str, Any], groups: dict[str, list[Any]]) -> list[str]:
+    """For a speed-evidence folder with SD and FLy: this run's FLy / SD tau ratio and projected
+    throughput ratio on the profile, beside vLLM's published FLy / SD range."""
+    if "spd" not in groups:
+        return []
+    out = []
+    p = draw(prof, None)
+    sd_time = sum(project_s(p, m[0]) for m, _ in groups["spd"])
+    sd_rate = sum(m[1] for m, _ in groups["spd"]) / sd_time if sd_time else None
+    for fly in ("fly", "fly_mla"):
+        if fly not in groups or not sd_rate:
+            continue
+        t_fly, t_sd = _tau(groups[fly]), _tau(groups["spd"])
+        fly_time = sum(project_s(p, m[0]) for m, _ in groups[fly])
+        ratio = sum(m[1] for m, _ in groups[fly]) / fly_time / sd_rate if fly_time else None
+        if t_fly and t_sd and ratio:
+            out.append(f"  {fly} over spd: tau {t_fly:.2f} / {t_sd:.2f} = {t_fly / t_sd:.3f}; projected throughput ratio {ratio:.3f} "
+                       f"(published, vLLM on MI355X, 70B / 8B: {VLLM_FLY_RATIO['low']}-{VLLM_FLY_RATIO['high']}; "
+                       "this run's K, drafter and acceptance are not vLLM's)")
+    return out
+
+
 def project_report(profile: str, run_dir: str | Path, *, n_boot: int = 2000, seed: int = 0) -> str:
     prof = load_profile(profile)
     path = Path(run_dir)
@@ -266,6 +294,7 @@ def project_report(profile: str, run_dir: str | Path, *, n_boot: int = 2000, see
             continue
         lines.append(f"  {label:<10} {full['projected_speedup']:.2f}x [{full['ci_low']:.2f}, {full['ci_high']:.2f}]"
                      f" | {dec['projected_speedup']:.2f}x [{dec['ci_low']:.2f}, {dec['ci_high']:.2f}]  (n = {full['n']})")
+    lines += fly_over_sd(prof, groups)
     lines.append("A projection carries this pair's acceptance (its tau, its draft forwards per token) onto the profile's "
                  "hardware: it is not the papers' pair's speed.")
     lines += validation(prof)

@@ -85,3 +85,14 @@ def test_extra_lm_head_passes_cost_weight_reads():
     head_bytes = 128256 * 8192 * 2
     expected = 2 * 0.05e-3 + max(2 * head_bytes / (3.35e12 * 0.7), 2 * 10 * 128256 * 8192 / (989e12 * 0.5))
     assert project_s(p, w) == pytest.approx(expected)
+
+
+def test_fly_over_sd_equals_the_tau_ratio_at_the_same_k_and_drafter():
+    from loosespec_bench.report.project import fly_over_sd
+
+    prof = load_profile("llama31-8b-70b-mi355x")
+    base = target_alone_work(1000)
+    groups = {"spd": [(idealised_chain_work(8, 3.0), base)], "fly": [(idealised_chain_work(8, 3.6), base)]}
+    (line,) = fly_over_sd(prof, groups)
+    assert "tau 3.60 / 3.00 = 1.200" in line and "projected throughput ratio 1.200" in line and "1.092-1.335" in line
+    assert fly_over_sd(prof, {"fly": groups["fly"]}) == []
