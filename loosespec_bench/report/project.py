@@ -48,8 +48,13 @@ def load_profile(name: str) -> dict[str, Any]:
         path = PROFILES / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"--profile {name!r} is neither a file nor one of: {', '.join(profile_names())}")
-    prof = yaml.safe_load(path.read_text())  # data, never code
-    missing = [k for k in ("gpu", "target", "lm_head", "lookup_ms", "step_overhead_ms") if k not in (prof or {})]
+    try:
+        prof = yaml.safe_load(path.read_text())  # data, never code
+    except yaml.YAMLError as err:
+        raise ConfigError(f"profile {path}: not YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(prof, dict):
+        raise ConfigError(f"profile {path}: not a mapping of settings")
+    missing = [k for k in ("name", "gpu", "target", "lm_head", "lookup_ms", "step_overhead_ms") if k not in prof]
     if missing:
         raise ConfigError(f"profile {path}: missing {', '.join(missing)}")
     for where, node in _numbers(prof):

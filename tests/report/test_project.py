@@ -96,3 +96,11 @@ def test_fly_over_sd_equals_the_tau_ratio_at_the_same_k_and_drafter():
     (line,) = fly_over_sd(prof, groups)
     assert "tau 3.60 / 3.00 = 1.200" in line and "projected throughput ratio 1.200" in line and "1.092-1.335" in line
     assert fly_over_sd(prof, {"fly": groups["fly"]}) == []
+
+
+@pytest.mark.parametrize("text, msg", [("- a\n- b\n", "not a mapping"), ("a: [\n", "not YAML"), ("name: x\n", "missing gpu")])
+def test_a_malformed_profile_is_one_clear_error(tmp_path, text, msg):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=msg):
+        load_profile(str(path))
