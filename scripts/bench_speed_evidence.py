@@ -225,7 +225,10 @@ def occasion_done(path: Path) -> bool:
     if not path.is_file():
         return False
     lines = path.read_text().splitlines()
-    return bool(lines) and json.loads(lines[-1]).get("kind") == "done"
+    try:
+        return bool(lines) and json.loads(lines[-1]).get("kind") == "done"
+    except json.JSONDecodeError:  # interrupted mid-line: unfinished, rerun whole
+        return False
 
 
 def ensure_calibration(a: argparse.Namespace) -> None:

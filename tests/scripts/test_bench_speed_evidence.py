@@ -117,3 +117,13 @@ def test_two_occasions_end_to_end_on_the_tiny_pair(tmp_path):
     assert rep["configs"]["spd"]["predicted_speedup"] is not None  # calibrated first (--calibrate auto)
     again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and "occasion 1: already done" in again.stderr
+
+
+def test_an_interrupted_occasion_is_unfinished(bench, tmp_path):
+    path = tmp_path / "occasion-1.jsonl"
+    path.write_text('{"kind": "start"}\n{"kind": "gen", "occ')
+    assert not bench.occasion_done(path)
+    path.write_text('{"kind": "start"}\n{"kind": "done"}\n')
+    assert bench.occasion_done(path)
+    rows, starts = bench.load_rows(tmp_path)
+    assert rows == [] and starts == [{"kind": "start"}]
