@@ -31,9 +31,11 @@ from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stam
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, machine, run_metadata
 from .tasks import Sample, Task
+from .calibrate import find_calibration
+from .work import merge_work
 from .timing import (
-    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, timing_line,
-    timing_settings,
+    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, side_limit,
+    timing_line, timing_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ class Runner:
         self.clocks = Clocks(cpu=process_tree_cpu) if getattr(engine, "out_of_process", False) else Clocks()
         self.tolerance, self.max_retimes = timing_settings(cfg)
         self.retime = retime_enabled(cfg)
+        self.side_limit = side_limit(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.
         self.paired = cfg.baseline in ("paired", "shared") and cfg.method.name != "ar"
@@ -99,6 +102,8 @@ class Runner:
         """One contestant's record part from its (output, prompt length, text) per turn:
         metrics summed over turns, the score over all turns' answers."""
         gen = turns[0][0] if len(turns) == 1 else merge_turns([g for g, _, _ in turns])
+        if len(turns) > 1 and all(g.work for g, _, _ in turns):
+            gen.work = merge_work([g.work for g, _, _ in turns])
         side = {
             "output_text": turns[-1][2],
             "output_ids": gen.new_tokens,
@@ -147,7 +152,7 @@ class Runner:
         while True:
             turns, probes = self._contest(sample, ids, contestants, seed)
             sides = {method: probe.record() for method, probe in probes.items()}
-            reasons = differ(sides[True], sides[False], self.tolerance) if timed and self.retime else []
+            reasons = differ(sides[True], sides[False], self.tolerance, self.side_limit) if timed and self.retime else []
             if reasons:
                 history.append({"reasons": reasons, "method_wall_s": sides[True]["wall_s"], "baseline_wall_s": sides[False]["wall_s"]})
             if not reasons or len(history) > self.max_retimes:
@@ -310,9 +315,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
 
         records = [done[s.id] for s in samples if s.id in done]
+        cal, cal_source = run_calibration(cfg)
         summary = build_summary(
             task, records, seed=int(cfg.seed), power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)),
-            timing_tolerance=timing_settings(cfg)[0],
+            timing_tolerance=timing_settings(cfg)[0], calibration=cal, calibration_source=cal_source,
         )
         summary.update(run_metadata(cfg, task.name, folder.path))
         summary["selection"] = task.selection(samples)
@@ -334,6 +340,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         tracker.close()
     print(format_summary(summary), flush=True)
     return summary
+
+
+def run_calibration(cfg: DictConfig) -> tuple[Any, str]:
+    """The stored cost-model calibration for this run's pair, machine and threads
+    (calibrate.find_calibration), or (None, why)."""
+    if not str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu"):
+        return None, "calibrations are measured on the CPU only (calibrate.py)"
+    return find_calibration(cfg.paths.results_dir, cfg.pair, int(cfg.threads) if cfg.get("threads") else None)
 
 
 def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict[str, Any]]:
@@ -565,6 +579,30 @@ def _rates(s: dict[str, Any]) -> list[tuple[str, str]]:
             ("tokens/s (target alone)", f"{_fmt(s.get('baseline_tokens_per_s'), '.2f')} on the {timed} timed")]
 
 
+def _work_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Work counts per emitted token (work.py), method and target alone."""
+    rows = []
+    for label, key in (("method", "work_per_token"), ("target alone", "baseline_work_per_token")):
+        w = s.get(key)
+        if w:
+            rows.append((f"per token ({label})", f"target fwd {_fmt(w.get('target_forwards'), '.3f')}, rows "
+                         f"{_fmt(w.get('target_rows'), '.2f')}; draft fwd {_fmt(w.get('draft_forwards'), '.3f')}, rows "
+                         f"{_fmt(w.get('draft_rows'), '.2f')}; extra LM-head rows {_fmt(w.get('lm_head_extra_rows'), '.2f')}"))
+    return rows
+
+
+def _latency_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """TTFT and TPOT, median / p90 / p99 in milliseconds, method and target alone."""
+    rows = []
+    for name, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT")):
+        for prefix, who in (("", "method"), ("baseline_", "target alone")):
+            if s.get(f"{prefix}{name}_median") is None:
+                continue
+            vals = " / ".join(_fmt(1e3 * s[f"{prefix}{name}_{q}"], ".1f") for q in ("median", "p90", "p99"))
+            rows.append((f"{label} ms med/p90/p99 ({who})", vals))
+    return rows
+
+
 def format_summary(s: dict[str, Any]) -> str:
     fig = s.get("quality_figure") or "accuracy"
     n = s.get("n_samples")
@@ -586,6 +624,10 @@ def format_summary(s: dict[str, Any]) -> str:
         ("identical to target alone", _identical(s)),
         ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
         ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),
+        *_work_rows(s),
+        ("speedup predicted (counts x costs)", _with_ci(s, "predicted_speedup", ".2f", "x")
+         + (f"  measured/predicted {s['predicted_gap']:+.1%}" if s.get("predicted_gap") is not None else "")),
+        *_latency_rows(s),
     ]
     width = max(len(a) for a, _ in rows)
     lines = ["", "=" * (width + 30)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 30)]
@@ -600,6 +642,9 @@ def format_summary(s: dict[str, Any]) -> str:
     if s.get("speedup_method"):
         lines.append(f"speedup = {s['speedup_method']}")
     lines.append(f"tau = {s['tau_definition']}")
+    why = (s.get("cost_model") or {}).get("why")
+    if why:
+        lines.append(f"predicted speedup: none, {why}")
     lines.append(f"results: {s['run_dir']}")
     if s.get("n_paired"):
         lines.append(timing_line(s.get("timing")))

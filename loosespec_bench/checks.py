@@ -65,6 +65,7 @@ TIMING_RULES: dict[str, Rule] = {
     "tolerance": real(0, lo_open=True),
     "max_retimes": integer(0, 100),
     "subset": optional(integer(1)),
+    "side_limit": optional(real(0, 1, lo_open=True)),
 }
 GENERATION_RULES: dict[str, Rule] = {
     "temperature": real(0),

@@ -27,7 +27,7 @@ never constants of this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 
 def acceptance_rates(
@@ -212,3 +212,122 @@ DEFAULT_LOAD_MIN = 1.0
 # Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
 # 1.22x and SPD 1.02x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair".
 SPEEDUP = {"ar": 1.0, "spd": 1.0, "dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
+
+
+# ---- the calibrated cost model: work counts x measured per-forward costs (issue 46 item 2) -------
+# A run's work counts (work.py) depend only on its tokens; a calibration (python -m
+# loosespec_bench.calibrate) measures on one machine what each unit of work costs. Their product
+# is a predicted time per generation, and the ratio of two predicted throughputs a predicted
+# speedup that carries no timing noise of the run itself (only the calibration's).
+
+
+@dataclass
+class ForwardCost:
+    """Latency of one forward of a network, in seconds, as a function of its rows, the rows its
+    LM head runs on, and the cached context:
+
+        t(rows, lm_rows, ctx) = body(rows) + lm_head_row_s * lm_rows + ctx_row_s * rows * (ctx - ctx0)
+
+    body(rows): measured at context ctx0 with the LM head on one row (that row's head cost
+    removed), linear between the measured row counts `rows` and extrapolated linearly beyond
+    the last two (a forward's cost is not linear in its rows on a CPU: kernels change with the
+    shape, so the cost model reads the rows histogram, not the rows' sum)."""
+
+    rows: list[int]
+    body_s: list[float]
+    ctx0: int
+    ctx_row_s: float
+    lm_head_row_s: float
+
+    def body(self, rows: int) -> float:
+        xs, ys = self.rows, self.body_s
+        if len(xs) == 1:
+            return ys[0] * rows / xs[0]
+        if rows <= xs[0]:
+            i = 0
+        elif rows >= xs[-1]:
+            i = len(xs) - 2
+        else:
+            i = next(j for j in range(len(xs) - 1) if xs[j] <= rows <= xs[j + 1])
+        x0, x1, y0, y1 = xs[i], xs[i + 1], ys[i], ys[i + 1]
+        return max(0.0, y0 + (y1 - y0) * (rows - x0) / (x1 - x0))
+
+    def forward_s(self, rows: int, lm_rows: int, ctx: int) -> float:
+        return self.body(rows) + self.lm_head_row_s * lm_rows + self.ctx_row_s * rows * (ctx - self.ctx0)
+
+    def role_s(self, role: dict[str, Any]) -> float:
+        """Predicted seconds of one role's forwards from its counts (work.new_role's fields)."""
+        body = sum(int(n) * self.body(int(r)) for r, n in (role.get("rows_hist") or {}).items())
+        attn = self.ctx_row_s * (role.get("ctx_rows", 0) - self.ctx0 * role.get("rows", 0))
+        return body + self.lm_head_row_s * role.get("lm_rows", 0) + attn
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ForwardCost":
+        return cls(rows=[int(x) for x in d["rows"]], body_s=[float(x) for x in d["body_s"]], ctx0=int(d["ctx0"]),
+                   ctx_row_s=float(d["ctx_row_s"]), lm_head_row_s=float(d["lm_head_row_s"]))
+
+
+@dataclass
+class Calibration:
+    """One machine's costs for one pair (python -m loosespec_bench.calibrate writes it).
+
+    extra_lm_head_row_s: one extra LM-head row with the rule's vocabulary-wide work on it
+    (DropMatch: one dropout path at one position, head + softmaxes + JS); lookup_s: one prompt
+    lookup (PLD's, MLA's inner ones); step_overhead_s: a decode step's time outside the target's
+    and the drafter's forwards and the rows' verification work (rule, rollback, bookkeeping),
+    from a target-alone generation; verify_row_s: per verification row (target_verify's
+    lm_rows), its logits to float32, a softmax and an argmax."""
+
+    target: ForwardCost
+    draft: ForwardCost | None
+    extra_lm_head_row_s: float
+    lookup_s: float
+    step_overhead_s: float
+    signature: dict[str, Any]
+    # A verification row's vocabulary-wide work after the forward (its logits to float32, a
+    # softmax and an argmax: what every rule does per row); 0 in calibrations from before it.
+    verify_row_s: float = 0.0
+
+    def predict_s(self, work: dict[str, Any]) -> float:
+        """Predicted seconds (prefill + decode) of a generation with these work counts."""
+        t = self.target.role_s(work["target_prefill"]) + self.target.role_s(work["target_verify"])
+        for role in ("draft_prefill", "draft"):
+            if (work.get(role) or {}).get("forwards"):
+                if self.draft is None:
+                    raise ValueError("the counts have draft forwards but the calibration has no draft model")
+                t += self.draft.role_s(work[role])
+        t += self.extra_lm_head_row_s * work["lm_head_extra"]["rows"]
+        t += self.lookup_s * work.get("lookups", 0)
+        t += self.step_overhead_s * work.get("steps", 0)
+        t += self.verify_row_s * work["target_verify"].get("lm_rows", 0)
+        return t
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Calibration":
+        return cls(
+            target=ForwardCost.from_dict(d["target"]),
+            draft=ForwardCost.from_dict(d["draft"]) if d.get("draft") else None,
+            extra_lm_head_row_s=float(d["extra_lm_head_row_s"]), lookup_s=float(d["lookup_s"]),
+            step_overhead_s=float(d["step_overhead_s"]), signature=dict(d.get("signature") or {}),
+            verify_row_s=float(d.get("verify_row_s", 0.0)),
+        )
+
+
+def predicted_speedup_of_works(
+    method: Sequence[tuple[dict[str, Any], int]], baseline: Sequence[tuple[dict[str, Any], int]], predict: Any
+) -> float | None:
+    """Pooled predicted speedup: (method tokens / predicted method time) / (target-alone tokens /
+    predicted target-alone time), the same pooling as the measured figure (metrics.paired_speedup).
+    method, baseline: (work, new tokens) per sample; predict: work -> seconds."""
+    mt = sum(predict(w) for w, _ in method)
+    bt = sum(predict(w) for w, _ in baseline)
+    mn = sum(n for _, n in method)
+    bn = sum(n for _, n in baseline)
+    if not (mt > 0 and bt > 0 and mn > 0 and bn > 0):
+        return None
+    return (mn / mt) / (bn / bt)

@@ -26,6 +26,11 @@ class GenerationOutput:
     # cache rollback, commit (bookkeeping).
     phase_s: dict[str, float] = field(default_factory=dict)
     step_records: list[dict[str, Any]] = field(default_factory=list)
+    # Work counts (work.py): forwards and rows per role, extra LM-head passes, lookups, emitted
+    # tokens. {} where the engine cannot count them.
+    work: dict[str, Any] = field(default_factory=dict)
+    # Time to the first new token (prefill + the first step), seconds; None: not measured.
+    ttft_s: float | None = None
 
     @property
     def steps(self) -> int:
@@ -53,4 +58,6 @@ def merge_turns(gens: list[GenerationOutput]) -> GenerationOutput:
         prefill_s=sum(g.prefill_s for g in gens),
         decode_s=sum(g.decode_s for g in gens),
         phase_s=phase,
+        # work: summed by the caller (work.merge_work; this floor imports nothing)
+        ttft_s=gens[0].ttft_s,
     )

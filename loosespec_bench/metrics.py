@@ -20,6 +20,7 @@ from typing import Any, Hashable, Mapping, Sequence, TypeVar
 from .generation import GenerationOutput
 from .stats import speed_baseline
 from .timing import counts_for_speed
+from .work import merge_work, per_token
 
 SPEEDUP_METHOD = (
     "throughput ratio (new tokens per second, prefill + decode) of the method over the target "
@@ -42,7 +43,49 @@ def sample_metrics(gen: GenerationOutput, prompt_tokens: int) -> dict[str, Any]:
         "tokens_per_s": len(gen.new_tokens) / total_s if total_s > 0 else 0.0,
         "phase_s": gen.phase_s,
         "stop_reason": gen.stop_reason,
+        **latency(gen),
+        **({"work": gen.work, "work_per_token": per_token(gen.work)} if gen.work else {}),
     }
+
+
+def latency(gen: GenerationOutput) -> dict[str, float | None]:
+    """ttft_s: time to the first new token (prefill + first step; vLLM: its own first-token
+    latency); tpot_s: time per output token after the first, (total - ttft) / (new tokens - 1).
+    None where not measured or with fewer than two new tokens."""
+    total = gen.prefill_s + gen.decode_s
+    ttft = gen.ttft_s
+    n = len(gen.new_tokens)
+    tpot = (total - ttft) / (n - 1) if ttft is not None and n > 1 else None
+    return {"ttft_s": ttft, "tpot_s": tpot}
+
+
+def percentiles(xs: Sequence[float | None], name: str) -> dict[str, float | None]:
+    """<name>_median, <name>_p90, <name>_p99 (linear interpolation between order statistics,
+    numpy's default) over the values that are not None; None for all without any."""
+    vals = sorted(x for x in xs if x is not None)
+    out: dict[str, float | None] = {}
+    for label, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        if not vals:
+            out[f"{name}_{label}"] = None
+            continue
+        pos = q * (len(vals) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(vals) - 1)
+        out[f"{name}_{label}"] = vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+    return out
+
+
+def work_summary(records: list[dict[str, Any]], side: str | None = None) -> dict[str, Any]:
+    """Run totals of the work counts (work.py) and per emitted token, for the method
+    (side None) or the paired target alone (side "baseline"); {} when no record has counts."""
+    ms = [((r.get(side) or {}) if side else r).get("metrics") or {} for r in records]
+    works = [m.get("work") for m in ms]
+    if not any(works):
+        return {}
+    total = merge_work(works)
+    prefix = f"{side}_" if side else ""
+    return {f"{prefix}work": total, f"{prefix}work_per_token": per_token(total),
+            f"{prefix}work_complete": all(bool(w) for w in works)}
 
 
 def acceptance_by_position(records: list[dict[str, Any]]) -> list[float]:
@@ -182,6 +225,9 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
     decode = out["decode_s"]
     out["phase_fraction"] = {k: v / decode for k, v in phase_tot.items()} if decode else {}
     out.update(loose_summary(records))
+    out.update(work_summary(records))
+    out.update(percentiles([m.get("ttft_s") for m in ms], "ttft_s"))
+    out.update(percentiles([m.get("tpot_s") for m in ms], "tpot_s"))
 
     paired = [r for r in records if r.get("baseline")]
     if paired:
@@ -195,6 +241,10 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
             n_paired=len(paired),
             n_timed=len(timed),
         )
+        out.update(work_summary(paired, "baseline"))
+        bms = [speed_baseline(r)["metrics"] for r in timed]
+        out.update(percentiles([m.get("ttft_s") for m in bms], "baseline_ttft_s"))
+        out.update(percentiles([m.get("tpot_s") for m in bms], "baseline_tpot_s"))
         for key, value in baseline_quality.items():
             out[f"baseline_{key}"] = value
         if "accuracy" in quality and baseline_quality.get("accuracy") is not None:

@@ -87,6 +87,23 @@ def compose_dataset(name: str, data_dir: str | None) -> DictConfig:
     return cfg.dataset
 
 
+def _calibration(cfg: Any, old: dict[str, Any]) -> dict[str, Any]:
+    """build_summary's calibration arguments: the stored one for the run's pair on this
+    machine (calibrate.find_calibration), or none with the reason. A run timed on another CPU
+    than this one gets none: this machine's costs would not predict that run's times."""
+    if cfg is None or not cfg.get("pair") or not cfg.get("paths"):
+        return {"calibration": None, "calibration_source": "no run config to find a calibration for"}
+    from .calibrate import find_calibration
+    from .summary import machine
+
+    ran_on = old.get("cpu_signature")
+    if ran_on is not None and ran_on != machine()["cpu_signature"]:
+        return {"calibration": None, "calibration_source": f"the run was timed on another CPU ({ran_on})"}
+
+    cal, source = find_calibration(cfg.paths.results_dir, cfg.pair, int(cfg.threads) if cfg.get("threads") else None)
+    return {"calibration": cal, "calibration_source": source}
+
+
 def _load_config(path: Path) -> DictConfig | None:
     """A folder's config.yaml; unreadable, not a mapping or without a dataset node: ConfigError."""
     if not path.exists():
@@ -240,6 +257,7 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
         task, records, seed=seed,
         power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)) if cfg is not None else DEFAULT_POWER_THRESHOLD,
         timing_tolerance=timing_settings(cfg)[0] if cfg is not None else None,
+        **_calibration(cfg, old),
     ))
     summary.setdefault("dataset", task.name)
     summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name if backup else None,

@@ -11,8 +11,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from .costmodel import Calibration
 from .metrics import summarize
-from .stats import acceptance_intervals, ci_fields, quality_intervals, retention_summary, speed_intervals
+from .stats import (
+    acceptance_intervals, ci_fields, paired_bootstrap, quality_intervals, retention_summary, sign_test_p, speed_baseline,
+    speed_intervals, speedup_of_sums,
+)
 from .timing import counts_for_speed, timing_summary
 
 DEFAULT_POWER_THRESHOLD = 0.05  # accuracy difference half-width: 5 points
@@ -27,6 +31,8 @@ def build_summary(
     seed: int,
     power_threshold: float = DEFAULT_POWER_THRESHOLD,
     timing_tolerance: float | None = None,
+    calibration: Calibration | None = None,
+    calibration_source: str | None = None,
 ) -> dict[str, Any]:
     """Every figure computed from the records: speed (metrics.summarize), the task's quality
     for the method and its paired target-alone run, retention, and beside each figure F its
@@ -63,7 +69,70 @@ def build_summary(
     shared = baseline_sources(records)
     if shared:
         summary["baseline_store"] = shared
+    summary.update(work_sign_tests(records))
+    summary.update(cost_model_fields(records, timed, calibration, calibration_source, seed=seed))
+    if summary.get("predicted_speedup") and summary.get("speedup") is not None:
+        # measured / predicted - 1: positive when the run went faster than the counts predict.
+        summary["predicted_gap"] = summary["speedup"] / summary["predicted_speedup"] - 1.0
     return summary
+
+
+def work_sign_tests(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Exact paired decisions on work counts, method against its target alone, per problem:
+    for target forwards per emitted token, how many problems the method needs fewer / more /
+    as many, and the two-sided sign test's p (stats.sign_test_p; ties left out). Counts
+    depend only on the tokens, so no timing noise enters. {} without paired counts."""
+    per: dict[str, tuple[float, float]] = {}
+    for r in records:
+        base = r.get("baseline") or {}
+        mw = (r.get("metrics") or {}).get("work_per_token") or {}
+        bw = (base.get("metrics") or {}).get("work_per_token") or {}
+        if mw.get("target_forwards") is not None and bw.get("target_forwards") is not None:
+            per.setdefault(problem_of(r), (mw["target_forwards"], bw["target_forwards"]))
+    if not per:
+        return {}
+    fewer = sum(1 for m, b in per.values() if m < b)
+    more = sum(1 for m, b in per.values() if m > b)
+    return {"target_forwards_per_token_sign": {
+        "fewer": fewer, "more": more, "ties": len(per) - fewer - more, "p": sign_test_p(fewer, more),
+        "test": "exact two-sided sign test over problems, method vs its target alone, ties left out",
+    }}
+
+
+def cost_model_fields(
+    records: list[dict[str, Any]], timed: list[dict[str, Any]], calibration: Calibration | None, source: str | None,
+    *, seed: int,
+) -> dict[str, Any]:
+    """The calibrated cost model's prediction (costmodel.Calibration.predict_s) beside the
+    measured figures: predicted_speedup with its paired-bootstrap interval over the same timed
+    samples as the measured speedup, predicted_tokens_per_s of the method, and per side the
+    measured / predicted time ratio. predicted_speedup None (with cost_model.why) without a
+    calibration for this machine or without work counts (vLLM runs)."""
+    info: dict[str, Any] = {"calibration": source}
+    out: dict[str, Any] = {"cost_model": info, "predicted_speedup": None}
+    if calibration is None:
+        info["why"] = source or "no calibration given"
+        return out
+    mine = [r["metrics"] for r in records if (r.get("metrics") or {}).get("work")]
+    if not mine:
+        info["why"] = "the records carry no work counts (an engine that does not count them, or an old run)"
+        return out
+    pred_m = sum(calibration.predict_s(m["work"]) for m in mine)
+    out["predicted_tokens_per_s"] = sum(m["new_tokens"] for m in mine) / pred_m if pred_m > 0 else None
+    info["method_time_measured_over_predicted"] = sum(m["total_s"] for m in mine) / pred_m if pred_m > 0 else None
+    sides = [(r["metrics"], speed_baseline(r)["metrics"]) for r in timed if r.get("baseline")]
+    sides = [(m, b) for m, b in sides if m.get("work") and b.get("work")]
+    if not sides:
+        info["why"] = "no timed paired sample with work counts on both sides"
+        return out
+    pm = [calibration.predict_s(m["work"]) for m, _ in sides]
+    pb = [calibration.predict_s(b["work"]) for _, b in sides]
+    cols = ([m["new_tokens"] for m, _ in sides], pm, [b["new_tokens"] for _, b in sides], pb)
+    point, low, high = paired_bootstrap(cols, speedup_of_sums, seed=seed)
+    out.update(predicted_speedup=point, predicted_speedup_ci_low=low, predicted_speedup_ci_high=high)
+    info["baseline_time_measured_over_predicted"] = sum(b["total_s"] for _, b in sides) / sum(pb) if sum(pb) > 0 else None
+    info["n"] = len(sides)
+    return out
 
 
 def baseline_sources(records: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -48,6 +48,15 @@ def timing_settings(cfg: Any) -> tuple[float, int]:
     return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
 
 
+def side_limit(cfg: Any) -> float | None:
+    """timing.side_limit: the most other processes may use of the machine during EITHER side
+    of a paired sample, judged on each side's own share (null = off: only the difference
+    between the sides is judged). Issue 46: a method timed beside 25% of other work and a
+    baseline beside 2% differ by less than tolerance 0.25 and passed, reading 0.78x."""
+    v = (cfg.get("timing") or {}).get("side_limit")
+    return None if v is None else float(v)
+
+
 def retime_enabled(cfg: Any) -> bool:
     """timing.retime: true/false, or auto (default): on where the models run on the CPU, whose
     time this process's CPU share and the machine's load describe; on a GPU they do not (the
@@ -185,9 +194,19 @@ class Probe:
         }
 
 
-def differ(a: dict[str, Any], b: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE) -> list[str]:
-    """Why two sides' timing conditions differ beyond `tolerance` ([] when they match)."""
+def differ(
+    a: dict[str, Any], b: dict[str, Any], tolerance: float = DEFAULT_TOLERANCE, limit: float | None = None
+) -> list[str]:
+    """Why two sides' timing conditions differ beyond `tolerance` ([] when they match), and,
+    with a side `limit`, which side ran beside more than `limit` of other work (each side
+    judged on its own share, plus the counter's grain; a = the method, b = the target alone)."""
     reasons = []
+    if limit is not None:
+        for name, x in (("method", a), ("target alone", b)):
+            share = x.get("others_share")
+            grain = 2 * TICK_S / max(x.get("wall_s") or 0.0, 1e-9) / (x.get("cpu_count") or 1)
+            if share is not None and share > limit + grain:
+                reasons.append(f"other processes used {share:.2f} of the CPU during the {name} side (limit {limit:.2f})")
     oa, ob = a.get("others_share"), b.get("others_share")
     if oa is not None and ob is not None:
         # Each side's share is read to within 2 ticks over wall x CPUs: added to the tolerance,

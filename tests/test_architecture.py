@@ -146,12 +146,12 @@ def test_params_is_a_ground_floor():
 FLOORS = {
     # The basement: ConfigError, which every floor raises (params, on the ground floor, too).
     -1: ("errors",),
-    0: ("loosespec_bench", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm", "timing", "params"),
+    0: ("loosespec_bench", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm", "timing", "params", "work"),
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),
     4: ("checks", "run_folder", "build", "summary"),
-    5: ("engines", "status", "report", "sinks", "baselines"),  # baselines: the shared target-alone store
+    5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
     7: ("__main__",),
 }

@@ -106,3 +106,60 @@ def test_best_k_trades_length_against_draft_cost():
     assert b.k > 4
     # A per-K verification factor that grows fast makes short drafts win again
     assert best_k([0.9], c=0.05, k_max=4, verify_factor=[1.0, 2.0, 3.0, 4.0]).k == 1
+
+
+# ---- the calibrated cost model ---------------------------------------------------------------
+from loosespec_bench.costmodel import Calibration, ForwardCost, predicted_speedup_of_works  # noqa: E402
+from loosespec_bench.work import add_forward, add_lm_head, new_work  # noqa: E402
+
+
+def _cost() -> ForwardCost:
+    # body: 10 ms at 1 row, 12 at 2, 20 at 10; 1 ms per LM-head row; 0.01 ms per row x context past 100
+    return ForwardCost(rows=[1, 2, 10], body_s=[0.010, 0.012, 0.020], ctx0=100, ctx_row_s=1e-5, lm_head_row_s=0.001)
+
+
+def test_forward_cost_interpolates_and_extrapolates_linearly():
+    c = _cost()
+    assert c.body(1) == pytest.approx(0.010)
+    assert c.body(6) == pytest.approx(0.012 + 0.008 * 4 / 8)
+    assert c.body(14) == pytest.approx(0.020 + 0.001 * 4)  # the last segment's slope, 1 ms per row
+    assert c.body(0) == pytest.approx(0.008)  # below the grid: the first segment, floored at 0
+    assert c.forward_s(2, 2, 150) == pytest.approx(0.012 + 0.002 + 1e-5 * 2 * 50)
+
+
+def test_role_cost_from_counts_equals_the_sum_of_its_forwards():
+    c = _cost()
+    w = new_work()
+    shapes = [(1, 1, 120), (2, 2, 121), (10, 10, 130), (1, 1, 140)]
+    for r, lm, ctx in shapes:
+        add_forward(w, "target_verify", r, lm, ctx)
+    assert c.role_s(w["target_verify"]) == pytest.approx(sum(c.forward_s(*s) for s in shapes))
+
+
+def test_calibration_predicts_forwards_lookups_extra_rows_and_steps():
+    t = _cost()
+    d = ForwardCost(rows=[1, 2], body_s=[0.002, 0.003], ctx0=0, ctx_row_s=0.0, lm_head_row_s=0.0)
+    cal = Calibration(target=t, draft=d, extra_lm_head_row_s=0.0005, lookup_s=0.0001, step_overhead_s=0.001, signature={},
+                      verify_row_s=0.0002)
+    w = new_work()
+    add_forward(w, "target_prefill", 10, 1, 0)
+    add_forward(w, "target_verify", 2, 2, 100)
+    add_forward(w, "draft_prefill", 11, 1, 0)
+    add_forward(w, "draft", 1, 1, 11)
+    add_lm_head(w, 10, 4, 4)
+    w["lookups"], w["steps"] = 3, 1
+    expected = (t.forward_s(10, 1, 0) + t.forward_s(2, 2, 100) + d.forward_s(11, 1, 0) + d.forward_s(1, 1, 11)
+                + 10 * 0.0005 + 3 * 0.0001 + 0.001 + 2 * 0.0002)
+    assert cal.predict_s(w) == pytest.approx(expected)
+    assert Calibration.from_dict(cal.to_dict()).predict_s(w) == pytest.approx(expected)
+    no_draft = Calibration(target=t, draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature={})
+    with pytest.raises(ValueError, match="no draft model"):
+        no_draft.predict_s(w)
+
+
+def test_predicted_speedup_pools_tokens_over_predicted_time():
+    # Method: 10 tokens in 2 s and 30 in 4 s; target alone: 10 in 5 s and 30 in 15 s -> (40/6) / (40/20) = 3.333
+    times = {"a": 2.0, "b": 4.0, "c": 5.0, "d": 15.0}
+    s = predicted_speedup_of_works([("a", 10), ("b", 30)], [("c", 10), ("d", 30)], times.__getitem__)
+    assert s == pytest.approx((40 / 6) / (40 / 20))
+    assert predicted_speedup_of_works([], [("c", 10)], times.__getitem__) is None

@@ -60,3 +60,44 @@ def test_sample_speedup_is_the_median_of_samples_definition():
     recs = [{"metrics": {"tokens_per_s": a}, "baseline": {"metrics": {"tokens_per_s": b}}} for a, b in ((8.0, 4.0), (3.0, 0.0), (9.0, 3.0))]
     assert [sample_speedup(r) for r in recs] == [2.0, None, 3.0]  # a zero-rate baseline has no ratio
     assert sample_speedup({"metrics": {"tokens_per_s": True}, "baseline": {"metrics": {"tokens_per_s": 1.0}}}) is None
+
+
+# ---- latency percentiles, work summaries -------------------------------------------------------
+import numpy as np  # noqa: E402
+
+from loosespec_bench.generation import GenerationOutput  # noqa: E402
+from loosespec_bench.metrics import latency, percentiles, work_summary  # noqa: E402
+from loosespec_bench.work import add_forward, new_work  # noqa: E402
+
+
+def test_percentiles_match_numpy_linear_interpolation():
+    xs = [0.5, 0.1, 0.9, 0.3, 0.7, 0.2, None]
+    got = percentiles(xs, "ttft_s")
+    vals = [x for x in xs if x is not None]
+    for q, key in ((50, "median"), (90, "p90"), (99, "p99")):
+        assert got[f"ttft_s_{key}"] == pytest.approx(float(np.percentile(vals, q)))
+    assert percentiles([None], "x") == {"x_median": None, "x_p90": None, "x_p99": None}
+    assert percentiles([2.0], "x")["x_p99"] == 2.0
+
+
+def test_ttft_and_tpot_of_one_generation():
+    gen = GenerationOutput(new_tokens=[1, 2, 3, 4, 5], stop_reason="eos", prefill_s=0.2, decode_s=1.0, ttft_s=0.4)
+    assert latency(gen) == {"ttft_s": 0.4, "tpot_s": pytest.approx((1.2 - 0.4) / 4)}
+    assert latency(GenerationOutput(new_tokens=[1], stop_reason="eos", ttft_s=0.1))["tpot_s"] is None
+    assert latency(GenerationOutput(new_tokens=[1, 2], stop_reason="eos"))["ttft_s"] is None
+
+
+def test_work_summary_totals_both_sides():
+    def rec(n):
+        w = new_work()
+        for _ in range(n):
+            add_forward(w, "target_verify", 1, 1, 0)
+        w["emitted"] = 2 * n
+        return {"metrics": {"work": w}, "baseline": {"metrics": {"work": {**w, "emitted": n}}}}
+
+    recs = [rec(2), rec(3)]
+    m = work_summary(recs)
+    assert m["work"]["target_verify"]["forwards"] == 5 and m["work_per_token"]["target_forwards"] == 0.5
+    b = work_summary(recs, "baseline")
+    assert b["baseline_work_per_token"]["target_forwards"] == 1.0 and b["baseline_work_complete"]
+    assert work_summary([{"metrics": {}}]) == {}

@@ -141,3 +141,41 @@ def test_a_one_sample_run_prints_na_and_says_why_it_is_underpowered():
     block = format_summary({**many, "method": "spd", "pair": "p", "dataset": "d", "tau_definition": "-", "run_dir": "r"})
     assert "zero discordant pairs at n = 30" in block and "lost / gained 0 / 0" in block
     assert "(no spread)" in block  # identical quality on both sides: no zero-width bracket
+
+# ---- work counts' sign test and the cost model's prediction -------------------------------------
+from loosespec_bench.costmodel import Calibration, ForwardCost  # noqa: E402
+from loosespec_bench.summary import cost_model_fields, work_sign_tests  # noqa: E402
+from loosespec_bench.work import add_forward, new_work, per_token  # noqa: E402
+
+
+def _side(forwards: int, tokens: int, seconds: float) -> dict:
+    w = new_work()
+    for _ in range(forwards):
+        add_forward(w, "target_verify", 1, 1, 0)
+    w["emitted"] = w["steps"] = tokens
+    w["steps"] = forwards
+    return {"metrics": {"work": w, "work_per_token": per_token(w), "new_tokens": tokens, "total_s": seconds}}
+
+
+def test_work_sign_test_over_problems():
+    recs = [{"id": str(i), "meta": {"problem": f"p{i}"}, **_side(5, 10, 1.0), "baseline": _side(10, 10, 2.0)} for i in range(6)]
+    recs.append({"id": "6", "meta": {"problem": "p6"}, **_side(10, 10, 1.0), "baseline": _side(10, 10, 2.0)})  # a tie
+    t = work_sign_tests(recs)["target_forwards_per_token_sign"]
+    assert (t["fewer"], t["more"], t["ties"]) == (6, 0, 1)
+    assert t["p"] == pytest.approx(2 * 0.5 ** 6)
+    assert work_sign_tests([{"id": "x", "metrics": {}}]) == {}
+
+
+def test_cost_model_fields_predict_from_counts():
+    # One target forward = 0.1 s (no LM head, context, overhead): the method's 5 forwards for 10
+    # tokens against the target alone's 10: predicted speedup 2.0.
+    cost = ForwardCost(rows=[1, 2], body_s=[0.1, 0.2], ctx0=0, ctx_row_s=0.0, lm_head_row_s=0.0)
+    cal = Calibration(target=cost, draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature={})
+    recs = [{"id": str(i), **_side(5, 10, 0.6), "baseline": _side(10, 10, 1.0)} for i in range(4)]
+    out = cost_model_fields(recs, recs, cal, "test", seed=0)
+    assert out["predicted_speedup"] == pytest.approx(2.0)
+    assert out["predicted_speedup_ci_low"] == pytest.approx(2.0) and out["predicted_speedup_ci_high"] == pytest.approx(2.0)
+    assert out["predicted_tokens_per_s"] == pytest.approx(10 / 0.5)
+    assert out["cost_model"]["method_time_measured_over_predicted"] == pytest.approx(0.6 / 0.5)
+    none = cost_model_fields(recs, recs, None, "no calibration for pair tiny", seed=0)
+    assert none["predicted_speedup"] is None and "no calibration" in none["cost_model"]["why"]

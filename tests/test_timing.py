@@ -301,3 +301,23 @@ def test_bad_timing_settings_are_one_error_line(override, tmp_path):
 
     with pytest.raises(ConfigError, match=override.split("=")[0]):
         validate(compose_config([*TINY, override]))
+
+
+def test_side_limit_judges_each_side_on_its_own_share():
+    """Issue 46: the method timed beside 25% of other work, the target alone beside 2%: within
+    tolerance 0.25 of each other, so the difference rule passes it; the side limit does not."""
+    method = {"wall_s": 10.0, "cpu_s": 20.0, "cpu_share": 2.0, "others_share": 0.25, "loadavg": 1.0, "cpu_count": 2}
+    base = {**method, "others_share": 0.02}
+    assert differ(method, base, 0.25) == []
+    reasons = differ(method, base, 0.25, 0.10)
+    assert reasons == ["other processes used 0.25 of the CPU during the method side (limit 0.10)"]
+    assert differ(base, base, 0.25, 0.10) == []
+
+
+def test_side_limit_setting_is_read_and_checked():
+    from loosespec_bench.timing import side_limit
+
+    from .conftest import compose_config
+
+    assert side_limit(compose_config(["pair=tiny"])) is None
+    assert side_limit(compose_config(["pair=tiny", "timing.side_limit=0.1"])) == 0.1

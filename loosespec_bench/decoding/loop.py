@@ -8,10 +8,11 @@ runs over [pending, d_1..d_K] and yields K+1 distributions p_1..p_{K+1} (docs/al
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -24,6 +25,7 @@ from ..step import (
 )
 from ..verifiers.base import Verifier
 from ..verifiers.tree import verify
+from ..work import add_forward, add_lm_head, new_work
 from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.
@@ -91,13 +93,62 @@ def tree_inputs(
     return ids[None].to(device), (prefix_len + depth)[None].to(device), mask[None, None].to(device)
 
 
+class _CountedHead:
+    """The target's LM head as a rule calls it beyond the forwards' own pass (DropMatch's
+    dropout paths): counts each call's rows and FLOPs into `work`, computes the same thing."""
+
+    def __init__(self, head: torch.nn.Module, work: dict[str, Any]) -> None:
+        self.head, self.work = head, work
+        weight = getattr(head, "weight", None)  # [vocab, hidden] for nn.Linear
+        self.vocab, self.hidden = (int(weight.shape[0]), int(weight.shape[1])) if weight is not None else (0, 0)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        rows = int(x.numel() // x.shape[-1]) if x.dim() else 0  # x: [..., hidden]
+        add_lm_head(self.work, rows, self.hidden or int(x.shape[-1]), self.vocab)
+        return self.head(x)
+
+
+@contextlib.contextmanager
+def _count_draft_forwards(drafter: Drafter | None, work: dict[str, Any]) -> Iterator[None]:
+    """Count every forward of the drafter's networks (draft model, MLA's checks) into
+    work["draft"] through forward pre-hooks, removed on exit. Rows = the positions fed
+    (input_ids' length), ctx = the cache's length before the forward, lm_rows = logits_to_keep
+    (all rows when 0 / absent). Networks driven through other methods than forward (the
+    EAGLE heads' step()) are not seen: their counts stay 0."""
+
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is None:
+            ids = kwargs.get("inputs_embeds")
+        if not isinstance(ids, torch.Tensor):
+            return
+        rows = int(ids.shape[1]) if ids.dim() >= 2 else int(ids.numel())  # [1, rows(, hidden)]
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        ctx = int(cache.get_seq_length()) if cache is not None and hasattr(cache, "get_seq_length") else 0
+        keep = kwargs.get("logits_to_keep", 0)
+        lm_rows = min(rows, int(keep)) if isinstance(keep, int) and keep > 0 else rows
+        # A forward on an empty cache is the draft's prompt (its prefill), counted apart so that
+        # the per-token draft figures describe decoding.
+        add_forward(work, "draft_prefill" if ctx == 0 else "draft", rows, lm_rows, ctx)
+
+    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in (drafter.modules() if drafter is not None else [])]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def _with_cpu_fast_paths(fn: Callable[..., GenerationOutput]) -> Callable[..., GenerationOutput]:
     """generate() runs the target and the drafter's model (if it has one) under cpu_fast_paths."""
 
     @functools.wraps(fn)
     def wrapper(target: PreTrainedModel, *args: Any, drafter: Drafter | None = None, **kwargs: Any) -> GenerationOutput:
-        with cpu_fast_paths(target, *(drafter.modules() if drafter is not None else [])):
-            return fn(target, *args, drafter=drafter, **kwargs)
+        work = new_work()
+        with cpu_fast_paths(target, *(drafter.modules() if drafter is not None else [])), _count_draft_forwards(drafter, work):
+            out = fn(target, *args, drafter=drafter, _work=work, **kwargs)
+        out.work = work
+        return out
 
     return wrapper
 
@@ -119,6 +170,7 @@ def generate(
     generator: torch.Generator | None = None,
     record_steps: bool = False,
     prefix_cache: PrefixCache | None = None,
+    _work: dict[str, Any] | None = None,
 ) -> GenerationOutput:
     """Generate up to max_new_tokens after prompt_ids ([P] int64, P >= 1) for batch size 1.
 
@@ -134,8 +186,12 @@ def generate(
     # "rollback" = cropping the target's cache; "commit" = the rest of the bookkeeping. (A
     # drafter's own cache rollback happens inside propose and counts as "draft".)
     phase = {"draft": 0.0, "target": 0.0, "verify": 0.0, "rollback": 0.0, "commit": 0.0}
-    out = GenerationOutput(new_tokens=[], stop_reason="max_new_tokens", phase_s=phase)
+    # Work counts (work.py): filled here for the target, by forward hooks for the drafter.
+    work = new_work() if _work is None else _work
+    out = GenerationOutput(new_tokens=[], stop_reason="max_new_tokens", phase_s=phase, work=work)
     lm_head = target.get_output_embeddings() if verifier.needs_hidden else None
+    if lm_head is not None:
+        lm_head = _CountedHead(lm_head, work)
     # Drafters fed by the target's hidden states (EAGLE-3) name the layers they read: indices
     # into transformers' hidden_states tuple. They get the kept positions via observe().
     taps: tuple[int, ...] = tuple(drafter.needs_target_hidden) if drafter is not None else ()
@@ -164,6 +220,7 @@ def generate(
             tokens[None, reused:-1].to(device), cache=cache, use_cache=True, logits_to_keep=1,
             output_hidden_states=bool(taps),
         )
+        add_forward(work, "target_prefill", tokens.numel() - 1 - reused, 1, reused)
     if drafter is not None:
         drafter.reset(tokens)
         if taps and tokens.numel() > 1:
@@ -186,17 +243,27 @@ def generate(
             draft = empty_draft()
         t1 = time.perf_counter()
         kk = draft.k
+        if k_step > 0:
+            work["draft_steps"] += 1
+            work["draft_tokens"] += kk
+            info = draft.info or {}
+            work["lookups"] += int(info.get("lookups", 0))
+            work["lookup_hits"] += int(info.get("lookup_hits", 0))
+            if "draft_forwards" in info:  # MLA: a chain drafter would have run one per token
+                work["mla_saved_draft_forwards"] += kk - int(info["draft_forwards"])
         if draft.is_tree:
             # One forward over [pending, nodes, extras] with the tree mask; a chain stays on the
             # plain causal path below (no mask to build, the kernels transformers picks for it).
             ids, pos, mask = tree_inputs(draft, tokens.numel() - 1, target.dtype, device)
             ids[0, 0] = int(tokens[-1])
+            add_forward(work, "target_verify", ids.shape[1], ids.shape[1], tokens.numel() - 1)
             fwd = target(
                 ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True,
                 output_hidden_states=verifier.needs_hidden or bool(taps),
             )
         else:
             inp = torch.cat([tokens[-1:], draft.tokens]).to(device)  # [K+1]
+            add_forward(work, "target_verify", inp.numel(), inp.numel(), tokens.numel() - 1)
             fwd = target(
                 inp.unsqueeze(0),
                 cache=cache,
@@ -240,6 +307,8 @@ def generate(
         out.drafted.append(draft.k if draft.parents is None or draft.k == 0 else int(node_depths(draft.parents).max()))
         out.accepted.append(n)
         out.emitted.append(len(chunk))
+        work["steps"] += 1
+        work["emitted"] += len(chunk)
         if record_steps:
             rec = {"draft": draft.tokens.tolist(), "accepted": n, "next": verdict.next_token}
             if draft.parents is not None:
@@ -256,6 +325,8 @@ def generate(
         phase["verify"] += t3 - t2
         phase["rollback"] += rollback
         phase["commit"] += t4 - t3 - rollback
+        if out.ttft_s is None:  # the first new token exists once the first step has run
+            out.ttft_s = t4 - t_start
         if reason is not None:
             out.stop_reason = reason
             break

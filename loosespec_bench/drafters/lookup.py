@@ -72,4 +72,5 @@ class PromptLookupDrafter(Drafter):
         if k <= 0:
             return empty_draft()
         cand = prompt_lookup(tokens, k, max_ngram=self.max_ngram, min_ngram=self.min_ngram)
-        return Draft(tokens=cand.clone(), probs=None)
+        # One lookup per step (work counts: its cost enters the calibrated cost model).
+        return Draft(tokens=cand.clone(), probs=None, info={"lookups": 1, "lookup_hits": int(cand.numel() > 0)})

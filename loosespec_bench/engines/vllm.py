@@ -373,6 +373,8 @@ def to_output(request: Any, wall_s: float, *, speculative: bool, counters: tuple
         emitted=e,
         prefill_s=prefill,
         decode_s=wall_s - prefill,
+        # TTFT as vLLM measures it (its first-token latency); None where it reports none.
+        ttft_s=prefill if first > 0 else None,
     )
 
 

@@ -5,6 +5,8 @@
   plots   speedup/tau vs theta, W, K; retention vs speedup; acceptance by position; FLy entropies
   claims  the papers' testable claims, one verdict per claim and set (claims.md/.csv, loose_examples.md)
   all     tables, plots (in DIR/plots), claims and the index (DIR/index.csv)
+  project --profile NAME RUN_DIR   a run's work counts projected onto a hardware profile
+          (report/profiles/*.yaml), with an interval and the published figures beside it
   compare A B   two runs (or two folders of runs, matched by data set) on their common samples:
           each figure with its interval and the paired difference B - A (report/compare.py)
 """
@@ -68,10 +70,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
+    p = sub.add_parser("project", help="a run's work counts on the papers' hardware (report/profiles/*.yaml)")
+    p.add_argument("run_dir", type=Path, help="run folder (samples.jsonl) or speed-evidence folder (occasion-*.jsonl)")
+    p.add_argument("--profile", action="append", required=True, help="hardware profile name or YAML path (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    p.add_argument("--n-boot", type=int, default=2000, help="resamples (default: %(default)s)")
     args = parser.parse_args(argv)
 
     if args.command == "compare":
         return _compare(args)
+    if args.command == "project":
+        from ..errors import ConfigError
+        from .project import project_report
+
+        try:
+            texts = [project_report(name, args.run_dir, n_boot=args.n_boot, seed=args.seed) for name in args.profile]
+        except ConfigError as err:
+            return _error(str(err))
+        print("\n\n".join(texts))
+        return 0
 
     from .index import load_index
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..run_folder import RunFolder
-from ..stats import CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums
+from ..stats import CI_METHOD, LEVEL, N_BOOT, count_sign_test, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums
 from ..timing import counts_for_speed
 
 
@@ -126,6 +126,18 @@ class Row:
     cols_a: list[list[float]] = field(default_factory=list, repr=False)
     cols_b: list[list[float]] = field(default_factory=list, repr=False)
     stat: Callable[..., np.ndarray] | None = field(default=None, repr=False)
+    # Work counts (work.py): the exact sign test over the common samples, "B fewer 9, more 1,
+    # ties 2, p = 0.021"; the count depends only on the tokens, so the verdict is this test's.
+    exact: str = ""
+
+
+# Counts compared between two runs: per emitted token, (role, field).
+COUNT_FIGURES = {
+    "target_forwards_per_token": ("target_verify", "forwards"),
+    "target_rows_per_token": ("target_verify", "rows"),
+    "draft_forwards_per_token": ("draft", "forwards"),
+    "draft_rows_per_token": ("draft", "rows"),
+}
 
 
 def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> list[Row]:
@@ -186,6 +198,24 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
         if ratios:
             add("speedup_median_of_samples", median_stat, [[p[0] for p in ratios]], [[p[1] for p in ratios]], ta)
 
+    # Work counts: a ratio of sums per token with its interval, and the exact sign test over
+    # samples of the per-sample figure (counts carry no timing noise).
+    counted = [(x, y) for x, y in zip(A, B) if (x["metrics"].get("work") and y["metrics"].get("work")
+                                                 and x["metrics"]["work"].get("emitted") and y["metrics"]["work"].get("emitted"))]
+    for figure, (role, field) in COUNT_FIGURES.items():
+        if not counted or not any(x["metrics"]["work"][role][field] or y["metrics"]["work"][role][field] for x, y in counted):
+            continue
+
+        def cols(rs: list[dict[str, Any]], role: str = role, field: str = field) -> list[list[float]]:
+            return [[r["metrics"]["work"][role][field] for r in rs], [r["metrics"]["work"]["emitted"] for r in rs]]
+
+        ca, cb = cols([x for x, _ in counted]), cols([y for _, y in counted])
+        add(figure, ratio_of_sums, ca, cb)
+        per_a = [f / n for f, n in zip(*ca)]
+        per_b = [f / n for f, n in zip(*cb)]
+        t = count_sign_test(per_b, per_a)
+        rows[-1].exact = f"B fewer {t['fewer']}, more {t['more']}, ties {t['ties']}, sign test p = {t['p']:.3g}"
+
     key = _quality_key(ra) or _quality_key(rb)
     if key:
         figure = ra.summary.get("quality_figure") or ("accuracy" if key == "correct" else key)
@@ -244,10 +274,11 @@ def format_comparison(pairs: list[tuple[Run, Run]], rows: list[Row]) -> str:
     for r in rows:
         spec = ".2f" if r.figure.startswith(("tau", "speedup")) else ".3f"
         lines.append(f"| {r.dataset} | {r.figure} | {r.n}{f' ({r.groups})' if r.groups else ''} | {_cell(r.a, spec)} | {_cell(r.b, spec)} | "
-                     f"{_cell(r.diff, '+' + spec)} | {_excludes_zero(r.diff, r.n)} |")
+                     f"{_cell(r.diff, '+' + spec)} | {r.exact or _excludes_zero(r.diff, r.n)} |")
     lines.append("")
     lines.append(f"[low, high]: {LEVEL:.0%} intervals, {method_text(CI_METHOD)}, over the samples both runs answered "
-                 f"(speed: those timed in both); verdict: whether B - A's interval excludes 0 (at n >= {MIN_N_VERDICT})")
+                 f"(speed: those timed in both); verdict: whether B - A's interval excludes 0 (at n >= {MIN_N_VERDICT}); "
+                 "work counts per token: the exact sign test over the common samples instead")
     return "\n".join(lines)
 
 

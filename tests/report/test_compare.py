@@ -110,3 +110,33 @@ def test_a_speedup_timed_on_some_groups_only_says_which(tmp_path):
     rows = {r.figure: r for r in compare_pair(load_run(tmp_path / "a"), load_run(tmp_path / "b"), n_boot=200)}
     assert rows["speedup"].n == 3 and rows["speedup"].groups == "fr only"
     assert rows["tau"].n == 9 and rows["tau"].groups == ""  # every language: nothing to say
+
+
+def test_work_counts_are_compared_with_an_exact_sign_test(tmp_path):
+    from loosespec_bench.work import add_forward, new_work
+
+    def with_counts(folder: Path, draft_forwards: list[int]) -> Path:
+        lines = (folder / "samples.jsonl").read_text().splitlines()
+        out = []
+        for line, n in zip(lines, draft_forwards):
+            rec = json.loads(line)
+            w = new_work()
+            for _ in range(n):
+                add_forward(w, "draft", 1, 1, 10)
+            for _ in range(5):
+                add_forward(w, "target_verify", 6, 6, 10)
+            w["emitted"] = 20
+            rec["metrics"]["work"] = w
+            out.append(json.dumps(rec))
+        (folder / "samples.jsonl").write_text("\n".join(out) + "\n")
+        return folder
+
+    rows = _rows(8, 2, 1.2, 3.0, 1.0)
+    a = with_counts(_run(tmp_path / "a", "fly", "gsm8k", rows), [25] * 8)
+    b = with_counts(_run(tmp_path / "b", "fly", "gsm8k", rows), [15] * 7 + [25])  # B (MLA) fewer on 7, a tie
+    got = {r.figure: r for r in compare_pair(load_run(a), load_run(b), n_boot=200)}
+    d = got["draft_forwards_per_token"]
+    assert d.a[0] == pytest.approx(25 / 20) and d.b[0] == pytest.approx((7 * 15 + 25) / 160)
+    assert d.exact == f"B fewer 7, more 0, ties 1, sign test p = {2 * 0.5 ** 7:.3g}"
+    assert got["target_forwards_per_token"].exact.startswith("B fewer 0, more 0, ties 8")
+    assert "draft_rows_per_token" in got

@@ -1,0 +1,310 @@
+"""python -m loosespec_bench.calibrate --pair NAME: measure what each unit of work costs here.
+
+The calibrated cost model (costmodel.Calibration, docs/algorithms.md section "Cost model")
+turns a run's work counts into a predicted time. This command measures, for one pair on this
+machine and thread count, in a few minutes (seconds for the tiny pair):
+
+- target and draft forward latency as a function of rows fed (1..max_rows, then prefill
+  sizes) at a short context ctx0, with the LM head on one row; the LM head's cost per row
+  (timed directly on hidden states); the attention's growth with context (forwards at ctx1);
+- the cost of one extra LM-head row with DropMatch's vocabulary-wide criterion on it, and of
+  a verification row's own vocabulary-wide work (float logits, softmax, argmax);
+- one prompt lookup over a context of typical length;
+- the decode loop's per-step overhead (a target-alone generation's decode time minus its
+  predicted forwards, per step).
+
+Each latency is the median of `repeats` timings after a warm-up. The result is stored as
+<results_dir>/_calibration/<pair name>/<signature hash>.json with the machine signature (CPU,
+ISA, cores, torch threads and version, OpenMP wait policy, dtype, the pair's model paths), and reused by every
+run whose signature matches (find_calibration); rerun it after changing any of those.
+The machine should be quiet while it runs (it records the other processes' CPU share).
+"""
+
+from __future__ import annotations
+
+from .omp import default_wait_policy, describe as omp_policy
+
+# The OpenMP wait policy a run uses (python -m loosespec_bench sets it the same way), set before
+# torch loads libgomp: the draft's forward time, and with it every predicted speedup, depends on
+# it (omp.py). It is part of the signature.
+default_wait_policy()
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import torch  # noqa: E402
+
+from .costmodel import Calibration, ForwardCost  # noqa: E402
+from .errors import ConfigError  # noqa: E402
+from .summary import machine  # noqa: E402
+from .timing import read_proc_stat  # noqa: E402
+
+CONF = Path(__file__).resolve().parent / "conf" / "pair"
+ROW_GRID = (1, 2, 3, 4, 5, 6, 8, 11, 12, 16, 17, 24, 32)
+PREFILL_GRID = (64, 128, 256, 512)  # prompts: a 2-shot GSM8K prompt with a chat template is ~300-500 tokens
+CTX0, CTX1 = 64, 512
+
+
+def pair_node(name: str) -> Any:
+    """conf/pair/<name>.yaml; a ConfigError naming the choices for an unknown name."""
+    from omegaconf import OmegaConf
+
+    path = CONF / f"{name}.yaml"
+    if not path.is_file():
+        choices = ", ".join(sorted(p.stem for p in CONF.glob("*.yaml")))
+        raise ConfigError(f"--pair {name!r} is not a pair config; choose one of: {choices}")
+    return OmegaConf.load(path)
+
+
+def signature(pair: Any, threads: int) -> dict[str, Any]:
+    """What a calibration is valid for: this machine, these threads and libraries, this pair."""
+    m = machine()
+    draft = pair.get("draft") or {}
+    return {
+        "pair": str(pair.name),
+        "target": str(pair.target.path),
+        "draft": str(draft.get("path")) if draft.get("path") else None,
+        "draft_quantize": str(draft.get("quantize") or "none"),
+        "dtype": str(pair.dtype),
+        "device": str(pair.device),
+        "cpu_signature": m["cpu_signature"],
+        "cpu_isa": m["cpu_isa"],
+        "cpu_count": m["cpu_count"],
+        "threads": int(threads),
+        "omp_wait_policy": omp_policy(),
+        "torch": torch.__version__,
+    }
+
+
+def signature_hash(sig: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(sig, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def calibration_path(results_dir: str | Path, sig: dict[str, Any]) -> Path:
+    return Path(results_dir) / "_calibration" / sig["pair"] / f"{signature_hash(sig)}.json"
+
+
+def find_calibration(results_dir: str | Path, pair: Any, threads: int | None = None) -> tuple[Calibration | None, str]:
+    """The stored calibration matching this machine, threads and pair, with where it came from;
+    (None, why) when there is none."""
+    sig = signature(pair, threads or torch.get_num_threads())
+    path = calibration_path(results_dir, sig)
+    if not path.is_file():
+        return None, (f"no calibration for pair {sig['pair']} on this machine with {sig['threads']} threads "
+                      f"(run: python -m loosespec_bench.calibrate --pair <pair file> --threads {sig['threads']})")
+    try:
+        return Calibration.from_dict(json.loads(path.read_text())), str(path)
+    except (ValueError, KeyError, TypeError) as err:
+        return None, f"{path}: unreadable calibration ({err}); rerun the calibration"
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # warm-up: allocator, kernel choice
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _head_of(model: Any) -> torch.nn.Module:
+    head = model.get_output_embeddings()
+    if head is None:
+        raise ConfigError("the model has no output embeddings (LM head) to time")
+    return head
+
+
+def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) -> dict[str, Any]:
+    """ForwardCost fields of one network (see costmodel.ForwardCost)."""
+    from transformers import DynamicCache
+
+    from .step import crop_to
+
+    gen = torch.Generator().manual_seed(0)
+    dev = model.device
+    hidden = int(model.config.hidden_size)
+    head = _head_of(model)
+
+    def ids(n: int) -> torch.Tensor:
+        return torch.randint(0, vocab_ids, (1, n), generator=gen).to(dev)
+
+    def forward_at(ctx: int, rows: int) -> float:
+        cache = DynamicCache(config=model.config)
+        if ctx:
+            model(ids(ctx), cache=cache, use_cache=True, logits_to_keep=1)
+        inp = ids(rows)
+
+        def once() -> None:
+            model(inp, cache=cache, use_cache=True, logits_to_keep=1)
+            crop_to(cache, ctx)
+
+        # Prefill-sized forwards take seconds on a CPU and vary little: fewer timings.
+        return _median_time(once, repeats if rows < 256 else max(1, min(repeats, 3)))
+
+    # The LM head's cost per row: a least-squares slope over a few row counts.
+    xs = [1, 8, 32]
+    h = torch.randn(max(xs), hidden, generator=gen).to(device=dev, dtype=model.dtype)
+    ys = [_median_time(lambda n=n: head(h[:n]), repeats) for n in xs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    head_row = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs))
+
+    grid = sorted({r for r in ROW_GRID if r <= max_rows} | {max_rows} | set(PREFILL_GRID))
+    body = [max(0.0, forward_at(CTX0, r) - head_row) for r in grid]
+    # Attention's growth with context: per row and cached position, from 1 and max_rows rows.
+    slopes = []
+    for r in (1, max_rows):
+        t1 = forward_at(CTX1, r) - head_row
+        t0 = body[grid.index(r)]
+        slopes.append(max(0.0, (t1 - t0) / (r * (CTX1 - CTX0))))
+    return {"rows": grid, "body_s": body, "ctx0": CTX0, "ctx_row_s": statistics.fmean(slopes), "lm_head_row_s": head_row}
+
+
+def measure_extra_head_row(model: Any, *, n_paths: int, repeats: int) -> float:
+    """One DropMatch path at one position: dropout mask, LM-head row, the js criterion's share."""
+    from .verifiers.dropmatch import dropout_path_logits, js_accept
+
+    gen = torch.Generator().manual_seed(1)
+    hidden = torch.randn(1, int(model.config.hidden_size), generator=gen).to(device=model.device, dtype=model.dtype)
+    head = _head_of(model)
+    vocab = int(head.weight.shape[0])
+
+    def once() -> None:
+        paths = dropout_path_logits(hidden, head, n_paths=n_paths, p=0.3, generator=gen)  # [N, 1, vocab]
+        q = torch.zeros(1, vocab)
+        q[0, 0] = 1.0
+        js_accept(torch.zeros(1, dtype=torch.long), q, paths)
+
+    return _median_time(once, repeats) / n_paths
+
+
+def measure_verify_row(model: Any, *, rows: int, repeats: int) -> float:
+    """One verification row's vocabulary-wide work after the forward: logits to float32, a
+    softmax and an argmax (per row, from `rows` rows at once)."""
+    vocab = int(_head_of(model).weight.shape[0])
+    logits = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(4)).to(device=model.device, dtype=model.dtype)
+
+    def once() -> None:
+        x = logits.float()
+        x.softmax(dim=-1)
+        x.argmax(dim=-1)
+
+    return _median_time(once, repeats) / rows
+
+
+def measure_lookup(repeats: int, context: int = 400) -> float:
+    from .drafters.lookup import prompt_lookup
+
+    gen = torch.Generator().manual_seed(2)
+    tokens = torch.randint(0, 500, (context,), generator=gen)
+    return _median_time(lambda: prompt_lookup(tokens, 6, max_ngram=4, min_ngram=1, overlap=False), repeats * 5)
+
+
+def measure_step_overhead(model: Any, target_cost: ForwardCost, verify_row_s: float, *, vocab_ids: int, new_tokens: int = 32) -> float:
+    """(decode time - predicted target forwards and rows' verification work) / steps of a
+    target-alone generation."""
+    from .decoding import generate
+    from .verifiers.spd import SPD
+
+    prompt = torch.randint(0, vocab_ids, (CTX0,), generator=torch.Generator().manual_seed(3))
+    generate(model, prompt, verifier=SPD(), max_new_tokens=4)  # warm-up
+    vals = []
+    for _ in range(2):
+        out = generate(model, prompt, verifier=SPD(), max_new_tokens=new_tokens)
+        role = out.work["target_verify"]
+        predicted = target_cost.role_s(role) + verify_row_s * role["lm_rows"]
+        vals.append(max(0.0, (out.decode_s - predicted) / max(out.steps, 1)))
+    return min(vals)
+
+
+def calibrate(pair: Any, *, threads: int, max_rows: int = 17, repeats: int = 5, n_paths: int = 5,
+              log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Measure the pair's costs (models loaded here); returns the calibration as a dict."""
+    from .decoding.cpu import cpu_fast_paths
+    from .models import load_model
+    from .models.loading import load_options
+
+    torch.set_num_threads(threads)
+    busy0, wall0, cpu0 = read_proc_stat(), time.perf_counter(), time.process_time()
+    target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device, **load_options(pair.target)).model
+    draft = None
+    if (pair.get("draft") or {}).get("path"):
+        draft = load_model(pair.draft.path, dtype=pair.dtype, device=pair.get("draft_device") or pair.device,
+                           **load_options(pair.draft)).model
+        from .models.quantize import quantize_linears
+
+        if str(pair.draft.get("quantize") or "none") != "none":
+            quantize_linears(draft, str(pair.draft.quantize))
+    vocab_ids = min(int(target.config.vocab_size), 30000)
+    out: dict[str, Any] = {}
+    with torch.inference_mode(), cpu_fast_paths(target, *([draft] if draft is not None else [])):
+        log("target forwards ...")
+        out["target"] = measure_network(target, max_rows=max_rows, repeats=repeats, vocab_ids=vocab_ids)
+        if draft is not None:
+            log("draft forwards ...")
+            out["draft"] = measure_network(draft, max_rows=max_rows, repeats=repeats, vocab_ids=vocab_ids)
+        else:
+            out["draft"] = None
+        log("extra LM-head rows, lookups ...")
+        out["extra_lm_head_row_s"] = measure_extra_head_row(target, n_paths=n_paths, repeats=repeats)
+        out["lookup_s"] = measure_lookup(repeats)
+        out["verify_row_s"] = measure_verify_row(target, rows=max_rows, repeats=repeats)
+    log("loop overhead ...")
+    out["step_overhead_s"] = measure_step_overhead(target, ForwardCost.from_dict(out["target"]), out["verify_row_s"], vocab_ids=vocab_ids)
+    busy1, wall = read_proc_stat(), time.perf_counter() - wall0
+    own = time.process_time() - cpu0
+    sig = signature(pair, threads)
+    others = None
+    if busy0 is not None and busy1 is not None and wall > 0:
+        others = min(1.0, max(0.0, (busy1 - busy0 - own) / (wall * (sig["cpu_count"] or 1))))
+    sig["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    sig["duration_s"] = round(wall, 1)
+    sig["others_share"] = others  # the load it was taken under
+    out["signature"] = sig
+    Calibration.from_dict(out)  # the stored form reads back
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    parser = argparse.ArgumentParser(prog="python -m loosespec_bench.calibrate", description=__doc__.split("\n")[0])
+    parser.add_argument("--pair", required=True, help="a pair config name (conf/pair/<name>.yaml), e.g. tiny, qwen25_coder_embedded")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's default, as runs with threads=null)")
+    parser.add_argument("--results", default=os.environ.get("LOOSESPEC_RESULTS_DIR", "results"), help="results directory (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=5, help="timings per point, median kept (default: %(default)s)")
+    parser.add_argument("--max-rows", type=int, default=17, help="largest verification forward to measure: K + 1 (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        if args.repeats < 1 or args.max_rows < 2:
+            raise ConfigError("--repeats must be >= 1 and --max-rows >= 2")
+        if args.threads is not None and args.threads < 1:
+            raise ConfigError("--threads must be >= 1")
+        pair = pair_node(args.pair)
+        threads = args.threads or torch.get_num_threads()
+        cal = calibrate(pair, threads=threads, max_rows=args.max_rows, repeats=args.repeats,
+                        log=lambda m: print(m, file=sys.stderr))
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    path = calibration_path(args.results, {k: cal["signature"][k] for k in signature(pair, threads)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cal, indent=1))
+    tmp.replace(path)
+    t = cal["target"]
+    print(f"calibration written: {path}")
+    print(f"  target 1-row forward {1e3 * t['body_s'][0]:.2f} ms, LM head {1e6 * t['lm_head_row_s']:.1f} us/row; "
+          f"step overhead {1e3 * cal['step_overhead_s']:.2f} ms; lookup {1e6 * cal['lookup_s']:.1f} us; "
+          f"took {cal['signature']['duration_s']} s, other processes {cal['signature']['others_share']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""scripts/bench_speed_evidence.py: argument checks and the analysis on hand-built timings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loosespec_bench.costmodel import Calibration, ForwardCost
+from loosespec_bench.work import add_forward, new_work
+
+from . import load_script
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_script("bench_speed_evidence")
+
+
+def _work(forwards: int, tokens: int) -> dict:
+    w = new_work()
+    for _ in range(forwards):
+        add_forward(w, "target_verify", 1, 1, 0)
+    w["steps"], w["emitted"] = forwards, tokens
+    return w
+
+
+def _rows(speed_by_occasion: dict[int, float], problems: int = 4) -> list[dict]:
+    """ar: 20 tokens in t_p seconds; spd: the same tokens in t_p / speed(occasion), 10 forwards."""
+    rows = []
+    for o, speed in speed_by_occasion.items():
+        for p in range(problems):
+            t = 1.0 + 0.25 * p
+            for config, secs, fwd in (("ar", t, 20), ("spd", t / speed, 10)):
+                rows.append({"kind": "gen", "occasion": o, "problem": f"p{p}", "config": config, "attempt": 0, "final": True,
+                             "contaminated": False, "new_tokens": 20, "tokens_sha": f"s{p}", "wall_s": secs,
+                             "cpu_share": 1.0, "others_share": 0.02, "work": _work(fwd, 20)})
+    return rows
+
+
+def test_analysis_of_a_steady_comparison(bench):
+    cal = Calibration(target=ForwardCost(rows=[1, 2], body_s=[0.05, 0.1], ctx0=0, ctx_row_s=0, lm_head_row_s=0),
+                      draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature={})
+    rep = bench.analyse(_rows({1: 1.5, 2: 1.5}), calibration=cal, n_boot=200)
+    spd = rep["configs"]["spd"]
+    assert spd["speedup"] == pytest.approx(1.5) and spd["speedup_ci_low"] == pytest.approx(1.5)
+    assert spd["speedup_by_occasion"] == pytest.approx([1.5, 1.5])
+    assert spd["occasion"]["occasion_sd_log"] == pytest.approx(0.0, abs=1e-9)
+    assert spd["retest"]["ratio_last_over_first"] == pytest.approx(1.0)
+    assert spd["predicted_speedup"] == pytest.approx(2.0)  # 10 forwards against 20
+    assert spd["gap"] == pytest.approx(1.5 / 2.0 - 1)
+    assert spd["verdict"] == "counts and wall-clock agree: faster"
+    assert bench.verdict({"predicted_speedup_ci_low": 1.1, "predicted_speedup_ci_high": 1.3,
+                          "speedup_ci_low": 0.8, "speedup_ci_high": 0.95}) == "counts say faster, wall-clock says slower"
+    assert spd["work_per_token"]["target_forwards"] == pytest.approx(0.5)
+    assert spd["tokens_same_across_occasions"] == 4 and spd["tokens_identical_to_target_alone"] == 8
+    test = next(t for t in rep["count_tests"] if t["a"] == "pld") if any(t["a"] == "pld" for t in rep["count_tests"]) else None
+    assert test is None  # pld was not run: no test printed for it
+    assert rep["target_alone_retest"]["ratio_last_over_first"] == pytest.approx(1.0)
+    assert rep["load"]["contaminated_blocks"] == 0
+
+
+def test_analysis_sees_the_occasion_effect(bench):
+    rep = bench.analyse(_rows({1: 1.2, 2: 1.8}), calibration=None, n_boot=300)
+    spd = rep["configs"]["spd"]
+    assert spd["speedup_by_occasion"] == pytest.approx([1.2, 1.8])
+    assert spd["occasion"]["occasion_sd_log"] == pytest.approx(np.log(1.8 / 1.2) / 2 * np.sqrt(2), rel=1e-6)
+    assert spd["retest"]["ratio_last_over_first"] == pytest.approx(1.5)
+    assert spd["speedup_ci_high"] - spd["speedup_ci_low"] > 0.3  # the occasion resampled, not hidden
+    assert "predicted_speedup" not in spd
+
+
+def test_contaminated_cells_leave_the_wall_clock_but_not_the_counts(bench):
+    rows = _rows({1: 1.5, 2: 1.5})
+    for r in rows:
+        if r["occasion"] == 2 and r["problem"] == "p0":
+            r["contaminated"], r["wall_s"], r["others_share"] = True, 100.0, 0.5
+    rep = bench.analyse(rows, calibration=None, n_boot=100)
+    assert rep["configs"]["spd"]["speedup"] == pytest.approx(1.5)
+    assert rep["load"]["contaminated_blocks"] == 1 and rep["load"]["others_share_max"] == 0.5
+    assert rep["configs"]["spd"]["work_total"]["target_verify"]["forwards"] == 80  # every cell's counts
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--configs", "spd,nope"], "unknown ['nope']"),
+    (["--problems", "1"], "--problems must be >= 2"),
+    (["--max-others-share", "0"], "--max-others-share"),
+    (["--pair", "nope"], "no conf/pair/nope.yaml"),
+])
+def test_bad_arguments_are_one_error_line(bench, argv, msg, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        bench.parse([*argv, "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and msg in err[0]
+
+
+@pytest.mark.slow
+def test_two_occasions_end_to_end_on_the_tiny_pair(tmp_path):
+    """The whole script: two occasions in child processes, resumable, analysed (minutes on a
+    loaded machine; every block counts as clean with --max-others-share 1)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ..conftest import REPO, shared_data_dir
+
+    out = tmp_path / "se"
+    env = {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "LOOSESPEC_RESULTS_DIR": str(tmp_path / "results")}
+    cmd = [sys.executable, str(REPO / "scripts" / "bench_speed_evidence.py"), "--pair", "tiny", "--problems", "2",
+           "--max-new-tokens", "8", "--occasions", "2", "--gap-s", "0", "--threads", "1", "--max-others-share", "1",
+           "--configs", "spd,pld", "--n-boot", "50", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["n_occasions"] == 2 and rep["n_problems"] == 2 and set(rep["configs"]) == {"ar", "spd", "pld"}
+    assert rep["configs"]["spd"]["predicted_speedup"] is not None  # calibrated first (--calibrate auto)
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and "occasion 1: already done" in again.stderr
+
+
+def test_an_interrupted_occasion_is_unfinished(bench, tmp_path):
+    path = tmp_path / "occasion-1.jsonl"
+    path.write_text('{"kind": "start"}\n{"kind": "gen", "occ')
+    assert not bench.occasion_done(path)
+    path.write_text('{"kind": "start"}\n{"kind": "done"}\n')
+    assert bench.occasion_done(path)
+    rows, starts = bench.load_rows(tmp_path)
+    assert rows == [] and starts == [{"kind": "start"}]
