@@ -450,12 +450,12 @@ def format_power(rows: Sequence[Power], power: float = DEFAULT_POWER, budget_fac
     lines = [f"power: paired samples n for {power:.0%} power of the exact McNemar test (two-sided 5%) of method vs target alone "
              "at the observed accuracy difference (assumed where no paired run has finished)",
              f"  {'dataset':<14} {'discordance':>11} {'effect':>7}  {'from':<26} {'planned':>8}  "
-             f"{'n for ' + format(power, '.0%') + ' power':<36}  est. cost of the set at n"]
+             f"{'n for ' + format(power, '.0%') + ' power':<42}  est. cost of the set at n"]
     for r in rows:
         src = f"{r.observed_pairs} pairs in {r.runs} run(s)" if r.observed_pairs else "assumed (no finished run)"
         cost = f"{_h(r.hours_at_n)} {r.unit}" if r.n_needed is not None and math.isfinite(r.n_needed) else "-"
         lines.append(f"  {r.dataset:<14} {r.discordance:>11.3f} {r.effect:>+7.3f}  {src:<26} {r.n_planned:>8}  "
-                     f"{power_verdict(r):<36}  {cost}")
+                     f"{power_verdict(r):<42}  {cost}")
     lines.append("  n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987), d = share of pairs where exactly one "
                  "side is right (0 observed: 3/pairs), e = method's accuracy - target's; "
                  f"above {budget_factor:g} x the planned n: not decidable at this scale; "
