@@ -37,19 +37,22 @@ pair (TARGET_TPS) and speedup the method's assumed speedup over it (SPEEDUP: the
 figures). Prefill (long NIAH prompts) is not counted. Change them with --tps PAIR=N,
 --speedup METHOD=X, --fill F, --load-min PAIR=M.
 
-Power (`plan`, DRY_RUN=1): per data set, the paired samples n that a +-H interval (--half-width,
-default 0.05 = 5 accuracy points, 95%) on the accuracy difference between a method and the target
-alone needs, from the discordance d observed in the plan's finished paired runs on that set (the
-share of samples where exactly one side is right): n = ceil((z sqrt(d) / H)^2)
-(stats.n_for_half_width); where no run has finished, an assumed d (--discordance, default 0.1).
-Beside it, what running every point of the plan on that set at n samples would cost, with the
-cost model above.
+Power (`plan`, DRY_RUN=1): per data set, the paired samples n at which the exact McNemar test
+of method vs target alone (two-sided 5%) rejects with probability --power (default 0.8) at the
+effect observed in the plan's finished paired runs on that set: d = the share of pairs where
+exactly one side is right, e = the method's accuracy - the target alone's, and
+n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987; stats.n_for_power_mcnemar);
+where no run has finished, an assumed d and e (--discordance, default 0.1; --effect, default
+0.05). An n above --budget-factor (default 10) x the plan's n for the set prints "not decidable
+at this scale (n = ...)". Beside it, what running every point of the plan on that set at n
+samples would cost, with the cost model above.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import shlex
 import subprocess
@@ -343,42 +346,55 @@ def repeated_configs(sweeps: Sequence[Sweep]) -> int:
     return sum(1 for s in sweeps for j in s.jobs if not j.launched)
 
 
-DEFAULT_HALF_WIDTH = 0.05
-DEFAULT_DISCORDANCE = 0.10  # assumed where no paired run of the set has finished
+DEFAULT_POWER = 0.8
+DEFAULT_EFFECT = 0.05       # accuracy difference assumed where no paired run of the set has finished
+DEFAULT_DISCORDANCE = 0.10  # discordance assumed likewise
+DEFAULT_BUDGET_FACTOR = 10.0  # an n above this x the plan's n for the set: not decidable at this scale
 
 
-def observed_discordance(folder: Path) -> tuple[int, int]:
-    """(discordant pairs, scored pairs) of a run folder's paired records (0/1 `correct` on both
-    sides); (0, 0) without a finished record."""
+def observed_discordance(folder: Path) -> tuple[int, int, int]:
+    """(lost, gained, scored pairs) of a run folder's paired records (0/1 `correct` on both
+    sides): lost = the target alone right and the method wrong, gained the reverse; (0, 0, 0)
+    without a finished record."""
     from .run_folder import RunFolder
 
     if not (folder / RunFolder.SAMPLES).is_file():
-        return 0, 0
-    disc = n = 0
+        return 0, 0, 0
+    lost = gained = n = 0
     for rec in RunFolder(folder, create=False).records():
         base = rec.get("baseline") or {}
         a, b = (rec.get("score") or {}).get("correct"), (base.get("score") or {}).get("correct")
         if isinstance(a, bool) and isinstance(b, bool):
             n += 1
-            disc += a != b
-    return disc, n
+            lost += b and not a
+            gained += a and not b
+    return lost, gained, n
 
 
 @dataclass
 class Power:
     dataset: str
     discordance: float
-    observed_pairs: int         # 0: the discordance is assumed
-    runs: int                   # finished paired runs it was observed in
-    n_needed: int | None
+    effect: float               # method's accuracy - the target alone's (observed, else assumed)
+    observed_pairs: int         # 0: discordance and effect are assumed
+    runs: int                   # finished paired runs they were observed in
+    n_needed: float | None      # n for the power (inf: no effect seen; None: nothing to size from)
     n_planned: int              # the largest sample count the plan gives the set now
+    budget: float | None        # budget_factor x n_planned (None: the set's size is unknown offline)
     hours_at_n: float           # every launched point of the set at n samples
     unit: str
 
+    @property
+    def decidable(self) -> bool:
+        return self.n_needed is not None and math.isfinite(self.n_needed) and (self.budget is None or self.n_needed <= self.budget)
 
-def power_plan(sweeps: Sequence[Sweep], half_width: float = DEFAULT_HALF_WIDTH, assumed: float = DEFAULT_DISCORDANCE) -> list[Power]:
-    """Per data set of the plan: the n for a +-half_width accuracy-difference interval and its cost."""
-    from .stats import n_for_half_width
+
+def power_plan(sweeps: Sequence[Sweep], power: float = DEFAULT_POWER, assumed: float = DEFAULT_DISCORDANCE,
+               effect: float = DEFAULT_EFFECT, budget_factor: float = DEFAULT_BUDGET_FACTOR) -> list[Power]:
+    """Per data set of the plan: the paired n at which the exact McNemar test of method vs target
+    alone rejects with probability `power` at the observed effect (stats.n_for_power_mcnemar),
+    whether it is within budget_factor x the plan's n, and its cost."""
+    from .stats import n_for_power_mcnemar
 
     by_set: dict[str, list[tuple[Sweep, Job]]] = {}
     for s in sweeps:
@@ -386,38 +402,64 @@ def power_plan(sweeps: Sequence[Sweep], half_width: float = DEFAULT_HALF_WIDTH, 
             by_set.setdefault(j.dataset, []).append((s, j))
     out = []
     for name, jobs in by_set.items():
-        disc = pairs = runs = 0
+        lost = gained = pairs = runs = 0
         for _, j in jobs:
             if not j.paired:
                 continue
-            d, n = observed_discordance((j.owner or j).folder)
-            disc, pairs, runs = disc + d, pairs + n, runs + (n > 0)
-        # No discordant pair in a few samples says little: the rule of three bounds it by 3/n.
-        d = min((disc / pairs if disc else 3 / pairs) if pairs else assumed, 1.0)
-        n_needed = n_for_half_width(d, half_width)
+            lo, ga, n = observed_discordance((j.owner or j).folder)
+            lost, gained, pairs, runs = lost + lo, gained + ga, pairs + n, runs + (n > 0)
+        if pairs:
+            # No discordant pair in a few samples says little: the rule of three bounds it by 3/n.
+            d = min((lost + gained) / pairs if lost + gained else 3 / pairs, 1.0)
+            delta = (gained - lost) / pairs
+        else:
+            d, delta = assumed, effect
+        n_needed = n_for_power_mcnemar(d, delta, power)
+        n_planned = max(j.samples for _, j in jobs)
         gpus = {s.gpus for s, _ in jobs}
         hours = 0.0
-        for s, j in jobs:
-            if not j.launched:
-                continue
-            per_sample = (j.hours - j.load_h) / j.samples if j.samples else 0.0
-            hours += (j.load_h + per_sample * (n_needed or 0)) * max(s.gpus, 1)
+        if n_needed is not None and math.isfinite(n_needed):
+            for s, j in jobs:
+                if not j.launched:
+                    continue
+                per_sample = (j.hours - j.load_h) / j.samples if j.samples else 0.0
+                hours += (j.load_h + per_sample * math.ceil(n_needed)) * max(s.gpus, 1)
         out.append(Power(
-            dataset=name, discordance=d, observed_pairs=pairs, runs=runs, n_needed=n_needed,
-            n_planned=max(j.samples for _, j in jobs), hours_at_n=hours, unit="GPU-h" if any(gpus) else "CPU node-h",
+            dataset=name, discordance=d, effect=delta, observed_pairs=pairs, runs=runs,
+            n_needed=None if n_needed is None else (n_needed if math.isinf(n_needed) else float(math.ceil(n_needed))),
+            n_planned=n_planned, budget=budget_factor * n_planned if n_planned else None,
+            hours_at_n=hours, unit="GPU-h" if any(gpus) else "CPU node-h",
         ))
     return out
 
 
-def format_power(rows: Sequence[Power], half_width: float = DEFAULT_HALF_WIDTH) -> str:
-    lines = [f"power: paired samples for a +-{half_width:g} (95%) interval on the accuracy difference, method vs target alone",
-             f"  {'dataset':<14} {'discordance':>11}  {'from':<26} {'n needed':>8} {'planned':>8}  est. cost of the set at n"]
+def power_verdict(r: Power) -> str:
+    """The n to write in the table, or why there is none: "not decidable at this scale (n = ...)"
+    above the budget, a category of its own (distinct from a run still short of its n)."""
+    if r.n_needed is None:
+        return "- (no discordance to size from)"
+    if math.isinf(r.n_needed):
+        return "not decidable at this scale (no effect seen)"
+    n = f"{int(r.n_needed):,}"
+    if r.budget is not None and r.n_needed > r.budget:
+        return f"not decidable at this scale (n = {n})"
+    return n
+
+
+def format_power(rows: Sequence[Power], power: float = DEFAULT_POWER, budget_factor: float = DEFAULT_BUDGET_FACTOR) -> str:
+    lines = [f"power: paired samples n for {power:.0%} power of the exact McNemar test (two-sided 5%) of method vs target alone "
+             "at the observed accuracy difference (assumed where no paired run has finished)",
+             f"  {'dataset':<14} {'discordance':>11} {'effect':>7}  {'from':<26} {'planned':>8}  "
+             f"{'n for ' + format(power, '.0%') + ' power':<42}  est. cost of the set at n"]
     for r in rows:
         src = f"{r.observed_pairs} pairs in {r.runs} run(s)" if r.observed_pairs else "assumed (no finished run)"
-        need = "-" if r.n_needed is None else str(r.n_needed)
-        lines.append(f"  {r.dataset:<14} {r.discordance:>11.3f}  {src:<26} {need:>8} {r.n_planned:>8}  {_h(r.hours_at_n)} {r.unit}")
-    lines.append("  n = ceil((1.96 sqrt(d) / half-width)^2), d = share of pairs where exactly one side is right "
-                 "(0 observed: 3/pairs); --half-width H, --discordance D")
+        cost = f"{_h(r.hours_at_n)} {r.unit}" if r.n_needed is not None and math.isfinite(r.n_needed) else "-"
+        lines.append(f"  {r.dataset:<14} {r.discordance:>11.3f} {r.effect:>+7.3f}  {src:<26} {r.n_planned:>8}  "
+                     f"{power_verdict(r):<42}  {cost}")
+    lines.append("  n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987), d = share of pairs where exactly one "
+                 "side is right (0 observed: 3/pairs), e = method's accuracy - target's; "
+                 f"above {budget_factor:g} x the planned n: not decidable at this scale; "
+                 "--power P, --effect E, --discordance D, --budget-factor F")
     return "\n".join(lines)
 
 
@@ -551,8 +593,6 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
 
 
 def _pairs(items: Sequence[str], flag: str) -> dict[str, float]:
-    import math
-
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -567,8 +607,6 @@ def _pairs(items: Sequence[str], flag: str) -> dict[str, float]:
 
 
 def _fill(text: str) -> float:
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -592,8 +630,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tps", action="append", default=[], help="PAIR=tokens/s of the target alone")
     ap.add_argument("--speedup", action="append", default=[], help="METHOD[@PAIR]=x over the target alone")
     ap.add_argument("--load-min", action="append", default=[], help="PAIR=minutes to load the models")
-    ap.add_argument("--half-width", type=float, default=DEFAULT_HALF_WIDTH,
-                    help="plan: accuracy-difference half-width the power table sizes n for (default %(default)s)")
+    ap.add_argument("--power", type=float, default=DEFAULT_POWER,
+                    help="plan: the power the table sizes n for (default %(default)s)")
+    ap.add_argument("--effect", type=float, default=DEFAULT_EFFECT,
+                    help="plan: accuracy difference assumed where no paired run has finished (default %(default)s)")
+    ap.add_argument("--budget-factor", type=float, default=DEFAULT_BUDGET_FACTOR,
+                    help="plan: an n above this x the planned n is 'not decidable at this scale' (default %(default)s)")
     ap.add_argument("--discordance", type=float, default=DEFAULT_DISCORDANCE,
                     help="plan: discordance assumed where no paired run has finished (default %(default)s)")
     ap.add_argument("--sequential", action="store_true", help="launch: one sweep after the other")
@@ -628,12 +670,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {type(err).__name__}: {err}{hint}", file=sys.stderr)
         return 2
     if args.mode == "plan":
-        if not (0 < args.half_width < 1) or not (0 < args.discordance <= 1):
-            print(f"error: --half-width={args.half_width} must be in (0, 1) and --discordance={args.discordance} in (0, 1]", file=sys.stderr)
+        bad = [f"{flag}={v:g} must be in {rng}" for flag, v, ok, rng in (
+            ("--power", args.power, 0 < args.power < 1, "(0, 1)"),
+            ("--effect", args.effect, 0 < abs(args.effect) <= args.discordance, "0 < |E| <= --discordance"),
+            ("--discordance", args.discordance, 0 < args.discordance <= 1, "(0, 1]"),
+            ("--budget-factor", args.budget_factor, args.budget_factor > 0, "(0, inf)")) if not ok]
+        if bad:
+            print(f"error: {'; '.join(bad)}", file=sys.stderr)
             return 2
         print(format_plan(sweeps, args.title, args.fill))
         print()
-        print(format_power(power_plan(sweeps, args.half_width, args.discordance), args.half_width))
+        print(format_power(power_plan(sweeps, args.power, args.discordance, args.effect, args.budget_factor),
+                           args.power, args.budget_factor))
         return 1 if duplicates(sweeps) else 0
     if args.mode == "status":
         print(format_status(sweeps, args.title))

@@ -616,6 +616,38 @@ def paired_t_one_sided(d: Sequence[float]) -> tuple[float, float]:
             float(stats.ttest_1samp(x, 0.0, alternative="less").pvalue))
 
 
+# A graded (non-0/1) quality figure's paired test, declared by name (a claim's graded_test; report
+# compare --graded-test): name -> the one-sided p's (up, down) of paired differences.
+PAIRED_TESTS: dict[str, Callable[[Sequence[float]], tuple[float, float]]] = {
+    "t": paired_t_one_sided, "wilcoxon": wilcoxon_one_sided,
+}
+
+
+def proportion_interval(k: int, n: int, level: float = LEVEL) -> tuple[float | None, float | None, float | None]:
+    """k of n with its exact (Clopper-Pearson) interval; (None, None, None) at n = 0."""
+    if n == 0:
+        return None, None, None
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+    return k / n, float(ci.low), float(ci.high)
+
+
+def n_for_power_mcnemar(discordance: float, effect: float, power: float = 0.8, level: float = LEVEL) -> float | None:
+    """Paired problems for McNemar's test (two-sided, 1 - level) of a 0/1 accuracy difference to
+    reject with probability `power`, when a share `discordance` = p10 + p01 of the pairs is
+    discordant and the difference is `effect` = p01 - p10 (Connor 1987, the textbook formula):
+    n = (z_a sqrt(d) + z_b sqrt(d - delta^2))^2 / delta^2, with sqrt(d) the per-pair spread
+    under the null and sqrt(d - delta^2) under the effect. inf when the effect is 0; None
+    without discordance (nothing to size from) or an effect |delta| > d (impossible)."""
+    d, delta = float(discordance), abs(float(effect))
+    if not d > 0 or delta > d + 1e-12 or not 0 < power < 1:
+        return None
+    if delta <= 1e-12:
+        return float("inf")
+    za = float(stats.norm.ppf(0.5 + level / 2))
+    zb = float(stats.norm.ppf(power))
+    return float((za * np.sqrt(d) + zb * np.sqrt(max(d - delta ** 2, 0.0))) ** 2 / delta ** 2)
+
+
 # ---- planned looks: group-sequential boundaries by alpha spending (Lan & DeMets) -----------------
 Spending = Literal["obrien_fleming", "pocock"]
 SPENDINGS: tuple[str, ...] = ("obrien_fleming", "pocock")

@@ -447,26 +447,47 @@ def _record(sid: str, correct: bool, baseline_correct: bool) -> dict:
     return {"id": sid, **side, "score": {"correct": correct}, "baseline": {**side, "score": {"correct": baseline_correct}}}
 
 
-def test_power_table_sizes_n_from_the_observed_discordance(tmp_path):
-    """Two points on one set; one finished with 1 discordant pair in 4: d = 0.25, and a +-0.05
-    interval needs ceil((1.96 x 0.5 / 0.05)^2) = 385 pairs. No finished run: the assumed d."""
+def test_power_table_is_the_80_percent_n_at_the_observed_effect(tmp_path):
+    """Two points on one set; one finished with 1 gained pair in 4: d = 0.25, effect +0.25, and
+    the exact McNemar test has 80% power at Connor's n = (1.96 x 0.5 + 0.8416 x sqrt(0.25 -
+    0.0625))^2 / 0.0625 = 28.9 -> 29 pairs. No finished run: the assumed d and effect."""
     from loosespec_bench.plan import build_plan, format_power, power_plan
 
     (sweep,) = build_plan(["smoke_tiny"], ["pair.draft.path=tiny:x,tiny:1", f"paths.results_dir={tmp_path}"])
-    assumed = power_plan([sweep], 0.05, assumed=0.1)
-    assert len(assumed) == 1 and assumed[0].observed_pairs == 0 and assumed[0].n_needed == 154
+    planned = max(j.samples for j in sweep.jobs)
+    assumed = power_plan([sweep], assumed=0.1, effect=0.05)
+    # (1.959964 sqrt(0.1) + 0.841621 sqrt(0.1 - 0.0025))^2 / 0.0025 = 311.6
+    assert len(assumed) == 1 and assumed[0].observed_pairs == 0 and assumed[0].n_needed == 312
+    assert assumed[0].budget == 10 * planned and not assumed[0].decidable  # the smoke plan's few samples
+    text = format_power(assumed)
+    assert "n for 80% power" in text and "not decidable at this scale (n = 312)" in text
     folder = sweep.jobs[0].folder
     folder.mkdir(parents=True)
     rows = [(True, True), (True, False), (False, False), (True, True)]
     with (folder / "samples.jsonl").open("w") as f:
         for i, (a, b) in enumerate(rows):
             f.write(json.dumps(_record(f"s{i}", a, b)) + "\n")
-    (row,) = power_plan([sweep], 0.05)
-    assert (row.observed_pairs, row.runs, row.discordance, row.n_needed) == (4, 1, 0.25, 385)
+    (row,) = power_plan([sweep])
+    assert (row.observed_pairs, row.runs, row.discordance, row.effect, row.n_needed) == (4, 1, 0.25, 0.25, 29)
     assert row.hours_at_n > 0 and row.unit == "CPU node-h"
-    assert "385" in format_power([row]) and "4 pairs in 1 run(s)" in format_power([row])
-    # No discordant pair in 4: the rule of three's 3/4, not 0 (which would claim n = 0 suffices).
+    # A larger budget makes it decidable: the n is printed as the n, not as out of reach.
+    (wide,) = power_plan([sweep], budget_factor=29 / planned)
+    assert wide.decidable and "  29  " in format_power([wide]) and "4 pairs in 1 run(s)" in format_power([wide])
+    (row90,) = power_plan([sweep], power=0.9)  # configurable power: z_0.9 = 1.2816 -> 37.7
+    assert row90.n_needed == 38 and "n for 90% power" in format_power([row90], power=0.9)
+    # No discordant pair in 4: d is the rule of three's 3/4, and the effect seen is 0: no n decides.
     with (folder / "samples.jsonl").open("w") as f:
         for i in range(4):
             f.write(json.dumps(_record(f"s{i}", True, True)) + "\n")
-    assert power_plan([sweep], 0.05)[0].discordance == 0.75
+    (none,) = power_plan([sweep])
+    assert none.discordance == 0.75 and none.n_needed == float("inf") and not none.decidable
+    assert "not decidable at this scale (no effect seen)" in format_power([none])
+
+
+@pytest.mark.parametrize("flag", ["--power=1.2", "--effect=0.5", "--budget-factor=0"])
+def test_power_options_bad_input_is_one_error_line(flag, capsys):
+    from loosespec_bench.plan import main
+
+    assert main(["plan", "--experiment", "smoke_tiny", flag]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and flag.split("=")[0] in err[0]

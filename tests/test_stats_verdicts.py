@@ -12,7 +12,7 @@ from scipy import stats
 
 from loosespec_bench.stats import (
     BootstrapTest, ExactPairedBinary, _cp_lower, _cp_upper, adjust_pvalues, alpha_spent, holm, mcnemar_one_sided,
-    mean_stat, n_for_power, paired_t_one_sided, sequential_boundaries, sign_test_p, split_interval, two_sided, wilcoxon_one_sided,
+    mean_stat, n_for_power, n_for_power_mcnemar, paired_t_one_sided, sequential_boundaries, sign_test_p, split_interval, two_sided, wilcoxon_one_sided,
 )
 
 
@@ -200,3 +200,42 @@ def test_power_planner_by_simulation():
     n = int(np.ceil(n_for_power(effect, effect - 1.959964 * se0, effect + 1.959964 * se0, n0)))
     means = rng.normal(effect, sd / np.sqrt(n), size=20_000)
     assert np.mean(means / (sd / np.sqrt(n)) > 1.959964) == pytest.approx(0.80, abs=0.01)
+
+
+def _exact_mcnemar_power(n: int, p_lost: float, p_gained: float, alpha: float = 0.05) -> float:
+    """The exact power of the two-sided exact McNemar test at n pairs: the discordant count
+    m ~ Binomial(n, p_lost + p_gained), the gained share of them ~ Binomial(m, p_gained / d),
+    rejection where min(1, 2 min(P(G <= g), P(G >= g))) < alpha under G ~ Binomial(m, 1/2)
+    (what mcnemar_one_sided computes, summed over every outcome)."""
+    d = p_lost + p_gained
+    total = 0.0
+    for m in range(1, n + 1):
+        g = np.arange(m + 1)
+        p_two = np.minimum(1.0, 2 * np.minimum(stats.binom.cdf(g, m, 0.5), stats.binom.sf(g - 1, m, 0.5)))
+        total += stats.binom.pmf(m, n, d) * stats.binom.pmf(g, m, p_gained / d)[p_two < alpha].sum()
+    return float(total)
+
+
+def test_mcnemar_sample_size_is_connors_formula():
+    # Connor (1987): d = 0.25 discordant, effect 0.10 (p01 0.175, p10 0.075):
+    # (1.959964 x 0.5 + 0.841621 x sqrt(0.25 - 0.01))^2 / 0.01 = (0.979982 + 0.412310)^2 / 0.01 = 193.85.
+    assert n_for_power_mcnemar(0.25, 0.10) == pytest.approx(193.85, abs=0.01)
+    assert n_for_power_mcnemar(0.25, -0.10) == n_for_power_mcnemar(0.25, 0.10)  # two-sided: the sign does not matter
+    # power 0.5: z_b = 0, the n at which the expected statistic sits on the boundary.
+    assert n_for_power_mcnemar(0.25, 0.10, power=0.5) == pytest.approx((1.959964 * 0.5 / 0.1) ** 2, rel=1e-6)
+    assert n_for_power_mcnemar(0.25, 0.0) == float("inf")  # no effect: no n decides
+    assert n_for_power_mcnemar(0.0, 0.0) is None and n_for_power_mcnemar(0.1, 0.2) is None  # |e| > d is impossible
+
+
+@pytest.mark.parametrize("p_lost, p_gained", [(0.075, 0.175), (0.02, 0.08)])
+def test_mcnemar_sample_size_gives_its_power_exactly(p_lost, p_gained):
+    """The exact test's power at Connor's n, summed over every outcome: about 80% (the exact
+    test is a little conservative and the formula a normal approximation), and clearly less at
+    two thirds of that n."""
+    n = int(np.ceil(n_for_power_mcnemar(p_lost + p_gained, p_gained - p_lost)))
+    assert _exact_mcnemar_power(n, p_lost, p_gained) == pytest.approx(0.80, abs=0.04)
+    assert _exact_mcnemar_power(int(n * 2 / 3), p_lost, p_gained) < 0.72
+    # The enumeration's rejection rule is mcnemar_one_sided's two-sided p.
+    for lost, gained in ((3, 12), (5, 6), (0, 7)):
+        p_two = min(1.0, 2 * min(stats.binom.cdf(gained, lost + gained, 0.5), stats.binom.sf(gained - 1, lost + gained, 0.5)))
+        assert p_two == pytest.approx(two_sided(min(mcnemar_one_sided(lost, gained))))

@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--csv", default=None, help="also write the rows to this CSV file")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
     p.add_argument("--n-boot", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
+    p.add_argument("--graded-test", default="t",
+                   help="the paired test of graded (non-0/1) quality scores, a name of stats.PAIRED_TESTS "
+                        "(default: %(default)s, the paired t; 0/1 scores: always the exact McNemar test)")
     p = sub.add_parser("project", help="a run's work counts on the papers' hardware (report/profiles/*.yaml)")
     p.add_argument("run_dir", type=Path, help="run folder (samples.jsonl) or speed-evidence folder (occasion-*.jsonl)")
     p.add_argument("--profile", action="append", required=True, help="hardware profile name or YAML path (repeatable)")
@@ -165,7 +168,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.n_boot < 100:
         return _error(f"--n-boot={args.n_boot} is too few resamples for an interval; use 100 or more")
     try:
-        pairs, rows = compare(args.a, args.b, seed=args.seed, n_boot=args.n_boot)
+        pairs, rows = compare(args.a, args.b, seed=args.seed, n_boot=args.n_boot, graded_test=args.graded_test)
     except ConfigError as err:
         return _error(str(err))
     print(format_comparison(pairs, rows))

@@ -37,14 +37,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from ..costmodel import SPEEDUP, TARGET_TPS
 from ..errors import ConfigError
 from ..stats import (
-    ADJUSTMENTS, LEVEL, SPENDINGS, BootstrapTest, ExactPairedBinary, adjust_pvalues, mcnemar_one_sided, n_for_power,
-    paired_t_one_sided,
-    paired_bootstrap, ratio_of_sums, sequential_boundaries, split_interval, two_sided, wilcoxon_one_sided,
+    ADJUSTMENTS, LEVEL, PAIRED_TESTS, SPENDINGS, BootstrapTest, ExactPairedBinary, adjust_pvalues, mcnemar_one_sided,
+    n_for_power, paired_bootstrap, proportion_interval, ratio_of_sums, sequential_boundaries, split_interval, two_sided,
 )
 from .compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
 from .tables import method_label
@@ -55,7 +53,7 @@ DECLARATION = Path(__file__).with_name("claims.yaml")  # the packaged declaratio
 DECLARATION_NAME = "claims.yaml"  # its copy beside a report's results
 FIGURES = ("tau", "speedup", "accuracy", "retention")
 TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap",), "accuracy": ("exact",), "retention": ("exact",)}
-GRADED_TESTS = ("t", "wilcoxon")  # a retention claim's test where the scores are graded
+GRADED_TESTS = tuple(PAIRED_TESTS)  # a retention claim's test where the scores are graded
 ESTIMANDS = {"tau": ("difference", "ratio"), "speedup": ("difference", "ratio"), "accuracy": ("difference",), "retention": ("retention",)}
 
 # What each estimand and test is, in the words claims.md prints.
@@ -333,12 +331,7 @@ def _discordant(run_a: Any, run_b: Any) -> tuple[int, int, int, int]:
     return a_only, b_only, n, right
 
 
-def _proportion(k: int, n: int) -> tuple[float | None, float | None, float | None]:
-    """k of n with its exact (Clopper-Pearson) 95% interval."""
-    if n == 0:
-        return None, None, None
-    ci = sps.binomtest(k, n).proportion_ci(confidence_level=LEVEL, method="exact")
-    return k / n, float(ci.low), float(ci.high)
+_proportion = proportion_interval  # k of n with its exact (Clopper-Pearson) 95% interval
 
 
 def _is_binary(pairs: list[tuple[float, float]]) -> bool:
@@ -470,7 +463,7 @@ def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> D
     cols = [[m for m, _ in pairs], [t for _, t in pairs]]
     iv = paired_bootstrap(cols, ratio_of_sums, seed=seed, n_boot=n_boot)
     shifted = [m - claim.margin * t for m, t in pairs]
-    up, down = (paired_t_one_sided if claim.graded_test == "t" else wilcoxon_one_sided)(shifted)
+    up, down = PAIRED_TESTS[claim.graded_test](shifted)
     same = n - lost - gained
     d = Decision(claim, ds, n, (target / n, None, None), (sum(m for m, _ in pairs) / n, None, None), iv, "",
                  test=claim.graded_test, counts=f"lower / higher / same {lost} / {gained} / {same}")

@@ -8,10 +8,21 @@ Each comparison uses the samples both runs answered (by sample id), so that ever
 measured on the same problems, and reports, for tau, speedup, the median of per-sample
 speedups, the method's quality (the summary's quality figure, e.g. accuracy or pass@1) and
 retention: A's value and interval, B's, and the paired difference B - A with its interval.
-All intervals are one paired bootstrap over the common samples (stats.paired_bootstrap):
-a resample draws samples, and with a sample both runs' values on it, so a problem that is
-hard for both widens neither difference. Speed figures leave out the samples whose timing
-either run excluded (timing.py).
+
+tau and speed: one paired bootstrap over the common samples (stats.paired_bootstrap): a resample
+draws samples, and with a sample both runs' values on it, so a problem that is hard for both
+widens neither difference; the verdict is whether B - A's interval excludes 0 (at n >= 10).
+Speed figures leave out the samples whose timing either run excluded (timing.py).
+
+Quality (docs/algorithms.md 7.6): 0/1 scores are decided by the exact McNemar test on the
+discordant split (lost: A right, B wrong; gained: the reverse; stats.sign_test_p), with the exact
+interval of the paired difference that test inverts (stats.split_interval) and each side's
+Clopper-Pearson interval; counts are printed beside the rates. Graded scores (NIAH recall, a
+rating) by the declared paired test (--graded-test: t or wilcoxon, stats.PAIRED_TESTS) on the
+per-problem B - A, with the bootstrap interval shown. Retention B - A is (B's quality - A's) /
+the target alone's when both runs' target-alone scores agree on every problem, so the same test
+decides it (its exact interval scaled by the target's mean); where they differ no paired test
+applies and the row says so.
 """
 
 from __future__ import annotations
@@ -25,7 +36,10 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..run_folder import RunFolder
-from ..stats import CI_METHOD, LEVEL, N_BOOT, count_sign_test, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums
+from ..stats import (
+    CI_METHOD, LEVEL, N_BOOT, PAIRED_TESTS, count_sign_test, ExactPairedBinary, mean_stat, median_stat, method_text, paired_bootstrap,
+    proportion_interval, ratio_of_sums, sign_test_p, speed_baseline, speedup_of_sums, split_interval, two_sided,
+)
 from ..timing import counts_for_speed
 
 
@@ -126,9 +140,14 @@ class Row:
     cols_a: list[list[float]] = field(default_factory=list, repr=False)
     cols_b: list[list[float]] = field(default_factory=list, repr=False)
     stat: Callable[..., np.ndarray] | None = field(default=None, repr=False)
-    # Work counts (work.py): the exact sign test over the common samples, "B fewer 9, more 1,
-    # ties 2, p = 0.021"; the count depends only on the tokens, so the verdict is this test's.
-    exact: str = ""
+    # The verdict's test: "bootstrap" (B - A's interval excludes 0), "mcnemar" (exact, 0/1
+    # scores), "sign" (work counts: exact sign test over problems), or a graded paired test's
+    # name (PAIRED_TESTS); p: its two-sided p (None: no test,
+    # `why` says why); counts: what a reader counts (A k/n, B k/n, lost / gained).
+    test: str = "bootstrap"
+    p: float | None = None
+    why: str = ""
+    counts: str = ""
 
 
 # Counts compared between two runs: per emitted token, (role, field).
@@ -140,8 +159,37 @@ COUNT_FIGURES = {
 }
 
 
-def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> list[Row]:
-    """Every figure of two runs on their common samples, each side's interval and B - A's."""
+def _binary(values: list[float]) -> bool:
+    return all(v in (0.0, 1.0) for v in values)
+
+
+def _quality_test(row: Row, a: list[float], b: list[float], graded_test: str, scale: float = 1.0) -> None:
+    """Set a quality row's test from per-problem scores a (A's) and b (B's): 0/1 scores the exact
+    McNemar test with the split's exact interval (divided by `scale`: the target alone's mean for
+    retention), graded ones the declared paired test on b - a (the bootstrap interval stays)."""
+    n = len(a)
+    if _binary(a) and _binary(b):
+        lost = sum(1 for u, v in zip(a, b) if u > v)
+        gained = sum(1 for u, v in zip(a, b) if v > u)
+        row.test, row.p = "mcnemar", sign_test_p(lost, gained)
+        row.counts = f"lost / gained {lost} / {gained}"
+        iv = split_interval(lost, gained, n)
+        if iv is None:
+            row.diff, row.why = (0.0, None, None), "zero discordant pairs at this n"
+        else:
+            row.diff = (iv[0] / scale, iv[1] / scale, iv[2] / scale)
+        return
+    up, down = PAIRED_TESTS[graded_test]([v - u for u, v in zip(a, b)])
+    row.test, row.p = graded_test, two_sided(min(up, down))
+    lower, higher = sum(1 for u, v in zip(a, b) if v < u), sum(1 for u, v in zip(a, b) if v > u)
+    row.counts = f"lower / higher / same {lower} / {higher} / {n - lower - higher}"
+
+
+def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT, graded_test: str = "t") -> list[Row]:
+    """Every figure of two runs on their common samples, each side's interval and B - A's, and
+    the test behind each verdict (bootstrap for tau and speed; quality: see the module's doc)."""
+    if graded_test not in PAIRED_TESTS:
+        raise ConfigError(f"graded test {graded_test!r}: use one of {', '.join(PAIRED_TESTS)}")
     common = [sid for sid in ra.records if sid in rb.records]
     if not common:
         raise ConfigError(f"{ra.folder} and {rb.folder} share no sample id; a comparison needs the same samples")
@@ -214,7 +262,9 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
         per_a = [f / n for f, n in zip(*ca)]
         per_b = [f / n for f, n in zip(*cb)]
         t = count_sign_test(per_b, per_a)
-        rows[-1].exact = f"B fewer {t['fewer']}, more {t['more']}, ties {t['ties']}, sign test p = {t['p']:.3g}"
+        # Counts depend only on the tokens: the verdict is the exact sign test's, not an interval's.
+        rows[-1].test, rows[-1].p = "sign", t["p"]
+        rows[-1].counts = f"B fewer {t['fewer']}, more {t['more']}, ties {t['ties']}"
 
     key = _quality_key(ra) or _quality_key(rb)
     if key:
@@ -222,22 +272,46 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT) -> li
         q = [(_value(x, key), _value(y, key)) for x, y in zip(A, B)]
         q = [(u, v) for u, v in q if u is not None and v is not None]
         if q:
-            add(figure, mean_stat, [[u for u, _ in q]], [[v for _, v in q]])
+            qa, qb = [u for u, _ in q], [v for _, v in q]
+            add(figure, mean_stat, [qa], [qb])
+            row = rows[-1]
+            _quality_test(row, qa, qb, graded_test)
+            if row.test == "mcnemar":
+                row.a, row.b = proportion_interval(int(sum(qa)), len(qa)), proportion_interval(int(sum(qb)), len(qb))
+                row.counts = f"A {int(sum(qa))}/{len(qa)}, B {int(sum(qb))}/{len(qb)}; {row.counts}"
         ret = [
             (_value(x, key), _value(x["baseline"], key), _value(y, key), _value(y["baseline"], key))
             for x, y in zip(A, B) if x.get("baseline") and y.get("baseline")
         ]
         ret = [t for t in ret if None not in t]
         if ret:
-            add("retention", ratio_of_sums, [[t[0] for t in ret], [t[1] for t in ret]], [[t[2] for t in ret], [t[3] for t in ret]])
+            ma, ta, mb, tb = ([t[i] for t in ret] for i in range(4))
+            add("retention", ratio_of_sums, [ma, ta], [mb, tb])
+            row = rows[-1]
+            if _binary(ma + ta + mb + tb):
+                # Each side's retention: exact, from its own lost / gained against its target alone.
+                for side, m, t in (("a", ma, ta), ("b", mb, tb)):
+                    right = int(sum(t))
+                    if right:
+                        lo = sum(1 for u, v in zip(m, t) if v > u)
+                        ga = sum(1 for u, v in zip(m, t) if u > v)
+                        setattr(row, side, ExactPairedBinary(lo, ga, right, len(t) - right).interval("retention"))
+            differ = sum(1 for u, v in zip(ta, tb) if u != v)
+            if differ:
+                row.test, row.p = "none", None
+                row.why = f"the runs' target-alone scores differ on {differ} of {len(ta)} problems: no paired test of retention"
+            elif sum(ta) > 0:
+                _quality_test(row, ma, mb, graded_test, scale=sum(ta) / len(ta))
+            else:
+                row.test, row.p, row.why = "none", None, "the target alone scores 0: no retention"
     return rows
 
 
-def compare(a: Path, b: Path, *, seed: int = 0, n_boot: int = N_BOOT) -> tuple[list[tuple[Run, Run]], list[Row]]:
+def compare(a: Path, b: Path, *, seed: int = 0, n_boot: int = N_BOOT, graded_test: str = "t") -> tuple[list[tuple[Run, Run]], list[Row]]:
     runs_a = [load_run(p) for p in find_runs(a)]
     runs_b = [load_run(p) for p in find_runs(b)]
     pairs = match(runs_a, runs_b)
-    rows = [row for ra, rb in pairs for row in compare_pair(ra, rb, seed=seed, n_boot=n_boot)]
+    rows = [row for ra, rb in pairs for row in compare_pair(ra, rb, seed=seed, n_boot=n_boot, graded_test=graded_test)]
     return pairs, rows
 
 
@@ -249,6 +323,27 @@ def _cell(iv: Interval, spec: str) -> str:
 
 
 MIN_N_VERDICT = 10  # below this a bootstrap interval is too coarse to decide anything
+ALPHA = 1 - LEVEL
+TEST_TEXT = {"mcnemar": "exact McNemar", "sign": "exact sign test", "t": "paired t", "wilcoxon": "Wilcoxon signed-rank", "none": "no test"}
+
+
+def verdict(r: Row) -> str:
+    """B higher / B lower / undecided (with why): the bootstrap's interval for tau and speed, the
+    row's test at two-sided alpha for quality (an exact test needs no minimum n)."""
+    if r.test == "bootstrap":
+        return _excludes_zero(r.diff, r.n)
+    if r.p is None or r.why:
+        return f"undecided ({r.why or 'no test'})"
+    if r.p < ALPHA and r.diff[0] is not None and r.diff[0] != 0:
+        return "B higher" if r.diff[0] > 0 else "B lower"
+    return "undecided"
+
+
+def _test_cell(r: Row) -> str:
+    if r.test == "bootstrap":
+        return "bootstrap"
+    p = "" if r.p is None else f", p = {r.p:.3g}"
+    return f"{TEST_TEXT.get(r.test, r.test)}{p}" + (f"; {r.counts}" if r.counts else "")
 
 
 def _excludes_zero(iv: Interval, n: int) -> str:
@@ -269,16 +364,20 @@ def format_comparison(pairs: list[tuple[Run, Run]], rows: list[Row]) -> str:
     for ra, rb in pairs:
         lines.append(f"A = {ra.label} ({ra.folder})")
         lines.append(f"B = {rb.label} ({rb.folder})")
-    header = f"| data set | figure | n | A | B | B - A | verdict |"
-    lines += ["", header, "|---|---|---:|---|---|---|---|"]
+    header = f"| data set | figure | n | A | B | B - A | test | verdict |"
+    lines += ["", header, "|---|---|---:|---|---|---|---|---|"]
     for r in rows:
         spec = ".2f" if r.figure.startswith(("tau", "speedup")) else ".3f"
         lines.append(f"| {r.dataset} | {r.figure} | {r.n}{f' ({r.groups})' if r.groups else ''} | {_cell(r.a, spec)} | {_cell(r.b, spec)} | "
-                     f"{_cell(r.diff, '+' + spec)} | {r.exact or _excludes_zero(r.diff, r.n)} |")
+                     f"{_cell(r.diff, '+' + spec)} | {_test_cell(r)} | {verdict(r)} |")
     lines.append("")
-    lines.append(f"[low, high]: {LEVEL:.0%} intervals, {method_text(CI_METHOD)}, over the samples both runs answered "
-                 f"(speed: those timed in both); verdict: whether B - A's interval excludes 0 (at n >= {MIN_N_VERDICT}); "
-                 "work counts per token: the exact sign test over the common samples instead")
+    lines.append(f"[low, high]: {LEVEL:.0%} intervals over the samples both runs answered (speed: those timed in both). "
+                 f"tau, speed: {method_text(CI_METHOD)}; verdict: whether B - A's interval excludes 0 (at n >= {MIN_N_VERDICT}). "
+                 "0/1 quality: exact (Clopper-Pearson per side; B - A: the discordant split's exact interval; retention per "
+                 "side: stats.ExactPairedBinary), verdict by the exact McNemar test (two-sided p < "
+                 f"{ALPHA:g}); lost = A right and B wrong, gained the reverse. Graded quality: bootstrap interval shown, "
+                 "verdict by the paired test named (p < 0.05). Work counts per token: the exact sign test over the common "
+                 "samples (counts depend only on the tokens).")
     return "\n".join(lines)
 
 
@@ -289,12 +388,12 @@ def rows_to_csv(rows: list[Row], path: Path) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["dataset", "figure", "n", "a", "a_ci_low", "a_ci_high", "b", "b_ci_low", "b_ci_high",
-                    "diff", "diff_ci_low", "diff_ci_high"])
+                    "diff", "diff_ci_low", "diff_ci_high", "test", "p", "counts", "verdict"])
         for r in rows:
-            w.writerow([r.dataset, r.figure, r.n, *r.a, *r.b, *r.diff])
+            w.writerow([r.dataset, r.figure, r.n, *r.a, *r.b, *r.diff, r.test, r.p, r.counts, verdict(r)])
     return path
 
 
 def rows_to_json(rows: list[Row]) -> str:
     hidden = ("cols_a", "cols_b", "stat")
-    return json.dumps([{k: v for k, v in r.__dict__.items() if k not in hidden} for r in rows], indent=1)
+    return json.dumps([{**{k: v for k, v in r.__dict__.items() if k not in hidden}, "verdict": verdict(r)} for r in rows], indent=1)
