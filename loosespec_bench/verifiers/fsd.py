@@ -6,7 +6,11 @@ Accept draft position i while a divergence D(p_i, q_i) between the target's and 
 next-token distributions is at most the threshold T (div_threshold):
   kl           KL(q_i || p_i) = sum_x q log(q / p)        (the reference's kl_div: F.kl_div(log p, q))
   kl_reversed  KL(p_i || q_i)                              (the reference's kl_div_reversed)
-  js           JS(p_i, q_i), natural log, in [0, log 2]   (js_div, the README's default)
+  js           JS(p_i, q_i) = 1/2 KL(p || m) + 1/2 KL(q || m), m = (p + q) / 2, natural log, in
+               [0, log 2]: the textbook Jensen-Shannon divergence the paper names
+  js_code      1/2 KL(m || p) + 1/2 KL(m || q): what the reference's js_div (the README's default)
+               computes, F.kl_div(log p, m) being KL(m || p); unbounded (infinite where p or q
+               is 0 and m is not)
   tv           1/2 sum_x |p - q|, in [0, 1]               (tv_div)
 support="top_k" (top_k_*_div): the divergence over the target's support_k most likely tokens plus
 one bucket holding the rest of the mass of each distribution (the reference's fixed k = 50);
@@ -31,7 +35,7 @@ from ..step import Draft, TargetScores
 from .base import VerifierParams
 from .positionwise import PositionwiseDecision, PositionwiseRule, draft_q, finish, untempered
 
-DIVERGENCES = ("kl", "kl_reversed", "js", "tv")
+DIVERGENCES = ("kl", "kl_reversed", "js", "js_code", "tv")
 SUPPORTS = ("full", "top_k", "top_p")
 
 
@@ -49,6 +53,9 @@ def divergence(p: torch.Tensor, q: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "js":
         m = 0.5 * (p + q)
         return 0.5 * _kl(p, m) + 0.5 * _kl(q, m)
+    if kind == "js_code":
+        m = 0.5 * (p + q)
+        return 0.5 * _kl(m, p) + 0.5 * _kl(m, q)
     if kind == "tv":
         return 0.5 * (p - q).abs().sum(-1)
     raise ValueError(f"unknown divergence {kind!r}; one of {', '.join(DIVERGENCES)}")
@@ -88,7 +95,7 @@ def fsd_decide(
     target_logits: torch.Tensor,
     *,
     div_threshold: float,
-    div_type: str = "js",
+    div_type: str = "js_code",
     support: str = "full",
     support_k: int = 50,
     support_p: float = 0.9,
@@ -126,7 +133,7 @@ def fsd_decide(
 class FSDParams(VerifierParams):
     """method=fsd's knobs (conf/method/fsd.yaml explains each)."""
 
-    div_type: str = knob("js", choice(*DIVERGENCES))
+    div_type: str = knob("js_code", choice(*DIVERGENCES))
     div_threshold: float = knob(0.4, real(0), "the divergence threshold T (accept while D <= T)")
     support: str = knob("full", choice(*SUPPORTS))
     support_k: int = knob(50, integer(1), "tokens of the target's top-k support")
