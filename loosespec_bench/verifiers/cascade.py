@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import torch
 
 from ..params import knob, real
-from ..sampling import SamplingParams, accept_exact, exact_tail, tempered_probs
+from ..sampling import SamplingParams, accept_exact, exact_tail
 from ..step import Draft, TargetScores
 from .base import VerifierParams
-from .positionwise import PositionwiseDecision, PositionwiseRule, finish, untempered
+from .positionwise import PositionwiseDecision, PositionwiseRule, finish, step_probs
 
 
 def cascade_decide(
@@ -41,11 +41,7 @@ def cascade_decide(
     (read at T > 0 only, by the exact test); target_logits: [K+1, vocab]; alpha in (0, 1]."""
     K = draft_tokens.numel()
     greedy = temperature <= 0
-    p = untempered(target_logits) if greedy else tempered_probs(
-        target_logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
-    d = draft_tokens.to(p.device)
-    idx = torch.arange(K, device=p.device)
-    t = p.argmax(dim=-1)  # [K+1]
+    p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
     ratio = p[idx, d] / p[:K].max(dim=-1).values  # [K] p_i(d_i) / max p_i, in [0, 1]
     in_min_p = p[idx, d] >= alpha * p[:K].max(dim=-1).values  # [K]
     if greedy:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import torch
 
 from ..params import knob, real
-from ..sampling import SamplingParams, exact_tail, tempered_probs
+from ..sampling import SamplingParams, exact_tail
 from ..step import Draft, TargetScores
 from .base import VerifierParams
-from .positionwise import PositionwiseDecision, PositionwiseRule, draft_q, finish, untempered
+from .positionwise import PositionwiseDecision, PositionwiseRule, draft_q, finish, step_probs
 
 
 def lenient_decide(
@@ -39,15 +39,10 @@ def lenient_decide(
     """One lenient step. draft_tokens: [K]; draft_probs: [K, vocab_draft] or None (one-hot);
     target_logits: [K+1, vocab]; l in (0, 1]."""
     K = draft_tokens.numel()
-    V = target_logits.shape[-1]
     greedy = temperature <= 0
-    p = untempered(target_logits) if greedy else tempered_probs(
-        target_logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
-    d = draft_tokens.to(p.device)
-    q = draft_q(d, draft_probs, V, p.device)  # [K, vocab]
-    idx = torch.arange(K, device=p.device)
+    p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
+    q = draft_q(d, draft_probs, p.shape[-1], p.device)  # [K, vocab]
     p_d, q_d = p[idx, d], q[idx, d]  # [K]
-    t = p.argmax(dim=-1)  # [K+1]
     ratio = p_d / (l * q_d)  # [K] the acceptance probability before min(1, .)
     if greedy:
         match = d == t[:K]

@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..sampling import GREEDY, SamplingParams, match_vocab
+from ..sampling import GREEDY, SamplingParams, match_vocab, tempered_probs
 from ..step import Draft, TargetScores, Verdict, longest_true_prefix
 from .base import LooseDecision, Verifier
 
-__all__ = ["PositionwiseDecision", "PositionwiseRule", "draft_q", "finish", "untempered"]
+__all__ = ["PositionwiseDecision", "PositionwiseRule", "draft_q", "finish", "step_probs", "untempered"]
 
 
 @dataclass
@@ -55,6 +55,25 @@ def untempered(target_logits: torch.Tensor) -> torch.Tensor:
     """p = softmax(logits) in float32, no temperature or truncation: what a greedy (T = 0)
     rule reads. target_logits: [..., vocab] -> [..., vocab]."""
     return torch.softmax(target_logits.float(), dim=-1)
+
+
+def step_probs(
+    draft_tokens: torch.Tensor,
+    target_logits: torch.Tensor,
+    temperature: float,
+    generator: torch.Generator | None,
+    top_k: int = 0,
+    top_p: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What every positionwise rule reads first: (p [K+1, vocab], d [K], idx [K] = 0..K-1,
+    t [K+1] = argmax p), p untempered at T <= 0, else processed (sampling.tempered_probs) and on
+    the generator's device; d moved to p's device."""
+    if temperature <= 0:
+        p = untempered(target_logits)
+    else:
+        p = tempered_probs(target_logits, temperature, generator, top_k=top_k, top_p=top_p)
+    d = draft_tokens.to(p.device)
+    return p, d, torch.arange(d.numel(), device=p.device), p.argmax(dim=-1)
 
 
 def draft_q(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, vocab: int, device: torch.device) -> torch.Tensor:

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import torch
 
 from ..params import knob, real
-from ..sampling import SamplingParams, sample_token, tempered_probs
+from ..sampling import SamplingParams, sample_token
 from ..step import Draft, TargetScores
 from .base import VerifierParams
-from .positionwise import PositionwiseDecision, PositionwiseRule, finish, untempered
+from .positionwise import PositionwiseDecision, PositionwiseRule, finish, step_probs
 
 MEDUSA_LOG_EPS = 1e-5  # Medusa's entropy: -sum p log(p + 1e-5)
 
@@ -49,11 +49,7 @@ def typical_decide(
     """One typical-acceptance step. draft_tokens: [K]; target_logits: [K+1, vocab]."""
     K = draft_tokens.numel()
     greedy = temperature <= 0
-    p = untempered(target_logits) if greedy else tempered_probs(
-        target_logits, temperature, generator, top_k=top_k, top_p=top_p)  # [K+1, vocab]
-    d = draft_tokens.to(p.device)
-    idx = torch.arange(K, device=p.device)
-    t = p.argmax(dim=-1)  # [K+1]
+    p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
     thr = typical_threshold(p, epsilon, delta)  # [K+1]
     p_d = p[idx, d]  # [K]
     typical = p_d > thr[:K]
