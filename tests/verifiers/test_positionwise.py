@@ -47,7 +47,7 @@ def drafter_for(name: str, draft):
     return make_drafter(name, draft, k=6)
 
 
-@pytest.mark.parametrize("drafter", ["model", "mla", "lookahead"])
+@pytest.mark.parametrize("drafter", ["model", "pld", "mla", "lookahead"])
 @pytest.mark.parametrize("rule", sorted(LOSSLESS))
 def test_lossless_setting_equals_spd_token_for_token(models, rule, drafter):
     target, draft, tok = models
