@@ -213,6 +213,16 @@ KNOBS: tuple[Knob, ...] = (
     Knob("method.threshold", "threshold", "threshold", "AutoJudge threshold (null = the judge's own)", numeric=True, methods=AUTOJUDGE_RULES),
     Knob("method.combine", "combine", "combine", "DropMatch + AutoJudge: any | all", methods=("dropmatch_autojudge",)),
     Knob("method.judge_sha256", "judge", "judge", "the AutoJudge judge file (sha256)", methods=AUTOJUDGE_RULES),
+    # The positionwise loose rules' secondary knobs (docs/algorithms.md section 10), left out of
+    # labels at their defaults; each rule's swept knob (weight, div_threshold, alpha, epsilon,
+    # lenience, threshold_single) is undeclared here and labelled by its name (knobs_of).
+    Knob("method.div_type", "div_type", "D", "FSD divergence", hidden="js_code", methods=("fsd",)),
+    Knob("method.support", "support", "support", "FSD support", hidden="full", methods=("fsd",)),
+    Knob("method.support_k", "support_k", "support k", hidden=50, numeric=True, methods=("fsd",)),
+    Knob("method.support_p", "support_p", "support p", hidden=0.9, numeric=True, methods=("fsd",)),
+    Knob("method.accept_matches", "accept_matches", "matches pass", flag="matches pass", hidden=False, methods=("fsd",)),
+    Knob("method.delta", "typical_delta", "δ", "typical acceptance δ", hidden=0.3, numeric=True, methods=("typical",)),
+    Knob("method.threshold_acc", "threshold_acc", "acc", "SGLang threshold_acc", hidden=1.0, numeric=True, methods=("threshold",)),
     Knob("generation.temperature", "temperature", "T", "temperature T", hidden=0.0, numeric=True),
 )
 KNOB_BY_KEY = {k.key: k for k in KNOBS}

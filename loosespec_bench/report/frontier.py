@@ -1,0 +1,203 @@
+"""The loose rules at matched quality (issue 44): the frontier of tau and speedup against the
+answers each setting changes, and the "matched" table.
+
+    python -m loosespec_bench.report.frontier [--results DIR] [--experiment loose_rules] [--out DIR]
+                                              [--budget 0.02] [--alpha 0.05]
+
+Reads the index (report/index.py) of the experiment's runs. A point is one run: a rule at one
+knob setting on one set. Its quality change is paired against the target alone on the same
+problems: `lost` = problems the target alone got right and the rule wrong, `gained` the
+reverse, `p` = the exact two-sided sign test on (lost, gained) (stats.sign_test_p, the exact
+McNemar test), beside the paired score difference with its interval.
+
+The matched table, per set and rule (a rule = method, with its drafter when not the draft model):
+  best tau, no detectable loss  the largest tau among the rule's points whose loss is not
+      distinguishable from zero at the run's n: NOT (lost > gained and p < alpha). With n ~ 30
+      this is a weak filter (a loss of a few answers is not detectable): the table prints n
+      and lost/gained beside every entry so that the reader sees how weak;
+  tau at the loss budget  the largest tau among the points whose net loss (lost - gained) / n is
+      at most --budget (a point estimate: choosing the best of several points at a budget
+      favours rules with more points; the frontier figure shows all of them).
+Outputs in --out: frontier.csv, frontier.md, matched.md, frontier_<set>.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from ..schema import label_parts
+
+DEFAULT_BUDGET = 0.02  # net answers lost per problem
+DEFAULT_ALPHA = 0.05
+COLUMNS = ["dataset", "rule", "setting", "tau", "tau_ci_low", "tau_ci_high", "speedup", "speedup_ci_low",
+           "speedup_ci_high", "lost", "gained", "net_lost", "n", "sign_p", "score_diff", "score_diff_ci_low",
+           "score_diff_ci_high", "run_id"]
+
+
+def _num(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def rule_name(row: pd.Series) -> str:
+    """The rule a point belongs to: the method, with its drafter unless the draft model."""
+    method, drafter = str(row.get("method")), row.get("drafter")
+    return method if drafter in (None, "model") or (isinstance(drafter, float) and math.isnan(drafter)) else f"{method} + {drafter}"
+
+
+def frontier(index: pd.DataFrame) -> pd.DataFrame:
+    """One row per run with the frontier's figures (COLUMNS), sorted by set, rule and tau."""
+    rows = []
+    for _, r in index.iterrows():
+        if r.get("status") not in ("complete", "done"):  # partial runs are not points of the frontier
+            continue
+        lost, gained = _num(r.get("quality_lost")), _num(r.get("quality_gained"))
+        n = _num(r.get("n_problems"))
+        if math.isnan(n):
+            n = _num(r.get("n_samples"))
+        parts = [p for p in label_parts(r.to_dict(), skip=("K",)) if not p.startswith("K=")]
+        rows.append({
+            "dataset": r.get("dataset"), "rule": rule_name(r), "setting": ", ".join(parts) or "-",
+            "tau": _num(r.get("tau")), "tau_ci_low": _num(r.get("tau_ci_low")), "tau_ci_high": _num(r.get("tau_ci_high")),
+            "speedup": _num(r.get("speedup")), "speedup_ci_low": _num(r.get("speedup_ci_low")),
+            "speedup_ci_high": _num(r.get("speedup_ci_high")), "lost": lost, "gained": gained,
+            "net_lost": lost - gained, "n": n, "sign_p": _num(r.get("quality_sign_p")),
+            "score_diff": _num(r.get("score_diff")), "score_diff_ci_low": _num(r.get("score_diff_ci_low")),
+            "score_diff_ci_high": _num(r.get("score_diff_ci_high")), "run_id": r.get("run_id"),
+        })
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    return out.sort_values(["dataset", "rule", "tau"], kind="stable").reset_index(drop=True)
+
+
+def detectable_loss(row: pd.Series, alpha: float = DEFAULT_ALPHA) -> bool:
+    """A loss the exact sign test tells from zero at level alpha (two-sided)."""
+    return bool(row["lost"] > row["gained"] and row["sign_p"] < alpha)
+
+
+def matched(front: pd.DataFrame, budget: float = DEFAULT_BUDGET, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+    """Per set and rule: the best tau with no detectable loss, and the best tau within the budget."""
+    out = []
+    for (dataset, rule), g in front.groupby(["dataset", "rule"], sort=True):
+        g = g.dropna(subset=["tau", "lost", "gained", "n"])
+        ok = g[[not detectable_loss(r, alpha) for _, r in g.iterrows()]]
+        within = g[(g["net_lost"] / g["n"]) <= budget + 1e-12]
+        entry: dict[str, Any] = {"dataset": dataset, "rule": rule, "points": len(g)}
+        for prefix, sel in (("undetected", ok), ("budget", within)):
+            if sel.empty:
+                entry.update({f"{prefix}_tau": math.nan, f"{prefix}_setting": "none", f"{prefix}_lost": math.nan,
+                              f"{prefix}_gained": math.nan, f"{prefix}_n": math.nan, f"{prefix}_p": math.nan})
+                continue
+            best = sel.loc[sel["tau"].idxmax()]
+            entry.update({f"{prefix}_tau": best["tau"], f"{prefix}_setting": best["setting"], f"{prefix}_lost": best["lost"],
+                          f"{prefix}_gained": best["gained"], f"{prefix}_n": best["n"], f"{prefix}_p": best["sign_p"]})
+        out.append(entry)
+    return pd.DataFrame(out)
+
+
+def _f(x: float, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+
+
+def _ci(row: pd.Series, col: str) -> str:
+    lo, hi = row.get(f"{col}_ci_low"), row.get(f"{col}_ci_high")
+    return f"{_f(row[col])} [{_f(lo)}, {_f(hi)}]"
+
+
+def frontier_markdown(front: pd.DataFrame) -> str:
+    lines = ["| set | rule | setting | tau [95% CI] | speedup [95% CI] | lost / gained (n) | sign-test p | score diff [95% CI] |",
+             "|---|---|---|---|---|---|---|---|"]
+    for _, r in front.iterrows():
+        lines.append(f"| {r['dataset']} | {r['rule']} | {r['setting']} | {_ci(r, 'tau')} | {_ci(r, 'speedup')} "
+                     f"| {_f(r['lost'], '{:.0f}')} / {_f(r['gained'], '{:.0f}')} ({_f(r['n'], '{:.0f}')}) "
+                     f"| {_f(r['sign_p'], '{:.3g}')} | {_ci(r, 'score_diff')} |")
+    return "\n".join(lines) + "\n"
+
+
+def matched_markdown(table: pd.DataFrame, budget: float, alpha: float) -> str:
+    lines = [f"| set | rule | points | best tau, no detectable loss (sign test, alpha = {alpha:g}) | setting | lost / gained (n), p "
+             f"| tau at net loss <= {budget:.0%} | setting | lost / gained (n) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        lines.append(
+            f"| {r['dataset']} | {r['rule']} | {r['points']} | {_f(r['undetected_tau'])} | {r['undetected_setting']} "
+            f"| {_f(r['undetected_lost'], '{:.0f}')} / {_f(r['undetected_gained'], '{:.0f}')} ({_f(r['undetected_n'], '{:.0f}')}), "
+            f"{_f(r['undetected_p'], '{:.3g}')} | {_f(r['budget_tau'])} | {r['budget_setting']} "
+            f"| {_f(r['budget_lost'], '{:.0f}')} / {_f(r['budget_gained'], '{:.0f}')} ({_f(r['budget_n'], '{:.0f}')}) |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Per set: tau (95% CI) against net answers lost per 100 problems, one line per rule
+    through its settings in order of tau; single-point rules (SPD, DropMatch, ...) as markers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for dataset, g in front.groupby("dataset", sort=True):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for rule, h in g.groupby("rule", sort=True):
+            h = h.dropna(subset=["tau", "net_lost", "n"]).sort_values("tau")
+            if h.empty:
+                continue
+            x = 100 * h["net_lost"] / h["n"]
+            yerr = [(h["tau"] - h["tau_ci_low"]).clip(lower=0).fillna(0), (h["tau_ci_high"] - h["tau"]).clip(lower=0).fillna(0)]
+            ax.errorbar(x, h["tau"], yerr=yerr, marker="o", capsize=2, linestyle="-" if len(h) > 1 else "none", label=rule)
+        ax.axvline(0, color="grey", linewidth=0.8)
+        n = g["n"].dropna()
+        ax.set_xlabel("net answers lost per 100 problems (lost - gained, paired vs target alone)")
+        ax.set_ylabel("tau (tokens per target step, 95% CI)")
+        ax.set_title(f"{dataset}: loose rules at matched quality (n = {int(n.max()) if len(n) else '?'} problems)")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        path = out_dir / f"frontier_{dataset}.png"
+        fig.savefig(path, dpi=130)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m loosespec_bench.report.frontier", description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default=os.environ.get("LOOSESPEC_RESULTS_DIR", "results"))
+    ap.add_argument("--experiment", default="loose_rules")
+    ap.add_argument("--out", default="reports/loose_rules")
+    ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="net answers lost per problem (default %(default)s)")
+    ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="sign-test level (default %(default)s)")
+    args = ap.parse_args(argv)
+    if not (0 <= args.budget < 1) or not (0 < args.alpha < 1):
+        print(f"error: --budget={args.budget} must be in [0, 1) and --alpha={args.alpha} in (0, 1)", file=sys.stderr)
+        return 2
+    from .index import load_index
+
+    index = load_index(args.results, args.experiment)
+    if index.empty:
+        print(f"error: no finished runs of experiment {args.experiment!r} under {args.results!r}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    front = frontier(index)
+    table = matched(front, args.budget, args.alpha)
+    front.to_csv(out / "frontier.csv", index=False)
+    (out / "frontier.md").write_text(frontier_markdown(front))
+    (out / "matched.md").write_text(matched_markdown(table, args.budget, args.alpha))
+    for p in plot_frontier(front, out):
+        print(p)
+    print(out / "frontier.md")
+    print(out / "matched.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The loose-rules frontier and matched table on a hand-made index with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from loosespec_bench.report.frontier import detectable_loss, frontier, main, matched
+from loosespec_bench.stats import sign_test_p
+
+
+def point(method, drafter, tau, lost, gained, n=30, **knobs):
+    return dict(status="complete", method=method, drafter=drafter, dataset="gsm8k", tau=tau, tau_ci_low=tau - 0.1,
+                tau_ci_high=tau + 0.1, speedup=tau / 2, quality_lost=lost, quality_gained=gained,
+                quality_sign_p=sign_test_p(lost, gained), n_problems=n, run_id=f"{method}-{tau}", **knobs)
+
+
+@pytest.fixture
+def index():
+    return pd.DataFrame([
+        point("spd", "model", 3.0, 0, 0),
+        point("cascade", "model", 3.5, 1, 1, alpha=0.9),
+        point("cascade", "model", 4.0, 2, 0, alpha=0.5),   # net loss 2/30 = 6.7%: over a 2% budget
+        point("cascade", "model", 5.0, 9, 0, alpha=0.05),  # 9 vs 0: p = 2^-8 < 0.05, a detectable loss
+        point("fly", "mla", 4.2, 0, 0, theta=0.3),
+    ])
+
+
+def test_frontier_names_rules_with_their_drafter_and_sorts_by_tau(index):
+    front = frontier(index)
+    assert set(front["rule"]) == {"spd", "cascade", "fly + mla"}
+    cas = front[front["rule"] == "cascade"]
+    assert cas["tau"].tolist() == [3.5, 4.0, 5.0]
+    assert cas["net_lost"].tolist() == [0, 2, 9]
+
+
+def test_matched_table_known_answers(index):
+    front = frontier(index)
+    row = matched(front, budget=0.02, alpha=0.05).set_index("rule").loc["cascade"]
+    # 9 lost vs 0 gained is detectable (p = 0.0039); 2 vs 0 is not (p = 0.5): best undetected tau = 4.0.
+    assert sign_test_p(9, 0) < 0.05 < sign_test_p(2, 0)
+    assert row["undetected_tau"] == 4.0 and row["undetected_lost"] == 2
+    # Within a net loss of 2% of 30 problems (0.6 answers): only the point with 1 lost, 1 gained.
+    assert row["budget_tau"] == 3.5
+    assert matched(front, budget=0.1, alpha=0.05).set_index("rule").loc["cascade", "budget_tau"] == 4.0
+
+
+def test_detectable_loss_needs_more_lost_than_gained():
+    assert not detectable_loss(pd.Series(dict(lost=0, gained=9, sign_p=sign_test_p(0, 9))))  # a gain is no loss
+    assert detectable_loss(pd.Series(dict(lost=9, gained=0, sign_p=sign_test_p(9, 0))))
+
+
+def test_cli_refuses_a_bad_budget_and_an_empty_results_folder(tmp_path, capsys):
+    assert main(["--results", str(tmp_path), "--budget", "2"]) == 2
+    assert "error: --budget=2.0" in capsys.readouterr().err
+    assert main(["--results", str(tmp_path)]) == 2
+    assert "no finished runs" in capsys.readouterr().err
+    assert not math.isnan(sign_test_p(1, 1))
