@@ -363,10 +363,6 @@ def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int,
     # The runner only: the program's source (with its tests) comes through SOURCE_FD, never a file.
     shutil.copyfile(os.path.join(host, "runner.py"), "sandbox/runner.py")
     os.chmod("sandbox/runner.py", 0o644)
-    # This file, so that PID 1 re-executes itself from inside (ns_init): /proc/1/cmdline then
-    # names no host path (the repository, the virtual environment, the host folder, hide_paths).
-    shutil.copyfile(os.path.abspath(__file__), "sandbox/init.py")
-    os.chmod("sandbox/init.py", 0o644)
     # Every writable place is a folder of ONE tmpfs of tmp_mb, bound where it belongs: the cap
     # holds in total (four tmpfs of tmp_mb each would give 4 x tmp_mb).
     tmpfs(".w", "755")
@@ -407,29 +403,37 @@ def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int,
         raise OSError(ctypes.get_errno(), "umount /.oldroot")
 
 
+def blank_cmdline(title: bytes = b"sandbox-init") -> None:
+    """Overwrite this process's argument area (what /proc/<pid>/cmdline shows: here the
+    interpreter's path in the virtual environment, this file's in the repository, the host
+    folder and the hidden paths) with `title` and NULs, through /proc/self/mem (root: PID 1 of
+    the namespaces). Python keeps its own copies of argv; the C area is only what others read."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    # Fields 48 and 49 (arg_start, arg_end), counted from 1 with pid and comm before the ")".
+    start, end = int(fields[47 - 2]), int(fields[48 - 2])
+    if end <= start:
+        return
+    data = title[: end - start - 1].ljust(end - start, b"\0")
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(data)
+
+
 def ns_init(argv: list[str]) -> int:
-    """PID 1 of the sandbox's namespaces (root): build the private root, then re-execute itself
-    from inside it (`ns_run`), so that its command line names no host path."""
+    """PID 1 of the sandbox's namespaces (root): build the private root, start the program as
+    the sandbox uid under the program's seccomp filter, reap everything, and kill the namespace
+    at the inner deadline. When it returns, the kernel kills every process left in the PID
+    namespace."""
     host, uid, prefix, exe, tmp_mb, wall = argv[0], int(argv[1]), argv[2], argv[3], int(argv[4]), float(argv[5])
     hide = argv[6:]
-    start = time.monotonic()
     try:
         libc = _libc()
         build_root(libc, host, uid, prefix, tmp_mb, hide)
-        left = max(0.0, wall - (time.monotonic() - start))
-        os.execv(exe, [exe, "-I", "-S", "/sandbox/init.py", "--ns-run", str(uid), f"{left:.2f}"])
+        blank_cmdline()  # /proc/1/cmdline names no host path
     except BaseException as e:  # noqa: BLE001
         os.write(2, f"sandbox setup: {e}\n".encode())
-    return SETUP_FAILED
-
-
-def ns_run(argv: list[str]) -> int:
-    """PID 1 again, inside the private root: start the program as the sandbox uid under the
-    program's seccomp filter, reap everything, and kill the namespace at the inner deadline.
-    When it returns, the kernel kills every process left in the PID namespace."""
-    uid, wall = int(argv[0]), float(argv[1])
-    exe = sys.executable
-    libc = _libc()
+        return SETUP_FAILED
     os.write(VERDICT_FD, b"S")  # the last trusted step before the program
     start = time.monotonic()
     child = os.fork()
@@ -474,6 +478,4 @@ def ns_run(argv: list[str]) -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--ns-init"]:
         sys.exit(ns_init(sys.argv[2:]))
-    if sys.argv[1:2] == ["--ns-run"]:
-        sys.exit(ns_run(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))

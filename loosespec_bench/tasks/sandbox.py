@@ -365,8 +365,11 @@ def run_python(
     isolation: str = "auto",
     hide_paths: Iterable[str | os.PathLike[str]] = (),
     allow_same_user: bool = False,
+    output_chars: int = OUTPUT_TAIL,
 ) -> Result:
-    """Run `source` as a Python program under `isolation`; see the module docstring."""
+    """Run `source` as a Python program under `isolation`; see the module docstring.
+    output_chars: how much of the output's end the result keeps (a program that reports values,
+    e.g. MBPP+'s outputs for the harness to compare, needs more than the default tail)."""
     check_sandbox(isolation, allow_same_user)
     level = available_isolation() if isolation == "auto" else isolation
     sweep_stale()
@@ -447,7 +450,7 @@ def run_python(
                             _sup.remove_files_of(uid)
         duration = time.monotonic() - start
         verdict = _read_available(verdict_r)
-        text = _tail(out_path)
+        text = _tail(out_path, output_chars)
     finally:
         for fd in (nonce_r, nonce_w, verdict_r, verdict_w, source_fd):
             if fd >= 0:
@@ -489,11 +492,11 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _tail(path: Path) -> str:
+def _tail(path: Path, chars: int = OUTPUT_TAIL) -> str:
     size = path.stat().st_size
     with path.open("rb") as f:
-        f.seek(max(0, size - 4 * OUTPUT_TAIL))
-        return f.read().decode("utf-8", errors="replace")[-OUTPUT_TAIL:]
+        f.seek(max(0, size - 4 * chars))
+        return f.read().decode("utf-8", errors="replace")[-chars:]
 
 
 def run_many(sources: Sequence[str], *, workers: int | None = None, **kwargs: Any) -> list[Result]:
