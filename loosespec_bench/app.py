@@ -28,7 +28,7 @@ from .metrics import sample_metrics
 from .config import baseline_config
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .safe_files import read_text
-from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
+from .run_folder import FolderLocked, RunFolder, check_files, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, machine, run_metadata
 from .tasks import Sample, Task
@@ -259,6 +259,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     task.preflight()  # e.g. the sandbox runs an empty program under the run's settings
     path = run_dir(cfg)
     existed = path.exists()
+    if existed:
+        check_files(path)  # a folder from elsewhere: links or FIFOs in place of its files are refused, nothing read
     folder = RunFolder(path)
     folder.lock("run")  # before the model loads: a duplicate stops at once
     tracker = None

@@ -335,6 +335,14 @@ class RunFolder:
         self.unlock()
 
 
+def check_files(path: Path) -> None:
+    """Every file a run folder's readers and writers open is a regular file or absent (a link, a
+    FIFO, a device or a folder in its place: ConfigError), checked before anything is read or
+    written, so that a refusal changes nothing. The opens themselves check again (safe_files)."""
+    for name in (RunFolder.CONFIG, RunFolder.SAMPLES, RunFolder.SUMMARY, RunFolder.LOCK, RunFolder.ERROR):
+        check_regular(path / name)
+
+
 def write_error(folder: Path, text: str) -> Path:
     """error.txt in `folder` (any folder: a run's, or Hydra's job dir when the run has none);
     a disk that cannot take it costs a warning, never a second traceback."""

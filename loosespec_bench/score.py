@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .baselines import judge_against_store
 from .errors import ConfigError
-from .run_folder import RunFolder, atomic_write, first_per_id, read_jsonl, utc_stamp
+from .run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, utc_stamp
 from .safe_files import check_regular, read_text
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary
 from .timing import timing_settings  # the run's own settings, defaults for old configs
@@ -303,8 +303,9 @@ def rescore_folder(
     *.bak-<stamp>). summary_only: keep the records' scores and rebuild the summary alone, so that
     figures the harness added since the run (e.g. quality_lost / quality_gained) appear without
     running any scorer again."""
+    check_files(folder)  # links, FIFOs, devices in place of its files: refused before anything is read or written
     samples_path = folder / RunFolder.SAMPLES
-    if not check_regular(samples_path):  # a link, a FIFO or a folder: ConfigError
+    if not check_regular(samples_path):
         raise ConfigError(f"{folder} has no {RunFolder.SAMPLES}: not a result folder")
     config_path = folder / RunFolder.CONFIG
     cfg = _load_config(config_path)
@@ -337,6 +338,8 @@ def rescore_folder(
 def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *, rescore: bool = True,
                     baselines_dir: str | None = None) -> dict[str, Any]:
     folder = run_folder.path
+    # The folder's numbers, checked before anything is rewritten (a refusal changes nothing).
+    seed, threshold = _number(cfg, "seed", 0, int), _number(cfg, "power_threshold", DEFAULT_POWER_THRESHOLD, float)
     # The lock: a run still appending (or another re-score) would lose samples to the rewrite.
     run_folder.lock("re-score")
     lines = run_folder.lines()  # every readable line; an unreadable one is skipped with a warning
@@ -367,7 +370,6 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
         run_folder.backup(RunFolder.SUMMARY, stamp)
     stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
     summary = {k: v for k, v in old.items() if k not in stale}
-    seed, threshold = _number(cfg, "seed", 0, int), _number(cfg, "power_threshold", DEFAULT_POWER_THRESHOLD, float)
     # Every figure and its interval again (speed ones included: the same records give the
     # same points; folders from before the intervals gain them). Old records have no
     # timing data: the summary's timing says "not recorded".

@@ -26,7 +26,7 @@ import pandas as pd
 import yaml
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
-from ..run_folder import RunFolder, count_finished_lines
+from ..run_folder import RunFolder, check_files, count_finished_lines
 from ..safe_files import is_real_dir, read_text
 from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
@@ -325,6 +325,7 @@ def index_run(run_dir: str | Path) -> dict[str, Any]:
     """The index row of one run folder, complete or not. Raises MalformedSummary for a
     summary.json with malformed fields (load_index skips that folder with a warning)."""
     run_dir = Path(run_dir)
+    check_files(run_dir)  # a link, a FIFO or a device in place of a run file: the folder is skipped (load_index)
     config = _read_yaml(run_dir / RunFolder.CONFIG)
     samples = run_dir / RunFolder.SAMPLES
     summary_path = run_dir / RunFolder.SUMMARY
