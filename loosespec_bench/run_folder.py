@@ -323,7 +323,7 @@ class RunFolder:
         return data if isinstance(data, dict) else None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        atomic_write(self.path / self.SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        atomic_write(self.path / self.SUMMARY, summary_json(summary))
 
     def clear_error(self) -> None:
         (self.path / self.ERROR).unlink(missing_ok=True)
@@ -333,6 +333,29 @@ class RunFolder:
             self._fh.close()
             self._fh = None
         self.unlock()
+
+
+def standard_json(obj: Any, path: str = "", found: list[str] | None = None) -> tuple[Any, list[str]]:
+    """`obj` with every NaN or infinity replaced by None (standard JSON has neither: Python
+    writes NaN / Infinity, which other readers refuse), and the dotted paths of those replaced."""
+    found = [] if found is None else found
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        found.append(path or "(top)")
+        return None, found
+    if isinstance(obj, dict):
+        return {k: standard_json(v, f"{path}.{k}" if path else str(k), found)[0] for k, v in obj.items()}, found
+    if isinstance(obj, (list, tuple)):
+        return [standard_json(v, f"{path}[{i}]", found)[0] for i, v in enumerate(obj)], found
+    return obj, found
+
+
+def summary_json(summary: dict[str, Any]) -> str:
+    """summary.json's text: standard JSON only; a figure that came out NaN or infinite is written
+    as null and named in `nonfinite_fields` (the flag that it was not a missing value)."""
+    clean, found = standard_json(summary)
+    if found:
+        clean["nonfinite_fields"] = found
+    return json.dumps(clean, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def check_files(path: Path) -> None:

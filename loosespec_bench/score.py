@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .baselines import judge_against_store
 from .errors import ConfigError
-from .run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, utc_stamp
+from .run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, summary_json, utc_stamp
 from .safe_files import check_regular, read_text
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary
 from .timing import timing_settings  # the run's own settings, defaults for old configs
@@ -357,6 +357,7 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
     if len(new_lines) != len(lines):
         raise ConfigError(f"{folder}: the re-score would drop {len(lines) - len(new_lines)} record(s); nothing was changed")
 
+    task.aggregate(first_per_id(new_lines))  # a refusal there (every judgment failed) comes before any rewrite
     stamp = utc_stamp()
     # The old file kept as samples.jsonl.bak-<stamp>; a summary-only rebuild leaves the records
     # untouched unless they moved onto the store.
@@ -452,7 +453,7 @@ def score_jsonl(
     stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
     atomic_write(path.with_name(f"{stem}.scored.jsonl"), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     summary = {"dataset": task.name, "n_samples": len(records), "source": str(path), **task.aggregate(records)}
-    atomic_write(path.with_name(f"{stem}.summary.json"), json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(path.with_name(f"{stem}.summary.json"), summary_json(summary))
     return summary
 
 

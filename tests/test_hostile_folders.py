@@ -289,3 +289,73 @@ def test_store_files_are_not_followed(tmp_path):
         judge_against_store([rec], tmp_path)
     with pytest.raises(ConfigError, match="baseline_source.store"):
         judge_against_store([json.loads(_shared_record(".."))], tmp_path)
+
+
+# -- item 4 (the checks outside the CLI's checks module and the record reader) ------------------
+import gzip  # noqa: E402
+
+from .test_hostile_inputs import HE_ROW, Case, assert_clean_refusal, run_in_process  # noqa: E402
+
+BROKEN_TEST = {**HE_ROW, "canonical_solution": "    return 1\n", "test": "def check(c):\n    assert c( == 1\n"}
+WRONG_TEST = {**HE_ROW, "task_id": "HumanEval/1", "canonical_solution": "    return 1\n", "test": "def check(c):\n    assert c() == 2\n"}
+# Main-CLI cases (tests/test_hostile_inputs.Case, `L`: pair=tiny, before any model loads); the probe runs them too.
+MAIN: list[Case] = [
+    Case("temperature-underflow", "L", ["generation.temperature=1e-300"], "generation.temperature"),
+    Case("temperature-subnormal", "L", ["generation.temperature=1e-40"], "generation.temperature"),
+    Case("humaneval-test-does-not-compile", "L", ["dataset=humaneval"], "canonical solution",
+         files={"humaneval/HumanEval.jsonl.gz": gzip.compress((json.dumps(BROKEN_TEST) + "\n").encode())}),
+    Case("humaneval-test-wrong", "L", ["dataset=humaneval"], "canonical solution",
+         files={"humaneval/HumanEval.jsonl.gz": gzip.compress((json.dumps(WRONG_TEST) + "\n").encode())}),
+]
+
+
+@pytest.mark.parametrize("case", MAIN, ids=[c.id for c in MAIN])
+def test_item4_input_is_one_error_line(case, tmp_path, monkeypatch, capsys):
+    code, err, before, after = run_in_process(case, tmp_path, monkeypatch, capsys)
+    assert_clean_refusal(case, code, err, before, after, tmp_path)
+
+
+def test_summary_json_is_standard_json_with_a_flag(tmp_path):
+    from loosespec_bench.run_folder import RunFolder
+
+    folder = RunFolder(tmp_path / "run")
+    folder.write_summary({"tau": float("nan"), "speedup": float("inf"), "by": {"x": [1.0, float("-inf")]}, "n": 3})
+    text = (tmp_path / "run" / "summary.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard {c}"))
+    assert data["tau"] is None and data["speedup"] is None and data["by"]["x"] == [1.0, None] and data["n"] == 3
+    assert data["nonfinite_fields"] == ["tau", "speedup", "by.x[1]"]
+
+
+def test_a_dead_judge_warns_once_and_fails_when_every_judgment_fails(data_dir, caplog):
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.tasks.judge import JudgeError
+    from loosespec_bench.tasks.mt_bench import MTBench
+
+    class Dead:
+        name, url = "gpt-4", "http://127.0.0.1:9/v1/chat/completions"
+
+        def complete(self, system: str, user: str) -> str:
+            raise JudgeError("connection refused")
+
+    class Flaky(Dead):
+        calls = 0
+
+        def complete(self, system: str, user: str) -> str:
+            Flaky.calls += 1
+            if Flaky.calls % 2:
+                raise JudgeError("timeout")
+            return "Rating: [[7]]"
+
+    task = MTBench(data_dir=str(data_dir))
+    samples = [s for s in task.load_all() if s.reference["category"] not in ("math", "reasoning", "coding")][:2]
+    task.judge = Dead()
+    records = [{"meta": s.meta, "score": task.score_turns(s, ["a", "b"])} for s in samples]
+    warnings = [r for r in caplog.records if "the judge" in r.getMessage()]
+    assert len(warnings) == 1 and "127.0.0.1:9" in warnings[0].getMessage()
+    with pytest.raises(ConfigError, match=r"every judgment failed \(4 of 4"):
+        task.aggregate(records)
+    task.judge = Flaky()
+    records = [{"meta": s.meta, "score": task.score_turns(s, ["a", "b"])} for s in samples]
+    agg = task.aggregate(records)
+    assert agg["n_judge_errors"] == 2 and agg["n_judged_turns"] == 2 and agg["mt_bench_score"] == 7

@@ -349,8 +349,9 @@ class MBPPPlus(HumanEval):
                 return False, f"input {i}: got {out!r:.200}, expected {exp!r:.200}"
         return True, ""
 
-    def canonical_completion(self, sample: Sample) -> str:
-        return f"{sample.meta['canonical_solution']}\n```"
+    def canonical_completion(self, sample: Sample) -> str | None:
+        code = sample.meta.get("canonical_solution")
+        return f"{code}\n```" if code else None
 
     # -- scoring -----------------------------------------------------------------------------
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:

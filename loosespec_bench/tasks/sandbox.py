@@ -18,8 +18,9 @@ the README has the table of what each guarantees):
   PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs
   (pivot_root, the host's tree detached): read-only binds of /usr and the /bin, /lib...
   folders and of the harness's Python installation, a few copied /etc files, /dev with
-  null/zero/full/random/urandom, its own /proc, and fresh size-capped tmpfs for /tmp,
-  /var/tmp, /dev/shm, /run (with /run/lock). The repository, the data sets, the results,
+  null/zero/full/random/urandom, its own /proc, and one fresh tmpfs of tmp_mb bound at /tmp,
+  /var/tmp, /dev/shm and /run (with /run/lock): the cap holds in total. PID 1 blanks its
+  command line (/proc/1/cmdline names no host path). The repository, the data sets, the results,
   /home, /root and every host socket file are not in it; abstract Unix sockets and 127.0.0.1
   belong to the (empty) network namespace; SysV IPC objects die with the IPC namespace; kernel
   keyrings (not namespaced) are refused by seccomp. The program runs as the fresh unprivileged
@@ -37,6 +38,12 @@ the README has the table of what each guarantees):
 - "process" (not root): rlimits, seccomp filter, timeout and the audit hook, as the harness's own
   user: such code could delete or read that user's files and signal their processes. Refused
   unless `allow_same_user=True`.
+
+At every level the program itself also runs under a second seccomp filter, installed just before
+it starts (`_sandbox_supervisor.PROGRAM_BLOCKED`): no new namespaces (unshare, setns, clone with a
+CLONE_NEW* flag; clone3 answers ENOSYS so the C library falls back to clone), no memfd_create or
+memfd_secret (shared memory the address-space limit does not count), userfaultfd,
+perf_event_open or bpf. docs/sandbox.md has the threat model and each case.
 
 The seccomp filter exists for x86_64 and aarch64; elsewhere the "uid" and "process" levels
 refuse to start (SandboxError) rather than run without it (the "namespaces" level runs, without
