@@ -121,6 +121,6 @@ def confined(root: str | os.PathLike[str], name: str, what: str) -> Path:
     else a ConfigError naming `what`: a name read from a record or a config never leaves root."""
     if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
             or "\x00" in name or len(name.encode("utf-8", "surrogatepass")) > 255):
-        raise ConfigError(f"{what}={str(name)[:80]!r} is not a plain folder name under {root}; "
-                          "a record may name a store, never a path")
+        raise ConfigError(f"{what}={str(name)[:80]!r} is not a plain name under {root}: "
+                          "a name read from a record or a config is one path component, never a path")
     return Path(root) / name

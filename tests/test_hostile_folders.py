@@ -101,6 +101,9 @@ FOLDER: list[FolderCase] = [
     FolderCase("folder-nltk-data", "dataset.nltk_data", files={
         "config.yaml": "dataset:\n  _target_: loosespec_bench.tasks.ifeval.IFEval\n  name: ifeval\n  nltk_data: /tmp/evil\n",
         "samples.jsonl": SAMPLES}),
+    FolderCase("folder-data-file-a-path", "dataset.files", files={
+        "config.yaml": "dataset:\n  _target_: loosespec_bench.tasks.livecodebench.LiveCodeBench\n  name: livecodebench\n"
+                       "  files: [/dev/stdin]\n", "samples.jsonl": SAMPLES}),
     FolderCase("folder-seed-text", "seed", files={"config.yaml": GSM8K_CONFIG + "seed: abc\n", "samples.jsonl": SAMPLES}),
     # 2. nothing outside results/: links, FIFOs and devices in place of the folder's files
     FolderCase("folder-samples-link-outside", "symbolic link", setup=_link("samples.jsonl", OUTSIDE),
