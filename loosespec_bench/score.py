@@ -187,8 +187,17 @@ def trusted_dataset_node(folder_node: Any, data_dir: str | None, overrides: list
         raise _refuse("_target_", folder.get("_target_"), f"this installation's {conf} is {base.get('_target_')}")
     ours = base
     if overrides:  # the command line's settings are ours too
-        merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.from_dotlist(overrides))
-        ours = OmegaConf.to_container(merged, resolve=True)
+        for item in overrides:
+            key, sep, _ = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set judge.kind=openai")
+        try:
+            merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.from_dotlist(overrides))
+            ours = OmegaConf.to_container(merged, resolve=True)
+        except Exception as err:
+            from .checks import one_line
+
+            raise ConfigError(f"--set {' '.join(overrides)[:120]}: cannot be applied to the dataset settings ({one_line(err)})") from None
         assert isinstance(ours, dict)
     out = dict(base)
     for key, value in folder.items():
