@@ -27,7 +27,8 @@ from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
 from .config import baseline_config, data_source
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
-from .run_folder import FolderLocked, RunFolder, first_per_id, run_dir, utc_stamp, write_error
+from .safe_files import read_text
+from .run_folder import FolderLocked, RunFolder, check_files, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, machine, run_metadata
 from .tasks import Sample, Task
@@ -264,6 +265,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     task.preflight()  # e.g. the sandbox runs an empty program under the run's settings
     path = run_dir(cfg)
     existed = path.exists()
+    if existed:
+        check_files(path)  # a folder from elsewhere: links or FIFOs in place of its files are refused, nothing read
     folder = RunFolder(path)
     folder.lock("run")  # before the model loads: a duplicate stops at once
     tracker = None
@@ -304,6 +307,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 if batch > 1 and pos % batch == 0:  # throughput mode: the next chunk at once
                     runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch)
                 rec = runner.run_sample(sample, index)
+                rec["run_id"] = folder.path.name  # whose record it is: resume refuses another run's (reusable_records)
                 if sample.id in done:  # a timing top-up: the timed record replaces the untimed one
                     rec["timing"]["topped_up_from"] = topped_up_from(done[sample.id], rec)
                     folder.replace_record(rec)
@@ -364,7 +368,17 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
     current = {s.id: sample_hash(s) for s in samples}
     kept: list[dict[str, Any]] = []
     stale: list[dict[str, Any]] = []
+    own = folder.path.name
     for rec in folder.lines():
+        # A record names the run it belongs to (records from before that are taken as the
+        # folder's own): another run's records copied in (a target alone's into an SPD folder)
+        # would be reported as this method's output.
+        rid = rec.get("run_id")
+        if rid is not None and rid != own:
+            raise ConfigError(
+                f"{folder.path / folder.SAMPLES}: the record of sample {str(rec.get('id'))[:60]!r} belongs to run "
+                f"{str(rid)[:120]!r}, not to {own!r} (records copied from another run folder?); move the file away "
+                "or remove those lines, then run again")
         stored = rec.get("prompt_sha256")
         if stored is not None and rec["id"] in current and stored != current[rec["id"]]:
             stale.append(rec)
@@ -417,7 +431,7 @@ def check_topup_machine(folder_path: Path, topup: list[tuple[int, Sample]]) -> N
     if not topup:
         return
     try:
-        before = json.loads((folder_path / "summary.json").read_text(encoding="utf-8"))
+        before = json.loads(read_text(folder_path / "summary.json"))  # never through a link or a FIFO
     except (OSError, ValueError):
         return  # no finished summary: nothing recorded to compare with
     here = machine()

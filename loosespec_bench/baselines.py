@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from .errors import ConfigError
 from .run_folder import atomic_write, read_jsonl
+from .safe_files import check_regular, confined, open_fd, open_regular, read_text
 
 # What a store record keeps beside the side's own fields (output_text, output_ids, metrics,
 # score, turns): which run computed it and how it was timed there.
@@ -116,7 +117,7 @@ class BaselineStore:
         key_file = self.path / self.KEY
         if key_file.exists():
             try:
-                stored = json.loads(key_file.read_text(encoding="utf-8"))
+                stored = json.loads(read_text(key_file))
             except (OSError, ValueError):
                 stored = None
             if stored is not None and json.dumps(stored, sort_keys=True, default=str) != json.dumps(self.key, sort_keys=True, default=str):
@@ -141,17 +142,17 @@ class BaselineStore:
         """Append one sample's target-alone side (the record part Runner._side builds)."""
         rec = {"id": sample_id, "prompt_sha256": prompt_sha256, **side, "computed_by": computed_by, "timing": timing}
         line = json.dumps(rec, ensure_ascii=False) + "\n"
-        fd = os.open(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_fd(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never through a link
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # one line at a time across processes
             path = self.path / self.SAMPLES
             # A line cut off by a killed writer: the next line starts on a fresh one.
-            if path.exists() and path.stat().st_size:
-                with path.open("rb") as f:
+            if check_regular(path) and path.stat().st_size:
+                with open_regular(path, "rb") as f:
                     f.seek(-1, os.SEEK_END)
                     if f.read(1) != b"\n":
                         line = "\n" + line
-            with path.open("a", encoding="utf-8") as f:
+            with open_regular(path, "a", encoding="utf-8") as f:
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
@@ -179,11 +180,12 @@ def judge_against_store(records: list[dict[str, Any]], root: Path) -> tuple[list
                 or not str(src.get("origin", "")).startswith("reused") or not rec.get("baseline")):
             out.append(rec)
             continue
-        name = str(src.get("store"))
+        name = src.get("store")
+        # A store name from a record: one folder name under root, never a path (safe_files.confined).
+        path = confined(root, name, "baseline_source.store") / BaselineStore.SAMPLES
         if name not in cache:
-            path = root / name / BaselineStore.SAMPLES
             cache[name] = {}
-            if path.is_file():
+            if check_regular(path):
                 for _, stored in read_jsonl(path):
                     cache[name].setdefault((stored["id"], stored.get("prompt_sha256")), stored)
         stored = cache[name].get((rec["id"], rec.get("prompt_sha256")))

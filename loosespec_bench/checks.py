@@ -47,6 +47,7 @@ from .params import (
     params_of,
     real,
     string,
+    temperature,
 )
 
 ROOT_RULES: dict[str, Rule] = {
@@ -68,7 +69,7 @@ TIMING_RULES: dict[str, Rule] = {
     "side_limit": optional(real(0, 1, lo_open=True)),
 }
 GENERATION_RULES: dict[str, Rule] = {
-    "temperature": real(0),
+    "temperature": temperature,  # params.MIN_TEMPERATURE: tiny ones overflow
     "top_k": integer(0),
     "top_p": real(0, 1, lo_open=True),
     "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),

@@ -89,6 +89,21 @@ def string(v: Any) -> str | None:
     return None if isinstance(v, str) and v != "" else "must be a non-empty string"
 
 
+# generation.temperature: 0 (greedy) or at least this. Sampling divides float32 logits by T: at
+# 1e-300 the divisor itself is 0 in float32 and a logit of 30 over 1e-38 is already inf, so the
+# step's softmax gives NaN mid-generation. At 1e-6 two logits 1e-3 apart differ by e^1000 in
+# probability: sampling is greedy to float32 precision already, so nothing usable is refused.
+MIN_TEMPERATURE = 1e-6
+
+
+def temperature(v: Any) -> str | None:
+    reason = real(0)(v)
+    if reason is None and 0 < v < MIN_TEMPERATURE:
+        return (f"must be 0 (greedy) or >= {MIN_TEMPERATURE:g}: a smaller temperature overflows logits / T in "
+                "float32 (inf, then NaN mid-generation); use 0 for greedy decoding")
+    return reason
+
+
 def choice(*options: Any) -> Rule:
     def rule(v: Any) -> str | None:
         return None if v in options and not isinstance(v, bool) else f"must be one of {', '.join(map(str, options))}"

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import ConfigError
+from .safe_files import check_regular, open_fd, open_regular, read_text
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +115,12 @@ def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict
     off by a kill (the next append truncates it, so it is never used); other JSONL files (a
     user's completions) may just lack the final newline.
     """
-    if not path.exists():
+    # Never through a link, never a FIFO or a device (safe_files): a folder from someone else.
+    try:
+        f = open_regular(path, "rb")
+    except FileNotFoundError:
         return
-    if path.is_dir():
-        raise ConfigError(f"{path} is a folder, not a JSONL file")
-    with path.open("rb") as f:
+    with f:
         for lineno, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
@@ -144,10 +146,11 @@ def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict
 def count_finished_lines(path: Path) -> int:
     """Lines written to the end (a cut-off last line is not one), without parsing: cheap for
     status displays."""
-    if not path.is_file():
+    try:
+        with open_regular(path, "rb") as f:
+            return sum(1 for line in f if line.endswith(b"\n"))
+    except (OSError, ConfigError):  # missing, a link, a FIFO: no finished line to show
         return 0
-    with path.open("rb") as f:
-        return sum(1 for line in f if line.endswith(b"\n"))
 
 
 def first_per_id(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -183,7 +186,7 @@ class RunFolder:
         if self._lock_fd is not None:
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_fd(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never through a link (safe_files)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -213,8 +216,8 @@ class RunFolder:
     def holder(self) -> str | None:
         """Who wrote the lock file last, as 'pid P on HOST (purpose, since ...)'."""
         try:
-            info = json.loads((self.path / self.LOCK).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            info = json.loads(read_text(self.path / self.LOCK))
+        except (OSError, ValueError, ConfigError):
             return None
         return f"pid {info.get('pid')} on {info.get('host')} ({info.get('purpose')}, since {info.get('since')})"
 
@@ -236,9 +239,9 @@ class RunFolder:
     def _repair_tail(self) -> None:
         """Drop a partial last line so the next append starts on a fresh line."""
         path = self.path / self.SAMPLES
-        if not path.exists() or path.stat().st_size == 0:
+        if not check_regular(path) or path.stat().st_size == 0:
             return
-        with path.open("rb+") as f:
+        with open_regular(path, "rb+") as f:
             data = f.read()
             if data.endswith(b"\n"):
                 return
@@ -247,7 +250,7 @@ class RunFolder:
     def append(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             self._repair_tail()
-            self._fh = (self.path / self.SAMPLES).open("a", encoding="utf-8")
+            self._fh = open_regular(self.path / self.SAMPLES, "a", encoding="utf-8")
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -277,7 +280,7 @@ class RunFolder:
             self._fh = None
         self._repair_tail()
         path = self.path / self.SAMPLES
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.exists() else []
+        lines = read_text(path).splitlines(keepends=True) if check_regular(path) else []
         new_line = json.dumps(record, ensure_ascii=False) + "\n"
         # Line by line as text: lines the readers skip (unreadable, incomplete) stay as they were.
         for pos, line in enumerate(lines):
@@ -297,10 +300,12 @@ class RunFolder:
         import shutil
 
         src = self.path / name
-        if not src.exists():
+        if not check_regular(src):  # a link or a special file is refused, never copied through
             return None
         dst = self.path / f"{name}.bak-{stamp or utc_stamp()}"
-        shutil.copy2(src, dst)
+        if os.path.lexists(dst):  # a link planted under the backup's name is replaced, never written through
+            os.unlink(dst)
+        shutil.copy2(src, dst, follow_symlinks=False)
         return dst
 
     # -- whole files -------------------------------------------------------------------------
@@ -309,7 +314,7 @@ class RunFolder:
 
     def read_summary(self) -> dict[str, Any] | None:
         try:
-            data = json.loads((self.path / self.SUMMARY).read_text(encoding="utf-8"))
+            data = json.loads(read_text(self.path / self.SUMMARY))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as err:
@@ -318,7 +323,7 @@ class RunFolder:
         return data if isinstance(data, dict) else None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        atomic_write(self.path / self.SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        atomic_write(self.path / self.SUMMARY, summary_json(summary))
 
     def clear_error(self) -> None:
         (self.path / self.ERROR).unlink(missing_ok=True)
@@ -328,6 +333,37 @@ class RunFolder:
             self._fh.close()
             self._fh = None
         self.unlock()
+
+
+def standard_json(obj: Any, path: str = "", found: list[str] | None = None) -> tuple[Any, list[str]]:
+    """`obj` with every NaN or infinity replaced by None (standard JSON has neither: Python
+    writes NaN / Infinity, which other readers refuse), and the dotted paths of those replaced."""
+    found = [] if found is None else found
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        found.append(path or "(top)")
+        return None, found
+    if isinstance(obj, dict):
+        return {k: standard_json(v, f"{path}.{k}" if path else str(k), found)[0] for k, v in obj.items()}, found
+    if isinstance(obj, (list, tuple)):
+        return [standard_json(v, f"{path}[{i}]", found)[0] for i, v in enumerate(obj)], found
+    return obj, found
+
+
+def summary_json(summary: dict[str, Any]) -> str:
+    """summary.json's text: standard JSON only; a figure that came out NaN or infinite is written
+    as null and named in `nonfinite_fields` (the flag that it was not a missing value)."""
+    clean, found = standard_json(summary)
+    if found:
+        clean["nonfinite_fields"] = found
+    return json.dumps(clean, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def check_files(path: Path) -> None:
+    """Every file a run folder's readers and writers open is a regular file or absent (a link, a
+    FIFO, a device or a folder in its place: ConfigError), checked before anything is read or
+    written, so that a refusal changes nothing. The opens themselves check again (safe_files)."""
+    for name in (RunFolder.CONFIG, RunFolder.SAMPLES, RunFolder.SUMMARY, RunFolder.LOCK, RunFolder.ERROR):
+        check_regular(path / name)
 
 
 def write_error(folder: Path, text: str) -> Path:

@@ -14,9 +14,14 @@ PATH is either
   Writes <name>.scored.jsonl (each line with its `score`) and <name>.summary.json.
 
 Options: --dataset NAME (a conf/dataset file; for folders, overrides the run's), --data-dir DIR
-(default: the run's, else LOOSESPEC_DATA_DIR), --set KEY=VALUE for dataset settings (e.g.
---set judge.kind=openai --set judge.url=http://localhost:8000/v1), --workers N (parallel
-sandboxed programs for HumanEval).
+(default: LOOSESPEC_DATA_DIR; never the folder's own path), --set KEY=VALUE for dataset settings
+(e.g. --set judge.kind=openai --set judge.url=http://localhost:8000/v1), --workers N (parallel
+sandboxed programs for HumanEval), --baselines-dir DIR (a shared-baseline run's stores).
+
+A folder is data (it may come from someone else): its task and prompt settings are read and
+checked against this installation's declared settings for that task; the class, the sandbox's
+level and (higher) limits, the judge, lm-eval's include_path and NLTK's data come from this
+installation and --set only (`trusted_dataset_node`; docs/sandbox.md has the threat model).
 """
 
 from __future__ import annotations
@@ -24,17 +29,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .config import DATA_DIR_ENV, data_dir_setting
 from .baselines import judge_against_store
 from .errors import ConfigError
-from .run_folder import RunFolder, atomic_write, first_per_id, read_jsonl, utc_stamp
+from .run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, summary_json, utc_stamp
+from .safe_files import check_regular, read_text
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary
 from .timing import timing_settings  # the run's own settings, defaults for old configs
 from .tasks import Sample, Task
@@ -105,16 +109,158 @@ def _calibration(cfg: Any, old: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_config(path: Path) -> DictConfig | None:
-    """A folder's config.yaml; unreadable, not a mapping or without a dataset node: ConfigError."""
-    if not path.exists():
+    """A folder's config.yaml; unreadable, not a mapping or without a dataset node: ConfigError.
+    Read as data: never through a link, never a FIFO (safe_files), YAML without tags."""
+    if not check_regular(path):
         return None
     try:
-        cfg = OmegaConf.load(path)
+        text = read_text(path)
+        cfg = OmegaConf.create(text)
+    except ConfigError:
+        raise
     except Exception as err:
         raise ConfigError(f"{path} is not readable YAML ({' '.join(str(err).split())[:160]}); pass --dataset NAME") from None
     if not isinstance(cfg, DictConfig) or not isinstance(cfg.get("dataset"), DictConfig):
         raise ConfigError(f"{path} holds no dataset settings (not a run's config.yaml); pass --dataset NAME")
     return cfg
+
+
+# --- the trust boundary: a run folder is data -------------------------------------------------
+# A folder from someone else names its task and the prompt settings that produced its records;
+# those are data, checked against the installed task's declared settings. What executes code or
+# reaches out comes from this installation and the command line (--set), never from the folder:
+# the class (_target_), the sandbox's level and limits, the judge (kind, endpoint, key variable,
+# model), lm-eval's include_path (task YAMLs with !function import Python), NLTK's data (pickles).
+# A folder that asks for more than the installation's defaults gets one error line naming the key.
+MUST_MATCH = ("include_path", "nltk_data")  # equal to the installation's (after --set), else refused
+LOCAL_ONLY = ("data_dir",)  # where this machine keeps its data: --data-dir / LOOSESPEC_DATA_DIR, never the folder's
+SANDBOX_LIMITS = ("timeout_s", "cpu_s", "memory_mb", "max_procs", "file_mb", "tmp_mb")  # the folder's when not above ours
+SANDBOX_LOCAL = ("workers", "hide_paths")  # this machine's
+
+
+def _packaged_datasets() -> dict[str, dict[str, Any]]:
+    """conf/dataset/<name>.yaml of this installation: name -> its (unresolved) settings."""
+    from .config import CONF_DIR
+
+    out = {}
+    for path in sorted((CONF_DIR / "dataset").glob("*.yaml")):
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        if isinstance(data, dict):
+            out[path.stem] = data
+    return out
+
+
+def _refuse(key: str, value: Any, why: str) -> ConfigError:
+    shown = json.dumps(value, default=str)[:120]
+    return ConfigError(f"the run folder's config.yaml sets dataset.{key}={shown}: {why}")
+
+
+def _no_code_keys(node: Any, prefix: str = "") -> None:
+    """No `_target_` below the top and no interpolation anywhere: a run writes its config resolved."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise _refuse(f"{prefix}{key}", value, "keys must be names")
+            if key == "_target_" and prefix:
+                raise _refuse(f"{prefix}{key}", value, "a run folder cannot name classes; settings are data")
+            _no_code_keys(value, f"{prefix}{key}.")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _no_code_keys(value, f"{prefix.rstrip('.')}[{i}].")
+    elif isinstance(node, str) and "${" in node:
+        raise _refuse(prefix.rstrip("."), node, "a run's config.yaml is written resolved; an interpolation (${...}) "
+                      "in a folder from elsewhere is refused (it could read this machine's environment)")
+
+
+def folder_task_name(node: dict[str, Any]) -> str:
+    """The installed conf/dataset file a folder's dataset node was made from, by its class."""
+    packaged = _packaged_datasets()
+    target, name = node.get("_target_"), node.get("name")
+    if target is None:
+        hits = [k for k, v in packaged.items() if v.get("name") == name]
+    else:
+        hits = [k for k, v in packaged.items() if v.get("_target_") == target]
+        if len(hits) > 1:
+            hits = [k for k in hits if packaged[k].get("name") == name] or hits[:1]
+    if not hits:
+        raise _refuse("_target_" if target is not None else "name", target if target is not None else name,
+                      f"not a data set of this installation ({', '.join(sorted(packaged))}); pass --dataset NAME")
+    return hits[0]
+
+
+def trusted_dataset_node(folder_node: Any, data_dir: str | None, overrides: list[str]) -> DictConfig:
+    """The dataset node a folder's records are re-scored under: this installation's conf for the
+    folder's task (with --set), its prompt settings taken from the folder (checked by the
+    task's declared settings in build_task), nothing that executes or reaches out."""
+    folder = OmegaConf.to_container(folder_node, resolve=False) if OmegaConf.is_config(folder_node) else folder_node
+    if not isinstance(folder, dict):
+        raise ConfigError("the run folder's config.yaml: dataset is not a mapping of settings; pass --dataset NAME")
+    _no_code_keys(folder)
+    conf = folder_task_name(folder)
+    base = OmegaConf.to_container(compose_dataset(conf, data_dir)  # None: the config's own default ($LOOSESPEC_DATA_DIR, null = the hub), resolve=True)
+    assert isinstance(base, dict)
+    if base.get("_target_") != folder.get("_target_", base.get("_target_")):
+        raise _refuse("_target_", folder.get("_target_"), f"this installation's {conf} is {base.get('_target_')}")
+    ours = base
+    if overrides:  # the command line's settings are ours too
+        for item in overrides:
+            key, sep, _ = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set judge.kind=openai")
+        try:
+            merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.from_dotlist(overrides))
+            ours = OmegaConf.to_container(merged, resolve=True)
+        except Exception as err:
+            from .checks import one_line
+
+            raise ConfigError(f"--set {' '.join(overrides)[:120]}: cannot be applied to the dataset settings ({one_line(err)})") from None
+        assert isinstance(ours, dict)
+    out = dict(base)
+    for key, value in folder.items():
+        if key in ("_target_", *LOCAL_ONLY):
+            continue
+        if key in MUST_MATCH:
+            if value != ours.get(key):
+                raise _refuse(key, value, f"this installation uses {json.dumps(ours.get(key))}; a run folder cannot choose "
+                              f"it (it loads code or data that runs); pass --set {key}=... yourself if you trust it")
+            continue
+        if key == "judge":
+            mine = ours.get("judge") or {}
+            if not isinstance(value, dict):
+                raise _refuse(key, value, "not a mapping of judge settings")
+            for sub, v in value.items():
+                if v != mine.get(sub):
+                    raise _refuse(f"judge.{sub}", v, f"this installation's (with --set) is {json.dumps(mine.get(sub))}; "
+                                  "a run folder cannot choose the judge, its endpoint or its key; "
+                                  f"pass --set judge.{sub}=... yourself to re-score with it")
+            continue
+        if key == "sandbox":
+            mine = dict(ours.get("sandbox") or {})
+            if not isinstance(value, dict):
+                raise _refuse(key, value, "not a mapping of sandbox settings")
+            taken = dict(base.get("sandbox") or {})
+            for sub, v in value.items():
+                if sub in SANDBOX_LOCAL:
+                    continue
+                if sub in SANDBOX_LIMITS and sub in mine:
+                    try:
+                        above = float(v) > float(mine[sub])
+                    except (TypeError, ValueError):
+                        raise _refuse(f"sandbox.{sub}", v, "not a number") from None
+                    if above:
+                        raise _refuse(f"sandbox.{sub}", v, f"above this installation's {mine[sub]}; a run folder cannot "
+                                      f"raise the sandbox's limits; pass --set sandbox.{sub}={v} yourself if you want it")
+                    taken[sub] = v  # the run's own (tighter) limit: its scores are reproduced
+                    continue
+                if sub == "allow_same_user" and v is False:
+                    continue
+                if v != mine.get(sub):
+                    raise _refuse(f"sandbox.{sub}", v, f"this installation's (with --set) is {json.dumps(mine.get(sub))}; "
+                                  "a run folder cannot choose how its records' code is isolated")
+            out["sandbox"] = taken
+            continue
+        out[key] = value  # a prompt or selection setting: data, checked against the task's declared settings
+    return OmegaConf.create(out)
 
 
 def completions_of(side: dict[str, Any]) -> list[str]:
@@ -176,17 +322,16 @@ def quality_fields(task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def rescore_folder(
     folder: Path, *, dataset: str | None, data_dir: str | None, overrides: list[str], workers: int | None = None,
-    summary_only: bool = False,
+    summary_only: bool = False, baselines_dir: str | None = None,
 ) -> dict[str, Any]:
     """Re-score a result folder's records and rebuild its summary.json (the old files kept as
     *.bak-<stamp>). summary_only: keep the records' scores and rebuild the summary alone, so that
     figures the harness added since the run (e.g. quality_lost / quality_gained) appear without
     running any scorer again."""
+    check_files(folder)  # links, FIFOs, devices in place of its files: refused before anything is read or written
     samples_path = folder / RunFolder.SAMPLES
-    if not samples_path.exists():
+    if not check_regular(samples_path):
         raise ConfigError(f"{folder} has no {RunFolder.SAMPLES}: not a result folder")
-    if samples_path.is_dir():
-        raise ConfigError(f"{samples_path} is a folder, not the run's samples file")
     config_path = folder / RunFolder.CONFIG
     cfg = _load_config(config_path)
     if dataset or cfg is None:
@@ -194,11 +339,7 @@ def rescore_folder(
             raise ConfigError(f"{folder} has no config.yaml: pass --dataset NAME")
         node = compose_dataset(dataset, data_dir)
     else:
-        node = cfg.dataset
-        if data_dir:
-            node.data_dir = data_dir
-        elif not node.get("data_dir") and os.environ.get(DATA_DIR_ENV):
-            node.data_dir = data_dir_setting()  # LOOSESPEC_DATA_DIR=null: the hub
+        node = trusted_dataset_node(cfg.dataset, data_dir, overrides)  # the folder's settings are data
     task = build_task(node, overrides, workers)
     task.preflight()  # e.g. the sandbox runs an empty program under these settings
 
@@ -206,7 +347,7 @@ def rescore_folder(
     had_lock = lock_path.exists()
     try:
         with RunFolder(folder, create=False) as run_folder:
-            return _rescore_locked(run_folder, task, cfg, rescore=not summary_only)
+            return _rescore_locked(run_folder, task, cfg, rescore=not summary_only, baselines_dir=baselines_dir)
     except ConfigError as err:
         from .run_folder import FolderLocked
 
@@ -219,8 +360,11 @@ def rescore_folder(
         raise ConfigError(f"{folder}: cannot write the re-scored files ({err.strerror or err}); nothing was changed") from None
 
 
-def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *, rescore: bool = True) -> dict[str, Any]:
+def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *, rescore: bool = True,
+                    baselines_dir: str | None = None) -> dict[str, Any]:
     folder = run_folder.path
+    # The folder's numbers, checked before anything is rewritten (a refusal changes nothing).
+    seed, threshold = _number(cfg, "seed", 0, int), _number(cfg, "power_threshold", DEFAULT_POWER_THRESHOLD, float)
     # The lock: a run still appending (or another re-score) would lose samples to the rewrite.
     run_folder.lock("re-score")
     lines = run_folder.lines()  # every readable line; an unreadable one is skipped with a warning
@@ -230,12 +374,15 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
     # timed samples take the store's target alone for quality, the fresh one kept for speed.
     judged = 0
     if cfg is not None and cfg.get("baseline") == "shared":
-        stores = cfg.get("paths", {}).get("baselines_dir")
-        lines, judged = judge_against_store(lines, Path(stores).expanduser() if stores else folder.parent.parent / "_baselines")
+        # The stores' folder is this machine's (--baselines-dir, else the results tree the folder
+        # sits in), never a path from the folder's config; store names are confined to it.
+        root = Path(baselines_dir).expanduser() if baselines_dir else folder.parent.parent / "_baselines"
+        lines, judged = judge_against_store(lines, root)
     new_lines = rescore_records(task, samples_by_id(task), lines, where=str(folder / RunFolder.SAMPLES)) if rescore else lines
     if len(new_lines) != len(lines):
         raise ConfigError(f"{folder}: the re-score would drop {len(lines) - len(new_lines)} record(s); nothing was changed")
 
+    task.aggregate(first_per_id(new_lines))  # a refusal there (every judgment failed) comes before any rewrite
     stamp = utc_stamp()
     # The old file kept as samples.jsonl.bak-<stamp>; a summary-only rebuild leaves the records
     # untouched unless they moved onto the store.
@@ -249,13 +396,12 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
         run_folder.backup(RunFolder.SUMMARY, stamp)
     stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
     summary = {k: v for k, v in old.items() if k not in stale}
-    seed = int(cfg.seed) if cfg is not None and "seed" in cfg else 0
     # Every figure and its interval again (speed ones included: the same records give the
     # same points; folders from before the intervals gain them). Old records have no
     # timing data: the summary's timing says "not recorded".
     summary.update(build_summary(
         task, records, seed=seed,
-        power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)) if cfg is not None else DEFAULT_POWER_THRESHOLD,
+        power_threshold=threshold,
         timing_tolerance=timing_settings(cfg)[0] if cfg is not None else None,
         **_calibration(cfg, old),
     ))
@@ -266,6 +412,19 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
                            **({"before": old["rescored"]} if isinstance(old.get("rescored"), dict) else {})}
     run_folder.write_summary(summary)
     return summary
+
+
+def _number(cfg: DictConfig | None, key: str, default: Any, kind: type) -> Any:
+    """A number the folder's config.yaml holds (seed, power_threshold), or a ConfigError naming it."""
+    if cfg is None or cfg.get(key) is None:
+        return default
+    value = cfg.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
+        raise ConfigError(f"the run folder's config.yaml: {key}={str(value)[:60]!r} is not a{'n integer' if kind is int else ' number'}")
+    out = kind(value)
+    if out != out or out in (float("inf"), float("-inf")):
+        raise ConfigError(f"the run folder's config.yaml: {key}={value!r} is not a finite number")
+    return out
 
 
 def _line_id(row: dict[str, Any]) -> Any:
@@ -320,7 +479,7 @@ def score_jsonl(
     stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
     atomic_write(path.with_name(f"{stem}.scored.jsonl"), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     summary = {"dataset": task.name, "n_samples": len(records), "source": str(path), **task.aggregate(records)}
-    atomic_write(path.with_name(f"{stem}.summary.json"), json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(path.with_name(f"{stem}.summary.json"), summary_json(summary))
     return summary
 
 
@@ -341,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="local data directory (default: the run's, else LOOSESPEC_DATA_DIR)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dataset setting, repeatable")
     parser.add_argument("--workers", type=_positive_int, help="parallel sandboxed programs (HumanEval)")
+    parser.add_argument("--baselines-dir", help="a shared-baseline run's stores (default: <results tree>/_baselines; never the folder's own setting)")
     parser.add_argument("--summary-only", action="store_true",
                         help="a result folder: keep its scores, rebuild summary.json from the records (new summary fields)")
 
@@ -353,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     kwargs = dict(dataset=args.dataset, data_dir=args.data_dir, overrides=list(args.set), workers=args.workers)
     try:
         if args.path.is_dir():
-            summary = rescore_folder(args.path, **kwargs, summary_only=args.summary_only)
+            summary = rescore_folder(args.path, **kwargs, summary_only=args.summary_only, baselines_dir=args.baselines_dir)
         elif args.path.is_file():
             summary = score_jsonl(args.path, **kwargs)
         else:

@@ -16,7 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ConfigError
 from .run_folder import RunFolder, count_finished_lines
+from .safe_files import read_bytes
 
 ERROR = RunFolder.ERROR
 SUMMARY = RunFolder.SUMMARY
@@ -37,7 +39,11 @@ def point_status(folder: Path, now: float | None = None) -> PointStatus:
     if (folder / SUMMARY).exists():
         return PointStatus("done", folder, count_finished_lines(folder / SAMPLES))
     if (folder / ERROR).exists():
-        lines = [ln for ln in (folder / ERROR).read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        try:  # never through a link or a FIFO (safe_files)
+            text = read_bytes(folder / ERROR).decode("utf-8", errors="replace")
+        except (OSError, ConfigError) as err:
+            text = f"error.txt unreadable: {err}"
+        lines = [ln for ln in text.splitlines() if ln.strip()]
         return PointStatus("failed", folder, count_finished_lines(folder / SAMPLES), error=lines[-1] if lines else "")
     if folder.is_dir():
         stamps = [p.stat().st_mtime for p in folder.iterdir() if p.is_file()] or [folder.stat().st_mtime]

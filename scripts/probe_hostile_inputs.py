@@ -1,14 +1,17 @@
-"""Re-run issue 24's hostile-input probe: every input of tests/test_hostile_inputs.py through its
-real command line (a subprocess each), counted as
+"""Re-run the hostile-input probe: every input of tests/test_hostile_inputs.py (issue 24) and
+tests/test_hostile_folders.py (issue 41: folders from someone else) through its real command
+line (a subprocess each), counted as
 
   clean      exit 2, one `error:` line (the last line of stderr), no traceback, nothing left behind
+             (a hostile folder: the folder and the file beside it unchanged, nothing it names executed)
   traceback  a Python traceback on stderr
   silent     exit 0 (the input was accepted), or a refusal that left files behind
-  other      any other ending (a non-2 exit without a traceback, a timeout)
+  hang       still running at --timeout (killed)
+  other      any other ending (a non-2 exit without a traceback)
 
-    python scripts/probe_hostile_inputs.py [--jobs 2] [--only ID ...] [--json out.json]
+    python scripts/probe_hostile_inputs.py [--jobs 2] [--only ID ...] [--timeout S] [--json out.json]
 
-Prints one line per input and the counts (tried / clean / traceback / silent / other).
+Prints one line per input and the counts (tried / clean / traceback / silent / hang / other).
 """
 
 from __future__ import annotations
@@ -23,14 +26,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import subprocess  # noqa: E402
+
+from tests.test_hostile_folders import FOLDER, MAIN as MAIN41, OUTSIDE, OUTSIDE_TEXT, FolderCase, run_folder_cli  # noqa: E402
 from tests.test_hostile_inputs import ALL, Case, run_cli  # noqa: E402
 
 
-def verdict(case: Case, timeout: float) -> tuple[str, str]:
+def verdict(case: Case | FolderCase, timeout: float) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix=f"probe-{case.id}-") as tmp:
         try:
-            code, _, err, before, after = run_cli(case, Path(tmp), timeout=timeout)
-        except Exception as exc:  # the subprocess timed out
+            if isinstance(case, FolderCase):
+                code, _, err, before, after = run_folder_cli(case, Path(tmp), timeout=timeout)
+                if (Path(tmp) / OUTSIDE).read_text() != OUTSIDE_TEXT or (Path(tmp) / "PWNED").exists():
+                    return "silent", "wrote outside the folder or ran the folder's code"
+            else:
+                code, _, err, before, after = run_cli(case, Path(tmp), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return "hang", f"still running after {timeout:.0f} s"
+        except Exception as exc:
             return "other", f"{type(exc).__name__}"
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith("error: ")]
@@ -49,17 +62,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--timeout", type=float, default=300, help="seconds before a case counts as a hang")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    cases = [c for c in ALL if args.only is None or c.id in args.only]
+    cases = [c for c in [*ALL, *MAIN41, *FOLDER] if args.only is None or c.id in args.only]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda c: (c, *verdict(c, args.timeout)), cases))
-    counts = {k: 0 for k in ("clean", "traceback", "silent", "other")}
+    counts = {k: 0 for k in ("clean", "traceback", "silent", "hang", "other")}
     for case, kind, text in results:
         counts[kind] += 1
         print(f"{kind:<9} {case.kind} {case.id:<34} {text}")
-    print(f"tried {len(results)} / clean {counts['clean']} / traceback {counts['traceback']} / silent {counts['silent']} / other {counts['other']}")
+    print(f"tried {len(results)} / clean {counts['clean']} / traceback {counts['traceback']} / silent {counts['silent']} "
+          f"/ hang {counts['hang']} / other {counts['other']}")
     if args.json:
         args.json.write_text(json.dumps({"counts": counts, "cases": [{"id": c.id, "kind": k, "text": t} for c, k, t in results]}, indent=2))
     return 0 if counts["clean"] == len(results) else 1

@@ -146,7 +146,8 @@ def test_params_is_a_ground_floor():
 FLOORS = {
     # The basement: ConfigError, which every floor raises (params, on the ground floor, too).
     -1: ("errors",),
-    0: ("loosespec_bench", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm", "timing", "params", "work"),
+    0: ("loosespec_bench", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm", "timing", "params",
+        "work", "safe_files"),  # safe_files: opening a run folder's files as data (no links, regular files only)
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),

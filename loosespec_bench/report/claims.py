@@ -831,7 +831,9 @@ def _decoder(run_dir: Path) -> Any:
     import yaml
 
     try:
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        from ..safe_files import read_text
+
+        cfg = yaml.safe_load(read_text(run_dir / "config.yaml"))  # never through a link or a FIFO
         path = str(cfg["pair"]["target"]["path"])
         from transformers import AutoTokenizer
 

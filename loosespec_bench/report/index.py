@@ -18,6 +18,7 @@ import datetime
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -25,7 +26,8 @@ import pandas as pd
 import yaml
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
-from ..run_folder import RunFolder, count_finished_lines
+from ..run_folder import RunFolder, check_files, count_finished_lines
+from ..safe_files import is_real_dir, read_text
 from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
 log = logging.getLogger(__name__)
@@ -142,11 +144,18 @@ def find_run_dirs(results_dir: str | Path) -> list[Path]:
     found: list[Path] = []
 
     def walk(path: Path) -> None:
-        if any((path / name).is_file() for name in RUN_FILES):
+        # os.path.lexists: a run file that is a link still marks a run folder (index_run then
+        # skips it with a warning: safe_files refuses links); links to folders are never
+        # followed (two links to `.` would make 2^depth paths).
+        if any(os.path.lexists(path / name) for name in RUN_FILES):
             found.append(path)
             return  # a run folder's subfolders (wandb/, plots/) are not runs
-        for child in sorted(path.iterdir()):
-            if child.is_dir() and child.name not in SKIP_DIRS and not child.name.startswith("."):
+        try:
+            children = sorted(path.iterdir())
+        except OSError:
+            return
+        for child in children:
+            if is_real_dir(child) and child.name not in SKIP_DIRS and not child.name.startswith("."):
                 walk(child)
 
     walk(root)
@@ -155,16 +164,16 @@ def find_run_dirs(results_dir: str | Path) -> list[Path]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_text(path))  # never through a link or a FIFO (safe_files)
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        data = yaml.safe_load(read_text(path))
+    except (OSError, ValueError, yaml.YAMLError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -316,6 +325,7 @@ def index_run(run_dir: str | Path) -> dict[str, Any]:
     """The index row of one run folder, complete or not. Raises MalformedSummary for a
     summary.json with malformed fields (load_index skips that folder with a warning)."""
     run_dir = Path(run_dir)
+    check_files(run_dir)  # a link, a FIFO or a device in place of a run file: the folder is skipped (load_index)
     config = _read_yaml(run_dir / RunFolder.CONFIG)
     samples = run_dir / RunFolder.SAMPLES
     summary_path = run_dir / RunFolder.SUMMARY

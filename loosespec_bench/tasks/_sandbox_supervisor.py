@@ -68,6 +68,25 @@ def _prctl(libc: ctypes.CDLL, *args: int) -> None:
         raise OSError(ctypes.get_errno(), f"prctl{args}")
 
 
+# What the program itself is refused at every level (installed last, just before the runner
+# starts, so the trusted chain, `unshare` included, keeps them): new namespaces (unshare, setns,
+# clone with a CLONE_NEW* flag: a user namespace would give it the capabilities to mount its own
+# tmpfs past tmp_mb, or to reach kernel code paths meant for root), anonymous memory files
+# (memfd_create, memfd_secret: shared memory that RLIMIT_AS does not count; 24 memfds of 16 MB
+# under a 64 MB limit raised the host's shared memory by 384 MB), userfaultfd, perf_event_open
+# and bpf. clone3 passes its flags in memory a filter cannot read: it fails with ENOSYS, and the
+# C library falls back to clone (threads and fork keep working), whose flags are checked.
+PROGRAM_SYSCALLS = {
+    "x86_64": dict(unshare=272, setns=308, memfd_create=319, memfd_secret=447, userfaultfd=323,
+                   perf_event_open=298, bpf=321, clone=56, clone3=435),
+    "aarch64": dict(unshare=97, setns=268, memfd_create=279, memfd_secret=447, userfaultfd=282,
+                    perf_event_open=241, bpf=280, clone=220, clone3=435),
+}
+PROGRAM_BLOCKED = ("unshare", "setns", "memfd_create", "memfd_secret", "userfaultfd", "perf_event_open", "bpf")
+# CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (linux/sched.h).
+CLONE_NEW_FLAGS = 0x80 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+ENOSYS = 38
+
 # The namespaces level: network, IPC and mounts are namespaced there, but keyrings are not, nor
 # are some socket families (AF_VSOCK reaches the hypervisor from any network namespace); io_uring
 # can open sockets itself. So sockets other than AF_UNIX (which reach only the private root's
@@ -78,17 +97,21 @@ AF_UNIX = 1
 SECCOMP_DATA_ARG0 = 16  # offsetof(struct seccomp_data, args[0]); its low 32 bits on little-endian
 
 
-def seccomp_program(machine: str | None = None, only: tuple[str, ...] | None = None, unix_sockets: bool = False) -> bytes:
+def seccomp_program(machine: str | None = None, only: tuple[str, ...] | None = None, unix_sockets: bool = False,
+                    program: bool = False) -> bytes:
     """The BPF filter: wrong architecture (32-bit or x32 syscalls) kills the process, the
     blocked syscalls (all of _BLOCKED, or those named in `only`) fail with EPERM, everything
     else is allowed. unix_sockets: socket() is allowed for AF_UNIX only (every other family,
-    AF_VSOCK, AF_NETLINK, AF_PACKET and AF_INET* included, fails with EPERM)."""
+    AF_VSOCK, AF_NETLINK, AF_PACKET and AF_INET* included, fails with EPERM). program: also
+    PROGRAM_BLOCKED (EPERM), clone with a CLONE_NEW* flag (EPERM) and clone3 (ENOSYS)."""
     machine = machine or os.uname().machine
     if machine not in _BLOCKED:
         raise OSError(f"no seccomp filter for architecture {machine}")
     arch, calls = _BLOCKED[machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    extra = PROGRAM_SYSCALLS[machine] if program else {}
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     nrs = sorted(nr for name, nr in calls.items() if (only is None or name in only) and not (unix_sockets and name == "socket"))
+    nrs += sorted(extra[name] for name in PROGRAM_BLOCKED if extra and extra[name] not in nrs)
     # Instructions with symbolic jump targets ("allow", "errno", "kill", "family"), resolved below.
     prog: list[tuple] = [(ld, 0, 0, 4), (jeq, None, "kill", arch), (ld, 0, 0, 0)]
     if machine == "x86_64":
@@ -96,14 +119,21 @@ def seccomp_program(machine: str | None = None, only: tuple[str, ...] | None = N
     prog += [(jeq, "errno", None, nr) for nr in nrs]
     if unix_sockets:
         prog.append((jeq, "family", None, calls["socket"]))
+    if extra:
+        prog += [(jeq, "enosys", None, extra["clone3"]), (jeq, "clone", None, extra["clone"])]
     labels = {"allow": len(prog)}
     prog.append((ret, 0, 0, SECCOMP_RET_ALLOW))
     if unix_sockets:
         labels["family"] = len(prog)
         # BPF jumps only forward: an allow of its own after the family test.
         prog += [(ld, 0, 0, SECCOMP_DATA_ARG0), (jeq, None, "errno", AF_UNIX), (ret, 0, 0, SECCOMP_RET_ALLOW)]
+    if extra:
+        labels["clone"] = len(prog)  # clone's flags are its first argument (x86_64 and aarch64)
+        prog += [(ld, 0, 0, SECCOMP_DATA_ARG0), (jset, "errno", None, CLONE_NEW_FLAGS), (ret, 0, 0, SECCOMP_RET_ALLOW)]
     labels["errno"] = len(prog)
     prog.append((ret, 0, 0, SECCOMP_RET_ERRNO | EPERM))
+    labels["enosys"] = len(prog)
+    prog.append((ret, 0, 0, SECCOMP_RET_ERRNO | ENOSYS))
     labels["kill"] = len(prog)
     prog.append((ret, 0, 0, SECCOMP_RET_KILL_PROCESS))
     out = []
@@ -116,8 +146,9 @@ def seccomp_program(machine: str | None = None, only: tuple[str, ...] | None = N
     return b"".join(out)
 
 
-def install_seccomp(libc: ctypes.CDLL, only: tuple[str, ...] | None = None, unix_sockets: bool = False) -> None:
-    prog = seccomp_program(only=only, unix_sockets=unix_sockets)
+def install_seccomp(libc: ctypes.CDLL, only: tuple[str, ...] | None = None, unix_sockets: bool = False,
+                    program: bool = False) -> None:
+    prog = seccomp_program(only=only, unix_sockets=unix_sockets, program=program)
     buf = ctypes.create_string_buffer(prog, len(prog))
 
     class SockFprog(ctypes.Structure):
@@ -194,7 +225,7 @@ def _child(cmd: list[str], supervisor: int, level: str, fds: tuple[int, ...]) ->
         os.setpgid(0, 0)  # its own process group: killed as a whole at the end (all levels)
         _remap(fds)
         if level in ("uid", "process"):
-            install_seccomp(libc)
+            install_seccomp(libc, program=True)  # the chain (prlimit, setpriv) needs none of the program's calls
             os.write(VERDICT_FD, b"S")  # the last trusted step before the program's chain
         elif os.uname().machine in _BLOCKED:  # network and IPC are namespaced; keyrings, vsock... are not
             install_seccomp(libc, only=NAMESPACES_BLOCKED + ("socket",), unix_sockets=True)
@@ -306,7 +337,7 @@ def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int,
     tmpfs = lambda path, mode, size=f"{tmp_mb}m": _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")  # noqa: E731
     tmpfs(r, "755", "32m")
     os.chdir(r)
-    for d in ("etc", "dev", "proc", "tmp", "var/tmp", "run", "home", "root", "sandbox", ".oldroot", "." + prefix):
+    for d in ("etc", "dev", "proc", "tmp", "var/tmp", "run", "home", "root", "sandbox", ".oldroot", ".w", "." + prefix):
         os.makedirs(d, exist_ok=True)
     for d in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         if os.path.islink("/" + d):
@@ -332,6 +363,13 @@ def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int,
     # The runner only: the program's source (with its tests) comes through SOURCE_FD, never a file.
     shutil.copyfile(os.path.join(host, "runner.py"), "sandbox/runner.py")
     os.chmod("sandbox/runner.py", 0o644)
+    # Every writable place is a folder of ONE tmpfs of tmp_mb, bound where it belongs: the cap
+    # holds in total (four tmpfs of tmp_mb each would give 4 x tmp_mb).
+    tmpfs(".w", "755")
+    for d, mode in (("tmp", 0o1777), ("var_tmp", 0o1777), ("shm", 0o1777), ("run", 0o755), ("run/lock", 0o1777), ("run/shm", 0o1777)):
+        os.mkdir(".w/" + d)
+        os.chmod(".w/" + d, mode)
+    writable = MS_NOSUID | MS_NODEV
     _mount(libc, "tmpfs", "dev", "tmpfs", MS_NOSUID, "size=64k,mode=755")
     for n in ("null", "zero", "full", "random", "urandom"):
         open("dev/" + n, "w").close()
@@ -340,15 +378,14 @@ def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int,
     for i, n in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{i}", "dev/" + n)
     os.mkdir("dev/shm")
-    tmpfs("dev/shm", "1777")
+    for src, dst in ((".w/shm", "dev/shm"), (".w/tmp", "tmp"), (".w/var_tmp", "var/tmp"), (".w/run", "run")):
+        _mount(libc, src, dst, None, MS_BIND)
+        _mount(libc, None, dst, None, MS_REMOUNT | MS_BIND | writable)
+    if libc.umount2(b".w", MNT_DETACH) != 0:  # the binds keep the one tmpfs alive
+        raise OSError(ctypes.get_errno(), "umount .w")
+    os.rmdir(".w")
     _mount(libc, None, "dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID)
     _mount(libc, "proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    tmpfs("tmp", "1777")
-    tmpfs("var/tmp", "1777")
-    tmpfs("run", "755")
-    for d in ("run/lock", "run/shm"):
-        os.mkdir(d)
-        os.chmod(d, 0o1777)
     os.mkdir("tmp/work", 0o700)
     os.chown("tmp/work", uid, uid)
     for p in hide:  # anything asked to be hidden that a bound folder holds
@@ -366,15 +403,34 @@ def build_root(libc: ctypes.CDLL, host: str, uid: int, prefix: str, tmp_mb: int,
         raise OSError(ctypes.get_errno(), "umount /.oldroot")
 
 
+def blank_cmdline(title: bytes = b"sandbox-init") -> None:
+    """Overwrite this process's argument area (what /proc/<pid>/cmdline shows: here the
+    interpreter's path in the virtual environment, this file's in the repository, the host
+    folder and the hidden paths) with `title` and NULs, through /proc/self/mem (root: PID 1 of
+    the namespaces). Python keeps its own copies of argv; the C area is only what others read."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    # Fields 48 and 49 (arg_start, arg_end), counted from 1 with pid and comm before the ")".
+    start, end = int(fields[47 - 2]), int(fields[48 - 2])
+    if end <= start:
+        return
+    data = title[: end - start - 1].ljust(end - start, b"\0")
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(data)
+
+
 def ns_init(argv: list[str]) -> int:
     """PID 1 of the sandbox's namespaces (root): build the private root, start the program as
-    the sandbox uid, reap everything, and kill the namespace at the inner deadline. When it
-    returns, the kernel kills every process left in the PID namespace."""
+    the sandbox uid under the program's seccomp filter, reap everything, and kill the namespace
+    at the inner deadline. When it returns, the kernel kills every process left in the PID
+    namespace."""
     host, uid, prefix, exe, tmp_mb, wall = argv[0], int(argv[1]), argv[2], argv[3], int(argv[4]), float(argv[5])
     hide = argv[6:]
     try:
         libc = _libc()
         build_root(libc, host, uid, prefix, tmp_mb, hide)
+        blank_cmdline()  # /proc/1/cmdline names no host path
     except BaseException as e:  # noqa: BLE001
         os.write(2, f"sandbox setup: {e}\n".encode())
         return SETUP_FAILED
@@ -388,6 +444,8 @@ def ns_init(argv: list[str]) -> int:
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
             _prctl(libc, PR_SET_NO_NEW_PRIVS, 1)
+            if os.uname().machine in _BLOCKED:  # no namespaces, memfd, userfaultfd, perf, bpf (PROGRAM_BLOCKED)
+                install_seccomp(libc, only=(), program=True)
             os.execv(exe, [exe, "-I", "-S", "/sandbox/runner.py"])
         finally:
             os._exit(127)

@@ -58,6 +58,29 @@ class HumanEval(Task):
                 f"dataset.sandbox: an empty program does not pass under these settings ({result.status}"
                 f"{': ' + tail if tail else ''}); check dataset.sandbox (memory_mb, timeout_s, cpu_s, hide_paths, isolation)"
             )
+        self.check_canonical(self.samples())
+
+    def canonical_completion(self, sample: Sample) -> str | None:
+        """The data's own solution as a completion (None where the data has none)."""
+        return sample.meta.get("canonical_solution")
+
+    def check_canonical(self, samples: list[Sample]) -> None:
+        """Every selected sample's tests must pass its own canonical solution, before any model
+        loads: a test that does not compile (or a wrong one) would score every completion 0,
+        read as pass@1 = 0 rather than as broken data."""
+        chosen = [(s, c) for s in samples if (c := self.canonical_completion(s))]
+        if not chosen:
+            return
+        scores = self.score_batch([s for s, _ in chosen], [[c] for _, c in chosen])
+        bad = [(s.id, sc) for (s, _), sc in zip(chosen, scores) if not sc.get("correct")]
+        if bad:
+            sid, sc = bad[0]
+            tail = " ".join(str(sc.get("output", "")).split())[-200:]
+            raise ConfigError(
+                f"dataset {self.name}: the tests of {sid}{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''} fail the data's "
+                f"own canonical solution ({sc.get('status')}{': ' + tail if tail else ''}); every completion would score 0 there: "
+                f"fix or replace the data file (data from {self.data_dir or 'the hub'})"
+            )
 
     def _rows(self) -> list[dict[str, Any]]:
         if self.data_dir is not None:

@@ -29,6 +29,7 @@ import zlib
 from typing import Any
 
 from ..params import str_or_list
+from ..safe_files import confined
 from .base import Sample, hub_file, read_jsonl
 from .humaneval import HumanEval
 from .sandbox import run_many
@@ -154,6 +155,8 @@ class LiveCodeBench(HumanEval):
     def __init__(self, *, files: list[str] | str = ("test.jsonl",), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.files = [files] if isinstance(files, str) else list(files)
+        for name in self.files:  # names inside the data set's folder, never paths (a folder's config is data)
+            confined("livecodebench", name, "dataset.files")
 
     def _rows(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []

@@ -11,8 +11,9 @@ The code is the completion up to its first closing ``` (lm-eval's build_predicti
 first fenced block of "```" + completion); an unclosed block counts whole. Scored as EvalPlus
 scores: pass@1 on the base tests and on base + plus tests, each run in the sandbox
 (tasks/sandbox.py). With the local copy (EvalPlus' MbppPlus.jsonl, 399 tasks) a test is
-differential, as in EvalPlus: the canonical solution's output on each input (computed in the
-same sandboxed program, before the candidate's code runs) is the expected one, compared exactly,
+differential, as in EvalPlus: the canonical solution's output on each input (computed by a
+sandboxed program of its own, once per problem; the candidate's program only reports its outputs,
+and the harness compares them, out of the program's reach) is the expected one, compared exactly,
 as sets for the problems EvalPlus compares as sets, by "returned something" where EvalPlus does,
 with `atol` (1e-6 for float outputs) otherwise. JSON stores tuples as lists: each input is given
 the container types of the problem's first base assertion's arguments. From the hub
@@ -25,11 +26,15 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
+import math
 from typing import Any
 
 from .base import Sample, load_hub_dataset, read_jsonl
 from .humaneval import HumanEval
-from .sandbox import run_many
+from .sandbox import Result, run_many
+
+log = logging.getLogger(__name__)
 
 USER_TEMPLATE = "{prompt} Your code should satisfy the following assertion:\n{test}"
 ASSISTANT_PREFIX = "Here is a solution to this programming problem:\n```python\n"
@@ -40,13 +45,22 @@ SET_EQ = {"similar_elements", "find_char_long", "common_in_nested_lists", "extra
           "intersection_array", "find_dissimilar", "Diff"}
 NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
 
-# The differential test program; CONFIG is filled in per problem. Ground truth runs first.
-_DIFF_TEST = r'''
-import copy as _copy, json as _json, math as _math
+# The differential test, EvalPlus' rule, with the checker and the expected values out of the
+# program's reach: a program in one interpreter can walk its caller's frames, read the caller's
+# globals (the expected outputs) or replace the checker. So the sandboxed program only computes:
+# it runs one solution on every input and reports the outputs (`_OUTPUTS`, one JSON line after
+# OUTPUTS_MARK); the canonical solution runs the same way, in a program of its own, once per
+# problem. The harness compares the two lists of plain values (`same`), outside the sandbox.
+# A program can report any values it likes, which is no more than returning them: without the
+# expected outputs it cannot pass except by producing them.
+OUTPUTS_MARK = "\x1eloosespec-outputs\x1e"
+OUTPUT_CHARS = 8_000_000  # the reported outputs' room in the program's output (RLIMIT_FSIZE is the hard cap)
+_OUTPUTS = r"""
+import copy as _copy, json as _json, sys as _sys
 _C = _json.loads(CONFIG)
 
 def _conform(value, shape):
-    """JSON lists back to the container types of the example argument `shape`."""
+    # JSON lists back to the container types of the example argument `shape`.
     if isinstance(shape, (int, float, complex)) and not isinstance(shape, bool) and isinstance(value, str):
         try:
             return complex(value.replace(" ", ""))  # JSON keeps complex numbers as strings
@@ -66,55 +80,135 @@ def _conform(value, shape):
         return {k: _conform(v, ex) for k, v in value.items()}
     return value
 
-def _floats(x):
+def _enc(x, depth=0):
+    # A value as JSON the harness decodes back (mbpp_plus.decode_output): containers tagged.
+    if depth > 200:
+        raise ValueError("output nested deeper than 200")
+    d = depth + 1
+    if x is None or isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return int(x)
     if isinstance(x, float):
-        return True
-    return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(i, float) for i in x)
-
-def _close(out, exp, atol):
-    if isinstance(exp, (list, tuple)) and isinstance(out, (list, tuple)) and len(out) == len(exp):
-        return all(_close(o, e, atol) for o, e in zip(out, exp))
-    try:
-        return _math.isclose(out, exp, rel_tol=1e-07, abs_tol=atol)
-    except TypeError:
-        return False
-
-def _same(name, args, out, exp, atol):
-    if name in _C["set_eq"]:
-        return set(out) == set(exp)
-    if name in _C["not_none"]:
-        return out == exp if isinstance(out, bool) else (out is not None) == exp
-    if name == "are_equivalent":
-        return True
-    if out == exp or (name == "sum_div" and out == 0):
-        return True
-    if name == "surface_Area":  # slant-height reading of "height" also accepted
-        b, h = args
-        return out == round(b * b + 2 * b * _math.sqrt((b / 2) ** 2 + h * h))
-    if name == "digit_distance_nums":  # zero-padded reading also accepted
-        a, b = str(args[0]), str(args[1])
-        n = max(len(a), len(b))
-        return out == sum(abs(int(x) - int(y)) for x, y in zip(a.zfill(n), b.zfill(n)))
-    if atol == 0 and _floats(exp):
-        atol = 1e-6
-    return atol != 0 and _close(out, exp, atol)
+        return float(x) if x == x and abs(x) != float("inf") else {"$": "float", "v": repr(float(x))}
+    if isinstance(x, str):
+        return str(x)
+    if isinstance(x, complex):
+        return {"$": "complex", "v": [_enc(x.real, d), _enc(x.imag, d)]}
+    if isinstance(x, tuple):
+        return {"$": "tuple", "v": [_enc(i, d) for i in x]}
+    if isinstance(x, (set, frozenset)):
+        return {"$": "set", "v": [_enc(i, d) for i in x]}
+    if isinstance(x, list):
+        return [_enc(i, d) for i in x]
+    if isinstance(x, dict):
+        return {"$": "dict", "v": [[_enc(k, d), _enc(v, d)] for k, v in x.items()]}
+    if isinstance(x, (bytes, bytearray)):
+        return {"$": "bytes", "v": bytes(x).hex()}
+    return {"$": "other", "type": type(x).__name__, "repr": repr(x)[:200]}
 
 _name = _C["entry_point"]
 _shape = _SHAPE
 _inputs = [[_conform(v, _shape[i] if _shape is not None and i < len(_shape) else None) for i, v in enumerate(inp)] for inp in _C["inputs"]]
-_gt = {"__name__": "ground_truth"}
-exec(compile(_C["canonical"], "canonical_solution", "exec"), _gt)
-_expected = []
-for _inp in _inputs:
-    _o = _gt[_name](*_copy.deepcopy(_inp))
-    _expected.append((_o is not None) if _name in _C["not_none"] and not isinstance(_o, bool) else _o)
-del _gt
 _ns = {"__name__": "__main__"}
-exec(compile(_C["solution"], "solution", "exec"), _ns)
-for _i, (_inp, _exp) in enumerate(zip(_inputs, _expected)):
-    _out = _ns[_name](*_copy.deepcopy(_inp))
-    assert _same(_name, _inp, _out, _exp, _C["atol"]), f"input {_i}: got {_out!r:.200}, expected {_exp!r:.200}"
-'''
+exec(compile(_C["code"], "solution", "exec"), _ns)
+_outs = [_enc(_ns[_name](*_copy.deepcopy(_inp))) for _inp in _inputs]
+_sys.stdout.flush()
+_sys.stdout.write("\n" + _C["mark"] + _json.dumps(_outs) + "\n")
+_sys.stdout.flush()
+"""
+
+
+def decode_output(text: str) -> list[Any] | None:
+    """The outputs a program reported (its last OUTPUTS_MARK line), as Python values; None when
+    there is no such line or it does not decode (then the program failed)."""
+    at = text.rfind(OUTPUTS_MARK)
+    if at == -1:
+        return None
+    line = text[at + len(OUTPUTS_MARK):].split("\n", 1)[0]
+
+    def hook(obj: dict[str, Any]) -> Any:
+        tag = obj.get("$")
+        v = obj.get("v")
+        if tag == "tuple":
+            return tuple(v)
+        if tag == "set":
+            return set(v)
+        if tag == "dict":
+            return {k: val for k, val in v}
+        if tag == "complex":
+            return complex(*v)
+        if tag == "float":
+            return float(v)
+        if tag == "bytes":
+            return bytes.fromhex(v)
+        if tag == "other":
+            return Opaque(str(obj.get("type")), str(obj.get("repr")))
+        return obj
+
+    try:
+        out = json.loads(line, object_hook=hook)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return out if isinstance(out, list) else None
+
+
+class Opaque:
+    """A value of a type the report cannot carry (an object, a generator...): equal only to the
+    same type with the same repr, as EvalPlus' `==` would mostly find."""
+
+    def __init__(self, type_name: str, text: str) -> None:
+        self.type_name, self.text = type_name, text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and (self.type_name, self.text) == (other.type_name, other.text)
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, self.text))
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} {self.text}>"
+
+
+def _floats(x: Any) -> bool:
+    if isinstance(x, float):
+        return True
+    return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(i, float) for i in x)
+
+
+def _close(out: Any, exp: Any, atol: float) -> bool:
+    if isinstance(exp, (list, tuple)) and isinstance(out, (list, tuple)) and len(out) == len(exp):
+        return all(_close(o, e, atol) for o, e in zip(out, exp))
+    try:
+        return math.isclose(out, exp, rel_tol=1e-07, abs_tol=atol)
+    except TypeError:
+        return False
+
+
+def same(name: str, args: list[Any], out: Any, exp: Any, atol: float) -> bool:
+    """EvalPlus' comparison of one output with the canonical solution's (its special oracles
+    included), on plain values in the harness."""
+    try:
+        if name in SET_EQ:
+            return set(out) == set(exp)
+        if name in NOT_NONE:
+            return out == exp if isinstance(out, bool) else (out is not None) == exp
+        if name == "are_equivalent":
+            return True
+        if out == exp or (name == "sum_div" and out == 0):
+            return True
+        if name == "surface_Area":  # slant-height reading of "height" also accepted
+            b, h = args
+            return out == round(b * b + 2 * b * math.sqrt((b / 2) ** 2 + h * h))
+        if name == "digit_distance_nums":  # zero-padded reading also accepted
+            a, b = str(args[0]), str(args[1])
+            n = max(len(a), len(b))
+            return out == sum(abs(int(x) - int(y)) for x, y in zip(a.zfill(n), b.zfill(n)))
+        if atol == 0 and _floats(exp):
+            atol = 1e-6
+        return atol != 0 and _close(out, exp, atol)
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        return False
 
 
 def extract_code(completion: str) -> tuple[str, bool]:
@@ -198,51 +292,98 @@ class MBPPPlus(HumanEval):
             self.load_all()
         return self._local[task_id]
 
-    def _diff_program(self, row: dict[str, Any], solution: str, plus: bool) -> str:
-        inputs = list(row["base_input"] or []) + (list(row["plus_input"] or []) if plus else [])
+    def _inputs(self, row: dict[str, Any], plus: bool) -> list[Any]:
+        return list(row["base_input"] or []) + (list(row["plus_input"] or []) if plus else [])
+
+    def _outputs_program(self, row: dict[str, Any], code: str, plus: bool) -> str:
+        """A program that runs `code` on the problem's inputs and reports its outputs (_OUTPUTS)."""
+        config = {"entry_point": row["entry_point"], "code": code, "inputs": self._inputs(row, plus), "mark": OUTPUTS_MARK}
         shape = first_call_args(row["assertion"], row["entry_point"])
-        config = {
-            "entry_point": row["entry_point"], "canonical": row["canonical_solution"], "solution": solution,
-            "inputs": inputs, "atol": row.get("atol") or 0, "set_eq": sorted(SET_EQ), "not_none": sorted(NOT_NONE),
-            "shape": None,
-        }
         # The shape holds tuples and sets, which JSON would flatten: it goes in as a literal.
-        return f"CONFIG = {json.dumps(json.dumps(config))}\n" + _DIFF_TEST.replace("_SHAPE", repr(shape))
+        return f"CONFIG = {json.dumps(json.dumps(config))}\n" + _OUTPUTS.replace("_SHAPE", repr(shape))
 
     def programs(self, sample: Sample, completion: str) -> tuple[str, str]:
-        """(base program, base + plus program) for one completion."""
+        """(base program, base + plus program) for one completion. Hub copy: its assert scripts;
+        local copy: programs that report the outputs (compared by `_verdict`)."""
         code, _ = extract_code(completion)
         ref = sample.reference
         if ref["kind"] == "hub":
             head = f"{ref['imports']}\n{code}\n"
             return head + ref["base"] + "\n", head + ref["base"] + "\n" + ref["plus"] + "\n"
         row = self._local_row(ref["task_id"])
-        return self._diff_program(row, code, plus=False), self._diff_program(row, code, plus=True)
+        return self._outputs_program(row, code, plus=False), self._outputs_program(row, code, plus=True)
 
-    def canonical_completion(self, sample: Sample) -> str:
-        return f"{sample.meta['canonical_solution']}\n```"
+    def _expected(self, task_ids: list[str]) -> None:
+        """The canonical solution's outputs on base + plus inputs, once per problem (a sandboxed
+        program each, as EvalPlus computes them), kept in self._expected_out."""
+        cache = self.__dict__.setdefault("_expected_out", {})
+        todo = [t for t in dict.fromkeys(task_ids) if t not in cache]
+        if not todo:
+            return
+        rows = [self._local_row(t) for t in todo]
+        progs = [self._outputs_program(r, r["canonical_solution"], plus=True) for r in rows]
+        results = run_many(progs, workers=self.workers, output_chars=OUTPUT_CHARS, **self._sandbox_kwargs())
+        for t, row, res in zip(todo, rows, results):
+            outs = decode_output(res.output) if res.passed else None
+            if outs is None or len(outs) != len(self._inputs(row, True)):
+                log.warning("MBPP+ %s: the canonical solution did not report its outputs (%s); its samples fail", t, res.status)
+                cache[t] = None
+                continue
+            name = row["entry_point"]
+            cache[t] = [(o is not None) if name in NOT_NONE and not isinstance(o, bool) else o for o in outs]
+
+    def _verdict(self, row: dict[str, Any], result: Result, plus: bool) -> tuple[bool, str]:
+        """(passed, a line saying why not) for one outputs program of the local copy."""
+        if not result.passed:
+            return False, result.output
+        expected = self.__dict__.get("_expected_out", {}).get(str(row["task_id"]))
+        if expected is None:
+            return False, "the canonical solution's outputs are not available"
+        inputs = self._inputs(row, plus)
+        outs = decode_output(result.output)
+        if outs is None or len(outs) != len(inputs):
+            return False, "the program did not report one output per input"
+        atol = float(row.get("atol") or 0)
+        for i, (inp, out, exp) in enumerate(zip(inputs, outs, expected)):
+            if not same(row["entry_point"], inp, out, exp, atol):
+                return False, f"input {i}: got {out!r:.200}, expected {exp!r:.200}"
+        return True, ""
+
+    def canonical_completion(self, sample: Sample) -> str | None:
+        code = sample.meta.get("canonical_solution")
+        return f"{code}\n```" if code else None
 
     # -- scoring -----------------------------------------------------------------------------
     def score(self, sample: Sample, completion: str) -> dict[str, Any]:
         return self.score_batch([sample], [[completion]])[0]
 
     def score_batch(self, samples: list[Sample], completions: list[list[str]]) -> list[dict[str, Any]]:
+        local = [s.reference["task_id"] for s in samples if s.reference["kind"] == "local"]
+        if local:
+            self._expected(local)
         progs = [p for s, c in zip(samples, completions) for p in self.programs(s, c[-1])]
-        results = run_many(progs, workers=self.workers, **self._sandbox_kwargs())
+        results = run_many(progs, workers=self.workers, output_chars=OUTPUT_CHARS, **self._sandbox_kwargs())
         out = []
         for i, (s, c) in enumerate(zip(samples, completions)):
             base, plus = results[2 * i], results[2 * i + 1]
+            if s.reference["kind"] == "local":
+                row = self._local_row(s.reference["task_id"])
+                base_ok, base_why = self._verdict(row, base, plus=False)
+                plus_ok, plus_why = self._verdict(row, plus, plus=True)
+            else:
+                base_ok, base_why, plus_ok, plus_why = base.passed, base.output, plus.passed, plus.output
+            cut = lambda text: text.split(OUTPUTS_MARK, 1)[0]  # noqa: E731 - the reported outputs are not shown
             closed = extract_code(c[-1])[1]
             out.append({
-                "correct": base.passed and plus.passed,  # EvalPlus: plus counts only with base passed
-                "base_correct": base.passed,
-                "plus_correct": base.passed and plus.passed,
-                "status": plus.status,
-                "base_status": base.status,
+                "correct": base_ok and plus_ok,  # EvalPlus: plus counts only with base passed
+                "base_correct": base_ok,
+                "plus_correct": base_ok and plus_ok,
+                "status": plus.status if plus.status != "passed" or plus_ok else "failed",
+                "base_status": base.status if base.status != "passed" or base_ok else "failed",
                 "isolation": plus.isolation,
                 "closed_code_block": closed,
                 "exec_s": round(base.duration_s + plus.duration_s, 3),
-                "output": (plus.output if base.passed else base.output)[-1000:],
+                "output": cut(plus_why if base_ok else base_why)[-1000:],
             })
         return out
 

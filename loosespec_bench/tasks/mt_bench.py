@@ -18,6 +18,7 @@ only, and the summary says that quality was not judged.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from pathlib import Path
@@ -27,6 +28,9 @@ from ..errors import ConfigError
 from ..params import list_of, nested, optional, string
 from .base import Sample, Task, hub_file, read_jsonl, round_robin
 from .judge import JUDGE_SETTINGS, JudgeError, make_judge
+
+log = logging.getLogger(__name__)
+JUDGE_ERROR = "$ERROR$"  # FastChat's API_ERROR_OUTPUT
 
 # FastChat llm_judge/common.py: categories judged against a reference answer.
 NEED_REF_CATS = ("math", "reasoning", "coding", "arena-hard-200")
@@ -138,7 +142,14 @@ class MTBench(Task):
         try:
             judgment = self.judge.complete(prompt["system_prompt"], user)
         except JudgeError as err:
-            return -1.0, name, f"$ERROR$ {err}"  # FastChat's API_ERROR_OUTPUT: rated -1, left out
+            # A dead judge: one warning per run (the first failure), the count in the summary
+            # (n_judge_errors), an error when every judgment failed (aggregate).
+            if not getattr(self, "_judge_warned", False):
+                self._judge_warned = True
+                where = getattr(self.judge, "url", None) or getattr(self.judge, "name", "the judge")
+                log.warning("dataset %s: the judge (%s) failed: %s; that turn is rated %s and left out, as FastChat does "
+                            "(further failures are counted in the summary's n_judge_errors)", self.name, where, err, JUDGE_ERROR)
+            return -1.0, name, f"{JUDGE_ERROR} {err}"  # rated -1, left out
         rating = self.adjust(sample, turn, answers[turn], parse_rating(judgment))
         return rating, name, judgment
 
@@ -168,6 +179,14 @@ class MTBench(Task):
         judged = [r for r in records if "rating_turns" in r.get("score", {})]
         if not judged:
             return {"quality": NOT_JUDGED}
+        verdicts = [str(j.get("judgment", "")) for r in judged for j in r["score"].get("judgments") or [] if isinstance(j, dict)]
+        errors = [v for v in verdicts if v.startswith(JUDGE_ERROR)]
+        if verdicts and len(errors) == len(verdicts):
+            raise ConfigError(
+                f"dataset {self.name}: every judgment failed ({len(errors)} of {len(verdicts)}; the first: "
+                f"{' '.join(errors[0].split())[:160]}); check dataset.judge (url, model, the key's variable). The records "
+                "are kept: re-score them with python -m loosespec_bench.score RUN_DIR --set judge.url=... once the judge answers"
+            )
         per_turn: dict[int, list[float]] = {}
         per_cat: dict[str, list[float]] = {}
         for r in judged:
@@ -179,6 +198,7 @@ class MTBench(Task):
         out: dict[str, Any] = {
             "mt_bench_score": sum(every) / len(every) if every else None,
             "n_judged_turns": len(every),
+            "n_judge_errors": len(errors),
             "judge": judged[0]["score"].get("judge"),
         }
         for t, xs in sorted(per_turn.items()):

@@ -18,8 +18,9 @@ docs/sandbox.md has the table of what each guarantees):
   PID, IPC, UTS and mount namespaces. The program's root is a private read-only tmpfs
   (pivot_root, the host's tree detached): read-only binds of /usr and the /bin, /lib...
   folders and of the harness's Python installation, a few copied /etc files, /dev with
-  null/zero/full/random/urandom, its own /proc, and fresh size-capped tmpfs for /tmp,
-  /var/tmp, /dev/shm, /run (with /run/lock). The repository, the data sets, the results,
+  null/zero/full/random/urandom, its own /proc, and one fresh tmpfs of tmp_mb bound at /tmp,
+  /var/tmp, /dev/shm and /run (with /run/lock): the cap holds in total. PID 1 blanks its
+  command line (/proc/1/cmdline names no host path). The repository, the data sets, the results,
   /home, /root and every host socket file are not in it; abstract Unix sockets and 127.0.0.1
   belong to the (empty) network namespace; SysV IPC objects die with the IPC namespace; kernel
   keyrings (not namespaced) are refused by seccomp. The program runs as the fresh unprivileged
@@ -37,6 +38,12 @@ docs/sandbox.md has the table of what each guarantees):
 - "process" (not root): rlimits, seccomp filter, timeout and the audit hook, as the harness's own
   user: such code could delete or read that user's files and signal their processes. Refused
   unless `allow_same_user=True`.
+
+At every level the program itself also runs under a second seccomp filter, installed just before
+it starts (`_sandbox_supervisor.PROGRAM_BLOCKED`): no new namespaces (unshare, setns, clone with a
+CLONE_NEW* flag; clone3 answers ENOSYS so the C library falls back to clone), no memfd_create or
+memfd_secret (shared memory the address-space limit does not count), userfaultfd,
+perf_event_open or bpf. docs/sandbox.md has the threat model and each case.
 
 The seccomp filter exists for x86_64 and aarch64; elsewhere the "uid" and "process" levels
 refuse to start (SandboxError) rather than run without it (the "namespaces" level runs, without
@@ -367,8 +374,11 @@ def run_python(
     isolation: str = "auto",
     hide_paths: Iterable[str | os.PathLike[str]] = (),
     allow_same_user: bool = False,
+    output_chars: int = OUTPUT_TAIL,
 ) -> Result:
-    """Run `source` as a Python program under `isolation`; see the module docstring."""
+    """Run `source` as a Python program under `isolation`; see the module docstring.
+    output_chars: how much of the output's end the result keeps (a program that reports values,
+    e.g. MBPP+'s outputs for the harness to compare, needs more than the default tail)."""
     check_sandbox(isolation, allow_same_user)
     level = available_isolation() if isolation == "auto" else isolation
     sweep_stale()
@@ -449,7 +459,7 @@ def run_python(
                             _sup.remove_files_of(uid)
         duration = time.monotonic() - start
         verdict = _read_available(verdict_r)
-        text = _tail(out_path)
+        text = _tail(out_path, output_chars)
     finally:
         for fd in (nonce_r, nonce_w, verdict_r, verdict_w, source_fd):
             if fd >= 0:
@@ -491,11 +501,11 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _tail(path: Path) -> str:
+def _tail(path: Path, chars: int = OUTPUT_TAIL) -> str:
     size = path.stat().st_size
     with path.open("rb") as f:
-        f.seek(max(0, size - 4 * OUTPUT_TAIL))
-        return f.read().decode("utf-8", errors="replace")[-OUTPUT_TAIL:]
+        f.seek(max(0, size - 4 * chars))
+        return f.read().decode("utf-8", errors="replace")[-chars:]
 
 
 def run_many(sources: Sequence[str], *, workers: int | None = None, **kwargs: Any) -> list[Result]:
