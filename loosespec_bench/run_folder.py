@@ -337,7 +337,10 @@ class RunFolder:
         problems = self.damage()
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise DamagedRun(f"run folder {self.path}: {problems[0]}{more}")
+            # A summary is derived data: the re-scorer rebuilds it from the records.
+            rebuild = (f" (python -m loosespec_bench.score --summary-only {self.path} rebuilds it from the records)"
+                       if problems[0].startswith(self.SUMMARY) else "")
+            raise DamagedRun(f"run folder {self.path}: {problems[0]}{more}{rebuild}")
 
     def _repair_tail(self) -> None:
         """Drop a partial last line so the next append starts on a fresh line."""

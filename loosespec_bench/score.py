@@ -226,9 +226,8 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
     # The summary: drop the old score-derived fields, recompute them from the new scores.
     old_records = first_per_id(lines)
     records = first_per_id(new_lines)
-    old = run_folder.read_summary() or {}
-    if old:
-        run_folder.backup(RunFolder.SUMMARY, stamp)
+    old = run_folder.read_summary() or {}  # a damaged one (schema.summary_problems) is rebuilt, not carried over
+    run_folder.backup(RunFolder.SUMMARY, stamp)  # whatever it held, damaged or not
     stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
     summary = {k: v for k, v in old.items() if k not in stale}
     seed = int(cfg.seed) if cfg is not None and "seed" in cfg else 0
