@@ -1,7 +1,8 @@
-"""The index never merges unlike runs and survives bad folders (issue 24): a run without
+"""The index never merges unlike runs and names bad folders (issues 24, 50): a run without
 config.yaml is its own row, a run id found in two experiment folders counts once, a malformed
-summary.json skips its folder with a warning; intervals and power fields are read per the
-SUMMARY INTERVALS contract."""
+summary.json stops the report naming the folder and the field (or, with skip_damaged /
+--skip-damaged, is skipped with a warning and listed); intervals and power fields are read per
+the SUMMARY INTERVALS contract."""
 
 from __future__ import annotations
 
