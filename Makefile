@@ -15,6 +15,10 @@ DATA_FROM ?= $(or $(wildcard $(abspath ../shared/datasets)),web)
 # PyPI's multi-GB CUDA one (or install your own torch >= 2.13 in the venv first).
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
+# A key given twice on one command line is refused (Hydra would keep the last silently), so a
+# target's own settings give way to the ones ARGS names: $(call defaults,KEY=V ...,$(ARGS)).
+keys_of = $(foreach a,$(1),$(firstword $(subst =, ,$(patsubst ++%,%,$(patsubst +%,%,$(patsubst ~%,%,$(a)))))))
+defaults = $(filter-out $(addsuffix =%,$(call keys_of,$(2))),$(1))
 
 .PHONY: help install install-embedded install-smollm data run run-ar test test-slow clean-results
 # `make` alone lists the targets: each target line's `## text` (in every included .mk file too).
@@ -53,10 +57,10 @@ RUN_ARGS ?= pair.draft.quantize=int4
 # Vanilla SPD on MGSM with the embedded pair, paired with the target alone on every sample:
 # prints tau, speedup, accuracy and retention; results in results/default/<run id>/.
 run: install-embedded data  ## SPD (int4 draft) vs the target alone on MGSM with the embedded pair (ARGS=... overrides)
-	$(PY) -m loosespec_bench method=spd dataset=mgsm $(RUN_ARGS) $(ARGS)
+	$(PY) -m loosespec_bench $(call defaults,method=spd dataset=mgsm $(RUN_ARGS),$(ARGS)) $(ARGS)
 
 run-ar: install-embedded data  ## the target alone on MGSM with the embedded pair
-	$(PY) -m loosespec_bench method=ar dataset=mgsm $(ARGS)
+	$(PY) -m loosespec_bench $(call defaults,method=ar dataset=mgsm,$(ARGS)) $(ARGS)
 
 # Default test suite: tiny random models, seconds to minutes, no network. With the local Slurm
 # cluster up (make slurm-local), the tests marked `slurm` run in a second pytest beside it

@@ -70,7 +70,7 @@ launcher_args = hydra/launcher=$(1) $(if $(filter basic,$(1)),,hydra.launcher.gp
 	hydra.launcher.cpus_per_task=$(3) hydra.launcher.mem_gb=$(4) hydra.launcher.timeout_min=$(5))
 ARGS_70B = $(call launcher_args,$(LAUNCHER),$(GPUS_70B),$(CPUS_70B),$(MEM_70B),$(TIMEOUT_70B)) $(SPLIT_70B) $(ARGS)
 ARGS_405B = $(call launcher_args,$(LAUNCHER),$(GPUS_405B),$(CPUS_405B),$(MEM_405B),$(TIMEOUT_405B)) $(ARGS)
-ARGS_CPU = hydra/launcher=$(CPU_LAUNCHER) scale=cpu $(ARGS)
+ARGS_CPU = $(call defaults,hydra/launcher=$(CPU_LAUNCHER) scale=cpu,$(ARGS)) $(ARGS)
 # ENGINE=vllm: the lossless sweeps (target alone, SPD K=15 greedy and T=1, PLD, EAGLE-3 chains)
 # run through vLLM, the target split over the job's GPUs by vLLM's tensor parallelism instead of
 # accelerate's layer placement; loose rules (FLy, DropMatch), trees and ablations stay on our

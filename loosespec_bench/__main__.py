@@ -74,8 +74,14 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
         raise ConfigError("--config-path / --config-dir: the configs ship in the package; add folders with "
                           "hydra.searchpath=[file:///path] (docs/extending.md)")
     printing = args.cfg is not None or args.resolve or args.package is not None
+
+    def data_check(cfg: Any) -> None:
+        from .build import check_data  # torch: only for a sweep, once its settings passed
+
+        check_data(cfg)
+
     precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
-                    resources=False if printing else resources)
+                    resources=False if printing else resources, data_check=None if printing else data_check)
 
 
 def _remove_job_dir() -> None:

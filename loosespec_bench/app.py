@@ -5,9 +5,11 @@ Kept free of Hydra's decorator so tests (and notebooks) call it with a composed 
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import logging
+import os
 import traceback
 import zlib
 from pathlib import Path
@@ -334,6 +336,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if isinstance(err, ConfigError) and not existed:
             folder.close()
             remove_if_empty(folder.path)  # a rejected config leaves no result folder
+        if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
+            # A disk that filled (or went read-only) mid-run: what is on disk is every finished
+            # sample (each appended and fsynced), so the same command resumes; say that in one line.
+            folder.close()
+            kept = len(folder.records())
+            raise DiskError(
+                f"cannot write {err.filename or folder.path} ({os.strerror(err.errno)}); the {kept} finished sample(s) "
+                f"are kept in {folder.path}: free space there (or choose paths.results_dir elsewhere) and rerun the "
+                "same command to resume"
+            ) from None
         raise
     finally:
         if engine is not None:
@@ -352,6 +364,14 @@ def run_calibration(cfg: DictConfig) -> tuple[Any, str]:
     if not str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu"):
         return None, "calibrations are measured on the CPU only (calibrate.py)"
     return find_calibration(cfg.paths.results_dir, cfg.pair, int(cfg.threads) if cfg.get("threads") else None)
+
+
+# A write that fails because of the disk, not the program: out of space or quota, read-only.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+class DiskError(ConfigError):
+    """The results folder's disk failed a write mid-run (DISK_ERRNOS); finished samples are kept."""
 
 
 def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict[str, Any]]:

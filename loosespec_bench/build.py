@@ -77,6 +77,15 @@ def build_task(cfg: DictConfig) -> Task:
     return instantiate(cfg.dataset)
 
 
+def check_data(cfg: DictConfig) -> None:
+    """The data set's samples load from its local files (present, readable, well formed: the
+    task's own loader, Task.samples), without a model: the CLI calls it for each data set of a
+    sweep before the first point runs. A data set read from the hub (no data_dir) is left to
+    the run, which loads it before its models."""
+    if cfg.dataset.get("data_dir"):
+        build_task(cfg).samples()
+
+
 def check_artefacts(cfg: DictConfig) -> None:
     """Trained files a rule reads (AutoJudge's judge): a missing or malformed one is a
     ConfigError here, before any model loads or any result folder is made (app.run, per point).

@@ -28,7 +28,7 @@ import inspect
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -294,17 +294,45 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"pair.{role}.path must be set (a hub id, a local folder, embedded:<name> or tiny:<seed>)")
     if safe_name(pair["name"]):
         raise ConfigError(f"pair.name={pair['name']!r} {safe_name(pair['name'])}")
-    # Not the logger: a tracker can never fail a run (sinks/trackers.py); a bad logger setting
-    # warns once and turns the tracker off.
+    # The logger's mode only: a tracker can never fail a run (sinks/trackers.py), and an outage or
+    # a bad key warns once and turns the tracker off; but a mode that is not one (WANDB_MODE=garbage)
+    # is a typo the user should hear of before the run, not a silent run without its tracker.
+    _check_logger_mode(data.get("logger"))
     classes = {}
     for group in ("method", "drafter", "dataset"):
         if group == "drafter" and not _uses_drafter(data):
+            # The target alone uses no drafter, but a drafter setting given with it is still
+            # checked: `method=ar drafter.k=0` is a mistake to say, not a value to ignore.
+            if isinstance(data.get("drafter"), dict):
+                try:
+                    check_group_node(group, data[group])
+                except ConfigError as err:
+                    raise ConfigError(f"{err} (method={data['method'].get('name')} uses no drafter: "
+                                      "drop the drafter override, or fix its value)") from None
             continue
         classes[group] = check_group_node(group, data[group])
     _check_cross(data, classes)
     from .config import check_engine
 
     check_engine(cfg)  # what the chosen engine cannot honour (engines/base.py Engine.check)
+
+
+def _check_logger_mode(node: Any) -> None:
+    """logger.mode against the modes the tracker's class declares (its MODES), when it has both."""
+    from hydra._internal.utils import _locate
+
+    if not isinstance(node, dict) or "mode" not in node or not isinstance(node.get("_target_"), str):
+        return
+    try:
+        modes = getattr(_locate(node["_target_"]), "MODES", None)
+    except Exception:  # a tracker that cannot be imported warns and turns itself off (trackers.py)
+        return
+    mode = node["mode"]
+    if modes and mode not in modes:
+        env = os.environ.get("WANDB_MODE")
+        source = " (from WANDB_MODE)" if env is not None and env == mode else ""
+        raise ConfigError(f"logger.mode={mode!r}{source} is not a mode of logger={node.get('name')}; "
+                          f"use one of {', '.join(modes)}" + (" (set WANDB_MODE to one, or unset it)" if source else ""))
 
 
 def _with_defaults(cls: type, node: Mapping[str, Any]) -> dict[str, Any]:
@@ -378,6 +406,11 @@ def check_results_dir(value: Any, where: str = "paths.results_dir") -> None:
                 pass
 
 
+# Thread counts the numeric libraries read at import (torch's OpenMP and MKL): a value that is
+# not one is ignored by them with at most a warning, so the run's speed rests on a default.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def check_environment() -> None:
     """Environment variables the harness reads, before Hydra reads them."""
     site_conf_dir()  # a LOOSESPEC_SITE_CONF that is not a folder
@@ -386,6 +419,12 @@ def check_environment() -> None:
         path = Path(cache).expanduser()
         if not cache.strip() or (path.exists() and not path.is_dir()):
             raise ConfigError(f"LOOSESPEC_CACHE_DIR={cache!r} is not a folder; point it at a folder for the converted models, or unset it")
+    for name in THREAD_VARIABLES:
+        value = os.environ.get(name)
+        # OpenMP's form: a whole number of threads, or a comma-separated list (nested levels).
+        if value is not None and not all(part.strip().isdigit() and int(part) > 0 for part in value.split(",")):
+            raise ConfigError(f"{name}={value!r} is not a number of threads; set it to a whole number >= 1 (e.g. {name}=2) "
+                              "or unset it (threads=N sets the run's own)")
     log_level = os.environ.get("LOOSESPEC_LOG")
     if log_level is not None:
         import logging
@@ -401,6 +440,7 @@ def check_resources(cfg: DictConfig) -> None:
     data = resolved(cfg)
     check_environment()
     check_results_dir(data["paths"]["results_dir"])
+    check_free_space(data["paths"]["results_dir"], data)
     if data.get("baseline") == "shared" and data["paths"].get("baselines_dir") is not None:
         check_results_dir(data["paths"]["baselines_dir"], "paths.baselines_dir")
     data_dir = data["paths"].get("data_dir")
@@ -458,6 +498,49 @@ def check_resources(cfg: DictConfig) -> None:
         )
     if uses and drafter.get("needs_target", False):
         _check_head(drafter, target)
+
+
+def estimated_results_bytes(data: Mapping[str, Any]) -> tuple[int, str]:
+    """A lower bound on what a run writes into its results folder, and how it was reckoned:
+    per sample at least RECORD_BYTES plus TOKEN_BYTES per new token on each side (the method's
+    and the target alone's: token ids, text and per-step counts; the committed CPU runs wrote
+    40 to 106 bytes per token), plus the config and the summary."""
+    dataset = data.get("dataset") or {}
+    n = dataset.get("limit")
+    if not is_int(n):
+        try:
+            n = target_class("dataset", dataset).size_of(dataset)[0]
+        except ConfigError:
+            n = None
+    n = n if is_int(n) and n > 0 else 1
+    tokens = (data.get("generation") or {}).get("max_new_tokens") or dataset.get("max_new_tokens")
+    tokens = tokens if is_int(tokens) and tokens > 0 else 256
+    sides = 1 if data.get("baseline") == "none" or not _uses_drafter(data) else 2
+    need = FOLDER_BYTES + n * (RECORD_BYTES + sides * tokens * TOKEN_BYTES)
+    return need, f"{n} sample(s) x {tokens} new tokens x {sides} side(s)"
+
+
+FOLDER_BYTES = 16 * 1024  # config.yaml, summary.json, .lock
+RECORD_BYTES = 2 * 1024  # a record's fixed part (prompt hash, metrics, timing, score)
+TOKEN_BYTES = 64
+
+
+def check_free_space(value: str, data: Mapping[str, Any], where: str = "paths.results_dir") -> None:
+    """The results folder's file system has room for the run's records (estimated_results_bytes):
+    a disk that fills mid-run costs the run (its finished samples stay, but it stops)."""
+    import shutil
+
+    probe = Path(value).expanduser()
+    while not probe.exists():
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return  # check_results_dir has said what it could not write
+    need, how = estimated_results_bytes(data)
+    if free < need:
+        raise ConfigError(f"{where}={value!r}: {free // 1024} KiB free on its file system, and this run writes at least "
+                          f"{need // 1024} KiB ({how}); free space there or choose another folder")
 
 
 def _check_head(drafter: Mapping[str, Any], target: Mapping[str, Any]) -> None:
@@ -520,6 +603,19 @@ def _check_hydra_overrides(parsed: list[Any]) -> None:
             raise ConfigError(f"{o.input_line}: hydra.{key.split('.')[1]} is not a Hydra setting (known: {', '.join(sorted(known))})")
 
 
+def _check_given_once(parsed: list[Any]) -> None:
+    """Each key once per command line: Hydra keeps the last of `seed=1 seed=2 seed=3` silently,
+    so a run would use a value the user may not have meant (and a sweep is `-m seed=1,2,3`)."""
+    given: dict[str, list[str]] = {}
+    for o in parsed:
+        key = o.key_or_group + (f"@{o.package}" if o.package else "")
+        given.setdefault(key, []).append(o.input_line)
+    for key, lines in given.items():
+        if len(lines) > 1:
+            raise ConfigError(f"{key} is given {len(lines)} times ({' '.join(lines)}); give it once "
+                              f"(to run each value: -m {key}=a,b,c)")
+
+
 # Sweeps up to this size are composed point by point, as Hydra's launcher does; a larger one is
 # composed once per distinct set of group choices, its value overrides applied on top
 # (_compose_fast): every point is still checked, in seconds instead of minutes.
@@ -560,6 +656,7 @@ def compose_points(
             except Exception as err:
                 raise ConfigError(f"bad override syntax: {one_line(err)}") from None
             _check_hydra_overrides(parsed_cli)
+            _check_given_once(parsed_cli)
             if not multirun:
                 sweeps = [o.input_line for o in parsed_cli if o.is_sweep_override()]
                 if sweeps:
@@ -655,23 +752,32 @@ def runs_here(master: DictConfig) -> bool:
 
 
 def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = "config",
-                    resources: bool | None = None) -> list[tuple[list[str], DictConfig]]:
+                    resources: bool | None = None,
+                    data_check: Callable[[DictConfig], None] | None = None) -> list[tuple[list[str], DictConfig]]:
     """Compose every point of a command line and check it (validate; check_resources where the
-    points run here, or as `resources` says); a bad point is one ConfigError naming it."""
+    points run here, or as `resources` says); a bad point is one ConfigError naming it.
+    data_check (build.check_data, from the CLI): called once per distinct data set of a sweep
+    that runs here, so that a point whose data is missing or malformed stops the sweep before
+    the first point loads its models (a single run loads its data before its models itself)."""
     check_environment()
     master, points = compose_points(overrides, multirun=multirun, config_name=config_name, cover=True)
     here = runs_here(master) if resources is None else resources
     varying = varying_keys(points)
     seen: set[str] = set()
+    data_seen: set[str] = set()
     for point, cfg in points:
         try:
             validate(cfg)
             if here:
                 key = repr([OmegaConf.to_container(cfg[k], resolve=True) for k in ("pair", "paths", "drafter", "generation")]
-                           + [cfg.method.get("uses_drafter", True), cfg.dataset.get("max_new_tokens")])
+                           + [cfg.method.get("uses_drafter", True), OmegaConf.to_container(cfg.dataset, resolve=True)])
                 if key not in seen:  # the machine's answer depends on these only
                     seen.add(key)
                     check_resources(cfg)
+                data_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
+                if data_check is not None and len(points) > 1 and data_key not in data_seen:
+                    data_seen.add(data_key)
+                    data_check(cfg)
         except ConfigError as err:
             if len(points) > 1:
                 where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point)

@@ -17,6 +17,13 @@ processes never share a temp name and a reader never sees half a file.
 Readers (resume, re-score, the index) accept every line a run writes and skip a line they
 cannot read (a last line cut off by a kill, a damaged line) with a warning naming the file
 and the line number.
+
+What a folder holds is checked by one reader, RunFolder.damage(): config.yaml is YAML whose
+sections are mappings, summary.json is a JSON object whose fields hold what a run writes
+(schema.summary_problems), every finished line of samples.jsonl is a complete record
+(`incomplete`). The report refuses a damaged folder naming it and the field (or, with
+--skip-damaged, lists it as skipped), the comparison refuses it; resume regenerates and the
+re-scorer skips a damaged record, each naming file:line.
 """
 
 from __future__ import annotations
@@ -106,7 +113,7 @@ def incomplete(rec: dict[str, Any]) -> str | None:
     return None
 
 
-def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(path: Path, *, run_file: bool = True, damaged: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every readable line of a JSONL file; a line that is not JSON,
     not an object or (run_file) not a complete sample record (`incomplete`: an id that is not
     a text, no output_text, metrics null...) is skipped with a warning naming the file and line.
@@ -114,6 +121,9 @@ def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict
     run_file: the file a run appends to, where a last line without its newline is a write cut
     off by a kill (the next append truncates it, so it is never used); other JSONL files (a
     user's completions) may just lack the final newline.
+
+    damaged: if given, gets 'line N: why' for every skipped line but a cut-off last line (which
+    a kill leaves in a healthy folder).
     """
     # Never through a link, never a FIFO or a device (safe_files): a folder from someone else.
     try:
@@ -129,18 +139,90 @@ def read_jsonl(path: Path, *, run_file: bool = True) -> Iterator[tuple[int, dict
                 continue
             try:
                 obj = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
                 log.warning("%s line %d: unreadable (%s); skipped", path, lineno, err)
+                if damaged is not None:
+                    damaged.append(f"line {lineno} is not JSON ({str(err)[:60]})")
                 continue
             if not isinstance(obj, dict) or (run_file and "id" not in obj):
-                log.warning("%s line %d: not a %s; skipped", path, lineno, "sample record (no id)" if run_file else "JSON object")
+                what = "sample record (no id)" if run_file else "JSON object"
+                log.warning("%s line %d: not a %s; skipped", path, lineno, what)
+                if damaged is not None:
+                    damaged.append(f"line {lineno} is not a {what}")
                 continue
             why = incomplete(obj) if run_file else None
             if why:
                 # Treated like an unreadable line: resume regenerates the sample, re-score skips it.
                 log.warning("%s line %d: an incomplete sample record (%s); skipped", path, lineno, why)
+                if damaged is not None:
+                    damaged.append(f"line {lineno}: {why}")
                 continue
             yield lineno, obj
+
+
+# config.yaml: the sections a reader takes apart (a mapping each, when present) and the names
+# that label a run (a text each: the report's rows, the folder names).
+CONFIG_SECTIONS = ("method", "drafter", "pair", "dataset", "generation", "paths", "engine", "logger", "timing")
+CONFIG_NAMES = ("experiment_name", "method.name", "drafter.name", "pair.name", "dataset.name")
+
+
+def config_problems(config: Any) -> list[str]:
+    """What is wrong in a run's config.yaml content (as YAML loads it), one entry per key;
+    [] for a config a run could have written."""
+    if not isinstance(config, dict):
+        return [f"it holds {type(config).__name__} {json.dumps(config, default=str)[:40]}, not a mapping of settings"]
+    bad = [f"{key}={json.dumps(config[key], default=str)[:40]} is not a mapping of settings"
+           for key in CONFIG_SECTIONS if config.get(key) is not None and not isinstance(config[key], dict)]
+    for dotted in CONFIG_NAMES:
+        node: Any = config
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, str):
+            bad.append(f"{dotted}={json.dumps(node, default=str)[:40]} is not a text")
+    seed = config.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        bad.append(f"seed={json.dumps(seed, default=str)[:40]} is not a whole number")
+    return bad
+
+
+def load_config_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    """(a run's config.yaml as a dict, what is wrong with it); (None, []) when there is none."""
+    import yaml
+
+    if not os.path.lexists(path):
+        return None, []
+    try:
+        data = yaml.safe_load(read_text(path))
+    except ConfigError as err:  # a link, a FIFO, a device or a folder (safe_files): never read
+        return None, [str(err)]
+    except UnicodeDecodeError as err:
+        return None, [f"it is not UTF-8 text ({err.reason})"]
+    except (OSError, yaml.YAMLError) as err:
+        return None, [f"it is not YAML ({' '.join(str(err).split())[:80]})"]
+    problems = config_problems(data)
+    return (data if not problems else None), problems
+
+
+def load_summary_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    """(a run's summary.json, what is wrong with it); (None, []) when there is none."""
+    from .schema import summary_problems
+
+    if not os.path.lexists(path):
+        return None, []
+    try:
+        data = json.loads(read_text(path))
+    except ConfigError as err:  # a link, a FIFO, a device or a folder (safe_files): never read
+        return None, [str(err)]
+    except UnicodeDecodeError as err:
+        return None, [f"it is not UTF-8 text ({err.reason})"]
+    except (OSError, ValueError, RecursionError) as err:
+        return None, [f"it is not JSON ({' '.join(str(err).split())[:80]})"]
+    problems = summary_problems(data)
+    return (data if not problems else None), problems
+
+
+class DamagedRun(ConfigError):
+    """A run folder whose config.yaml, summary.json or samples.jsonl is not what a run writes."""
 
 
 def count_finished_lines(path: Path) -> int:
@@ -236,6 +318,33 @@ class RunFolder:
         """Finished samples, first occurrence per id; unreadable lines skipped with a warning."""
         return first_per_id(self.lines())
 
+    def damage(self) -> list[str]:
+        """What is damaged in this folder, one 'file: what' entry each ([] for a folder a run,
+        killed or not, could have left): config.yaml and summary.json unreadable or holding the
+        wrong kind of value (config_problems, schema.summary_problems), samples.jsonl lines
+        that are not complete records (a last line cut off by a kill is not damage)."""
+        out = [f"{self.CONFIG}: {p}" for p in load_config_file(self.path / self.CONFIG)[1]]
+        out += [f"{self.SUMMARY}: {p}" for p in load_summary_file(self.path / self.SUMMARY)[1]]
+        samples = self.path / self.SAMPLES
+        if samples.exists() and not samples.is_file():
+            out.append(f"{self.SAMPLES}: it is not a file")
+        elif samples.exists():
+            damaged: list[str] = []
+            for _ in read_jsonl(samples, damaged=damaged):
+                pass
+            out += [f"{self.SAMPLES} {d}" for d in damaged]
+        return out
+
+    def check(self) -> None:
+        """Raise DamagedRun naming the folder and the first damaged field (damage())."""
+        problems = self.damage()
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            # A summary is derived data: the re-scorer rebuilds it from the records.
+            rebuild = (f" (python -m loosespec_bench.score --summary-only {self.path} rebuilds it from the records)"
+                       if problems[0].startswith(self.SUMMARY) else "")
+            raise DamagedRun(f"run folder {self.path}: {problems[0]}{more}{rebuild}")
+
     def _repair_tail(self) -> None:
         """Drop a partial last line so the next append starts on a fresh line."""
         path = self.path / self.SAMPLES
@@ -313,14 +422,11 @@ class RunFolder:
         atomic_write(self.path / self.CONFIG, yaml_text)
 
     def read_summary(self) -> dict[str, Any] | None:
-        try:
-            data = json.loads(read_text(self.path / self.SUMMARY))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as err:
-            log.warning("%s: unreadable (%s); ignored", self.path / self.SUMMARY, err)
-            return None
-        return data if isinstance(data, dict) else None
+        """summary.json, or None when there is none or it is damaged (a warning says why)."""
+        data, problems = load_summary_file(self.path / self.SUMMARY)
+        if problems:
+            log.warning("%s: %s; ignored", self.path / self.SUMMARY, "; ".join(problems))
+        return data
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         atomic_write(self.path / self.SUMMARY, summary_json(summary))

@@ -283,3 +283,60 @@ RESERVED_COLUMNS = {
     "config", "config_id", "dataset_config_id", "extra_knobs", "top_k",
     *FIGURE, *(c for f in FIGURES for c in f.ci_columns), *(c for c, _, _ in RUN_FIELDS),
 }
+
+
+# -- summary.json: what each field a reader uses must hold -------------------------------------
+# Read by the one checker of a run folder (run_folder.RunFolder.damage), which the report, the
+# comparison and the status use: a summary whose field holds anything else is a damaged run
+# (the report refuses it, naming the folder and the field, unless --skip-damaged). null is
+# always allowed (a figure that could not be computed). Keys not named here are not checked.
+SUMMARY_NUMBERS: tuple[str, ...] = tuple(dict.fromkeys([
+    *(f.source for f in FIGURES), *(s for f in FIGURES if f.interval for s in f.ci_sources),
+    *(key for _, key, kind in RUN_FIELDS if kind in ("int", "float")), "temperature", "k",
+]))
+SUMMARY_COUNTS = ("n_samples", "n_problems", "seed", "quality_lost", "quality_gained")  # whole numbers >= 0
+SUMMARY_TEXTS = ("experiment", "method", "drafter", "pair", "dataset", "engine", "quality_figure", "date", "hardware",
+                 "git_commit", "cpu_model", "cpu_signature", "cpu_isa", *(key for _, key, kind in RUN_FIELDS if kind == "text"))
+SUMMARY_FLAGS = ("tree", *(key for _, key, kind in RUN_FIELDS if kind == "bool"))
+SUMMARY_MAPPINGS = ("timing",)
+# Lists of one value per draft position: the acceptance rates (numbers), their interval bounds
+# (numbers, null where undefined).
+SUMMARY_NUMBER_LISTS = ("acceptance_by_position",)
+SUMMARY_BOUND_LISTS = ("acceptance_by_position_ci_low", "acceptance_by_position_ci_high")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def summary_problems(summary: Any) -> list[str]:
+    """What is wrong in a summary.json's content, one entry per field ('tau='fast' is not a
+    number'); [] for a summary a run could have written."""
+    if not isinstance(summary, Mapping):
+        return [f"it holds {type(summary).__name__} {_shown(summary)}, not an object of figures"]
+    bad = []
+    for key, value in summary.items():
+        if value is None:
+            continue
+        if key in SUMMARY_NUMBERS and key not in SUMMARY_COUNTS and number(value) is None and not _non_finite(value):
+            bad.append(f"{key}={_shown(value)} is not a number")
+        elif key in SUMMARY_COUNTS and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            bad.append(f"{key}={_shown(value)} is not a whole number >= 0")
+        elif key in SUMMARY_TEXTS and not isinstance(value, str):
+            bad.append(f"{key}={_shown(value)} is not a text")
+        elif key in SUMMARY_FLAGS and not isinstance(value, bool):
+            bad.append(f"{key}={_shown(value)} is not true or false")
+        elif key in SUMMARY_MAPPINGS and not isinstance(value, Mapping):
+            bad.append(f"{key}={_shown(value)} is not an object")
+        elif key in SUMMARY_NUMBER_LISTS and not (isinstance(value, list) and all(number(x) is not None for x in value)):
+            bad.append(f"{key}={_shown(value)} is not a list of numbers")
+        elif key in SUMMARY_BOUND_LISTS and not (isinstance(value, list) and all(x is None or number(x) is not None for x in value)):
+            bad.append(f"{key}={_shown(value)} is not a list of numbers (null where undefined)")
+    return bad
+
+
+def _non_finite(value: Any) -> bool:
+    # NaN / infinity: a figure that is a number but undefined (an older summary's NaN); the
+    # readers show it as missing (number() gives None), so it is not damage.
+    return isinstance(value, float) and not math.isfinite(value)

@@ -197,7 +197,8 @@ def trusted_dataset_node(folder_node: Any, data_dir: str | None, overrides: list
         raise ConfigError("the run folder's config.yaml: dataset is not a mapping of settings; pass --dataset NAME")
     _no_code_keys(folder)
     conf = folder_task_name(folder)
-    base = OmegaConf.to_container(compose_dataset(conf, data_dir)  # None: the config's own default ($LOOSESPEC_DATA_DIR, null = the hub), resolve=True)
+    # data_dir None: the config's own default ($LOOSESPEC_DATA_DIR; null = the hub).
+    base = OmegaConf.to_container(compose_dataset(conf, data_dir), resolve=True)
     assert isinstance(base, dict)
     if base.get("_target_") != folder.get("_target_", base.get("_target_")):
         raise _refuse("_target_", folder.get("_target_"), f"this installation's {conf} is {base.get('_target_')}")
@@ -391,9 +392,8 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
     # The summary: drop the old score-derived fields, recompute them from the new scores.
     old_records = first_per_id(lines)
     records = first_per_id(new_lines)
-    old = run_folder.read_summary() or {}
-    if old:
-        run_folder.backup(RunFolder.SUMMARY, stamp)
+    old = run_folder.read_summary() or {}  # a damaged one (schema.summary_problems) is rebuilt, not carried over
+    run_folder.backup(RunFolder.SUMMARY, stamp)  # whatever it held, damaged or not
     stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
     summary = {k: v for k, v in old.items() if k not in stale}
     # Every figure and its interval again (speed ones included: the same records give the

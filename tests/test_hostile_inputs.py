@@ -29,12 +29,15 @@ HE_ROW = {"task_id": "HumanEval/0", "prompt": "def f():\n", "test": "def check(c
 @dataclass
 class Case:
     id: str
-    kind: str  # L: python -m loosespec_bench; S: python -m loosespec_bench.score; P: the plan
+    kind: str  # L: python -m loosespec_bench; S: python -m loosespec_bench.score; P: the plan; R: the report
     args: list[str]
     fragment: str = ""  # a piece of the expected error line
     env: dict[str, str] = field(default_factory=dict)
-    files: dict[str, str | bytes] = field(default_factory=dict)  # the data dir's files (L) / the run folder's (S)
+    files: dict[str, str | bytes] = field(default_factory=dict)  # the data dir's files (L) / the run folder's (S) / the results folder's (R)
     cli_only: bool = False  # only a subprocess shows it (environment read at import, Hydra's own flags)
+    # L only, through the command line: the results folder is a fresh tmpfs of this size in a
+    # private mount namespace ("ro": read-only), so that a full or read-only disk is real.
+    mount: str = ""
 
 
 # `L` cases run with pair=tiny progress=false, a fresh results folder and the shared data sets
@@ -184,7 +187,76 @@ PLAN: list[Case] = [
     Case("plan-tps-x", "P", ["plan", "-e", "fly_main", "--tps", "x", "--", "scale=cpu"], "--tps"),
     Case("plan-status-results-a-file", "P", ["status", "-e", "fly_main", "--", "scale=cpu"], "LOOSESPEC_RESULTS_DIR", env={"LOOSESPEC_RESULTS_DIR": "/etc/hostname"}),
 ]
-ALL = MAIN + SCORE + SANDBOX_SET + PLAN
+
+# Issue 50: the rest of issue 24's second round (26 inputs that still ended silently, in a
+# traceback, or only after a model loaded).
+REPORT_CONFIG = """experiment_name: exp
+seed: 0
+method:
+  name: spd
+  _target_: loosespec_bench.verifiers.spd.SPD
+drafter:
+  name: model
+  k: 4
+pair:
+  name: tiny
+  dtype: float32
+  target: {path: 'tiny:0'}
+  draft: {path: 'tiny:1'}
+dataset:
+  name: gsm8k
+  limit: 1
+generation:
+  temperature: 0.0
+"""
+REPORT_SUMMARY = {"experiment": "exp", "method": "spd", "drafter": "model", "k": 4, "pair": "tiny", "dataset": "gsm8k",
+                  "temperature": 0.0, "n_samples": 1, "tau": 4.8, "speedup": 1.3, "accuracy": 1.0, "baseline_accuracy": 1.0,
+                  "retention": 1.0, "acceptance_by_position": [0.9, 0.8], "date": "2026-12-01T00:00:00+00:00"}
+
+
+def report_run(summary: object = None, config: str | bytes = REPORT_CONFIG, samples: str | bytes | None = None, **changes: object) -> dict[str, str | bytes]:
+    """One finished run folder (exp/run1) for the report, with one part damaged."""
+    if summary is None:
+        summary = json.dumps({**REPORT_SUMMARY, **changes})
+    return {"exp/run1/config.yaml": config, "exp/run1/summary.json": summary,  # type: ignore[dict-item]
+            "exp/run1/samples.jsonl": _lines(RUN_RECORD) if samples is None else samples}
+
+
+REPORT = ["--results", "{RESULT}"]
+ALL_OUT = ["all", *REPORT, "--out", "{OUT}"]
+ROUND2_REST: list[Case] = [
+    # silent: the main CLI
+    Case("ar-with-drafter-k0", "L", ["method=ar", "drafter.k=0"], "drafter.k=0"),
+    Case("seed-three-times", "L", ["seed=1", "seed=2", "seed=3"], "seed"),
+    Case("tiny-negative-seed", "L", ["pair.target.path=tiny:-1"], "tiny:-1"),
+    Case("omp-threads-text", "L", [], "OMP_NUM_THREADS", env={"OMP_NUM_THREADS": "abc"}),
+    Case("wandb-mode-garbage", "L", ["logger=wandb"], "WANDB_MODE", env={"WANDB_MODE": "garbage"}),
+    Case("mgsm-answer-inf", "L", [], "line 1", files={"mgsm/mgsm_en.tsv": "What is 1+1?\tinf\n"}),
+    Case("mgsm-answer-nan", "L", [], "line 1", files={"mgsm/mgsm_en.tsv": "What is 1+1?\tnan\n"}),
+    Case("results-dir-read-only", "L", [], "read-only", cli_only=True, mount="ro"),
+    # silent: the report
+    Case("report-empty-results", "R", ALL_OUT, "no run folder", files={}),
+    Case("report-summary-not-json", "R", ["index", *REPORT], "summary.json", files=report_run(b"\x00\xff garbage")),
+    Case("report-summary-a-list", "R", ["index", *REPORT], "summary.json", files=report_run("[1,2]")),
+    Case("report-tau-text", "R", ["index", *REPORT], "tau", files=report_run(tau="fast")),
+    Case("report-k-text", "R", ["index", *REPORT], "k=", files=report_run(k="five")),
+    Case("report-n-samples-text", "R", ["index", *REPORT], "n_samples", files=report_run(n_samples="many")),
+    Case("report-acceptance-text-index", "R", ["index", *REPORT], "acceptance_by_position", files=report_run(acceptance_by_position=["a", "b"])),
+    Case("report-acceptance-text-plots", "R", ["plots", *REPORT, "--out", "{OUT}"], "acceptance_by_position", files=report_run(acceptance_by_position=["a", "b"])),
+    Case("report-method-int", "R", ["index", *REPORT], "method", files=report_run(method=5)),
+    Case("report-experiment-int", "R", ["index", *REPORT], "experiment", files=report_run(experiment=7)),
+    Case("report-config-not-yaml", "R", ["index", *REPORT], "config.yaml", files=report_run(config="a: [1\n\x00")),
+    Case("report-config-dataset-scalar", "R", ["index", *REPORT], "dataset", files=report_run(config=REPORT_CONFIG.split("dataset:")[0] + "dataset: 5\n")),
+    Case("report-record-id-list", "R", ["index", *REPORT], "line 1", files=report_run(samples=_lines({**RUN_RECORD, "id": ["gsm8k/0"]}))),
+    Case("report-record-metrics-text", "R", ["index", *REPORT], "metrics", files=report_run(samples=_lines({**RUN_RECORD, "metrics": "fast"}))),
+    # tracebacks
+    Case("report-temperature-text", "R", ALL_OUT, "temperature", files=report_run(temperature="hot")),
+    Case("results-disk-full", "L", ["dataset.limit=4", "generation.max_new_tokens=48"], "results_dir", cli_only=True, mount="20k"),
+    Case("sweep-data-lacks-humaneval", "L", ["-m", "dataset=gsm8k,humaneval"], "HumanEval.jsonl.gz", files={"gsm8k/test.jsonl": GOOD_GSM8K}),
+    # late: a clean line, but after a model loaded
+    Case("target-hub-id-offline", "L", ["pair.target.path=nosuchorg/nosuchmodel"], "nosuchorg/nosuchmodel", env={"HF_HUB_OFFLINE": "1"}),
+]
+ALL = MAIN + SCORE + SANDBOX_SET + PLAN + ROUND2_REST
 
 
 def _write(path: Path, data: str | bytes) -> None:
@@ -204,9 +276,12 @@ def prepare(case: Case, tmp: Path) -> tuple[list[str], dict[str, str], Path]:
                 _write(data_dir / rel, text)
             data = str(data_dir)
         env["LOOSESPEC_DATA_DIR"] = data
-        # Hydra's parser takes its flags before the overrides (-m first).
+        # Hydra's parser takes its flags before the overrides (-m first); a key is given once
+        # (a key given twice is itself refused), so a case's own value replaces the default's.
         flags = [a for a in case.args if a in ("-m", "--multirun")]
-        args = [*flags, "pair=tiny", "progress=false", "dataset.limit=2", *(a for a in case.args if a not in flags)]
+        given = {a.lstrip("+~").split("=", 1)[0] for a in case.args}
+        defaults = [d for d in ("pair=tiny", "progress=false", "dataset.limit=2") if d.split("=", 1)[0] not in given]
+        args = [*flags, *defaults, *(a for a in case.args if a not in flags)]
         if "LOOSESPEC_RESULTS_DIR" not in case.env and not any(a.lstrip("+~").startswith("paths.results_dir") for a in case.args):
             args.append(f"paths.results_dir={results}")
         return args, env, results
@@ -216,6 +291,12 @@ def prepare(case: Case, tmp: Path) -> tuple[list[str], dict[str, str], Path]:
         for rel, text in case.files.items():
             _write(folder / rel, text)
         return [a.replace("{RESULT}", str(folder)) for a in case.args], env, folder
+    if case.kind == "R":
+        results.mkdir()
+        for rel, text in case.files.items():
+            _write(results / rel, text)
+        # The folder that must stay clean is the whole temp folder: the results and --out.
+        return [a.replace("{RESULT}", str(results)).replace("{OUT}", str(tmp / "reports")) for a in case.args], env, tmp
     env.setdefault("LOOSESPEC_RESULTS_DIR", str(results))
     return list(case.args), env, results
 
@@ -226,7 +307,29 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(folder.rglob("*"))}
 
 
-MODULE = {"L": "loosespec_bench", "S": "loosespec_bench.score", "P": "loosespec_bench.plan"}
+MODULE = {"L": "loosespec_bench", "S": "loosespec_bench.score", "P": "loosespec_bench.plan", "R": "loosespec_bench.report"}
+
+
+def can_mount() -> bool:
+    """Whether this process may mount a tmpfs in a private mount namespace (root, or
+    CAP_SYS_ADMIN: the containers these tests run in)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=4k tmpfs /mnt"], capture_output=True)
+    return probe.returncode == 0
+
+
+def mounted(case: Case, command: list[str], results: Path) -> list[str]:
+    """`command` with the results folder a fresh tmpfs (case.mount: its size, or "ro" for a
+    read-only one), in a private mount namespace that ends with the command."""
+    import shlex
+
+    results.mkdir(parents=True, exist_ok=True)
+    opts = "size=1m,ro" if case.mount == "ro" else f"size={case.mount}"
+    script = f"mount -t tmpfs -o {opts} tmpfs {shlex.quote(str(results))} && exec {shlex.join(command)}"
+    return ["unshare", "-m", "sh", "-c", script]
 
 
 def run_cli(case: Case, tmp: Path, timeout: float = 600) -> tuple[int, str, str, dict[str, bytes], dict[str, bytes]]:
@@ -237,8 +340,11 @@ def run_cli(case: Case, tmp: Path, timeout: float = 600) -> tuple[int, str, str,
     full_env.update(env)
     # This checkout's package, whatever the environment has installed (the cwd is a temp folder).
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
-    proc = subprocess.run([sys.executable, "-m", MODULE[case.kind], *args], cwd=tmp, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    command = [sys.executable, "-m", MODULE[case.kind], *args]
+    if case.mount:
+        command = mounted(case, command, folder)
+        before = snapshot(folder)
+    proc = subprocess.run(command, cwd=tmp, env=full_env, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr, before, snapshot(folder)
 
 
@@ -265,6 +371,13 @@ def run_in_process(case: Case, tmp: Path, monkeypatch, capsys) -> tuple[int, str
 
         try:
             code = score_main(args)
+        except SystemExit as exc:
+            code = exc.code
+    elif case.kind == "R":
+        from loosespec_bench.report.__main__ import main as report_main
+
+        try:
+            code = report_main(args)
         except SystemExit as exc:
             code = exc.code
     else:
@@ -303,6 +416,8 @@ CLI = [c for c in ALL if c.cli_only] + [c for c in MAIN if c.id in ("pair-name-t
 
 @pytest.mark.parametrize("case", CLI, ids=[c.id for c in CLI])
 def test_hostile_input_through_the_command_line(case, tmp_path):
+    if case.mount and not can_mount():
+        pytest.skip("needs a private mount namespace for a tmpfs (unshare -m: root or CAP_SYS_ADMIN)")
     code, _, err, before, after = run_cli(case, tmp_path)
     assert_clean_refusal(case, code, err, before, after, tmp_path)
 
@@ -348,3 +463,43 @@ def test_rescore_keeps_an_unknown_id_and_refuses_nothing_else(tmp_path, capsys):
     ids = [json.loads(x)["id"] for x in (folder / "samples.jsonl").read_text().splitlines()]
     assert ids == ["gsm8k/0", "gsm8k/999999"]  # nothing dropped
     assert not (folder / ".lock").exists() or json.loads((folder / ".lock").read_text())["purpose"] == "re-score"
+
+
+def test_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_finished_samples(tmp_path, monkeypatch, capsys):
+    """Issue 50: the disk fills after two of four samples (ENOSPC from the append, as a full
+    results file system gives it): one `error:` line that says what to do, exit 2, no
+    traceback, the two finished samples kept; the same command then resumes from them."""
+    import errno
+
+    from loosespec_bench.run_folder import RunFolder
+
+    real_append = RunFolder.append
+    calls = {"n": 0}
+
+    def append(self, record):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_append(self, record)
+
+    monkeypatch.setattr(RunFolder, "append", append)
+    case = Case("disk-full-mid-run", "L", ["dataset=gsm8k", "dataset.limit=4", "dataset.num_fewshot=0", "drafter.k=2",
+                                            "generation.max_new_tokens=8", "warmup=false"])
+    code, err, _, after = run_in_process(case, tmp_path, monkeypatch, capsys)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and "Traceback" not in err, err
+    assert lines[-1].startswith("error: ") and sum(ln.startswith("error: ") for ln in lines) == 1, err
+    assert "No space left on device" in lines[-1] and "2 finished sample(s) are kept" in lines[-1] and "rerun" in lines[-1]
+    samples = [k for k in after if k.endswith("samples.jsonl")]
+    assert len(samples) == 1 and len(after[samples[0]].decode().splitlines()) == 2
+
+
+def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
+    from loosespec_bench.checks import FOLDER_BYTES, RECORD_BYTES, TOKEN_BYTES, estimated_results_bytes
+
+    data = {"dataset": {"limit": 4}, "generation": {"max_new_tokens": 48}, "baseline": "paired", "method": {"uses_drafter": True}}
+    need, how = estimated_results_bytes(data)
+    assert need == FOLDER_BYTES + 4 * (RECORD_BYTES + 2 * 48 * TOKEN_BYTES) and "4 sample(s) x 48 new tokens x 2 side(s)" == how
+    alone, _ = estimated_results_bytes({**data, "method": {"uses_drafter": False}})
+    assert alone == FOLDER_BYTES + 4 * (RECORD_BYTES + 48 * TOKEN_BYTES)
+    assert 20 * 1024 < need  # the issue's 20 KiB disk is refused before a model loads

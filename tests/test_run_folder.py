@@ -227,13 +227,19 @@ def test_rescore_and_index_skip_unreadable_lines_and_broken_folders(tmp_path, ca
     broken.mkdir()
     (broken / "config.yaml").write_text("method: {name: fly}\n")
     (broken / "summary.json").write_text('{"method": "fly", "acceptance_by_position": 5}')  # hand-edited, wrong type
+    # The report is strict by default: the damaged folder is one error line naming it and the
+    # field (issue 50); --skip-damaged leaves it out and lists it as skipped.
+    assert report_main(["index", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(broken) in err[0] and "acceptance_by_position" in err[0]
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        df = load_index(tmp_path)
+        df = load_index(tmp_path, skip_damaged=True)
     assert list(df["run_id"]) == [folder.name]
     assert any(str(broken) in m and "skipped" in m for m in caplog.messages)
-    assert report_main(["index", "--results", str(tmp_path)]) == 0
-    assert folder.name in capsys.readouterr().out
+    assert report_main(["index", "--results", str(tmp_path), "--skip-damaged"]) == 0
+    out = capsys.readouterr()
+    assert folder.name in out.out and f"skipped (damaged): run folder {broken}" in out.err
 
 
 def test_whole_file_writes_are_readable_by_the_group(tmp_path):

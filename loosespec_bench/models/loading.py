@@ -98,6 +98,37 @@ def pair_settings() -> dict[str, Any]:
     }
 
 
+# torch.manual_seed takes seeds up to 2**64 - 1 and wraps negative ones onto them: `tiny:-1`
+# would silently be another seed's model.
+TINY_SEED_MAX = 2**63 - 1
+
+
+def tiny_seed(path: str) -> int:
+    """The seed of a `tiny:<seed>` model path: a whole number from 0 to TINY_SEED_MAX."""
+    text = path.split(":", 1)[1]
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not text.strip().isdigit() or not 0 <= seed <= TINY_SEED_MAX:
+        raise ConfigError(f"model path {path!r}: expected tiny:<seed>, the seed a whole number from 0 to 2**63-1, e.g. tiny:0")
+    return seed
+
+
+def hub_offline() -> bool:
+    """Whether the Hugging Face hub is switched off for this process (HF_HUB_OFFLINE, read as
+    huggingface_hub reads it; the variable itself too, for a process that imported it before)."""
+    value = os.environ.get("HF_HUB_OFFLINE", "")
+    if value.strip().upper() in ("1", "ON", "YES", "TRUE"):
+        return True
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except Exception:
+        return False
+
+
 def model_config(path: str) -> dict[str, Any] | None:
     """The config.json of a model path without loading weights (vocab_size,
     max_position_embeddings...); None when it cannot be read offline (a hub id not in the cache,
@@ -107,10 +138,7 @@ def model_config(path: str) -> dict[str, Any] | None:
     if path.startswith("tiny:"):
         from .tiny import TINY_CONTEXT, TINY_VOCAB
 
-        try:
-            int(path.split(":", 1)[1])
-        except ValueError:
-            raise ConfigError(f"model path {path!r}: expected tiny:<integer seed>, e.g. tiny:0") from None
+        tiny_seed(path)
         return {"vocab_size": TINY_VOCAB, "max_position_embeddings": TINY_CONTEXT, "model_type": "tiny"}
     folder: Path | None = None
     if path.startswith("embedded:"):
@@ -137,6 +165,12 @@ def model_config(path: str) -> dict[str, Any] | None:
         except Exception:
             return None
         folder = Path(cached).parent if isinstance(cached, str) else None
+        if folder is None and hub_offline():
+            # It can never load here: say so before any model (the other one of the pair) loads.
+            raise ConfigError(
+                f"model path {path!r}: not in the Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE); "
+                "download it where the hub can be reached (huggingface-cli download), or point the path at a local model folder"
+            )
     else:
         raise ConfigError(
             f"model path {path!r} is neither a local directory nor a hub id (org/name); "
@@ -244,10 +278,7 @@ def load_model(
     if path.startswith("tiny:"):
         from .tiny import tiny_model, tiny_tokenizer
 
-        try:
-            seed = int(path.split(":", 1)[1])
-        except ValueError:
-            raise ConfigError(f"model path {path!r}: expected tiny:<integer seed>, e.g. tiny:0") from None
+        seed = tiny_seed(path)
         if device_map is not None or quantization is not None:
             raise ConfigError(f"model path {path!r}: device_map and quantization apply to from_pretrained models; tiny models use pair.device")
         model = tiny_model(seed).to(device=device, dtype=torch_dtype)

@@ -9,6 +9,11 @@
           (report/profiles/*.yaml), with an interval and the published figures beside it
   compare A B   two runs (or two folders of runs, matched by data set) on their common samples:
           each figure with its interval and the paired difference B - A (report/compare.py)
+
+A damaged run folder (config.yaml or summary.json unreadable or holding the wrong kind of value,
+a samples.jsonl line that is not a complete record: run_folder.RunFolder.damage) stops the
+command before anything is written, with one error line naming the folder and the field;
+--skip-damaged leaves such folders out and lists them as skipped. compare always refuses one.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="the claims declaration (default: OUT/claims.yaml, copied there from the packaged one if absent)")
         if name in ("plots", "all"):
             p.add_argument("--formats", default="png,pdf", help="comma-separated (default: %(default)s)")
+        p.add_argument("--skip-damaged", action="store_true",
+                       help="leave out run folders whose config.yaml, summary.json or samples.jsonl is damaged, listing "
+                            "them as skipped (default: a damaged folder stops the report, naming it and the field)")
     p = sub.add_parser("compare", help="two runs (or sets of runs) side by side, with the paired difference")
     p.add_argument("a", type=Path, help="run folder, or a folder of run folders")
     p.add_argument("b", type=Path, help="run folder, or a folder of run folders")
@@ -111,7 +119,21 @@ def main(argv: list[str] | None = None) -> int:
         bad = [f for f in formats if f not in FORMATS]
         if bad or not formats:
             return _error(f"--formats {args.formats!r}: use a comma-separated list of {', '.join(FORMATS)}")
-    df = load_index(args.results, experiment=args.experiment)
+    from ..errors import ConfigError
+
+    try:
+        df = load_index(args.results, experiment=args.experiment, skip_damaged=args.skip_damaged)
+    except ConfigError as err:  # a damaged run folder (run_folder.DamagedRun)
+        return _error(f"{err}; fix or remove that folder, or pass --skip-damaged to report without it")
+    skipped = df.attrs.get("skipped") or []
+    for folder, why in skipped:
+        print(f"skipped (damaged): {why}", file=sys.stderr)
+    if df.empty:
+        where = f"under {args.results}" + (f" for experiment {args.experiment!r}" if args.experiment else "")
+        if skipped:
+            return _error(f"every run folder {where} is damaged ({len(skipped)} skipped); nothing to report")
+        return _error(f"no run folder {where} (a folder with config.yaml, samples.jsonl or summary.json): "
+                      "point --results at a results folder" + (" or check --experiment" if args.experiment else ""))
     try:
         return _write(args, df, formats)
     except OSError as err:  # an output path that cannot be written (read-only, /proc, disk full)
@@ -122,14 +144,11 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
     from ..errors import ConfigError
     from .index import index_to_csv
 
-    if df.empty:
-        print(f"no run folders under {args.results}" + (f" for experiment {args.experiment!r}" if args.experiment else ""), file=sys.stderr)
     if args.command == "index":
-        if not df.empty:
-            import pandas as pd
+        import pandas as pd
 
-            with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_columns", None):
-                print(df[SHOWN].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_columns", None):
+            print(df[SHOWN].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         if args.csv:
             print(f"index: {index_to_csv(df, args.csv)} ({len(df)} runs)")
         return 0
@@ -146,7 +165,7 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
         plot_dir = out / "plots" if args.command == "all" else out
         paths = write_plots(df, plot_dir, formats=formats)
         print(f"plots: {len(paths)} files in {plot_dir}")
-    if args.command in ("claims", "all") and not df.empty:
+    if args.command in ("claims", "all"):
         from .claims import write_claims
 
         if args.claims is not None and not args.claims.is_file():
@@ -158,6 +177,8 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
         print(f"claims: {', '.join(str(p) for p in paths)}")
     if args.command == "all":
         print(f"index: {index_to_csv(df, out / 'index.csv')} ({len(df)} runs)")
+    if getattr(args, "skip_damaged", False) and df.attrs.get("skipped"):
+        print(f"skipped {len(df.attrs['skipped'])} damaged run folder(s) (listed above)")
     return 0
 
 

@@ -56,8 +56,11 @@ class Run:
 
 
 def load_run(folder: Path) -> Run:
-    summary = RunFolder(folder, create=False).read_summary() or {}
-    records = {r["id"]: r for r in RunFolder(folder, create=False).records()}
+    """One run of a comparison; a damaged folder (RunFolder.damage) is a DamagedRun naming it."""
+    run = RunFolder(folder, create=False)
+    run.check()
+    summary = run.read_summary() or {}
+    records = {r["id"]: r for r in run.records()}
     if not records:
         raise ConfigError(f"{folder} has no finished samples (samples.jsonl); nothing to compare")
     return Run(folder, summary, records)

@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
-import yaml
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
-from ..run_folder import RunFolder, check_files, count_finished_lines
-from ..safe_files import is_real_dir, read_text
+from ..run_folder import DamagedRun, RunFolder, check_files, count_finished_lines, load_config_file, load_summary_file
+from ..safe_files import is_real_dir
 from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
 log = logging.getLogger(__name__)
@@ -52,11 +51,9 @@ NUMERIC = [
     *(k.column for k in KNOBS if k.numeric), *(c for c in FIGURE_COLUMNS), "power_threshold", "ci_level",
     "quality_lost", "quality_gained", "quality_sign_p",
 ]
-# Summary fields that must be numbers (or null) when present: a summary with anything else there
-# is malformed and its folder is skipped with a warning (one bad folder never breaks the index).
-NUMBER_FIELDS = tuple(dict.fromkeys(
-    [f.source for f in FIGURES] + [s for f in FIGURES if f.interval for s in f.ci_sources] + ["n_samples", "k"]
-))
+# What each summary field must hold is declared in schema.py (SUMMARY_NUMBERS, ...) and checked,
+# with config.yaml and samples.jsonl, by the one reader of a run folder (RunFolder.damage): a
+# damaged folder stops the index naming it and the field, or (skip_damaged) is listed as skipped.
 
 
 # The prompt each paper ran a set under (conf/paper_dataset/<set>.yaml). A run of the set under
@@ -162,22 +159,6 @@ def find_run_dirs(results_dir: str | Path) -> list[Path]:
     return found
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(read_text(path))  # never through a link or a FIFO (safe_files)
-    except (OSError, ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(read_text(path))
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
     """samples.jsonl records exactly as the harness reads them on resume (first line per id;
     a line cut off by a kill is skipped)."""
@@ -198,23 +179,6 @@ def summary_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _num(value: Any) -> float | None:
     return number(value)
-
-
-def summary_problems(summary: Mapping[str, Any]) -> list[str]:
-    """What is malformed in a summary: figures that are not numbers, an acceptance_by_position
-    that is not a list of numbers, a timing block that is not a mapping."""
-    bad = [f"{k}={summary[k]!r}" for k in NUMBER_FIELDS
-           if summary.get(k) is not None and (isinstance(summary[k], bool) or not isinstance(summary[k], (int, float)))]
-    acc = summary.get("acceptance_by_position")
-    if acc is not None and (not isinstance(acc, list) or any(number(x) is None for x in acc)):
-        bad.append(f"acceptance_by_position={acc!r}"[:80])
-    for key in ACCEPTANCE_CI:  # one bound per position; None where undefined
-        v = summary.get(key)
-        if v is not None and (not isinstance(v, list) or any(x is not None and number(x) is None for x in v)):
-            bad.append(f"{key}={v!r}"[:80])
-    if summary.get("timing") is not None and not isinstance(summary["timing"], Mapping):
-        bad.append(f"timing={summary['timing']!r}"[:80])
-    return bad
 
 
 def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir: Path | None = None) -> dict[str, Any]:
@@ -317,21 +281,18 @@ def machine_label(summary: Mapping[str, Any]) -> str | None:
     return f"{name} ({signature}, {isa})" if isinstance(isa, str) else f"{name} ({signature})"
 
 
-class MalformedSummary(ValueError):
-    """A summary.json whose fields are not what the harness writes (index_run refuses it)."""
-
-
 def index_run(run_dir: str | Path) -> dict[str, Any]:
-    """The index row of one run folder, complete or not. Raises MalformedSummary for a
-    summary.json with malformed fields (load_index skips that folder with a warning)."""
+    """The index row of one run folder, complete or not. Raises DamagedRun (naming the folder
+    and the field) for a folder whose config.yaml, summary.json or samples.jsonl is damaged
+    (RunFolder.damage: the checks resume, re-score and compare share)."""
     run_dir = Path(run_dir)
-    check_files(run_dir)  # a link, a FIFO or a device in place of a run file: the folder is skipped (load_index)
-    config = _read_yaml(run_dir / RunFolder.CONFIG)
+    check_files(run_dir)  # a link, a FIFO or a device in place of a run file: refused (safe_files)
+    folder = RunFolder(run_dir, create=False)
+    folder.check()
+    config = load_config_file(run_dir / RunFolder.CONFIG)[0] or {}
     samples = run_dir / RunFolder.SAMPLES
     summary_path = run_dir / RunFolder.SUMMARY
-    summary = _read_json(summary_path) if summary_path.exists() else None
-    if summary is not None and (problems := summary_problems(summary)):
-        raise MalformedSummary(f"{summary_path}: malformed field(s): {', '.join(problems)}")
+    summary = load_summary_file(summary_path)[0]
     n_lines = count_finished_lines(samples)
     # A summary older than samples.jsonl was written by an earlier invocation; the later one was
     # killed after appending samples (e.g. a resumed run with a larger dataset.limit).
@@ -373,19 +334,25 @@ def _drop_duplicate_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def load_index(results_dir: str | Path = "results", experiment: str | None = None) -> pd.DataFrame:
+def load_index(results_dir: str | Path = "results", experiment: str | None = None, *, skip_damaged: bool = False) -> pd.DataFrame:
     """One row per run folder under results_dir, columns COLUMNS (plus a column per undeclared
     rule knob that some run has); experiment filters by experiment name (fnmatch pattern).
-    Sorted by experiment, method, drafter, K, dataset. A folder that cannot be read (a malformed
-    summary.json, ...) is skipped with a warning; a run id found in several folders counts once."""
+    Sorted by experiment, method, drafter, K, dataset. A run id found in several folders counts
+    once. A damaged folder (RunFolder.damage) raises DamagedRun naming it and the field; with
+    skip_damaged it is left out with a warning and listed in df.attrs["skipped"] as
+    (folder, why) pairs."""
     from fnmatch import fnmatch
 
     rows = []
+    skipped: list[tuple[str, str]] = []
     for run_dir in find_run_dirs(results_dir):
         try:
             rows.append(index_run(run_dir))
-        except Exception as err:  # one broken folder must not hide every other run
-            log.warning("%s: skipped, not a readable run folder (%s: %s)", run_dir, type(err).__name__, err)
+        except DamagedRun as err:
+            if not skip_damaged:
+                raise
+            log.warning("%s; skipped (--skip-damaged)", err)
+            skipped.append((str(run_dir), str(err)))
     rows = _drop_duplicate_runs(rows)
     extra = list(dict.fromkeys(c for r in rows for c in r.get("extra_knobs") or []))
     df = pd.DataFrame(rows, columns=[*COLUMNS, *(c for c in extra if c not in COLUMNS)])
@@ -393,10 +360,11 @@ def load_index(results_dir: str | Path = "results", experiment: str | None = Non
         df[col] = pd.to_numeric(df[col], errors="coerce")
     if experiment:
         df = df[df["experiment"].astype(str).map(lambda e: fnmatch(e, experiment))]
-    if df.empty:
-        return df.reset_index(drop=True)
-    df = df.sort_values(["experiment", "method", "drafter", "K", "pair", "dataset", "run_id"], na_position="first", kind="stable")
-    return df.reset_index(drop=True)
+    if not df.empty:
+        df = df.sort_values(["experiment", "method", "drafter", "K", "pair", "dataset", "run_id"], na_position="first", kind="stable")
+    df = df.reset_index(drop=True)
+    df.attrs["skipped"] = skipped
+    return df
 
 
 def index_to_csv(df: pd.DataFrame, path: str | Path) -> Path:

@@ -222,6 +222,8 @@ def sample_row(record: dict[str, Any], max_chars: int) -> list[Any]:
 class WandbTracker:
     """W&B run per run folder. Arguments are the keys of conf/logger/wandb.yaml."""
 
+    MODES = MODES  # the values of logger.mode (checks.validate reads them off the class)
+
     def __init__(
         self,
         project: str = "loosespec_bench",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import re
 import unicodedata
 from pathlib import Path
@@ -45,6 +46,8 @@ def _normalise(text: str) -> str:
 
 def parse_number(text: str, decimal_comma: bool = False) -> float | None:
     """Parse one number string ('1,234', '$5', '-3.50', '1 234') to float; None if it is not one.
+    'inf', 'nan', 'infinity' (which float() reads) are not numbers here: a reference answer of
+    nan equals nothing and one of inf is no problem's answer.
 
     decimal_comma: read it the continental way ('1.234,5' = 1234.5, '2,5' = 2.5).
     """
@@ -54,9 +57,10 @@ def parse_number(text: str, decimal_comma: bool = False) -> float | None:
     else:
         text = text.replace(",", "")
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _numbers(text: str, spaced: bool = False) -> list[str]:

@@ -1,7 +1,8 @@
-"""The index never merges unlike runs and survives bad folders (issue 24): a run without
+"""The index never merges unlike runs and names bad folders (issues 24, 50): a run without
 config.yaml is its own row, a run id found in two experiment folders counts once, a malformed
-summary.json skips its folder with a warning; intervals and power fields are read per the
-SUMMARY INTERVALS contract."""
+summary.json stops the report naming the folder and the field (or, with skip_damaged /
+--skip-damaged, is skipped with a warning and listed); intervals and power fields are read per
+the SUMMARY INTERVALS contract."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ pytest.importorskip("matplotlib")
 
 from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
 from loosespec_bench.report.index import load_index  # noqa: E402
+from loosespec_bench.run_folder import DamagedRun  # noqa: E402
 from loosespec_bench.report.plots import build_figures  # noqa: E402
 from loosespec_bench.report.tables import fly_main_table, load_published  # noqa: E402
 
@@ -74,17 +76,38 @@ def test_the_same_run_id_in_two_experiment_folders_counts_once(tmp_path, caplog)
 
 
 @pytest.mark.parametrize("field, value", [("acceptance_by_position", ["a", "b"]), ("tau", "fast"), ("speedup", [1.2]),
-                                          ("speedup_ci_low", {"x": 1}), ("timing", "busy")])
-def test_a_malformed_summary_skips_its_folder_with_a_warning(tmp_path, caplog, field, value):
+                                          ("speedup_ci_low", {"x": 1}), ("timing", "busy"), ("temperature", "hot"),
+                                          ("k", "five"), ("n_samples", "many"), ("method", 5), ("experiment", 7)])
+def test_a_malformed_summary_stops_the_report_or_is_skipped_when_asked(tmp_path, caplog, capsys, field, value):
     _folder(tmp_path, "exp", "good", _summary())
     _folder(tmp_path, "exp", "bad", _summary(**{field: value}))
+    # Strict (the default): one error line naming the folder and the field, nothing written.
+    with pytest.raises(DamagedRun, match=f"bad.*summary.json: {field}="):
+        load_index(tmp_path)
+    assert report_main(["index", "--results", str(tmp_path), "--csv", str(tmp_path / "i.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "bad" in err[0] and field in err[0] and "--skip-damaged" in err[0]
+    assert not (tmp_path / "i.csv").exists()
+    # --skip-damaged: left out, with a warning, and listed as skipped.
     with caplog.at_level(logging.WARNING):
-        index = load_index(tmp_path)
+        index = load_index(tmp_path, skip_damaged=True)
     assert list(index["run_id"]) == ["good"]
+    assert [folder for folder, _ in index.attrs["skipped"]] == [str(tmp_path / "exp" / "bad")]
     assert any("bad" in r.message and field in r.message for r in caplog.records)
     figures = build_figures(index)  # the plots still draw
     assert len(figures) == 6
-    assert report_main(["index", "--results", str(tmp_path), "--csv", str(tmp_path / "i.csv")]) == 0
+    assert report_main(["index", "--results", str(tmp_path), "--csv", str(tmp_path / "i.csv"), "--skip-damaged"]) == 0
+    assert "skipped (damaged)" in capsys.readouterr().err
+
+
+def test_a_healthy_folder_is_not_damaged_and_a_killed_runs_cut_off_line_is_not_damage(tmp_path):
+    from loosespec_bench.run_folder import RunFolder
+
+    good = _folder(tmp_path, "exp", "good", _summary(retention=None, timing={"clean": 1}))
+    record = {"id": "gsm8k/0", "output_text": "x", "metrics": {"tau": 1.0}}
+    (good / "samples.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(record)[:10])  # killed mid-line
+    assert RunFolder(good, create=False).damage() == []
+    assert len(load_index(tmp_path)) == 1
 
 
 def test_intervals_power_and_timing_are_read_per_the_contract(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 
 from loosespec_bench import app
 from loosespec_bench.app import run, tracker_extras
+from loosespec_bench.errors import ConfigError
 from loosespec_bench.sinks.trackers import SafeTracker, TrackerWarning, build_tracker
 
 from ..conftest import compose_config
@@ -239,9 +240,15 @@ def test_app_run_with_wandb_offline_and_with_a_broken_logger(tmp_path):
     assert list((Path(summary["run_dir"]) / "wandb").glob("offline-run-*/run-*.wandb"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        summary = run(compose_config([*TINY, *WANDB_FAST, "logger.mode=bogus"], results_dir=tmp_path / "bad"))
+        # A tracker that cannot be built (here: its class is gone) is one warning, never a failed run.
+        summary = run(compose_config([*TINY, *WANDB_FAST, "logger._target_=loosespec_bench.sinks.wandb.NoSuchTracker"],
+                                     results_dir=tmp_path / "bad"))
     assert len(_tracker_warnings(caught)) == 1
     assert summary["n_samples"] == 2 and (Path(summary["run_dir"]) / "summary.json").exists()
+    # A mode that is not one (WANDB_MODE=garbage) is a typo: refused before the run (issue 50).
+    with pytest.raises(ConfigError, match="logger.mode='bogus'"):
+        run(compose_config([*TINY, *WANDB_FAST, "logger.mode=bogus"], results_dir=tmp_path / "typo"))
+    assert not (tmp_path / "typo").exists()
 
 
 def test_a_hanging_tracker_call_is_abandoned_and_the_run_goes_on():

@@ -97,3 +97,10 @@ def test_mgsm_scores_native_formats(data_dir, lang, completion, reference):
     assert task.score(sample, completion)["correct"], completion
     wrong = Sample(id=f"{lang}-0", messages=[], reference=float(reference) + 1, meta={"language": lang})
     assert not task.score(wrong, completion)["correct"]
+
+
+@pytest.mark.parametrize("text", ["inf", "nan", "-inf", "Infinity", "NaN", "1e999"])
+def test_non_finite_values_are_not_numbers(text):
+    # float() reads them; as a reference answer nan equals nothing and inf answers no problem
+    # (issue 50: an MGSM row answered `inf` was accepted).
+    assert parse_number(text) is None
