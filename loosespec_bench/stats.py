@@ -580,17 +580,6 @@ def mcnemar_one_sided(lost: int, gained: int) -> tuple[float, float]:
             float(stats.binomtest(gained, m, 0.5, alternative="less").pvalue))
 
 
-def split_interval(lost: int, gained: int, n: int, level: float = LEVEL) -> tuple[float, float, float] | None:
-    """The paired accuracy difference (gained - lost) / n with the Clopper-Pearson interval of the
-    discordant split mapped through it, conditional on the m = lost + gained discordant pairs
-    (the interval the exact McNemar test inverts). None without a discordant pair."""
-    m = lost + gained
-    if m == 0 or n == 0:
-        return None
-    ci = stats.binomtest(gained, m, 0.5).proportion_ci(confidence_level=level, method="exact")
-    return (gained - lost) / n, m * (2 * ci.low - 1) / n, m * (2 * ci.high - 1) / n
-
-
 def wilcoxon_one_sided(d: Sequence[float]) -> tuple[float, float]:
     """Wilcoxon signed-rank test of paired differences d (Pratt's treatment of zeros): one-sided
     p of "the differences are not shifted up" and of "not shifted down". (1, 1) when every

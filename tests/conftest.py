@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -57,3 +58,15 @@ def models():
     """Rule tests' tiny pair: target, a near copy of it as the draft (so drafts mostly match,
     with real mismatches), and the tiny tokenizer."""
     return tiny_model(0), tiny_near_copy(0), tiny_tokenizer()
+
+
+@pytest.fixture(autouse=True)
+def _no_logging_to_closed_streams():
+    """A library set up in-process (Hydra's job logging, wandb) may leave a root handler bound to
+    the captured stderr of the test that ran it; once pytest closes that stream, every later
+    warning prints '--- Logging error ---' and a traceback into whichever test logs next."""
+    yield
+    for h in list(logging.root.handlers):
+        stream = getattr(h, "stream", None)
+        if isinstance(h, logging.StreamHandler) and getattr(stream, "closed", False):
+            logging.root.removeHandler(h)

@@ -265,6 +265,7 @@ def test_resume_refuses_another_runs_records_and_links(tmp_path):
 def test_the_index_walk_does_not_follow_links(tmp_path):
     """Two links to `.` made `report index` walk about 2^40 paths; links are not walked."""
     from loosespec_bench.report.index import find_run_dirs, load_index
+    from loosespec_bench.run_folder import DamagedRun
 
     exp = tmp_path / "exp"
     run_dir = exp / "run1"
@@ -277,8 +278,11 @@ def test_the_index_walk_does_not_follow_links(tmp_path):
     assert find_run_dirs(tmp_path) == [run_dir]
     linked = tmp_path / "linked"
     linked.mkdir()
-    os.mkfifo(linked / "samples.jsonl")  # a FIFO marks a run folder, and is skipped, never opened
-    assert len(load_index(tmp_path)) == 1
+    os.mkfifo(linked / "samples.jsonl")  # a FIFO marks a run folder; it is refused, never opened
+    with pytest.raises(DamagedRun, match="FIFO"):  # strict by default: one line naming it
+        load_index(tmp_path)
+    df = load_index(tmp_path, skip_damaged=True)
+    assert len(df) == 1 and [f for f, _ in df.attrs["skipped"]] == [str(linked)]
 
 
 def test_store_files_are_not_followed(tmp_path):

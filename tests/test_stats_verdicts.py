@@ -12,7 +12,7 @@ from scipy import stats
 
 from loosespec_bench.stats import (
     BootstrapTest, ExactPairedBinary, _cp_lower, _cp_upper, adjust_pvalues, alpha_spent, holm, mcnemar_one_sided,
-    mean_stat, n_for_power, n_for_power_mcnemar, paired_t_one_sided, sequential_boundaries, sign_test_p, split_interval, two_sided, wilcoxon_one_sided,
+    mean_stat, n_for_power, n_for_power_mcnemar, paired_t_one_sided, sequential_boundaries, sign_test_p, two_sided, wilcoxon_one_sided,
 )
 
 
@@ -58,12 +58,20 @@ def test_exact_mcnemar_is_the_binomial_test_on_the_discordant_split():
     assert mcnemar_one_sided(0, 0) == (1.0, 1.0)  # zero discordant pairs: no evidence either way
 
 
-def test_the_split_interval_is_clopper_pearson_mapped_to_the_difference():
-    point, low, high = split_interval(lost=4, gained=0, n=30)
-    cp = stats.binomtest(0, 4).proportion_ci(confidence_level=0.95, method="exact")
+def test_the_difference_interval_is_not_conditional_on_the_discordant_count():
+    """Named case (GSM8K, theta 0.2 -> 0.8): A right on 13 of 30, B loses 4 and gains none. The
+    difference is -4/30; its exact lower bound takes p_lost's one-sided Clopper-Pearson upper
+    bound at 1.25% (4 of 13), so it lies well below the estimate (an interval conditional on the
+    4 discordant pairs would stop at -4/30 itself), and the upper bound allows a few gains."""
+    ex = ExactPairedBinary(lost=4, gained=0, right=13, wrong=17)
+    point, low, high = ex.interval("difference")
     assert point == pytest.approx(-4 / 30)
-    assert (low, high) == pytest.approx((4 * (2 * cp.low - 1) / 30, 4 * (2 * cp.high - 1) / 30))
-    assert split_interval(0, 0, 30) is None
+    assert low == pytest.approx(-(13 / 30) * stats.beta.ppf(1 - 0.0125, 5, 9))
+    assert high == pytest.approx((17 / 30) * stats.beta.ppf(1 - 0.0125, 1, 17) - (13 / 30) * stats.beta.ppf(0.0125, 4, 10))
+    assert low < point - 0.1 and high > 0
+    # Zero discordant pairs still have an interval (the rule of three's exact form on each side).
+    _, low0, high0 = ExactPairedBinary(0, 0, 13, 17).interval("difference")
+    assert low0 < 0 < high0
 
 
 def test_clopper_pearson_bounds_and_the_rule_of_three():

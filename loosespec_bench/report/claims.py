@@ -10,8 +10,8 @@ verdict means; in short, per row (a claim on one set):
 - a test gives one-sided p-values for each conclusion the claim allows, on the two-sided scale
   (2 x one-sided, so p < 0.05 is "the 95% interval excludes the line"): tau and speed by the
   paired BCa bootstrap (stats.BootstrapTest), paired 0/1 quality exactly (McNemar on the
-  discordant split; retention by stats.ExactPairedBinary), graded quality by the Wilcoxon
-  signed-rank test;
+  discordant split; the intervals of difference and retention by stats.ExactPairedBinary),
+  graded quality by the declared paired test (t by default, or Wilcoxon signed-rank);
 - direction claims conclude confirmed or contradicted; size claims ("about 10%", "1.09-1.33x")
   confirmed (the interval inside the stated range), larger / smaller than claimed (outside it,
   on the claimed side of no effect) or contradicted (on the other side of no effect);
@@ -42,7 +42,7 @@ from ..costmodel import SPEEDUP, TARGET_TPS
 from ..errors import ConfigError
 from ..stats import (
     ADJUSTMENTS, LEVEL, PAIRED_TESTS, SPENDINGS, BootstrapTest, ExactPairedBinary, adjust_pvalues, mcnemar_one_sided,
-    n_for_power, paired_bootstrap, proportion_interval, ratio_of_sums, sequential_boundaries, split_interval, two_sided,
+    n_for_power, paired_bootstrap, proportion_interval, ratio_of_sums, sequential_boundaries, two_sided,
 )
 from .compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
 from .tables import method_label
@@ -412,13 +412,11 @@ def _accuracy_row(claim: Claim, ra: Run, rb: Run, ds: str) -> Decision:
     up, down = mcnemar_one_sided(lost, gained)
     p_up, p_down = two_sided(up), two_sided(down)
     p = ({"confirmed": p_up, "contradicted": p_down} if claim.direction > 0 else {"confirmed": p_down, "contradicted": p_up})
-    iv = split_interval(lost, gained, n)
-    d = Decision(claim, ds, n, _proportion(right_a, n), _proportion(right_b, n),
-                 iv or ((gained - lost) / n if n else None, None, None), "", test="exact_accuracy", p=p,
-                 counts=f"lost / gained {lost} / {gained}")
-    if iv is None:
-        d.why_no_interval = "zero discordant pairs at this n"
-    return d
+    # The exact interval of the difference given A's answers (not conditional on the number of
+    # discordant pairs: 4 lost / 0 gained must not print a bound equal to the estimate).
+    iv = ExactPairedBinary(lost, gained, right_a, n - right_a).interval("difference") if n else (None, None, None)
+    return Decision(claim, ds, n, _proportion(right_a, n), _proportion(right_b, n), iv, "", test="exact_accuracy",
+                    p=p, counts=f"lost / gained {lost} / {gained}")
 
 
 def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> Decision | None:

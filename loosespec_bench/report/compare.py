@@ -16,7 +16,7 @@ Speed figures leave out the samples whose timing either run excluded (timing.py)
 
 Quality (docs/algorithms.md 7.6): 0/1 scores are decided by the exact McNemar test on the
 discordant split (lost: A right, B wrong; gained: the reverse; stats.sign_test_p), with the exact
-interval of the paired difference that test inverts (stats.split_interval) and each side's
+interval of the paired difference given A's answers (stats.ExactPairedBinary) and each side's
 Clopper-Pearson interval; counts are printed beside the rates. Graded scores (NIAH recall, a
 rating) by the declared paired test (--graded-test: t or wilcoxon, stats.PAIRED_TESTS) on the
 per-problem B - A, with the bootstrap interval shown. Retention B - A is (B's quality - A's) /
@@ -38,7 +38,7 @@ from ..errors import ConfigError
 from ..run_folder import RunFolder
 from ..stats import (
     CI_METHOD, LEVEL, N_BOOT, PAIRED_TESTS, count_sign_test, ExactPairedBinary, mean_stat, median_stat, method_text, paired_bootstrap,
-    proportion_interval, ratio_of_sums, sign_test_p, speed_baseline, speedup_of_sums, split_interval, two_sided,
+    proportion_interval, ratio_of_sums, sign_test_p, speed_baseline, speedup_of_sums, two_sided,
 )
 from ..timing import counts_for_speed
 
@@ -176,11 +176,14 @@ def _quality_test(row: Row, a: list[float], b: list[float], graded_test: str, sc
         gained = sum(1 for u, v in zip(a, b) if v > u)
         row.test, row.p = "mcnemar", sign_test_p(lost, gained)
         row.counts = f"lost / gained {lost} / {gained}"
-        iv = split_interval(lost, gained, n)
-        if iv is None:
-            row.diff, row.why = (0.0, None, None), "zero discordant pairs at this n"
-        else:
-            row.diff = (iv[0] / scale, iv[1] / scale, iv[2] / scale)
+        # The interval of B - A given A's answers (stats.ExactPairedBinary): exact and not
+        # conditional on the number of discordant pairs, so that 4 lost / 0 gained does not
+        # print a bound equal to the estimate; zero discordant pairs still get one.
+        right = int(sum(a))
+        iv = ExactPairedBinary(lost, gained, right, n - right).interval("difference")
+        row.diff = (iv[0] / scale, iv[1] / scale, iv[2] / scale)
+        if lost + gained == 0:
+            row.why = "zero discordant pairs at this n"
         return
     up, down = PAIRED_TESTS[graded_test]([v - u for u, v in zip(a, b)])
     row.test, row.p = graded_test, two_sided(min(up, down))
@@ -376,7 +379,7 @@ def format_comparison(pairs: list[tuple[Run, Run]], rows: list[Row]) -> str:
     lines.append("")
     lines.append(f"[low, high]: {LEVEL:.0%} intervals over the samples both runs answered (speed: those timed in both). "
                  f"tau, speed: {method_text(CI_METHOD)}; verdict: whether B - A's interval excludes 0 (at n >= {MIN_N_VERDICT}). "
-                 "0/1 quality: exact (Clopper-Pearson per side; B - A: the discordant split's exact interval; retention per "
+                 "0/1 quality: exact (Clopper-Pearson per side; B - A: exact given A's answers; retention per "
                  "side: stats.ExactPairedBinary), verdict by the exact McNemar test (two-sided p < "
                  f"{ALPHA:g}); lost = A right and B wrong, gained the reverse. Graded quality: bootstrap interval shown, "
                  "verdict by the paired test named (p < 0.05). Work counts per token: the exact sign test over the common "

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
+from ..errors import ConfigError
 from ..run_folder import DamagedRun, RunFolder, check_files, count_finished_lines, load_config_file, load_summary_file
 from ..safe_files import is_real_dir
 from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
@@ -286,7 +287,12 @@ def index_run(run_dir: str | Path) -> dict[str, Any]:
     and the field) for a folder whose config.yaml, summary.json or samples.jsonl is damaged
     (RunFolder.damage: the checks resume, re-score and compare share)."""
     run_dir = Path(run_dir)
-    check_files(run_dir)  # a link, a FIFO or a device in place of a run file: refused (safe_files)
+    try:
+        check_files(run_dir)  # a link, a FIFO or a device in place of a run file (safe_files)
+    except DamagedRun:
+        raise
+    except ConfigError as err:  # never opened: a damaged folder like any other (strict, or --skip-damaged)
+        raise DamagedRun(str(err)) from None
     folder = RunFolder(run_dir, create=False)
     folder.check()
     config = load_config_file(run_dir / RunFolder.CONFIG)[0] or {}

@@ -180,7 +180,7 @@ def test_binary_quality_is_decided_by_exact_mcnemar_not_the_bootstrap(tmp_path):
     """Named case: 30 problems, A right on 20, B loses 1 and gains 6. The paired bootstrap's
     interval of B - A excludes 0 (it would print "B higher"); the exact McNemar p is
     2 x P(Binomial(7, 1/2) <= 1) = 2 x 8 / 128 = 0.125: undecided. The interval is the
-    Clopper-Pearson interval of 6 of 7 mapped through (2 x share - 1) x 7 / 30."""
+    exact interval of B - A given A's answers (stats.ExactPairedBinary), which straddles 0."""
     from loosespec_bench.report.compare import _excludes_zero, verdict
     from loosespec_bench.stats import paired_bootstrap, mean_stat
 
@@ -190,8 +190,10 @@ def test_binary_quality_is_decided_by_exact_mcnemar_not_the_bootstrap(tmp_path):
     assert verdict(row) == "undecided"
     boot = paired_bootstrap([[float(x) for x in a], [float(x) for x in b]], lambda u, v, axis=-1: mean_stat(v, axis) - mean_stat(u, axis), n_boot=2000)
     assert _excludes_zero(boot, 30) == "B higher"  # what the old verdict said
-    ci = stats.binomtest(6, 7).proportion_ci(method="exact")
-    assert row.diff == pytest.approx((5 / 30, 7 * (2 * ci.low - 1) / 30, 7 * (2 * ci.high - 1) / 30))
+    from loosespec_bench.stats import ExactPairedBinary
+
+    assert row.diff == pytest.approx(ExactPairedBinary(1, 6, 20, 10).interval("difference"))
+    assert row.diff[1] < 0 < row.diff[2]
     ca = stats.binomtest(20, 30).proportion_ci(method="exact")
     assert row.a == pytest.approx((20 / 30, ca.low, ca.high)) and row.b[0] == pytest.approx(25 / 30)
     assert row.counts == "A 20/30, B 25/30; lost / gained 1 / 6"
@@ -209,7 +211,8 @@ def test_binary_quality_verdicts_and_their_counts_in_the_table(tmp_path, capsys)
     # No discordant pair: no split to test, and the row says why.
     a, b = _split(30, 20, lost=0, gained=0)
     rows = _quality_rows(tmp_path / "same", a, b)
-    assert rows["accuracy"].p == 1.0 and rows["accuracy"].diff == (0.0, None, None)
+    assert rows["accuracy"].p == 1.0 and rows["accuracy"].diff[0] == 0.0
+    assert rows["accuracy"].diff[1] < 0 < rows["accuracy"].diff[2]  # an exact interval, even with no discordant pair
     assert verdict(rows["accuracy"]) == "undecided (zero discordant pairs at this n)"
     table = format_comparison([], list(rows.values()))
     assert "exact McNemar, p = 1; A 20/30, B 20/30; lost / gained 0 / 0" in table
@@ -227,8 +230,8 @@ def test_binary_retention_shares_the_target_alone_and_the_exact_machinery(tmp_pa
     b = [i >= 2 and i < 25 for i in range(30)]
     row = _quality_rows(tmp_path, target, b, base_a=target)["retention"]
     assert row.test == "mcnemar" and row.p == pytest.approx(0.5) and verdict(row) == "undecided"
-    ci = stats.binomtest(0, 2).proportion_ci(method="exact")
-    assert row.diff == pytest.approx((-2 / 25, 2 * (2 * ci.low - 1) / 30 / (25 / 30), 2 * (2 * ci.high - 1) / 30 / (25 / 30)))
+    d = ExactPairedBinary(2, 0, 25, 5).interval("difference")  # B against A (= the target alone here)
+    assert row.diff == pytest.approx(tuple(x / (25 / 30) for x in d))
     assert row.a == pytest.approx(ExactPairedBinary(0, 0, 25, 5).interval("retention"))
     assert row.b == pytest.approx(ExactPairedBinary(2, 0, 25, 5).interval("retention"))
     # The target alone answered differently in the two runs: no paired test of retention applies.

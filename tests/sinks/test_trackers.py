@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -115,7 +116,9 @@ def test_wandb_offline_resume_writes_one_runs_folders_with_steps_that_go_on(tiny
     second = build_tracker(cfg)
     _drive(second, cfg, run_dir, summary, records[1:])
     offline = sorted((run_dir / "wandb").glob("offline-run-*"))
-    assert len(offline) == 2 and len({p.name.rsplit("-", 1)[1] for p in offline}) == 1, offline  # one W&B id
+    # offline-run-<date>_<time>-<id>, plus "-1" when both folders were made in the same second.
+    ids = {re.fullmatch(r"offline-run-\d{8}_\d{6}-([^-]+)(?:-\d+)?", p.name).group(1) for p in offline}
+    assert len(offline) == 2 and len(ids) == 1, offline  # one W&B id
     state = json.loads((run_dir / "wandb.json").read_text())
     assert state["folders"] == [str(p) for p in offline] and state["next_step"] == 3  # sample 0 | sample 1, table
     assert f"wandb sync {offline[0]} {offline[1]}" in capsys.readouterr().out
