@@ -16,6 +16,7 @@ Without a cluster the marked tests skip, saying how to start one.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench.slurm import Node, check_request, parse_sinfo, sbatch_refusal
+from loosespec_bench.slurm import (Node, QueueEntry, QueueWatch, check_request, is_held, never_clears, parse_sinfo, parse_squeue,
+                                   query_queue, sbatch_refusal)
 
 from .conftest import REPO, shared_data_dir
 
@@ -85,6 +87,180 @@ def test_check_request_takes_sbatch_partition_from_the_environment():
 def test_sbatch_refusal_is_one_line_naming_the_setting(stderr, setting):
     line = sbatch_refusal(stderr)
     assert "\n" not in line and line.startswith("sbatch refused the job array: ") and setting in line
+
+
+# ---------------------------------------------------------------------------- why a job waits
+
+
+def test_parse_squeue_reads_state_reason_priority_per_array_task():
+    text = "12_0|RUNNING|None|4294901759\n12_1|PENDING|launch failed requeued held|0\n13|PENDING|Resources|100\nbad\n"
+    q = parse_squeue(text)
+    assert q["12_0"] == QueueEntry("12_0", "RUNNING", "None", 4294901759)
+    assert q["12_1"].reason == "launch failed requeued held" and q["12_1"].priority == 0
+    assert set(q) == {"12_0", "12_1", "13"}
+
+
+@pytest.mark.parametrize(
+    "state, reason, prio, held",
+    [
+        ("PENDING", "launch failed requeued held", 0, True),   # the duplicate-launch requeue of issue 49
+        ("PENDING", "JobHeldAdmin", 0, True),                   # scontrol hold
+        ("PENDING", "JobHeldUser", 0, True),                    # scontrol hold by the user / sbatch -H
+        ("PENDING", "Resources", 0, True),                      # priority 0 alone: nothing starts it
+        ("REQUEUE_HOLD", "None", 5, True),
+        ("PENDING", "Resources", 17, False),
+        ("PENDING", "BeginTime", 17, False),
+        ("RUNNING", "JobHeldAdmin", 0, False),                  # a hold on a running job stops nothing
+    ],
+)
+def test_is_held(state, reason, prio, held):
+    assert is_held(QueueEntry("5", state, reason, prio)) is held
+
+
+@pytest.mark.parametrize(
+    "reason, expect",
+    [
+        ("BadConstraints", "hydra.launcher.constraint"),
+        ("PartitionConfig", "hydra.launcher.partition"),
+        ("InvalidAccount", "hydra.launcher.account"),
+        ("ReqNodeNotAvail, UnavailableNodes:n[3-4]", "node n3, n4, which the cluster does not have"),
+        ("ReqNodeNotAvail, UnavailableNodes:n1", None),  # n1 exists (down or drained): it may come back
+        ("Resources", None),
+        ("PartitionTimeLimit", None),  # logged with its hint; an admin may raise the limit
+    ],
+)
+def test_never_clears_names_what_to_change(reason, expect):
+    why = never_clears(QueueEntry("5", "PENDING", reason, 10), known_nodes={"n1", "n2"})
+    assert why is None if expect is None else expect in why
+
+
+def test_queue_watch_tells_each_reason_once_and_a_held_job_at_once_with_its_release_command():
+    w = QueueWatch("12_1", held_grace_s=300, known_nodes={"n1", "n2"})
+    said: list[str] = []
+
+    def step(state: str, reason: str, prio: int, now: float):
+        lines, verdict = w.update(QueueEntry("12_1", state, reason, prio), now)
+        said.extend(text for _, text in lines)
+        return verdict
+
+    assert step("PENDING", "Priority", 10, 0) is None
+    assert step("PENDING", "Priority", 10, 2) is None  # the same reason: not told again
+    assert step("PENDING", "Resources", 10, 4) is None
+    assert step("RUNNING", "None", 10, 6) is None
+    assert step("PENDING", "launch failed requeued held", 0, 8) is None
+    assert said[:3] == ["job 12_1: PENDING (Priority: other jobs come first)", "job 12_1: PENDING (Resources: waiting for free resources)",
+                        "job 12_1: RUNNING"]
+    assert said[3] == ("job 12_1 is held by Slurm (launch failed requeued held, priority 0): nothing starts it until "
+                       "`scontrol release 12_1`")
+    assert step("PENDING", "launch failed requeued held", 0, 8 + 299) is None and len(said) == 4
+    verdict = step("PENDING", "launch failed requeued held", 0, 8 + 300)
+    assert verdict is not None and verdict.kind == "held"
+    assert "scontrol release 12_1" in verdict.message and "held_grace_min=5" in verdict.message
+
+
+def test_queue_watch_a_release_restarts_the_grace_and_is_told():
+    w = QueueWatch("7", held_grace_s=60)
+    w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 0)
+    lines, _ = w.update(QueueEntry("7", "PENDING", "Priority", 3), 50)
+    assert lines == [(20, "job 7 released: PENDING (Priority: other jobs come first)")]
+    w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 55)
+    assert w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 100)[1] is None  # 45 s of this hold
+    assert w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 115)[1].kind == "held"
+
+
+class _FakeJob:
+    """A submitit job as await_jobs sees it: done() / results() from a script of sacct's answers."""
+
+    def __init__(self, job_id: str, done_at: float | None = None, result: object = "ok") -> None:
+        self.job_id, self.done_at, self.result, self.now = job_id, done_at, result, 0.0
+        self.watcher = type("W", (), {"clear": lambda _self: None})()
+
+    def done(self) -> bool:
+        return self.done_at is not None and self.now >= self.done_at
+
+    def results(self) -> list:
+        if isinstance(self.result, Exception):
+            raise self.result
+        return [self.result]
+
+
+def _await(jobs, script, grace_s=120.0, known=None):
+    """await_jobs over a fake clock; script(now) -> squeue's answer {job id: QueueEntry}."""
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    clock = [0.0]
+    echoed: list[str] = []
+
+    def sleep(s: float) -> None:
+        clock[0] += s
+        for j in jobs:
+            j.now = clock[0]
+
+    out = await_jobs(jobs, held_grace_s=grace_s, known_nodes=known, query=lambda ids: script(clock[0]), clock=lambda: clock[0],
+                     sleep=sleep, echo=echoed.append)
+    return out, clock[0], echoed
+
+
+def test_await_jobs_tells_a_held_point_at_once_while_another_runs_and_ends_it_after_the_grace(caplog, monkeypatch):
+    """Point 0 runs for 10 min; point 1 is held from the start. The hold is told at the first poll
+    (not after point 0 ends), point 1 ends Unfinished after the 2 min grace with the release line,
+    point 0's result comes back."""
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import Unfinished
+
+    jobs = [_FakeJob("12_0", done_at=600), _FakeJob("12_1")]
+
+    def squeue(now: float) -> dict:
+        return {"12_0": QueueEntry("12_0", "RUNNING" if now < 600 else "COMPLETED", "None", 1),
+                "12_1": QueueEntry("12_1", "PENDING", "launch failed requeued held", 0)}
+
+    with caplog.at_level(logging.INFO, logger="hydra_plugins.loosespec_slurm_launcher.slurm_launcher"):
+        out, end, echoed = _await(jobs, squeue)
+    held = [r for r in caplog.records if "is held" in r.getMessage()]
+    assert len(held) == 1 and held[0].levelno == logging.WARNING and "`scontrol release 12_1`" in held[0].getMessage()
+    assert out[0] == "ok" and isinstance(out[1], Unfinished)
+    assert "scontrol release 12_1" in str(out[1]) and "held_grace_min=2" in str(out[1])
+    assert 600 <= end < 605 and not echoed
+
+
+def test_await_jobs_ends_a_point_that_can_never_start_with_one_error_line(monkeypatch):
+    from hydra_plugins.loosespec_slurm_launcher import slurm_launcher as sl
+
+    cancelled: list[list[str]] = []
+    monkeypatch.setattr(sl.subprocess, "run", lambda args, **kw: cancelled.append(args))
+    jobs = [_FakeJob("9")]
+    out, end, echoed = _await(jobs, lambda now: {"9": QueueEntry("9", "PENDING", "BadConstraints", 10)})
+    assert isinstance(out[0], sl.Unfinished) and end == 0
+    assert len(echoed) == 1 and echoed[0].startswith("error: job 9 can never start: BadConstraints") and "hydra.launcher.constraint" in echoed[0]
+    assert cancelled == [["scancel", "9"]]
+
+
+def test_await_jobs_waits_through_a_requeue_and_names_a_job_gone_from_slurm():
+    from submitit.core.utils import UncompletedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import Unfinished
+
+    # Job 3: sacct says it ended without a result while squeue has it PENDING again (requeued), then it finishes.
+    requeued = _FakeJob("3", done_at=0, result=UncompletedJobError("node failure"))
+    gone = _FakeJob("4")  # cancelled while pending: no record in squeue, nothing in sacct
+
+    def squeue(now: float) -> dict:
+        if now >= 20:
+            requeued.result = "second attempt"
+        return {"3": QueueEntry("3", "PENDING" if now < 10 else "RUNNING", "BeginTime", 5)}
+
+    out, end, _ = _await([requeued, gone], squeue)
+    assert out[0] == "second attempt" and 20 <= end < 23
+    assert isinstance(out[1], Unfinished) and "no record left in Slurm" in str(out[1])
+
+
+def test_query_queue_reads_a_faked_squeue(tmp_path, monkeypatch):
+    fake = tmp_path / "squeue"
+    fake.write_text("#!/bin/sh\necho \"$@\" > " + str(tmp_path / "args") + "\nprintf '12_1|PENDING|JobHeldAdmin|0\\n13|RUNNING|None|9\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    q = query_queue(["12_1", "12_0", "13"])
+    assert q is not None and q["12_1"].reason == "JobHeldAdmin" and q["13"].state == "RUNNING"
+    assert (tmp_path / "args").read_text().split() == ["-h", "-r", "-t", "all", "-j", "12,13", "-o", "%i|%T|%r|%Q"]
 
 
 # ---------------------------------------------------------------------------- the local cluster
