@@ -451,7 +451,7 @@ def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
     the step's processes with it; submitit checkpoints and runs `scontrol requeue`. Nothing is
     timed: the test waits for the signal itself (the python no longer stopped, or USR2 pending:
     then it resumes it), then for submitit's "Requeued job" line, and only then gives the job 10
-    minutes, while the requeued job waits for its BeginTime (cred_expire + 1 = 6 s): the second
+    minutes, while the requeued job waits for its BeginTime (cred_expire + 1 = 21 s): the second
     attempt must not inherit the short limit, or Slurm's warning would hit it at once, before
     submitit has installed its handler (a death by USR2: the flaky failure this replaces)."""
 
