@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 # sinfo -N: one line per node and partition: name|partition (default marked *)|gres|memory MB|CPUs
@@ -332,3 +333,58 @@ class QueueWatch:
             return lines, Verdict("held", f"{self.held_line(entry)} (still held after hydra.launcher.held_grace_min="
                                           f"{self.held_grace_s / 60:g}; released, it resumes from its run folder)")
         return lines, None
+
+
+# ---------------------------------------------------------------------------- which job runs a point
+
+# Beside the launch logs: one JSON line per submitted point, {"folder", "job", "submitted"}; the
+# last line of a folder names its current job (a relaunch appends a new one). `make status` reads
+# it to show each point's Slurm state and reason beside its samples.
+JOBS_INDEX = Path("_launch") / "slurm_jobs.jsonl"
+
+
+def record_jobs(rows: list[tuple[Path, str]]) -> None:
+    """Append (run folder, Slurm job id) rows to the index of each folder's results directory."""
+    import datetime
+    import json
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    by_index: dict[Path, list[str]] = {}
+    for folder, job in rows:
+        folder = Path(folder).resolve()
+        line = json.dumps({"folder": str(folder), "job": job, "submitted": stamp})
+        by_index.setdefault(folder.parent.parent / JOBS_INDEX, []).append(line)
+    for index, lines in by_index.items():
+        index.parent.mkdir(parents=True, exist_ok=True)
+        with index.open("a", encoding="utf-8") as f:  # one write per launch: O_APPEND keeps drivers' lines whole
+            f.write("".join(f"{ln}\n" for ln in lines))
+
+
+def recorded_jobs(results_dirs: set[Path]) -> dict[Path, str]:
+    """Run folder -> the Slurm job last submitted for it, from these results directories' indexes
+    (data: a line that is not a record is skipped)."""
+    import json
+
+    out: dict[Path, str] = {}
+    for results in results_dirs:
+        index = Path(results) / JOBS_INDEX
+        if not index.is_file():
+            continue
+        for line in index.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+                out[Path(row["folder"])] = str(row["job"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out
+
+
+def status_line(job_id: str, entry: QueueEntry | None) -> str:
+    """A point's Slurm state for `make status`: 'Slurm job 12_1 PENDING (Priority: ...)', a held
+    job with its release command."""
+    if entry is None:
+        return f"Slurm job {job_id}: no longer known to slurmctld"
+    if is_held(entry):
+        return f"Slurm job {job_id} HELD ({entry.reason}, priority {entry.priority}): `scontrol release {job_id}`"
+    why = never_clears(entry)
+    return f"Slurm job {job_id} {describe(entry)}" + (f"; can never start: {why}" if why else "")

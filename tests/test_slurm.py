@@ -263,6 +263,33 @@ def test_query_queue_reads_a_faked_squeue(tmp_path, monkeypatch):
     assert (tmp_path / "args").read_text().split() == ["-h", "-r", "-t", "all", "-j", "12,13", "-o", "%i|%T|%r|%Q"]
 
 
+def test_the_jobs_index_maps_each_run_folder_to_its_last_job_and_status_shows_state_and_reason(tmp_path):
+    from loosespec_bench.plan import Job, Sweep, format_status
+    from loosespec_bench.slurm import record_jobs, recorded_jobs, status_line
+    from loosespec_bench.status import point_status
+
+    a, b = tmp_path / "exp" / "run_a", tmp_path / "exp" / "run_b"
+    record_jobs([(a, "12_0"), (b, "12_1")])
+    record_jobs([(b, "15")])  # b relaunched
+    (tmp_path / "_launch" / "slurm_jobs.jsonl").open("a").write("not json\n")
+    assert recorded_jobs({tmp_path}) == {a.resolve(): "12_0", b.resolve(): "15"}
+    held = status_line("15", QueueEntry("15", "PENDING", "launch failed requeued held", 0))
+    assert held == "Slurm job 15 HELD (launch failed requeued held, priority 0): `scontrol release 15`"
+    assert status_line("12_0", QueueEntry("12_0", "PENDING", "Resources", 9)) == "Slurm job 12_0 PENDING (Resources: waiting for free resources)"
+    assert "can never start: BadConstraints" in status_line("3", QueueEntry("3", "PENDING", "BadConstraints", 9))
+
+    b.mkdir(parents=True)
+    (b / "samples.jsonl").write_text('{"id": "x"}\n' * 4)
+    st = point_status(b)
+    st.slurm = held
+    job = Job(sweep="exp", index=1, overrides=["drafter.k=15"], folder=b, gpus=0, samples=60, samples_exact=True, tokens=0.0,
+              hours=0.0, paired=False, method="spd", pair="tiny", dataset="mgsm", status=st)
+    text = format_status([Sweep(experiment="exp", command=[], launcher="CheckedSlurmLauncher", gpus=0, timeout_min=60,
+                                max_requeue=0, request="", jobs=[job])])
+    row = text.splitlines().index(next(ln for ln in text.splitlines() if "drafter.k=15" in ln))
+    assert "4/60 samples" in text.splitlines()[row] and text.splitlines()[row + 1].strip() == held
+
+
 # ---------------------------------------------------------------------------- the local cluster
 
 def _cluster_up() -> str | None:
@@ -375,31 +402,40 @@ def reference(tmp_path_factory) -> dict[str, list[int]]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = _records(results)
     assert len(recs) == FAULT_SAMPLES
+    REFERENCE_RECORDS[:] = recs
     return {r["id"]: r["output_ids"] for r in recs}
+
+
+REFERENCE_RECORDS: list[dict] = []  # the uninterrupted run's records (the lingering writer appends one)
 
 
 FAULT_TABLE: list[dict] = []
 
 
-def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = ()) -> tuple[list[dict], list[tuple[str, str]], int, str]:
+def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = (), keep_jobs: bool = False) -> tuple[list[dict], list[tuple[str, str]], int, str]:
     """Launch the fault run as a one-job array, call inject(job id, sweep dir) once it has a few
-    samples on disk (it returns the samples on disk at the fault), wait for the driver."""
-    results, sweep = tmp_path / "results", tmp_path / "sweep"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
-         f"experiment_name={name}", f"paths.results_dir={results}", f"hydra.sweep.dir={sweep}"],
-        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    samples on disk (it returns the samples on disk at the fault), wait for the driver. The
+    driver's output goes to tmp_path/driver.log (read live by the tests that watch what it says)."""
+    results, sweep, log = tmp_path / "results", tmp_path / "sweep", tmp_path / "driver.log"
+    with log.open("w") as fh:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
+             f"experiment_name={name}", f"paths.results_dir={results}", f"hydra.sweep.dir={sweep}"],
+            cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True,
+        )
     try:
         _wait(lambda: len(_records(results)) >= 3 or driver.poll() is not None, 300, "3 samples on disk")
-        assert driver.poll() is None, "the run ended before the fault"
+        assert driver.poll() is None, "the run ended before the fault: " + log.read_text()[-2000:]
         job = _squeue(f"lsb-{name}")[0][0]
         before = inject(job, sweep)
-        out, _ = driver.communicate(timeout=600)
+        driver.wait(timeout=600)
     finally:
         if driver.poll() is None:
             driver.kill()
-    return _records(results), _history(job), before, out
+        for j in [] if keep_jobs else _squeue(f"lsb-{name}"):
+            if j[1] not in TERMINAL:
+                subprocess.run(["scancel", j[0]], timeout=30)  # a held job the test left behind
+    return _records(results), _history(job), before, log.read_text()
 
 
 def _check_resumed(fault: str, recs: list[dict], before: int, reference: dict[str, list[int]]) -> None:
@@ -513,6 +549,143 @@ def test_node_lost_mid_job_requeues_onto_the_other_node(tmp_path, reference):
     assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"], (history, out[-2000:])
     assert history[0][1] == lost[0] and history[1][1] != lost[0]
     _check_resumed(f"node {lost[0]} lost mid-job (slurmd and job killed)", recs, before, reference)
+
+
+def _node_state(node: str) -> str:
+    return subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%t"], capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+@slurm
+def test_node_marked_down_with_a_live_slurmd_requeues_and_resumes(tmp_path, reference):
+    """Issue 49: an admin (or a health check) marks the job's node DOWN while its slurmd lives:
+    the job is requeued, the node is back in service at once (ReturnToService=2) and gets the job
+    again; its old step dies only at KillWait's SIGKILL, before the requeued job's BeginTime
+    (cred_expire + 1 = 21 s), so slurmd never meets a second copy (which drained the node and held
+    the job for ever with cred_expire=5)."""
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_down")[0][2]
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)
+        time.sleep(20)
+        if _node_state(node).startswith(("down", "drain")):
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout=30)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_down", inject)
+    assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"], (history, out[-2000:])
+    assert "is held" not in out and "error:" not in out, out[-2000:]
+    _check_resumed("node marked DOWN, slurmd alive (scontrol update state=down)", recs, before, reference)
+
+
+_LINGER = (
+    "import json, sys, time\n"
+    "from loosespec_bench.run_folder import RunFolder\n"
+    "folder = RunFolder(sys.argv[1])\n"
+    "folder.lock('run')\n"  # SLURM_JOB_ID is the job's: it waits for the old step like a requeued attempt
+    "have = {r['id'] for r in folder.records()}\n"
+    "nxt = next(r for r in json.loads(sys.argv[2]) if r['id'] not in have)\n"
+    "folder.append(nxt)\n"
+    "print('wrote', nxt['id'], flush=True)\n"
+    "time.sleep(float(sys.argv[3]))\n"
+    "folder.close()\n"
+)
+
+
+@slurm
+def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cancel(tmp_path, reference):
+    """Two nodes, one run folder: the job's node n1 is marked DOWN and then drained, so the
+    requeued job starts on n2. A step that outlives the cancel (a node cut off from slurmctld
+    keeps running it) is played by a process outside Slurm that carries the job's SLURM_JOB_ID:
+    it takes the folder's lock when the real old step dies, writes the next sample and holds the
+    lock 35 s more. The attempt on n2 must wait for it (RunFolder.lock), then resume: every sample
+    once, none redone."""
+    linger: list[subprocess.Popen] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_linger")[0][2]
+        folder = next((tmp_path / "results").glob("*/*/samples.jsonl")).parent
+        linger.append(subprocess.Popen(
+            [sys.executable, "-c", _LINGER, str(folder), json.dumps(REFERENCE_RECORDS), "35"], cwd=REPO,
+            env={**_env(), "SLURM_JOB_ID": job, "SLURMD_NODENAME": node}, stdout=subprocess.PIPE, text=True))
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)
+        time.sleep(1)  # back in service at once (live slurmd): drained, so that the job goes to the other node
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=test"], timeout=30)
+        _wait(lambda: any(j[1] == "RUNNING" for j in _squeue("lsb-fault_linger")), 120, "the requeued job running")
+        return n
+
+    try:
+        recs, history, before, out = _fault_run(tmp_path, "fault_linger", inject)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], timeout=30, capture_output=True)
+        for p in linger:
+            p.kill()
+    wrote = linger[0].communicate(timeout=60)[0]
+    assert wrote.startswith("wrote "), wrote
+    assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"] and history[0][1] != history[1][1], (history, out[-2000:])
+    logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*.*"))
+    assert "still writes this folder; waiting" in logs and "previous attempt is gone" in logs, logs[-3000:]
+    _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder 35 s", recs, before, reference)
+
+
+@slurm
+def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_when_released(tmp_path, reference):
+    """`scontrol requeuehold` (as Slurm does after a failed launch: `launch failed requeued held`):
+    the launcher prints the release command within a minute, ends the point after
+    held_grace_min=0.5 with that line in its summary; released afterwards, the job resumes from its
+    folder on its own."""
+    told: list[float] = []
+    jobs: list[str] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        jobs.append(job)
+        n = len(_records(tmp_path / "results"))
+        t0 = time.monotonic()
+        subprocess.run(["scontrol", "requeuehold", job], check=True, timeout=30)
+        _wait(lambda: f"`scontrol release {job}`" in (tmp_path / "driver.log").read_text(), 60, "the held line", every=0.2)
+        told.append(time.monotonic() - t0)
+        return n
+
+    t0 = time.monotonic()
+    try:
+        recs, _, before, out = _fault_run(tmp_path, "fault_held", inject, ["hydra.launcher.held_grace_min=0.5"], keep_jobs=True)
+        ended = time.monotonic() - t0
+        line = next(ln for ln in out.splitlines() if "is held by Slurm" in ln)
+        summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+        assert len(summary) == 1 and "ended without a result" in summary[0] and f"scontrol release {jobs[0]}" in summary[0], out[-2000:]
+        assert "held_grace_min=0.5" in summary[0] and "Traceback" not in out
+        assert told[0] < 60
+        print(f"\nHELD: the release line {told[0]:.1f} s after the hold: {line.split('] ', 1)[-1]}\n      the driver ended {ended:.0f} s after its start: {summary[0][:300]}")
+        # Released now, with no driver left: the job resumes from its folder and finishes on its own.
+        subprocess.run(["scontrol", "release", jobs[0]], check=True, timeout=30)
+        _wait(lambda: not any(j[1] not in TERMINAL for j in _squeue("lsb-fault_held")), 300, "the released job to end", every=2)
+    finally:
+        for j in _squeue("lsb-fault_held"):
+            if j[1] not in TERMINAL:
+                subprocess.run(["scancel", j[0]], timeout=30)
+    history = _history(jobs[0])
+    assert history[-1][0] == "COMPLETED", history
+    _check_resumed("scontrol requeuehold: told at once, Unfinished after held_grace_min, then released", _records(tmp_path / "results"),
+                   before, reference)
+
+
+@slurm
+def test_slurmctld_restarted_mid_run(tmp_path, reference):
+    """slurmctld stopped for 10 s and started again mid-run: the job runs on (slurmd keeps it), the
+    launcher's squeue and sacct calls fail meanwhile and it keeps waiting; the run finishes."""
+    def inject(job: str, sweep: Path) -> int:
+        n = len(_records(tmp_path / "results"))
+        pid = int(Path("/run/slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        _wait(lambda: not Path(f"/proc/{pid}").exists(), 30, "slurmctld stopped")
+        time.sleep(10)
+        subprocess.run([str(SCRIPT), "start"], check=True, timeout=120, capture_output=True)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_ctld", inject)
+    assert [s for s, _ in history] == ["COMPLETED"], (history, out[-2000:])
+    assert "error:" not in out, out[-2000:]
+    _check_resumed("slurmctld stopped 10 s mid-run and restarted", recs, before, reference)
 
 
 @pytest.mark.slurm

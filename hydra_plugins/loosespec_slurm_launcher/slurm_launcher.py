@@ -160,6 +160,26 @@ class CheckedSlurmLauncher(SlurmLauncher):
                     break
         raise SystemExit(2)
 
+    def _record_jobs(self, points: List[tuple[int, List[str]]], jobs: Sequence[Any]) -> None:
+        """Which job runs which run folder (slurm.JOBS_INDEX), for `make status`: each point's
+        config composed as the job will compose it (Hydra's load_sweep_config), its folder named
+        as app.run names it. Never stops a launch: a point it cannot name is left out, with a warning."""
+        from loosespec_bench.run_folder import run_dir
+        from loosespec_bench.slurm import record_jobs
+
+        assert self.config is not None and self.hydra_context is not None
+        rows = []
+        for (_, overrides), job in zip(points, jobs):
+            try:
+                cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+                rows.append((run_dir(cfg), job.job_id))
+            except Exception as err:  # the job itself reports a config it cannot run
+                log.warning(f"job {job.job_id}: its run folder is not recorded for `make status` ({type(err).__name__}: {err})")
+        try:
+            record_jobs(rows)
+        except OSError as err:
+            log.warning(f"the jobs' index for `make status` could not be written ({err})")
+
     def _executor(self) -> Any:
         """submitit's AutoExecutor for the launcher's params (as hydra-submitit-launcher builds it)."""
         import submitit
@@ -201,6 +221,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
         except FailedJobError as err:
             self._refuse(sbatch_refusal(str(err)))
         log.info(f"job array {jobs[0].job_id.split('_')[0]}: {len(jobs)} jobs")
+        self._record_jobs(points, jobs)
         returns: List[JobReturn] = []
         missing: List[str] = []
         grace_min = self.params.get("held_grace_min")
