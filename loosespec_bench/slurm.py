@@ -388,3 +388,17 @@ def status_line(job_id: str, entry: QueueEntry | None) -> str:
         return f"Slurm job {job_id} HELD ({entry.reason}, priority {entry.priority}): `scontrol release {job_id}`"
     why = never_clears(entry)
     return f"Slurm job {job_id} {describe(entry)}" + (f"; can never start: {why}" if why else "")
+
+
+def ended_without_result(state: str, params: Mapping[str, Any]) -> str:
+    """A final Slurm state of a job that left no result, with the setting behind it where one is:
+    'OUT_OF_MEMORY: ... raise hydra.launcher.mem_gb (now 2)'."""
+    if state == "OUT_OF_MEMORY":
+        return (f"OUT_OF_MEMORY: the job used more memory than it asked for; raise hydra.launcher.mem_gb "
+                f"(now {params.get('mem_gb')}) and launch again (it resumes)")
+    if state == "TIMEOUT":
+        return (f"TIMEOUT: it hit hydra.launcher.timeout_min={params.get('timeout_min')} more often than "
+                f"hydra.launcher.max_num_timeout={params.get('max_num_timeout')} requeues allow; raise either and launch again (it resumes)")
+    if state == "CANCELLED" or state.startswith("CANCELLED "):
+        return f"{state}: cancelled (scancel or an admin); launch again to resume it"
+    return state

@@ -253,6 +253,17 @@ def test_await_jobs_waits_through_a_requeue_and_names_a_job_gone_from_slurm():
     assert isinstance(out[1], Unfinished) and "no record left in Slurm" in str(out[1])
 
 
+def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
+    from submitit.core.utils import UncompletedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    job = _FakeJob("5", done_at=0, result=UncompletedJobError("job 5 has not produced any output (state: OUT_OF_MEMORY)"))
+    out = await_jobs([job], held_grace_s=60, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "OUT_OF_MEMORY", "OutOfMemory", 1)},
+                     sleep=lambda s: None)
+    assert str(out[0]).startswith("OUT_OF_MEMORY:") and "raise hydra.launcher.mem_gb (now 2)" in str(out[0])
+
+
 def test_query_queue_reads_a_faked_squeue(tmp_path, monkeypatch):
     fake = tmp_path / "squeue"
     fake.write_text("#!/bin/sh\necho \"$@\" > " + str(tmp_path / "args") + "\nprintf '12_1|PENDING|JobHeldAdmin|0\\n13|RUNNING|None|9\\n'\n")
@@ -583,7 +594,7 @@ _LINGER = (
     "folder = RunFolder(sys.argv[1])\n"
     "folder.lock('run')\n"  # SLURM_JOB_ID is the job's: it waits for the old step like a requeued attempt
     "have = {r['id'] for r in folder.records()}\n"
-    "nxt = next(r for r in json.loads(sys.argv[2]) if r['id'] not in have)\n"
+    "nxt = next(r for r in json.load(open(sys.argv[2])) if r['id'] not in have)\n"
     "folder.append(nxt)\n"
     "print('wrote', nxt['id'], flush=True)\n"
     "time.sleep(float(sys.argv[3]))\n"
@@ -604,8 +615,10 @@ def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cance
     def inject(job: str, sweep: Path) -> int:
         node = _squeue("lsb-fault_linger")[0][2]
         folder = next((tmp_path / "results").glob("*/*/samples.jsonl")).parent
+        ref = tmp_path / "reference.json"  # (too long for one argument)
+        ref.write_text(json.dumps(REFERENCE_RECORDS))
         linger.append(subprocess.Popen(
-            [sys.executable, "-c", _LINGER, str(folder), json.dumps(REFERENCE_RECORDS), "35"], cwd=REPO,
+            [sys.executable, "-c", _LINGER, str(folder), str(ref), "35"], cwd=REPO,
             env={**_env(), "SLURM_JOB_ID": job, "SLURMD_NODENAME": node}, stdout=subprocess.PIPE, text=True))
         n = len(_records(tmp_path / "results"))
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)

@@ -30,7 +30,7 @@ from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.loosespec_slurm_launcher.config import HELD_GRACE_MIN
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,8 @@ class Unfinished(Exception):
 POLL_S = 2.0
 
 
-def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str] | None = None, poll_s: float = POLL_S,
+def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str] | None = None, params: dict[str, Any] | None = None,
+               poll_s: float = POLL_S,
                query: Callable[[list[str]], dict[str, Any] | None] | None = None,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                echo: Callable[[str], None] | None = None) -> list[Any]:
@@ -84,7 +85,7 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
     (squeue %T %r %Q) and told once per change (loosespec_bench.slurm.QueueWatch)."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    from loosespec_bench.slurm import ALIVE, QueueWatch, query_queue
+    from loosespec_bench.slurm import ALIVE, QueueWatch, ended_without_result, query_queue
 
     query = query or query_queue
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -108,7 +109,7 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
                         last = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
                         # COMPLETED without a result: submitit's own verdict (e.g. out of requeues) says why.
                         why = state if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
-                        out[i] = Unfinished(why)
+                        out[i] = Unfinished(ended_without_result(why, params or {}))
                         del waiting[i]
                         continue
                     if i not in requeued:
@@ -118,7 +119,7 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
             elif state is not None and state not in ALIVE:
                 # Its result file may be on its way: a second look one poll later decides.
                 if i in gone_since and clock() - gone_since[i] >= poll_s:
-                    out[i] = Unfinished(state or "no record left in Slurm: cancelled while pending?")
+                    out[i] = Unfinished(ended_without_result(state, params or {}) if state else "no record left in Slurm: cancelled while pending?")
                     del waiting[i]
                     continue
                 gone_since.setdefault(i, clock())
@@ -172,6 +173,8 @@ class CheckedSlurmLauncher(SlurmLauncher):
         for (_, overrides), job in zip(points, jobs):
             try:
                 cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+                with open_dict(cfg):
+                    del cfg["hydra"]  # as run_job hands the task its config (hydra.* needs the job's number)
                 rows.append((run_dir(cfg), job.job_id))
             except Exception as err:  # the job itself reports a config it cannot run
                 log.warning(f"job {job.job_id}: its run folder is not recorded for `make status` ({type(err).__name__}: {err})")
@@ -226,7 +229,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
         missing: List[str] = []
         grace_min = self.params.get("held_grace_min")
         results = await_jobs(jobs, held_grace_s=60 * float(HELD_GRACE_MIN if grace_min is None else grace_min),
-                             known_nodes={n.name for n in nodes} if nodes else None)
+                             known_nodes={n.name for n in nodes} if nodes else None, params=dict(self.params))
         for (idx, overrides), job, result in zip(points, jobs, results):
             if isinstance(result, Unfinished):
                 missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {result})")
