@@ -271,11 +271,11 @@ def slurm_states(sweeps: Sequence[Sweep]) -> None:
     if not todo:
         return
     jobs = recorded_jobs({j.folder.parent.parent.resolve() for j in todo})
-    wanted = {j: jobs[j.folder.resolve()] for j in todo if j.folder.resolve() in jobs}
-    queue = query_queue(sorted(set(wanted.values()))) if wanted and shutil.which("squeue") else None
+    wanted = [(j, jobs[j.folder.resolve()]) for j in todo if j.folder.resolve() in jobs]
+    queue = query_queue(sorted({job_id for _, job_id in wanted})) if wanted and shutil.which("squeue") else None
     if queue is None:
         return
-    for j, job_id in wanted.items():
+    for j, job_id in wanted:
         assert j.status is not None
         j.status.slurm = status_line(job_id, queue.get(job_id))
 
@@ -568,7 +568,7 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
     for s, proc, log in procs:
         rc = proc.wait()
         failed += rc != 0
-        print(f"[{s.experiment}] {'done' if rc == 0 else f'exit {rc}: some points failed (error.txt in their folders; log {log})'}", flush=True)
+        print(f"[{s.experiment}] {'done' if rc == 0 else f'exit {rc}: some points failed or ended without a result (error.txt in their folders; the log says which: {log})'}", flush=True)
     return failed
 
 

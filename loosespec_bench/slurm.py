@@ -178,6 +178,7 @@ PENDING_REASONS = {
     "QOSMaxJobsPerUserLimit": "your QOS's job limit is reached: it starts when one of your jobs ends",
     "AssocGrpCpuLimit": "your account's CPU limit is reached: it starts when some of its jobs end",
     "Dependency": "waiting for the jobs it depends on",
+    "JobArrayTaskLimit": "the array runs hydra.launcher.array_parallelism tasks at once: it starts when one ends",
     "NodeDown": "a node it needs is down",
     "Reservation": "waiting for its reservation",
 }

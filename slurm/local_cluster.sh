@@ -118,7 +118,12 @@ SchedulerParameters=sched_interval=2,bf_interval=2
 JobAcctGatherType=jobacct_gather/none
 $acct
 JobCompType=jobcomp/none
-${nodes}PartitionName=cpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP" && CONF_CHANGED=1
+# Preemption as sites run it: a job of partition urgent (higher PriorityTier, same nodes) requeues
+# the cpu jobs it needs room from (the tests' preemption fault).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+${nodes}PartitionName=cpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=$(IFS=,; echo "${NODES[*]}") Default=NO MaxTime=INFINITE State=UP PriorityTier=2" && CONF_CHANGED=1
     # The SlurmUser, not root, runs slurmctld: its config must be readable by it.
     chmod 644 "$CONF"
 }

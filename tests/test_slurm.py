@@ -636,7 +636,7 @@ def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cance
     wrote = linger[0].communicate(timeout=60)[0]
     assert wrote.startswith("wrote "), wrote
     assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"] and history[0][1] != history[1][1], (history, out[-2000:])
-    logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*.*"))
+    logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*_log.*"))
     assert "still writes this folder; waiting" in logs and "previous attempt is gone" in logs, logs[-3000:]
     _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder 35 s", recs, before, reference)
 
@@ -680,6 +680,25 @@ def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_wh
     assert history[-1][0] == "COMPLETED", history
     _check_resumed("scontrol requeuehold: told at once, Unfinished after held_grace_min, then released", _records(tmp_path / "results"),
                    before, reference)
+
+
+@slurm
+def test_preempted_with_requeue_resumes(tmp_path, reference):
+    """A job of the higher-priority partition `urgent` (PriorityTier=2 over the same nodes;
+    PreemptType=preempt/partition_prio, PreemptMode=REQUEUE) takes every CPU of the fault job's
+    node: Slurm preempts the fault job and requeues it; it resumes once the urgent job is done."""
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_preempt")[0][2]
+        cpus = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%c"], capture_output=True, text=True, timeout=30).stdout.split()[0]
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["sbatch", "-p", "urgent", "-w", node, "-c", cpus, "--mem=1G", "-J", "lsb-urgent", "-o", "/dev/null",
+                        "--wrap", "sleep 5"], check=True, timeout=30, capture_output=True)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_preempt", inject)
+    assert [s for s, _ in history][-1] == "COMPLETED" and history[0][0] in ("PREEMPTED", "REQUEUED"), (history, out[-2000:])
+    assert "error:" not in out, out[-2000:]
+    _check_resumed("preempted by a job of a higher-priority partition (PreemptMode=REQUEUE)", recs, before, reference)
 
 
 @slurm
