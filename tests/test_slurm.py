@@ -597,7 +597,11 @@ _LINGER = (
     "nxt = next(r for r in json.load(open(sys.argv[2])) if r['id'] not in have)\n"
     "folder.append(nxt)\n"
     "print('wrote', nxt['id'], flush=True)\n"
-    "time.sleep(float(sys.argv[3]))\n"
+    # Held until the next attempt says it waits (its log), at most the given seconds: no race with its start-up.
+    "end = time.time() + float(sys.argv[3])\n"
+    "while time.time() < end and 'still writes this folder' not in open(sys.argv[4], errors='replace').read():\n"
+    "    time.sleep(0.5)\n"
+    "time.sleep(3)\n"
     "folder.close()\n"
 )
 
@@ -608,7 +612,7 @@ def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cance
     requeued job starts on n2. A step that outlives the cancel (a node cut off from slurmctld
     keeps running it) is played by a process outside Slurm that carries the job's SLURM_JOB_ID:
     it takes the folder's lock when the real old step dies, writes the next sample and holds the
-    lock 35 s more. The attempt on n2 must wait for it (RunFolder.lock), then resume: every sample
+    lock until the new attempt's log says that it waits (then 3 s more). The attempt on n2 must wait for it (RunFolder.lock), then resume: every sample
     once, none redone."""
     linger: list[subprocess.Popen] = []
 
@@ -618,7 +622,7 @@ def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cance
         ref = tmp_path / "reference.json"  # (too long for one argument)
         ref.write_text(json.dumps(REFERENCE_RECORDS))
         linger.append(subprocess.Popen(
-            [sys.executable, "-c", _LINGER, str(folder), str(ref), "35"], cwd=REPO,
+            [sys.executable, "-c", _LINGER, str(folder), str(ref), "300", str(sweep / ".submitit" / job / f"{job}_0_log.out")], cwd=REPO,
             env={**_env(), "SLURM_JOB_ID": job, "SLURMD_NODENAME": node}, stdout=subprocess.PIPE, text=True))
         n = len(_records(tmp_path / "results"))
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)
@@ -638,7 +642,7 @@ def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cance
     assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"] and history[0][1] != history[1][1], (history, out[-2000:])
     logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*_log.*"))
     assert "still writes this folder; waiting" in logs and "previous attempt is gone" in logs, logs[-3000:]
-    _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder 35 s", recs, before, reference)
+    _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder", recs, before, reference)
 
 
 @slurm
