@@ -403,3 +403,16 @@ def ended_without_result(state: str, params: Mapping[str, Any]) -> str:
     if state == "CANCELLED" or state.startswith("CANCELLED "):
         return f"{state}: cancelled (scancel or an admin); launch again to resume it"
     return state
+
+
+def held_grace_s(value: Any, default_min: float) -> float | str:
+    """hydra.launcher.held_grace_min in seconds, or why the value cannot be one (a message)."""
+    if value is None:
+        return 60.0 * default_min
+    try:
+        minutes = float(value)
+    except (TypeError, ValueError):
+        minutes = float("nan")
+    if not minutes >= 0 or minutes == float("inf"):
+        return f"hydra.launcher.held_grace_min={value}: give the minutes a held job may wait before its point ends (a number >= 0, default {default_min:g})"
+    return 60.0 * minutes

@@ -8,7 +8,15 @@ this host; `make slurm-local` as root on Debian, `.ci/run` starts it where it ca
     lost or duplicated and tokens identical to an uninterrupted run: `scontrol requeue` mid-run,
     the time limit hit (timeout_min=3, signal_delay_s=45, the limit brought forward), node n1 lost mid-job (requeued to n2);
   * `scancel` of one array task: the driver and status name the point, a relaunch runs only it;
-  * requests the cluster cannot meet: one `error:` line naming the setting, no folder left.
+  * requests the cluster cannot meet: one `error:` line naming the setting, no folder left;
+  * issue 49's faults (docs/cluster.md): the job's node marked DOWN while its slurmd lives; a step
+    that outlives the cancel while the requeued job runs on the other node (the lock makes it
+    wait); `scontrol requeuehold` (the release line within a minute, Unfinished after
+    held_grace_min, finished when released); preemption by a higher-priority partition
+    (PreemptMode=REQUEUE); slurmctld restarted mid-run.
+
+Unmarked: the launcher's reading of squeue (held, pending reasons, reasons that never clear) with
+faked squeue answers, jobs and clock, and the status line.
 
 Without a cluster the marked tests skip, saying how to start one.
 """
@@ -262,6 +270,15 @@ def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
     out = await_jobs([job], held_grace_s=60, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "OUT_OF_MEMORY", "OutOfMemory", 1)},
                      sleep=lambda s: None)
     assert str(out[0]).startswith("OUT_OF_MEMORY:") and "raise hydra.launcher.mem_gb (now 2)" in str(out[0])
+
+
+@pytest.mark.parametrize("value, expect", [(None, 300.0), (0.5, 30.0), ("2", 120.0), (0, 0.0), (-1, "a number >= 0"), ("soon", "a number >= 0"),
+                                            (float("nan"), "a number >= 0"), (float("inf"), "a number >= 0")])
+def test_held_grace_min_is_minutes_or_one_message_naming_the_setting(value, expect):
+    from loosespec_bench.slurm import held_grace_s
+
+    got = held_grace_s(value, 5.0)
+    assert got == expect if isinstance(expect, float) else (isinstance(got, str) and got.startswith(f"hydra.launcher.held_grace_min={value}: ") and expect in got)
 
 
 def test_query_queue_reads_a_faked_squeue(tmp_path, monkeypatch):

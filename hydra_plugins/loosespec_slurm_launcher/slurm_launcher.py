@@ -200,9 +200,12 @@ class CheckedSlurmLauncher(SlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from submitit.core.utils import FailedJobError
 
-        from loosespec_bench.slurm import check_request, cluster_nodes, sbatch_refusal
+        from loosespec_bench.slurm import check_request, cluster_nodes, held_grace_s, sbatch_refusal
 
         assert self.config is not None
+        grace = held_grace_s(self.params.get("held_grace_min"), HELD_GRACE_MIN)
+        if isinstance(grace, str):
+            self._refuse(grace)
         nodes = cluster_nodes()
         if nodes:
             problem = check_request(self.params, nodes)
@@ -227,8 +230,8 @@ class CheckedSlurmLauncher(SlurmLauncher):
         self._record_jobs(points, jobs)
         returns: List[JobReturn] = []
         missing: List[str] = []
-        grace_min = self.params.get("held_grace_min")
-        results = await_jobs(jobs, held_grace_s=60 * float(HELD_GRACE_MIN if grace_min is None else grace_min),
+        assert isinstance(grace, float)
+        results = await_jobs(jobs, held_grace_s=grace,
                              known_nodes={n.name for n in nodes} if nodes else None, params=dict(self.params))
         for (idx, overrides), job, result in zip(points, jobs, results):
             if isinstance(result, Unfinished):
