@@ -261,6 +261,19 @@ def test_await_jobs_waits_through_a_requeue_and_names_a_job_gone_from_slurm():
     assert isinstance(out[1], Unfinished) and "no record left in Slurm" in str(out[1])
 
 
+def test_await_jobs_says_once_that_squeue_does_not_answer_and_waits_on(caplog):
+    job = _FakeJob("6", done_at=30)
+
+    def squeue(now: float):
+        return None if 4 <= now < 20 else {"6": QueueEntry("6", "RUNNING", "None", 1)}
+
+    with caplog.at_level(logging.INFO, logger="hydra_plugins.loosespec_slurm_launcher.slurm_launcher"):
+        out, end, _ = _await([job], squeue)
+    said = [r.getMessage() for r in caplog.records]
+    assert out == ["ok"] and sum("squeue does not answer" in m for m in said) == 1
+    assert any(m.startswith("squeue answers again after 16 s") for m in said)
+
+
 def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
     from submitit.core.utils import UncompletedJobError
 

@@ -94,8 +94,16 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
     watches = {i: QueueWatch(job.job_id, held_grace_s, known_nodes) for i, job in waiting.items()}
     gone_since: dict[int, float] = {}  # first poll at which Slurm no longer had the job alive
     requeued: set[int] = set()
+    silent_since: float | None = None  # squeue has not answered since (slurmctld down or restarting)
     while waiting:
         queue = query([job.job_id for job in waiting.values()])
+        if queue is None and silent_since is None:
+            silent_since = clock()
+            log.warning("squeue does not answer (slurmctld down or restarting?): the jobs run on; asking again every "
+                        f"{poll_s:g} s")
+        elif queue is not None and silent_since is not None:
+            log.info(f"squeue answers again after {clock() - silent_since:.0f} s")
+            silent_since = None
         for i, job in list(waiting.items()):
             entry = None if queue is None else queue.get(job.job_id)
             state = None if queue is None else (entry.state if entry else "")
