@@ -596,6 +596,7 @@ def _node_state(node: str) -> str:
     return subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%t"], capture_output=True, text=True, timeout=30).stdout.strip()
 
 
+@pytest.mark.slurm_faults
 @slurm
 def test_node_marked_down_with_a_live_slurmd_requeues_and_resumes(tmp_path, reference):
     """Issue 49: an admin (or a health check) marks the job's node DOWN while its slurmd lives:
@@ -636,6 +637,7 @@ _LINGER = (
 )
 
 
+@pytest.mark.slurm_faults
 @slurm
 def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cancel(tmp_path, reference):
     """Two nodes, one run folder: the job's node n1 is marked DOWN and then drained, so the
@@ -675,6 +677,7 @@ def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cance
     _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder", recs, before, reference)
 
 
+@pytest.mark.slurm_faults
 @slurm
 def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_when_released(tmp_path, reference):
     """`scontrol requeuehold` (as Slurm does after a failed launch: `launch failed requeued held`):
@@ -716,6 +719,7 @@ def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_wh
                    before, reference)
 
 
+@pytest.mark.slurm_faults
 @slurm
 def test_preempted_with_requeue_resumes(tmp_path, reference):
     """A job of the higher-priority partition `urgent` (PriorityTier=2 over the same nodes;
@@ -735,6 +739,7 @@ def test_preempted_with_requeue_resumes(tmp_path, reference):
     _check_resumed("preempted by a job of a higher-priority partition (PreemptMode=REQUEUE)", recs, before, reference)
 
 
+@pytest.mark.slurm_faults
 @slurm
 def test_slurmctld_restarted_mid_run(tmp_path, reference):
     """slurmctld stopped for 10 s and started again mid-run: the job runs on (slurmd keeps it), the
