@@ -474,8 +474,8 @@ def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = (), keep_jo
         if driver.poll() is None:
             driver.kill()
         for j in [] if keep_jobs else _squeue(f"lsb-{name}"):
-            if j[1] not in TERMINAL:
-                subprocess.run(["scancel", j[0]], timeout=30)  # a held job the test left behind
+            if j[1] == "PENDING":  # a held job the test left behind (not one still completing: its state must stay)
+                subprocess.run(["scancel", j[0]], timeout=30)
     return _records(results), _history(job), before, log.read_text()
 
 
@@ -711,7 +711,7 @@ def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_wh
         _wait(lambda: not any(j[1] not in TERMINAL for j in _squeue("lsb-fault_held")), 300, "the released job to end", every=2)
     finally:
         for j in _squeue("lsb-fault_held"):
-            if j[1] not in TERMINAL:
+            if j[1] == "PENDING":
                 subprocess.run(["scancel", j[0]], timeout=30)
     history = _history(jobs[0])
     assert history[-1][0] == "COMPLETED", history
