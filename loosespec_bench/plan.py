@@ -55,6 +55,7 @@ import datetime
 import math
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -260,7 +261,26 @@ def build_plan(
         for s in sweeps:
             for j in s.jobs:
                 j.status = job_status(j)
+        slurm_states(sweeps)
     return sweeps
+
+
+def slurm_states(sweeps: Sequence[Sweep]) -> None:
+    """Each unfinished point's Slurm job, state and reason (one squeue call), where the Slurm
+    launcher recorded a job for its folder (slurm.JOBS_INDEX) and squeue answers."""
+    from .slurm import query_queue, recorded_jobs, status_line
+
+    todo = [j for s in sweeps for j in s.jobs if j.status and j.status.state != "done"]
+    if not todo:
+        return
+    jobs = recorded_jobs({j.folder.parent.parent.resolve() for j in todo})
+    wanted = [(j, jobs[j.folder.resolve()]) for j in todo if j.folder.resolve() in jobs]
+    queue = query_queue(sorted({job_id for _, job_id in wanted})) if wanted and shutil.which("squeue") else None
+    if queue is None:
+        return
+    for j, job_id in wanted:
+        assert j.status is not None
+        j.status.slurm = status_line(job_id, queue.get(job_id))
 
 
 def share_stores(sweeps: Sequence[Sweep]) -> None:
@@ -537,6 +557,8 @@ def format_status(sweeps: Sequence[Sweep], title: str = "") -> str:
             elif st.state == "done":
                 extra += f"{st.samples} samples"
             lines.append(f"  {j.index:>3}  {st.state:<8} {point:<48} {extra}")
+            if st.slurm:
+                lines.append(f"       {st.slurm}")
             if st.state in ("running", "failed"):
                 lines.append(f"       {st.folder}")
     lines.append("")
@@ -588,7 +610,7 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
     for s, proc, log in procs:
         rc = proc.wait()
         failed += rc != 0
-        print(f"[{s.experiment}] {'done' if rc == 0 else f'exit {rc}: some points failed (error.txt in their folders; log {log})'}", flush=True)
+        print(f"[{s.experiment}] {'done' if rc == 0 else f'exit {rc}: some points failed or ended without a result (error.txt in their folders; the log says which: {log})'}", flush=True)
     return failed
 
 

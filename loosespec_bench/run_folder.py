@@ -5,8 +5,9 @@ error.txt (a failed attempt's traceback), *.bak-<time> (what a rewrite replaced)
 
 Writers: a run (app.run) holds the folder's lock for its whole duration, the re-scorer
 (score.py) while it rewrites. The lock is fcntl.flock on .lock, taken without waiting: a
-second writer fails at once with one `error:` line naming the holder (its pid, host and
-purpose are written into .lock). flock locks belong to the open file, so the OS drops the
+second writer fails at once with one `error:` line naming the holder (its pid, host,
+purpose and Slurm job are written into .lock). Only a requeued Slurm job waits: its previous
+attempt (same SLURM_JOB_ID) may still be writing on the node it was taken from (RunFolder.lock). flock locks belong to the open file, so the OS drops the
 lock of a killed process (kill -9, an out-of-memory kill) and a rerun resumes. On NFS, Linux
 maps flock to the server's byte-range locks: they hold across hosts, and a lost node's lock
 goes when its lease expires (about a minute and a half by default).
@@ -261,22 +262,52 @@ class RunFolder:
         self._lock_fd: int | None = None
 
     # -- the lock ----------------------------------------------------------------------------
-    def lock(self, purpose: str) -> None:
-        """Take the folder's exclusive lock or raise FolderLocked naming the holder."""
+    # How long a requeued Slurm job waits for its own previous attempt to let go of the folder.
+    # Slurm may start the new attempt while the old step still runs: on a node marked DOWN whose
+    # slurmd lives on, the old step dies only at KillWait's SIGKILL, and one on a node cut off
+    # keeps its lock until the NFS lease expires (about 90 s by default). Past this, FolderLocked.
+    REQUEUE_WAIT_S = 600.0
+
+    def lock(self, purpose: str, *, requeue_wait_s: float | None = None) -> None:
+        """Take the folder's exclusive lock or raise FolderLocked naming the holder.
+
+        Inside a Slurm job whose previous attempt (the same SLURM_JOB_ID: a requeue) still holds
+        the lock, wait for it to go (up to requeue_wait_s, default REQUEUE_WAIT_S) instead of
+        refusing: the folder keeps a single writer, and the new attempt resumes from every sample
+        the old one wrote. Any other holder is refused at once."""
         import fcntl
+        import time
 
         if self._lock_fd is not None:
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = open_fd(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never through a link (safe_files)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(fd)
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-            raise FolderLocked(f"{self.path} is in use by {self.holder() or 'another process'}; "
-                               "wait for it to finish (one writer per run folder)") from None
+        job = os.environ.get("SLURM_JOB_ID")
+        wait_s = self.REQUEUE_WAIT_S if requeue_wait_s is None else requeue_wait_s
+        start = time.monotonic()
+        told = False
+        while True:
+            fd = open_fd(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never through a link (safe_files)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as err:
+                os.close(fd)
+                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+            info = self._holder_info()
+            mine = bool(job) and str(info.get("slurm_job")) == job
+            if not mine or time.monotonic() - start >= wait_s:
+                tail = (f"; job {job}'s previous attempt still holds it after {wait_s:.0f} s: it is still running somewhere "
+                        f"(see `squeue -j {job}` and that host); scancel it or wait, then relaunch") if mine else \
+                    "; wait for it to finish (one writer per run folder)"
+                raise FolderLocked(f"{self.path} is in use by {self.holder() or 'another process'}{tail}") from None
+            if not told:
+                log.warning("%s: job %s's previous attempt (%s) still writes this folder; waiting for it to stop "
+                            "(up to %.0f s) before resuming", self.path, job, self.holder(), wait_s)
+                told = True
+            time.sleep(1.0)
+        if told:
+            log.warning("%s: the previous attempt is gone after %.0f s; resuming", self.path, time.monotonic() - start)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({
             "pid": os.getpid(),
@@ -284,6 +315,8 @@ class RunFolder:
             "purpose": purpose,
             "since": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
+            "slurm_job": job,
+            "slurm_node": os.environ.get("SLURMD_NODENAME"),
         }).encode() + b"\n", 0)
         os.fsync(fd)
         self._lock_fd = fd
@@ -295,13 +328,20 @@ class RunFolder:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
 
-    def holder(self) -> str | None:
-        """Who wrote the lock file last, as 'pid P on HOST (purpose, since ...)'."""
+    def _holder_info(self) -> dict[str, Any]:
         try:
-            info = json.loads(read_text(self.path / self.LOCK))
+            info = json.loads(read_text(self.path / self.LOCK))  # never through a link or a FIFO
         except (OSError, ValueError, ConfigError):
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def holder(self) -> str | None:
+        """Who wrote the lock file last, as 'pid P on HOST (purpose, since ...)' (+ its Slurm job)."""
+        info = self._holder_info()
+        if not info:
             return None
-        return f"pid {info.get('pid')} on {info.get('host')} ({info.get('purpose')}, since {info.get('since')})"
+        job = f", Slurm job {info['slurm_job']} on node {info.get('slurm_node')}" if info.get("slurm_job") else ""
+        return f"pid {info.get('pid')} on {info.get('host')} ({info.get('purpose')}, since {info.get('since')}{job})"
 
     def __enter__(self) -> "RunFolder":
         return self

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 # sinfo -N: one line per node and partition: name|partition (default marked *)|gres|memory MB|CPUs
@@ -154,3 +155,264 @@ def sbatch_refusal(stderr: str) -> str:
     low = text.lower()
     setting = next((where for key, where in REFUSALS if key in low), "the hydra.launcher settings (slurm/README.md)")
     return f"sbatch refused the job array: {text}; change {setting}"
+
+
+# ---------------------------------------------------------------------------- why a job waits
+
+# squeue, one line per job (-r: one per array task): id|state|reason|priority (integer; 0 = held)
+QUEUE_FORMAT = "%i|%T|%r|%Q"
+# squeue states of a job that Slurm still runs or will run again (a requeue after a lost node).
+ALIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                   "RESIZING", "SUSPENDED", "SIGNALING", "SPECIAL_EXIT", "STAGE_OUT"})
+# Reasons Slurm gives a held job (scontrol hold, a failed prolog or launch, a requeue held).
+HELD_REASONS = ("JobHeldAdmin", "JobHeldUser")
+# Pending reasons that clear by themselves, sooner or later, and what each means to a user (logged
+# once per change of reason, so a long wait is never a silent one).
+PENDING_REASONS = {
+    "Resources": "waiting for free resources",
+    "Priority": "other jobs come first",
+    "BeginTime": "not before its begin time (a requeued job waits a moment before it may start again)",
+    "ReqNodeNotAvail": "the nodes it may run on are down, drained or reserved",
+    "PartitionTimeLimit": "its time limit is above the partition's: it waits for the partition's limit to change; "
+                          "lower hydra.launcher.timeout_min to start now",
+    "QOSMaxJobsPerUserLimit": "your QOS's job limit is reached: it starts when one of your jobs ends",
+    "AssocGrpCpuLimit": "your account's CPU limit is reached: it starts when some of its jobs end",
+    "Dependency": "waiting for the jobs it depends on",
+    "JobArrayTaskLimit": "the array runs hydra.launcher.array_parallelism tasks at once: it starts when one ends",
+    "NodeDown": "a node it needs is down",
+    "Reservation": "waiting for its reservation",
+}
+# Pending reasons that never clear unless someone changes the job or the cluster: the point ends
+# with one `error:` line naming what to change.
+NEVER_CLEARS = {
+    "BadConstraints": "no node has the features asked for: change hydra.launcher.constraint (or LOOSESPEC_SLURM_CONSTRAINT)",
+    "PartitionConfig": "the request does not fit the partition's configuration: change hydra.launcher.partition, "
+                       "cpus_per_task, mem_gb or gpus_per_node",
+    "PartitionNodeLimit": "the partition cannot give this many nodes: lower hydra.launcher.nodes",
+    "InvalidAccount": "the account is not valid here: change hydra.launcher.account (or LOOSESPEC_SLURM_ACCOUNT)",
+    "InvalidQOS": "the QOS is not valid here: change hydra.launcher.qos (or LOOSESPEC_SLURM_QOS)",
+    "DependencyNeverSatisfied": "a job it depends on failed: the dependency can never be met",
+}
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    job_id: str
+    state: str            # squeue %T: PENDING, RUNNING, ...
+    reason: str           # squeue %r: None, Resources, JobHeldAdmin, launch failed requeued held, ...
+    priority: int | None  # squeue %Q; 0 for a held job
+
+
+def parse_squeue(text: str) -> dict[str, QueueEntry]:
+    """squeue's lines in QUEUE_FORMAT, by job id ('12' or an array task '12_3'). A requeued job
+    may be listed twice while its old record is kept: the live one wins."""
+    out: dict[str, QueueEntry] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 4 or not fields[0]:
+            continue
+        job_id, state, reason, prio = (f.strip() for f in fields)
+        entry = QueueEntry(job_id, state, reason, int(prio) if prio.isdigit() else None)
+        if job_id not in out or (entry.state in ALIVE and out[job_id].state not in ALIVE):
+            out[job_id] = entry
+    return out
+
+
+def query_queue(job_ids: list[str], timeout_s: float = 60.0) -> dict[str, QueueEntry] | None:
+    """What slurmctld says of these jobs (finished ones too, for MinJobAge), one squeue call for
+    all of them; a job it no longer knows is absent; None when squeue does not answer."""
+    bases = sorted({j.split("_")[0] for j in job_ids})
+    if not bases:
+        return {}
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(bases), "-o", QUEUE_FORMAT],
+                             capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        # One id slurmctld no longer knows is an error; in a list it is just left out.
+        return {} if "invalid job id" in out.stderr.lower() else None
+    return parse_squeue(out.stdout)
+
+
+def is_held(entry: QueueEntry) -> bool:
+    """A pending job nothing will start until someone releases it (priority 0, or a held reason:
+    scontrol hold, a launch failure `launch failed requeued held`, a failed prolog)."""
+    if entry.state in ("REQUEUE_HOLD", "SPECIAL_EXIT"):
+        return True
+    if entry.state != "PENDING":
+        return False
+    return entry.priority == 0 or entry.reason in HELD_REASONS or "held" in entry.reason.lower()
+
+
+def _expand_nodes(text: str) -> list[str]:
+    """Node names of a Slurm host list: 'n1,n[3-4,7],gpu02' -> n1 n3 n4 n7 gpu02."""
+    names = []
+    for m in re.finditer(r"([^,\[\]]+)(?:\[([^\]]*)\])?", text):
+        prefix, ranges = m.group(1), m.group(2)
+        if ranges is None:
+            names.append(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if hi and lo.isdigit() and hi.isdigit():
+                names += [f"{prefix}{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
+            else:
+                names.append(prefix + lo)
+    return names
+
+
+def never_clears(entry: QueueEntry, known_nodes: set[str] | None = None) -> str | None:
+    """Why a pending job can never start (what to change), or None while it may still start."""
+    if entry.state != "PENDING":
+        return None
+    reason = entry.reason.split(",")[0].strip()
+    if reason in NEVER_CLEARS:
+        return f"{reason}: {NEVER_CLEARS[reason]}"
+    if reason == "ReqNodeNotAvail" and known_nodes:
+        m = re.search(r"UnavailableNodes:(\S+)", entry.reason)
+        missing = [n for n in _expand_nodes(m.group(1)) if n not in known_nodes] if m else []
+        if missing:
+            return (f"ReqNodeNotAvail: it asks for node {', '.join(missing)}, which the cluster does not have: "
+                    "change hydra.launcher.additional_parameters.nodelist (or hydra.launcher.exclude)")
+    return None
+
+
+def describe(entry: QueueEntry) -> str:
+    """One line for a state and reason: 'PENDING (Resources: waiting for free resources)'."""
+    if entry.reason in ("", "None"):
+        return entry.state
+    meaning = PENDING_REASONS.get(entry.reason.split(",")[0].strip())
+    return f"{entry.state} ({entry.reason}{': ' + meaning if meaning else ''})"
+
+
+@dataclass
+class Verdict:
+    """How a job's wait ended without a result: held past the grace, or a reason that never clears."""
+    kind: str      # "held" | "never"
+    message: str
+
+
+class QueueWatch:
+    """What the launcher tells about one job as squeue's answers come in (pure: time is passed in).
+
+    Each change of state or reason is one line. A held job is one warning at once, naming the
+    command that releases it; held for longer than the grace, the wait ends (Verdict "held").
+    A pending reason that can never clear ends the wait at once (Verdict "never")."""
+
+    def __init__(self, job_id: str, held_grace_s: float, known_nodes: set[str] | None = None) -> None:
+        self.job_id = job_id
+        self.held_grace_s = held_grace_s
+        self.known_nodes = known_nodes
+        self.last: tuple[str, str] | None = None
+        self.held_since: float | None = None
+
+    def held_line(self, entry: QueueEntry) -> str:
+        return (f"job {self.job_id} is held by Slurm ({entry.reason}, priority {entry.priority}): nothing starts it "
+                f"until `scontrol release {self.job_id}`")
+
+    def update(self, entry: QueueEntry, now: float) -> tuple[list[tuple[int, str]], Verdict | None]:
+        """(log lines as (logging level, text), verdict or None to keep waiting)."""
+        lines: list[tuple[int, str]] = []
+        key = (entry.state, entry.reason)
+        held = is_held(entry)
+        if key != self.last:
+            if held:
+                lines.append((30, self.held_line(entry)))
+            elif self.held_since is not None:
+                lines.append((20, f"job {self.job_id} released: {describe(entry)}"))
+            else:
+                lines.append((20, f"job {self.job_id}: {describe(entry)}"))
+            self.last = key
+        if not held:
+            self.held_since = None
+            why = never_clears(entry, self.known_nodes)
+            return lines, (Verdict("never", f"job {self.job_id} can never start: {why}") if why else None)
+        if self.held_since is None:
+            self.held_since = now
+        if now - self.held_since >= self.held_grace_s:
+            return lines, Verdict("held", f"{self.held_line(entry)} (still held after hydra.launcher.held_grace_min="
+                                          f"{self.held_grace_s / 60:g}; released, it resumes from its run folder)")
+        return lines, None
+
+
+# ---------------------------------------------------------------------------- which job runs a point
+
+# Beside the launch logs: one JSON line per submitted point, {"folder", "job", "submitted"}; the
+# last line of a folder names its current job (a relaunch appends a new one). `make status` reads
+# it to show each point's Slurm state and reason beside its samples.
+JOBS_INDEX = Path("_launch") / "slurm_jobs.jsonl"
+
+
+def record_jobs(rows: list[tuple[Path, str]]) -> None:
+    """Append (run folder, Slurm job id) rows to the index of each folder's results directory."""
+    import datetime
+    import json
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    by_index: dict[Path, list[str]] = {}
+    for folder, job in rows:
+        folder = Path(folder).resolve()
+        line = json.dumps({"folder": str(folder), "job": job, "submitted": stamp})
+        by_index.setdefault(folder.parent.parent / JOBS_INDEX, []).append(line)
+    for index, lines in by_index.items():
+        index.parent.mkdir(parents=True, exist_ok=True)
+        with index.open("a", encoding="utf-8") as f:  # one write per launch: O_APPEND keeps drivers' lines whole
+            f.write("".join(f"{ln}\n" for ln in lines))
+
+
+def recorded_jobs(results_dirs: set[Path]) -> dict[Path, str]:
+    """Run folder -> the Slurm job last submitted for it, from these results directories' indexes
+    (data: a line that is not a record is skipped)."""
+    import json
+
+    out: dict[Path, str] = {}
+    for results in results_dirs:
+        index = Path(results) / JOBS_INDEX
+        if not index.is_file():
+            continue
+        for line in index.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+                out[Path(row["folder"])] = str(row["job"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out
+
+
+def status_line(job_id: str, entry: QueueEntry | None) -> str:
+    """A point's Slurm state for `make status`: 'Slurm job 12_1 PENDING (Priority: ...)', a held
+    job with its release command."""
+    if entry is None:
+        return f"Slurm job {job_id}: no longer known to slurmctld"
+    if is_held(entry):
+        return f"Slurm job {job_id} HELD ({entry.reason}, priority {entry.priority}): `scontrol release {job_id}`"
+    why = never_clears(entry)
+    return f"Slurm job {job_id} {describe(entry)}" + (f"; can never start: {why}" if why else "")
+
+
+def ended_without_result(state: str, params: Mapping[str, Any]) -> str:
+    """A final Slurm state of a job that left no result, with the setting behind it where one is:
+    'OUT_OF_MEMORY: ... raise hydra.launcher.mem_gb (now 2)'."""
+    if state == "OUT_OF_MEMORY":
+        return (f"OUT_OF_MEMORY: the job used more memory than it asked for; raise hydra.launcher.mem_gb "
+                f"(now {params.get('mem_gb')}) and launch again (it resumes)")
+    if state == "TIMEOUT":
+        return (f"TIMEOUT: it hit hydra.launcher.timeout_min={params.get('timeout_min')} more often than "
+                f"hydra.launcher.max_num_timeout={params.get('max_num_timeout')} requeues allow; raise either and launch again (it resumes)")
+    if state == "CANCELLED" or state.startswith("CANCELLED "):
+        return f"{state}: cancelled (scancel or an admin); launch again to resume it"
+    return state
+
+
+def held_grace_s(value: Any, default_min: float) -> float | str:
+    """hydra.launcher.held_grace_min in seconds, or why the value cannot be one (a message)."""
+    if value is None:
+        return 60.0 * default_min
+    try:
+        minutes = float(value)
+    except (TypeError, ValueError):
+        minutes = float("nan")
+    if not minutes >= 0 or minutes == float("inf"):
+        return f"hydra.launcher.held_grace_min={value}: give the minutes a held job may wait before its point ends (a number >= 0, default {default_min:g})"
+    return 60.0 * minutes

@@ -33,6 +33,7 @@ class PointStatus:
     samples: int = 0        # finished samples on disk
     age_s: float | None = None  # seconds since the folder was last written (running / killed)
     error: str | None = None    # the last line of error.txt (failed)
+    slurm: str | None = None    # the point's Slurm job, state and reason (plan status asks squeue; slurm.status_line)
 
 
 def point_status(folder: Path, now: float | None = None) -> PointStatus:

@@ -86,7 +86,13 @@ SlurmctldHost=$host(127.0.0.1)
 SlurmUser=slurm
 AuthType=auth/munge
 # A requeued job waits cred_expire + 1 s before it may start again (Slurm's default is 120 s).
-AuthInfo=cred_expire=5
+# It must be longer than the old step's teardown: a node marked DOWN while its slurmd lives
+# (an admin, a health check) is back in service at once (ReturnToService=2), and the job, requeued,
+# may be placed on it again; if its old step still runs there, slurmd refuses a second copy
+# (Job N already running), slurmctld drains the node and holds the job (launch failed requeued
+# held: nothing releases it). That step ignores SIGTERM (submitit) and dies at KillWait's SIGKILL,
+# measured 7.4 s after the cancel with KillWait=5 (issue 49): 21 s leaves a wide margin on a loaded machine.
+AuthInfo=cred_expire=20
 StateSaveLocation=$STATE/slurmctld
 SlurmdSpoolDir=$STATE/slurmd-%n
 SlurmctldPidFile=/run/slurmctld.pid
@@ -101,6 +107,7 @@ MpiDefault=none
 # Short timeouts so that the tests see a lost node, a kill and a requeue within seconds.
 SlurmdTimeout=10
 SlurmctldTimeout=30
+# KillWait: keep it well below cred_expire (above) minus the step's ~2.4 s teardown.
 KillWait=5
 MinJobAge=600
 InactiveLimit=0
@@ -111,7 +118,12 @@ SchedulerParameters=sched_interval=2,bf_interval=2
 JobAcctGatherType=jobacct_gather/none
 $acct
 JobCompType=jobcomp/none
-${nodes}PartitionName=cpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP" && CONF_CHANGED=1
+# Preemption as sites run it: a job of partition urgent (higher PriorityTier, same nodes) requeues
+# the cpu jobs it needs room from (the tests' preemption fault).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+${nodes}PartitionName=cpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=$(IFS=,; echo "${NODES[*]}") Default=NO MaxTime=INFINITE State=UP PriorityTier=2" && CONF_CHANGED=1
     # The SlurmUser, not root, runs slurmctld: its config must be readable by it.
     chmod 644 "$CONF"
 }

@@ -69,6 +69,48 @@ def test_lock_of_a_killed_process_is_released(tmp_path):
     again.close()
 
 
+def test_a_requeued_slurm_job_waits_for_its_previous_attempt(tmp_path, monkeypatch, caplog):
+    """Slurm may start a requeued job while its old step still writes (a node marked DOWN whose
+    slurmd lives on kills it only at KillWait): the new attempt (same SLURM_JOB_ID) waits for the
+    old one's lock instead of failing, and resumes after it; the folder keeps one writer."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURMD_NODENAME", "n1")
+    old = RunFolder(tmp_path / "run")
+    old.lock("run")
+    old.append({"id": "a", "output_text": "x", "metrics": {}})
+    assert "Slurm job 7 on node n1" in (RunFolder(tmp_path / "run").holder() or "")
+
+    def old_step_writes_then_dies() -> None:
+        time.sleep(1.0)
+        old.append({"id": "b", "output_text": "y", "metrics": {}})  # still writing while the new one waits
+        old.close()
+
+    threading.Thread(target=old_step_writes_then_dies).start()
+    new = RunFolder(tmp_path / "run")
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="loosespec_bench.run_folder"):
+        new.lock("run")
+    assert time.monotonic() - start >= 0.9
+    assert [r["id"] for r in new.records()] == ["a", "b"]  # read after the old writer is gone
+    assert "previous attempt" in caplog.text and "resuming" in caplog.text
+    new.close()
+
+
+def test_another_slurm_job_is_refused_at_once_and_a_stuck_attempt_after_the_wait(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    holder = RunFolder(tmp_path / "run")
+    holder.lock("run")
+    monkeypatch.setenv("SLURM_JOB_ID", "8")  # another job (a second launch of the same point): no wait
+    start = time.monotonic()
+    with pytest.raises(FolderLocked, match="wait for it to finish"):
+        RunFolder(tmp_path / "run").lock("run")
+    assert time.monotonic() - start < 0.5
+    monkeypatch.setenv("SLURM_JOB_ID", "7")  # its own previous attempt that never lets go
+    with pytest.raises(FolderLocked, match=r"job 7's previous attempt still holds it after 1 s.*squeue -j 7"):
+        RunFolder(tmp_path / "run").lock("run", requeue_wait_s=1.0)
+    holder.close()
+
+
 # -- atomic writes ----------------------------------------------------------------------------
 def test_atomic_writes_use_unique_temp_names(tmp_path, monkeypatch):
     sources: list[str] = []

@@ -8,7 +8,15 @@ this host; `make slurm-local` as root on Debian, `.ci/run` starts it where it ca
     lost or duplicated and tokens identical to an uninterrupted run: `scontrol requeue` mid-run,
     the time limit hit (timeout_min=3, signal_delay_s=45, the limit brought forward), node n1 lost mid-job (requeued to n2);
   * `scancel` of one array task: the driver and status name the point, a relaunch runs only it;
-  * requests the cluster cannot meet: one `error:` line naming the setting, no folder left.
+  * requests the cluster cannot meet: one `error:` line naming the setting, no folder left;
+  * issue 49's faults (docs/cluster.md): the job's node marked DOWN while its slurmd lives; a step
+    that outlives the cancel while the requeued job runs on the other node (the lock makes it
+    wait); `scontrol requeuehold` (the release line within a minute, Unfinished after
+    held_grace_min, finished when released); preemption by a higher-priority partition
+    (PreemptMode=REQUEUE); slurmctld restarted mid-run.
+
+Unmarked: the launcher's reading of squeue (held, pending reasons, reasons that never clear) with
+faked squeue answers, jobs and clock, and the status line.
 
 Without a cluster the marked tests skip, saying how to start one.
 """
@@ -16,6 +24,7 @@ Without a cluster the marked tests skip, saying how to start one.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -28,7 +37,8 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench.slurm import Node, check_request, parse_sinfo, sbatch_refusal
+from loosespec_bench.slurm import (Node, QueueEntry, QueueWatch, check_request, is_held, never_clears, parse_sinfo, parse_squeue,
+                                   query_queue, sbatch_refusal)
 
 from .conftest import REPO, shared_data_dir
 
@@ -85,6 +95,240 @@ def test_check_request_takes_sbatch_partition_from_the_environment():
 def test_sbatch_refusal_is_one_line_naming_the_setting(stderr, setting):
     line = sbatch_refusal(stderr)
     assert "\n" not in line and line.startswith("sbatch refused the job array: ") and setting in line
+
+
+# ---------------------------------------------------------------------------- why a job waits
+
+
+def test_parse_squeue_reads_state_reason_priority_per_array_task():
+    text = "12_0|RUNNING|None|4294901759\n12_1|PENDING|launch failed requeued held|0\n13|PENDING|Resources|100\nbad\n"
+    q = parse_squeue(text)
+    assert q["12_0"] == QueueEntry("12_0", "RUNNING", "None", 4294901759)
+    assert q["12_1"].reason == "launch failed requeued held" and q["12_1"].priority == 0
+    assert set(q) == {"12_0", "12_1", "13"}
+
+
+@pytest.mark.parametrize(
+    "state, reason, prio, held",
+    [
+        ("PENDING", "launch failed requeued held", 0, True),   # the duplicate-launch requeue of issue 49
+        ("PENDING", "JobHeldAdmin", 0, True),                   # scontrol hold
+        ("PENDING", "JobHeldUser", 0, True),                    # scontrol hold by the user / sbatch -H
+        ("PENDING", "Resources", 0, True),                      # priority 0 alone: nothing starts it
+        ("REQUEUE_HOLD", "None", 5, True),
+        ("PENDING", "Resources", 17, False),
+        ("PENDING", "BeginTime", 17, False),
+        ("RUNNING", "JobHeldAdmin", 0, False),                  # a hold on a running job stops nothing
+    ],
+)
+def test_is_held(state, reason, prio, held):
+    assert is_held(QueueEntry("5", state, reason, prio)) is held
+
+
+@pytest.mark.parametrize(
+    "reason, expect",
+    [
+        ("BadConstraints", "hydra.launcher.constraint"),
+        ("PartitionConfig", "hydra.launcher.partition"),
+        ("InvalidAccount", "hydra.launcher.account"),
+        ("ReqNodeNotAvail, UnavailableNodes:n[3-4]", "node n3, n4, which the cluster does not have"),
+        ("ReqNodeNotAvail, UnavailableNodes:n1", None),  # n1 exists (down or drained): it may come back
+        ("Resources", None),
+        ("PartitionTimeLimit", None),  # logged with its hint; an admin may raise the limit
+    ],
+)
+def test_never_clears_names_what_to_change(reason, expect):
+    why = never_clears(QueueEntry("5", "PENDING", reason, 10), known_nodes={"n1", "n2"})
+    assert why is None if expect is None else expect in why
+
+
+def test_queue_watch_tells_each_reason_once_and_a_held_job_at_once_with_its_release_command():
+    w = QueueWatch("12_1", held_grace_s=300, known_nodes={"n1", "n2"})
+    said: list[str] = []
+
+    def step(state: str, reason: str, prio: int, now: float):
+        lines, verdict = w.update(QueueEntry("12_1", state, reason, prio), now)
+        said.extend(text for _, text in lines)
+        return verdict
+
+    assert step("PENDING", "Priority", 10, 0) is None
+    assert step("PENDING", "Priority", 10, 2) is None  # the same reason: not told again
+    assert step("PENDING", "Resources", 10, 4) is None
+    assert step("RUNNING", "None", 10, 6) is None
+    assert step("PENDING", "launch failed requeued held", 0, 8) is None
+    assert said[:3] == ["job 12_1: PENDING (Priority: other jobs come first)", "job 12_1: PENDING (Resources: waiting for free resources)",
+                        "job 12_1: RUNNING"]
+    assert said[3] == ("job 12_1 is held by Slurm (launch failed requeued held, priority 0): nothing starts it until "
+                       "`scontrol release 12_1`")
+    assert step("PENDING", "launch failed requeued held", 0, 8 + 299) is None and len(said) == 4
+    verdict = step("PENDING", "launch failed requeued held", 0, 8 + 300)
+    assert verdict is not None and verdict.kind == "held"
+    assert "scontrol release 12_1" in verdict.message and "held_grace_min=5" in verdict.message
+
+
+def test_queue_watch_a_release_restarts_the_grace_and_is_told():
+    w = QueueWatch("7", held_grace_s=60)
+    w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 0)
+    lines, _ = w.update(QueueEntry("7", "PENDING", "Priority", 3), 50)
+    assert lines == [(20, "job 7 released: PENDING (Priority: other jobs come first)")]
+    w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 55)
+    assert w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 100)[1] is None  # 45 s of this hold
+    assert w.update(QueueEntry("7", "PENDING", "JobHeldAdmin", 0), 115)[1].kind == "held"
+
+
+class _FakeJob:
+    """A submitit job as await_jobs sees it: done() / results() from a script of sacct's answers."""
+
+    def __init__(self, job_id: str, done_at: float | None = None, result: object = "ok") -> None:
+        self.job_id, self.done_at, self.result, self.now = job_id, done_at, result, 0.0
+        self.watcher = type("W", (), {"clear": lambda _self: None})()
+
+    def done(self) -> bool:
+        return self.done_at is not None and self.now >= self.done_at
+
+    def results(self) -> list:
+        if isinstance(self.result, Exception):
+            raise self.result
+        return [self.result]
+
+
+def _await(jobs, script, grace_s=120.0, known=None):
+    """await_jobs over a fake clock; script(now) -> squeue's answer {job id: QueueEntry}."""
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    clock = [0.0]
+    echoed: list[str] = []
+
+    def sleep(s: float) -> None:
+        clock[0] += s
+        for j in jobs:
+            j.now = clock[0]
+
+    out = await_jobs(jobs, held_grace_s=grace_s, known_nodes=known, query=lambda ids: script(clock[0]), clock=lambda: clock[0],
+                     sleep=sleep, echo=echoed.append)
+    return out, clock[0], echoed
+
+
+def test_await_jobs_tells_a_held_point_at_once_while_another_runs_and_ends_it_after_the_grace(caplog, monkeypatch):
+    """Point 0 runs for 10 min; point 1 is held from the start. The hold is told at the first poll
+    (not after point 0 ends), point 1 ends Unfinished after the 2 min grace with the release line,
+    point 0's result comes back."""
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import Unfinished
+
+    jobs = [_FakeJob("12_0", done_at=600), _FakeJob("12_1")]
+
+    def squeue(now: float) -> dict:
+        return {"12_0": QueueEntry("12_0", "RUNNING" if now < 600 else "COMPLETED", "None", 1),
+                "12_1": QueueEntry("12_1", "PENDING", "launch failed requeued held", 0)}
+
+    with caplog.at_level(logging.INFO, logger="hydra_plugins.loosespec_slurm_launcher.slurm_launcher"):
+        out, end, echoed = _await(jobs, squeue)
+    held = [r for r in caplog.records if "is held" in r.getMessage()]
+    assert len(held) == 1 and held[0].levelno == logging.WARNING and "`scontrol release 12_1`" in held[0].getMessage()
+    assert out[0] == "ok" and isinstance(out[1], Unfinished)
+    assert "scontrol release 12_1" in str(out[1]) and "held_grace_min=2" in str(out[1])
+    assert 600 <= end < 605 and not echoed
+
+
+def test_await_jobs_ends_a_point_that_can_never_start_with_one_error_line(monkeypatch):
+    from hydra_plugins.loosespec_slurm_launcher import slurm_launcher as sl
+
+    cancelled: list[list[str]] = []
+    monkeypatch.setattr(sl.subprocess, "run", lambda args, **kw: cancelled.append(args))
+    jobs = [_FakeJob("9")]
+    out, end, echoed = _await(jobs, lambda now: {"9": QueueEntry("9", "PENDING", "BadConstraints", 10)})
+    assert isinstance(out[0], sl.Unfinished) and end == 0
+    assert len(echoed) == 1 and echoed[0].startswith("error: job 9 can never start: BadConstraints") and "hydra.launcher.constraint" in echoed[0]
+    assert cancelled == [["scancel", "9"]]
+
+
+def test_await_jobs_waits_through_a_requeue_and_names_a_job_gone_from_slurm():
+    from submitit.core.utils import UncompletedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import Unfinished
+
+    # Job 3: sacct says it ended without a result while squeue has it PENDING again (requeued), then it finishes.
+    requeued = _FakeJob("3", done_at=0, result=UncompletedJobError("node failure"))
+    gone = _FakeJob("4")  # cancelled while pending: no record in squeue, nothing in sacct
+
+    def squeue(now: float) -> dict:
+        if now >= 20:
+            requeued.result = "second attempt"
+        return {"3": QueueEntry("3", "PENDING" if now < 10 else "RUNNING", "BeginTime", 5)}
+
+    out, end, _ = _await([requeued, gone], squeue)
+    assert out[0] == "second attempt" and 20 <= end < 23
+    assert isinstance(out[1], Unfinished) and "no record left in Slurm" in str(out[1])
+
+
+def test_await_jobs_says_once_that_squeue_does_not_answer_and_waits_on(caplog):
+    job = _FakeJob("6", done_at=30)
+
+    def squeue(now: float):
+        return None if 4 <= now < 20 else {"6": QueueEntry("6", "RUNNING", "None", 1)}
+
+    with caplog.at_level(logging.INFO, logger="hydra_plugins.loosespec_slurm_launcher.slurm_launcher"):
+        out, end, _ = _await([job], squeue)
+    said = [r.getMessage() for r in caplog.records]
+    assert out == ["ok"] and sum("squeue does not answer" in m for m in said) == 1
+    assert any(m.startswith("squeue answers again after 16 s") for m in said)
+
+
+def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
+    from submitit.core.utils import UncompletedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    job = _FakeJob("5", done_at=0, result=UncompletedJobError("job 5 has not produced any output (state: OUT_OF_MEMORY)"))
+    out = await_jobs([job], held_grace_s=60, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "OUT_OF_MEMORY", "OutOfMemory", 1)},
+                     sleep=lambda s: None)
+    assert str(out[0]).startswith("OUT_OF_MEMORY:") and "raise hydra.launcher.mem_gb (now 2)" in str(out[0])
+
+
+@pytest.mark.parametrize("value, expect", [(None, 300.0), (0.5, 30.0), ("2", 120.0), (0, 0.0), (-1, "a number >= 0"), ("soon", "a number >= 0"),
+                                            (float("nan"), "a number >= 0"), (float("inf"), "a number >= 0")])
+def test_held_grace_min_is_minutes_or_one_message_naming_the_setting(value, expect):
+    from loosespec_bench.slurm import held_grace_s
+
+    got = held_grace_s(value, 5.0)
+    assert got == expect if isinstance(expect, float) else (isinstance(got, str) and got.startswith(f"hydra.launcher.held_grace_min={value}: ") and expect in got)
+
+
+def test_query_queue_reads_a_faked_squeue(tmp_path, monkeypatch):
+    fake = tmp_path / "squeue"
+    fake.write_text("#!/bin/sh\necho \"$@\" > " + str(tmp_path / "args") + "\nprintf '12_1|PENDING|JobHeldAdmin|0\\n13|RUNNING|None|9\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    q = query_queue(["12_1", "12_0", "13"])
+    assert q is not None and q["12_1"].reason == "JobHeldAdmin" and q["13"].state == "RUNNING"
+    assert (tmp_path / "args").read_text().split() == ["-h", "-r", "-t", "all", "-j", "12,13", "-o", "%i|%T|%r|%Q"]
+
+
+def test_the_jobs_index_maps_each_run_folder_to_its_last_job_and_status_shows_state_and_reason(tmp_path):
+    from loosespec_bench.plan import Job, Sweep, format_status
+    from loosespec_bench.slurm import record_jobs, recorded_jobs, status_line
+    from loosespec_bench.status import point_status
+
+    a, b = tmp_path / "exp" / "run_a", tmp_path / "exp" / "run_b"
+    record_jobs([(a, "12_0"), (b, "12_1")])
+    record_jobs([(b, "15")])  # b relaunched
+    (tmp_path / "_launch" / "slurm_jobs.jsonl").open("a").write("not json\n")
+    assert recorded_jobs({tmp_path}) == {a.resolve(): "12_0", b.resolve(): "15"}
+    held = status_line("15", QueueEntry("15", "PENDING", "launch failed requeued held", 0))
+    assert held == "Slurm job 15 HELD (launch failed requeued held, priority 0): `scontrol release 15`"
+    assert status_line("12_0", QueueEntry("12_0", "PENDING", "Resources", 9)) == "Slurm job 12_0 PENDING (Resources: waiting for free resources)"
+    assert "can never start: BadConstraints" in status_line("3", QueueEntry("3", "PENDING", "BadConstraints", 9))
+
+    b.mkdir(parents=True)
+    (b / "samples.jsonl").write_text('{"id": "x"}\n' * 4)
+    st = point_status(b)
+    st.slurm = held
+    job = Job(sweep="exp", index=1, overrides=["drafter.k=15"], folder=b, gpus=0, samples=60, samples_exact=True, tokens=0.0,
+              hours=0.0, paired=False, method="spd", pair="tiny", dataset="mgsm", status=st)
+    text = format_status([Sweep(experiment="exp", command=[], launcher="CheckedSlurmLauncher", gpus=0, timeout_min=60,
+                                max_requeue=0, request="", jobs=[job])])
+    row = text.splitlines().index(next(ln for ln in text.splitlines() if "drafter.k=15" in ln))
+    assert "4/60 samples" in text.splitlines()[row] and text.splitlines()[row + 1].strip() == held
 
 
 # ---------------------------------------------------------------------------- the local cluster
@@ -199,31 +443,40 @@ def reference(tmp_path_factory) -> dict[str, list[int]]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = _records(results)
     assert len(recs) == FAULT_SAMPLES
+    REFERENCE_RECORDS[:] = recs
     return {r["id"]: r["output_ids"] for r in recs}
+
+
+REFERENCE_RECORDS: list[dict] = []  # the uninterrupted run's records (the lingering writer appends one)
 
 
 FAULT_TABLE: list[dict] = []
 
 
-def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = ()) -> tuple[list[dict], list[tuple[str, str]], int, str]:
+def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = (), keep_jobs: bool = False) -> tuple[list[dict], list[tuple[str, str]], int, str]:
     """Launch the fault run as a one-job array, call inject(job id, sweep dir) once it has a few
-    samples on disk (it returns the samples on disk at the fault), wait for the driver."""
-    results, sweep = tmp_path / "results", tmp_path / "sweep"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
-         f"experiment_name={name}", f"paths.results_dir={results}", f"hydra.sweep.dir={sweep}"],
-        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    samples on disk (it returns the samples on disk at the fault), wait for the driver. The
+    driver's output goes to tmp_path/driver.log (read live by the tests that watch what it says)."""
+    results, sweep, log = tmp_path / "results", tmp_path / "sweep", tmp_path / "driver.log"
+    with log.open("w") as fh:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
+             f"experiment_name={name}", f"paths.results_dir={results}", f"hydra.sweep.dir={sweep}"],
+            cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True,
+        )
     try:
         _wait(lambda: len(_records(results)) >= 3 or driver.poll() is not None, 300, "3 samples on disk")
-        assert driver.poll() is None, "the run ended before the fault"
+        assert driver.poll() is None, "the run ended before the fault: " + log.read_text()[-2000:]
         job = _squeue(f"lsb-{name}")[0][0]
         before = inject(job, sweep)
-        out, _ = driver.communicate(timeout=600)
+        driver.wait(timeout=600)
     finally:
         if driver.poll() is None:
             driver.kill()
-    return _records(results), _history(job), before, out
+        for j in [] if keep_jobs else _squeue(f"lsb-{name}"):
+            if j[1] == "PENDING":  # a held job the test left behind (not one still completing: its state must stay)
+                subprocess.run(["scancel", j[0]], timeout=30)
+    return _records(results), _history(job), before, log.read_text()
 
 
 def _check_resumed(fault: str, recs: list[dict], before: int, reference: dict[str, list[int]]) -> None:
@@ -275,7 +528,7 @@ def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
     the step's processes with it; submitit checkpoints and runs `scontrol requeue`. Nothing is
     timed: the test waits for the signal itself (the python no longer stopped, or USR2 pending:
     then it resumes it), then for submitit's "Requeued job" line, and only then gives the job 10
-    minutes, while the requeued job waits for its BeginTime (cred_expire + 1 = 6 s): the second
+    minutes, while the requeued job waits for its BeginTime (cred_expire + 1 = 21 s): the second
     attempt must not inherit the short limit, or Slurm's warning would hit it at once, before
     submitit has installed its handler (a death by USR2: the flaky failure this replaces)."""
 
@@ -337,6 +590,173 @@ def test_node_lost_mid_job_requeues_onto_the_other_node(tmp_path, reference):
     assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"], (history, out[-2000:])
     assert history[0][1] == lost[0] and history[1][1] != lost[0]
     _check_resumed(f"node {lost[0]} lost mid-job (slurmd and job killed)", recs, before, reference)
+
+
+def _node_state(node: str) -> str:
+    return subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%t"], capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_node_marked_down_with_a_live_slurmd_requeues_and_resumes(tmp_path, reference):
+    """Issue 49: an admin (or a health check) marks the job's node DOWN while its slurmd lives:
+    the job is requeued, the node is back in service at once (ReturnToService=2) and gets the job
+    again; its old step dies only at KillWait's SIGKILL, before the requeued job's BeginTime
+    (cred_expire + 1 = 21 s), so slurmd never meets a second copy (which drained the node and held
+    the job for ever with cred_expire=5)."""
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_down")[0][2]
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)
+        time.sleep(20)
+        if _node_state(node).startswith(("down", "drain")):
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout=30)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_down", inject)
+    assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"], (history, out[-2000:])
+    assert "is held" not in out and "error:" not in out, out[-2000:]
+    _check_resumed("node marked DOWN, slurmd alive (scontrol update state=down)", recs, before, reference)
+
+
+_LINGER = (
+    "import json, sys, time\n"
+    "from loosespec_bench.run_folder import RunFolder\n"
+    "folder = RunFolder(sys.argv[1])\n"
+    "folder.lock('run')\n"  # SLURM_JOB_ID is the job's: it waits for the old step like a requeued attempt
+    "have = {r['id'] for r in folder.records()}\n"
+    "nxt = next(r for r in json.load(open(sys.argv[2])) if r['id'] not in have)\n"
+    "folder.append(nxt)\n"
+    "print('wrote', nxt['id'], flush=True)\n"
+    # Held until the next attempt says it waits (its log), at most the given seconds: no race with its start-up.
+    "end = time.time() + float(sys.argv[3])\n"
+    "while time.time() < end and 'still writes this folder' not in open(sys.argv[4], errors='replace').read():\n"
+    "    time.sleep(0.5)\n"
+    "time.sleep(3)\n"
+    "folder.close()\n"
+)
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cancel(tmp_path, reference):
+    """Two nodes, one run folder: the job's node n1 is marked DOWN and then drained, so the
+    requeued job starts on n2. A step that outlives the cancel (a node cut off from slurmctld
+    keeps running it) is played by a process outside Slurm that carries the job's SLURM_JOB_ID:
+    it takes the folder's lock when the real old step dies, writes the next sample and holds the
+    lock until the new attempt's log says that it waits (then 3 s more). The attempt on n2 must wait for it (RunFolder.lock), then resume: every sample
+    once, none redone."""
+    linger: list[subprocess.Popen] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_linger")[0][2]
+        folder = next((tmp_path / "results").glob("*/*/samples.jsonl")).parent
+        ref = tmp_path / "reference.json"  # (too long for one argument)
+        ref.write_text(json.dumps(REFERENCE_RECORDS))
+        linger.append(subprocess.Popen(
+            [sys.executable, "-c", _LINGER, str(folder), str(ref), "300", str(sweep / ".submitit" / job / f"{job}_0_log.out")], cwd=REPO,
+            env={**_env(), "SLURM_JOB_ID": job, "SLURMD_NODENAME": node}, stdout=subprocess.PIPE, text=True))
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)
+        time.sleep(1)  # back in service at once (live slurmd): drained, so that the job goes to the other node
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=test"], timeout=30)
+        _wait(lambda: any(j[1] == "RUNNING" for j in _squeue("lsb-fault_linger")), 120, "the requeued job running")
+        return n
+
+    try:
+        recs, history, before, out = _fault_run(tmp_path, "fault_linger", inject)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], timeout=30, capture_output=True)
+        for p in linger:
+            p.kill()
+    wrote = linger[0].communicate(timeout=60)[0]
+    assert wrote.startswith("wrote "), wrote
+    assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"] and history[0][1] != history[1][1], (history, out[-2000:])
+    logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*_log.*"))
+    assert "still writes this folder; waiting" in logs and "previous attempt is gone" in logs, logs[-3000:]
+    _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder", recs, before, reference)
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_when_released(tmp_path, reference):
+    """`scontrol requeuehold` (as Slurm does after a failed launch: `launch failed requeued held`):
+    the launcher prints the release command within a minute, ends the point after
+    held_grace_min=0.5 with that line in its summary; released afterwards, the job resumes from its
+    folder on its own."""
+    told: list[float] = []
+    jobs: list[str] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        jobs.append(job)
+        n = len(_records(tmp_path / "results"))
+        t0 = time.monotonic()
+        subprocess.run(["scontrol", "requeuehold", job], check=True, timeout=30)
+        _wait(lambda: f"`scontrol release {job}`" in (tmp_path / "driver.log").read_text(), 60, "the held line", every=0.2)
+        told.append(time.monotonic() - t0)
+        return n
+
+    t0 = time.monotonic()
+    try:
+        recs, _, before, out = _fault_run(tmp_path, "fault_held", inject, ["hydra.launcher.held_grace_min=0.5"], keep_jobs=True)
+        ended = time.monotonic() - t0
+        line = next(ln for ln in out.splitlines() if "is held by Slurm" in ln)
+        summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+        assert len(summary) == 1 and "ended without a result" in summary[0] and f"scontrol release {jobs[0]}" in summary[0], out[-2000:]
+        assert "held_grace_min=0.5" in summary[0] and "Traceback" not in out
+        assert told[0] < 60
+        print(f"\nHELD: the release line {told[0]:.1f} s after the hold: {line.split('] ', 1)[-1]}\n      the driver ended {ended:.0f} s after its start: {summary[0][:300]}")
+        # Released now, with no driver left: the job resumes from its folder and finishes on its own.
+        subprocess.run(["scontrol", "release", jobs[0]], check=True, timeout=30)
+        _wait(lambda: not any(j[1] not in TERMINAL for j in _squeue("lsb-fault_held")), 300, "the released job to end", every=2)
+    finally:
+        for j in _squeue("lsb-fault_held"):
+            if j[1] == "PENDING":
+                subprocess.run(["scancel", j[0]], timeout=30)
+    history = _history(jobs[0])
+    assert history[-1][0] == "COMPLETED", history
+    _check_resumed("scontrol requeuehold: told at once, Unfinished after held_grace_min, then released", _records(tmp_path / "results"),
+                   before, reference)
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_preempted_with_requeue_resumes(tmp_path, reference):
+    """A job of the higher-priority partition `urgent` (PriorityTier=2 over the same nodes;
+    PreemptType=preempt/partition_prio, PreemptMode=REQUEUE) takes every CPU of the fault job's
+    node: Slurm preempts the fault job and requeues it; it resumes once the urgent job is done."""
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_preempt")[0][2]
+        cpus = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%c"], capture_output=True, text=True, timeout=30).stdout.split()[0]
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["sbatch", "-p", "urgent", "-w", node, "-c", cpus, "--mem=1G", "-J", "lsb-urgent", "-o", "/dev/null",
+                        "--wrap", "sleep 5"], check=True, timeout=30, capture_output=True)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_preempt", inject)
+    assert [s for s, _ in history][-1] == "COMPLETED" and history[0][0] in ("PREEMPTED", "REQUEUED"), (history, out[-2000:])
+    assert "error:" not in out, out[-2000:]
+    _check_resumed("preempted by a job of a higher-priority partition (PreemptMode=REQUEUE)", recs, before, reference)
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_slurmctld_restarted_mid_run(tmp_path, reference):
+    """slurmctld stopped for 10 s and started again mid-run: the job runs on (slurmd keeps it), the
+    launcher's squeue and sacct calls fail meanwhile and it keeps waiting; the run finishes."""
+    def inject(job: str, sweep: Path) -> int:
+        n = len(_records(tmp_path / "results"))
+        pid = int(Path("/run/slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        _wait(lambda: not Path(f"/proc/{pid}").exists(), 30, "slurmctld stopped")
+        time.sleep(10)
+        subprocess.run([str(SCRIPT), "start"], check=True, timeout=120, capture_output=True)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_ctld", inject)
+    assert [s for s, _ in history] == ["COMPLETED"], (history, out[-2000:])
+    assert "error:" not in out, out[-2000:]
+    _check_resumed("slurmctld stopped 10 s mid-run and restarted", recs, before, reference)
 
 
 @pytest.mark.slurm

@@ -23,13 +23,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, List, Sequence
+from typing import Any, Callable, List, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from hydra_plugins.loosespec_slurm_launcher.config import HELD_GRACE_MIN
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
 
@@ -59,59 +60,97 @@ def quiet_sacct() -> None:
         logger.addFilter(_SacctOnce())
 
 
-# squeue states of a job that Slurm still runs or will run again (a requeue after a lost node).
-ALIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED", "SIGNALING"}
-
-
-def slurm_state(job_id: str) -> str | None:
-    """The job's state as slurmctld has it (squeue -t all: finished jobs too, for MinJobAge);
-    '' when slurmctld no longer knows the job; None when squeue does not answer."""
-    try:
-        out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return "" if "invalid job id" in out.stderr.lower() else None
-    states = [s.strip() for s in out.stdout.splitlines() if s.strip()]
-    return next((s for s in states if s in ALIVE), states[0] if states else "")
-
-
 class Unfinished(Exception):
-    """A job that Slurm ended without a result (its state in the message)."""
+    """A job that Slurm ended without a result, or one that waits for something that will not come
+    by itself (held past the grace, a reason that never clears): the message says which."""
 
 
-class CheckedSlurmLauncher(SlurmLauncher):
-    @staticmethod
-    def _result(job: Any, poll_s: float = 2.0) -> JobReturn:
-        """The job's JobReturn, waiting as long as Slurm runs (or will rerun) the job.
+# How often the launcher asks squeue (one call for every job still awaited).
+POLL_S = 2.0
 
-        submitit decides from sacct, which misses two cases: a job whose node was lost shows
-        NODE_FAIL for a moment while Slurm requeues it (--requeue), and an array task cancelled
-        while pending has no accounting record at all (submitit would wait forever). So the
-        job's state is also asked from slurmctld (squeue)."""
-        from submitit.core.utils import FailedJobError, UncompletedJobError
 
-        while True:
+def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str] | None = None, params: dict[str, Any] | None = None,
+               poll_s: float = POLL_S,
+               query: Callable[[list[str]], dict[str, Any] | None] | None = None,
+               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+               echo: Callable[[str], None] | None = None) -> list[Any]:
+    """Every job's JobReturn, or an Unfinished saying why it has none, in the jobs' order.
+
+    All jobs are watched at once (one squeue call per poll): a held or stuck point is told as soon
+    as it happens, not when the points before it end. submitit decides from sacct, which misses
+    three cases: a job whose node was lost shows NODE_FAIL for a moment while Slurm requeues it
+    (--requeue); an array task cancelled while pending has no accounting record at all (submitit
+    would wait forever); and a held job (priority 0: `scontrol hold`, `launch failed requeued
+    held`) is PENDING for ever. So each job's state and reason are also asked from slurmctld
+    (squeue %T %r %Q) and told once per change (loosespec_bench.slurm.QueueWatch)."""
+    from submitit.core.utils import FailedJobError, UncompletedJobError
+
+    from loosespec_bench.slurm import ALIVE, QueueWatch, ended_without_result, query_queue
+
+    query = query or query_queue
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    out: list[Any] = [None] * len(jobs)
+    waiting = dict(enumerate(jobs))
+    watches = {i: QueueWatch(job.job_id, held_grace_s, known_nodes) for i, job in waiting.items()}
+    gone_since: dict[int, float] = {}  # first poll at which Slurm no longer had the job alive
+    requeued: set[int] = set()
+    silent_since: float | None = None  # squeue has not answered since (slurmctld down or restarting)
+    while waiting:
+        queue = query([job.job_id for job in waiting.values()])
+        if queue is None and silent_since is None:
+            silent_since = clock()
+            log.warning("squeue does not answer (slurmctld down or restarting?): the jobs run on; asking again every "
+                        f"{poll_s:g} s")
+        elif queue is not None and silent_since is not None:
+            log.info(f"squeue answers again after {clock() - silent_since:.0f} s")
+            silent_since = None
+        for i, job in list(waiting.items()):
+            entry = None if queue is None else queue.get(job.job_id)
+            state = None if queue is None else (entry.state if entry else "")
             if job.done():
                 try:
-                    return job.results()[0]
+                    out[i] = job.results()[0]
+                    del waiting[i]
+                    continue
                 except (UncompletedJobError, FailedJobError) as err:
-                    state = slurm_state(job.job_id)
                     if state not in ALIVE:
                         last = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
                         # COMPLETED without a result: submitit's own verdict (e.g. out of requeues) says why.
                         why = state if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
-                        raise Unfinished(why) from err
-                    log.info(f"job {job.job_id} was requeued by Slurm ({state}); waiting for it")
+                        out[i] = Unfinished(ended_without_result(why, params or {}))
+                        del waiting[i]
+                        continue
+                    if i not in requeued:
+                        log.info(f"job {job.job_id} was requeued by Slurm ({state}); waiting for it")
+                        requeued.add(i)
                     job.watcher.clear()  # forget the cached final state of the first attempt
+            elif state is not None and state not in ALIVE:
+                # Its result file may be on its way: a second look one poll later decides.
+                if i in gone_since and clock() - gone_since[i] >= poll_s:
+                    out[i] = Unfinished(ended_without_result(state, params or {}) if state else "no record left in Slurm: cancelled while pending?")
+                    del waiting[i]
+                    continue
+                gone_since.setdefault(i, clock())
             else:
-                state = slurm_state(job.job_id)
-                if state is not None and state not in ALIVE:
-                    time.sleep(poll_s)  # its result file may be on its way
-                    if not job.done() and slurm_state(job.job_id) not in ALIVE:
-                        raise Unfinished(state or "no record left in Slurm: cancelled while pending?")
-            time.sleep(poll_s)
+                gone_since.pop(i, None)
+            if entry is None or entry.state not in ALIVE:
+                continue
+            lines, verdict = watches[i].update(entry, clock())
+            for level, line in lines:
+                log.log(level, line)
+            if verdict is not None:
+                if verdict.kind == "never":
+                    # It would pend for ever: cancelled, so that nothing starts it behind the user's back.
+                    subprocess.run(["scancel", job.job_id], capture_output=True, timeout=60)
+                    echo(f"error: {verdict.message} (job cancelled)")
+                out[i] = Unfinished(verdict.message)
+                del waiting[i]
+        if waiting:
+            sleep(poll_s)
+    return out
 
+
+class CheckedSlurmLauncher(SlurmLauncher):
     def _refuse(self, message: str) -> None:
         """One line, exit 2, and no sweep folder left behind (it holds only Hydra's multirun.yaml
         and submitit's empty folders when nothing was submitted)."""
@@ -130,11 +169,34 @@ class CheckedSlurmLauncher(SlurmLauncher):
                     break
         raise SystemExit(2)
 
+    def _record_jobs(self, points: List[tuple[int, List[str]]], jobs: Sequence[Any]) -> None:
+        """Which job runs which run folder (slurm.JOBS_INDEX), for `make status`: each point's
+        config composed as the job will compose it (Hydra's load_sweep_config), its folder named
+        as app.run names it. Never stops a launch: a point it cannot name is left out, with a warning."""
+        from loosespec_bench.run_folder import run_dir
+        from loosespec_bench.slurm import record_jobs
+
+        assert self.config is not None and self.hydra_context is not None
+        rows = []
+        for (_, overrides), job in zip(points, jobs):
+            try:
+                cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+                with open_dict(cfg):
+                    del cfg["hydra"]  # as run_job hands the task its config (hydra.* needs the job's number)
+                rows.append((run_dir(cfg), job.job_id))
+            except Exception as err:  # the job itself reports a config it cannot run
+                log.warning(f"job {job.job_id}: its run folder is not recorded for `make status` ({type(err).__name__}: {err})")
+        try:
+            record_jobs(rows)
+        except OSError as err:
+            log.warning(f"the jobs' index for `make status` could not be written ({err})")
+
     def _executor(self) -> Any:
         """submitit's AutoExecutor for the launcher's params (as hydra-submitit-launcher builds it)."""
         import submitit
 
         params = dict(self.params)
+        params.pop("held_grace_min", None)  # the launcher's own, not an sbatch option
         init = {"folder": params.pop("submitit_folder")}
         if "max_num_timeout" in params:
             init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
@@ -146,9 +208,12 @@ class CheckedSlurmLauncher(SlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from submitit.core.utils import FailedJobError
 
-        from loosespec_bench.slurm import check_request, cluster_nodes, sbatch_refusal
+        from loosespec_bench.slurm import check_request, cluster_nodes, held_grace_s, sbatch_refusal
 
         assert self.config is not None
+        grace = held_grace_s(self.params.get("held_grace_min"), HELD_GRACE_MIN)
+        if isinstance(grace, str):
+            self._refuse(grace)
         nodes = cluster_nodes()
         if nodes:
             problem = check_request(self.params, nodes)
@@ -170,13 +235,17 @@ class CheckedSlurmLauncher(SlurmLauncher):
         except FailedJobError as err:
             self._refuse(sbatch_refusal(str(err)))
         log.info(f"job array {jobs[0].job_id.split('_')[0]}: {len(jobs)} jobs")
+        self._record_jobs(points, jobs)
         returns: List[JobReturn] = []
         missing: List[str] = []
-        for (idx, overrides), job in zip(points, jobs):
-            try:
-                returns.append(self._result(job))
-            except Unfinished as err:
-                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {err})")
+        assert isinstance(grace, float)
+        results = await_jobs(jobs, held_grace_s=grace,
+                             known_nodes={n.name for n in nodes} if nodes else None, params=dict(self.params))
+        for (idx, overrides), job, result in zip(points, jobs, results):
+            if isinstance(result, Unfinished):
+                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {result})")
+            else:
+                returns.append(result)
         if missing:
             print(f"error: {len(missing)} of {len(jobs)} points ended without a result: " + "; ".join(missing)
                   + ". Their run folders keep the finished samples; `make status` lists them; launching again resumes them",
