@@ -854,8 +854,11 @@ def test_scancel_of_one_task_is_named_and_a_relaunch_runs_only_it(tmp_path):
     ids=["gpus-on-cpu-partition", "unknown-partition", "more-memory-than-a-node"],
 )
 def test_a_request_the_cluster_cannot_meet_is_one_error_line(tmp_path, override, setting):
+    # A key is given once (the pre-check refuses a repeated one): the override replaces SWEEP's.
+    key = override.split("=", 1)[0]
+    base = [a for a in SWEEP if a.split("=", 1)[0] != key]
     proc = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "scale=cpu", "hydra/launcher=slurm",
-                 *SWEEP, override, f"paths.results_dir={tmp_path}"], timeout=300)
+                 *base, override, f"paths.results_dir={tmp_path}"], timeout=300)
     assert proc.returncode == 2
     errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(errors) == 1 and errors[0].startswith(f"error: {setting}"), proc.stderr
