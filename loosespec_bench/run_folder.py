@@ -38,7 +38,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import ConfigError
 from .safe_files import check_regular, open_fd, open_regular, read_text
@@ -186,40 +186,36 @@ def config_problems(config: Any) -> list[str]:
     return bad
 
 
+def _load_checked(path: Path, parse: Callable[[str], Any], kind: str, errors: tuple[type[BaseException], ...],
+                  problems_of: Callable[[Any], list[str]]) -> tuple[Any, list[str]]:
+    """(a run file parsed, what is wrong with it); (None, []) when there is none. Read as data:
+    never through a link, never a FIFO or a device (safe_files)."""
+    if not os.path.lexists(path):
+        return None, []
+    try:
+        data = parse(read_text(path))
+    except ConfigError as err:  # a link, a FIFO, a device or a folder: never read
+        return None, [str(err)]
+    except UnicodeDecodeError as err:
+        return None, [f"it is not UTF-8 text ({err.reason})"]
+    except errors as err:
+        return None, [f"it is not {kind} ({' '.join(str(err).split())[:80]})"]
+    problems = problems_of(data)
+    return (data if not problems else None), problems
+
+
 def load_config_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     """(a run's config.yaml as a dict, what is wrong with it); (None, []) when there is none."""
     import yaml
 
-    if not os.path.lexists(path):
-        return None, []
-    try:
-        data = yaml.safe_load(read_text(path))
-    except ConfigError as err:  # a link, a FIFO, a device or a folder (safe_files): never read
-        return None, [str(err)]
-    except UnicodeDecodeError as err:
-        return None, [f"it is not UTF-8 text ({err.reason})"]
-    except (OSError, yaml.YAMLError) as err:
-        return None, [f"it is not YAML ({' '.join(str(err).split())[:80]})"]
-    problems = config_problems(data)
-    return (data if not problems else None), problems
+    return _load_checked(path, yaml.safe_load, "YAML", (OSError, yaml.YAMLError), config_problems)
 
 
 def load_summary_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     """(a run's summary.json, what is wrong with it); (None, []) when there is none."""
     from .schema import summary_problems
 
-    if not os.path.lexists(path):
-        return None, []
-    try:
-        data = json.loads(read_text(path))
-    except ConfigError as err:  # a link, a FIFO, a device or a folder (safe_files): never read
-        return None, [str(err)]
-    except UnicodeDecodeError as err:
-        return None, [f"it is not UTF-8 text ({err.reason})"]
-    except (OSError, ValueError, RecursionError) as err:
-        return None, [f"it is not JSON ({' '.join(str(err).split())[:80]})"]
-    problems = summary_problems(data)
-    return (data if not problems else None), problems
+    return _load_checked(path, json.loads, "JSON", (OSError, ValueError, RecursionError), summary_problems)
 
 
 class DamagedRun(ConfigError):
