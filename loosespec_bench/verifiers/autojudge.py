@@ -153,6 +153,7 @@ class AutoJudge(Verifier):
     needs_hidden = True
     Params = AutoJudgeParams
     config_names = ("autojudge",)
+    display_name = "AutoJudge"
 
     def __init__(self, **knobs: Any) -> None:
         self.params = AutoJudgeParams.build(knobs)  # every range checked once, there
@@ -182,6 +183,7 @@ class DropMatchAutoJudge(DropMatch):
 
     Params = DropMatchAutoJudgeParams
     config_names = ("dropmatch_autojudge",)
+    display_name = "DropMatch + AutoJudge"
 
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)  # DropMatch builds self.Params: every range checked once, there

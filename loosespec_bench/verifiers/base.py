@@ -62,6 +62,13 @@ class Verifier:
     Params: ClassVar[type[Params]] = VerifierParams
     # method.name values this rule may be filed under (run ids, reports); () = any.
     config_names: ClassVar[tuple[str, ...]] = ()
+    # What the other layers (report, planner, engines, baselines) ask of a rule by its class, never
+    # by its name: how tables print it; whether its output is the target's own (lossless: exact
+    # SPD, the target alone), so that accuracy differences are numerics; whether it IS the target
+    # alone (no drafter: the speedup baseline). verifiers.rule_class(name) finds the class.
+    display_name: ClassVar[str] = ""
+    lossless: ClassVar[bool] = False
+    target_alone: ClassVar[bool] = False
 
     needs_hidden: bool = False
     needs_draft_probs: bool = False

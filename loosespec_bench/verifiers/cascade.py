@@ -63,6 +63,7 @@ class Cascade(PositionwiseRule):
 
     Params = CascadeParams
     config_names = ("cascade",)
+    display_name = "Cascade"
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
         return cascade_decide(

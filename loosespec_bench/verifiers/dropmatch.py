@@ -367,6 +367,7 @@ class DropMatch(Verifier):
 
     Params = DropMatchParams
     config_names = ("dropmatch",)
+    display_name = "DropMatch"
 
     def __init__(self, **knobs: Any) -> None:
         self.params = self.Params.build(knobs)  # every range checked once, there (a subclass's own Params)

@@ -89,6 +89,7 @@ class Ensemble(PositionwiseRule):
 
     Params = EnsembleParams
     config_names = ("ensemble",)
+    display_name = "Ensemble"
     needs_draft_probs = True  # q_i enters v_i at every temperature
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:

@@ -318,6 +318,7 @@ class FLy(Verifier):
 
     Params = FLyParams
     config_names = ("fly",)
+    display_name = "FLy"
 
     def __init__(self, **knobs: Any) -> None:
         self.params = FLyParams.build(knobs)  # every range checked once, there

@@ -146,6 +146,7 @@ class FSD(PositionwiseRule):
 
     Params = FSDParams
     config_names = ("fsd",)
+    display_name = "FSD"
     needs_draft_probs = True  # the divergence reads q_i at every temperature
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:

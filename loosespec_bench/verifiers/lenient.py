@@ -66,6 +66,7 @@ class Lenient(PositionwiseRule):
 
     Params = LenientParams
     config_names = ("lenient",)
+    display_name = "Lenient"
     needs_draft_probs = True  # q_i(d_i) enters the test at every temperature
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:

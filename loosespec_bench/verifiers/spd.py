@@ -68,10 +68,11 @@ def verify_sampling(
 
 
 class SPD(Verifier):
-    """Vanilla speculative decoding as a configured verifier (also used for method=ar, K = 0)."""
+    """Vanilla speculative decoding as a configured verifier."""
 
-    # method=ar is this rule without a drafter (uses_drafter=false): the pre-check pairs the names.
-    config_names = ("spd", "ar")
+    config_names = ("spd",)
+    display_name = "SPD"
+    lossless = True
 
     def __call__(
         self,
@@ -87,3 +88,12 @@ class SPD(Verifier):
         else:
             n, nxt = verify_greedy(draft.tokens, scores.logits)
         return Verdict(num_accepted=n, next_token=nxt)
+
+
+class TargetAlone(SPD):
+    """The target alone (method=ar): SPD's loop with no drafter (K = 0), the speedup baseline.
+    Its own class so that every layer asks `target_alone` of it instead of matching the name."""
+
+    config_names = ("ar",)
+    display_name = "target alone"
+    target_alone = True

@@ -74,6 +74,7 @@ class Threshold(PositionwiseRule):
 
     Params = ThresholdParams
     config_names = ("threshold",)
+    display_name = "Threshold"
 
     def draft_temperature(self, temperature: float) -> float:
         """Greedy drafts at every temperature: SGLang's target-only test ignores q."""

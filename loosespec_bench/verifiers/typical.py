@@ -80,6 +80,7 @@ class Typical(PositionwiseRule):
 
     Params = TypicalParams
     config_names = ("typical",)
+    display_name = "Typical acceptance"
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
         return typical_decide(
