@@ -36,10 +36,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..run_folder import RunFolder
-from ..stats import (
-    CI_METHOD, LEVEL, N_BOOT, PAIRED_TESTS, count_sign_test, ExactPairedBinary, mean_stat, median_stat, method_text, paired_bootstrap,
-    proportion_interval, ratio_of_sums, sign_test_p, speed_baseline, speedup_of_sums, two_sided,
+from ..stats.intervals import (
+    CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums,
 )
+from ..stats.exact import count_sign_test, ExactPairedBinary, proportion_interval, sign_test_p
+from ..stats.verdicts import PAIRED_TESTS, two_sided
 from ..timing import counts_for_speed
 
 

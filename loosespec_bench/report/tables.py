@@ -37,7 +37,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..schema import FIGURE, format_interval, format_value, label_parts
-from ..stats import sign_test_p
+from ..stats.exact import sign_test_p
 from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")

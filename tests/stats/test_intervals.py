@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from loosespec_bench.stats import paired_bootstrap_ratio, retention_summary
+from loosespec_bench.stats.intervals import paired_bootstrap_ratio, retention_summary
 
 
 def _sample(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +83,7 @@ def test_degenerate_inputs_give_sane_results_without_warnings(ci_method):
 
 
 # -- every figure's interval ---------------------------------------------------------------------
-from loosespec_bench.stats import n_for_half_width, paired_bootstrap, quality_intervals, speed_intervals  # noqa: E402
+from loosespec_bench.stats.intervals import n_for_half_width, paired_bootstrap, quality_intervals, speed_intervals  # noqa: E402
 
 
 def _rec(tokens, steps, m_s, b_tokens, b_s, correct=None, b_correct=None):
@@ -168,7 +168,7 @@ def test_paired_bootstrap_checks_its_columns():
 def test_sign_test_counts_and_p_beside_the_bootstrap():
     # Named case: θ = 0.8 on GSM8K, 4 answers lost and none gained: the bootstrap interval of the
     # difference excludes 0, the exact sign test does not (p = 0.125).
-    from loosespec_bench.stats import sign_test_p
+    from loosespec_bench.stats.exact import sign_test_p
 
     recs = [_rec(10, 5, 1.0, 10, 1.0, i >= 4, True) for i in range(30)]  # 4 lost
     out = quality_intervals(recs, "correct", "accuracy", n_boot=2000)
@@ -177,81 +177,3 @@ def test_sign_test_counts_and_p_beside_the_bootstrap():
     assert out["accuracy_diff_ci_high"] < 0  # the bootstrap's interval: too narrow here
     assert sign_test_p(0, 0) == 1.0 and sign_test_p(3, 3) == pytest.approx(1.0)
     assert sign_test_p(6, 0) == pytest.approx(2 / 64)
-
-
-# ---- speed over occasions ----------------------------------------------------------------------
-from loosespec_bench.stats import count_sign_test, icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
-
-
-def test_icc_matches_shrout_and_fleiss_worked_example():
-    # Shrout & Fleiss (1979), Table 2: 6 targets x 4 judges; ICC(2,1) = 0.29.
-    y = np.array([[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9], [6, 2, 4, 7]], float)
-    assert icc_agreement(y) == pytest.approx(0.29, abs=0.005)
-    assert icc_agreement(np.ones((3, 2))) is None  # no variance at all: undefined
-    assert icc_agreement(np.array([[1.0, 1.1]])) is None  # one subject
-
-
-def test_icc_of_perfect_retest_is_one():
-    y = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
-    assert icc_agreement(y) == pytest.approx(1.0)
-
-
-def test_occasion_effects_recover_an_additive_table():
-    # y = mu + a_o + b_p exactly: the fit returns a_o, no residual, and the occasion variance
-    # component (MS_occ - 0) / P = P * sum(a^2) / (O - 1) / P.
-    a = np.array([0.1, -0.1])
-    b = np.array([0.0, 0.2, -0.2, 0.4])
-    y = 1.0 + a[:, None] + b[None, :]
-    eff = occasion_effects(y)
-    assert eff["mu"] == pytest.approx(1.0 + b.mean())
-    assert eff["occasion_effects"] == pytest.approx(list(a))
-    assert eff["residual_var"] == pytest.approx(0.0, abs=1e-15)
-    assert eff["occasion_var"] == pytest.approx((a ** 2).sum() / 1)
-    assert eff["occasion_f"] is None  # no residual: F undefined
-    with pytest.raises(ValueError):
-        occasion_effects(np.array([[1.0, np.nan]]))
-
-
-def test_occasion_effects_f_test_against_scipy_anova():
-    rng = np.random.default_rng(3)
-    y = rng.normal(size=(3, 5)) + np.array([[0.0], [0.5], [1.0]])
-    eff = occasion_effects(y)
-    # Two-way ANOVA without replication by hand: the same F and p.
-    n_o, n_p = y.shape
-    mu = y.mean()
-    ss_o = n_p * ((y.mean(axis=1) - mu) ** 2).sum()
-    ss_e = ((y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + mu) ** 2).sum()
-    f = (ss_o / 2) / (ss_e / 8)
-    from scipy import stats as st
-
-    assert eff["occasion_f"] == pytest.approx(f)
-    assert eff["occasion_p"] == pytest.approx(st.f.sf(f, 2, 8))
-
-
-def test_occasion_bootstrap_pools_cells_and_skips_excluded_ones():
-    tok = np.full((2, 3), 10.0)
-    m_time = np.array([[1.0, 1.0, 1.0], [2.0, 2.0, np.nan]])
-    b_time = np.array([[2.0, 2.0, 2.0], [4.0, 4.0, 4.0]])
-    pt, lo, hi = occasion_bootstrap(tok, m_time, tok, b_time, n_boot=200)
-    # Cells left: method 50 tokens in 7 s, target alone 50 tokens in 14 s: 2.0 exactly.
-    assert pt == pytest.approx(2.0) and lo == pytest.approx(2.0) and hi == pytest.approx(2.0)
-    assert occasion_bootstrap(tok, np.full((2, 3), np.nan), tok, b_time, n_boot=10) == (None, None, None)
-
-
-def test_occasion_bootstrap_widens_with_an_occasion_effect():
-    rng = np.random.default_rng(0)
-    tok = np.full((2, 8), 10.0)
-    b_time = rng.uniform(1, 2, (2, 8))
-    steady = b_time / 1.5  # 1.5x on both occasions
-    moved = b_time / np.array([[1.2], [1.8]])  # the occasion moves it
-    _, lo1, hi1 = occasion_bootstrap(tok, steady, tok, b_time, n_boot=500)
-    _, lo2, hi2 = occasion_bootstrap(tok, moved, tok, b_time, n_boot=500)
-    assert hi1 - lo1 == pytest.approx(0.0, abs=1e-9) and hi2 - lo2 > 0.2
-
-
-def test_count_sign_test_is_exact():
-    t = count_sign_test([1, 1, 1, 1, 1, 2], [2, 2, 2, 2, 2, 2])
-    assert (t["fewer"], t["more"], t["ties"]) == (5, 0, 1)
-    assert t["p"] == pytest.approx(2 * 0.5 ** 5)
-    with pytest.raises(ValueError):
-        count_sign_test([1], [1, 2])
