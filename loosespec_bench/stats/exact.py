@@ -19,6 +19,12 @@ def sign_test_p(lost: int, gained: int) -> float:
     n = lost + gained
     return float(stats.binomtest(min(lost, gained), n, 0.5).pvalue) if n else 1.0
 
+def is_binary(values: Sequence[float]) -> bool:
+    """Whether every score is 0 or 1 (bools count): such scores get exact intervals, never the
+    bootstrap (a ratio or mean of 0/1 sums has atoms a bootstrap bound can land on)."""
+    return all(v in (0.0, 1.0) for v in values)
+
+
 def _cp_upper(k: int, n: int, alpha: float) -> float:
     """One-sided Clopper-Pearson upper bound of a binomial proportion (k of n), level 1 - alpha."""
     return 1.0 if k >= n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
@@ -48,6 +54,16 @@ class ExactPairedBinary:
             raise ValueError(f"lost {lost} of {right} right, gained {gained} of {wrong} wrong: impossible counts")
         self.lost, self.gained, self.right, self.wrong = lost, gained, right, wrong
         self.n = right + wrong
+
+    @classmethod
+    def from_scores(cls, method: Sequence[float], reference: Sequence[float]) -> "ExactPairedBinary":
+        """The counts of paired 0/1 scores (method's, reference's, one pair per problem)."""
+        if len(method) != len(reference) or not (is_binary(method) and is_binary(reference)):
+            raise ValueError("ExactPairedBinary.from_scores needs paired 0/1 scores")
+        right = sum(1 for r in reference if r == 1)
+        lost = sum(1 for m, r in zip(method, reference) if m < r)
+        gained = sum(1 for m, r in zip(method, reference) if m > r)
+        return cls(lost, gained, right, len(reference) - right)
 
     def _coef(self, estimand: str) -> tuple[float, float, float]:
         """(offset, weight of p_gained, weight of p_lost) of the estimand."""

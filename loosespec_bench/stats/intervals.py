@@ -1,21 +1,25 @@
-"""Uncertainty of every reported figure: a paired bootstrap over samples.
+"""Uncertainty of every reported figure: a paired bootstrap over samples for tau and speed, exact
+intervals for 0/1 quality.
 
 The figures (definitions in metrics.py and docs/algorithms.md section 7): speedup (ratio of
 total throughputs, and the median of per-sample ratios), tau (pooled over the run's steps),
 each side's quality, the paired quality difference and retention. Each is a function of
 per-sample columns; the bootstrap resamples samples (whole rows: a sample's method and
 target-alone values stay together) and recomputes the figure, so a ratio of sums is
-resampled as a ratio of sums, never as a mean of ratios.
+resampled as a ratio of sums, never as a mean of ratios. scipy.stats.bootstrap does the
+resampling: BCa by default (corrects the bias and skew of a ratio's bootstrap distribution),
+the plain percentile interval as an option. Seeded: the same records give the same interval.
 
-Retention in detail:
-
-retention = mean(method quality) / mean(target-alone quality), on the same samples (quality is
-each sample's score field: 0/1 correctness, or e.g. a judge rating). The interval resamples
-*samples* with replacement, keeping each sample's (method, baseline) pair together, so that the
-strong correlation between the two (the same problem is easy or hard for both) narrows the
-interval as it should. scipy.stats.bootstrap does the resampling: BCa by default (corrects the
-bias and skew of a ratio's bootstrap distribution), the plain percentile interval as an option.
-Seeded: the same records give the same interval.
+Quality (quality_interval, the one place a quality figure gets its interval): retention =
+mean(method quality) / mean(target-alone quality) on the same samples, the difference the mean
+of per-sample method - target alone, each side's quality its mean. 0/1 scores (accuracy,
+pass@1) are never bootstrapped: a ratio or mean of 0/1 sums has atoms that a bootstrap bound
+lands on (1 lost and 5 gained read retention [1.000, 1.800]). Each side's accuracy gets its
+Clopper-Pearson interval, the difference and retention the exact paired interval of
+exact.ExactPairedBinary (Clopper-Pearson on the lost and gained splits given the target alone's
+answers, mapped through its accuracy), zero discordant pairs included. Graded scores (NIAH
+recall, IFEval loose, ratings) keep the paired bootstrap. One paired problem (or none) has no
+interval: (point, None, None), printed n/a.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
-from .exact import LEVEL, sign_test_p
+from .exact import LEVEL, ExactPairedBinary, is_binary, proportion_interval, sign_test_p
 
 N_BOOT = 10_000
 CiMethod = Literal["BCa", "percentile"]
@@ -162,6 +166,61 @@ def _value(score: dict[str, Any], key: str) -> float | None:
     return float(v)  # bool -> 0/1
 
 
+EXACT_QUALITY_TEXT = ("exact: Clopper-Pearson for each side's 0/1 quality; the paired difference and retention "
+                      "from Clopper-Pearson bounds on the lost and gained splits given the target alone's answers "
+                      "(stats.exact.ExactPairedBinary)")
+
+
+def quality_ci_text(exact: bool, ci_method: CiMethod = CI_METHOD) -> str:
+    """What a quality interval is: EXACT_QUALITY_TEXT for 0/1 scores, the bootstrap's otherwise."""
+    return EXACT_QUALITY_TEXT if exact else method_text(ci_method)
+
+
+def quality_interval(
+    estimand: Literal["mean", "diff", "retention"],
+    method: Sequence[float],
+    baseline: Sequence[float] | None = None,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+    ci_method: CiMethod = CI_METHOD,
+    info: dict[str, Any] | None = None,
+) -> tuple[float | None, float | None, float | None]:
+    """(point, low, high) of a quality figure over per-sample scores: "mean" of `method` (one
+    side's quality), or with paired `baseline` scores (the target alone's) "diff" (mean of
+    method - baseline) or "retention" (mean(method) / mean(baseline); None when the baseline's
+    mean is 0). Every summary's quality interval comes from here (module doc): 0/1 scores get
+    the exact interval (Clopper-Pearson; ExactPairedBinary for diff and retention), graded ones
+    the paired bootstrap. At n <= 1 no interval exists: (point, None, None). `info`, when
+    given, receives "ci_method_used" ("exact", or the bootstrap's as in paired_bootstrap) and,
+    for the bootstrap, "undefined_resamples"."""
+    m = [float(v) for v in method]
+    b = None if baseline is None else [float(v) for v in baseline]
+    if estimand not in ("mean", "diff", "retention"):
+        raise ValueError(f"estimand {estimand!r}: use 'mean', 'diff' or 'retention'")
+    if (estimand == "mean") != (b is None) or (b is not None and len(b) != len(m)):
+        raise ValueError(f"{estimand}: give {'one column' if estimand == 'mean' else 'paired method and baseline columns'}")
+    if not m or (estimand == "retention" and sum(b) == 0):  # type: ignore[arg-type]
+        return None, None, None
+    if is_binary(m) and (b is None or is_binary(b)):
+        if info is not None:
+            info["ci_method_used"] = "exact"
+        if b is None:
+            point, low, high = proportion_interval(int(sum(m)), len(m), level)
+        else:
+            ex = ExactPairedBinary.from_scores(m, b)
+            point, low, high = ex.interval("retention" if estimand == "retention" else "difference", level)
+    elif estimand == "retention":
+        point, low, high = paired_bootstrap_ratio(m, b, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method, info=info)  # type: ignore[arg-type]
+    else:
+        cols, stat = ((m,), mean_stat) if b is None else ((m, b), mean_diff)
+        point, low, high = paired_bootstrap(cols, stat, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method, info=info)
+    if len(m) <= 1:
+        return point, None, None
+    return point, low, high
+
+
 def retention_summary(
     records: list[dict[str, Any]], key: str | None, *, seed: int = 0, n_boot: int = N_BOOT, ci_method: CiMethod = CI_METHOD
 ) -> dict[str, Any]:
@@ -183,11 +242,12 @@ def retention_summary(
     if not pairs:
         return {}
     info: dict[str, Any] = {}
-    point, low, high = paired_bootstrap_ratio(
-        [p[0] for p in pairs], [p[1] for p in pairs], n_boot=n_boot, seed=seed, ci_method=ci_method, info=info
+    point, low, high = quality_interval(
+        "retention", [p[0] for p in pairs], [p[1] for p in pairs], n_boot=n_boot, seed=seed, ci_method=ci_method, info=info
     )
+    exact = info.get("ci_method_used") == "exact"
     undefined = info.get("undefined_resamples", 0)
-    ci_text = method_text(ci_method)
+    ci_text = quality_ci_text(exact, ci_method)
     if undefined and low is not None:
         ci_text = (
             f"{ci_text}; {undefined} of {n_boot} resamples drew no target-alone quality (no ratio):"
@@ -203,9 +263,9 @@ def retention_summary(
         "retention_ci_excludes_1": None if low is None else bool(high < 1.0 or low > 1.0),
         "retention_ci_level": LEVEL,
         "retention_ci_method": ci_text,
-        "retention_ci_undefined_resamples": undefined,
-        "retention_ci_n_boot": n_boot,
-        "retention_ci_seed": seed,
+        "retention_ci_undefined_resamples": None if exact else undefined,
+        "retention_ci_n_boot": None if exact else n_boot,
+        "retention_ci_seed": None if exact else seed,
     }
 
 
@@ -286,16 +346,15 @@ def quality_intervals(
 ) -> dict[str, Any]:
     """Intervals of each side's quality (the mean of score[key]: `figure` for the method,
     baseline_<figure> for the target alone), of the paired difference <figure>_diff (method
-    minus target alone, per sample, then the mean) and the power flag: `underpowered` when
-    the difference's interval is wider than +-power_threshold (or has no bounds), i.e. the run
-    cannot tell a loss of that size from none (with no discordant pair, the rule-of-three
-    half-width z * sqrt(3) / n stands in for the bootstrap's zero width). {} without a
-    quality key."""
+    minus target alone, per sample, then the mean), all from quality_interval (exact for 0/1
+    scores, the bootstrap for graded ones; quality_ci_method says which), and the power flag:
+    `underpowered` when the difference's interval is wider than +-power_threshold (or has no
+    bounds), i.e. the run cannot tell a loss of that size from none. {} without a quality key."""
     if key is None:
         return {}
     kw = dict(n_boot=n_boot, seed=seed, ci_method=ci_method)
     method = [v for v in (_value(r.get("score", {}), key) for r in records) if v is not None]
-    out: dict[str, Any] = _fields(figure, paired_bootstrap((method,), mean_stat, **kw)) if method else {}
+    out: dict[str, Any] = _fields(figure, quality_interval("mean", method, **kw)) if method else {}
     pairs = [
         (mv, bv)
         for r in records if r.get("baseline")
@@ -303,27 +362,31 @@ def quality_intervals(
         if mv is not None and bv is not None
     ]
     if not pairs:
+        if method:
+            out["quality_ci_method"] = quality_ci_text(is_binary(method), ci_method)
         return out
     m, b = [p[0] for p in pairs], [p[1] for p in pairs]
-    out.update(_fields(f"baseline_{figure}", paired_bootstrap((b,), mean_stat, **kw)))
-    diff = paired_bootstrap((m, b), mean_diff, **kw)
+    exact = is_binary(method) and is_binary(b)
+    out.update(_fields(f"baseline_{figure}", quality_interval("mean", b, **kw)))
+    diff = quality_interval("diff", m, b, **kw)
     out[f"{figure}_diff"] = diff[0]
     out.update(_fields(f"{figure}_diff", diff))
     half = None if diff[1] is None else (diff[2] - diff[1]) / 2
     # Discordant pairs (one side right, the other wrong): what the planner sizes n from.
     discordant = sum(1 for x, y in pairs if x != y)
-    # No discordant pair gives a bootstrap interval of width 0 whatever n; the power check then
-    # uses the rule of three (discordance below 3/n at 95%): half-width z * sqrt(3) / n.
+    # Graded scores with no changed score give a bootstrap interval of width 0 whatever n; the
+    # power check then uses the rule of three (discordance below 3/n at 95%): half-width
+    # z * sqrt(3) / n. 0/1 scores need no such floor: the exact interval bounds the unseen
+    # changes itself.
     z = float(stats.norm.ppf(0.5 + LEVEL / 2))
-    floor = z * np.sqrt(3.0) / len(pairs)
+    floor = 0.0 if exact else z * np.sqrt(3.0) / len(pairs)
     # Which way the discordant pairs go, and the exact two-sided sign test on them (McNemar's
-    # exact test for 0/1 scores): the percentile bootstrap of a difference that rests on a few
-    # changed answers all one way (4 lost, 0 gained) almost never resamples none of them, so its
-    # interval excludes 0 where this test (p = 0.125) does not. Tables print both.
+    # exact test for 0/1 scores). Tables print both beside the interval.
     lost = sum(1 for x, y in pairs if x < y)
     gained = sum(1 for x, y in pairs if x > y)
     out.update(
         quality_n=len(pairs),
+        quality_ci_method=quality_ci_text(exact, ci_method),
         quality_diff_half_width=half,
         quality_lost=lost,
         quality_gained=gained,
