@@ -306,6 +306,8 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT, grade
             differ = sum(1 for u, v in zip(ta, tb) if u != v)
             if differ:
                 row.test, row.p = "none", None
+                if _binary(ma + ta + mb + tb):  # 0/1 scores are never bootstrapped: no exact interval here
+                    row.diff = (row.diff[0], None, None)
                 row.why = f"the runs' target-alone scores differ on {differ} of {len(ta)} problems: no paired test of retention"
             elif sum(ta) > 0:
                 _quality_test(row, ma, mb, graded_test, scale=sum(ta) / len(ta))

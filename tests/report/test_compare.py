@@ -239,6 +239,7 @@ def test_binary_retention_shares_the_target_alone_and_the_exact_machinery(tmp_pa
     other[29] = True
     row = _quality_rows(tmp_path / "differ", target, b, base_a=target, base_b=other)["retention"]
     assert row.p is None and verdict(row).startswith("undecided (the runs' target-alone scores differ on 1 of 30")
+    assert row.diff[1:] == (None, None)  # 0/1 scores are never bootstrapped: no interval without the paired machinery
 
 
 @pytest.mark.parametrize("graded_test", ["t", "wilcoxon"])
