@@ -210,7 +210,11 @@ def quality_interval(
             point, low, high = proportion_interval(int(sum(m)), len(m), level)
         else:
             ex = ExactPairedBinary.from_scores(m, b)
-            point, low, high = ex.interval("retention" if estimand == "retention" else "difference", level)
+            _, low, high = ex.interval("retention" if estimand == "retention" else "difference", level)
+            # The point as the bootstrap's statistic computes it (the same value as ex.point, to
+            # the last bit: summaries rebuilt under either method keep their points).
+            stat = ratio_of_sums if estimand == "retention" else mean_diff
+            point = float(stat(np.asarray(m), np.asarray(b)))
     elif estimand == "retention":
         point, low, high = paired_bootstrap_ratio(m, b, n_boot=n_boot, level=level, seed=seed, ci_method=ci_method, info=info)  # type: ignore[arg-type]
     else:
