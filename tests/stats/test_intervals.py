@@ -1,4 +1,5 @@
-"""The retention interval: a paired bootstrap through scipy.stats.bootstrap (BCa or percentile)."""
+"""stats/intervals.py: the paired bootstrap (BCa or percentile) behind tau, speed and graded quality, and
+quality_interval: exact intervals for 0/1 quality (scipy's Clopper-Pearson, hand cases, n = 1, zero discordant pairs)."""
 
 from __future__ import annotations
 
