@@ -666,7 +666,8 @@ def format_summary(s: dict[str, Any]) -> str:
     width = max(len(a) for a, _ in rows)
     lines = ["", "=" * (width + 30)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 30)]
     if s.get("ci_level") is not None:
-        lines.append(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}")
+        lines.append(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}"
+                     + (f"; quality: {s['quality_ci_method']}" if s.get("quality_ci_method") else ""))
     if s.get("underpowered"):
         lines.append(
             f"underpowered: {s.get('quality_n')} paired samples cannot tell a difference in {fig} of "

@@ -18,7 +18,7 @@ import statistics
 from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
 from .generation import GenerationOutput
-from .stats import speed_baseline
+from .stats.intervals import speed_baseline
 from .timing import counts_for_speed
 from .work import merge_work, per_token
 
@@ -90,7 +90,7 @@ def work_summary(records: list[dict[str, Any]], side: str | None = None) -> dict
 
 def acceptance_by_position(records: list[dict[str, Any]]) -> list[float]:
     """rate[i] = P(draft position i+1 accepted | it was drafted), pooled over steps."""
-    from .stats import position_counts  # here, not at the top: stats brings scipy, metrics stays light
+    from .stats.intervals import position_counts  # here, not at the top: stats brings scipy, metrics stays light
 
     offered, taken = position_counts(records)
     return [t / o for t, o in zip(taken, offered)]

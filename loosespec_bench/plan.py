@@ -414,7 +414,7 @@ def power_plan(sweeps: Sequence[Sweep], power: float = DEFAULT_POWER, assumed: f
     """Per data set of the plan: the paired n at which the exact McNemar test of method vs target
     alone rejects with probability `power` at the observed effect (stats.n_for_power_mcnemar),
     whether it is within budget_factor x the plan's n, and its cost."""
-    from .stats import n_for_power_mcnemar
+    from .stats.verdicts import n_for_power_mcnemar
 
     by_set: dict[str, list[tuple[Sweep, Job]]] = {}
     for s in sweeps:

@@ -13,10 +13,10 @@ from typing import Any
 
 from .costmodel import Calibration
 from .metrics import summarize
-from .stats import (
-    acceptance_intervals, ci_fields, paired_bootstrap, quality_intervals, retention_summary, sign_test_p, speed_baseline,
-    speed_intervals, speedup_of_sums,
+from .stats.intervals import (
+    acceptance_intervals, ci_fields, paired_bootstrap, quality_intervals, retention_summary, speed_baseline, speed_intervals, speedup_of_sums,
 )
+from .stats.exact import sign_test_p
 from .timing import counts_for_speed, timing_summary
 
 DEFAULT_POWER_THRESHOLD = 0.05  # accuracy difference half-width: 5 points
@@ -36,7 +36,7 @@ def build_summary(
 ) -> dict[str, Any]:
     """Every figure computed from the records: speed (metrics.summarize), the task's quality
     for the method and its paired target-alone run, retention, and beside each figure F its
-    paired-bootstrap interval F_ci_low / F_ci_high (stats.py); n_problems (distinct problems),
+    paired-bootstrap interval F_ci_low / F_ci_high (stats/intervals.py); n_problems (distinct problems),
     the timing verdicts (timing.timing_summary) and the power flag. `records`: one per sample
     (first per id). Records without timing data (runs from before it) count as timed."""
     quality = task.aggregate(records)

@@ -52,7 +52,9 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from loosespec_bench.costmodel import Calibration  # noqa: E402
-from loosespec_bench.stats import count_sign_test, icc_agreement, occasion_bootstrap, occasion_effects, paired_bootstrap, speedup_of_sums  # noqa: E402
+from loosespec_bench.stats.intervals import paired_bootstrap, speedup_of_sums  # noqa: E402
+from loosespec_bench.stats.occasions import icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
+from loosespec_bench.stats.exact import count_sign_test  # noqa: E402
 from loosespec_bench.work import merge_work, per_token  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

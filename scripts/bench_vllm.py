@@ -41,7 +41,7 @@ import bench_engine as be  # noqa: E402  (prompts, Run, summaries: the same code
 
 from loosespec_bench.engines import vllm as ve  # noqa: E402
 from loosespec_bench.metrics import pair_up, paired_ratio_stats  # noqa: E402
-from loosespec_bench.stats import median_stat, paired_bootstrap  # noqa: E402
+from loosespec_bench.stats.intervals import median_stat, paired_bootstrap  # noqa: E402
 
 CONTESTANTS = ("vllm-ar", "vllm-spd", "vllm-pld", "vllm-eagle3")
 # (ours in bench_engine.py, vLLM's here): the side-by-side rows.

@@ -140,7 +140,11 @@ def test_a_one_sample_run_prints_na_and_says_why_it_is_underpowered():
     many = build_summary(Task(), [_rec(i, True, True) for i in range(30)], seed=0)
     block = format_summary({**many, "method": "spd", "pair": "p", "dataset": "d", "tau_definition": "-", "run_dir": "r"})
     assert "zero discordant pairs at n = 30" in block and "lost / gained 0 / 0" in block
-    assert "(no spread)" in block  # identical quality on both sides: no zero-width bracket
+    # Identical 0/1 quality on both sides: no zero-width bracket but the exact interval (zero
+    # discordant pairs in the same machinery): retention's lower bound is the loss rate's exact
+    # one-sided upper bound at 1.25%, 1 - 0.0125^(1/30) (the rule of three's exact form).
+    assert many["retention_ci_low"] == pytest.approx(0.0125 ** (1 / 30)) and many["retention_ci_high"] == 1.0
+    assert "accuracy retention" in block and "[0.864, 1.000]" in block and "quality: exact" in block
 
 # ---- work counts' sign test and the cost model's prediction -------------------------------------
 from loosespec_bench.costmodel import Calibration, ForwardCost  # noqa: E402

@@ -40,9 +40,10 @@ import pandas as pd
 
 from ..costmodel import SPEEDUP, TARGET_TPS
 from ..errors import ConfigError
-from ..stats import (
-    ADJUSTMENTS, LEVEL, PAIRED_TESTS, SPENDINGS, BootstrapTest, ExactPairedBinary, adjust_pvalues, mcnemar_one_sided,
-    n_for_power, paired_bootstrap, proportion_interval, ratio_of_sums, sequential_boundaries, two_sided,
+from ..stats.intervals import LEVEL, paired_bootstrap, ratio_of_sums
+from ..stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
+from ..stats.verdicts import (
+    ADJUSTMENTS, PAIRED_TESTS, SPENDINGS, BootstrapTest, adjust_pvalues, n_for_power, sequential_boundaries, two_sided,
 )
 from .compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
 from .tables import method_label

@@ -36,10 +36,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..run_folder import RunFolder
-from ..stats import (
-    CI_METHOD, LEVEL, N_BOOT, PAIRED_TESTS, count_sign_test, ExactPairedBinary, mean_stat, median_stat, method_text, paired_bootstrap,
-    proportion_interval, ratio_of_sums, sign_test_p, speed_baseline, speedup_of_sums, two_sided,
+from ..stats.intervals import (
+    CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums,
 )
+from ..stats.exact import count_sign_test, ExactPairedBinary, proportion_interval, sign_test_p
+from ..stats.verdicts import PAIRED_TESTS, two_sided
 from ..timing import counts_for_speed
 
 
@@ -305,6 +306,8 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT, grade
             differ = sum(1 for u, v in zip(ta, tb) if u != v)
             if differ:
                 row.test, row.p = "none", None
+                if _binary(ma + ta + mb + tb):  # 0/1 scores are never bootstrapped: no exact interval here
+                    row.diff = (row.diff[0], None, None)
                 row.why = f"the runs' target-alone scores differ on {differ} of {len(ta)} problems: no paired test of retention"
             elif sum(ta) > 0:
                 _quality_test(row, ma, mb, graded_test, scale=sum(ta) / len(ta))

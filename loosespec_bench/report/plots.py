@@ -148,7 +148,7 @@ def _legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "")
 
 def _interval_caption(df: pd.DataFrame) -> str:
     """What the error bars are, and which runs have none."""
-    text = "error bars: 95% intervals from summary.json (paired bootstrap over samples)"
+    text = "error bars: 95% intervals from summary.json (tau, speed, graded quality: paired bootstrap over samples; 0/1 quality: exact)"
     if "intervals" not in df or df.empty:
         return text
     without = ~is_true(df["intervals"])
@@ -285,10 +285,9 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
             grid[2][j].axhline(0.0, color="grey", lw=1, ls="--")
     caption = _interval_caption(df) + "; dashed grey: target alone (1×); a line joins runs that share every other setting"
     if "score_diff" in metrics:
-        # A bootstrap interval over a few changed answers is too narrow (stats.sign_test_p): say so.
         caption += ("\nquality change: the method's score minus the target alone's on the same problems "
-                    "(paired bootstrap interval; dashed: no change); an interval resting on a few changed "
-                    "answers is too narrow: claims.md decides with the exact McNemar test")
+                    "(0/1 scores: the exact paired interval; graded: paired bootstrap; dashed: no change); "
+                    "claims.md decides with the exact McNemar test")
     if singles:
         caption += f"\n{singles} configuration(s) run at a single {param} (no sweep) are not drawn"
     if used:

@@ -37,7 +37,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..schema import FIGURE, format_interval, format_value, label_parts
-from ..stats import sign_test_p
+from ..stats.exact import sign_test_p
 from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
@@ -395,6 +395,8 @@ def _figure(members: list, metric: str, kind: str, with_n: bool = False) -> Any:
         return Num(value, kind, n=_samples(members) if with_n else None)
     new = [bool(m.get("intervals")) and not _nan(m.get("intervals")) for m in have]
     why = "interval not computable" if all(new) else NO_INTERVAL
+    if all(not _nan(m.get("n_samples")) and int(m["n_samples"]) <= 1 for m in have):
+        ci, why = None, "interval n/a at n = 1"  # one problem: no interval exists, never a zero-width one
     under = metric in QUALITY and any(m.get("underpowered") is True for m in have)
     return Num(value, kind, n=_samples(members) if with_n else None, ci=ci, no_interval=ci is None, why_none=why, underpowered=under)
 
@@ -477,8 +479,11 @@ def _interval_notes(runs: pd.DataFrame) -> list[str]:
     if runs.empty:
         return []
     old = int((~is_true(runs["intervals"])).sum())
-    notes = ["[low, high]: the 95% interval from the run's summary.json (paired bootstrap over samples: "
-             "loosespec_bench/stats.py); a mean over runs or sets combines the intervals as independent errors."]
+    notes = ["[low, high]: the 95% interval from the run's summary.json (loosespec_bench/stats/intervals.py): tau and "
+             "speed a paired bootstrap over samples; 0/1 quality (accuracy, pass@1, their difference from the target "
+             "alone, retention) exact: Clopper-Pearson, and for the paired figures Clopper-Pearson on the lost and gained "
+             "splits given the target alone's answers; graded quality (recall, IFEval loose, ratings) the paired "
+             "bootstrap. A mean over runs or sets combines the intervals as independent errors."]
     if old:
         notes.append(f"'(no interval)': {old} of these {len(runs)} runs' summaries predate the interval fields "
                      "(re-score them: python -m loosespec_bench.score <run dir>); the point value is shown alone.")
@@ -770,7 +775,7 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
     notes = [
         "Lossless twin: the SPD run with every setting of the loose run but the rule's own (same pair, drafter, K, dtype, data set, generation); its output differs from the target alone only by numerics (bf16 near-ties), so its retention interval is the noise floor.",
         "identical to target alone: the share of samples whose output equals the target alone's, token for token.",
-        "lost / gained: samples whose score the method lowered / raised against the target alone's, and the exact two-sided sign test on them (McNemar's exact test for 0/1 scores). A difference resting on a few changed answers all one way has a bootstrap interval that excludes 0 too easily (4 lost, 0 gained: [-0.30, -0.03], yet p = 0.125); read the two together.",
+        "lost / gained: samples whose score the method lowered / raised against the target alone's, and the exact two-sided sign test on them (McNemar's exact test for 0/1 scores). The difference's interval is exact for 0/1 scores (stats.exact.ExactPairedBinary); the bootstrap's, printed before, excluded 0 too easily (4 lost, 0 gained: [-0.30, -0.03], yet p = 0.125).",
         *_interval_notes(runs),
         *([f"Lossless, other drafter: no SPD run with this drafter, so SPD at the same K with another drafter (named in the row) stands as the floor: in exact arithmetic SPD's output is the target's whatever drafts it, in bf16 the verified blocks differ, so it is the nearest floor, not the twin. For: {'; '.join(other_drafter)}."]
           if other_drafter else []),

@@ -51,7 +51,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..metrics import sample_speedup
 from ..run_folder import RunFolder, atomic_write
 from ..schema import FIGURES
-from ..stats import speed_baseline
+from ..stats.intervals import speed_baseline
 
 log = logging.getLogger(__name__)
 MODES = ("offline", "online", "disabled")

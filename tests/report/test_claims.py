@@ -262,7 +262,7 @@ def test_an_every_set_claim_is_one_intersection_union_test():
 
 def test_a_planned_look_uses_its_boundary():
     from loosespec_bench.report.claims import _look
-    from loosespec_bench.stats import sequential_boundaries
+    from loosespec_bench.stats.verdicts import sequential_boundaries
 
     claim = Claim("s", "test", "faster", "speedup", {"method": "x"}, {"method": "y"}, family="f", looks=(10, 20, 30))
     factor, note = _look(claim, 10, 0.05)
@@ -303,7 +303,7 @@ def test_retention_on_0_1_scores_is_decided_exactly(tmp_path):
     claim = Claim("r", "test", "keeps accuracy", "retention", {"method": "spd"}, None, margin=0.99, test="exact",
                   estimand="retention")
     (d,) = decide(load_index(tmp_path), (claim,), n_boot=500)
-    from loosespec_bench.stats import ExactPairedBinary
+    from loosespec_bench.stats.exact import ExactPairedBinary
     ex = ExactPairedBinary(4, 0, 12, 0)
     assert d.diff == pytest.approx(ex.interval("retention")) and d.counts.startswith("lost / gained 4 / 0")
     assert d.test == "exact_retention" and d.p["contradicted"] == pytest.approx(2 * ex.p_below("retention", 0.99))
@@ -339,7 +339,8 @@ def test_the_committed_replication_reads_as_the_evidence_allows():
 def test_graded_retention_is_the_paired_t_and_no_change_takes_the_exact_bound():
     from loosespec_bench.report.claims import _retention_row
     from loosespec_bench.report.compare import Run
-    from loosespec_bench.stats import ExactPairedBinary, paired_t_one_sided
+    from loosespec_bench.stats.exact import ExactPairedBinary
+    from loosespec_bench.stats.verdicts import paired_t_one_sided
 
     def run_of(pairs):
         recs = {f"s{i}": {"id": f"s{i}", "score": {"recall": m}, "baseline": {"score": {"recall": t}}} for i, (m, t) in enumerate(pairs)}

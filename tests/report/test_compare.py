@@ -182,7 +182,7 @@ def test_binary_quality_is_decided_by_exact_mcnemar_not_the_bootstrap(tmp_path):
     2 x P(Binomial(7, 1/2) <= 1) = 2 x 8 / 128 = 0.125: undecided. The interval is the
     exact interval of B - A given A's answers (stats.ExactPairedBinary), which straddles 0."""
     from loosespec_bench.report.compare import _excludes_zero, verdict
-    from loosespec_bench.stats import paired_bootstrap, mean_stat
+    from loosespec_bench.stats.intervals import paired_bootstrap, mean_stat
 
     a, b = _split(30, 20, lost=1, gained=6)
     row = _quality_rows(tmp_path, a, b)["accuracy"]
@@ -190,7 +190,7 @@ def test_binary_quality_is_decided_by_exact_mcnemar_not_the_bootstrap(tmp_path):
     assert verdict(row) == "undecided"
     boot = paired_bootstrap([[float(x) for x in a], [float(x) for x in b]], lambda u, v, axis=-1: mean_stat(v, axis) - mean_stat(u, axis), n_boot=2000)
     assert _excludes_zero(boot, 30) == "B higher"  # what the old verdict said
-    from loosespec_bench.stats import ExactPairedBinary
+    from loosespec_bench.stats.exact import ExactPairedBinary
 
     assert row.diff == pytest.approx(ExactPairedBinary(1, 6, 20, 10).interval("difference"))
     assert row.diff[1] < 0 < row.diff[2]
@@ -224,7 +224,7 @@ def test_binary_retention_shares_the_target_alone_and_the_exact_machinery(tmp_pa
     2. Retention B - A = (B's accuracy - A's) / the target's = -2 / 25, decided by the same exact
     McNemar (p = 0.5); each side's retention interval is ExactPairedBinary's."""
     from loosespec_bench.report.compare import verdict
-    from loosespec_bench.stats import ExactPairedBinary
+    from loosespec_bench.stats.exact import ExactPairedBinary
 
     target = [i < 25 for i in range(30)]
     b = [i >= 2 and i < 25 for i in range(30)]
@@ -239,6 +239,7 @@ def test_binary_retention_shares_the_target_alone_and_the_exact_machinery(tmp_pa
     other[29] = True
     row = _quality_rows(tmp_path / "differ", target, b, base_a=target, base_b=other)["retention"]
     assert row.p is None and verdict(row).startswith("undecided (the runs' target-alone scores differ on 1 of 30")
+    assert row.diff[1:] == (None, None)  # 0/1 scores are never bootstrapped: no interval without the paired machinery
 
 
 @pytest.mark.parametrize("graded_test", ["t", "wilcoxon"])

@@ -383,3 +383,15 @@ def test_a_loose_row_without_its_drafters_spd_is_held_against_spd_at_its_k_and_s
     # Without a lossless run at K, the row says it has none.
     alone = noise_floor_table(_index([rows[0], rows[2]]))
     assert [r[3] for r in alone.rows] == ["loose"] and any(n.startswith("No lossless run at all for: FLy") for n in alone.notes)
+
+
+def test_a_one_problem_run_prints_interval_na_never_a_zero_width_bracket():
+    # n <= 1: no interval exists (stats.intervals.quality_interval gives none; a bootstrap figure
+    # of one sample would give point = low = high): the cell says n/a.
+    from loosespec_bench.report.tables import _figure
+
+    one = {"accuracy": 1.0, "accuracy_ci_low": 1.0, "accuracy_ci_high": 1.0, "n_samples": 1, "intervals": True}
+    cell = _figure([one], "accuracy", "score", with_n=True)
+    assert cell.ci is None and "interval n/a at n = 1" in cell.text() and "[" not in cell.text()
+    many = {**one, "n_samples": 30, "accuracy_ci_low": 0.884}
+    assert _figure([many], "accuracy", "score").ci == (0.884, 1.0)

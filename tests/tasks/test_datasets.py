@@ -14,7 +14,7 @@ from loosespec_bench.build import build_task
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_tokenizer
 from loosespec_bench.prompting import encode_messages
-from loosespec_bench.stats import paired_bootstrap_ratio, retention_summary
+from loosespec_bench.stats.intervals import paired_bootstrap_ratio, retention_summary
 from loosespec_bench.tasks import Sample
 from loosespec_bench.tasks.gsm8k import GSM8K
 from loosespec_bench.tasks.ifeval import IFEval
@@ -237,8 +237,8 @@ def test_paired_bootstrap_retention():
     assert paired_bootstrap_ratio(worse, same, seed=0) == (point, low, high)  # seeded
     assert paired_bootstrap_ratio([1, 1], [0, 0]) == (None, None, None)
     records = [{"score": {"correct": m}, "baseline": {"score": {"correct": b}}} for m, b in zip(worse, same)]
-    out = retention_summary(records, "correct", seed=0)
-    assert out["retention_ci_excludes_1"] is True and out["retention_n"] == 80
+    out = retention_summary(records, "correct", seed=0)  # 0/1 scores: the exact interval
+    assert out["retention_ci_excludes_1"] is True and out["retention_n"] == 80 and out["retention_ci_method"].startswith("exact")
     assert retention_summary(records, None) == {}
 
 

@@ -1,4 +1,5 @@
-"""The retention interval: a paired bootstrap through scipy.stats.bootstrap (BCa or percentile)."""
+"""stats/intervals.py: the paired bootstrap (BCa or percentile) behind tau, speed and graded quality, and
+quality_interval: exact intervals for 0/1 quality (scipy's Clopper-Pearson, hand cases, n = 1, zero discordant pairs)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from loosespec_bench.stats import paired_bootstrap_ratio, retention_summary
+from loosespec_bench.stats.intervals import paired_bootstrap_ratio, retention_summary
 
 
 def _sample(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -38,7 +39,9 @@ def test_bca_and_percentile_are_both_available_and_differ_on_a_skewed_ratio():
     assert paired_bootstrap_ratio(m, b, seed=1) == bca  # seeded
     with pytest.raises(ValueError, match="ci_method"):
         paired_bootstrap_ratio(m, b, ci_method="basic")  # type: ignore[arg-type]
-    records = [{"score": {"correct": x}, "baseline": {"score": {"correct": y}}} for x, y in zip(m, b)]
+    # Graded scores (0 or 0.5: the same ratio of sums on every resample) take the bootstrap; 0/1
+    # scores never do (test_zero_one_quality_is_exact).
+    records = [{"score": {"correct": x / 2}, "baseline": {"score": {"correct": y / 2}}} for x, y in zip(m, b)]
     out = retention_summary(records, "correct", seed=1, ci_method="percentile")
     assert out["retention_ci_low"] == pytest.approx(pct[1]) and "percentile interval" in out["retention_ci_method"]
     assert "BCa interval" in retention_summary(records, "correct")["retention_ci_method"]
@@ -54,12 +57,17 @@ def test_a_few_resamples_without_baseline_quality_leave_the_percentile_interval_
     assert point == pytest.approx(4 / 7)
     assert 1 <= info["undefined_resamples"] <= 100 and info["ci_method_used"] == "percentile of the defined resamples"
     assert 0 < low < point and high == pytest.approx(1.0)  # resamples without a discordant pair give exactly 1
-    records = [{"score": {"correct": x}, "baseline": {"score": {"correct": y}}} for x, y in zip(m, b)]
+    # The summary takes this path for graded scores only (halved: the same ratios); 0/1 scores get
+    # the exact interval, whose upper bound allows unseen gains.
+    records = [{"score": {"correct": x / 2}, "baseline": {"score": {"correct": y / 2}}} for x, y in zip(m, b)]
     out = retention_summary(records, "correct", seed=0)
-    assert (out["retention_ci_low"], out["retention_ci_high"]) == (low, high)
+    assert (out["retention_ci_low"], out["retention_ci_high"]) == pytest.approx((low, high))
     assert out["retention_ci_undefined_resamples"] == info["undefined_resamples"]
     assert "percentile interval of the others" in out["retention_ci_method"]
     assert out["retention_ci_excludes_1"] is False
+    exact = retention_summary([{"score": {"correct": x}, "baseline": {"score": {"correct": y}}} for x, y in zip(m, b)], "correct")
+    assert exact["retention_ci_method"].startswith("exact") and exact["retention_ci_high"] > 1.0
+    assert exact["retention_ci_undefined_resamples"] is None and exact["retention_ci_n_boot"] is None
     # Two samples, one right alone: half the resamples have no ratio, far beyond 1%: no interval.
     assert paired_bootstrap_ratio([1.0, 0.0], [1.0, 0.0]) == (1.0, None, None)
 
@@ -83,7 +91,7 @@ def test_degenerate_inputs_give_sane_results_without_warnings(ci_method):
 
 
 # -- every figure's interval ---------------------------------------------------------------------
-from loosespec_bench.stats import n_for_half_width, paired_bootstrap, quality_intervals, speed_intervals  # noqa: E402
+from loosespec_bench.stats.intervals import n_for_half_width, paired_bootstrap, quality_intervals, speed_intervals  # noqa: E402
 
 
 def _rec(tokens, steps, m_s, b_tokens, b_s, correct=None, b_correct=None):
@@ -168,7 +176,7 @@ def test_paired_bootstrap_checks_its_columns():
 def test_sign_test_counts_and_p_beside_the_bootstrap():
     # Named case: θ = 0.8 on GSM8K, 4 answers lost and none gained: the bootstrap interval of the
     # difference excludes 0, the exact sign test does not (p = 0.125).
-    from loosespec_bench.stats import sign_test_p
+    from loosespec_bench.stats.exact import sign_test_p
 
     recs = [_rec(10, 5, 1.0, 10, 1.0, i >= 4, True) for i in range(30)]  # 4 lost
     out = quality_intervals(recs, "correct", "accuracy", n_boot=2000)
@@ -179,79 +187,104 @@ def test_sign_test_counts_and_p_beside_the_bootstrap():
     assert sign_test_p(6, 0) == pytest.approx(2 / 64)
 
 
-# ---- speed over occasions ----------------------------------------------------------------------
-from loosespec_bench.stats import count_sign_test, icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
+# ---- quality intervals: exact for 0/1 scores (quality_interval) ---------------------------------
+def _pairs(lost: int, gained: int, right: int, wrong: int) -> tuple[list[float], list[float]]:
+    """Paired 0/1 scores (method, target alone) with the given split."""
+    m = [0.0] * lost + [1.0] * (right - lost) + [1.0] * gained + [0.0] * (wrong - gained)
+    b = [1.0] * right + [0.0] * wrong
+    return m, b
 
 
-def test_icc_matches_shrout_and_fleiss_worked_example():
-    # Shrout & Fleiss (1979), Table 2: 6 targets x 4 judges; ICC(2,1) = 0.29.
-    y = np.array([[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9], [6, 2, 4, 7]], float)
-    assert icc_agreement(y) == pytest.approx(0.29, abs=0.005)
-    assert icc_agreement(np.ones((3, 2))) is None  # no variance at all: undefined
-    assert icc_agreement(np.array([[1.0, 1.1]])) is None  # one subject
-
-
-def test_icc_of_perfect_retest_is_one():
-    y = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
-    assert icc_agreement(y) == pytest.approx(1.0)
-
-
-def test_occasion_effects_recover_an_additive_table():
-    # y = mu + a_o + b_p exactly: the fit returns a_o, no residual, and the occasion variance
-    # component (MS_occ - 0) / P = P * sum(a^2) / (O - 1) / P.
-    a = np.array([0.1, -0.1])
-    b = np.array([0.0, 0.2, -0.2, 0.4])
-    y = 1.0 + a[:, None] + b[None, :]
-    eff = occasion_effects(y)
-    assert eff["mu"] == pytest.approx(1.0 + b.mean())
-    assert eff["occasion_effects"] == pytest.approx(list(a))
-    assert eff["residual_var"] == pytest.approx(0.0, abs=1e-15)
-    assert eff["occasion_var"] == pytest.approx((a ** 2).sum() / 1)
-    assert eff["occasion_f"] is None  # no residual: F undefined
-    with pytest.raises(ValueError):
-        occasion_effects(np.array([[1.0, np.nan]]))
-
-
-def test_occasion_effects_f_test_against_scipy_anova():
-    rng = np.random.default_rng(3)
-    y = rng.normal(size=(3, 5)) + np.array([[0.0], [0.5], [1.0]])
-    eff = occasion_effects(y)
-    # Two-way ANOVA without replication by hand: the same F and p.
-    n_o, n_p = y.shape
-    mu = y.mean()
-    ss_o = n_p * ((y.mean(axis=1) - mu) ** 2).sum()
-    ss_e = ((y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + mu) ** 2).sum()
-    f = (ss_o / 2) / (ss_e / 8)
+def test_zero_one_accuracy_is_clopper_pearson():
     from scipy import stats as st
 
-    assert eff["occasion_f"] == pytest.approx(f)
-    assert eff["occasion_p"] == pytest.approx(st.f.sf(f, 2, 8))
+    from loosespec_bench.stats.intervals import quality_interval
+
+    for k, n in ((9, 30), (0, 30), (30, 30), (1, 2)):
+        ci = st.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        point, low, high = quality_interval("mean", [1.0] * k + [0.0] * (n - k))
+        assert point == pytest.approx(k / n) and (low, high) == pytest.approx((ci.low, ci.high))
+    recs = [_rec(10, 5, 1.0, 10, 1.0, i < 9, i < 13) for i in range(30)]
+    out = quality_intervals(recs, "correct", "accuracy")
+    ci = st.binomtest(9, 30).proportion_ci(method="exact")
+    assert (out["accuracy_ci_low"], out["accuracy_ci_high"]) == pytest.approx((ci.low, ci.high))
+    ci = st.binomtest(13, 30).proportion_ci(method="exact")
+    assert (out["baseline_accuracy_ci_low"], out["baseline_accuracy_ci_high"]) == pytest.approx((ci.low, ci.high))
+    assert out["quality_ci_method"].startswith("exact")
 
 
-def test_occasion_bootstrap_pools_cells_and_skips_excluded_ones():
-    tok = np.full((2, 3), 10.0)
-    m_time = np.array([[1.0, 1.0, 1.0], [2.0, 2.0, np.nan]])
-    b_time = np.array([[2.0, 2.0, 2.0], [4.0, 4.0, 4.0]])
-    pt, lo, hi = occasion_bootstrap(tok, m_time, tok, b_time, n_boot=200)
-    # Cells left: method 50 tokens in 7 s, target alone 50 tokens in 14 s: 2.0 exactly.
-    assert pt == pytest.approx(2.0) and lo == pytest.approx(2.0) and hi == pytest.approx(2.0)
-    assert occasion_bootstrap(tok, np.full((2, 3), np.nan), tok, b_time, n_boot=10) == (None, None, None)
+def test_zero_one_difference_and_retention_are_the_exact_paired_interval():
+    """Hand case (HumanEval FLy: the target alone right on 15 of 30, the method loses 1 of those
+    and gains 5 of the other 15). Each bound takes each rate's one-sided Clopper-Pearson bound at
+    1.25% (Bonferroni over the two rates at 2.5% a side), mapped through the target's accuracy:
+      retention  = 1 - p_lost + p_gained x 15/15,  difference = (15 p_gained - 15 p_lost) / 30.
+    The bootstrap read retention [1.000, 1.800] here (its lower bound on the atom 1.000)."""
+    from scipy import stats as st
+
+    from loosespec_bench.stats.intervals import quality_interval
+
+    m, b = _pairs(lost=1, gained=5, right=15, wrong=15)
+    a = 0.0125
+    gain_lo, gain_hi = st.beta.ppf(a, 5, 11), st.beta.ppf(1 - a, 6, 10)
+    loss_lo, loss_hi = st.beta.ppf(a, 1, 15), st.beta.ppf(1 - a, 2, 14)
+    point, low, high = quality_interval("retention", m, b)
+    assert point == pytest.approx(19 / 15)
+    assert low == pytest.approx(1 - loss_hi + gain_lo) and high == pytest.approx(1 - loss_lo + gain_hi)
+    assert low < 0.99  # 1 lost, 5 gained does not show ">= 99% kept"
+    point, low, high = quality_interval("diff", m, b)
+    assert point == pytest.approx(4 / 30)
+    assert low == pytest.approx((15 * gain_lo - 15 * loss_hi) / 30) and high == pytest.approx((15 * gain_hi - 15 * loss_lo) / 30)
+    records = [{"score": {"correct": x}, "baseline": {"score": {"correct": y}}} for x, y in zip(m, b)]
+    out = retention_summary(records, "correct")
+    assert (out["retention_ci_low"], out["retention_ci_high"]) == pytest.approx(quality_interval("retention", m, b)[1:])
+    recs = [_rec(10, 5, 1.0, 10, 1.0, bool(x), bool(y)) for x, y in zip(m, b)]
+    q = quality_intervals(recs, "correct", "accuracy")
+    assert (q["accuracy_diff_ci_low"], q["accuracy_diff_ci_high"]) == pytest.approx((low, high))
 
 
-def test_occasion_bootstrap_widens_with_an_occasion_effect():
-    rng = np.random.default_rng(0)
-    tok = np.full((2, 8), 10.0)
-    b_time = rng.uniform(1, 2, (2, 8))
-    steady = b_time / 1.5  # 1.5x on both occasions
-    moved = b_time / np.array([[1.2], [1.8]])  # the occasion moves it
-    _, lo1, hi1 = occasion_bootstrap(tok, steady, tok, b_time, n_boot=500)
-    _, lo2, hi2 = occasion_bootstrap(tok, moved, tok, b_time, n_boot=500)
-    assert hi1 - lo1 == pytest.approx(0.0, abs=1e-9) and hi2 - lo2 > 0.2
+def test_zero_discordant_pairs_take_the_exact_bound_not_a_special_case():
+    """No answer changed (13 right of 30): each unseen rate's bound is 1 - 0.0125^(1/k), the
+    exact form of the rule of three, on both sides of the difference."""
+    from loosespec_bench.stats.intervals import quality_interval
+
+    m, b = _pairs(lost=0, gained=0, right=13, wrong=17)
+    point, low, high = quality_interval("diff", m, b)
+    assert point == 0.0
+    assert low == pytest.approx(-(13 / 30) * (1 - 0.0125 ** (1 / 13)))
+    assert high == pytest.approx((17 / 30) * (1 - 0.0125 ** (1 / 17)))
+    point, low, high = quality_interval("retention", m, b)
+    assert (point, high) == pytest.approx((1.0, 1 + (17 / 13) * (1 - 0.0125 ** (1 / 17))))
+    assert low == pytest.approx(0.0125 ** (1 / 13))
+    recs = [_rec(10, 5, 1.0, 10, 1.0, bool(x), bool(y)) for x, y in zip(m, b)]
+    q = quality_intervals(recs, "correct", "accuracy")
+    _, d_low, d_high = quality_interval("diff", m, b)
+    assert q["quality_diff_half_width"] == pytest.approx((d_high - d_low) / 2) and q["underpowered"] is True
 
 
-def test_count_sign_test_is_exact():
-    t = count_sign_test([1, 1, 1, 1, 1, 2], [2, 2, 2, 2, 2, 2])
-    assert (t["fewer"], t["more"], t["ties"]) == (5, 0, 1)
-    assert t["p"] == pytest.approx(2 * 0.5 ** 5)
+def test_one_sample_has_no_quality_interval():
+    """n <= 1: (point, None, None), which every table prints n/a; 0/1 and graded alike."""
+    from loosespec_bench.stats.intervals import quality_interval
+
+    for scores in (([1.0], [1.0]), ([0.5], [0.7])):
+        m, b = scores
+        assert quality_interval("mean", m)[1:] == (None, None)
+        assert quality_interval("diff", m, b)[1:] == (None, None)
+        assert quality_interval("retention", m, b)[1:] == (None, None)
+    assert quality_interval("mean", []) == (None, None, None)
+    assert quality_interval("retention", [1.0, 0.0], [0.0, 0.0]) == (None, None, None)  # target alone 0: no ratio
+    out = quality_intervals([_rec(10, 5, 1.0, 10, 1.0, True, False)], "correct", "accuracy")
+    assert out["accuracy_ci_low"] is None and out["accuracy_diff_ci_high"] is None and out["underpowered"] is True
     with pytest.raises(ValueError):
-        count_sign_test([1], [1, 2])
+        quality_interval("diff", [1.0, 0.0])
+
+
+def test_graded_quality_keeps_the_bootstrap():
+    from loosespec_bench.stats.intervals import quality_interval
+
+    rng = np.random.default_rng(3)
+    b = rng.uniform(0.5, 1.0, 40)
+    m = np.clip(b - rng.uniform(0, 0.1, 40), 0, 1)
+    info: dict = {}
+    got = quality_interval("retention", m, b, seed=2, n_boot=2000, info=info)
+    assert got == paired_bootstrap_ratio(m, b, seed=2, n_boot=2000) and info["ci_method_used"] == "BCa"
+    assert quality_interval("mean", m, seed=2, n_boot=2000) == paired_bootstrap((m,), lambda x, axis=-1: x.mean(axis), seed=2, n_boot=2000)
