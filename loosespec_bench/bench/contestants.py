@@ -51,6 +51,20 @@ COMPARISONS = (
 )
 
 
+def compose_config(overrides: list[str]) -> Any:
+    """The config `python -m loosespec_bench OVERRIDES` runs (checks.compose_points, one point,
+    without its `hydra` node); a bad override is a ConfigError."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from loosespec_bench.checks import compose_points
+
+    try:
+        _, [(_, cfg)] = compose_points(list(overrides), multirun=False)
+    finally:
+        GlobalHydra.instance().clear()
+    return cfg
+
+
 class ForwardCounter:
     """Counts a model's forward calls (a hook on both contestants' models: same cost for both)."""
 
@@ -197,12 +211,9 @@ class Bench:
         """--engine NAME=OVERRIDES: the engine that `python -m loosespec_bench OVERRIDES` would
         run (build.build_engine; e.g. engine=vllm method=spd drafter=model), on the bench's
         target and draft paths and dtype, greedy, compared with our target alone."""
-        from hydra import compose, initialize_config_dir
-        from hydra.core.global_hydra import GlobalHydra
-
         from loosespec_bench.build import build_engine, check_engine
         from loosespec_bench.checks import validate
-        from loosespec_bench.config import CONF_DIR, uses_drafter
+        from loosespec_bench.config import uses_drafter
         from loosespec_bench.verifiers import rule_class
 
         name, _, overrides = spec.partition("=")
@@ -211,10 +222,7 @@ class Bench:
         a = self.args
         fixed = [f"pair.target.path={a.target}", f"pair.draft.path={a.draft}", f"pair.dtype={'float32' if a.fp32 else 'bfloat16'}",
                  "generation.temperature=0", "record_steps=false"]
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[*overrides.split(), *fixed])
-        GlobalHydra.instance().clear()
+        cfg = compose_config([*overrides.split(), *fixed])
         validate(cfg)
         check_engine(cfg)
         # No stop strings: the bench's contestants all stop at EOS or max_new_tokens.
