@@ -1,10 +1,9 @@
-#!/usr/bin/env python
-"""vLLM contestants beside our loop's, on the prompts of scripts/bench_engine.py.
+"""vLLM contestants beside our loop's, on the prompts of the engine benchmark (loosespec_bench.bench).
 
 vLLM lives in its own environment (make install-vllm: its transformers pin is older than the
-one our loop needs), so its contestants run here, in .venv-vllm, and ours in bench_engine.py in
+one our loop needs), so its contestants run here, in .venv-vllm, and ours in the engine benchmark (python -m loosespec_bench.bench) in
 .venv, on the same prompts (the same sets, per-set count, chat template and max_new_tokens);
-`--ours FILE` reads bench_engine.py's --out file: its prompt settings, K and repeats are taken
+`--ours FILE` reads the engine benchmark's --out file: its prompt settings, K and repeats are taken
 from there, the prompts are rebuilt here and must be the same token ids as the file records (one
 `error:` line names the first difference otherwise), and the side-by-side table is printed, as
 docs/vllm.md's markdown table too: tokens/s, tau, speedup over each engine's own target alone, the
@@ -16,11 +15,11 @@ paired time ratio ours / vLLM per (prompt, repeat) and how many outputs are the 
   vllm-eagle3   vLLM, EAGLE-3 head (method="eagle3"), K = --k, head --eagle3-head
 
 Contestants are interleaved prompt by prompt in rotating order after a warm-up, as in
-bench_engine.py. `--batch-sizes 1,2,4,8` adds a throughput sweep: B requests at once per
+the engine benchmark. `--batch-sizes 1,2,4,8` adds a throughput sweep: B requests at once per
 contestant, total new tokens / wall time (throughput, not per-request latency).
 
   make bench BENCH_ARGS="--contestants ar,spd,pld --out /tmp/ours.json"
-  .venv-vllm/bin/python scripts/bench_vllm.py --ours /tmp/ours.json --out /tmp/vllm.json
+  .venv-vllm/bin/python -m loosespec_bench.bench.vllm --ours /tmp/ours.json --out /tmp/vllm.json
 """
 
 from __future__ import annotations
@@ -34,24 +33,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
+import torch
 
-import bench_engine as be  # noqa: E402  (prompts, Run, summaries: the same code as ours)
+from loosespec_bench.engines import vllm as ve
+from loosespec_bench.metrics import pair_up, paired_ratio_stats
+from loosespec_bench.stats import median_stat, paired_bootstrap
 
-from loosespec_bench.engines import vllm as ve  # noqa: E402
-from loosespec_bench.metrics import pair_up, paired_ratio_stats  # noqa: E402
-from loosespec_bench.stats import median_stat, paired_bootstrap  # noqa: E402
+# Our bench's prompts, Run record and summaries: the same code on both sides.
+from .analysis import fmt, paired, per_contestant, speedup_vs_ar
+from .contestants import Run
+from .prompts import DEFAULT_SETS, DRAFT, TARGET, Prompt, build_prompts, data_dir, load_avg
 
 CONTESTANTS = ("vllm-ar", "vllm-spd", "vllm-pld", "vllm-eagle3")
-# (ours in bench_engine.py, vLLM's here): the side-by-side rows.
+# (ours in the engine benchmark, vLLM's here): the side-by-side rows.
 PAIRS = (("ar", "vllm-ar"), ("spd", "vllm-spd"), ("pld", "vllm-pld"), ("eagle3", "vllm-eagle3"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m loosespec_bench.bench.vllm", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts-per-set", type=int, default=2)
-    ap.add_argument("--sets", default=be.DEFAULT_SETS)
+    ap.add_argument("--sets", default=DEFAULT_SETS)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--pld-k", type=int, default=10)
@@ -66,9 +67,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--kvcache-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE per engine")
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--target", default=be.TARGET)
-    ap.add_argument("--draft", default=be.DRAFT)
-    ap.add_argument("--ours", default=None, help="bench_engine.py --out file with our contestants on the same prompts")
+    ap.add_argument("--target", default=TARGET)
+    ap.add_argument("--draft", default=DRAFT)
+    ap.add_argument("--ours", default=None, help="python -m loosespec_bench.bench --out file with our contestants on the same prompts")
     ap.add_argument("--runs", default=None, help="this script's earlier --out file: print the tables again (with --ours), load nothing")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -84,23 +85,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # The settings that decide which prompts run and what each contestant does: with --ours they are
-# read from bench_engine.py's file, so both sides run the same prompts with the same K.
+# read from the engine benchmark's file, so both sides run the same prompts with the same K.
 SHARED_SETTINGS = ("sets", "prompts_per_set", "max_new_tokens", "max_prompt_tokens", "k", "pld_k", "pld_max_ngram", "repeats", "target", "draft")
 
 
 def adopt_ours_settings(args: argparse.Namespace, ours: dict[str, Any]) -> None:
-    """Take the prompt and draft settings of bench_engine.py's run (its --out file's args)."""
+    """Take the prompt and draft settings of the engine benchmark's run (its --out file's args)."""
     if ours.get("args", {}).get("fp32"):
-        raise SystemExit(f"error: {args.ours} was measured in fp32 (--fp32); this script runs bf16: rerun bench_engine.py without --fp32")
+        raise SystemExit(f"error: {args.ours} was measured in fp32 (--fp32); this script runs bf16: rerun python -m loosespec_bench.bench without --fp32")
     if not all("ids" in p for p in ours.get("prompts", [])):
-        raise SystemExit(f"error: {args.ours} does not record its prompt ids (an older bench_engine.py): rerun bench_engine.py --out")
+        raise SystemExit(f"error: {args.ours} does not record its prompt ids (an older engine benchmark): rerun python -m loosespec_bench.bench --out")
     for key in SHARED_SETTINGS:
         if key in ours.get("args", {}):
             setattr(args, key, ours["args"][key])
 
 
 def prompt_mismatch(prompts: list[Any], recorded: list[dict[str, Any]]) -> str | None:
-    """The first difference between our prompts and bench_engine.py's recorded ones (None: the
+    """The first difference between our prompts and the engine benchmark's recorded ones (None: the
     same sets, problem ids and token ids in the same order)."""
     if len(prompts) != len(recorded):
         return f"{len(prompts)} prompts here, {len(recorded)} in the file"
@@ -114,17 +115,26 @@ def prompt_mismatch(prompts: list[Any], recorded: list[dict[str, Any]]) -> str |
     return None
 
 
+def quoted(value: str) -> str:
+    """A path as one Hydra override value (quoted: `~`, `=` and spaces are grammar there)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def spec_of(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
-    if name == "vllm-ar":
-        return None
-    if name == "vllm-spd":
-        return {"method": "draft_model", "model": ve.model_source(args.draft), "num_speculative_tokens": args.k}
-    if name == "vllm-pld":
-        return {"method": "ngram", "num_speculative_tokens": args.pld_k, "prompt_lookup_min": 1, "prompt_lookup_max": args.pld_max_ngram}
-    return {"method": "eagle3", "model": args.eagle3_head, "num_speculative_tokens": args.k}
+    """vLLM's speculative_config for a contestant: the engine's own mapping
+    (engines.vllm.speculative_config) of the config the contestant stands for."""
+    from .contestants import compose_config
+
+    drafters = {
+        "vllm-ar": ["method=ar"],
+        "vllm-spd": ["method=spd", "drafter=model", f"drafter.k={args.k}"],
+        "vllm-pld": ["method=spd", "drafter=pld", f"drafter.k={args.pld_k}", "drafter.min_ngram=1", f"drafter.max_ngram={args.pld_max_ngram}"],
+        "vllm-eagle3": ["method=spd", "drafter=eagle3", f"drafter.k={args.k}", f"drafter.head_path={quoted(args.eagle3_head)}"],
+    }
+    return ve.speculative_config(compose_config([*drafters[name], f"pair.draft.path={quoted(args.draft)}"]))
 
 
-def run_once(llm: Any, sp: Any, name: str, prompts: list[Any], repeat: int, position: int) -> list[be.Run]:
+def run_once(llm: Any, sp: Any, name: str, prompts: list[Any], repeat: int, position: int) -> list[Run]:
     """One call with these prompts (1 = latency; more = a batch); each Run gets the call's wall time."""
     t0 = time.perf_counter()
     outs = llm.generate([{"prompt_token_ids": p.ids.tolist()} for p in prompts], sp, use_tqdm=False)
@@ -135,7 +145,7 @@ def run_once(llm: Any, sp: Any, name: str, prompts: list[Any], repeat: int, posi
         m = getattr(c, "spec_decode_metrics", None)
         acc, dr = (list(m.per_step_accepted), list(m.per_step_drafted)) if m is not None else ([], [])
         d, a, e = ve.steps_from_counters(len(c.token_ids), acc, dr)
-        runs.append(be.Run(contestant=name, set=p.set, prompt=p.id, repeat=repeat, position=position,
+        runs.append(Run(contestant=name, set=p.set, prompt=p.id, repeat=repeat, position=position,
                            prompt_tokens=int(p.ids.numel()), wall_s=wall, tokens=list(c.token_ids),
                            target_forwards=len(e), draft_forwards=0, steps=len(e), drafted=d, accepted=a))
     return runs
@@ -145,12 +155,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.runs:
         old = json.loads(Path(args.runs).read_text())
-        runs = [be.Run(**r) for r in old["runs"]]
+        runs = [Run(**r) for r in old["runs"]]
         res = {k: old[k] for k in ("contestants", "batch", "load_before", "load_after")}
         res["side_by_side"] = {}
         names = list(res["contestants"])
         if args.ours:
-            diff = prompt_mismatch([be.Prompt(p["set"], p["id"], be.torch.tensor(p["ids"]), None) for p in old.get("prompts", [])],
+            diff = prompt_mismatch([Prompt(p["set"], p["id"], torch.tensor(p["ids"]), None) for p in old.get("prompts", [])],
                                    json.loads(Path(args.ours).read_text()).get("prompts", []))
             if diff:
                 raise SystemExit(f"error: {args.runs} and {args.ours} did not run the same prompts: {diff}")
@@ -163,8 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(args.kvcache_gib)
     target = ve.model_source(args.target)
     tok = AutoTokenizer.from_pretrained(target)
-    data_dir = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
-    prompts = be.build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, tok, args.max_prompt_tokens)
+    prompts = build_prompts(args.sets.split(","), args.prompts_per_set, data_dir(args.data_dir), tok, args.max_prompt_tokens)
     if args.ours:
         # The same prompt ids as our contestants', or no side-by-side at all.
         diff = prompt_mismatch(prompts, json.loads(Path(args.ours).read_text())["prompts"])
@@ -174,12 +183,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _, eos, _ = ve.target_metadata(target)
     sp = SamplingParams(temperature=0.0, max_tokens=args.max_new_tokens, stop_token_ids=sorted(eos), seed=0)
     warm = SamplingParams(temperature=0.0, max_tokens=8, stop_token_ids=sorted(eos), seed=0)
-    load_before = be.load_avg()
+    load_before = load_avg()
     names = [n for n in args.contestants if n != "vllm-eagle3" or os.path.isdir(args.eagle3_head)]
     for n in sorted(set(args.contestants) - set(names)):
-        print(f"[bench-vllm] {n}: no EAGLE-3 head at {args.eagle3_head} (scripts/train_eagle3.py); skipped", flush=True)
-    runs: list[be.Run] = []
-    batch_runs: dict[str, dict[int, list[be.Run]]] = {}
+        print(f"[bench-vllm] {n}: no EAGLE-3 head at {args.eagle3_head} (python -m loosespec_bench.train.eagle3); skipped", flush=True)
+    runs: list[Run] = []
+    batch_runs: dict[str, dict[int, list[Run]]] = {}
     load_s = 0.0
     # One engine in memory at a time when --sequential (three at once were killed for memory on
     # this shared 24 GiB machine): contestants then run one after the other, not interleaved.
@@ -194,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              enable_prefix_caching=False, speculative_config=spec,
                              **({"per_request_spec_decode_metrics": "detailed"} if spec else {}))
         load_s += time.perf_counter() - t0
-        print(f"[bench-vllm] {group} loaded in {time.perf_counter() - t0:.0f}s; {len(prompts)} prompts; load {be.load_avg()}", flush=True)
+        print(f"[bench-vllm] {group} loaded in {time.perf_counter() - t0:.0f}s; {len(prompts)} prompts; load {load_avg()}", flush=True)
         for n in group:
             run_once(llms[n], warm, n, prompts[:1], -1, 0)
         for i, p in enumerate(prompts):
@@ -204,7 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     (run,) = run_once(llms[n], sp, n, [p], r, pos)
                     runs.append(run)
                     print(f"[bench-vllm] {p.set}/{p.id} r{r} {n:<12} {len(run.tokens):>4} tok {run.wall_s:7.2f}s "
-                          f"{len(run.tokens) / run.wall_s:6.2f} tok/s  load {be.load_avg()}", flush=True)
+                          f"{len(run.tokens) / run.wall_s:6.2f} tok/s  load {load_avg()}", flush=True)
         for b in args.batch_sizes:
             for n in [x for x in group if x in args.batch_contestants.split(",")]:
                 batch_runs.setdefault(n, {})[b] = run_once(llms[n], sp, n, [prompts[j % len(prompts)] for j in range(b)], 0, 0)
@@ -213,8 +222,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         del llms
     res: dict[str, Any] = {"contestants": {}, "batch": {}, "side_by_side": {}}
     for n in names:
-        s = be.per_contestant(runs, n)
-        s["speedup_vs_own_ar"] = be.speedup_vs_ar(_renamed(runs, "vllm-ar", "ar"), n) if n != "vllm-ar" and "vllm-ar" in names else None
+        s = per_contestant(runs, n)
+        s["speedup_vs_own_ar"] = speedup_vs_ar(_renamed(runs, "vllm-ar", "ar"), n) if n != "vllm-ar" and "vllm-ar" in names else None
         res["contestants"][n] = s
     for n, sizes in batch_runs.items():
         for b, rs in sizes.items():
@@ -225,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"[bench-vllm] batch {b} {n:<12} {tokens:>5} tok {rs[0].wall_s:7.2f}s {tokens / rs[0].wall_s:7.2f} tok/s (throughput)", flush=True)
     if args.ours:
         side_by_side(res, runs, names, args.ours)
-    res["load_before"], res["load_after"] = load_before, be.load_avg()
+    res["load_before"], res["load_after"] = load_before, load_avg()
     report(res, names)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -236,10 +245,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return res
 
 
-def side_by_side(res: dict[str, Any], runs: list[be.Run], names: list[str], ours_file: str) -> None:
-    """Ours (bench_engine.py's --out file) against vLLM's runs on the same (prompt, repeat)."""
+def side_by_side(res: dict[str, Any], runs: list[Run], names: list[str], ours_file: str) -> None:
+    """Ours (the engine benchmark's --out file) against vLLM's runs on the same (prompt, repeat)."""
     ours = json.loads(Path(ours_file).read_text())
-    theirs = [be.Run(**r) for r in ours["runs"]]
+    theirs = [Run(**r) for r in ours["runs"]]
     res["ours_contestants"] = ours["contestants"]
     res["ours_load"] = (ours.get("load_before"), ours.get("load_after"))
     for a, b in PAIRS:
@@ -253,7 +262,7 @@ def side_by_side(res: dict[str, Any], runs: list[be.Run], names: list[str], ours
     res["table"] = markdown_table(theirs, runs, list(ours["contestants"]), names)
 
 
-def _per_prompt_median(pairs: list[tuple[be.Run, be.Run]], fn: Any) -> list[float]:
+def _per_prompt_median(pairs: list[tuple[Run, Run]], fn: Any) -> list[float]:
     """fn(a, b) per pair, the median over each prompt's repeats: one value per distinct prompt."""
     by: dict[tuple[str, str], list[float]] = {}
     for a, b in pairs:
@@ -261,7 +270,7 @@ def _per_prompt_median(pairs: list[tuple[be.Run, be.Run]], fn: Any) -> list[floa
     return [statistics.median(v) for v in by.values()]
 
 
-def paired_figure(pairs: list[tuple[be.Run, be.Run]], fn: Any) -> str:
+def paired_figure(pairs: list[tuple[Run, Run]], fn: Any) -> str:
     """'median [low, high]; min-max': the median over prompts of each prompt's median ratio,
     its 95% paired bootstrap interval over prompts (stats.paired_bootstrap), and the range over
     every (prompt, repeat) pair."""
@@ -274,7 +283,7 @@ def paired_figure(pairs: list[tuple[be.Run, be.Run]], fn: Any) -> str:
     return f"{point:.2f}{ci}; {min(every):.2f}-{max(every):.2f}"
 
 
-def markdown_table(ours_runs: list[be.Run], runs: list[be.Run], ours_names: list[str], names: list[str]) -> str:
+def markdown_table(ours_runs: list[Run], runs: list[Run], ours_names: list[str], names: list[str]) -> str:
     """docs/vllm.md's side-by-side table: one row per engine and method on the same prompts."""
     label = {"ar": "target alone", "spd": "SPD, draft 0.5B", "pld": "prompt lookup (ngram)", "eagle3": "EAGLE-3 head"}
     rows = ["| engine | method | tok/s (pooled; runs min-max) | tau | speedup over own target alone | identical to own target alone "
@@ -289,7 +298,7 @@ def markdown_table(ours_runs: list[be.Run], runs: list[be.Run], ours_names: list
                 continue
             tokens, wall, steps = sum(len(r.tokens) for r in mine), sum(r.wall_s for r in mine), sum(r.steps for r in mine)
             speeds = [len(r.tokens) / r.wall_s for r in mine]
-            own = be.paired(rs, n, ar) if n != ar else []
+            own = paired(rs, n, ar) if n != ar else []
             speedup = paired_figure(own, lambda a, b: b.s_per_token / a.s_per_token) if n != ar else "1"
             same_own = f"{sum(a.tokens == b.tokens for a, b in own)}/{len(own)}" if n != ar else "-"
             other = partner[n]
@@ -302,9 +311,9 @@ def markdown_table(ours_runs: list[be.Run], runs: list[be.Run], ours_names: list
     return "\n".join(rows)
 
 
-def _renamed(runs: list[be.Run], old: str, new: str) -> list[be.Run]:
-    """bench_engine.speedup_vs_ar pairs a contestant with "ar": vLLM's own target alone here."""
-    return [be.Run(**{**vars(r), "contestant": new}) if r.contestant == old else r for r in runs]
+def _renamed(runs: list[Run], old: str, new: str) -> list[Run]:
+    """analysis.speedup_vs_ar pairs a contestant with "ar": vLLM's own target alone here."""
+    return [Run(**{**vars(r), "contestant": new}) if r.contestant == old else r for r in runs]
 
 
 def report(res: dict[str, Any], names: list[str]) -> None:
@@ -312,20 +321,20 @@ def report(res: dict[str, Any], names: list[str]) -> None:
     print(f"{'contestant':<14}{'tok/s':>8}{'tau':>7}{'vs own AR':>11}")
     for n in names:
         c = res["contestants"][n]
-        print(f"{n:<14}{be._fmt(c['tokens_per_s'], '.2f'):>8}{be._fmt(c['tau'], '.2f'):>7}{be._fmt(c.get('speedup_vs_own_ar'), '.2f', 'x'):>11}")
+        print(f"{n:<14}{fmt(c['tokens_per_s'], '.2f'):>8}{fmt(c['tau'], '.2f'):>7}{fmt(c.get('speedup_vs_own_ar'), '.2f', 'x'):>11}")
     if res.get("ours_contestants"):
-        print(f"\n== ours (bench_engine.py, load {res['ours_load'][0]} -> {res['ours_load'][1]}) vs vLLM, same prompts")
+        print(f"\n== ours (loosespec_bench.bench, load {res['ours_load'][0]} -> {res['ours_load'][1]}) vs vLLM, same prompts")
         print(f"{'pair':<20}{'ours tok/s':>11}{'vLLM tok/s':>11}{'time ours/vLLM (median)':>25}{'identical':>11}")
         for key, c in res["side_by_side"].items():
             a, b = key.split("|")
-            print(f"{key:<20}{be._fmt(res['ours_contestants'][a]['tokens_per_s'], '.2f'):>11}"
-                  f"{be._fmt(res['contestants'][b]['tokens_per_s'], '.2f'):>11}"
-                  f"{be._fmt(c.get('time_ratio_median'), '.3f'):>25}{c.get('identical', '-')!s:>11}")
+            print(f"{key:<20}{fmt(res['ours_contestants'][a]['tokens_per_s'], '.2f'):>11}"
+                  f"{fmt(res['contestants'][b]['tokens_per_s'], '.2f'):>11}"
+                  f"{fmt(c.get('time_ratio_median'), '.3f'):>25}{c.get('identical', '-')!s:>11}")
     if res.get("table"):
         print("\n== docs/vllm.md's table (paired per (prompt, repeat); median over prompts [95% bootstrap CI over prompts]; min-max over pairs)")
         print(res["table"])
     for n, rows in res["batch"].items():
-        print(f"batch sweep {n}: " + ", ".join(f"B={b}: {r['tokens_per_s']:.1f} tok/s (tau {be._fmt(r['tau'], '.2f')})" for b, r in rows.items()))
+        print(f"batch sweep {n}: " + ", ".join(f"B={b}: {r['tokens_per_s']:.1f} tok/s (tau {fmt(r['tau'], '.2f')})" for b, r in rows.items()))
 
 
 if __name__ == "__main__":
