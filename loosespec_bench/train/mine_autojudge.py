@@ -1,9 +1,9 @@
 """Mine AutoJudge's training set: important / unimportant draft-target mismatches on GSM8K train.
 
-    flock /tmp/loosespec-heavy.lock python scripts/mine_autojudge.py --max-minutes 12 \
+    flock /tmp/loosespec-heavy.lock python -m loosespec_bench.train.mine_autojudge --max-minutes 12 \
         --out ~/.cache/loosespec_bench/autojudge/qwen2.5-coder-0.5b-1.5b/mined  [hydra overrides...]
 
-The search is loosespec_bench/judges/mining.py (the released find_important_tokens); this script
+The search is loosespec_bench/judges/mining.py (the released find_important_tokens); this module
 binds it to the pair and the task of a composed harness config (default: the embedded pair,
 dataset=gsm8k with dataset.split=train; the prompt, chat template, stop strings, answer budget
 and scorer are the harness's own, so the judge learns on what the runs later show it).
@@ -67,7 +67,7 @@ def answer_valid(pred: Any) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m loosespec_bench.train.mine_autojudge", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder of the mined set (mined.jsonl, features.f32, meta.json)")
     ap.add_argument("--max-minutes", type=float, default=25.0, help="wall-clock budget of this run")
     ap.add_argument("--max-problems", type=int, default=None, help="stop after this many finished problems in total")
