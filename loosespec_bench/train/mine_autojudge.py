@@ -67,6 +67,7 @@ def answer_valid(pred: Any) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # before the tokenizer loads (no fork warnings)
     ap = argparse.ArgumentParser(prog="python -m loosespec_bench.train.mine_autojudge", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder of the mined set (mined.jsonl, features.f32, meta.json)")
     ap.add_argument("--max-minutes", type=float, default=25.0, help="wall-clock budget of this run")
@@ -266,5 +267,4 @@ def features(target: Any, prompt: list[int], problem: Any, feature_rows: Any, cr
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     sys.exit(main())
