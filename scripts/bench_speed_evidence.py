@@ -29,6 +29,10 @@ Smoke test on the tiny random pair (seconds):
 Each occasion's generations are appended line by line to OUT/occasion-<o>.jsonl (an occasion
 that finished is not rerun; one interrupted midway is rerun whole, as its order and warm-up
 belong together); --analyse-only re-reads them.
+
+Lab script, kept in scripts/ (not installed with the package): it is the two-occasion timing
+protocol behind results/bench/speed-evidence-* and docs/speed_evidence.md, run by hand on a quiet
+machine; a measurement of the harness, not a tool a run needs.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import sys
 
 from loosespec_bench.omp import default_wait_policy  # noqa: E402
 
-default_wait_policy()  # before torch loads libgomp, as scripts/bench_engine.py
+default_wait_policy()  # before torch loads libgomp, as loosespec_bench/bench/engine.py
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402

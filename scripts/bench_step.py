@@ -2,12 +2,12 @@
 """Where the target alone's 1-token decode step goes: our loop as the app runs it, as the engine
 benchmark runs it, and bare forward loops, side by side in one process on the same prompts.
 
-Contestants (all the target alone, greedy, the prompts of scripts/bench_engine.py, interleaved in
+Contestants (all the target alone, greedy, the prompts of the engine benchmark, loosespec_bench.bench, interleaved in
 rotating order after a warm-up):
 
   app      our loop with the app's settings: the task's stop strings, record_steps=true, the
            process's objects left to Python's cyclic collector (the app never freezes them)
-  bench    our loop as bench_engine.py's `ar`: no stop strings, no records, objects frozen
+  bench    our loop as the engine benchmark's `ar`: no stop strings, no records, objects frozen
   bare     a minimal greedy loop: one target forward per token and an argmax, our CPU fast paths
            (decoding/cpu.py: packed GQA attention, prepacked linears), no loop bookkeeping
   stock    the same minimal loop on transformers' stock kernels (sdpa, aten linear)
@@ -20,13 +20,17 @@ the LM head, element-wise ops) and what no op accounts for (Python and dispatch)
 
   python scripts/bench_step.py --prompts-per-set 1 --repeats 2 --max-new-tokens 64 --profile 32
   .venv-vllm/bin/python scripts/bench_vllm_step.py ...   # vLLM's step on the same prompts
+
+Lab script, kept in scripts/ (not installed with the package): it is the evidence for docs/vllm.md's
+decode-step table (results/bench/vllm-2026-12-01/step_ours.json); a profiling aid for the loop, not
+a tool a run needs.
 """
 
 from __future__ import annotations
 
 import os
 
-from loosespec_bench.omp import default_wait_policy  # before torch loads libgomp (see bench_engine.py)
+from loosespec_bench.omp import default_wait_policy  # before torch loads libgomp (see loosespec_bench/bench/engine.py)
 
 default_wait_policy()
 
@@ -163,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             gc.unfreeze()  # the app leaves every object to the collector
         else:
             gc.collect()
-            gc.freeze()  # bench_engine.py freezes what is alive before its runs
+            gc.freeze()  # the engine benchmark freezes what is alive before its runs
         g0 = clock.s
         if name in engines:
             # method=True with record_steps: the app's method=ar; the loop's steps include the first.

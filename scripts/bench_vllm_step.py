@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""vLLM's target-alone 1-token decode step on the prompts of scripts/bench_engine.py, beside
+"""vLLM's target-alone 1-token decode step on the prompts of the engine benchmark (loosespec_bench.bench), beside
 scripts/bench_step.py's figures for our loop (run from .venv-vllm: make install-vllm).
 
 Per prompt and repeat: one request of 1 new token (prefill + first token) and one of N new
@@ -9,6 +9,10 @@ as a user sees it (scheduler, model runner, sampler, detokenizer). vLLM runs in 
 op groups print beside ours (bench_step.py --profile).
 
   .venv-vllm/bin/python scripts/bench_vllm_step.py --prompts-per-set 1 --repeats 2 --max-new-tokens 64 --profile 32
+
+Lab script, kept in scripts/ (not installed with the package): it runs in .venv-vllm beside
+bench_step.py for docs/vllm.md's decode-step table (results/bench/vllm-2026-12-01/step_vllm.json); a
+profiling aid, not a tool a run needs.
 """
 
 from __future__ import annotations

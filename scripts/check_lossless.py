@@ -9,7 +9,12 @@ differ and which was right.
 A lossless rule (SPD, greedy) must give the target alone's tokens exactly in float32; in bf16 a
 verification forward over K + 1 positions rounds differently from a one-token step, and a
 near-tie can flip the argmax. Identical in float32 and different in bf16 is numerics; different
-in float32 is a defect. The rows go to stdout as JSON lines (and to --out, if given)."""
+in float32 is a defect. The rows go to stdout as JSON lines (and to --out, if given).
+
+Lab script, kept in scripts/ (not installed with the package): it is a diagnostic for a lossless
+rule's lost answer (results/cpu/README.md's lossless_check rows, docs/data.md): bf16 numerics or a
+defect; the replication's record cites it.
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,10 @@ sampler as a step with no draft), i.e. vLLM emitted what the rule decided. Also 
 (lossless: the tokens of vLLM's target alone) for comparison.
 
   .venv-vllm/bin/python scripts/check_vllm_fly.py --prompts-per-set 1 --max-new-tokens 64
+
+Lab script, kept in scripts/ (not installed with the package): it is the check behind
+results/bench/vllm-2026-12-01/check_vllm_fly.json and docs/vllm.md (our FLy inside vLLM decides as
+our verifier); it needs .venv-vllm and a vLLM build, so it is no part of the wheel.
 """
 
 from __future__ import annotations
