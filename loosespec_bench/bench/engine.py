@@ -205,5 +205,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return res
 
 
+def cli() -> None:
+    """The console script (pyproject: loosespec-engine-bench): main, whose summary is for
+    callers, not an exit status."""
+    main()
+
+
 if __name__ == "__main__":
     main()
