@@ -1,4 +1,4 @@
-"""loosespec_bench.bench (the engine benchmark) end to end on tiny models, and the loop's packed CPU attention."""
+"""loosespec_bench.bench (the engine benchmark) end to end on tiny models."""
 
 from __future__ import annotations
 
@@ -6,10 +6,6 @@ import json
 
 import pytest
 import torch
-from transformers import DynamicCache
-
-from loosespec_bench.decoding.cpu import PACKED_SDPA, packed_attention
-from loosespec_bench.models.loading import load_model
 
 from loosespec_bench.bench import contestants as bench_contestants, engine
 
@@ -84,31 +80,3 @@ def test_bench_rejects_unknown_contestant():
     bench = engine
     with pytest.raises(SystemExit):
         bench.parse_args(["--contestants", "ar,nope"])
-
-
-@pytest.mark.parametrize("q", [1, 3, 6, 17])
-def test_packed_attention_matches_stock_sdpa(q):
-    """The loop's packed-GQA attention (decode and verification shapes) equals stock sdpa, and
-    the model is back on "sdpa" afterwards."""
-    model = load_model("tiny:0", dtype="float32").model
-    assert model.config._attn_implementation == "sdpa"
-    ids = torch.randint(0, 250, (40,), generator=torch.Generator().manual_seed(0))
-    x = torch.randint(0, 250, (1, q), generator=torch.Generator().manual_seed(1))
-    outs = []
-    with torch.inference_mode():
-        for packed in (False, True):
-            cache = DynamicCache(config=model.config)
-            model(ids[None], cache=cache, use_cache=True)
-            if packed:
-                with packed_attention(model):
-                    assert model.config._attn_implementation == PACKED_SDPA
-                    outs.append(model(x, cache=cache, use_cache=True).logits)
-            else:
-                outs.append(model(x, cache=cache, use_cache=True).logits)
-        # No cache at all (transformers then passes no mask: plain causality).
-        plain = model(x).logits
-        with packed_attention(model):
-            packed_plain = model(x).logits
-    assert model.config._attn_implementation == "sdpa"
-    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(packed_plain, plain, rtol=1e-5, atol=1e-5)
