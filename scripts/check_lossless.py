@@ -27,9 +27,8 @@ from hydra import compose, initialize_config_dir
 
 from loosespec_bench.app import Runner
 from loosespec_bench.build import build_engine, build_task
+from loosespec_bench.config import CONF_DIR
 from loosespec_bench.errors import ConfigError
-
-CONF = Path(__file__).resolve().parents[1] / "loosespec_bench" / "conf"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="the run's config overrides, as on the command line")
     args = parser.parse_args(argv)
     extra = ["baseline=paired", "timing.retime=false", "progress=false"] + ([f"pair.dtype={args.dtype}"] if args.dtype else [])
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    # Plain Hydra composition, not checks.compose_points: the check's settings (extra) must win
+    # over the run's own (a shared-baseline run's overrides say baseline=shared), as the last
+    # of a key given twice does here.
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[*args.overrides, *extra])
     task = build_task(cfg)
     samples = {s.id: s for s in task.samples()}
