@@ -1,4 +1,4 @@
-# Engine benchmark (scripts/bench_engine.py): our decoding loop against transformers generate(),
+# Engine benchmark (python -m loosespec_bench.bench): our decoding loop against transformers generate(),
 # assisted generation and prompt lookup, plus FLy / FLy+MLA / DropMatch against our SPD, on the
 # embedded pair (bf16, CPU), interleaved prompt by prompt; prints tokens/s, tau, median paired
 # time ratios, per-step overheads and the cost model. Included from the Makefile.
@@ -11,7 +11,7 @@ BENCH_OUT ?= results/bench/engine-$(shell date +%Y%m%d-%H%M%S).json
 .PHONY: bench bench-smoke
 
 bench: install-embedded  ## engine benchmark: our loop vs transformers generate() on the embedded pair
-	$(PY) scripts/bench_engine.py --out $(BENCH_OUT) $(BENCH_ARGS)
+	$(PY) -m loosespec_bench.bench --out $(BENCH_OUT) $(BENCH_ARGS)
 
 bench-smoke: install  ## the engine benchmark on tiny random models (seconds)
-	$(PY) scripts/bench_engine.py --tiny --max-new-tokens 16 --repeats 1 --prompts-per-set 1 $(BENCH_ARGS)
+	$(PY) -m loosespec_bench.bench --tiny --max-new-tokens 16 --repeats 1 --prompts-per-set 1 $(BENCH_ARGS)

@@ -95,7 +95,7 @@ def check_artefacts(cfg: DictConfig) -> None:
         from .judges.head import JudgeHead
 
         if not cfg.method.judge_path:  # null / "": AutoJudge has no judge to read
-            raise ConfigError("method.judge_path is empty: point it at a trained judge (scripts/train_autojudge.py)")
+            raise ConfigError("method.judge_path is empty: point it at a trained judge (python -m loosespec_bench.train.autojudge)")
         JudgeHead.load(cfg.method.judge_path)
 
 

@@ -560,7 +560,7 @@ def _check_head(drafter: Mapping[str, Any], target: Mapping[str, Any]) -> None:
     if head.startswith(("/", ".", "~")) or folder.exists():
         if not (folder / "config.json").is_file():
             raise ConfigError(
-                f"drafter.head_path={head!r}: no head there (no config.json); train one (scripts/train_eagle3.py) "
+                f"drafter.head_path={head!r}: no head there (no config.json); train one (python -m loosespec_bench.train.eagle3) "
                 "or point drafter.head_path at a head folder or hub id"
             )
         try:

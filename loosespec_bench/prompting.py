@@ -1,7 +1,7 @@
 """From a task's sample to the target's token ids and back: the chat template, end-of-sequence
 ids, stop strings, and the hash that ties a stored record to the prompt it answered.
 
-Shared by the app, the engine benchmark (scripts/bench_engine.py) and the tests, so none of
+Shared by the app, the engine benchmark (bench/) and the tests, so none of
 them has to import the app.
 """
 

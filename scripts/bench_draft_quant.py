@@ -1,9 +1,13 @@
 """Draft forward time with pair.draft.quantize = none / int8 / int4 on the embedded pair (CPU).
 
 Prints the median 1-token draft forward (ms) over a cached context, the same for the target,
-their ratio c for each mode (acceptance: scripts/bench_engine.py --draft-quantize). Loads the target once and the draft once per mode (one process, ~5 GB in bf16).
+their ratio c for each mode (acceptance: python -m loosespec_bench.bench --draft-quantize). Loads the target once and the draft once per mode (one process, ~5 GB in bf16).
 
   python scripts/bench_draft_quant.py [--modes none,int8,int4] [--vocab-top 32768] [--reps 20] [--context 300] [--fp32]
+
+Lab script, kept in scripts/ (not installed with the package): it is the measurement behind
+docs/cpu-performance.md's draft-quantization figures ("Cheaper drafts"), rerun when the quantizer
+changes; no user needs it to run the harness.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ Smoke test on the tiny random pair (seconds):
 Each occasion's generations are appended line by line to OUT/occasion-<o>.jsonl (an occasion
 that finished is not rerun; one interrupted midway is rerun whole, as its order and warm-up
 belong together); --analyse-only re-reads them.
+
+Lab script, kept in scripts/ (not installed with the package): it is the two-occasion timing
+protocol behind results/bench/speed-evidence-* and docs/speed_evidence.md, run by hand on a quiet
+machine; a measurement of the harness, not a tool a run needs.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import sys
 
 from loosespec_bench.omp import default_wait_policy  # noqa: E402
 
-default_wait_policy()  # before torch loads libgomp, as scripts/bench_engine.py
+default_wait_policy()  # before torch loads libgomp, as loosespec_bench/bench/engine.py
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
@@ -124,29 +128,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 # ---- one occasion (a child process) ----------------------------------------------------------
-def compose(overrides: list[str]) -> Any:
-    from hydra import compose as hydra_compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from loosespec_bench.config import CONF_DIR
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
-    GlobalHydra.instance().clear()
-    return cfg
-
-
 def time_occasion(a: argparse.Namespace) -> None:
     import torch
 
+    from loosespec_bench.bench.contestants import compose_config
     from loosespec_bench.build import build_task, build_verifier, instantiate, uses_drafter
     from loosespec_bench.engines.hf import HFEngine
     from loosespec_bench.models import load_model
     from loosespec_bench.models.loading import load_options
     from loosespec_bench.prompting import encode_prompt
     from loosespec_bench.timing import Clocks, Probe
-    from loosespec_bench.verifiers.spd import SPD
 
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -155,7 +146,7 @@ def time_occasion(a: argparse.Namespace) -> None:
             f"generation.max_new_tokens={a.max_new_tokens}", "record_steps=false"]
     if data_dir:
         base.append(f"paths.data_dir={data_dir}")
-    cfgs = {name: compose(base + CONFIGS[name]) for name in a.config_names}
+    cfgs = {name: compose_config(base + CONFIGS[name]) for name in a.config_names}
     first = cfgs["ar"]
     task = build_task(first)
     samples = task.samples()[: a.problems]
@@ -173,7 +164,7 @@ def time_occasion(a: argparse.Namespace) -> None:
                                        **load_options(pair.draft))
                 extra["model"] = draft.model
             drafter = instantiate(cfg.drafter, **extra)
-        verifier = SPD() if name == "ar" else build_verifier(cfg)
+        verifier = build_verifier(cfg)  # method=ar: TargetAlone, the speedup baseline
         engines[name] = HFEngine.from_parts(target, verifier=verifier, drafter=drafter, stop_strings=task.stop_strings)
     prompts = [encode_prompt(target.tokenizer, s, True)[1] for s in samples]
     clocks = Clocks()

@@ -2,12 +2,12 @@
 """Where the target alone's 1-token decode step goes: our loop as the app runs it, as the engine
 benchmark runs it, and bare forward loops, side by side in one process on the same prompts.
 
-Contestants (all the target alone, greedy, the prompts of scripts/bench_engine.py, interleaved in
+Contestants (all the target alone, greedy, the prompts of the engine benchmark, loosespec_bench.bench, interleaved in
 rotating order after a warm-up):
 
   app      our loop with the app's settings: the task's stop strings, record_steps=true, the
            process's objects left to Python's cyclic collector (the app never freezes them)
-  bench    our loop as bench_engine.py's `ar`: no stop strings, no records, objects frozen
+  bench    our loop as the engine benchmark's `ar`: no stop strings, no records, objects frozen
   bare     a minimal greedy loop: one target forward per token and an argmax, our CPU fast paths
            (decoding/cpu.py: packed GQA attention, prepacked linears), no loop bookkeeping
   stock    the same minimal loop on transformers' stock kernels (sdpa, aten linear)
@@ -20,14 +20,17 @@ the LM head, element-wise ops) and what no op accounts for (Python and dispatch)
 
   python scripts/bench_step.py --prompts-per-set 1 --repeats 2 --max-new-tokens 64 --profile 32
   .venv-vllm/bin/python scripts/bench_vllm_step.py ...   # vLLM's step on the same prompts
+
+Lab script, kept in scripts/ (not installed with the package): it is the evidence for docs/vllm.md's
+decode-step table (results/bench/vllm-2026-12-01/step_ours.json); a profiling aid for the loop, not
+a tool a run needs.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
-from loosespec_bench.omp import default_wait_policy  # before torch loads libgomp (see bench_engine.py)
+from loosespec_bench.omp import default_wait_policy  # before torch loads libgomp (see loosespec_bench/bench/engine.py)
 
 default_wait_policy()
 
@@ -42,10 +45,9 @@ from typing import Any, Callable  # noqa: E402
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-
-import bench_engine as be  # noqa: E402  (prompts, models: the same as the engine benchmark's)
+from loosespec_bench.bench.analysis import fmt  # noqa: E402
+from loosespec_bench.bench.prompts import DEFAULT_SETS, TARGET, Prompt, build_prompts, data_dir, load_avg  # noqa: E402
+from loosespec_bench.prompting import eos_ids  # noqa: E402
 
 from loosespec_bench.decoding.cpu import cpu_fast_paths  # noqa: E402
 from loosespec_bench.engines.hf import HFEngine  # noqa: E402
@@ -96,11 +98,11 @@ def bare_loop(model: torch.nn.Module, ids: list[int], max_new: int, eos: set[int
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts-per-set", type=int, default=1)
-    ap.add_argument("--sets", default=be.DEFAULT_SETS)
+    ap.add_argument("--sets", default=DEFAULT_SETS)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--contestants", default=",".join(CONTESTANTS))
-    ap.add_argument("--target", default=be.TARGET)
+    ap.add_argument("--target", default=TARGET)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--profile", type=int, default=0, help="torch.profiler over this many decode steps of `bare` (0: none)")
     ap.add_argument("--data-dir", default=None)
@@ -147,25 +149,25 @@ def op_groups(model: torch.nn.Module, ids: list[int], steps: int) -> dict[str, f
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    data_dir = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
-    load_before = be.load_avg()
+    data = data_dir(args.data_dir)
+    load_before = load_avg()
     target = load_model(args.target, dtype=args.dtype)
     model = target.model
-    eos = set(be.eos_ids(target))
-    prompts = be.build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, target.tokenizer, None)
+    eos = set(eos_ids(target))
+    prompts = build_prompts(args.sets.split(","), args.prompts_per_set, data, target.tokenizer, None)
     engines = {
         "app": lambda p: HFEngine.from_parts(target, verifier=SPD(), drafter=None, stop_strings=p.task.stop_strings, record_steps=True),
         "bench": lambda p: HFEngine.from_parts(target, verifier=SPD(), drafter=None),
     }
     clock = GcClock()
 
-    def run(name: str, p: be.Prompt, max_new: int) -> tuple[int, float, float]:
+    def run(name: str, p: Prompt, max_new: int) -> tuple[int, float, float]:
         """(decode steps, decode seconds, GC seconds inside) of one generation."""
         if name == "app":
             gc.unfreeze()  # the app leaves every object to the collector
         else:
             gc.collect()
-            gc.freeze()  # bench_engine.py freezes what is alive before its runs
+            gc.freeze()  # the engine benchmark freezes what is alive before its runs
         g0 = clock.s
         if name in engines:
             # method=True with record_steps: the app's method=ar; the loop's steps include the first.
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows.append({"contestant": n, "set": p.set, "prompt": p.id, "repeat": r, "steps": steps, "decode_s": decode, "gc_s": gc_s,
                              "prompt_tokens": int(p.ids.numel())})
                 print(f"[step] {p.set}/{p.id} r{r} {n:<10} {steps:>4} steps {1000 * decode / max(1, steps):7.2f} ms/step "
-                      f"gc {1000 * gc_s:6.1f} ms  load {be.load_avg()}", flush=True)
+                      f"gc {1000 * gc_s:6.1f} ms  load {load_avg()}", flush=True)
     gc.unfreeze()
     res: dict[str, Any] = {"contestants": {}, "load_before": load_before, "omp": omp_describe(), "threads": torch.get_num_threads()}
     for n in names:
@@ -206,13 +208,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res["contestants"][n]["ratio_to_" + ref] = statistics.median(ratios) if ratios else None
     if args.profile:
         res["profile"] = op_groups(model, prompts[0].ids.tolist(), args.profile)
-    res["load_after"] = be.load_avg()
+    res["load_after"] = load_avg()
     print(f"\n== ms per 1-token decode step, target alone ({args.target}, {args.dtype}, {res['threads']} threads, {res['omp']}; "
           f"{len(prompts)} prompts x {args.repeats} repeats x <= {args.max_new_tokens} tokens; load {load_before} -> {res['load_after']})")
     print(f"{'contestant':<12}{'ms/step':>9}{'min-max':>16}{'GC share':>10}{f'vs {ref} (paired median)':>26}")
     for n, c in res["contestants"].items():
         lo, hi = c["step_ms_min_max"]
-        print(f"{n:<12}{c['step_ms']:>9.2f}{f'{lo:.1f}-{hi:.1f}':>16}{c['gc_share']:>10.2%}{be._fmt(c['ratio_to_' + ref], '.3f'):>26}")
+        print(f"{n:<12}{c['step_ms']:>9.2f}{f'{lo:.1f}-{hi:.1f}':>16}{c['gc_share']:>10.2%}{fmt(c['ratio_to_' + ref], '.3f'):>26}")
     if args.profile:
         print(f"\n== torch.profiler, bare loop with our fast paths, {args.profile} steps (ms per step, self CPU time)")
         for k, v in res["profile"].items():

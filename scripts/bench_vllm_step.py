@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""vLLM's target-alone 1-token decode step on the prompts of scripts/bench_engine.py, beside
+"""vLLM's target-alone 1-token decode step on the prompts of the engine benchmark (loosespec_bench.bench), beside
 scripts/bench_step.py's figures for our loop (run from .venv-vllm: make install-vllm).
 
 Per prompt and repeat: one request of 1 new token (prefill + first token) and one of N new
@@ -9,6 +9,10 @@ as a user sees it (scheduler, model runner, sampler, detokenizer). vLLM runs in 
 op groups print beside ours (bench_step.py --profile).
 
   .venv-vllm/bin/python scripts/bench_vllm_step.py --prompts-per-set 1 --repeats 2 --max-new-tokens 64 --profile 32
+
+Lab script, kept in scripts/ (not installed with the package): it runs in .venv-vllm beside
+bench_step.py for docs/vllm.md's decode-step table (results/bench/vllm-2026-12-01/step_vllm.json); a
+profiling aid, not a tool a run needs.
 """
 
 from __future__ import annotations
@@ -20,15 +24,11 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: the 
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-
-import bench_engine as be  # noqa: E402  (the same prompts)
+from loosespec_bench.bench.prompts import DEFAULT_SETS, TARGET, build_prompts, data_dir, load_avg  # noqa: E402
 
 from loosespec_bench.engines import vllm as ve  # noqa: E402
 
@@ -36,10 +36,10 @@ from loosespec_bench.engines import vllm as ve  # noqa: E402
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts-per-set", type=int, default=1)
-    ap.add_argument("--sets", default=be.DEFAULT_SETS)
+    ap.add_argument("--sets", default=DEFAULT_SETS)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--target", default=be.TARGET)
+    ap.add_argument("--target", default=TARGET)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--kvcache-gib", type=int, default=1)
     ap.add_argument("--profile", type=int, default=0)
@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
 
-    load_before = be.load_avg()
+    load_before = load_avg()
     target = ve.model_source(args.target)
     tok = AutoTokenizer.from_pretrained(target)
-    data_dir = args.data_dir or os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
-    prompts = be.build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, tok, None)
+    data = data_dir(args.data_dir)
+    prompts = build_prompts(args.sets.split(","), args.prompts_per_set, data, tok, None)
     llm = LLM(model=target, tokenizer=target, dtype=args.dtype, seed=0, enforce_eager=True, max_model_len=4096,
               max_num_seqs=1, enable_prefix_caching=False)
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             step = (tn - t1) / (args.max_new_tokens - 1)
             rows.append({"set": p.set, "prompt": p.id, "repeat": r, "first_s": t1, "total_s": tn, "step_ms": 1000 * step})
             print(f"[vllm-step] {p.set}/{p.id} r{r} first token {t1:.3f}s, {args.max_new_tokens} tokens {tn:.2f}s -> "
-                  f"{1000 * step:.2f} ms/step  load {be.load_avg()}", flush=True)
+                  f"{1000 * step:.2f} ms/step  load {load_avg()}", flush=True)
     steps = [x["step_ms"] for x in rows]
     res: dict[str, Any] = {"step_ms_median": statistics.median(steps), "step_ms_min_max": [min(steps), max(steps)],
                            "threads": torch.get_num_threads(), "vllm": ve.installed_version(), "load_before": load_before}
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows_p = sorted(((ev.self_cpu_time_total, ev.key, ev.count) for ev in prof.key_averages()), reverse=True)
         res["profile"] = {"wall_ms_per_step (traced)": 1000 * wall / n,
                           "top ops": [(k, round(us / 1000 / n, 3), c // n) for us, k, c in rows_p[:20]]}
-    res["load_after"] = be.load_avg()
+    res["load_after"] = load_avg()
     print(f"\n== vLLM {res['vllm']} target alone, ms per 1-token decode step ({args.dtype}, torch threads {res['threads']}; "
           f"{len(prompts)} prompts x {args.repeats}; load {load_before} -> {res['load_after']})")
     print(f"median {res['step_ms_median']:.2f} ms (min-max {min(steps):.2f}-{max(steps):.2f})")

@@ -9,7 +9,12 @@ differ and which was right.
 A lossless rule (SPD, greedy) must give the target alone's tokens exactly in float32; in bf16 a
 verification forward over K + 1 positions rounds differently from a one-token step, and a
 near-tie can flip the argmax. Identical in float32 and different in bf16 is numerics; different
-in float32 is a defect. The rows go to stdout as JSON lines (and to --out, if given)."""
+in float32 is a defect. The rows go to stdout as JSON lines (and to --out, if given).
+
+Lab script, kept in scripts/ (not installed with the package): it is a diagnostic for a lossless
+rule's lost answer (results/cpu/README.md's lossless_check rows, docs/data.md): bf16 numerics or a
+defect; the replication's record cites it.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,8 @@ from hydra import compose, initialize_config_dir
 
 from loosespec_bench.app import Runner
 from loosespec_bench.build import build_engine, build_task
+from loosespec_bench.config import CONF_DIR
 from loosespec_bench.errors import ConfigError
-
-CONF = Path(__file__).resolve().parents[1] / "loosespec_bench" / "conf"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="the run's config overrides, as on the command line")
     args = parser.parse_args(argv)
     extra = ["baseline=paired", "timing.retime=false", "progress=false"] + ([f"pair.dtype={args.dtype}"] if args.dtype else [])
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    # Plain Hydra composition, not checks.compose_points: the check's settings (extra) must win
+    # over the run's own (a shared-baseline run's overrides say baseline=shared), as the last
+    # of a key given twice does here.
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[*args.overrides, *extra])
     task = build_task(cfg)
     samples = {s.id: s for s in task.samples()}

@@ -2,7 +2,7 @@
 """Our FLy rule inside vLLM (engines/vllm_fly.py: FLyCPUWorker), checked against our verifier.
 
 Runs vLLM (from .venv-vllm) with the pair's draft model as proposer, K = --k, and our FLy as its
-rejection sampler, greedy, on the prompts of scripts/bench_engine.py; the sampler records every
+rejection sampler, greedy, on the prompts of the engine benchmark (loosespec_bench.bench); the sampler records every
 verification step (draft tokens, the target's logits, the row it returned). Then, in this
 process: (1) our verifier (verifiers/fly.py, a fresh FLy with the same knobs) replays every
 recorded step and must reach the same (accepted, next token); (2) each request's output must be
@@ -10,7 +10,11 @@ the recorded steps' rows in order (the prefill's token is the first: vLLM passes
 sampler as a step with no draft), i.e. vLLM emitted what the rule decided. Also printed: tau and the loose accepts, and vLLM's SPD on the same prompts
 (lossless: the tokens of vLLM's target alone) for comparison.
 
-  PYTHONPATH=$PWD .venv-vllm/bin/python scripts/check_vllm_fly.py --prompts-per-set 1 --max-new-tokens 64
+  .venv-vllm/bin/python scripts/check_vllm_fly.py --prompts-per-set 1 --max-new-tokens 64
+
+Lab script, kept in scripts/ (not installed with the package): it is the check behind
+results/bench/vllm-2026-12-01/check_vllm_fly.json and docs/vllm.md (our FLy inside vLLM decides as
+our verifier); it needs .venv-vllm and a vLLM build, so it is no part of the wheel.
 """
 
 from __future__ import annotations
@@ -22,15 +26,11 @@ os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")  # the V1 CPU runner owns
 import argparse  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-
-import bench_engine as be  # noqa: E402
+from loosespec_bench.bench.prompts import DEFAULT_SETS, DRAFT, TARGET, build_prompts, data_dir, load_avg  # noqa: E402
 
 from loosespec_bench.engines import vllm as ve  # noqa: E402
 from loosespec_bench.engines.vllm_fly import CONFIG_KEY, replay  # noqa: E402
@@ -40,7 +40,7 @@ from loosespec_bench.verifiers.fly import FLy  # noqa: E402
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts-per-set", type=int, default=1)
-    ap.add_argument("--sets", default=be.DEFAULT_SETS)
+    ap.add_argument("--sets", default=DEFAULT_SETS)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--theta", type=float, default=0.3)
@@ -48,26 +48,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--record-dir", default=None, help="keep the recorded steps here (default: a temporary folder)")
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    import loosespec_bench
-
-    if not Path(loosespec_bench.__file__).resolve().is_relative_to(REPO):
-        raise SystemExit(f"error: loosespec_bench imports from {loosespec_bench.__file__}, not this checkout: set PYTHONPATH={REPO}")
-    os.environ["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")  # vLLM's engine process too
+    # vLLM's engine process imports our sampler (engines/vllm_fly.py) from the installed package:
+    # `make install-vllm` installs this checkout into .venv-vllm (editable), so no path is set here.
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
 
     rule_opts = {"theta": args.theta, "window": args.window, "mode": "vllm"}
-    target, draft = ve.model_source(be.TARGET), ve.model_source(be.DRAFT)
+    target, draft = ve.model_source(TARGET), ve.model_source(DRAFT)
     tok = AutoTokenizer.from_pretrained(target)
-    data_dir = os.environ.get("LOOSESPEC_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
-    prompts = be.build_prompts(args.sets.split(","), args.prompts_per_set, data_dir, tok, None)
+    data = data_dir(None)
+    prompts = build_prompts(args.sets.split(","), args.prompts_per_set, data, tok, None)
     _, eos, _ = ve.target_metadata(target)
     sp = SamplingParams(temperature=0.0, max_tokens=args.max_new_tokens, stop_token_ids=sorted(eos), seed=0)
     spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": args.k}
     common = dict(model=target, tokenizer=target, dtype="bfloat16", seed=0, enforce_eager=True, max_model_len=4096,
                   max_num_seqs=1, enable_prefix_caching=False, speculative_config=spec)
     root = Path(args.record_dir or tempfile.mkdtemp(prefix="vllm-fly-"))
-    res: dict[str, Any] = {"prompts": [], "rule": rule_opts, "k": args.k, "vllm": ve.installed_version(), "load_before": be.load_avg()}
+    res: dict[str, Any] = {"prompts": [], "rule": rule_opts, "k": args.k, "vllm": ve.installed_version(), "load_before": load_avg()}
     outs_fly = []
     for i, p in enumerate(prompts):
         # One engine per prompt: its recording folder holds exactly that request's steps.
@@ -115,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"output = the rows in order: {same_output}; {len(outs_fly[i])} tokens, tau {row['tau']:.2f}, "
               f"{mismatch_kept} loose accepts (draft kept where the target's argmax differed); same tokens as vLLM SPD: {row['identical_to_vllm_spd']}",
               flush=True)
-    res["load_after"] = be.load_avg()
+    res["load_after"] = load_avg()
     res["all_agree"] = ok
     print(f"[vllm-fly] {'OK' if ok else 'MISMATCH'}: records in {root}; load {res['load_before']} -> {res['load_after']}")
     (root / "check.json").write_text(json.dumps(res, indent=1))

@@ -14,6 +14,10 @@ Each differing step between code and vllm is put down to one cause, tested in th
 Prints a markdown table (the one in docs/fly_semantics.md) and, with --json, the raw counts.
 
   .venv/bin/python scripts/fly_semantics_table.py --trials 4000 --seed 0
+
+Lab script, kept in scripts/ (not installed with the package): it regenerates the table of
+docs/fly_semantics.md (docs/algorithms.md cites it); documentation's evidence, not a tool a run
+needs.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ docs/algorithms.md 7.5) ran its topped-up samples' method twice: the first, unti
 
 Generation time only: model loading and warm-up (the same under both protocols) are left out;
 the driver's wall time per point is in results/cpu/README.md.
+
+Lab script, kept in scripts/ (not installed with the package): it reads a results folder's records
+to back results/cpu/README.md's cost figures (docs/algorithms.md cites it); an audit of one
+replication, not a tool a run needs.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ FLOORS = {
     4: ("checks", "run_folder", "build", "summary"),
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
-    7: ("__main__",),
+    7: ("__main__", "bench", "train"),  # bench: `python -m loosespec_bench.bench`; train: EAGLE-3 and AutoJudge training
 }
 # No arrow runs up: config.validate's lazy import of checks is gone (the validation room, issue
 # 22 item 1, moved validate into checks.py). Kept as a set so a test names any new one.
@@ -252,3 +252,104 @@ def test_the_eagle_heads_share_one_cached_attention_step():
     head = "loosespec_bench.drafters.eagle.head"
     for name in ("eagle2.py", "eagle3.py"):
         assert f"{head}.CachedAttention" in package_imports(PKG / "drafters" / "eagle" / name)
+
+
+# ---- scripts/ and hydra_plugins/ (issue 39 item 6) ---------------------------------------------
+REPO = PKG.parent
+# Hydra loads the plugins while it composes and launches a run: they sit on the engines' floor
+# (5) and may import only what lies below it (slurm, run_folder, config), never the app.
+HYDRA_PLUGINS_FLOOR = 5
+# What a script may do to find the package: nothing. It is installed (pip install -e .).
+PATH_HACKS = ("sys.path", "spec_from_file_location", "PYTHONPATH", "site.addsitedir")
+
+
+def _imports_of(path: Path) -> set[str]:
+    """Every absolute module name `path` imports (any package), at any depth, with the names
+    imported from it (`from a import b` gives a and a.b)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add(node.module or "")
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def _path_hacks(path: Path) -> list[str]:
+    """The dotted names and string constants in `path` that reach for a module by its path."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts = []
+            n: ast.AST = node
+            while isinstance(n, ast.Attribute):
+                parts.append(n.attr)
+                n = n.value
+            if isinstance(n, ast.Name):
+                dotted = ".".join([n.id, *reversed(parts)])
+                found += [dotted for hack in PATH_HACKS if dotted == hack or dotted.endswith("." + hack)]
+        elif isinstance(node, ast.Constant) and node.value in PATH_HACKS:
+            found.append(repr(node.value))
+    return found
+
+
+def _scripts() -> list[Path]:
+    return sorted((REPO / "scripts").glob("*.py"))
+
+
+def test_the_script_guards_see_path_hacks_and_private_imports(tmp_path):
+    # Guards the guard: each kind of reach a script must not make is seen.
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os, sys, importlib.util\nsys.path.insert(0, 'x')\nos.environ['PYTHONPATH'] = 'x'\n"
+                   "importlib.util.spec_from_file_location('m', 'm.py')\nfrom loosespec_bench.bench.engine import _x\n"
+                   "from loosespec_bench.bench import _private\n")
+    assert sorted(_path_hacks(bad)) == ["'PYTHONPATH'", "importlib.util.spec_from_file_location", "sys.path"]
+    assert _private_names(bad) == ["loosespec_bench.bench._private", "loosespec_bench.bench.engine._x"]
+
+
+def _private_names(path: Path) -> list[str]:
+    return sorted(m for m in _imports_of(path) if m.startswith("loosespec_bench")
+                  and any(p.startswith("_") and not p.startswith("__") for p in m.split(".")))
+
+
+def test_scripts_find_the_package_by_no_path():
+    """scripts/ imports the installed package, never a file by its path (no sys.path, no
+    importlib by file, no PYTHONPATH): a script is a command line over the package."""
+    assert _scripts(), "no scripts found: the guard would pass vacuously"
+    assert {p.name: _path_hacks(p) for p in _scripts() if _path_hacks(p)} == {}
+
+
+def test_scripts_import_only_the_packages_public_modules():
+    """A script imports loosespec_bench's modules (existing ones) and their public names, never
+    a private one, another script, or the tests."""
+    modules = set(_modules())
+    bad = {}
+    for path in _scripts():
+        imports = _imports_of(path)
+        ours = {m for m in imports if m == "loosespec_bench" or m.startswith("loosespec_bench.")}
+        # `from a.b import c`: a.b must be a module; c a module or a public name of it.
+        unknown = sorted(m for m in ours if m not in modules and m.rsplit(".", 1)[0] not in modules)
+        sibling = sorted(m for m in imports if m.split(".")[0] in {p.stem for p in _scripts()} | {"tests", "scripts"})
+        problems = unknown + sibling + _private_names(path)
+        if problems:
+            bad[path.name] = problems
+    assert bad == {}
+
+
+def test_hydra_plugins_import_nothing_above_their_floor():
+    """The plugins (launcher, sweeper) import only package modules below the engines' floor."""
+    files = sorted((REPO / "hydra_plugins").rglob("*.py"))
+    assert files, "no hydra plugins found: the guard would pass vacuously"
+    bad, seen = {}, set()
+    for path in files:
+        ours = {m for m in _imports_of(path) if m.startswith("loosespec_bench.") and m in _modules()}
+        seen |= ours
+        high = sorted(m for m in ours if (_floor(m) is None or _floor(m) >= HYDRA_PLUGINS_FLOOR))
+        if high:
+            bad[str(path.relative_to(REPO))] = high
+    assert bad == {}
+    # Guards the guard: the launcher's function-level imports are seen.
+    assert {"loosespec_bench.slurm", "loosespec_bench.run_folder", "loosespec_bench.config"} <= seen
+    assert {p.name for p in files if _path_hacks(p)} == set()

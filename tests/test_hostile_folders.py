@@ -3,7 +3,7 @@ nothing hangs. Each hostile folder gets exit 2 and one `error:` line naming what
 executes nothing from it, sends nothing anywhere, and leaves the folder and every file outside it
 as they were.
 
-FOLDER is also what scripts/probe_hostile_inputs.py runs through the command line (with the
+FOLDER is also what python -m tests.probe_hostile_inputs runs through the command line (with the
 cases of tests/test_hostile_inputs.py), counting a run past its time limit as a hang.
 """
 

@@ -1,7 +1,7 @@
 """Every input of issue 24's hostile-input probe (its appendix), each with its expected single
 `error:` line and exit code 2, before any model loads, nothing left behind.
 
-The table below is also what scripts/probe_hostile_inputs.py runs through the real command
+The table below is also what python -m tests.probe_hostile_inputs runs through the real command
 lines to count (tried / clean error line / traceback / silent). Here the main CLI's cases run
 in-process (loosespec_bench.__main__.main, as tests/test_main.py does), the re-scorer's and the
 plan's through their main(argv); a few run as subprocesses for what only the CLI shows (Hydra

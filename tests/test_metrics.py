@@ -1,4 +1,4 @@
-"""metrics' paired statistics (used by the summary and by scripts/bench_engine.py) and the
+"""metrics' paired statistics (used by the summary and by the engine benchmark, bench/) and the
 prompt hash that resume checks."""
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def packed_attention(*models: torch.nn.Module | None) -> Iterator[None]:
 # BF16) against ~40 GB/s for a plain sum over the same bytes; oneDNN's matmul on a weight
 # reordered once into its blocked layout (the path torch.compile's CPU "freezing" takes) reached
 # ~26 GB/s: 36 -> 27 ms per draft forward's layer matmuls, 1.35x at 6-token verification
-# queries, 2x in fp32 (scripts/bench_engine.py measures the effect end to end). The packed copy
+# queries, 2x in fp32 (bench/, the engine benchmark, measures the effect end to end). The packed copy
 # costs one more copy of the weights in memory; LOOSESPEC_CPU_PREPACK=0 switches it off.
 # Packed copies live beside the modules, not on them: an opaque oneDNN tensor attribute would
 # break copy.deepcopy, pickling and state_dict walks of the model. Gone with the module.

@@ -1,4 +1,4 @@
-"""drafter=reference (built by scripts/mine_autojudge.py, no config file): drafts a continuation
+"""drafter=reference (built by train/mine_autojudge.py, no config file): drafts a continuation
 from the answer it was cut from, else with the draft model, keeping the draft model's cache from
 one continuation to the next.
 

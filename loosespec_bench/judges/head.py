@@ -122,8 +122,8 @@ class JudgeHead:
         p = judge_file(path)
         if not p.is_file():
             raise ConfigError(
-                f"method.judge_path: no trained judge at {p}; train one with scripts/mine_autojudge.py and "
-                "scripts/train_autojudge.py (docs/algorithms.md, AutoJudge) or point method.judge_path at a judge.json"
+                f"method.judge_path: no trained judge at {p}; train one with python -m loosespec_bench.train.mine_autojudge and "
+                "python -m loosespec_bench.train.autojudge (docs/algorithms.md, AutoJudge) or point method.judge_path at a judge.json"
             )
         try:
             data = json.loads(p.read_text())

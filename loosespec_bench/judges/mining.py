@@ -18,7 +18,7 @@ the final y holds, at every unimportant mismatch, the draft token with the prefi
 saw; the classifier's features are read from it (see `feature_rows`).
 
 This module holds the algorithm over callables (so a test can drive it with hand-built
-"models") and the mined set's files; scripts/mine_autojudge.py binds it to real models.
+"models") and the mined set's files; train/mine_autojudge.py binds it to real models.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ is kept; candidate thresholds are the 26 quantiles 0, 0.04, .., 1 of the validat
 Threshold: the largest candidate whose validation recall of "important" reaches
 `recall_target` (a mismatch scoring at or above the threshold is corrected). The released
 trainer stores all 26 candidates and its evaluation sweeps them; the recall reading is the one
-this harness's brief names; `--threshold` in scripts/train_autojudge.py sets one by hand.
+this harness's brief names; `--threshold` of train/autojudge.py sets one by hand.
 
 Unlike the released trainer, a third part of the problems (`test_fraction`) is kept out of both
 the choice of C and of the threshold, and the judge's precision/recall are reported on it, with

@@ -24,7 +24,7 @@ from .base import Sample, Task, load_hub_dataset, read_jsonl
 
 MATCHES = ("strict", "flexible")
 # test = the evaluation set; train = the 7,473 training problems, which only AutoJudge's mining
-# reads (scripts/mine_autojudge.py): never evaluate on it.
+# reads (train/mine_autojudge.py): never evaluate on it.
 SPLITS = ("test", "train")
 # lm-eval's own filters (strict-match, flexible-extract) and exact_match options, read from
 # its task file rather than re-typed.

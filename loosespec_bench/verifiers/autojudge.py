@@ -6,7 +6,7 @@ regression on the target's final hidden state at d_i (after reading d_i: TargetS
 i + 1), scores it below its threshold ("unimportant"); otherwise the rule is SPD's: stop there
 and emit the target's token. Matches are always accepted. The released rule, per window:
     accept_i = (d_i == t_i) OR (s_i < threshold);  n = longest accepted prefix;  emit t_{n+1}.
-The judge is trained offline (judges/, scripts/mine_autojudge.py, scripts/train_autojudge.py).
+The judge is trained offline (judges/, train/mine_autojudge.py, train/autojudge.py).
 
 Differences from the released decoder, chosen to keep it a rule of this harness's loop:
   - a fully accepted draft also emits the bonus token t_{K+1}, as every rule here (the released
@@ -138,7 +138,7 @@ def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | N
     sha256: the judge file's hash the run's config recorded (its run id depends on it); a file
     changed since then is refused rather than run under the old judge's run id."""
     if not judge_path:
-        raise ConfigError("method.judge_path is empty: point it at a trained judge (scripts/train_autojudge.py)")
+        raise ConfigError("method.judge_path is empty: point it at a trained judge (python -m loosespec_bench.train.autojudge)")
     judge = JudgeHead.load(judge_path)
     if sha256 is not None and judge_sha256(judge_path) != sha256:
         raise ConfigError(f"method.judge_path: {judge_path} changed since the run's config recorded it "

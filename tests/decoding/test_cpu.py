@@ -1,15 +1,17 @@
 """The loop's prepacked-weight linears (decoding/cpu.py): same outputs as stock, switched on
-only inside the block, following in-place weight changes, and lossless end to end."""
+only inside the block, following in-place weight changes, and lossless end to end; the packed GQA
+attention against stock sdpa."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from transformers import DynamicCache
 
 from loosespec_bench.decoding import generate
 from loosespec_bench.decoding import cpu as cpu_paths
-from loosespec_bench.decoding.cpu import cpu_fast_paths, prepack_available, prepacked_linears
+from loosespec_bench.decoding.cpu import PACKED_SDPA, cpu_fast_paths, packed_attention, prepack_available, prepacked_linears
 from loosespec_bench.models.loading import load_model
 from loosespec_bench.verifiers.spd import SPD
 
@@ -129,3 +131,31 @@ def test_model_still_deepcopies_after_the_fast_paths():
     generate(model, prompt, verifier=SPD(), max_new_tokens=3)
     clone = copy.deepcopy(model)  # no opaque packed tensor hangs off the modules
     assert all("forward" not in m.__dict__ for m in _linears(clone))
+
+
+@pytest.mark.parametrize("q", [1, 3, 6, 17])
+def test_packed_attention_matches_stock_sdpa(q):
+    """The loop's packed-GQA attention (decode and verification shapes) equals stock sdpa, and
+    the model is back on "sdpa" afterwards."""
+    model = load_model("tiny:0", dtype="float32").model
+    assert model.config._attn_implementation == "sdpa"
+    ids = torch.randint(0, 250, (40,), generator=torch.Generator().manual_seed(0))
+    x = torch.randint(0, 250, (1, q), generator=torch.Generator().manual_seed(1))
+    outs = []
+    with torch.inference_mode():
+        for packed in (False, True):
+            cache = DynamicCache(config=model.config)
+            model(ids[None], cache=cache, use_cache=True)
+            if packed:
+                with packed_attention(model):
+                    assert model.config._attn_implementation == PACKED_SDPA
+                    outs.append(model(x, cache=cache, use_cache=True).logits)
+            else:
+                outs.append(model(x, cache=cache, use_cache=True).logits)
+        # No cache at all (transformers then passes no mask: plain causality).
+        plain = model(x).logits
+        with packed_attention(model):
+            packed_plain = model(x).logits
+    assert model.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(packed_plain, plain, rtol=1e-5, atol=1e-5)

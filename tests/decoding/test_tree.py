@@ -239,7 +239,7 @@ def test_eagle2_official_head_loads_and_drafts_chain_and_tree_losslessly(tmp_pat
 
 @pytest.mark.slow
 def test_trained_head_tree_is_lossless_and_beats_its_chain_on_the_embedded_pair():
-    """The CPU-trained EAGLE-3 head of the embedded target (scripts/train_eagle3.py): greedy tree
+    """The CPU-trained EAGLE-3 head of the embedded target (python -m loosespec_bench.train.eagle3): greedy tree
     SPD equals the target alone in float32, and the tree accepts more per step than a chain of
     the same head."""
     import os
@@ -250,7 +250,7 @@ def test_trained_head_tree_is_lossless_and_beats_its_chain_on_the_embedded_pair(
 
     folder = os.path.expanduser(compose_config(["drafter=eagle3"]).drafter.head_path)
     if not os.path.isdir(folder):
-        pytest.skip(f"no trained head in {folder}: run scripts/train_eagle3.py")
+        pytest.skip(f"no trained head in {folder}: run python -m loosespec_bench.train.eagle3")
     target = load_model("embedded:qwen2.5-coder-1.5b-instruct", dtype="float32")
     msgs = [{"role": "user", "content": "Question: Tom has 3 boxes of 12 pencils and gives away 5. How many are left?\nStep-by-Step Answer:"}]
     text = target.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)

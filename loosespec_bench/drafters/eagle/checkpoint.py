@@ -11,7 +11,7 @@ norm.weight, lm_head.weight, d2t, t2d and optionally embed_tokens.weight. `layer
 speculators name of the same layer) is read as `midlayer.*`. An optional
 `eagle_aux_hidden_state_layer_ids` in config.json overrides the three layers.
 An EAGLE-1/2 checkpoint (SafeAILab/EAGLE cnets1: fc over 2H, no hidden_norm) is recognised by
-its weights and built as an Eagle2Head (eagle2.py). Also used by scripts/train_eagle3.py.
+its weights and built as an Eagle2Head (eagle2.py). Also used by train/eagle3.py.
 """
 
 from __future__ import annotations

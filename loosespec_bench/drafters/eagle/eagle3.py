@@ -21,7 +21,7 @@ PyTorch; it reuses transformers' Llama RMSNorm, MLP and rotary embedding, so rop
 variants (llama3, linear, dynamic) behave as in transformers.
 
 Checkpoints: checkpoint.py. Training (the unrolled "training-time test"): `Eagle3Head.unroll`,
-used by scripts/train_eagle3.py.
+used by train/eagle3.py.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def test_app_runs_eagle3_from_a_head_folder(checkpoint, tmp_path, data_dir):
 
 @pytest.mark.slow
 def test_trained_head_for_the_embedded_target_is_lossless():
-    """The head scripts/train_eagle3.py trains for Qwen2.5-Coder-1.5B: loads from its folder,
+    """The head python -m loosespec_bench.train.eagle3 trains for Qwen2.5-Coder-1.5B: loads from its folder,
     and vanilla SPD with it equals the target alone (fp32, greedy)."""
     from loosespec_bench.models import load_model
 
@@ -111,7 +111,7 @@ def test_trained_head_for_the_embedded_target_is_lossless():
     import os
 
     if not os.path.isdir(os.path.expanduser(folder)):
-        pytest.skip(f"no trained head in {folder}: run scripts/train_eagle3.py")
+        pytest.skip(f"no trained head in {folder}: run python -m loosespec_bench.train.eagle3")
     target = load_model("embedded:qwen2.5-coder-1.5b-instruct", dtype="float32")
     msgs = [{"role": "user", "content": "Question: Tom has 3 boxes of 12 pencils and gives away 5. How many are left?\nStep-by-Step Answer:"}]
     text = target.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)

@@ -1,6 +1,6 @@
 """Train a small EAGLE-3 head for a target on CPU, bounded in time and resumable.
 
-    python scripts/train_eagle3.py --data-dir /work/shared/datasets --max-minutes 60
+    python -m loosespec_bench.train.eagle3 --data-dir /work/shared/datasets --max-minutes 60
 
 Pipeline (each phase resumes from what is on disk in --work):
   1. corpus   training texts in the target's chat format, from the local data sets:
@@ -222,7 +222,7 @@ def sample_loss(head: Eagle3Head, s: dict, w_draft: torch.Tensor, in_draft: torc
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m loosespec_bench.train.eagle3", description=__doc__.splitlines()[0])
     ap.add_argument("--target", default=DEFAULT_TARGET)
     ap.add_argument("--data-dir", default=os.environ.get("LOOSESPEC_DATA_DIR"), required=os.environ.get("LOOSESPEC_DATA_DIR") is None)
     ap.add_argument("--out", default=None, help="official-format head folder (default: ~/.cache/loosespec_bench/eagle3/<target>)")

@@ -1,6 +1,6 @@
 """Fit AutoJudge's classifier on a mined set and save it beside the pair's trained artefacts.
 
-    python scripts/train_autojudge.py --mined ~/.cache/loosespec_bench/autojudge/<pair>/mined \
+    python -m loosespec_bench.train.autojudge --mined ~/.cache/loosespec_bench/autojudge/<pair>/mined \
         [--out ~/.cache/loosespec_bench/autojudge/<pair>] [--recall-target 0.9] [--threshold T]
 
 Writes <out>/judge.json (weights, threshold, provenance: the mined set's settings and sha256,
@@ -11,7 +11,6 @@ Needs scikit-learn (pip install 'loosespec_bench[autojudge]'); the verifier does
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -19,18 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+from loosespec_bench.data import sha256
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mined", required=True, help="folder written by scripts/mine_autojudge.py")
+    ap = argparse.ArgumentParser(prog="python -m loosespec_bench.train.autojudge", description=__doc__.splitlines()[0])
+    ap.add_argument("--mined", required=True, help="folder written by python -m loosespec_bench.train.mine_autojudge")
     ap.add_argument("--out", default=None, help="judge folder (default: the mined folder's parent)")
     ap.add_argument("--recall-target", type=float, default=0.9, help="validation recall of important mismatches the threshold keeps")
     ap.add_argument("--threshold", type=float, default=None, help="a threshold by hand instead of the recall rule")
@@ -40,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     mined = Path(args.mined).expanduser()
     if not (mined / "mined.jsonl").is_file() or not (mined / "meta.json").is_file():
-        print(f"error: --mined {mined} holds no mined set (mined.jsonl, meta.json); run scripts/mine_autojudge.py first", file=sys.stderr)
+        print(f"error: --mined {mined} holds no mined set (mined.jsonl, meta.json); run python -m loosespec_bench.train.mine_autojudge first", file=sys.stderr)
         return 2
     if not 0 < args.recall_target <= 1:
         print("error: --recall-target must be in (0, 1]", file=sys.stderr)

@@ -9,27 +9,25 @@ line (a subprocess each), counted as
   hang       still running at --timeout (killed)
   other      any other ending (a non-2 exit without a traceback)
 
-    python scripts/probe_hostile_inputs.py [--jobs 2] [--only ID ...] [--timeout S] [--json out.json]
+    python -m tests.probe_hostile_inputs [--jobs 2] [--only ID ...] [--timeout S] [--json out.json]
 
 Prints one line per input and the counts (tried / clean / traceback / silent / hang / other).
+It lives beside the tests because it replays their tables (run from the checkout's root); the
+suite itself runs the same inputs in-process.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import subprocess  # noqa: E402
-
-from tests.test_hostile_folders import FOLDER, MAIN as MAIN41, OUTSIDE, OUTSIDE_TEXT, FolderCase, run_folder_cli  # noqa: E402
-from tests.test_hostile_inputs import ALL, Case, run_cli  # noqa: E402
+from .test_hostile_folders import FOLDER, MAIN as MAIN41, OUTSIDE, OUTSIDE_TEXT, FolderCase, run_folder_cli
+from .test_hostile_inputs import ALL, Case, run_cli
 
 
 def verdict(case: Case | FolderCase, timeout: float) -> tuple[str, str]:

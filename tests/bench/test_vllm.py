@@ -1,34 +1,26 @@
-"""scripts/bench_vllm.py without vLLM: the prompt-id check against bench_engine.py's file, the
+"""loosespec_bench.bench.vllm without vLLM: the prompt-id check against the engine benchmark's file, the
 settings it adopts from there, and the side-by-side table (fake runs; no model loads)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import pytest
 import torch
 
-from ..conftest import REPO
-from . import load_script
-
-
-def _module(name: str):
-    sys.path.insert(0, str(REPO / "scripts"))  # bench_vllm imports its sibling bench_engine
-    try:
-        return load_script(name)
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+from loosespec_bench.bench import vllm
+from loosespec_bench.bench.contestants import Run
+from loosespec_bench.bench.prompts import Prompt
 
 
 @pytest.fixture(scope="module")
 def bv():
-    return _module("bench_vllm")
+    return vllm
 
 
 def _prompt(bv, set_, id_, ids):
-    return bv.be.Prompt(set_, id_, torch.tensor(ids, dtype=torch.long), None)
+    return Prompt(set_, id_, torch.tensor(ids, dtype=torch.long), None)
 
 
 def test_same_prompts_pass(bv):
@@ -68,7 +60,7 @@ def test_unusable_ours_file_is_one_error(bv, tmp_path, ours, says):
 
 
 def _run(bv, who, prompt, repeat, wall, tokens, steps):
-    return bv.be.Run(contestant=who, set="gsm8k", prompt=prompt, repeat=repeat, position=0, prompt_tokens=3, wall_s=wall,
+    return Run(contestant=who, set="gsm8k", prompt=prompt, repeat=repeat, position=0, prompt_tokens=3, wall_s=wall,
                      tokens=tokens, target_forwards=steps, draft_forwards=0, steps=steps)
 
 
@@ -89,3 +81,15 @@ def test_table_pairs_each_engine_with_its_own_target_alone_and_ours_with_vllm(bv
     assert "| 4/4 | 2.00" in spd and spd.endswith("| 0/4 |")  # ours == its target alone; vLLM's SPD differs in one token
     assert vspd.startswith("| vLLM | SPD, draft 0.5B | 20.00 (20.00-20.00) | 3.33 | 2.00") and "| 0/4 |" in vspd
     assert var.startswith("| vLLM | target alone | 10.00")
+
+
+def test_each_contestant_is_the_engines_own_speculative_config(bv):
+    """spec_of asks engines/vllm.speculative_config (no second mapping): vLLM's methods, K and
+    n-gram sizes as the contestants' settings give them; the head path expanded by the engine."""
+    args = argparse.Namespace(k=4, pld_k=7, pld_max_ngram=2, eagle3_head="~/heads/it's here", draft="/models/draft")
+    assert bv.spec_of("vllm-ar", args) is None
+    assert bv.spec_of("vllm-spd", args) == {"method": "draft_model", "num_speculative_tokens": 4, "model": "/models/draft"}
+    assert bv.spec_of("vllm-pld", args) == {"method": "ngram", "num_speculative_tokens": 7, "prompt_lookup_min": 1, "prompt_lookup_max": 2}
+    eagle = bv.spec_of("vllm-eagle3", args)
+    assert eagle["method"] == "eagle3" and eagle["num_speculative_tokens"] == 4
+    assert eagle["model"].endswith("/heads/it's here") and not eagle["model"].startswith("~")

@@ -1,4 +1,4 @@
-"""scripts/bench_engine.py end to end on tiny models, and the loop's packed CPU attention."""
+"""loosespec_bench.bench (the engine benchmark) end to end on tiny models."""
 
 from __future__ import annotations
 
@@ -6,17 +6,10 @@ import json
 
 import pytest
 import torch
-from transformers import DynamicCache
 
-from loosespec_bench.decoding.cpu import PACKED_SDPA, packed_attention
-from loosespec_bench.models.loading import load_model
+from loosespec_bench.bench import contestants as bench_contestants, engine
 
 from ..conftest import shared_data_dir
-from . import load_script
-
-
-def _bench_module():
-    return load_script("bench_engine")
 
 
 def _run_smoke(bench, out):
@@ -30,7 +23,7 @@ def _run_smoke(bench, out):
 
 
 def test_bench_engine_tiny_fp32_smoke(tmp_path, capsys):
-    bench = _bench_module()
+    bench = engine
     out = tmp_path / "bench.json"
     threads = torch.get_num_threads()
     try:
@@ -39,7 +32,7 @@ def test_bench_engine_tiny_fp32_smoke(tmp_path, capsys):
         torch.set_num_threads(threads)  # --threads is process-wide: give the next tests theirs back
     text = capsys.readouterr().out
     # Every contestant ran on every prompt (3 sets x 1 prompt x 1 repeat).
-    assert set(res["contestants"]) == set(bench.ALL_CONTESTANTS) - set(json.loads(out.read_text())["unavailable"])
+    assert set(res["contestants"]) == set(bench_contestants.ALL_CONTESTANTS) - set(json.loads(out.read_text())["unavailable"])
     for name, s in res["contestants"].items():
         assert s["runs"] == 3, name
         assert s["tokens"] > 0 and s["tokens_per_s"] > 0
@@ -66,7 +59,7 @@ def test_bench_engine_tiny_fp32_smoke(tmp_path, capsys):
 def test_an_engine_built_from_the_config_is_one_more_contestant(tmp_path):
     """--engine NAME=OVERRIDES: any engine the package config builds (here engine=hf with SPD and
     the draft model, as a vLLM engine would plug in) runs beside the built-in contestants."""
-    bench = _bench_module()
+    bench = engine
     threads = torch.get_num_threads()
     try:
         res = bench.main([
@@ -84,34 +77,6 @@ def test_an_engine_built_from_the_config_is_one_more_contestant(tmp_path):
 
 
 def test_bench_rejects_unknown_contestant():
-    bench = _bench_module()
+    bench = engine
     with pytest.raises(SystemExit):
         bench.parse_args(["--contestants", "ar,nope"])
-
-
-@pytest.mark.parametrize("q", [1, 3, 6, 17])
-def test_packed_attention_matches_stock_sdpa(q):
-    """The loop's packed-GQA attention (decode and verification shapes) equals stock sdpa, and
-    the model is back on "sdpa" afterwards."""
-    model = load_model("tiny:0", dtype="float32").model
-    assert model.config._attn_implementation == "sdpa"
-    ids = torch.randint(0, 250, (40,), generator=torch.Generator().manual_seed(0))
-    x = torch.randint(0, 250, (1, q), generator=torch.Generator().manual_seed(1))
-    outs = []
-    with torch.inference_mode():
-        for packed in (False, True):
-            cache = DynamicCache(config=model.config)
-            model(ids[None], cache=cache, use_cache=True)
-            if packed:
-                with packed_attention(model):
-                    assert model.config._attn_implementation == PACKED_SDPA
-                    outs.append(model(x, cache=cache, use_cache=True).logits)
-            else:
-                outs.append(model(x, cache=cache, use_cache=True).logits)
-        # No cache at all (transformers then passes no mask: plain causality).
-        plain = model(x).logits
-        with packed_attention(model):
-            packed_plain = model(x).logits
-    assert model.config._attn_implementation == "sdpa"
-    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(packed_plain, plain, rtol=1e-5, atol=1e-5)
