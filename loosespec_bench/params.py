@@ -10,6 +10,10 @@ parameters dataclass. A field declares its range once, with `knob(default, rule)
         group = "method"
         window: int = knob(6, integer(1), "the deferral window W")
 
+A knob a report shows says how, in the same declaration (`shown=Shown("W", "W", "deferral window W
+(tokens)")`: its index column, label prefix, axis text and neutral value); schema.KNOBS is read
+from these (schema.rule_knobs), never restated.
+
 `FLyParams(**node)` checks every value (and the class's cross rules, `cross()`) and raises one
 ConfigError naming the setting (`method.window=0 must be an integer >= 1 (the deferral window
 W)`); the pre-check (checks.py) reads the same declarations through `declared_rules`, so the
@@ -33,6 +37,7 @@ from .errors import ConfigError
 Rule = Callable[[Any], "str | None"]
 RULE_KEY = "rule"
 DOC_KEY = "doc"
+SHOWN_KEY = "shown"
 # Absurd beyond any model's context: catches 1e8 and typos before the model's own check.
 MAX_NEW_TOKENS_CAP = 1_000_000
 MAX_DRAFT_K = 1024  # far above any paper's K (<= 15); catches typos such as k=100000
@@ -162,9 +167,42 @@ def explain(rule: Rule, why: str) -> Rule:
 
 
 # --- declarations -----------------------------------------------------------------------------
-def knob(default: Any, rule: Rule, doc: str = "") -> Any:
-    """A Params field with its range: `window: int = knob(6, integer(1), "the window W")`."""
-    meta = {RULE_KEY: explain(rule, doc) if doc else rule, DOC_KEY: doc}
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+DEFAULT: Any = _Marker("DEFAULT")  # Shown(neutral=DEFAULT): the knob's own default is its neutral value
+NO_NEUTRAL: Any = _Marker("NO_NEUTRAL")  # Shown's "every value is shown" (a value no knob holds)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """How a report shows a knob (schema.Knob reads it): its index column, the label prefix
+    tables and legends print (`W=6`; "" = the bare value), the axis / header text when a sweep
+    varies it, the value left out of labels (neutral: DEFAULT = the knob's default), the label
+    text of a boolean that is true (flag), and how many characters of a text value a label keeps
+    (chars; 0 = all: a sha256 is told apart by its first 8)."""
+
+    column: str
+    label: str
+    axis: str = ""
+    neutral: Any = NO_NEUTRAL
+    flag: str = ""
+    chars: int = 0
+
+
+def knob(default: Any, rule: Rule, doc: str = "", *, shown: Shown | None = None) -> Any:
+    """A Params field with its range: `window: int = knob(6, integer(1), "the window W")`;
+    shown: how a report shows it (None: a report labels it by its name, schema.knobs_of)."""
+    meta: dict[str, Any] = {RULE_KEY: explain(rule, doc) if doc else rule, DOC_KEY: doc}
+    if shown is not None:
+        if shown.neutral is DEFAULT:
+            shown = dataclasses.replace(shown, neutral=default)
+        meta[SHOWN_KEY] = shown
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
