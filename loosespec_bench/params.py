@@ -177,6 +177,7 @@ class _Marker:
 
 DEFAULT: Any = _Marker("DEFAULT")  # Shown(neutral=DEFAULT): the knob's own default is its neutral value
 NO_NEUTRAL: Any = _Marker("NO_NEUTRAL")  # Shown's "every value is shown" (a value no knob holds)
+NOT_SHOWN: Any = _Marker("NOT_SHOWN")  # knob(shown=NOT_SHOWN): bookkeeping no report shows (a file's path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,12 +196,13 @@ class Shown:
     chars: int = 0
 
 
-def knob(default: Any, rule: Rule, doc: str = "", *, shown: Shown | None = None) -> Any:
+def knob(default: Any, rule: Rule, doc: str = "", *, shown: Any = None) -> Any:
     """A Params field with its range: `window: int = knob(6, integer(1), "the window W")`;
-    shown: how a report shows it (None: a report labels it by its name, schema.knobs_of)."""
+    shown: how a report shows it (a Shown; None: a report labels it by its name,
+    schema.knobs_of; NOT_SHOWN: bookkeeping, never a report column)."""
     meta: dict[str, Any] = {RULE_KEY: explain(rule, doc) if doc else rule, DOC_KEY: doc}
     if shown is not None:
-        if shown.neutral is DEFAULT:
+        if isinstance(shown, Shown) and shown.neutral is DEFAULT:
             shown = dataclasses.replace(shown, neutral=default)
         meta[SHOWN_KEY] = shown
     if isinstance(default, (list, dict)):

@@ -36,7 +36,7 @@ import torch
 
 from ..errors import ConfigError
 from ..judges.head import JudgeHead, judge_sha256
-from ..params import choice, knob, optional, real, string
+from ..params import NOT_SHOWN, Shown, choice, knob, optional, real, string
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, tempered_probs
 from ..step import Draft, TargetScores, Verdict, longest_true_prefix, sync
 from .base import LooseDecision, Verifier, VerifierParams
@@ -121,16 +121,20 @@ def autojudge_decide(
 class AutoJudgeParams(VerifierParams):
     """method=autojudge's knobs (conf/method/autojudge.yaml explains each)."""
 
-    judge_path: str | None = knob(None, optional(string), "judge.json or its folder (packaged:<pair>)")
-    threshold: float | None = knob(None, optional(real(0, 1)), "null = the judge's own")
-    judge_sha256: str | None = knob(None, optional(string), "sha256 of the judge file (the config fills it in; checked at load)")
+    # Where the judge file was read is not a knob a report shows; which judge it was is judge_sha256.
+    judge_path: str | None = knob(None, optional(string), "judge.json or its folder (packaged:<pair>)", shown=NOT_SHOWN)
+    threshold: float | None = knob(None, optional(real(0, 1)), "null = the judge's own",
+                                   shown=Shown("threshold", "threshold", "AutoJudge threshold (null = the judge's own)"))
+    judge_sha256: str | None = knob(None, optional(string), "sha256 of the judge file (the config fills it in; checked at load)",
+                                    shown=Shown("judge", "judge", "the AutoJudge judge file (sha256)", chars=8))
 
 
 @dataclass(frozen=True)
 class DropMatchAutoJudgeParams(DropMatchParams, AutoJudgeParams):
     """method=dropmatch_autojudge: DropMatch's knobs, AutoJudge's, and how the two combine."""
 
-    combine: str = knob("any", choice(*COMBINE), "any = judge OR criterion accepts, all = both must")
+    combine: str = knob("any", choice(*COMBINE), "any = judge OR criterion accepts, all = both must",
+                        shown=Shown("combine", "combine", "DropMatch + AutoJudge: any | all"))
 
 
 def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | None = None) -> tuple[JudgeHead, float]:
@@ -188,7 +192,6 @@ class DropMatchAutoJudge(DropMatch):
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)  # DropMatch builds self.Params: every range checked once, there
         p = self.params
-        self.combine = p.combine
         self.judge, self.threshold = _load_judge(p.judge_path, p.threshold, p.judge_sha256)
         self.judge_path = p.judge_path
 
@@ -205,14 +208,10 @@ class DropMatchAutoJudge(DropMatch):
         js = judge_scores(self.judge, scores.hidden, draft.k)  # [K]
         important = js >= self.threshold
         t1 = time.perf_counter()
+        combine = self.params.combine
         d = dropmatch_decide(
-            draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
-            criterion=self.criterion, n_paths=self.n_paths, p=self.p, include_clean_path=self.include_clean_path,
-            majority=self.majority, temperature=sampling.temperature, generator=sampling.generator,
-            top_k=sampling.top_k, top_p=sampling.top_p,
-            lm_head_batch=self.lm_head_batch,
-            pre_accept=~important if self.combine == "any" else None,
-            veto=important if self.combine == "all" else None,
+            draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head, self.params, sampling,
+            pre_accept=~important if combine == "any" else None, veto=important if combine == "all" else None,
         )
         sync(scores.hidden.device)
         t2 = time.perf_counter()
@@ -220,7 +219,7 @@ class DropMatchAutoJudge(DropMatch):
         judged = [i for i in d.mismatches if i <= d.n]
         rec.update({
             "rule": "dropmatch_autojudge",
-            "combine": self.combine,
+            "combine": combine,
             "judged_positions": judged,
             "judge_scores": [round(float(js[i]), 6) for i in judged],
             "judge_important": [bool(important[i]) for i in judged],
