@@ -23,15 +23,10 @@ from .models import LoadedModel, load_model
 from .models.quantize import quantize_drafter
 from .models.subvocab import restrict_draft_vocab
 from .models.loading import load_options
-from .params import check_node, declared_rules, params_of
+from .params import BOOKKEEPING_KEYS, check_node, declared_rules, params_of  # noqa: F401 (BOOKKEEPING_KEYS re-exported)
 from .tasks import Task
 from .verifiers.base import Verifier
 
-# Keys of a config node that steer the harness (what to load, whether a drafter runs, the name
-# used in run ids), not arguments of the class named by _target_. Drafters' `k` is NOT one of
-# them: a drafter owns its draft length.
-# vocab_top is applied to the built drafter's network here, not passed to its constructor.
-BOOKKEEPING_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "vocab_top")
 
 
 def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:

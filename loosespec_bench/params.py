@@ -41,6 +41,14 @@ SHOWN_KEY = "shown"
 # Absurd beyond any model's context: catches 1e8 and typos before the model's own check.
 MAX_NEW_TOKENS_CAP = 1_000_000
 MAX_DRAFT_K = 1024  # far above any paper's K (<= 15); catches typos such as k=100000
+# Keys of a config node that steer the harness (what to load, whether a drafter runs, the name
+# used in run ids), not arguments of the class named by _target_: the one list (build strips them
+# before instantiating, the report's knobs_of skips them). Drafters' `k` is NOT one of them: a
+# drafter owns its draft length. vocab_top is applied to the built drafter's network by build.
+# uses_drafter / needs_*: read from the classes now (Verifier.target_alone, Drafter.needs_*); the
+# keys stay in the config files and are accepted because the run id hashes the composed config:
+# dropping them would change every committed run's id.
+BOOKKEEPING_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "vocab_top")
 
 
 # --- the vocabulary ---------------------------------------------------------------------------

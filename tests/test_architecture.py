@@ -1,8 +1,10 @@
 """The package's layering, pinned by parsing every module's imports (ast, nothing is imported).
 
   step, sampling,       the ground floor: import nothing from the package
-  generation, schema
+  generation
   drafters / verifiers  import the floor, never each other's layer or the loop (decoding)
+  schema                the report's declarations: reads the rules' parameter classes (their
+                        knobs' columns and labels), nothing else of the package
   metrics               reads GenerationOutput from the ground floor, never the loop
   build                 assembles drafters, verifiers, models, tasks: nothing below imports it
   engines               run the models (engines/hf.py: our loop); the app reaches models,
@@ -79,9 +81,16 @@ def test_verifiers_import_neither_drafters_nor_the_loop():
     assert _violations("verifiers", ("loosespec_bench.drafters", "loosespec_bench.decoding")) == {}
 
 
-@pytest.mark.parametrize("floor", ["step.py", "sampling.py", "generation.py", "schema.py"])
+@pytest.mark.parametrize("floor", ["step.py", "sampling.py", "generation.py"])
 def test_the_ground_floor_imports_nothing_from_the_package(floor):
     assert package_imports(PKG / floor) == set()
+
+
+def test_the_schema_reads_only_the_rules_and_their_params():
+    """schema.KNOBS is read from the rules' parameter classes (issue 39): schema may import the
+    verifiers and params.py, nothing else (the sinks and the report import it)."""
+    allowed = ("loosespec_bench.verifiers", "loosespec_bench.params")
+    assert {m for m in package_imports(PKG / "schema.py") if not m.startswith(allowed)} == set()
 
 
 @pytest.mark.parametrize("layer", ["step.py", "sampling.py", "generation.py", "drafters", "verifiers", "decoding", "models", "tasks", "metrics.py"])
@@ -146,11 +155,11 @@ def test_params_is_a_ground_floor():
 FLOORS = {
     # The basement: ConfigError, which every floor raises (params, on the ground floor, too).
     -1: ("errors",),
-    0: ("loosespec_bench", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm", "timing", "params",
+    0: ("loosespec_bench", "step", "sampling", "generation", "omp", "stats", "costmodel", "slurm", "timing", "params",
         "work", "safe_files"),  # safe_files: opening a run folder's files as data (no links, regular files only)
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
-    3: ("prompting", "config", "decoding"),
+    3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations
     4: ("checks", "run_folder", "build", "summary"),
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`

@@ -117,24 +117,43 @@ def autojudge_decide(
     return AutoJudgeDecision(a, scores, important, n, nxt, t[:K], float(threshold))
 
 
+# The parameter classes are split so that each knob is declared once and the report lists
+# DropMatch + AutoJudge's knobs as it always has (threshold, combine, judge: schema.rule_knobs
+# reads fields in dataclass order, which follows the reversed MRO).
 @dataclass(frozen=True)
-class AutoJudgeParams(VerifierParams):
-    """method=autojudge's knobs (conf/method/autojudge.yaml explains each)."""
+class JudgeParams(VerifierParams):
+    """Which judge and its threshold (AutoJudge's and DropMatch + AutoJudge's)."""
 
     # Where the judge file was read is not a knob a report shows; which judge it was is judge_sha256.
     judge_path: str | None = knob(None, optional(string), "judge.json or its folder (packaged:<pair>)", shown=NOT_SHOWN)
     threshold: float | None = knob(None, optional(real(0, 1)), "null = the judge's own",
                                    shown=Shown("threshold", "threshold", "AutoJudge threshold (null = the judge's own)"))
+
+
+@dataclass(frozen=True)
+class JudgeFileParams(VerifierParams):
+    """The judge file's hash the composed config recorded (checked at load)."""
+
     judge_sha256: str | None = knob(None, optional(string), "sha256 of the judge file (the config fills it in; checked at load)",
                                     shown=Shown("judge", "judge", "the AutoJudge judge file (sha256)", chars=8))
 
 
 @dataclass(frozen=True)
-class DropMatchAutoJudgeParams(DropMatchParams, AutoJudgeParams):
-    """method=dropmatch_autojudge: DropMatch's knobs, AutoJudge's, and how the two combine."""
+class AutoJudgeParams(JudgeFileParams, JudgeParams):
+    """method=autojudge's knobs (conf/method/autojudge.yaml explains each)."""
+
+
+@dataclass(frozen=True)
+class CombineParams(DropMatchParams, JudgeParams):
+    """How DropMatch's criterion and the judge combine."""
 
     combine: str = knob("any", choice(*COMBINE), "any = judge OR criterion accepts, all = both must",
                         shown=Shown("combine", "combine", "DropMatch + AutoJudge: any | all"))
+
+
+@dataclass(frozen=True)
+class DropMatchAutoJudgeParams(JudgeFileParams, CombineParams):
+    """method=dropmatch_autojudge: DropMatch's knobs, AutoJudge's, and how the two combine."""
 
 
 def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | None = None) -> tuple[JudgeHead, float]:
