@@ -16,7 +16,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .config import DEFAULT_ENGINE_TARGET, check_engine, engine_class, uses_drafter  # noqa: F401 (re-exported)
+from .config import DEFAULT_ENGINE_TARGET, check_engine, class_or_none, drafter_class, engine_class, resolve_class, uses_drafter  # noqa: F401 (re-exported)
 from .drafters.base import Drafter
 from .errors import ConfigError
 from .models import LoadedModel, load_model
@@ -54,16 +54,8 @@ def _check_settings(cfg: dict[str, Any]) -> None:
     """A class that declares SETTINGS (the tasks) gets its node's values checked against them
     here, so that every way of building it (a run, the re-scorer) checks the same declaration;
     classes with a Params dataclass check in their constructor."""
-    from hydra._internal.utils import _locate
-
-    target = cfg.get("_target_")
-    if not isinstance(target, str):
-        return
-    try:
-        cls = _locate(target)
-    except Exception:
-        return  # hydra's own error names it
-    if isinstance(cls, type) and issubclass(cls, Task) and params_of(cls) is None:
+    cls = class_or_none(cfg.get("_target_"))  # None: hydra's own error names it
+    if cls is not None and issubclass(cls, Task) and params_of(cls) is None:
         check_node("dataset", cfg, declared_rules(cls))
 
 
@@ -108,21 +100,22 @@ def build_verifier(cfg: DictConfig) -> Verifier:
 def build_drafter(cfg: DictConfig, target_loaded: LoadedModel) -> Drafter | None:
     """The drafter of a composed config, or None for a method without one (method=ar).
 
-    Loads what the drafter node asks for: the pair's draft model (needs_model), its tokenizer
-    and the target's for a draft with another vocabulary (needs_tokenizers), the target model
-    itself for heads on its hidden states (needs_target, EAGLE-3).
+    Loads what the drafter class declares it needs (Drafter.needs_model, needs_tokenizers,
+    needs_target): the pair's draft model, its tokenizer and the target's for a draft with
+    another vocabulary, the target model itself for heads on its hidden states (EAGLE-3).
     """
     if not uses_drafter(cfg):
         return None
     pair, node = cfg.pair, cfg.drafter
+    cls = resolve_class(node.get("_target_"), "drafter", Drafter)
     extra: dict[str, Any] = {}
-    if node.get("needs_model", False):
+    if cls.needs_model:
         device = pair.get("draft_device") or pair.device
         draft = load_model(pair.draft.path, dtype=pair.dtype, device=device, **load_options(pair.draft))
         extra["model"] = draft.model
-        if node.get("needs_tokenizers", False):  # a draft with another vocabulary
+        if cls.needs_tokenizers:  # a draft with another vocabulary
             extra.update(draft_tokenizer=draft.tokenizer, target_tokenizer=target_loaded.tokenizer)
-    if node.get("needs_target", False):  # heads on the target's hidden states (EAGLE-3)
+    if cls.needs_target:  # heads on the target's hidden states (EAGLE-3)
         extra["target"] = target_loaded.model
     drafter = instantiate(node, **extra)
     # drafter.vocab_top (FR-Spec style): the draft's LM head over the most frequent ids only,
