@@ -10,6 +10,7 @@ imported: engines build their drafters through this module, so they sit above it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hydra.errors import InstantiationException
@@ -18,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import DEFAULT_ENGINE_TARGET, check_engine, class_or_none, drafter_class, engine_class, resolve_class, uses_drafter  # noqa: F401 (re-exported)
 from .drafters.base import Drafter
-from .errors import ConfigError
+from .errors import ConfigError, one_line
 from .models import LoadedModel, load_model
 from .models.quantize import quantize_drafter
 from .models.subvocab import restrict_draft_vocab
@@ -59,9 +60,42 @@ def _check_settings(cfg: dict[str, Any]) -> None:
         check_node("dataset", cfg, declared_rules(cls))
 
 
-def build_task(cfg: DictConfig) -> Task:
-    """The data set of a composed config (cfg.dataset)."""
-    return instantiate(cfg.dataset)
+def build_task(
+    cfg: DictConfig | Mapping[str, Any],
+    overrides: Sequence[str] = (),
+    *,
+    workers: int | None = None,
+    check: Callable[[dict[str, Any]], Any] | None = None,
+) -> Task:
+    """The data set of a composed config (cfg.dataset): the one way a task is built (a run,
+    the re-scorer, the scripts). overrides: `KEY=VALUE` settings of the dataset node applied
+    first (the re-scorer's --set); workers: the sandbox's worker count, for a node that has a
+    sandbox; check: called with the resolved node before it is built (the re-scorer's
+    pre-check, checks.check_group_node, which sits above this module)."""
+    node = cfg["dataset"]
+    overrides = list(overrides)
+    if workers and "sandbox" in node:
+        overrides.append(f"sandbox.workers={workers}")
+    if not overrides and check is None:
+        return instantiate(node)
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set judge.kind=openai")
+    try:
+        data = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+        if overrides:
+            merged = OmegaConf.merge(OmegaConf.create(data), OmegaConf.from_dotlist(overrides))
+            data = OmegaConf.to_container(merged, resolve=True)
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(f"the dataset settings cannot be read: {one_line(err)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("the dataset node is not a mapping of settings")
+    if check is not None:
+        check(data)
+    return instantiate(data)
 
 
 def check_data(cfg: DictConfig) -> None:
