@@ -17,7 +17,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .config import DEFAULT_ENGINE_TARGET, check_engine, class_or_none, drafter_class, engine_class, resolve_class, uses_drafter  # noqa: F401 (re-exported)
+from .config import DEFAULT_ENGINE_TARGET, check_engine, class_or_none, drafter_class, engine_class, method_class, resolve_class, uses_drafter  # noqa: F401 (re-exported)
 from .drafters.base import Drafter
 from .errors import ConfigError, one_line
 from .models import LoadedModel, load_model
@@ -108,16 +108,13 @@ def check_data(cfg: DictConfig) -> None:
 
 
 def check_artefacts(cfg: DictConfig) -> None:
-    """Trained files a rule reads (AutoJudge's judge): a missing or malformed one is a
-    ConfigError here, before any model loads or any result folder is made (app.run, per point).
+    """Trained files a rule reads (its class's check_artefacts: AutoJudge's judge): a missing or
+    malformed one is a ConfigError here, before any model loads or any result folder is made (app.run, per point).
     Kept out of checks.validate and the sweep pre-check, which check settings only: an experiment
     composes and validates on a machine that lacks the artefacts (the cluster has them)."""
-    if "judge_path" in cfg.method:
-        from .judges.head import JudgeHead
-
-        if not cfg.method.judge_path:  # null / "": AutoJudge has no judge to read
-            raise ConfigError("method.judge_path is empty: point it at a trained judge (scripts/train_autojudge.py)")
-        JudgeHead.load(cfg.method.judge_path)
+    cls = method_class(cfg)
+    if cls is not None:
+        cls.check_artefacts(cfg.method)  # the rule's own (Verifier.check_artefacts)
 
 
 def build_engine(cfg: DictConfig, task: Task) -> Any:

@@ -186,13 +186,13 @@ OmegaConf.register_new_resolver("lsb.data_dir", lambda: data_dir_setting(), repl
 
 
 def _judge_sha256(path: Any = None) -> str | None:
-    from .judges.head import judge_sha256  # the judge file's identity (method.judge_sha256)
+    from .judges.head import judge_sha256  # the judge file's identity
 
     return judge_sha256(path)
 
 
-# method=autojudge / dropmatch_autojudge: `judge_sha256: ${lsb.judge_sha256:${.judge_path}}`, so the
-# resolved config (run id, config.yaml, the report's configurations) names the judge's contents.
+# A rule whose config reads a trained file names its contents through this resolver (conf/method/
+# autojudge.yaml), so the resolved config (run id, config.yaml, the report) names the file's contents.
 OmegaConf.register_new_resolver("lsb.judge_sha256", _judge_sha256, replace=True)
 
 # Keys that change where or how a run is reported, not what it computes: excluded from the

@@ -6,17 +6,17 @@ ends with: "must be an integer >= 1") and `Params`, the base of each rule's and 
 parameters dataclass. A field declares its range once, with `knob(default, rule)`:
 
     @dataclass(frozen=True)
-    class FLyParams(Params):
-        group = "method"
-        window: int = knob(6, integer(1), "the deferral window W")
+    class DrafterParams(Params):
+        group = "drafter"
+        k: int = knob(5, integer(1, MAX_DRAFT_K), "the draft length K")
 
-A knob a report shows says how, in the same declaration (`shown=Shown("W", "W", "deferral window W
-(tokens)")`: its index column, label prefix, axis text and neutral value); schema.KNOBS is read
-from these (schema.rule_knobs), never restated.
+A rule's knob a report shows says how, in the same declaration (`shown=Shown(column, label,
+axis, neutral=DEFAULT)`: its index column, label prefix, axis text and neutral value);
+schema.KNOBS is read from these (schema.rule_knobs), never restated.
 
-`FLyParams(**node)` checks every value (and the class's cross rules, `cross()`) and raises one
-ConfigError naming the setting (`method.window=0 must be an integer >= 1 (the deferral window
-W)`); the pre-check (checks.py) reads the same declarations through `declared_rules`, so the
+`DrafterParams(**node)` checks every value (and the class's cross rules, `cross()`) and raises
+one ConfigError naming the setting (`drafter.k=0 must be an integer in 1..1024 (the draft
+length K)`); the pre-check (checks.py) reads the same declarations through `declared_rules`, so the
 constructor and the pre-check can never disagree. A subclass may change a field's default
 without repeating its rule (`k: int = 4`): the rule is looked up along the class's MRO.
 

@@ -11,8 +11,8 @@ beside them in summary.json (the SUMMARY INTERVALS contract, stats/summary: pair
 over samples); summaries written before those keys existed have none, and the report then
 prints the point value marked "no interval".
 
-Knobs: a resolved-config key (`method.window`), its index column (`W`), the label prefix the
-tables and legends print (`W=6`) and when it is left out of a label (its neutral value). A rule's
+Knobs: a resolved-config key (`drafter.k`), its index column (`K`), the label prefix the
+tables and legends print (`K=5`) and when it is left out of a label (its neutral value). A rule's
 knobs are declared once, on its parameter class (`knob(..., shown=Shown(...))`, params.py), and
 read from there (rule_knobs): nothing here names a rule or a rule's knob. A rule knob without a
 Shown (a new rule's `method.<key>` in its one config file) is found in the run's config all the
@@ -156,7 +156,7 @@ _UNSET = NO_NEUTRAL  # Knob.hidden when every value is shown
 class Knob:
     """A setting that tells configurations apart, shown in table rows and legends."""
 
-    key: str  # resolved-config key, e.g. method.window
+    key: str  # resolved-config key, e.g. drafter.k
     column: str  # index column, e.g. W
     label: str  # label prefix: `W=6`; "" = the bare value (criterion: `js`)
     axis: str = ""  # axis / header text when a sweep varies it

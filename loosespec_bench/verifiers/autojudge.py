@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -169,6 +169,15 @@ def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | N
     return judge, judge.threshold if threshold is None else float(threshold)
 
 
+def check_judge_file(knobs: Mapping[str, Any]) -> None:
+    """The judge file a method node names loads (AutoJudge's and DropMatch + AutoJudge's
+    check_artefacts): an empty path or a missing or malformed file is a ConfigError."""
+    judge_path = knobs.get("judge_path")
+    if not judge_path:  # null / "": AutoJudge has no judge to read
+        raise ConfigError("method.judge_path is empty: point it at a trained judge (scripts/train_autojudge.py)")
+    JudgeHead.load(judge_path)
+
+
 class AutoJudge(Verifier):
     """method=autojudge: exact match, plus the mismatches a trained judge calls unimportant."""
 
@@ -177,6 +186,10 @@ class AutoJudge(Verifier):
     Params = AutoJudgeParams
     config_names = ("autojudge",)
     display_name = "AutoJudge"
+
+    @classmethod
+    def check_artefacts(cls, knobs: Mapping[str, Any]) -> None:
+        check_judge_file(knobs)
 
     def __init__(self, **knobs: Any) -> None:
         self.params = AutoJudgeParams.build(knobs)  # every range checked once, there
@@ -207,6 +220,10 @@ class DropMatchAutoJudge(DropMatch):
     Params = DropMatchAutoJudgeParams
     config_names = ("dropmatch_autojudge",)
     display_name = "DropMatch + AutoJudge"
+
+    @classmethod
+    def check_artefacts(cls, knobs: Mapping[str, Any]) -> None:
+        check_judge_file(knobs)
 
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)  # DropMatch builds self.Params: every range checked once, there
