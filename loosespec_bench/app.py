@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -27,7 +26,7 @@ from .engines.base import Engine
 from .errors import ConfigError
 from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
-from .config import baseline_config, data_source
+from .config import baseline_config, class_or_none, data_source, target_alone
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .safe_files import read_text
 from .run_folder import FolderLocked, RunFolder, check_files, first_per_id, run_dir, utc_stamp, write_error
@@ -62,7 +61,7 @@ class Runner:
         self.side_limit = side_limit(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.
-        self.paired = cfg.baseline in ("paired", "shared") and cfg.method.name != "ar"
+        self.paired = cfg.baseline in ("paired", "shared") and not target_alone(cfg)
         self.store: BaselineStore | None = None  # baseline=shared: run() opens it
         self.timed: set[int] | None = None  # baseline=shared: the timing subset's sample positions
         self.run_name = ""
@@ -432,7 +431,7 @@ def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[st
     than the run already has: a run timed under an earlier rule for choosing them (MGSM's
     before groups were spread) keeps its timed samples instead of gaining some at every resume,
     perhaps on another CPU."""
-    if cfg.baseline != "shared" or cfg.method.name == "ar":
+    if cfg.baseline != "shared" or target_alone(cfg):
         return []
     subset = cfg.timing.get("subset")
     untimed = {sid for sid, rec in done.items() if (rec.get("timing") or {}).get("status") == UNTIMED}
@@ -519,9 +518,8 @@ def tracker_extras(cfg: DictConfig) -> dict[str, Any]:
     target = (cfg.get("logger") or {}).get("_target_")
     if not target:
         return {}
-    try:
-        cls = get_class(str(target))
-    except Exception:  # build_tracker warns about a tracker it cannot build; no extras then
+    cls = class_or_none(target)
+    if cls is None:  # build_tracker warns about a tracker it cannot build; no extras then
         return {}
     return {"plotter": _tracker_plots} if "plotter" in inspect.signature(cls).parameters else {}
 

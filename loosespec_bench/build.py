@@ -10,28 +10,24 @@ imported: engines build their drafters through this module, so they sit above it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .config import DEFAULT_ENGINE_TARGET, check_engine, engine_class, uses_drafter  # noqa: F401 (re-exported)
+from .config import DEFAULT_ENGINE_TARGET, check_engine, class_or_none, drafter_class, engine_class, method_class, resolve_class, uses_drafter  # noqa: F401 (re-exported)
 from .drafters.base import Drafter
-from .errors import ConfigError
+from .errors import ConfigError, one_line
 from .models import LoadedModel, load_model
 from .models.quantize import quantize_drafter
 from .models.subvocab import restrict_draft_vocab
 from .models.loading import load_options
-from .params import check_node, declared_rules, params_of
+from .params import BOOKKEEPING_KEYS, check_node, declared_rules, params_of  # noqa: F401 (BOOKKEEPING_KEYS re-exported)
 from .tasks import Task
 from .verifiers.base import Verifier
 
-# Keys of a config node that steer the harness (what to load, whether a drafter runs, the name
-# used in run ids), not arguments of the class named by _target_. Drafters' `k` is NOT one of
-# them: a drafter owns its draft length.
-# vocab_top is applied to the built drafter's network here, not passed to its constructor.
-BOOKKEEPING_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "vocab_top")
 
 
 def instantiate(node: DictConfig | dict[str, Any], **kwargs: Any) -> Any:
@@ -59,22 +55,47 @@ def _check_settings(cfg: dict[str, Any]) -> None:
     """A class that declares SETTINGS (the tasks) gets its node's values checked against them
     here, so that every way of building it (a run, the re-scorer) checks the same declaration;
     classes with a Params dataclass check in their constructor."""
-    from hydra._internal.utils import _locate
-
-    target = cfg.get("_target_")
-    if not isinstance(target, str):
-        return
-    try:
-        cls = _locate(target)
-    except Exception:
-        return  # hydra's own error names it
-    if isinstance(cls, type) and issubclass(cls, Task) and params_of(cls) is None:
+    cls = class_or_none(cfg.get("_target_"))  # None: hydra's own error names it
+    if cls is not None and issubclass(cls, Task) and params_of(cls) is None:
         check_node("dataset", cfg, declared_rules(cls))
 
 
-def build_task(cfg: DictConfig) -> Task:
-    """The data set of a composed config (cfg.dataset)."""
-    return instantiate(cfg.dataset)
+def build_task(
+    cfg: DictConfig | Mapping[str, Any],
+    overrides: Sequence[str] = (),
+    *,
+    workers: int | None = None,
+    check: Callable[[dict[str, Any]], Any] | None = None,
+) -> Task:
+    """The data set of a composed config (cfg.dataset): the one way a task is built (a run,
+    the re-scorer, the scripts). overrides: `KEY=VALUE` settings of the dataset node applied
+    first (the re-scorer's --set); workers: the sandbox's worker count, for a node that has a
+    sandbox; check: called with the resolved node before it is built (the re-scorer's
+    pre-check, checks.check_group_node, which sits above this module)."""
+    node = cfg["dataset"]
+    overrides = list(overrides)
+    if workers and "sandbox" in node:
+        overrides.append(f"sandbox.workers={workers}")
+    if not overrides and check is None:
+        return instantiate(node)
+    for item in overrides:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set judge.kind=openai")
+    try:
+        data = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+        if overrides:
+            merged = OmegaConf.merge(OmegaConf.create(data), OmegaConf.from_dotlist(overrides))
+            data = OmegaConf.to_container(merged, resolve=True)
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(f"the dataset settings cannot be read: {one_line(err)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("the dataset node is not a mapping of settings")
+    if check is not None:
+        check(data)
+    return instantiate(data)
 
 
 def check_data(cfg: DictConfig) -> None:
@@ -87,16 +108,13 @@ def check_data(cfg: DictConfig) -> None:
 
 
 def check_artefacts(cfg: DictConfig) -> None:
-    """Trained files a rule reads (AutoJudge's judge): a missing or malformed one is a
-    ConfigError here, before any model loads or any result folder is made (app.run, per point).
+    """Trained files a rule reads (its class's check_artefacts: AutoJudge's judge): a missing or
+    malformed one is a ConfigError here, before any model loads or any result folder is made (app.run, per point).
     Kept out of checks.validate and the sweep pre-check, which check settings only: an experiment
     composes and validates on a machine that lacks the artefacts (the cluster has them)."""
-    if "judge_path" in cfg.method:
-        from .judges.head import JudgeHead
-
-        if not cfg.method.judge_path:  # null / "": AutoJudge has no judge to read
-            raise ConfigError("method.judge_path is empty: point it at a trained judge (python -m loosespec_bench.train.autojudge)")
-        JudgeHead.load(cfg.method.judge_path)
+    cls = method_class(cfg)
+    if cls is not None:
+        cls.check_artefacts(cfg.method)  # the rule's own (Verifier.check_artefacts)
 
 
 def build_engine(cfg: DictConfig, task: Task) -> Any:
@@ -113,21 +131,22 @@ def build_verifier(cfg: DictConfig) -> Verifier:
 def build_drafter(cfg: DictConfig, target_loaded: LoadedModel) -> Drafter | None:
     """The drafter of a composed config, or None for a method without one (method=ar).
 
-    Loads what the drafter node asks for: the pair's draft model (needs_model), its tokenizer
-    and the target's for a draft with another vocabulary (needs_tokenizers), the target model
-    itself for heads on its hidden states (needs_target, EAGLE-3).
+    Loads what the drafter class declares it needs (Drafter.needs_model, needs_tokenizers,
+    needs_target): the pair's draft model, its tokenizer and the target's for a draft with
+    another vocabulary, the target model itself for heads on its hidden states (EAGLE-3).
     """
     if not uses_drafter(cfg):
         return None
     pair, node = cfg.pair, cfg.drafter
+    cls = resolve_class(node.get("_target_"), "drafter", Drafter)
     extra: dict[str, Any] = {}
-    if node.get("needs_model", False):
+    if cls.needs_model:
         device = pair.get("draft_device") or pair.device
         draft = load_model(pair.draft.path, dtype=pair.dtype, device=device, **load_options(pair.draft))
         extra["model"] = draft.model
-        if node.get("needs_tokenizers", False):  # a draft with another vocabulary
+        if cls.needs_tokenizers:  # a draft with another vocabulary
             extra.update(draft_tokenizer=draft.tokenizer, target_tokenizer=target_loaded.tokenizer)
-    if node.get("needs_target", False):  # heads on the target's hidden states (EAGLE-3)
+    if cls.needs_target:  # heads on the target's hidden states (EAGLE-3)
         extra["target"] = target_loaded.model
     drafter = instantiate(node, **extra)
     # drafter.vocab_top (FR-Spec style): the draft's LM head over the most frequent ids only,

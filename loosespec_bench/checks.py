@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from .config import CONF_DIR, GROUPS, ALL_GROUPS, safe_name, safe_path_name, site_conf_dir
-from .errors import ConfigError
+from .errors import ConfigError, one_line  # noqa: F401 (one_line moved to errors.py: build uses it too)
 from .params import (
     MAX_NEW_TOKENS_CAP,
     Rule,
@@ -575,21 +575,6 @@ def _check_head(drafter: Mapping[str, Any], target: Mapping[str, Any]) -> None:
 # --- the points of a command line ----------------------------------------------------------
 # A sweep larger than this is refused: checking it would take minutes, running it weeks.
 MAX_SWEEP_POINTS = 20_000
-
-
-def one_line(err: BaseException) -> str:
-    """A Hydra / OmegaConf error as one line: its text without the grammar link and the
-    full_key / object_type detail lines."""
-    lines = []
-    for line in str(err).splitlines():
-        line = line.strip()
-        if not line or line.startswith(("See https://hydra.cc", "full_key:", "object_type", "reference_type", "Available options")):
-            continue
-        lines.append(line.rstrip("."))
-    text = "; ".join(lines) or type(err).__name__
-    if text[:1].isupper() and not text[1:2].isupper():  # "Could not ..." -> "could not ...", not "ABC"
-        text = text[:1].lower() + text[1:]
-    return text
 
 
 def _check_hydra_overrides(parsed: list[Any]) -> None:

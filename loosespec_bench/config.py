@@ -186,13 +186,13 @@ OmegaConf.register_new_resolver("lsb.data_dir", lambda: data_dir_setting(), repl
 
 
 def _judge_sha256(path: Any = None) -> str | None:
-    from .judges.head import judge_sha256  # the judge file's identity (method.judge_sha256)
+    from .judges.head import judge_sha256  # the judge file's identity
 
     return judge_sha256(path)
 
 
-# method=autojudge / dropmatch_autojudge: `judge_sha256: ${lsb.judge_sha256:${.judge_path}}`, so the
-# resolved config (run id, config.yaml, the report's configurations) names the judge's contents.
+# A rule whose config reads a trained file names its contents through this resolver (conf/method/
+# autojudge.yaml), so the resolved config (run id, config.yaml, the report) names the file's contents.
 OmegaConf.register_new_resolver("lsb.judge_sha256", _judge_sha256, replace=True)
 
 # Keys that change where or how a run is reported, not what it computes: excluded from the
@@ -281,8 +281,55 @@ def baseline_config(cfg: DictConfig) -> dict[str, Any]:
     return data
 
 
+def resolve_class(target: Any, group: str = "", base: type | None = None) -> type:
+    """The class a config node's `_target_` names, not built: the one resolver (the drafter's,
+    the engine's, the method's, the settings check's). A ConfigError naming `group` when the name
+    is missing, cannot be imported, or (with `base`) is not a subclass of base."""
+    from hydra.utils import get_class
+
+    where = f"{group}._target_" if group else "_target_"
+    if not isinstance(target, str) or not target:
+        raise ConfigError(f"{where} is missing: the {group or 'node'} config file must name its class")
+    try:
+        cls = get_class(target)
+    except Exception as err:
+        raise ConfigError(f"{where}={target!r} cannot be imported ({err}); check the {group or 'node'} config file") from None
+    if base is not None and not issubclass(cls, base):
+        raise ConfigError(f"{where}={target!r} is not a {base.__name__} class; name one (e.g. {base.__module__}.{base.__name__} subclasses)")
+    return cls
+
+
+def class_or_none(target: Any) -> type | None:
+    """resolve_class, or None where it cannot (the check that says why runs elsewhere)."""
+    try:
+        return resolve_class(target)
+    except ConfigError:
+        return None
+
+
+def method_class(cfg: DictConfig) -> type | None:
+    """The rule a config's method node names: the package's rule filed under method.name
+    (verifiers.rule_class; a stored config's name outlives a moved class), else the class its
+    _target_ names, else None (a stored config whose rule cannot be imported here)."""
+    from .verifiers import rule_class
+
+    return rule_class(str(cfg.method.get("name"))) or class_or_none(cfg.method.get("_target_"))
+
+
+def target_alone(cfg: DictConfig) -> bool:
+    """Whether the config's method is the target alone (its class says: Verifier.target_alone).
+    A stored config whose rule cannot be imported falls back to its own `uses_drafter: false`."""
+    cls = method_class(cfg)
+    if cls is None:
+        return cfg.method.get("uses_drafter", True) is False
+    return bool(getattr(cls, "target_alone", False))
+
+
 def uses_drafter(cfg: DictConfig) -> bool:
-    return bool(cfg.method.get("uses_drafter", True))
+    """Whether a drafter runs: every rule but the target alone. (conf/method/ar.yaml keeps its
+    `uses_drafter: false` only because the run id hashes the composed method node; the class is
+    what is read. tests/test_config.py checks the two agree.)"""
+    return not target_alone(cfg)
 
 
 # A name that becomes part of a path (run ids, experiment folders): letters, digits and . _ - +
@@ -306,13 +353,7 @@ def safe_path_name(value: Any) -> str | None:
 def drafter_class(cfg: DictConfig) -> Any:
     """The drafters.base.Drafter subclass cfg.drafter names (not built), or None for a method
     without a drafter or a `_target_` that cannot be imported (the settings check says so)."""
-    from hydra.utils import get_class
-
-    target = cfg.drafter.get("_target_") if uses_drafter(cfg) else None
-    try:
-        return get_class(str(target)) if target else None
-    except Exception:
-        return None
+    return class_or_none(cfg.drafter.get("_target_")) if uses_drafter(cfg) else None
 
 
 def drafts_tree(cfg: DictConfig) -> bool:
@@ -329,13 +370,7 @@ def engine_class(cfg: DictConfig) -> type:
     """The engines.base.Engine subclass a composed config names (cfg.engine._target_; hf when
     the config has no engine node), not yet built: its `check(cfg)` runs before any model loads."""
     node = cfg.get("engine") or {}
-    target = node.get("_target_") or DEFAULT_ENGINE_TARGET
-    try:
-        from hydra.utils import get_class
-
-        return get_class(str(target))
-    except Exception as err:
-        raise ConfigError(f"engine._target_={target!r} cannot be imported ({err}); check the engine config file") from None
+    return resolve_class(node.get("_target_") or DEFAULT_ENGINE_TARGET, "engine")
 
 
 def check_engine(cfg: DictConfig) -> None:

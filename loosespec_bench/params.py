@@ -6,13 +6,17 @@ ends with: "must be an integer >= 1") and `Params`, the base of each rule's and 
 parameters dataclass. A field declares its range once, with `knob(default, rule)`:
 
     @dataclass(frozen=True)
-    class FLyParams(Params):
-        group = "method"
-        window: int = knob(6, integer(1), "the deferral window W")
+    class DrafterParams(Params):
+        group = "drafter"
+        k: int = knob(5, integer(1, MAX_DRAFT_K), "the draft length K")
 
-`FLyParams(**node)` checks every value (and the class's cross rules, `cross()`) and raises one
-ConfigError naming the setting (`method.window=0 must be an integer >= 1 (the deferral window
-W)`); the pre-check (checks.py) reads the same declarations through `declared_rules`, so the
+A rule's knob a report shows says how, in the same declaration (`shown=Shown(column, label,
+axis, neutral=DEFAULT)`: its index column, label prefix, axis text and neutral value);
+schema.KNOBS is read from these (schema.rule_knobs), never restated.
+
+`DrafterParams(**node)` checks every value (and the class's cross rules, `cross()`) and raises
+one ConfigError naming the setting (`drafter.k=0 must be an integer in 1..1024 (the draft
+length K)`); the pre-check (checks.py) reads the same declarations through `declared_rules`, so the
 constructor and the pre-check can never disagree. A subclass may change a field's default
 without repeating its rule (`k: int = 4`): the rule is looked up along the class's MRO.
 
@@ -33,9 +37,18 @@ from .errors import ConfigError
 Rule = Callable[[Any], "str | None"]
 RULE_KEY = "rule"
 DOC_KEY = "doc"
+SHOWN_KEY = "shown"
 # Absurd beyond any model's context: catches 1e8 and typos before the model's own check.
 MAX_NEW_TOKENS_CAP = 1_000_000
 MAX_DRAFT_K = 1024  # far above any paper's K (<= 15); catches typos such as k=100000
+# Keys of a config node that steer the harness (what to load, whether a drafter runs, the name
+# used in run ids), not arguments of the class named by _target_: the one list (build strips them
+# before instantiating, the report's knobs_of skips them). Drafters' `k` is NOT one of them: a
+# drafter owns its draft length. vocab_top is applied to the built drafter's network by build.
+# uses_drafter / needs_*: read from the classes now (Verifier.target_alone, Drafter.needs_*); the
+# keys stay in the config files and are accepted because the run id hashes the composed config:
+# dropping them would change every committed run's id.
+BOOKKEEPING_KEYS = ("name", "uses_drafter", "needs_model", "needs_target", "needs_tokenizers", "vocab_top")
 
 
 # --- the vocabulary ---------------------------------------------------------------------------
@@ -162,9 +175,44 @@ def explain(rule: Rule, why: str) -> Rule:
 
 
 # --- declarations -----------------------------------------------------------------------------
-def knob(default: Any, rule: Rule, doc: str = "") -> Any:
-    """A Params field with its range: `window: int = knob(6, integer(1), "the window W")`."""
-    meta = {RULE_KEY: explain(rule, doc) if doc else rule, DOC_KEY: doc}
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+DEFAULT: Any = _Marker("DEFAULT")  # Shown(neutral=DEFAULT): the knob's own default is its neutral value
+NO_NEUTRAL: Any = _Marker("NO_NEUTRAL")  # Shown's "every value is shown" (a value no knob holds)
+NOT_SHOWN: Any = _Marker("NOT_SHOWN")  # knob(shown=NOT_SHOWN): bookkeeping no report shows (a file's path)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """How a report shows a knob (schema.Knob reads it): its index column, the label prefix
+    tables and legends print (`W=6`; "" = the bare value), the axis / header text when a sweep
+    varies it, the value left out of labels (neutral: DEFAULT = the knob's default), the label
+    text of a boolean that is true (flag), and how many characters of a text value a label keeps
+    (chars; 0 = all: a sha256 is told apart by its first 8)."""
+
+    column: str
+    label: str
+    axis: str = ""
+    neutral: Any = NO_NEUTRAL
+    flag: str = ""
+    chars: int = 0
+
+
+def knob(default: Any, rule: Rule, doc: str = "", *, shown: Any = None) -> Any:
+    """A Params field with its range: `window: int = knob(6, integer(1), "the window W")`;
+    shown: how a report shows it (a Shown; None: a report labels it by its name,
+    schema.knobs_of; NOT_SHOWN: bookkeeping, never a report column)."""
+    meta: dict[str, Any] = {RULE_KEY: explain(rule, doc) if doc else rule, DOC_KEY: doc}
+    if shown is not None:
+        if isinstance(shown, Shown) and shown.neutral is DEFAULT:
+            shown = dataclasses.replace(shown, neutral=default)
+        meta[SHOWN_KEY] = shown
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)

@@ -1,9 +1,9 @@
 """The report schema: every run figure and every rule knob a report shows, declared once.
 
 Read by the index (report/index.py: its columns), the tables and plots (labels, formats, the
-interval columns), and the W&B sink (sinks/wandb.py: summary metric names). It lives on the
-ground floor (it imports nothing from the package) so that the sinks, which must not import the
-report, read the same declarations.
+interval columns), and the W&B sink (sinks/wandb.py: summary metric names). It sits just above
+the rules (it reads their parameter classes) and below the report and the sinks, so that the
+sinks, which must not import the report, read the same declarations.
 
 Figures: a summary.json key (`source`), the index column it becomes, a human label and a kind
 that fixes its format. Figures with `interval=True` have `<source>_ci_low` / `<source>_ci_high`
@@ -11,20 +11,26 @@ beside them in summary.json (the SUMMARY INTERVALS contract, stats/summary: pair
 over samples); summaries written before those keys existed have none, and the report then
 prints the point value marked "no interval".
 
-Knobs: a resolved-config key (`method.window`), its index column (`W`), the label prefix the
-tables and legends print (`W=6`) and when it is left out of a label (its neutral value). A rule
-knob that is not declared here (a new rule's `method.<key>` in its one config file) is found in
-the run's config all the same: its column and label are the key's own name (knobs_of), so a new
-rule needs no change to any report code. The declarations below are the package's own rules'
-knobs; they move onto the rules' parameter classes once those declare labels.
+Knobs: a resolved-config key (`drafter.k`), its index column (`K`), the label prefix the
+tables and legends print (`K=5`) and when it is left out of a label (its neutral value). A rule's
+knobs are declared once, on its parameter class (`knob(..., shown=Shown(...))`, params.py), and
+read from there (rule_knobs): nothing here names a rule or a rule's knob. A rule knob without a
+Shown (a new rule's `method.<key>` in its one config file) is found in the run's config all the
+same: its column and label are the key's own name (knobs_of), so a new rule needs no change to
+any report code. Only the draft length K and the temperature T, which are not a rule's, are
+declared here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+
+from .params import BOOKKEEPING_KEYS, NO_NEUTRAL, NOT_SHOWN, SHOWN_KEY, Shown, params_of
+from .verifiers import rules as _rules
 
 # -- figures ----------------------------------------------------------------------------------
 KINDS = ("speedup", "tau", "score", "diff", "ratio", "count", "rate")
@@ -143,14 +149,14 @@ TIMING_FIELDS = ("clean", "retimed", "excluded", "contaminated")
 
 
 # -- knobs ------------------------------------------------------------------------------------
-_UNSET = object()
+_UNSET = NO_NEUTRAL  # Knob.hidden when every value is shown
 
 
 @dataclass(frozen=True)
 class Knob:
     """A setting that tells configurations apart, shown in table rows and legends."""
 
-    key: str  # resolved-config key, e.g. method.window
+    key: str  # resolved-config key, e.g. drafter.k
     column: str  # index column, e.g. W
     label: str  # label prefix: `W=6`; "" = the bare value (criterion: `js`)
     axis: str = ""  # axis / header text when a sweep varies it
@@ -158,6 +164,7 @@ class Knob:
     flag: str = ""  # for booleans: the label text when true (and nothing when false)
     numeric: bool = False  # the index column is numeric (NaN where the run has no such key)
     methods: tuple[str, ...] = ()  # methods whose labels show it (empty: every method)
+    chars: int = 0  # characters of a text value a label keeps (0 = all)
 
     def shown(self, value: Any) -> str | None:
         """The label part for a value, or None when the label leaves it out."""
@@ -170,8 +177,8 @@ class Knob:
         text = _text(value)
         if self.key == "drafter.k":
             text = str(int(float(value)))
-        elif self.key == "method.judge_sha256":
-            text = text[:8]  # enough to tell two judges apart in a label
+        elif self.chars:
+            text = text[: self.chars]  # a sha256: enough to tell two files apart in a label
         return f"{self.label}={text}" if self.label else text
 
     def applies(self, method: Any) -> bool:
@@ -191,45 +198,51 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-DROPMATCH_RULES = ("dropmatch", "dropmatch_autojudge")  # rules with DropMatch's criterion knobs
-AUTOJUDGE_RULES = ("autojudge", "dropmatch_autojudge")  # rules that read a trained judge
+def _field_is_numeric(field: dataclasses.Field) -> bool:
+    # The annotation as text (the params modules use `from __future__ import annotations`).
+    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+    return "bool" not in kind and ("int" in kind or "float" in kind)
+
+
+def rule_knobs(rule_classes: Iterable[type] | None = None) -> tuple[Knob, ...]:
+    """The shown knobs of the rules (verifiers.rules() by default), read from each rule's Params
+    (a field's `shown`, params.Shown), in the rules' order then their fields'. A knob several
+    rules share (DropMatch's in DropMatch + AutoJudge) is one Knob whose `methods` names them all;
+    two rules showing one key differently is an error of their declarations."""
+    if rule_classes is None:
+        rule_classes = _rules()
+    found: dict[str, tuple[Shown, bool, list[str]]] = {}
+    for cls in rule_classes:
+        params = params_of(cls)
+        if params is None:
+            continue
+        for field in dataclasses.fields(params):
+            shown = field.metadata.get(SHOWN_KEY)
+            if not isinstance(shown, Shown):
+                continue
+            key = f"method.{field.name}"
+            if key in found and found[key][0] != shown:
+                raise TypeError(f"{key}: {cls.__name__} shows it as {shown}, another rule as {found[key][0]}")
+            entry = found.setdefault(key, (shown, _field_is_numeric(field), []))
+            entry[2].extend(n for n in cls.config_names if n not in entry[2])
+    return tuple(
+        Knob(key, s.column, s.label, s.axis, hidden=s.neutral, flag=s.flag, numeric=numeric, methods=tuple(methods), chars=s.chars)
+        for key, (s, numeric, methods) in found.items()
+    )
+
+
 KNOBS: tuple[Knob, ...] = (
     Knob("drafter.k", "K", "K", "draft length K (tokens)", numeric=True),
-    Knob("method.theta", "theta", "θ", "entropy threshold θ", numeric=True, methods=("fly",)),
-    Knob("method.window", "W", "W", "deferral window W (tokens)", numeric=True, methods=("fly",)),
-    Knob("method.top_k", "entropy_top_k", "top", "probabilities in FLy's entropy", hidden=3, numeric=True, methods=("fly",)),
-    Knob("method.mode", "mode", "mode", "FLy entropy mode", hidden="code", methods=("fly",)),
-    Knob("method.no_window", "no_window", "no window", flag="no window", hidden=False, methods=("fly",)),
-    Knob("method.theta_switch_off", "theta_switch_off", "θ switch-off", flag="θ switch-off", hidden=True, methods=("fly",)),
-    Knob("method.near_limit", "near_limit", "near limit", hidden="full_k", methods=("fly",)),
-    Knob("method.draft_sampling", "draft_sampling", "sampled draft", flag="sampled draft", hidden=False, methods=("fly",)),
-    Knob("method.criterion", "criterion", "", "DropMatch criterion", methods=DROPMATCH_RULES),
-    Knob("method.n_paths", "n_paths", "N", "DropMatch paths N", numeric=True, methods=DROPMATCH_RULES),
-    Knob("method.p", "dropout_p", "p", "LM-head dropout p", numeric=True, methods=DROPMATCH_RULES),
-    Knob("method.include_clean_path", "include_clean_path", "clean path", flag="clean path", hidden=False, methods=DROPMATCH_RULES),
-    Knob("method.majority", "majority", "majority", hidden=0.5, numeric=True, methods=DROPMATCH_RULES),
-    # AutoJudge: the threshold override (null = the judge's own), how DropMatch + AutoJudge
-    # combine, and which judge (its file's sha256, first 8 hex digits in labels).
-    Knob("method.threshold", "threshold", "threshold", "AutoJudge threshold (null = the judge's own)", numeric=True, methods=AUTOJUDGE_RULES),
-    Knob("method.combine", "combine", "combine", "DropMatch + AutoJudge: any | all", methods=("dropmatch_autojudge",)),
-    Knob("method.judge_sha256", "judge", "judge", "the AutoJudge judge file (sha256)", methods=AUTOJUDGE_RULES),
-    # The positionwise loose rules' secondary knobs (docs/algorithms.md section 10), left out of
-    # labels at their defaults; each rule's swept knob (weight, div_threshold, alpha, epsilon,
-    # lenience, threshold_single) is undeclared here and labelled by its name (knobs_of).
-    Knob("method.div_type", "div_type", "D", "FSD divergence", hidden="js_code", methods=("fsd",)),
-    Knob("method.support", "support", "support", "FSD support", hidden="full", methods=("fsd",)),
-    Knob("method.support_k", "support_k", "support k", hidden=50, numeric=True, methods=("fsd",)),
-    Knob("method.support_p", "support_p", "support p", hidden=0.9, numeric=True, methods=("fsd",)),
-    Knob("method.accept_matches", "accept_matches", "matches pass", flag="matches pass", hidden=False, methods=("fsd",)),
-    Knob("method.delta", "typical_delta", "δ", "typical acceptance δ", hidden=0.3, numeric=True, methods=("typical",)),
-    Knob("method.threshold_acc", "threshold_acc", "acc", "SGLang threshold_acc", hidden=1.0, numeric=True, methods=("threshold",)),
+    *rule_knobs(),
     Knob("generation.temperature", "temperature", "T", "temperature T", hidden=0.0, numeric=True),
 )
 KNOB_BY_KEY = {k.key: k for k in KNOBS}
 KNOB_BY_COLUMN = {k.column: k for k in KNOBS}
-# method.* keys that are bookkeeping, not knobs.
-# judge_path: where the judge file was read; which judge it was is method.judge_sha256.
-METHOD_BOOKKEEPING = ("name", "_target_", "uses_drafter", "description", "judge_path")
+# method.* keys that are bookkeeping, not knobs: the harness's own (params.BOOKKEEPING_KEYS,
+# _target_, a description) and a rule's knobs declared `shown=NOT_SHOWN` (AutoJudge's judge file path).
+METHOD_BOOKKEEPING = tuple(dict.fromkeys(("_target_", "description", *BOOKKEEPING_KEYS, *(
+    f.name for cls in _rules() if params_of(cls) is not None for f in dataclasses.fields(params_of(cls))
+    if f.metadata.get(SHOWN_KEY) is NOT_SHOWN))))
 
 
 def knobs_of(config: Mapping[str, Any]) -> list[Knob]:

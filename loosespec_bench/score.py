@@ -39,7 +39,7 @@ from .baselines import judge_against_store
 from .errors import ConfigError
 from .run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, summary_json, utc_stamp
 from .safe_files import check_regular, read_text
-from .summary import DEFAULT_POWER_THRESHOLD, build_summary
+from .summary import DEFAULT_POWER_THRESHOLD, build_summary, paired_quality
 from .timing import timing_settings  # the run's own settings, defaults for old configs
 from .tasks import Sample, Task
 
@@ -48,31 +48,13 @@ log = logging.getLogger(__name__)
 
 
 def build_task(node: DictConfig, overrides: list[str], workers: int | None = None) -> Task:
-    """Instantiate a dataset config node (as build.build_task) after `--set` overrides, the
-    node checked as a run's pre-check checks it (checks.check_group_node)."""
-    from .build import instantiate
-    from .checks import check_group_node, one_line
+    """build.build_task of a stored dataset node after `--set` overrides, the node checked as a
+    run's pre-check checks it (checks.check_group_node)."""
+    from . import build
+    from .checks import check_group_node
 
-    if workers and "sandbox" in node:
-        overrides = [*overrides, f"sandbox.workers={workers}"]
-    for item in overrides:
-        key, sep, _ = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set judge.kind=openai")
-    try:
-        data = OmegaConf.to_container(node, resolve=True)
-        if overrides:
-            merged = OmegaConf.merge(OmegaConf.create(data), OmegaConf.from_dotlist(overrides))
-            data = OmegaConf.to_container(merged, resolve=True)
-    except ConfigError:
-        raise
-    except Exception as err:
-        raise ConfigError(f"the dataset settings cannot be read: {one_line(err)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError("the dataset node is not a mapping of settings")
-    check_group_node("dataset", data, require=False)
-    task = instantiate(data)
-    return task
+    return build.build_task({"dataset": node}, overrides, workers=workers,
+                            check=lambda data: check_group_node("dataset", data, require=False))
 
 
 def compose_dataset(name: str, data_dir: str | None) -> DictConfig:
@@ -313,8 +295,7 @@ def rescore_records(task: Task, samples: dict[str, Sample], records: list[dict[s
 
 def quality_fields(task: Task, records: list[dict[str, Any]]) -> dict[str, Any]:
     """Every summary field that depends on scores (as app.run computes them)."""
-    quality = task.aggregate(records)
-    baseline_quality = task.aggregate([{**r, **r["baseline"]} for r in records if r.get("baseline")])
+    quality, baseline_quality = paired_quality(task.aggregate, records)
     out = dict(quality)
     for key, value in baseline_quality.items():
         out[f"baseline_{key}"] = value

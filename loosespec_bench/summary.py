@@ -9,10 +9,11 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from .costmodel import Calibration
 from .metrics import summarize
+from .schema import SCORE_KEYS, number
 from .stats.intervals import (
     acceptance_intervals, ci_fields, paired_bootstrap, quality_intervals, retention_summary, speed_baseline, speed_intervals, speedup_of_sums,
 )
@@ -22,6 +23,31 @@ from .timing import counts_for_speed, timing_summary
 DEFAULT_POWER_THRESHOLD = 0.05  # accuracy difference half-width: 5 points
 
 TAU_DEFINITION = "emitted tokens / verification steps, bonus or correction token included"
+
+
+def baseline_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paired target-alone side of each record that has one, as a record of its own (its
+    score, tokens and timing in place of the method's; the sample's id and problem kept)."""
+    return [{**r, **r["baseline"]} for r in records if r.get("baseline")]
+
+
+def paired_quality(
+    aggregate: Callable[[list[dict[str, Any]]], dict[str, Any]], records: list[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the method's quality, its paired target alone's): `aggregate` (a task's) over the
+    records and over their baseline sides. The one quality rule of the summary, the re-scorer
+    and the report's summary of a killed run."""
+    return aggregate(records), aggregate(baseline_records(records))
+
+
+def headline_figure(summary: Mapping[str, Any]) -> str | None:
+    """The summary key of the task's headline quality figure: the summary's quality_figure
+    (NIAH's recall, not its all-found accuracy) when it holds a number, else the first of
+    schema.SCORE_KEYS it holds (summaries that predate the field)."""
+    own = summary.get("quality_figure")
+    if isinstance(own, str) and number(summary.get(own)) is not None:
+        return own
+    return next((k for k in SCORE_KEYS if number(summary.get(k)) is not None), None)
 
 
 def build_summary(
@@ -39,8 +65,7 @@ def build_summary(
     paired-bootstrap interval F_ci_low / F_ci_high (stats/intervals.py); n_problems (distinct problems),
     the timing verdicts (timing.timing_summary) and the power flag. `records`: one per sample
     (first per id). Records without timing data (runs from before it) count as timed."""
-    quality = task.aggregate(records)
-    baseline_quality = task.aggregate([{**r, **r["baseline"]} for r in records if r.get("baseline")])
+    quality, baseline_quality = paired_quality(task.aggregate, records)
     summary = summarize(records, quality, baseline_quality)
     # "retention" comes from summarize when the task reports accuracy, else (e.g. judge
     # ratings) from the bootstrap's paired ratio.

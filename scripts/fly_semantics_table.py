@@ -28,7 +28,7 @@ import json
 
 import torch
 
-from loosespec_bench.verifiers.fly import fly_decide
+from loosespec_bench.verifiers.fly import FLyParams, fly_decide
 
 VOCAB = 64
 
@@ -44,7 +44,7 @@ def random_step(K: int, match: float, g: torch.Generator) -> tuple[torch.Tensor,
 
 
 def decide(draft, logits, mode: str, theta: float, window: int, switch_off: bool = True) -> tuple[int, int]:
-    d = fly_decide(draft, logits, theta=theta, window=window, mode=mode, theta_switch_off=switch_off)
+    d = fly_decide(draft, logits, FLyParams(theta=theta, window=window, mode=mode, theta_switch_off=switch_off))
     return d.n, d.next_token
 
 

@@ -165,3 +165,37 @@ def test_cli_smoke_run_and_sweep(tmp_path):
     runs = sorted(p.parent.name for p in (tmp_path / "smoke_tiny").glob("*/summary.json"))
     # 1 run from the first call (model, k=5... no: smoke run uses k=5) + 4 sweep points.
     assert len(runs) == 5, runs
+
+
+# ---- facts read from the classes; the config keys that stay only for the run id (issue 39) -------
+def test_every_committed_run_keeps_its_id():
+    """run_id of each committed run folder's config.yaml is the folder's name: reading a rule's
+    or a drafter's needs from its class (not from config keys) changed no committed run's id."""
+    configs = sorted((REPO / "results").rglob("config.yaml"))
+    assert configs, "no committed run folders found"
+    for path in configs:
+        assert run_id(OmegaConf.load(path)) == path.parent.name, path
+
+
+@pytest.mark.parametrize("name", group_choices("drafter"))
+def test_a_drafter_configs_needs_keys_agree_with_its_class(name):
+    """build reads needs_model / needs_tokenizers / needs_target from the drafter class; the
+    config files keep the keys because the run id hashes the composed node (dropping them would
+    change every committed run's id), so they must say what the class says."""
+    from loosespec_bench.config import drafter_class
+
+    cfg = compose_config([f"drafter={name}"])
+    cls = drafter_class(cfg)
+    for key in ("needs_model", "needs_tokenizers", "needs_target"):
+        assert bool(cfg.drafter.get(key, False)) == getattr(cls, key), (name, key)
+
+
+@pytest.mark.parametrize("name", group_choices("method"))
+def test_a_method_configs_uses_drafter_key_agrees_with_its_class(name, monkeypatch):
+    """uses_drafter is the class's (not Verifier.target_alone); conf/method/ar.yaml keeps
+    `uses_drafter: false` only for the run id, and it must agree."""
+    from loosespec_bench.config import method_class, uses_drafter
+
+    monkeypatch.setenv("LOOSESPEC_AUTOJUDGE_DIR", "/nonexistent")  # no judge file is read composing
+    cfg = compose_config([f"method={name}"])
+    assert bool(cfg.method.get("uses_drafter", True)) == (not method_class(cfg).target_alone) == uses_drafter(cfg)

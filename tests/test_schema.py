@@ -70,3 +70,42 @@ def test_number_accepts_finite_numbers_only(value, expected):
 def test_old_summaries_are_told_from_new_ones():
     assert not has_intervals({"speedup": 1.2, "retention_ci_low": 0.5})  # the older retention interval alone
     assert has_intervals({"speedup": 1.2, "speedup_ci_low": None, "ci_level": 0.95})
+
+
+def test_a_rules_knobs_are_read_from_its_params_class():
+    """schema.KNOBS restates nothing: a rule's Params field with a Shown becomes a Knob (column,
+    label, neutral value = the knob's default where declared so, numeric from its type), shared
+    by every rule whose Params has it; two rules showing one key differently is refused."""
+    from dataclasses import dataclass
+
+    from loosespec_bench.params import DEFAULT, Shown, integer, knob
+    from loosespec_bench.schema import KNOBS, rule_knobs
+    from loosespec_bench.verifiers.base import VerifierParams
+    from loosespec_bench.verifiers.fly import FLyParams
+
+    assert KNOB_BY_KEY["method.top_k"].hidden == FLyParams().top_k  # the neutral value is FLy's default
+    assert KNOBS[0].key == "drafter.k" and KNOBS[-1].key == "generation.temperature"
+
+    @dataclass(frozen=True)
+    class ToyParams(VerifierParams):
+        depth: int = knob(2, integer(1), "the depth", shown=Shown("toy_depth", "d", "toy depth", neutral=DEFAULT))
+        width: int = knob(3, integer(1))  # no Shown: labelled by its name (knobs_of)
+
+    class Toy:  # a rule's declarations, not a Verifier subclass: verifiers.rules() stays the package's
+        Params = ToyParams
+        config_names = ("toy", "toy2")
+
+    (k,) = rule_knobs([Toy])
+    assert (k.key, k.column, k.label, k.hidden, k.numeric, k.methods) == ("method.depth", "toy_depth", "d", 2, True, ("toy", "toy2"))
+    assert k.shown(2) is None and k.shown(4) == "d=4"
+
+    @dataclass(frozen=True)
+    class OtherParams(VerifierParams):
+        depth: int = knob(2, integer(1), shown=Shown("depth", "depth"))
+
+    class Other:
+        Params = OtherParams
+        config_names = ("other",)
+
+    with pytest.raises(TypeError, match="method.depth"):
+        rule_knobs([Toy, Other])

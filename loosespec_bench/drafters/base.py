@@ -60,6 +60,13 @@ class Drafter:
     Params: ClassVar[type[DrafterParams]] = DrafterParams
     # drafter.name values this class may be filed under (run ids, reports); () = any.
     config_names: ClassVar[tuple[str, ...]] = ()
+    # What build.build_drafter loads and passes to the constructor besides the node's knobs:
+    # the pair's draft model (model=), its tokenizer and the target's (draft_tokenizer=,
+    # target_tokenizer=: a draft with another vocabulary; only with needs_model), the target
+    # model itself (target=: heads on its hidden states).
+    needs_model: ClassVar[bool] = False
+    needs_tokenizers: ClassVar[bool] = False
+    needs_target: ClassVar[bool] = False
 
     @classmethod
     def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:

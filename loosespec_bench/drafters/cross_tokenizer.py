@@ -50,6 +50,8 @@ class CrossTokenizerDrafter(Drafter):
     name = "model_xtok"
     config_names = ("model_xtok",)
     Params = CrossTokenizerParams
+    needs_model = True  # build passes the draft model (model=) ...
+    needs_tokenizers = True  # ... and both tokenizers (draft_tokenizer=, target_tokenizer=)
 
     def __init__(
         self,

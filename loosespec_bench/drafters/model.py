@@ -16,6 +16,7 @@ from .base import Drafter
 class ModelDrafter(Drafter):
     name = "model"
     config_names = ("model",)
+    needs_model = True  # build passes the pair's draft model (model=)
 
     def __init__(self, model: PreTrainedModel, k: int | None = None, **knobs: Any) -> None:
         super().__init__(k, **knobs)

@@ -25,6 +25,7 @@ it, and `check` says how to get it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import logging
@@ -38,15 +39,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
+from ..verifiers import SPD, DropMatch, FLy, Verifier, rule_class
+from ..verifiers.fly import FLyParams
 from ..generation import GenerationOutput
 from .base import Engine
 
 # Our drafter name -> vLLM's speculative method.
 SPEC_METHODS = {"model": "draft_model", "pld": "ngram", "eagle3": "eagle3"}
-# Rules and drafters that only our loop implements, with what to use instead.
-REFUSED_METHODS = {
-    "dropmatch": "DropMatch's rule needs the target's hidden states under dropout, which vLLM's sampler never sees",
-    "dropmatch_naive": "DropMatch's rule needs the target's hidden states under dropout, which vLLM's sampler never sees",
+# Rules (their classes, subclasses included) and drafters that only our loop implements, with
+# what to use instead.
+REFUSED_RULES: dict[type[Verifier], str] = {
+    DropMatch: "DropMatch's rule needs the target's hidden states under dropout, which vLLM's sampler never sees",
 }
 REFUSED_DRAFTERS = {
     "eagle2": "draft trees (EAGLE-2/3 dynamic trees) are our loop's; vLLM verifies chains",
@@ -120,11 +123,13 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
     the module docstring); check() calls it before any model loads.
     """
     method = str(cfg.method.name)
-    if method in REFUSED_METHODS:
-        raise ConfigError(f"engine=vllm cannot run method={method}: {REFUSED_METHODS[method]}; use engine=hf")
-    if method == "ar":
+    rule = rule_class(method)
+    refused = next((why for cls, why in REFUSED_RULES.items() if rule is not None and issubclass(rule, cls)), None)
+    if refused:
+        raise ConfigError(f"engine=vllm cannot run method={method}: {refused}; use engine=hf")
+    if rule is not None and rule.target_alone:
         return None
-    if method not in ("spd", "fly"):
+    if rule not in (SPD, FLy):  # exact SPD and FLy only, not subclasses: vLLM verifies no other rule
         raise ConfigError(f"engine=vllm runs method=ar, spd and vLLM's fly; method={method} is our loop's (use engine=hf)")
     node = cfg.drafter
     name = str(node.get("name"))
@@ -154,14 +159,27 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
     tp = _engine_node(cfg).get("draft_tensor_parallel_size")
     if tp:
         spec["draft_tensor_parallel_size"] = int(tp)
-    if method == "fly":
+    if rule is FLy:
         spec.update(fly_options(cfg))
     return spec
 
 
 FLY_RULES = ("vllm", "ours")  # engine.fly_rule: vLLM's own FLy kernels, or our verifier as its sampler
 FLY_WORKER = "loosespec_bench.engines.vllm_fly.FLyCPUWorker"
-FLY_KNOBS = ("theta", "window", "top_k", "mode", "no_window", "theta_switch_off")
+# vLLM's FLy kernels compute the entropy over the top 3 probabilities (vllm/v1/spec_decode/fly.py).
+VLLM_FLY_ENTROPY_TOP_K = 3
+
+
+def runs_fly(cfg: DictConfig) -> bool:
+    """Whether the composed config's rule is FLy (vLLM's own, or ours inside vLLM)."""
+    return rule_class(str(cfg.method.name)) is FLy
+
+
+def fly_params(cfg: DictConfig) -> FLyParams:
+    """method=fly's knobs, defaults filled in by FLyParams (the one place they are declared)."""
+    m = OmegaConf.to_container(cfg.method, resolve=True) if OmegaConf.is_config(cfg.method) else dict(cfg.method)
+    names = {f.name for f in dataclasses.fields(FLyParams)}
+    return FLyParams.build({k: v for k, v in m.items() if k in names})
 
 
 def fly_rule(cfg: DictConfig) -> str:
@@ -174,33 +192,33 @@ def fly_rule(cfg: DictConfig) -> str:
 def fly_options(cfg: DictConfig) -> dict[str, Any]:
     """vLLM's FLy settings for method=fly (mode=vllm only: vLLM implements that variant); with
     engine.fly_rule=ours none (our sampler decides: ours_fly_options), greedy only."""
-    m = cfg.method
     if fly_rule(cfg) == "ours":
         if float(cfg.generation.temperature) > 0:
             raise ConfigError("engine.fly_rule=ours runs our FLy inside vLLM for greedy decoding only (generation.temperature=0); "
                               "use engine=hf at T > 0")
         return {}
-    mode = str(m.get("mode", "code"))
+    p = fly_params(cfg)
+    mode = p.mode
     if mode != "vllm":
         raise ConfigError(
             f"engine=vllm runs vLLM's own FLy (method.mode=vllm); method.mode={mode} is our loop's rule "
             "(the released code's or the paper's): use engine=hf, method.mode=vllm, or engine.fly_rule=ours (our verifier inside vLLM, greedy)"
         )
-    if m.get("no_window", False):
+    if p.no_window:
         raise ConfigError("engine=vllm: vLLM's FLy has no no-window ablation (method.no_window=true); use engine=hf")
-    if int(m.get("top_k", 3)) != 3:
-        raise ConfigError(f"engine=vllm: vLLM's FLy fixes the entropy's top-k at 3; method.top_k={m.top_k} needs engine=hf")
+    if p.top_k != VLLM_FLY_ENTROPY_TOP_K:
+        raise ConfigError(f"engine=vllm: vLLM's FLy fixes the entropy's top-k at {VLLM_FLY_ENTROPY_TOP_K}; "
+                          f"method.top_k={p.top_k} needs engine=hf")
     # Names as in vLLM's FLy kernels (vllm/v1/spec_decode/fly.py: fly_entropy_threshold,
     # FLY_WINDOW_SIZE). Checked against the installed SpeculativeConfig before use (check).
-    return {"rejection_sample_method": "fly", "fly_entropy_threshold": float(m.theta), "fly_window_size": int(m.window)}
+    return {"rejection_sample_method": "fly", "fly_entropy_threshold": float(p.theta), "fly_window_size": int(p.window)}
 
 
 def ours_fly_options(cfg: DictConfig) -> dict[str, Any]:
     """LLM(...) keywords that make vLLM verify with our FLy (engines/vllm_fly.py): the worker
     class whose model runner gets our rejection sampler, and the rule's knobs for it."""
-    m = cfg.method
-    knobs = {k: (m[k] if not OmegaConf.is_config(m[k]) else OmegaConf.to_container(m[k])) for k in FLY_KNOBS if k in m}
-    return {"worker_cls": FLY_WORKER, "additional_config": {"loosespec_fly": knobs}}
+    # Every FLy knob, its default filled in (FLyParams): the worker builds FLy(**knobs) from them.
+    return {"worker_cls": FLY_WORKER, "additional_config": {"loosespec_fly": fly_params(cfg).values()}}
 
 
 def _check_fly_available() -> None:
@@ -405,9 +423,9 @@ class VLLMEngine(Engine):
         if spec is not None and spec["method"] == "draft_model":
             _refuse_in_memory(str(cfg.pair.draft.path))
         _vllm()
-        if str(cfg.method.name) == "fly" and fly_rule(cfg) == "vllm":
+        if runs_fly(cfg) and fly_rule(cfg) == "vllm":
             _check_fly_available()
-        if str(cfg.method.name) == "fly" and fly_rule(cfg) == "ours" and not str(cfg.pair.device).startswith("cpu"):
+        if runs_fly(cfg) and fly_rule(cfg) == "ours" and not str(cfg.pair.device).startswith("cpu"):
             raise ConfigError(f"engine.fly_rule=ours plugs our sampler into vLLM's CPU worker; pair.device={cfg.pair.device} "
                               "needs vLLM's own FLy (engine.fly_rule=vllm) or engine=hf")
 
@@ -441,7 +459,7 @@ class VLLMEngine(Engine):
         self._llms: list[Any] = []
         self._ready: dict[tuple[Any, ...], GenerationOutput] = {}  # prefetched outputs (batch_size > 1)
         # Our FLy as vLLM's sampler goes to the method's engine only (the target alone verifies nothing).
-        extra = ours_fly_options(cfg) if str(cfg.method.name) == "fly" and fly_rule(cfg) == "ours" else {}
+        extra = ours_fly_options(cfg) if runs_fly(cfg) and fly_rule(cfg) == "ours" else {}
         self.method_llm = self._make({**opts, **extra}, self.spec) if self.spec is not None else None
         need_target = self.spec is None or cfg.get("baseline") in ("paired", "shared")
         self.target_llm = self._make(opts, None) if need_target else None

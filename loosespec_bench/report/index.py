@@ -28,7 +28,9 @@ from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
 from ..errors import ConfigError
 from ..run_folder import DamagedRun, RunFolder, check_files, count_finished_lines, load_config_file, load_summary_file
 from ..safe_files import is_real_dir
-from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, SCORE_KEYS, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
+from ..summary import headline_figure, paired_quality
+from ..verifiers import rule_class
+from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
 log = logging.getLogger(__name__)
 SKIP_DIRS = {"_hydra", ".hydra", "_baselines", "wandb", "plots", "__pycache__"}
@@ -174,8 +176,7 @@ def summary_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
         scored = [r for r in recs if (r.get("score") or {}).get("correct") is not None]
         return {"accuracy": sum(bool(r["score"]["correct"]) for r in scored) / len(scored)} if scored else {}
 
-    summary = summarize(records, quality(records), quality([{**r, **r["baseline"]} for r in records if r.get("baseline")]))
-    return summary
+    return summarize(records, *paired_quality(quality, records))
 
 
 def _num(value: Any) -> float | None:
@@ -190,11 +191,8 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
     drafter_cfg = cfg.get("drafter") if isinstance(cfg.get("drafter"), Mapping) else {}
     dataset_cfg = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
     uses_drafter = method_cfg.get("uses_drafter", True) if method_cfg else summary.get("drafter") is not None
-    # The task's headline figure as the summary names it (quality_figure: NIAH's recall, not its
-    # all-found accuracy); summaries that predate the field: the first of SCORE_KEYS they hold.
-    own = summary.get("quality_figure")
-    score_name = own if isinstance(own, str) and _num(summary.get(own)) is not None else next(
-        (k for k in SCORE_KEYS if _num(summary.get(k)) is not None), None)
+    # The task's headline figure (summary.headline_figure: the one quality choice).
+    score_name = headline_figure(summary)
     languages = dataset_cfg.get("languages")
     flat = flat_config(cfg) if cfg else {}
     row: dict[str, Any] = {
@@ -262,7 +260,8 @@ def summary_row(summary: dict[str, Any], config: dict[str, Any] | None, run_dir:
     )
     row["config"] = flat
     row["config_id"], row["dataset_config_id"] = config_ids(flat)
-    if row["method"] == "ar":
+    rule = rule_class(str(row["method"]))
+    if rule is not None and rule.target_alone:  # the target alone drafts nothing: K = 0
         row["K"] = 0.0
         row["drafter"] = None
     return row

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
 from ..errors import ConfigError
 from ..judges.head import JudgeHead, judge_sha256
-from ..params import choice, knob, optional, real, string
+from ..params import NOT_SHOWN, Shown, choice, knob, optional, real, string
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, tempered_probs
 from ..step import Draft, TargetScores, Verdict, longest_true_prefix, sync
 from .base import LooseDecision, Verifier, VerifierParams
@@ -117,20 +117,43 @@ def autojudge_decide(
     return AutoJudgeDecision(a, scores, important, n, nxt, t[:K], float(threshold))
 
 
+# The parameter classes are split so that each knob is declared once and the report lists
+# DropMatch + AutoJudge's knobs as it always has (threshold, combine, judge: schema.rule_knobs
+# reads fields in dataclass order, which follows the reversed MRO).
 @dataclass(frozen=True)
-class AutoJudgeParams(VerifierParams):
+class JudgeParams(VerifierParams):
+    """Which judge and its threshold (AutoJudge's and DropMatch + AutoJudge's)."""
+
+    # Where the judge file was read is not a knob a report shows; which judge it was is judge_sha256.
+    judge_path: str | None = knob(None, optional(string), "judge.json or its folder (packaged:<pair>)", shown=NOT_SHOWN)
+    threshold: float | None = knob(None, optional(real(0, 1)), "null = the judge's own",
+                                   shown=Shown("threshold", "threshold", "AutoJudge threshold (null = the judge's own)"))
+
+
+@dataclass(frozen=True)
+class JudgeFileParams(VerifierParams):
+    """The judge file's hash the composed config recorded (checked at load)."""
+
+    judge_sha256: str | None = knob(None, optional(string), "sha256 of the judge file (the config fills it in; checked at load)",
+                                    shown=Shown("judge", "judge", "the AutoJudge judge file (sha256)", chars=8))
+
+
+@dataclass(frozen=True)
+class AutoJudgeParams(JudgeFileParams, JudgeParams):
     """method=autojudge's knobs (conf/method/autojudge.yaml explains each)."""
 
-    judge_path: str | None = knob(None, optional(string), "judge.json or its folder (packaged:<pair>)")
-    threshold: float | None = knob(None, optional(real(0, 1)), "null = the judge's own")
-    judge_sha256: str | None = knob(None, optional(string), "sha256 of the judge file (the config fills it in; checked at load)")
+
+@dataclass(frozen=True)
+class CombineParams(DropMatchParams, JudgeParams):
+    """How DropMatch's criterion and the judge combine."""
+
+    combine: str = knob("any", choice(*COMBINE), "any = judge OR criterion accepts, all = both must",
+                        shown=Shown("combine", "combine", "DropMatch + AutoJudge: any | all"))
 
 
 @dataclass(frozen=True)
-class DropMatchAutoJudgeParams(DropMatchParams, AutoJudgeParams):
+class DropMatchAutoJudgeParams(JudgeFileParams, CombineParams):
     """method=dropmatch_autojudge: DropMatch's knobs, AutoJudge's, and how the two combine."""
-
-    combine: str = knob("any", choice(*COMBINE), "any = judge OR criterion accepts, all = both must")
 
 
 def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | None = None) -> tuple[JudgeHead, float]:
@@ -146,6 +169,15 @@ def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | N
     return judge, judge.threshold if threshold is None else float(threshold)
 
 
+def check_judge_file(knobs: Mapping[str, Any]) -> None:
+    """The judge file a method node names loads (AutoJudge's and DropMatch + AutoJudge's
+    check_artefacts): an empty path or a missing or malformed file is a ConfigError."""
+    judge_path = knobs.get("judge_path")
+    if not judge_path:  # null / "": AutoJudge has no judge to read
+        raise ConfigError("method.judge_path is empty: point it at a trained judge (python -m loosespec_bench.train.autojudge)")
+    JudgeHead.load(judge_path)
+
+
 class AutoJudge(Verifier):
     """method=autojudge: exact match, plus the mismatches a trained judge calls unimportant."""
 
@@ -154,6 +186,10 @@ class AutoJudge(Verifier):
     Params = AutoJudgeParams
     config_names = ("autojudge",)
     display_name = "AutoJudge"
+
+    @classmethod
+    def check_artefacts(cls, knobs: Mapping[str, Any]) -> None:
+        check_judge_file(knobs)
 
     def __init__(self, **knobs: Any) -> None:
         self.params = AutoJudgeParams.build(knobs)  # every range checked once, there
@@ -185,10 +221,13 @@ class DropMatchAutoJudge(DropMatch):
     config_names = ("dropmatch_autojudge",)
     display_name = "DropMatch + AutoJudge"
 
+    @classmethod
+    def check_artefacts(cls, knobs: Mapping[str, Any]) -> None:
+        check_judge_file(knobs)
+
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)  # DropMatch builds self.Params: every range checked once, there
         p = self.params
-        self.combine = p.combine
         self.judge, self.threshold = _load_judge(p.judge_path, p.threshold, p.judge_sha256)
         self.judge_path = p.judge_path
 
@@ -205,14 +244,10 @@ class DropMatchAutoJudge(DropMatch):
         js = judge_scores(self.judge, scores.hidden, draft.k)  # [K]
         important = js >= self.threshold
         t1 = time.perf_counter()
+        combine = self.params.combine
         d = dropmatch_decide(
-            draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
-            criterion=self.criterion, n_paths=self.n_paths, p=self.p, include_clean_path=self.include_clean_path,
-            majority=self.majority, temperature=sampling.temperature, generator=sampling.generator,
-            top_k=sampling.top_k, top_p=sampling.top_p,
-            lm_head_batch=self.lm_head_batch,
-            pre_accept=~important if self.combine == "any" else None,
-            veto=important if self.combine == "all" else None,
+            draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head, self.params, sampling,
+            pre_accept=~important if combine == "any" else None, veto=important if combine == "all" else None,
         )
         sync(scores.hidden.device)
         t2 = time.perf_counter()
@@ -220,7 +255,7 @@ class DropMatchAutoJudge(DropMatch):
         judged = [i for i in d.mismatches if i <= d.n]
         rec.update({
             "rule": "dropmatch_autojudge",
-            "combine": self.combine,
+            "combine": combine,
             "judged_positions": judged,
             "judge_scores": [round(float(js[i]), 6) for i in judged],
             "judge_important": [bool(important[i]) for i in judged],

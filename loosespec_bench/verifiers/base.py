@@ -8,7 +8,7 @@ Draft, TargetScores and Verdict live in loosespec_bench.step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Mapping
 
 import torch
 
@@ -77,6 +77,12 @@ class Verifier:
     # full K and the loop cuts the committed chunk at the limit, so a rule whose decision depends
     # on K (FLy's "no deferral in the last W positions") decides as it does far from the limit.
     drafts_full_k_near_limit: bool = False
+
+    @classmethod
+    def check_artefacts(cls, knobs: Mapping[str, Any]) -> None:
+        """Trained files the rule reads (AutoJudge's judge), checked before any model loads or
+        any result folder is made (build.check_artefacts); a ConfigError names what is wrong.
+        knobs: the method node as configured. None by default."""
 
     def draft_temperature(self, temperature: float) -> float:
         """The temperature the drafter proposes at, given the run's: the same by default (q_i is

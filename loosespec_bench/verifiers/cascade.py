@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from ..params import knob, real
-from ..sampling import SamplingParams, accept_exact, exact_tail
+from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail
 from ..step import Draft, TargetScores
 from .base import VerifierParams
 from .positionwise import PositionwiseDecision, PositionwiseRule, finish, step_probs
@@ -30,15 +30,13 @@ def cascade_decide(
     draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor,
-    *,
-    alpha: float,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    params: CascadeParams,
+    sampling: SamplingParams = GREEDY,
 ) -> PositionwiseDecision:
     """One min-p cascade step. draft_tokens: [K]; draft_probs: [K, vocab_draft] or None
     (read at T > 0 only, by the exact test); target_logits: [K+1, vocab]; alpha in (0, 1]."""
+    alpha = float(params.alpha)
+    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
     K = draft_tokens.numel()
     greedy = temperature <= 0
     p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
@@ -66,7 +64,4 @@ class Cascade(PositionwiseRule):
     display_name = "Cascade"
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
-        return cascade_decide(
-            draft.tokens, draft.probs, scores.logits, alpha=float(self.params.alpha),
-            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
-        )
+        return cascade_decide(draft.tokens, draft.probs, scores.logits, self.params, sampling)

@@ -47,7 +47,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import ConfigError
-from ..params import boolean, check_node, choice, declared_rules, integer, knob, optional, real
+from ..params import DEFAULT, Shown, boolean, check_node, choice, declared_rules, integer, knob, optional, real
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, generator_device, match_vocab, sample_token, tempered_probs
 from ..step import Draft, TargetScores, Verdict, sync
 from .base import LooseDecision, Verifier, VerifierParams
@@ -184,6 +184,23 @@ def js_accept(
     return js_ok, majority_ok, js_q, js_max
 
 
+@dataclass(frozen=True)
+class DropMatchParams(VerifierParams):
+    """method=dropmatch's knobs (conf/method/dropmatch.yaml explains each), each with how reports show it."""
+
+    criterion: str = knob("js", choice(*CRITERIA), shown=Shown("criterion", "", "DropMatch criterion"))
+    n_paths: int = knob(5, integer(1), "stochastic LM-head predictions per position", shown=Shown("n_paths", "N", "DropMatch paths N"))
+    p: float = knob(0.3, real(0, 1, hi_open=True), "the dropout probability", shown=Shown("dropout_p", "p", "LM-head dropout p"))
+    include_clean_path: bool = knob(False, boolean, shown=Shown("include_clean_path", "clean path", flag="clean path", neutral=DEFAULT))
+    majority: float | None = knob(0.5, optional(real(0, 1, hi_open=True)), "null = no majority rule",
+                                  shown=Shown("majority", "majority", neutral=DEFAULT))
+    lm_head_batch: int | None = knob(None, optional(integer(1)), "null = all candidates at once")
+
+    def cross(self) -> None:
+        if self.include_clean_path and self.n_paths < 2:
+            raise ConfigError(f"method.n_paths={self.n_paths} must be >= 2 with method.include_clean_path=true")
+
+
 @dataclass
 class DropMatchDecision(LooseDecision):
     """Everything DropMatch decided for one step (0-based positions).
@@ -227,17 +244,9 @@ def dropmatch_decide(
     target_logits: torch.Tensor,
     hidden: torch.Tensor,
     lm_head: Callable[[torch.Tensor], torch.Tensor],
+    params: DropMatchParams,
+    sampling: SamplingParams = GREEDY,
     *,
-    criterion: str = "js",
-    n_paths: int = 5,
-    p: float = 0.3,
-    include_clean_path: bool = False,
-    majority: float | None = 0.5,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    lm_head_batch: int | None = None,
     pre_accept: torch.Tensor | None = None,
     veto: torch.Tensor | None = None,
 ) -> DropMatchDecision:
@@ -245,15 +254,20 @@ def dropmatch_decide(
 
     draft_tokens: [K]; draft_probs: [K, vocab] or None (one-hot); target_logits: [K+1, vocab];
     hidden: [K+1, H] final hidden states of the verification forward; lm_head: the target's.
-    top_k / top_p truncate the exact part at T > 0 (accept test, residual, bonus: p is the
-    processed target distribution, as SPD's); the semantic criterion reads the paths untruncated.
-    lm_head_batch: candidate positions per LM-head call (None = all of a step's in one call;
-    1 = one position's N paths per call, the earlier lazy form).
+    params: the knobs (criterion, n_paths, p, include_clean_path, majority, lm_head_batch:
+    candidate positions per LM-head call, None = all of a step's in one call, 1 = one position's
+    N paths per call, the earlier lazy form). sampling: temperature, the generator, and
+    generation.top_k / top_p, which truncate the exact part at T > 0 (accept test, residual,
+    bonus: p is the processed target distribution, as SPD's); the semantic criterion reads the
+    paths untruncated.
     pre_accept / veto: [K] bool or None, another rule's say at the positions the exact rule
     rejects (DropMatch + AutoJudge, verifiers/autojudge.py): pre_accept positions are accepted
     without the criterion; veto positions fail without it.
     """
-    check_node("method", {"criterion": criterion}, declared_rules(DropMatchParams))
+    criterion, n_paths, p, include_clean_path = params.criterion, params.n_paths, float(params.p), params.include_clean_path
+    majority = None if params.majority is None else float(params.majority)
+    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
+    lm_head_batch = params.lm_head_batch
     K = draft_tokens.numel()
     V = target_logits.shape[-1]
     logits = target_logits.float()  # [K+1, vocab]
@@ -344,22 +358,6 @@ def dropmatch_decide(
     return DropMatchDecision(a.cpu(), semantic, votes, n, nxt, t[:K].cpu(), evaluated, js_q, js_max)
 
 
-@dataclass(frozen=True)
-class DropMatchParams(VerifierParams):
-    """method=dropmatch's knobs (conf/method/dropmatch.yaml explains each)."""
-
-    criterion: str = knob("js", choice(*CRITERIA))
-    n_paths: int = knob(5, integer(1), "stochastic LM-head predictions per position")
-    p: float = knob(0.3, real(0, 1, hi_open=True), "the dropout probability")
-    include_clean_path: bool = knob(False, boolean)
-    majority: float | None = knob(0.5, optional(real(0, 1, hi_open=True)), "null = no majority rule")
-    lm_head_batch: int | None = knob(None, optional(integer(1)), "null = all candidates at once")
-
-    def cross(self) -> None:
-        if self.include_clean_path and self.n_paths < 2:
-            raise ConfigError(f"method.n_paths={self.n_paths} must be >= 2 with method.include_clean_path=true")
-
-
 class DropMatch(Verifier):
     """method=dropmatch as a configured verifier (reported settings: 5 paths, p = 0.3)."""
 
@@ -371,18 +369,11 @@ class DropMatch(Verifier):
 
     def __init__(self, **knobs: Any) -> None:
         self.params = self.Params.build(knobs)  # every range checked once, there (a subclass's own Params)
-        p = self.params
-        self.criterion = p.criterion
-        self.n_paths = p.n_paths
-        self.p = float(p.p)
-        self.include_clean_path = p.include_clean_path
-        self.majority = None if p.majority is None else float(p.majority)
-        self.lm_head_batch = p.lm_head_batch
 
     @property
     def needs_draft_probs(self) -> bool:
         """The loop asks the drafter for q_i only when the js criterion reads it."""
-        return self.criterion == "js"
+        return self.params.criterion == "js"
 
     def __call__(
         self,
@@ -394,13 +385,7 @@ class DropMatch(Verifier):
             raise RuntimeError("DropMatch needs TargetScores.hidden and lm_head (needs_hidden=True)")
         sync(scores.hidden.device)
         t0 = time.perf_counter()
-        d = dropmatch_decide(
-            draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head,
-            criterion=self.criterion, n_paths=self.n_paths, p=self.p,
-            include_clean_path=self.include_clean_path, majority=self.majority,
-            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
-            lm_head_batch=self.lm_head_batch,
-        )
+        d = dropmatch_decide(draft.tokens, draft.probs, scores.logits, scores.hidden, scores.lm_head, self.params, sampling)
         sync(scores.hidden.device)
         # Everything above is DropMatch's extra cost over SPD's argmax compare (which is ~free).
         seconds = time.perf_counter() - t0

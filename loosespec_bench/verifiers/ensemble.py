@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ..params import knob, real
-from ..sampling import SamplingParams, sample_token, tempered_probs
+from ..sampling import GREEDY, SamplingParams, sample_token, tempered_probs
 from ..step import Draft, TargetScores
 from .base import VerifierParams
 from .positionwise import PositionwiseDecision, PositionwiseRule, draft_q, finish, untempered
@@ -29,12 +29,8 @@ def ensemble_decide(
     draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor,
-    *,
-    w: float,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    params: EnsembleParams,
+    sampling: SamplingParams = GREEDY,
 ) -> PositionwiseDecision:
     """One ensemble-verification step.
 
@@ -42,6 +38,8 @@ def ensemble_decide(
     untempered softmax at T = 0, the processed one at T > 0) or None (one-hot); target_logits:
     [K+1, vocab]. w: the ensemble weight in (0, 1]. top_k / top_p truncate p at T > 0.
     """
+    w = float(params.weight)
+    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
     K = draft_tokens.numel()
     V = target_logits.shape[-1]
     if temperature <= 0:
@@ -93,7 +91,4 @@ class Ensemble(PositionwiseRule):
     needs_draft_probs = True  # q_i enters v_i at every temperature
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
-        return ensemble_decide(
-            draft.tokens, draft.probs, scores.logits, w=float(self.params.weight),
-            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
-        )
+        return ensemble_decide(draft.tokens, draft.probs, scores.logits, self.params, sampling)

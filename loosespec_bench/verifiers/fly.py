@@ -53,8 +53,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
-from ..params import boolean, check_node, choice, declared_rules, integer, knob, real
+from ..params import DEFAULT, Shown, boolean, choice, integer, knob, real
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, sample_token, tempered_probs
 from ..step import Draft, TargetScores, Verdict, longest_true_prefix
 from .base import LooseDecision, Verifier, VerifierParams
@@ -125,6 +124,21 @@ def deferral_paper(a: torch.Tensor, window: int) -> torch.Tensor:
     return deferred
 
 
+@dataclass(frozen=True)
+class FLyParams(VerifierParams):
+    """method=fly's knobs (conf/method/fly.yaml explains each), each with how reports show it."""
+
+    theta: float = knob(0.3, real(0), "the entropy threshold", shown=Shown("theta", "θ", "entropy threshold θ"))
+    window: int = knob(6, integer(1), "the deferral window W", shown=Shown("W", "W", "deferral window W (tokens)"))
+    top_k: int = knob(3, integer(1), "probabilities in the entropy",
+                      shown=Shown("entropy_top_k", "top", "probabilities in FLy's entropy", neutral=DEFAULT))
+    mode: str = knob("code", choice(*MODES), shown=Shown("mode", "mode", "FLy entropy mode", neutral=DEFAULT))
+    no_window: bool = knob(False, boolean, shown=Shown("no_window", "no window", flag="no window", neutral=DEFAULT))
+    theta_switch_off: bool = knob(True, boolean, shown=Shown("theta_switch_off", "θ switch-off", flag="θ switch-off", neutral=DEFAULT))
+    near_limit: str = knob("full_k", choice(*NEAR_LIMIT), shown=Shown("near_limit", "near limit", neutral=DEFAULT))
+    draft_sampling: bool = knob(False, boolean, shown=Shown("draft_sampling", "sampled draft", flag="sampled draft", neutral=DEFAULT))
+
+
 @dataclass
 class FLyDecision(LooseDecision):
     """Everything FLy decided for one step (0-based positions)."""
@@ -152,20 +166,16 @@ class FLyDecision(LooseDecision):
 
 
 def _target_tokens(
-    draft_tokens: torch.Tensor,
-    target_logits: torch.Tensor,
-    temperature: float,
-    generator: torch.Generator | None,
-    sampling_top_k: int = 0,
-    sampling_top_p: float = 1.0,
+    draft_tokens: torch.Tensor, target_logits: torch.Tensor, sampling: SamplingParams
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(a [K] bool, t [K+1] int64): greedy argmax, or the released code's two-sample test."""
     K = draft_tokens.numel()
-    if temperature <= 0:
+    if sampling.greedy:
         t = target_logits.argmax(dim=-1)  # [K+1]
         return draft_tokens == t[:K], t
+    generator = sampling.generator
     # [K+1, vocab] processed p (T, top-k, top-p) on the generator's device
-    p = tempered_probs(target_logits, temperature, generator, top_k=sampling_top_k, top_p=sampling_top_p)
+    p = tempered_probs(target_logits, sampling.temperature, generator, top_k=sampling.top_k, top_p=sampling.top_p)
     draft_tokens = draft_tokens.to(p.device)
     # Two independent samples per draft position; a_i holds when either one equals d_i, which
     # raises the match rate over one sample (the released code's choice for T > 0).
@@ -180,25 +190,20 @@ def _decide_vllm(
     draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor,
-    *,
-    theta: float,
-    window: int,
-    top_k: int,
-    no_window: bool,
-    temperature: float,
-    generator: torch.Generator | None,
-    sampling_top_k: int,
-    sampling_top_p: float,
+    params: FLyParams,
+    sampling: SamplingParams,
 ) -> FLyDecision:
     """mode="vllm": vLLM's FLy (greedy and random pre-passes of vllm/v1/spec_decode/fly.py)."""
     K = draft_tokens.numel()
+    theta, window, top_k, no_window = float(params.theta), params.window, params.top_k, params.no_window
+    temperature, generator = sampling.temperature, sampling.generator
     if temperature <= 0:
         t = target_logits.argmax(dim=-1)  # [K+1]
         a = draft_tokens == t[:K]  # [K] raw flags
         H = topk_entropy(target_logits[:K], top_k)  # [K] greedy: the unprocessed logits
         possible = torch.ones_like(a)  # every raw logit is finite: d_j is never masked out
     else:
-        p = tempered_probs(target_logits, temperature, generator, top_k=sampling_top_k, top_p=sampling_top_p)  # [K+1, vocab]
+        p = tempered_probs(target_logits, temperature, generator, top_k=sampling.top_k, top_p=sampling.top_p)  # [K+1, vocab]
         d = draft_tokens.to(p.device)
         q = None if draft_probs is None else draft_probs.float().to(p.device)  # [K, vocab_draft]
         a = accept_exact(p, q, d, generator)  # [K] the native test u_j < p_j(d_j) / q_j(d_j)
@@ -222,42 +227,28 @@ def _decide_vllm(
 def fly_decide(
     draft_tokens: torch.Tensor,
     target_logits: torch.Tensor,
-    *,
-    theta: float,
-    window: int,
-    top_k: int = 3,
-    mode: str = "code",
-    no_window: bool = False,
-    theta_switch_off: bool = True,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
+    params: FLyParams,
+    sampling: SamplingParams = GREEDY,
     draft_probs: torch.Tensor | None = None,
-    sampling_top_k: int = 0,
-    sampling_top_p: float = 1.0,
 ) -> FLyDecision:
     """The FLy decision with its intermediate flags.
 
     draft_tokens: [K] int64 d_1..d_K; target_logits: [K+1, vocab] (row i predicts d_{i+1}, row K
-    the bonus). theta: entropy threshold; window: W; top_k: entries in H_i (code and vllm modes);
-    mode: "code" | "paper" | "vllm"; no_window: ablation without the deferral window;
-    theta_switch_off: code mode, theta <= 0.01 turns the entropy gate off (released code).
-    draft_probs: [K, vocab] q_i or None (one-hot), read only by mode="vllm" at T > 0.
-    sampling_top_k / sampling_top_p: generation.top_k / top_p for the T > 0 distributions.
+    the bonus). params: the knobs (theta, window W, top_k entries in H_i, mode, no_window,
+    theta_switch_off; FLyParams declares each). sampling: temperature, generation.top_k / top_p
+    for the T > 0 distributions and the generator. draft_probs: [K, vocab] q_i or None
+    (one-hot), read only by mode="vllm" at T > 0.
     """
-    check_node("method", {"mode": mode}, declared_rules(FLyParams))  # the one declared choice
     K = draft_tokens.numel()
     draft_tokens = draft_tokens.to(target_logits.device)  # the loop keeps tokens on the host
-    if mode == "vllm":
-        return _decide_vllm(
-            draft_tokens, draft_probs, target_logits, theta=theta, window=window, top_k=top_k,
-            no_window=no_window, temperature=temperature, generator=generator,
-            sampling_top_k=sampling_top_k, sampling_top_p=sampling_top_p,
-        )
-    a, t = _target_tokens(draft_tokens, target_logits, temperature, generator, sampling_top_k, sampling_top_p)  # [K], [K+1]
+    if params.mode == "vllm":
+        return _decide_vllm(draft_tokens, draft_probs, target_logits, params, sampling)
+    theta, window, no_window = float(params.theta), params.window, params.no_window
+    a, t = _target_tokens(draft_tokens, target_logits, sampling)  # [K], [K+1]
     a = a.to(target_logits.device)
-    if mode == "code":
-        H = topk_entropy(target_logits[:K], top_k)  # [K]
-        if theta_switch_off and theta <= GATE_OFF_THETA:
+    if params.mode == "code":
+        H = topk_entropy(target_logits[:K], params.top_k)  # [K]
+        if params.theta_switch_off and theta <= GATE_OFF_THETA:
             gate = torch.ones_like(a)  # the released code drops the gate for theta <= 0.01
         else:
             # Entropy gate: a mismatch where the target was confident (H_i < theta) is never loose.
@@ -275,43 +266,6 @@ def fly_decide(
     return FLyDecision(a=a, t=t, H=H, deferred=deferred, a_final=a_final, n=n, next_token=int(t[n]))
 
 
-def verify_greedy(
-    draft_tokens: torch.Tensor,
-    target_logits: torch.Tensor,
-    *,
-    theta: float,
-    window: int,
-    top_k: int = 3,
-    mode: str = "code",
-    no_window: bool = False,
-    theta_switch_off: bool = True,
-) -> tuple[int, int]:
-    """Greedy FLy. draft_tokens: [K]; target_logits: [K+1, vocab].
-
-    Returns (n, next_token): keep draft_tokens[:n] (draft tokens, also at loosely accepted
-    mismatches), then emit next_token.
-    """
-    d = fly_decide(
-        draft_tokens, target_logits, theta=theta, window=window, top_k=top_k, mode=mode, no_window=no_window,
-        theta_switch_off=theta_switch_off,
-    )
-    return d.n, d.next_token
-
-
-@dataclass(frozen=True)
-class FLyParams(VerifierParams):
-    """method=fly's knobs (conf/method/fly.yaml explains each)."""
-
-    theta: float = knob(0.3, real(0), "the entropy threshold")
-    window: int = knob(6, integer(1), "the deferral window W")
-    top_k: int = knob(3, integer(1), "probabilities in the entropy")
-    mode: str = knob("code", choice(*MODES))
-    no_window: bool = knob(False, boolean)
-    theta_switch_off: bool = knob(True, boolean)
-    near_limit: str = knob("full_k", choice(*NEAR_LIMIT))
-    draft_sampling: bool = knob(False, boolean)
-
-
 class FLy(Verifier):
     """method=fly as a configured verifier. Defaults are the released 70B settings and the
     released code's behaviour (module docstring); each difference is an option."""
@@ -322,21 +276,12 @@ class FLy(Verifier):
 
     def __init__(self, **knobs: Any) -> None:
         self.params = FLyParams.build(knobs)  # every range checked once, there
-        p = self.params
-        self.theta = float(p.theta)
-        self.window = p.window
-        self.top_k = p.top_k
-        self.mode = p.mode
-        self.no_window = p.no_window
-        self.theta_switch_off = p.theta_switch_off
-        self.near_limit = p.near_limit
-        self.draft_sampling = p.draft_sampling
-        self.drafts_full_k_near_limit = p.near_limit == "full_k"
+        self.drafts_full_k_near_limit = self.params.near_limit == "full_k"
         self._checked_first = False
 
     def draft_temperature(self, temperature: float) -> float:
         """Greedy drafts by default, as the released drafter; draft_sampling=True samples at T."""
-        return temperature if self.draft_sampling else 0.0
+        return temperature if self.params.draft_sampling else 0.0
 
     def __call__(
         self,
@@ -348,22 +293,9 @@ class FLy(Verifier):
             # Said once, on the first draft: checks.validate refuses K <= W for method=fly, but
             # the class can be built directly, and a drafter may propose fewer than K tokens.
             self._checked_first = True
-            if 0 < draft.k <= self.window and not self.no_window:
+            window = self.params.window
+            if 0 < draft.k <= window and not self.params.no_window:
                 log.warning("FLy: the first draft has K=%d <= W=%d tokens; deferral needs K > W "
-                            "(drafter.k > method.window), otherwise FLy rejects like SPD", draft.k, self.window)
-        d = fly_decide(
-            draft.tokens,
-            scores.logits,
-            theta=self.theta,
-            window=self.window,
-            top_k=self.top_k,
-            mode=self.mode,
-            no_window=self.no_window,
-            theta_switch_off=self.theta_switch_off,
-            temperature=sampling.temperature,
-            generator=sampling.generator,
-            draft_probs=draft.probs,
-            sampling_top_k=sampling.top_k,
-            sampling_top_p=sampling.top_p,
-        )
+                            "(drafter.k > method.window), otherwise FLy rejects like SPD", draft.k, window)
+        d = fly_decide(draft.tokens, scores.logits, self.params, sampling, draft_probs=draft.probs)
         return Verdict(num_accepted=d.n, next_token=d.next_token, record=d.record())

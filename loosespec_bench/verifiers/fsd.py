@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..params import boolean, choice, integer, knob, real
-from ..sampling import SamplingParams, sample_token, tempered_probs
+from ..params import DEFAULT, Shown, boolean, choice, integer, knob, real
+from ..sampling import GREEDY, SamplingParams, sample_token, tempered_probs
 from ..step import Draft, TargetScores
 from .base import VerifierParams
 from .positionwise import PositionwiseDecision, PositionwiseRule, draft_q, finish, untempered
@@ -93,17 +93,8 @@ def fsd_decide(
     draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor,
-    *,
-    div_threshold: float,
-    div_type: str = "js_code",
-    support: str = "full",
-    support_k: int = 50,
-    support_p: float = 0.9,
-    accept_matches: bool = False,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    params: FSDParams,
+    sampling: SamplingParams = GREEDY,
 ) -> PositionwiseDecision:
     """One FSD step: a_i = D(p_i, q_i) <= T on the untempered softmaxes (module docstring).
 
@@ -111,6 +102,9 @@ def fsd_decide(
     At T > 0 draft_probs is the drafter's processed distribution (the one it sampled from), so
     the divergence reads q at the run's temperature (docs/algorithms.md, departures).
     """
+    div_threshold, div_type, accept_matches = float(params.div_threshold), params.div_type, params.accept_matches
+    support, support_k, support_p = params.support, params.support_k, float(params.support_p)
+    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
     K = draft_tokens.numel()
     V = target_logits.shape[-1]
     p = untempered(target_logits)  # [K+1, vocab]
@@ -133,12 +127,13 @@ def fsd_decide(
 class FSDParams(VerifierParams):
     """method=fsd's knobs (conf/method/fsd.yaml explains each)."""
 
-    div_type: str = knob("js_code", choice(*DIVERGENCES))
+    div_type: str = knob("js_code", choice(*DIVERGENCES), shown=Shown("div_type", "D", "FSD divergence", neutral=DEFAULT))
     div_threshold: float = knob(0.4, real(0), "the divergence threshold T (accept while D <= T)")
-    support: str = knob("full", choice(*SUPPORTS))
-    support_k: int = knob(50, integer(1), "tokens of the target's top-k support")
-    support_p: float = knob(0.9, real(0, 1, lo_open=True), "mass of the target's top-p support")
-    accept_matches: bool = knob(False, boolean)
+    support: str = knob("full", choice(*SUPPORTS), shown=Shown("support", "support", "FSD support", neutral=DEFAULT))
+    support_k: int = knob(50, integer(1), "tokens of the target's top-k support", shown=Shown("support_k", "support k", neutral=DEFAULT))
+    support_p: float = knob(0.9, real(0, 1, lo_open=True), "mass of the target's top-p support",
+                            shown=Shown("support_p", "support p", neutral=DEFAULT))
+    accept_matches: bool = knob(False, boolean, shown=Shown("accept_matches", "matches pass", flag="matches pass", neutral=DEFAULT))
 
 
 class FSD(PositionwiseRule):
@@ -150,10 +145,5 @@ class FSD(PositionwiseRule):
     needs_draft_probs = True  # the divergence reads q_i at every temperature
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
-        P = self.params
-        return fsd_decide(
-            draft.tokens, draft.probs, scores.logits, div_threshold=float(P.div_threshold), div_type=P.div_type,
-            support=P.support, support_k=P.support_k, support_p=float(P.support_p), accept_matches=P.accept_matches,
-            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
-        )
+        return fsd_decide(draft.tokens, draft.probs, scores.logits, self.params, sampling)
 

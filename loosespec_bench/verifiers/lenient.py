@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ..params import knob, real
-from ..sampling import SamplingParams, exact_tail
+from ..sampling import GREEDY, SamplingParams, exact_tail
 from ..step import Draft, TargetScores
 from .base import VerifierParams
 from .positionwise import PositionwiseDecision, PositionwiseRule, draft_q, finish, step_probs
@@ -29,15 +29,13 @@ def lenient_decide(
     draft_tokens: torch.Tensor,
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor,
-    *,
-    l: float,  # noqa: E741 (the paper's symbol)
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    params: LenientParams,
+    sampling: SamplingParams = GREEDY,
 ) -> PositionwiseDecision:
     """One lenient step. draft_tokens: [K]; draft_probs: [K, vocab_draft] or None (one-hot);
     target_logits: [K+1, vocab]; l in (0, 1]."""
+    l = float(params.lenience)  # noqa: E741 (the paper's symbol)
+    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
     K = draft_tokens.numel()
     greedy = temperature <= 0
     p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
@@ -70,7 +68,4 @@ class Lenient(PositionwiseRule):
     needs_draft_probs = True  # q_i(d_i) enters the test at every temperature
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
-        return lenient_decide(
-            draft.tokens, draft.probs, scores.logits, l=float(self.params.lenience),
-            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
-        )
+        return lenient_decide(draft.tokens, draft.probs, scores.logits, self.params, sampling)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..params import knob, real
-from ..sampling import SamplingParams, exact_tail
+from ..params import DEFAULT, Shown, knob, real
+from ..sampling import GREEDY, SamplingParams, exact_tail
 from ..step import Draft, TargetScores
 from .base import VerifierParams
 from .positionwise import PositionwiseDecision, PositionwiseRule, finish, step_probs
@@ -36,15 +36,12 @@ from .positionwise import PositionwiseDecision, PositionwiseRule, finish, step_p
 def threshold_decide(
     draft_tokens: torch.Tensor,
     target_logits: torch.Tensor,
-    *,
-    threshold_single: float,
-    threshold_acc: float = 1.0,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    params: ThresholdParams,
+    sampling: SamplingParams = GREEDY,
 ) -> PositionwiseDecision:
     """One threshold-acceptance step. draft_tokens: [K]; target_logits: [K+1, vocab]."""
+    threshold_single, threshold_acc = float(params.threshold_single), float(params.threshold_acc)
+    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
     K = draft_tokens.numel()
     greedy = temperature <= 0
     p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
@@ -66,7 +63,8 @@ class ThresholdParams(VerifierParams):
     """method=threshold's knobs (conf/method/threshold.yaml explains each)."""
 
     threshold_single: float = knob(0.3, real(0, 1), "accept when the target's p(d) >= this")
-    threshold_acc: float = knob(1.0, real(0, 1, lo_open=True), "T > 0: accept when u <= p(d) / this")
+    threshold_acc: float = knob(1.0, real(0, 1, lo_open=True), "T > 0: accept when u <= p(d) / this",
+                                shown=Shown("threshold_acc", "acc", "SGLang threshold_acc", neutral=DEFAULT))
 
 
 class Threshold(PositionwiseRule):
@@ -81,8 +79,4 @@ class Threshold(PositionwiseRule):
         return 0.0
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
-        P = self.params
-        return threshold_decide(
-            draft.tokens, scores.logits, threshold_single=float(P.threshold_single), threshold_acc=float(P.threshold_acc),
-            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
-        )
+        return threshold_decide(draft.tokens, scores.logits, self.params, sampling)

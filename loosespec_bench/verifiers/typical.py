@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..params import knob, real
-from ..sampling import SamplingParams, sample_token
+from ..params import DEFAULT, Shown, knob, real
+from ..sampling import GREEDY, SamplingParams, sample_token
 from ..step import Draft, TargetScores
 from .base import VerifierParams
 from .positionwise import PositionwiseDecision, PositionwiseRule, finish, step_probs
@@ -38,15 +38,12 @@ def typical_threshold(p: torch.Tensor, epsilon: float, delta: float) -> torch.Te
 def typical_decide(
     draft_tokens: torch.Tensor,
     target_logits: torch.Tensor,
-    *,
-    epsilon: float,
-    delta: float,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    params: TypicalParams,
+    sampling: SamplingParams = GREEDY,
 ) -> PositionwiseDecision:
     """One typical-acceptance step. draft_tokens: [K]; target_logits: [K+1, vocab]."""
+    epsilon, delta = float(params.epsilon), float(params.delta)
+    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
     K = draft_tokens.numel()
     greedy = temperature <= 0
     p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
@@ -72,7 +69,8 @@ class TypicalParams(VerifierParams):
     """method=typical's knobs (conf/method/typical.yaml explains each)."""
 
     epsilon: float = knob(0.09, real(0, lo_open=True), "the hard threshold epsilon (Medusa's posterior_threshold)")
-    delta: float = knob(0.3, real(0, lo_open=True), "the entropy-scaled threshold delta (Medusa's posterior_alpha)")
+    delta: float = knob(0.3, real(0, lo_open=True), "the entropy-scaled threshold delta (Medusa's posterior_alpha)",
+                        shown=Shown("typical_delta", "δ", "typical acceptance δ", neutral=DEFAULT))
 
 
 class Typical(PositionwiseRule):
@@ -83,7 +81,4 @@ class Typical(PositionwiseRule):
     display_name = "Typical acceptance"
 
     def decide(self, draft: Draft, scores: TargetScores, sampling: SamplingParams) -> PositionwiseDecision:
-        return typical_decide(
-            draft.tokens, scores.logits, epsilon=float(self.params.epsilon), delta=float(self.params.delta),
-            temperature=sampling.temperature, generator=sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p,
-        )
+        return typical_decide(draft.tokens, scores.logits, self.params, sampling)

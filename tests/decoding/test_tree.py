@@ -15,7 +15,7 @@ from loosespec_bench.errors import ConfigError
 from loosespec_bench.sampling import GREEDY
 from loosespec_bench.step import Draft, TargetScores, compact_to, root_to_leaf_paths
 from loosespec_bench.verifiers.dropmatch import DropMatch
-from loosespec_bench.verifiers.fly import FLy, fly_decide
+from loosespec_bench.verifiers.fly import FLy, FLyParams, fly_decide
 from loosespec_bench.verifiers.spd import SPD
 from loosespec_bench.verifiers.tree import verify
 
@@ -168,7 +168,7 @@ def test_loose_rule_on_a_tree_keeps_the_longest_accepted_path():
     fly = FLy(theta=0.3, window=2, mode="code")
     v = verify(fly, d, TargetScores(logits=logits), GREEDY)
     # Chain reading of path B equals the chain rule's own verdict.
-    chain = fly_decide(d.tokens[[1, 3, 4, 5]], logits[[0, 2, 4, 5, 6]], theta=0.3, window=2, mode="code")
+    chain = fly_decide(d.tokens[[1, 3, 4, 5]], logits[[0, 2, 4, 5, 6]], FLyParams(theta=0.3, window=2, mode="code"))
     assert v.num_accepted == chain.n and v.path == [1, 3, 4, 5][: chain.n]
     assert v.num_accepted > 1  # longer than path A's exact prefix (1 node)
     # Exact SPD on the same tree follows the argmax child: path A, one node.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from loosespec_bench.verifiers.fly import fly_decide
+from loosespec_bench.verifiers.fly import FLyParams, fly_decide
 
 from . import load_script
 
@@ -26,4 +26,4 @@ def test_rows_add_up_and_the_known_window_case_differs(capsys):
     for i, tok in enumerate(t):
         logits[i, tok] = 1.0  # flat enough: top-3 entropy ~ 0.9 >= theta = 0.3
     assert mod.decide(draft, logits, "code", 0.3, W) != mod.decide(draft, logits, "vllm", 0.3, W)
-    assert fly_decide(draft, logits, theta=0.3, window=W, mode="vllm").n == 0
+    assert fly_decide(draft, logits, FLyParams(theta=0.3, window=W, mode="vllm")).n == 0

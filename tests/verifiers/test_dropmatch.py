@@ -16,6 +16,7 @@ from ..helpers import code_prompt, make_drafter
 from loosespec_bench.step import Draft, TargetScores, longest_true_prefix
 from loosespec_bench.verifiers import DropMatch
 from loosespec_bench.verifiers.dropmatch import (
+    DropMatchParams,
     draft_distribution,
     draw_keep_masks,
     dropmatch_decide,
@@ -122,8 +123,7 @@ def test_lazy_criterion_equals_the_eager_one_and_skips_exact_matches(criterion, 
             d = torch.where(torch.rand(K, generator=g) < 0.4, torch.randint(0, V, (K,), generator=g), t[:K])
             probs = torch.softmax(torch.randn(K, V, generator=g), -1)
             calls.clear()
-            dec = dropmatch_decide(d, probs, logits, hidden, counted, criterion=criterion, n_paths=N, p=p,
-                                   generator=torch.Generator().manual_seed(seed), lm_head_batch=lm_head_batch)
+            dec = dropmatch_decide(d, probs, logits, hidden, counted, DropMatchParams(criterion=criterion, n_paths=N, p=p, lm_head_batch=lm_head_batch), SamplingParams(generator=torch.Generator().manual_seed(seed)))
             keep = draw_keep_masks(N, K, H, p, torch.Generator().manual_seed(seed), hidden.device)
             paths = dropout_path_logits(hidden[:K], head, n_paths=N, p=p, keep=keep)  # [N, K, V]
             if criterion == "naive":
@@ -151,8 +151,7 @@ def test_no_mismatch_no_lm_head_call():
     calls = []
     head = lambda x: (calls.append(x.shape), scores.lm_head(x))[1]  # noqa: E731
     with torch.no_grad():
-        d = dropmatch_decide(torch.tensor([0, 0, 0]), None, scores.logits, scores.hidden, head,
-                             criterion="js", generator=torch.Generator().manual_seed(0))
+        d = dropmatch_decide(torch.tensor([0, 0, 0]), None, scores.logits, scores.hidden, head, DropMatchParams(criterion="js"), SamplingParams(generator=torch.Generator().manual_seed(0)))
     assert (d.n, d.evaluated, calls) == (3, [], [])
 
 
@@ -220,8 +219,7 @@ def test_js_with_p0_accepts_only_exact_matches():
     scores = hand_scores(2)
     probs = torch.softmax(torch.tensor([[0.0, 3.0, 0.0], [0.0, 3.0, 0.0]]), -1)
     with torch.no_grad():
-        d = dropmatch_decide(torch.tensor([0, 1]), probs, scores.logits, scores.hidden, scores.lm_head,
-                             criterion="js", n_paths=5, p=0.0)
+        d = dropmatch_decide(torch.tensor([0, 1]), probs, scores.logits, scores.hidden, scores.lm_head, DropMatchParams(criterion="js", n_paths=5, p=0.0))
     assert (d.n, d.next_token) == (1, 0) and d.evaluated == [1] and d.js_max[1].abs() < 1e-6
 
 

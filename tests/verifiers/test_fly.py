@@ -22,14 +22,20 @@ from loosespec_bench.verifiers import FLy
 from loosespec_bench.verifiers.fly import (
     deferral_code,
     deferral_paper,
+    FLyParams,
     fly_decide,
     normalized_entropy,
     topk_entropy,
-    verify_greedy,
 )
 from loosespec_bench.verifiers.spd import SPD
 
 V = 16  # vocabulary of the hand-built cases
+
+
+def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor, **knobs) -> tuple[int, int]:
+    """Greedy FLy's (n, next_token): keep draft_tokens[:n], then emit next_token."""
+    d = fly_decide(draft_tokens, target_logits, FLyParams(**knobs))
+    return d.n, d.next_token
 SURE, UNSURE = "sure", "unsure"
 
 
@@ -86,7 +92,7 @@ def test_entropy_is_top3_unnormalised():
 def test_no_mismatch_accepts_all_and_emits_bonus():
     d, lg = case(10, {}, bonus=9)
     assert verify_greedy(d, lg, theta=0.3, window=4) == (10, 9)
-    dec = fly_decide(d, lg, theta=0.3, window=4)
+    dec = fly_decide(d, lg, FLyParams(theta=0.3, window=4))
     assert dec.loose == [] and dec.mismatches == []
 
 
@@ -94,7 +100,7 @@ def test_high_entropy_mismatch_then_clean_window_is_accepted_keeping_draft_token
     d, lg = case(10, {2: UNSURE}, bonus=9)
     n, nxt = verify_greedy(d, lg, theta=0.3, window=4)
     assert (n, nxt) == (10, 9)
-    dec = fly_decide(d, lg, theta=0.3, window=4)
+    dec = fly_decide(d, lg, FLyParams(theta=0.3, window=4))
     assert dec.loose == [2]
     # The emitted token at the deferred position is the DRAFT's, not the target's.
     assert int(d[2]) != int(lg[2].argmax())
@@ -108,7 +114,7 @@ def test_second_mismatch_inside_window_rejects_the_first_retroactively():
     # Mismatch at 2, then a second at 4 (inside 2's window 2..5): 2 fails after all, although
     # the mismatch at 4 has a clean window of its own.
     d, lg = case(12, {2: UNSURE, 4: UNSURE})
-    dec = fly_decide(d, lg, theta=0.3, window=4)
+    dec = fly_decide(d, lg, FLyParams(theta=0.3, window=4))
     assert dec.deferred.tolist()[2] is False and dec.deferred.tolist()[4] is True
     assert (dec.n, dec.next_token) == (2, 2)  # correction = t_2 = 2
     assert dec.loose == []
@@ -130,7 +136,7 @@ def test_mismatch_too_close_to_the_end_is_rejected():
 
 def test_low_entropy_mismatch_is_rejected_even_with_a_clean_window():
     d, lg = case(10, {2: SURE})
-    dec = fly_decide(d, lg, theta=0.3, window=4)
+    dec = fly_decide(d, lg, FLyParams(theta=0.3, window=4))
     assert dec.deferred.tolist()[2] is True  # the window alone would accept it...
     assert (dec.n, dec.next_token) == (2, 2)  # ...the entropy gate does not
 
@@ -159,8 +165,8 @@ def test_paper_and_code_modes_differ():
     # pattern [F,T,T,T] holds at 2; the paper needs a_3..a_6 all true and rejects.
     K, W = 12, 4
     d, lg = case(K, {2: UNSURE, 6: UNSURE})
-    code = fly_decide(d, lg, theta=0.3, window=W, mode="code")
-    paper = fly_decide(d, lg, theta=0.3, window=W, mode="paper")
+    code = fly_decide(d, lg, FLyParams(theta=0.3, window=W, mode="code"))
+    paper = fly_decide(d, lg, FLyParams(theta=0.3, window=W, mode="paper"))
     assert code.n == K and code.loose == [2, 6]
     assert (paper.n, paper.next_token) == (2, 2)
     # The entropies differ too: the paper's is normalised over the whole vocabulary.
@@ -170,14 +176,14 @@ def test_paper_and_code_modes_differ():
 def test_paper_mode_entropy_threshold_is_normalised():
     d, lg = case(10, {2: UNSURE}, bonus=9)
     h = normalized_entropy(lg[2:3]).item()  # ~0.47 for this row
-    assert fly_decide(d, lg, theta=h - 0.01, window=4, mode="paper").n == 10
-    assert fly_decide(d, lg, theta=h + 0.01, window=4, mode="paper").n == 2
+    assert fly_decide(d, lg, FLyParams(theta=h - 0.01, window=4, mode="paper")).n == 10
+    assert fly_decide(d, lg, FLyParams(theta=h + 0.01, window=4, mode="paper")).n == 2
 
 
 def test_no_window_ablation_with_theta_zero_accepts_every_mismatch():
     d, lg = case(8, {0: SURE, 1: SURE, 3: UNSURE, 7: SURE}, bonus=11)
     assert verify_greedy(d, lg, theta=0.0, window=6, no_window=True) == (8, 11)
-    assert fly_decide(d, lg, theta=0.0, window=6, mode="paper", no_window=True).n == 8
+    assert fly_decide(d, lg, FLyParams(theta=0.0, window=6, mode="paper", no_window=True)).n == 8
     # The gate still applies to no_window at theta > 0: the first low-entropy mismatch stops it.
     assert verify_greedy(d, lg, theta=0.3, window=6, no_window=True) == (0, 0)
 
@@ -190,7 +196,7 @@ def test_empty_draft_emits_target_token():
 def test_sampling_two_samples_and_reproducible():
     d, lg = case(10, {2: UNSURE}, bonus=9)
     lg[[i for i in range(11) if i != 2]] *= 5.0  # sure rows: p(argmax) = 1 - 15 e^-100
-    runs = [fly_decide(d, lg, theta=2.0, window=4, temperature=1.0, generator=torch.Generator().manual_seed(s))
+    runs = [fly_decide(d, lg, FLyParams(theta=2.0, window=4), SamplingParams(temperature=1.0, generator=torch.Generator().manual_seed(s)))
             for s in range(200)]
     for dec in runs:
         # Sure rows sample their argmax, which the draft matches; d_2 is not in row 2's top 3
@@ -200,13 +206,12 @@ def test_sampling_two_samples_and_reproducible():
         if dec.n == 2:
             assert dec.next_token == int(dec.t[2]) != int(d[2])
     assert {int(dec.t[2]) for dec in runs} >= {2, 3, 4}
-    again = fly_decide(d, lg, theta=2.0, window=4, temperature=1.0, generator=torch.Generator().manual_seed(7))
+    again = fly_decide(d, lg, FLyParams(theta=2.0, window=4), SamplingParams(temperature=1.0, generator=torch.Generator().manual_seed(7)))
     assert again.t.tolist() == runs[7].t.tolist() and again.n == runs[7].n
     # A draft token equal to either of the two samples counts as a match.
     d2 = d.clone()
     d2[2] = 3  # a runner-up of row 2, p3 ~ 0.31
-    hits = sum(bool(fly_decide(d2, lg, theta=2.0, window=4, temperature=1.0,
-                               generator=torch.Generator().manual_seed(s)).a[2]) for s in range(400))
+    hits = sum(bool(fly_decide(d2, lg, FLyParams(theta=2.0, window=4), SamplingParams(temperature=1.0, generator=torch.Generator().manual_seed(s))).a[2]) for s in range(400))
     # P(either of two samples is token 3) = 1 - (1 - p3)^2 ~ 0.53 (one sample would give 0.31).
     assert 0.44 < hits / 400 < 0.62
 

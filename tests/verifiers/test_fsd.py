@@ -9,8 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from loosespec_bench.sampling import SamplingParams
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.verifiers.fsd import FSD, DIVERGENCES, divergence, fsd_decide, restrict_support
+from loosespec_bench.verifiers.fsd import FSDParams, FSD, DIVERGENCES, divergence, fsd_decide, restrict_support
 
 from .loose_cases import V, logits_from, probs_of, row, tokens
 
@@ -57,7 +58,7 @@ def test_divergence_and_decisions_match_the_published_definition_on_random_logit
         # between two values so that float rounding of either side cannot flip a decision.
         s_ref = ref.sort().values
         thr = float(s_ref[K // 2 - 1] + s_ref[K // 2]) / 2
-        dec = fsd_decide(d_tok, q, target, div_threshold=thr, div_type=kind, support=support)
+        dec = fsd_decide(d_tok, q, target, FSDParams(div_threshold=thr, div_type=kind, support=support))
         ref_accept = ref <= thr
         n_ref = int(ref_accept.long().cumprod(0).sum())
         assert dec.n == n_ref
@@ -68,9 +69,9 @@ def test_divergence_and_decisions_match_the_published_definition_on_random_logit
 def test_an_exact_match_is_rejected_when_the_distributions_differ_unless_accept_matches():
     target = logits_from([row(1, 0.6), row(2)])
     q = probs_of([row(1, 0.99)])
-    d = fsd_decide(tokens(1), q, target, div_threshold=0.01, div_type="tv")
+    d = fsd_decide(tokens(1), q, target, FSDParams(div_threshold=0.01, div_type="tv"))
     assert d.a.tolist() == [True] and d.n == 0 and d.next_token == 1  # same token, step ends
-    assert fsd_decide(tokens(1), q, target, div_threshold=0.01, div_type="tv", accept_matches=True).n == 1
+    assert fsd_decide(tokens(1), q, target, FSDParams(div_threshold=0.01, div_type="tv", accept_matches=True)).n == 1
 
 
 def below(x: float) -> float:
@@ -83,8 +84,8 @@ def test_threshold_exactly_met_accepts():
     q = probs_of([row(3, 0.6)])
     p = torch.softmax(target, -1)
     tv = float(divergence(p[:1], q, "tv")[0])
-    assert fsd_decide(tokens(3), q, target, div_threshold=tv, div_type="tv").n == 1
-    assert fsd_decide(tokens(3), q, target, div_threshold=below(tv), div_type="tv").n == 0
+    assert fsd_decide(tokens(3), q, target, FSDParams(div_threshold=tv, div_type="tv")).n == 1
+    assert fsd_decide(tokens(3), q, target, FSDParams(div_threshold=below(tv), div_type="tv")).n == 0
 
 
 def test_zero_probability_tokens_give_infinite_kl_and_finite_js_tv():
@@ -92,12 +93,12 @@ def test_zero_probability_tokens_give_infinite_kl_and_finite_js_tv():
     p0[1] = 1.0  # the target gives token 3 no mass
     target = logits_from([p0, row(2)])
     q = probs_of([row(3, 1.0)])
-    d = fsd_decide(tokens(3), q, target, div_threshold=1e9, div_type="kl")  # KL(q||p) = inf
+    d = fsd_decide(tokens(3), q, target, FSDParams(div_threshold=1e9, div_type="kl"))  # KL(q||p) = inf
     assert math.isinf(float(d.stat[0])) and d.n == 0
-    js = fsd_decide(tokens(3), q, target, div_threshold=1e9, div_type="js")
+    js = fsd_decide(tokens(3), q, target, FSDParams(div_threshold=1e9, div_type="js"))
     assert float(js.stat[0]) == pytest.approx(math.log(2), abs=1e-6) and js.n == 1
-    assert math.isinf(float(fsd_decide(tokens(3), q, target, div_threshold=1e9, div_type="js_code").stat[0]))
-    assert float(fsd_decide(tokens(3), q, target, div_threshold=2.0, div_type="tv").stat[0]) == pytest.approx(1.0)
+    assert math.isinf(float(fsd_decide(tokens(3), q, target, FSDParams(div_threshold=1e9, div_type="js_code")).stat[0]))
+    assert float(fsd_decide(tokens(3), q, target, FSDParams(div_threshold=2.0, div_type="tv")).stat[0]) == pytest.approx(1.0)
 
 
 def test_top_p_support_reads_only_the_target_nucleus():
@@ -106,17 +107,17 @@ def test_top_p_support_reads_only_the_target_nucleus():
     q0 = [0.0] * V
     q0[0], q0[1], q0[4] = 0.6, 0.3, 0.1  # differs only outside the 0.9 nucleus {0, 1}
     target = logits_from([p0, row(0)])
-    d = fsd_decide(tokens(0), probs_of([q0]), target, div_threshold=1e-6, div_type="tv", support="top_p", support_p=0.9)
+    d = fsd_decide(tokens(0), probs_of([q0]), target, FSDParams(div_threshold=1e-6, div_type="tv", support="top_p", support_p=0.9))
     assert d.n == 1 and float(d.stat[0]) == pytest.approx(0.0, abs=1e-6)
-    assert fsd_decide(tokens(0), probs_of([q0]), target, div_threshold=1e-6, div_type="tv").n == 0  # full support
+    assert fsd_decide(tokens(0), probs_of([q0]), target, FSDParams(div_threshold=1e-6, div_type="tv")).n == 0  # full support
 
 
 def test_end_of_draft_emits_the_bonus_and_k_zero_the_target_token():
     target = logits_from([row(1), row(2), row(6)])
     q = probs_of([row(1), row(2)])
-    d = fsd_decide(tokens(1, 2), q, target, div_threshold=0.1, div_type="js")
+    d = fsd_decide(tokens(1, 2), q, target, FSDParams(div_threshold=0.1, div_type="js"))
     assert d.n == 2 and d.next_token == 6
-    assert fsd_decide(tokens(), None, logits_from([row(5)]), div_threshold=0.1).next_token == 5
+    assert fsd_decide(tokens(), None, logits_from([row(5)]), FSDParams(div_threshold=0.1)).next_token == 5
 
 
 def test_sampling_draws_the_next_token_from_p_without_a_residual():
@@ -126,7 +127,7 @@ def test_sampling_draws_the_next_token_from_p_without_a_residual():
     p0[3] = 1.0
     target = logits_from([p0, row(0)])
     q = probs_of([row(3, 0.5)])
-    d = fsd_decide(tokens(3), q, target, div_threshold=0.0, div_type="tv", temperature=1.0, generator=torch.Generator().manual_seed(0))
+    d = fsd_decide(tokens(3), q, target, FSDParams(div_threshold=0.0, div_type="tv"), SamplingParams(temperature=1.0, generator=torch.Generator().manual_seed(0)))
     assert d.n == 0 and d.next_token == 3
 
 

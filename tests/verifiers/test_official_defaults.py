@@ -19,7 +19,7 @@ from loosespec_bench.sampling import SamplingParams, process_logits, sample_or_a
 from loosespec_bench.step import Draft, TargetScores
 from loosespec_bench.verifiers import FLy
 from loosespec_bench.verifiers.dropmatch import DropMatch
-from loosespec_bench.verifiers.fly import fly_decide
+from loosespec_bench.verifiers.fly import FLyParams, fly_decide
 from loosespec_bench.verifiers.spd import SPD, verify_sampling
 
 from ..conftest import compose_config
@@ -97,12 +97,12 @@ def test_tiny_theta_switches_the_entropy_gate_off_as_the_released_code():
     # the released code keeps entropy_thre only when > 1e-2, so at 0.01 and below the window
     # alone decides (accepts).
     d, lg = case(10, {2: SURE}, bonus=9)
-    assert fly_decide(d, lg, theta=0.011, window=4).n == 2
+    assert fly_decide(d, lg, FLyParams(theta=0.011, window=4)).n == 2
     for theta in (0.01, 0.005, 0.0):
-        assert fly_decide(d, lg, theta=theta, window=4).n == 10
-    assert fly_decide(d, lg, theta=0.005, window=4, theta_switch_off=False).n == 2
+        assert fly_decide(d, lg, FLyParams(theta=theta, window=4)).n == 10
+    assert fly_decide(d, lg, FLyParams(theta=0.005, window=4, theta_switch_off=False)).n == 2
     # The switch-off is the released code's: the paper and vLLM readings keep their rules.
-    assert fly_decide(d, lg, theta=0.005, window=4, mode="vllm").n == 2
+    assert fly_decide(d, lg, FLyParams(theta=0.005, window=4, mode="vllm")).n == 2
     # The verifier passes the option through.
     v = FLy(theta=0.005, window=4, theta_switch_off=False)
     assert v(Draft(tokens=d), TargetScores(logits=lg), SamplingParams()).num_accepted == 2
@@ -234,8 +234,8 @@ def test_vllm_window_disagrees_with_the_released_rule_on_the_documented_example(
     # code's pattern stops before it); vLLM needs a_1..a_3 all true after 0 and rejects there.
     d = torch.tensor([1, 0, 0, 1, 0, 0, 0, 0])
     lg = build_logits([0] * 9, [UNSURE, SURE, SURE, UNSURE, SURE, SURE, SURE, SURE, SURE])
-    assert fly_decide(d, lg, theta=0.3, window=3, mode="code").n == 8
-    vllm = fly_decide(d, lg, theta=0.3, window=3, mode="vllm")
+    assert fly_decide(d, lg, FLyParams(theta=0.3, window=3, mode="code")).n == 8
+    vllm = fly_decide(d, lg, FLyParams(theta=0.3, window=3, mode="vllm"))
     assert (vllm.n, vllm.next_token) == (0, 0)
     assert vllm.deferred.tolist()[3] is True  # 3 would be deferred, but 0 already failed
 
@@ -243,9 +243,9 @@ def test_vllm_window_disagrees_with_the_released_rule_on_the_documented_example(
 def test_vllm_window_needs_pos_plus_w_below_k_and_has_no_switch_off():
     K, W = 10, 4
     d, lg = case(K, {5: UNSURE}, bonus=9)  # 5 + 4 < 10: deferred
-    assert fly_decide(d, lg, theta=0.3, window=W, mode="vllm").n == K
+    assert fly_decide(d, lg, FLyParams(theta=0.3, window=W, mode="vllm")).n == K
     d, lg = case(K, {6: UNSURE})  # 6 + 4 = 10: no
-    assert fly_decide(d, lg, theta=0.3, window=W, mode="vllm").n == 6
+    assert fly_decide(d, lg, FLyParams(theta=0.3, window=W, mode="vllm")).n == 6
     with pytest.raises(ConfigError):
         FLy(mode="vllmm")
 

@@ -45,6 +45,7 @@ class Eagle3Drafter(Drafter):
     name = "eagle3"
     config_names = ("eagle3", "eagle2")  # drafter=eagle2: the same class, the checkpoint decides the head
     Params = Eagle3Params
+    needs_target = True  # build passes the target model (target=: embedding, config, device, dtype)
 
     @staticmethod
     def longest_path(depth: int) -> int:
