@@ -391,9 +391,17 @@ def status_line(job_id: str, entry: QueueEntry | None) -> str:
     return f"Slurm job {job_id} {describe(entry)}" + (f"; can never start: {why}" if why else "")
 
 
-def ended_without_result(state: str, params: Mapping[str, Any]) -> str:
+# submitit's own verdict when a job's time runs out once more than max_num_timeout allows: it
+# raises instead of requeueing, so Slurm records FAILED (or TIMEOUT if the limit kills it first).
+OUT_OF_REQUEUES = "timed-out too many times"
+
+
+def ended_without_result(state: str, params: Mapping[str, Any], detail: str = "") -> str:
     """A final Slurm state of a job that left no result, with the setting behind it where one is:
-    'OUT_OF_MEMORY: ... raise hydra.launcher.mem_gb (now 2)'."""
+    'OUT_OF_MEMORY: ... raise hydra.launcher.mem_gb (now 2)'. `detail`: submitit's error text
+    (its verdict names a requeue limit reached, whatever state Slurm gives the job)."""
+    if OUT_OF_REQUEUES in detail:
+        state = "TIMEOUT"
     if state == "OUT_OF_MEMORY":
         return (f"OUT_OF_MEMORY: the job used more memory than it asked for; raise hydra.launcher.mem_gb "
                 f"(now {params.get('mem_gb')}) and launch again (it resumes)")

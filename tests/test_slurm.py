@@ -23,6 +23,7 @@ Without a cluster the marked tests skip, saying how to start one.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -285,6 +286,22 @@ def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
     assert str(out[0]).startswith("OUT_OF_MEMORY:") and "raise hydra.launcher.mem_gb (now 2)" in str(out[0])
 
 
+def test_await_jobs_names_max_num_timeout_when_submitit_runs_out_of_requeues():
+    """submitit's verdict when the time runs out once more than max_num_timeout allows: it raises in
+    the job (Slurm: FAILED), and the line names the two settings, not just FAILED."""
+    from submitit.core.utils import FailedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    trace = ("Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent call last):\n"
+             "submitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too many times.\n")
+    job = _FakeJob("8", done_at=0, result=FailedJobError(trace))
+    out = await_jobs([job], held_grace_s=60, params={"timeout_min": 3, "max_num_timeout": 0},
+                     query=lambda ids: {"8": QueueEntry("8", "FAILED", "NonZeroExitCode", 1)}, sleep=lambda s: None)
+    assert str(out[0]) == ("TIMEOUT: it hit hydra.launcher.timeout_min=3 more often than hydra.launcher.max_num_timeout=0 requeues allow; "
+                           "raise either and launch again (it resumes)")
+
+
 @pytest.mark.parametrize("value, expect", [(None, 300.0), (0.5, 30.0), ("2", 120.0), (0, 0.0), (-1, "a number >= 0"), ("soon", "a number >= 0"),
                                             (float("nan"), "a number >= 0"), (float("inf"), "a number >= 0")])
 def test_held_grace_min_is_minutes_or_one_message_naming_the_setting(value, expect):
@@ -453,17 +470,19 @@ REFERENCE_RECORDS: list[dict] = []  # the uninterrupted run's records (the linge
 FAULT_TABLE: list[dict] = []
 
 
+def _driver_args(tmp_path: Path, name: str, extra: list[str] = (), sweep: str = "sweep") -> list[str]:
+    """The fault run's command: a one-point sweep through the Slurm launcher."""
+    return [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
+            f"experiment_name={name}", f"paths.results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / sweep}"]
+
+
 def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = (), keep_jobs: bool = False) -> tuple[list[dict], list[tuple[str, str]], int, str]:
     """Launch the fault run as a one-job array, call inject(job id, sweep dir) once it has a few
     samples on disk (it returns the samples on disk at the fault), wait for the driver. The
     driver's output goes to tmp_path/driver.log (read live by the tests that watch what it says)."""
     results, sweep, log = tmp_path / "results", tmp_path / "sweep", tmp_path / "driver.log"
     with log.open("w") as fh:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
-             f"experiment_name={name}", f"paths.results_dir={results}", f"hydra.sweep.dir={sweep}"],
-            cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True,
-        )
+        driver = subprocess.Popen(_driver_args(tmp_path, name, extra), cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True)
     try:
         _wait(lambda: len(_records(results)) >= 3 or driver.poll() is not None, 300, "3 samples on disk")
         assert driver.poll() is None, "the run ended before the fault: " + log.read_text()[-2000:]
@@ -533,21 +552,7 @@ def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
     submitit has installed its handler (a death by USR2: the flaky failure this replaces)."""
 
     def inject(job: str, sweep: Path) -> int:
-        pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
-        for p in pids:
-            os.kill(p, signal.SIGSTOP)
-        _wait(lambda: all(_proc_state(p) in ("T", "") for p in pids), 10, "the job's python stopped")
-        n = len(_records(tmp_path / "results"))
-        limit_min = math.ceil((_elapsed_s(job) + 50) / 60)
-        subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit_min}"], check=True, timeout=30)
-
-        def signalled() -> bool:
-            for p in pids:
-                if _proc_state(p) == "T" and _usr2_pending(p):
-                    os.kill(p, signal.SIGCONT)  # Slurm sent USR2 alone: let the handler run
-            return any(_proc_state(p) != "T" for p in pids)
-
-        _wait(signalled, 150, "Slurm's time-limit signal (USR2)", every=0.1)
+        n = _time_limit_signal(job, sweep, tmp_path / "results")
         log = sweep / ".submitit" / job / f"{job}_0_log.out"
         _wait(lambda: log.exists() and f"Requeued job {job}" in log.read_text(), 60, "submitit's requeue", every=0.1)
         subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=10"], check=True, timeout=30)
@@ -561,6 +566,28 @@ def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
     logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*.out"))
     assert "this job is timed-out" in logs and "Requeued job" in logs
     _check_resumed("time limit (signal_delay_s=45, USR2 from Slurm's time-limit pass)", recs, before, reference)
+
+
+def _time_limit_signal(job: str, sweep: Path, results: Path) -> int:
+    """Bring the job's time limit forward so that it lands mid-run (see the time-limit test): the
+    job's python stopped, the limit 50 to 110 s ahead, back to running once Slurm's USR2 came.
+    Returns the samples on disk at the fault."""
+    pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
+    for p in pids:
+        os.kill(p, signal.SIGSTOP)
+    _wait(lambda: all(_proc_state(p) in ("T", "") for p in pids), 10, "the job's python stopped")
+    n = len(_records(results))
+    limit_min = math.ceil((_elapsed_s(job) + 50) / 60)
+    subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit_min}"], check=True, timeout=30)
+
+    def signalled() -> bool:
+        for p in pids:
+            if _proc_state(p) == "T" and _usr2_pending(p):
+                os.kill(p, signal.SIGCONT)  # Slurm sent USR2 alone: let the handler run
+        return any(_proc_state(p) != "T" for p in pids)
+
+    _wait(signalled, 150, "Slurm's time-limit signal (USR2)", every=0.1)
+    return n
 
 
 def _elapsed_s(job: str) -> float:
@@ -757,6 +784,104 @@ def test_slurmctld_restarted_mid_run(tmp_path, reference):
     assert [s for s, _ in history] == ["COMPLETED"], (history, out[-2000:])
     assert "error:" not in out, out[-2000:]
     _check_resumed("slurmctld stopped 10 s mid-run and restarted", recs, before, reference)
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_node_drained_mid_run_lets_the_job_finish_there(tmp_path, reference):
+    """`scontrol update nodename=N state=drain` while the point runs on N (an admin or a health
+    check takes the node out of service): Slurm lets the running job finish there (DRAINING) and
+    starts nothing new on N; the run finishes on N, never requeued, no line needed."""
+    drained: list[str] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_drain")[0][2]
+        drained.append(node)
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=lsb-test-drain"], check=True, timeout=30)
+        _wait(lambda: _node_state(node).startswith("drng"), 30, f"node {node} draining")
+        return n
+
+    try:
+        recs, history, before, out = _fault_run(tmp_path, "fault_drain", inject)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], timeout=30, capture_output=True)
+    assert history == [("COMPLETED", drained[0])], (history, out[-2000:])
+    assert "error:" not in out and "is held" not in out, out[-2000:]
+    _check_resumed(f"node {drained[0]} drained mid-run (scontrol update state=drain): the job finished there", recs, before, reference)
+
+
+# The time limit brought forward (as in the time-limit test) with no requeue left.
+OUT_OF_REQUEUES = ["hydra.launcher.timeout_min=3", "hydra.launcher.signal_delay_s=45", "hydra.launcher.max_num_timeout=0"]
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_requeue_limit_reached_ends_unfinished_naming_max_num_timeout_and_a_relaunch_resumes(tmp_path, reference):
+    """max_num_timeout=0 and the time limit hit mid-run: submitit does not requeue (its verdict
+    `timed-out too many times`), Slurm records the job FAILED; the driver ends with one `error:`
+    line naming hydra.launcher.timeout_min and max_num_timeout. The same command again resumes
+    from the folder and finishes."""
+    recs, history, before, out = _fault_run(tmp_path, "fault_maxtimeout", lambda job, sweep: _time_limit_signal(job, sweep, tmp_path / "results"),
+                                            OUT_OF_REQUEUES)
+    assert history and history[-1][0] in ("FAILED", "TIMEOUT") and "REQUEUED" not in [s for s, _ in history], (history, out[-2000:])
+    summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0], out[-3000:]
+    assert "TIMEOUT: it hit hydra.launcher.timeout_min=3" in summary[0] and "hydra.launcher.max_num_timeout=0" in summary[0], summary[0]
+    ids = [r["id"] for r in recs]
+    assert len(ids) == len(set(ids)) < FAULT_SAMPLES
+    print(f"\nOUT OF REQUEUES: {len(ids)} samples on disk; the driver said: {summary[0][:400]}")
+    again = _run(_driver_args(tmp_path, "fault_maxtimeout", ["hydra.launcher.max_num_timeout=3"], sweep="sweep2"), timeout=900)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert len(list((tmp_path / "results").glob("*/*/samples.jsonl"))) == 1
+    _check_resumed("requeue limit reached (max_num_timeout=0), then the same command again", _records(tmp_path / "results"), len(ids), reference)
+
+
+def _fill(path: Path) -> None:
+    """Write zeros to `path` until its file system refuses even a byte (ENOSPC)."""
+    with open(path, "wb", buffering=0) as f:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as err:
+                if err.errno != errno.ENOSPC:
+                    raise
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_full_results_disk_keeps_every_finished_sample_and_says_what_to_do(tmp_path, reference):
+    """The results folder on its own small file system (a 16 MiB tmpfs mounted there: the shared
+    results disk), filled by another writer mid-run: the next append fails with ENOSPC, the point
+    ends with one line saying what to do (app.DiskError: free space, rerun the same command), the
+    finished samples stay; with the space freed, the same command resumes and finishes."""
+    disk = tmp_path / "results"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=755", "lsb-results", str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs for the results here ({mounted.stderr.strip()}): the full-disk fault needs one")
+    filler = disk / "filler.bin"
+    try:
+        def inject(job: str, sweep: Path) -> int:
+            n = len(_records(disk))
+            _fill(filler)
+            return n
+
+        recs, history, before, out = _fault_run(tmp_path, "fault_disk", inject)
+        summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+        assert summary and all("No space left on device" in ln for ln in summary), out[-3000:]
+        assert any("finished sample(s) are kept" in ln and "free space there" in ln and "rerun the same command to resume" in ln
+                   for ln in summary), summary
+        ids = [r["id"] for r in recs]
+        assert len(ids) == len(set(ids)) < FAULT_SAMPLES
+        print(f"\nFULL DISK: {len(ids)} samples on disk, history {history}; the driver said:\n  " + "\n  ".join(ln[:400] for ln in summary))
+        filler.unlink()
+        again = _run(_driver_args(tmp_path, "fault_disk", sweep="sweep2"), timeout=900)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+        _check_resumed("results disk full mid-run (16 MiB tmpfs filled), space freed, the same command again", _records(disk), len(ids), reference)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 @pytest.mark.slurm

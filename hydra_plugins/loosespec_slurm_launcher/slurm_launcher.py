@@ -117,7 +117,7 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
                         last = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
                         # COMPLETED without a result: submitit's own verdict (e.g. out of requeues) says why.
                         why = state if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
-                        out[i] = Unfinished(ended_without_result(why, params or {}))
+                        out[i] = Unfinished(ended_without_result(why, params or {}, str(err)))
                         del waiting[i]
                         continue
                     if i not in requeued:
