@@ -413,6 +413,22 @@ def ended_without_result(state: str, params: Mapping[str, Any], detail: str = ""
     return state
 
 
+def failed_point(err: BaseException, params: Mapping[str, Any]) -> str:
+    """One line for a point whose job ran and raised (Hydra's job catches the error, so Slurm
+    records COMPLETED and the driver gets it back): submitit's out-of-requeues verdict as the
+    TIMEOUT line, a ConfigError (bad input, a full results disk: app.DiskError) as its own
+    message, which says what to do, anything else as its type and first line."""
+    from .errors import ConfigError
+
+    text = str(err)
+    if OUT_OF_REQUEUES in text:
+        return ended_without_result("TIMEOUT", params, text)
+    if isinstance(err, ConfigError):
+        return text
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(err).__name__}: {first} (the traceback is in the run folder's error.txt and the job's log)"
+
+
 def held_grace_s(value: Any, default_min: float) -> float | str:
     """hydra.launcher.held_grace_min in seconds, or why the value cannot be one (a message)."""
     if value is None:

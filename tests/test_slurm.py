@@ -302,6 +302,21 @@ def test_await_jobs_names_max_num_timeout_when_submitit_runs_out_of_requeues():
                            "raise either and launch again (it resumes)")
 
 
+def test_failed_point_is_one_line_saying_what_to_do():
+    from submitit.core.utils import UncompletedJobError
+
+    from loosespec_bench.app import DiskError
+    from loosespec_bench.slurm import failed_point
+
+    params = {"timeout_min": 3, "max_num_timeout": 0}
+    assert failed_point(UncompletedJobError("Job not requeued because: timed-out too many times."), params).startswith(
+        "TIMEOUT: it hit hydra.launcher.timeout_min=3 more often than hydra.launcher.max_num_timeout=0")
+    disk = DiskError("cannot write /r/x (No space left on device); the 3 finished sample(s) are kept in /r/x: free space there")
+    assert failed_point(disk, params) == str(disk)
+    assert failed_point(RuntimeError("boom\nmore"), params) == (
+        "RuntimeError: boom (the traceback is in the run folder's error.txt and the job's log)")
+
+
 @pytest.mark.parametrize("value, expect", [(None, 300.0), (0.5, 30.0), ("2", 120.0), (0, 0.0), (-1, "a number >= 0"), ("soon", "a number >= 0"),
                                             (float("nan"), "a number >= 0"), (float("inf"), "a number >= 0")])
 def test_held_grace_min_is_minutes_or_one_message_naming_the_setting(value, expect):
@@ -471,8 +486,11 @@ FAULT_TABLE: list[dict] = []
 
 
 def _driver_args(tmp_path: Path, name: str, extra: list[str] = (), sweep: str = "sweep") -> list[str]:
-    """The fault run's command: a one-point sweep through the Slurm launcher."""
-    return [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
+    """The fault run's command: a one-point sweep through the Slurm launcher (a key of SMALL given
+    in extra replaces SMALL's: the pre-check refuses a key given twice)."""
+    keys = {a.split("=", 1)[0] for a in extra}
+    small = [a for a in SMALL if a.split("=", 1)[0] not in keys]
+    return [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *small, *extra,
             f"experiment_name={name}", f"paths.results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / sweep}"]
 
 
@@ -819,14 +837,14 @@ OUT_OF_REQUEUES = ["hydra.launcher.timeout_min=3", "hydra.launcher.signal_delay_
 @slurm
 def test_requeue_limit_reached_ends_unfinished_naming_max_num_timeout_and_a_relaunch_resumes(tmp_path, reference):
     """max_num_timeout=0 and the time limit hit mid-run: submitit does not requeue (its verdict
-    `timed-out too many times`), Slurm records the job FAILED; the driver ends with one `error:`
-    line naming hydra.launcher.timeout_min and max_num_timeout. The same command again resumes
-    from the folder and finishes."""
+    `timed-out too many times`, raised inside the point: Hydra's job catches it, so Slurm records
+    COMPLETED); the driver ends with one `error:` line naming hydra.launcher.timeout_min and
+    max_num_timeout, no traceback. The same command again resumes from the folder and finishes."""
     recs, history, before, out = _fault_run(tmp_path, "fault_maxtimeout", lambda job, sweep: _time_limit_signal(job, sweep, tmp_path / "results"),
                                             OUT_OF_REQUEUES)
-    assert history and history[-1][0] in ("FAILED", "TIMEOUT") and "REQUEUED" not in [s for s, _ in history], (history, out[-2000:])
+    assert len(history) == 1 and history[0][0] in ("COMPLETED", "FAILED", "TIMEOUT"), (history, out[-2000:])  # never requeued
     summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
-    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0], out[-3000:]
+    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0] and "Traceback" not in out, out[-3000:]
     assert "TIMEOUT: it hit hydra.launcher.timeout_min=3" in summary[0] and "hydra.launcher.max_num_timeout=0" in summary[0], summary[0]
     ids = [r["id"] for r in recs]
     assert len(ids) == len(set(ids)) < FAULT_SAMPLES
@@ -870,9 +888,9 @@ def test_full_results_disk_keeps_every_finished_sample_and_says_what_to_do(tmp_p
 
         recs, history, before, out = _fault_run(tmp_path, "fault_disk", inject)
         summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
-        assert summary and all("No space left on device" in ln for ln in summary), out[-3000:]
-        assert any("finished sample(s) are kept" in ln and "free space there" in ln and "rerun the same command to resume" in ln
-                   for ln in summary), summary
+        assert len(summary) == 1 and "Traceback" not in out, out[-3000:]
+        assert "No space left on device" in summary[0] and "finished sample(s) are kept" in summary[0], summary[0]
+        assert "free space there" in summary[0] and "rerun the same command to resume" in summary[0], summary[0]
         ids = [r["id"] for r in recs]
         assert len(ids) == len(set(ids)) < FAULT_SAMPLES
         print(f"\nFULL DISK: {len(ids)} samples on disk, history {history}; the driver said:\n  " + "\n  ".join(ln[:400] for ln in summary))
@@ -882,6 +900,65 @@ def test_full_results_disk_keeps_every_finished_sample_and_says_what_to_do(tmp_p
         _check_resumed("results disk full mid-run (16 MiB tmpfs filled), space freed, the same command again", _records(disk), len(ids), reference)
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def _memory_enforced() -> str | None:
+    """None when the local cluster enforces --mem (task/cgroup), else why not."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    m = re.search(r"^TaskPlugin\s*=\s*(\S+)", out, flags=re.M)
+    plugin = m.group(1) if m else "unknown"
+    if "task/cgroup" in plugin:
+        return None
+    return (f"the local cluster does not enforce --mem here (TaskPlugin={plugin}): slurm/local_cluster.sh enables task/cgroup only "
+            "where slurmd can make cgroup v1 memory cgroups")
+
+
+def _lower_memory_limit(job: str) -> int:
+    """Set the memory limit of the job's step 0 (the python; its cgroup, made by task/cgroup from
+    --mem) to what it uses now, or the least above it the kernel accepts (EBUSY: it cannot reclaim
+    enough); the limit in bytes."""
+    step = _wait(lambda: sorted(Path("/sys/fs/cgroup/memory").glob(f"slurm*/uid_*/job_{job}/step_0")), 30, f"job {job}'s memory cgroup")[0]
+    limit = int((step / "memory.usage_in_bytes").read_text())
+    while True:
+        try:
+            (step / "memory.limit_in_bytes").write_text(str(limit))
+            return limit
+        except OSError as err:
+            if err.errno != errno.EBUSY:
+                raise
+            limit += 1 << 20
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_out_of_memory_kill_mid_run_names_the_memory_setting_and_a_relaunch_resumes(tmp_path, reference):
+    """An out-of-memory kill mid-run: the memory limit Slurm gave the job's step (task/cgroup, from
+    --mem = hydra.launcher.mem_gb=2) is lowered after a few samples to what the step uses at that
+    moment, as if mem_gb were just below the run's need; the kernel's OOM killer ends the step,
+    Slurm records OUT_OF_MEMORY, and the driver ends with one `error:` line naming
+    hydra.launcher.mem_gb. The finished samples stay; the same command again resumes."""
+    why = _memory_enforced()
+    if why:
+        pytest.skip(why)
+    limits: list[int] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        n = len(_records(tmp_path / "results"))
+        limits.append(_lower_memory_limit(job))
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_oom", inject)
+    assert history and history[-1][0] == "OUT_OF_MEMORY", (history, out[-2000:])
+    summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0], out[-3000:]
+    assert "OUT_OF_MEMORY" in summary[0] and "raise hydra.launcher.mem_gb (now 2)" in summary[0], summary[0]
+    ids = [r["id"] for r in recs]
+    assert len(ids) == len(set(ids)) < FAULT_SAMPLES
+    print(f"\nOUT OF MEMORY: step limit lowered to {limits[0] / 2**20:.0f} MiB; {len(ids)} samples on disk; the driver said: {summary[0][:400]}")
+    again = _run(_driver_args(tmp_path, "fault_oom", sweep="sweep2"), timeout=900)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    _check_resumed("out-of-memory kill mid-run (the step's cgroup limit lowered), then the same command again", _records(tmp_path / "results"),
+                   len(ids), reference)
 
 
 @pytest.mark.slurm

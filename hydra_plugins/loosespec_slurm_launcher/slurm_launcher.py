@@ -7,8 +7,10 @@ submitit's Slurm launcher (hydra-submitit-launcher), made to answer like the res
     no node can meet, or one sbatch refuses, is ONE `error: ...` line naming the setting to
     change (exit 2), not submitit's traceback, and the sweep folder it made is removed;
   * every job of the array is awaited; a point that ends without a result (scancel, a node
-    lost for good, out of requeues) is named with its Slurm state at the end (exit 1): its run
-    folder keeps the finished samples, `make status` lists it, launching again resumes it;
+    lost for good, out of requeues) is named with its Slurm state at the end (exit 1), and so is
+    a point whose job ran and raised (out of requeues, a full results disk: one line each, not
+    Hydra's traceback); its run folder keeps the finished samples, `make status` lists it,
+    launching again resumes it;
   * submitit polls sacct; without accounting storage each poll logs "Bypassing sacct error":
     logged once, with what it means.
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Sequence
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, filter_overrides
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.loosespec_slurm_launcher.config import HELD_GRACE_MIN
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
@@ -208,7 +210,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from submitit.core.utils import FailedJobError
 
-        from loosespec_bench.slurm import check_request, cluster_nodes, held_grace_s, sbatch_refusal
+        from loosespec_bench.slurm import check_request, cluster_nodes, failed_point, held_grace_s, sbatch_refusal
 
         assert self.config is not None
         grace = held_grace_s(self.params.get("held_grace_min"), HELD_GRACE_MIN)
@@ -244,6 +246,11 @@ class CheckedSlurmLauncher(SlurmLauncher):
         for (idx, overrides), job, result in zip(points, jobs, results):
             if isinstance(result, Unfinished):
                 missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {result})")
+            elif result.status == JobStatus.FAILED and isinstance(result._return_value, BaseException):
+                # The job ran and its point raised (out of requeues, a full disk, a bug): one line
+                # here, instead of Hydra's traceback of the first failed point in the driver.
+                why = failed_point(result._return_value, dict(self.params))
+                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {why})")
             else:
                 returns.append(result)
         if missing:
