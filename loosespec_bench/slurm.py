@@ -391,6 +391,33 @@ def status_line(job_id: str, entry: QueueEntry | None) -> str:
     return f"Slurm job {job_id} {describe(entry)}" + (f"; can never start: {why}" if why else "")
 
 
+def job_steps(job_id: str, timeout_s: float = 30.0) -> list[tuple[str, str]] | None:
+    """(state, exit code) of each step of a job as sacct records them (the batch step, step 0:
+    submitit's srun of the python), or None without accounting."""
+    try:
+        out = subprocess.run(["sacct", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode"], capture_output=True, text=True,
+                             timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = [line.split("|") for line in out.stdout.splitlines()]
+    return [(r[1].split()[0], r[2]) for r in rows if len(r) == 3 and "." in r[0] and r[1]]
+
+
+def failed_why(steps: list[tuple[str, str]] | None) -> str:
+    """What a FAILED job's steps say: OUT_OF_MEMORY when one was (Slurm 22.05 marks the step, and
+    the job FAILED by srun's exit code), KILLED when one died of SIGKILL (exit code N:9) with no
+    out-of-memory event seen (a cluster that does not enforce --mem: the kernel's OOM killer, or
+    a kill -9), else FAILED."""
+    states = [st for st, _ in steps or []]
+    if any(st.startswith("OUT_OF_ME") for st in states):
+        return "OUT_OF_MEMORY"
+    if any(code.endswith(":9") for _, code in steps or []):
+        return "KILLED"
+    return "FAILED"
+
+
 # submitit's own verdict when a job's time runs out once more than max_num_timeout allows: it
 # raises instead of requeueing, so Slurm records FAILED (or TIMEOUT if the limit kills it first).
 OUT_OF_REQUEUES = "timed-out too many times"
@@ -404,6 +431,10 @@ def ended_without_result(state: str, params: Mapping[str, Any], detail: str = ""
         state = "TIMEOUT"
     if state == "OUT_OF_MEMORY":
         return (f"OUT_OF_MEMORY: the job used more memory than it asked for; raise hydra.launcher.mem_gb "
+                f"(now {params.get('mem_gb')}) and launch again (it resumes)")
+    if state == "KILLED":
+        return (f"KILLED: its step died of SIGKILL with no out-of-memory event seen by Slurm: the kernel's out-of-memory "
+                f"killer (where the cluster does not enforce --mem) or a kill -9; if memory, raise hydra.launcher.mem_gb "
                 f"(now {params.get('mem_gb')}) and launch again (it resumes)")
     if state == "TIMEOUT":
         return (f"TIMEOUT: it hit hydra.launcher.timeout_min={params.get('timeout_min')} more often than "

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench.slurm import (Node, QueueEntry, QueueWatch, check_request, is_held, never_clears, parse_sinfo, parse_squeue,
-                                   query_queue, sbatch_refusal)
+from loosespec_bench.slurm import (Node, QueueEntry, QueueWatch, check_request, failed_why, is_held, job_steps, never_clears, parse_sinfo,
+                                   parse_squeue, query_queue, sbatch_refusal)
 
 from .conftest import REPO, shared_data_dir
 
@@ -286,6 +286,30 @@ def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
     assert str(out[0]).startswith("OUT_OF_MEMORY:") and "raise hydra.launcher.mem_gb (now 2)" in str(out[0])
 
 
+@pytest.mark.parametrize(
+    "steps, expect",
+    [
+        ([("FAILED", "1:0"), ("OUT_OF_MEMORY", "0:125")], "OUT_OF_MEMORY: the job used more memory than it asked for; raise hydra.launcher.mem_gb (now 2)"),
+        ([("FAILED", "1:0"), ("FAILED", "0:9")], "KILLED: its step died of SIGKILL with no out-of-memory event seen by Slurm"),
+        ([("FAILED", "1:0"), ("FAILED", "1:0")], "FAILED"),
+        (None, "FAILED"),  # no accounting: what squeue said
+    ],
+    ids=["oom-step", "sigkill-step", "plain-failure", "no-sacct"],
+)
+def test_await_jobs_reads_a_failed_jobs_steps_for_an_out_of_memory_kill(steps, expect):
+    """Slurm 22.05 marks the OOM-killed step OUT_OF_MEMORY and the job FAILED (srun's exit code):
+    the steps decide, and both memory cases name hydra.launcher.mem_gb."""
+    from submitit.core.utils import UncompletedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    job = _FakeJob("5", done_at=0, result=UncompletedJobError("job 5 has not produced any output (state: FAILED)"))
+    out = await_jobs([job], held_grace_s=60, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "FAILED", "NonZeroExitCode", 1)},
+                     steps=lambda j: steps, sleep=lambda s: None)
+    assert str(out[0]).startswith(expect)
+    assert ("hydra.launcher.mem_gb (now 2)" in str(out[0])) is (expect != "FAILED")
+
+
 def test_await_jobs_names_max_num_timeout_when_submitit_runs_out_of_requeues():
     """submitit's verdict when the time runs out once more than max_num_timeout allows: it raises in
     the job (Slurm: FAILED), and the line names the two settings, not just FAILED."""
@@ -297,7 +321,8 @@ def test_await_jobs_names_max_num_timeout_when_submitit_runs_out_of_requeues():
              "submitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too many times.\n")
     job = _FakeJob("8", done_at=0, result=FailedJobError(trace))
     out = await_jobs([job], held_grace_s=60, params={"timeout_min": 3, "max_num_timeout": 0},
-                     query=lambda ids: {"8": QueueEntry("8", "FAILED", "NonZeroExitCode", 1)}, sleep=lambda s: None)
+                     query=lambda ids: {"8": QueueEntry("8", "FAILED", "NonZeroExitCode", 1)}, steps=lambda j: [("FAILED", "1:0")],
+                     sleep=lambda s: None)
     assert str(out[0]) == ("TIMEOUT: it hit hydra.launcher.timeout_min=3 more often than hydra.launcher.max_num_timeout=0 requeues allow; "
                            "raise either and launch again (it resumes)")
 
@@ -942,13 +967,18 @@ def test_out_of_memory_kill_mid_run_names_the_memory_setting_and_a_relaunch_resu
         pytest.skip(why)
     limits: list[int] = []
 
+    jobs: list[str] = []
+
     def inject(job: str, sweep: Path) -> int:
+        jobs.append(job)
         n = len(_records(tmp_path / "results"))
         limits.append(_lower_memory_limit(job))
         return n
 
     recs, history, before, out = _fault_run(tmp_path, "fault_oom", inject)
-    assert history and history[-1][0] == "OUT_OF_MEMORY", (history, out[-2000:])
+    # Slurm 22.05: step 0 OUT_OF_MEMORY, the job FAILED (srun's exit code)
+    steps = job_steps(jobs[0])
+    assert history and history[-1][0] in ("FAILED", "OUT_OF_MEMORY") and failed_why(steps) == "OUT_OF_MEMORY", (history, steps, out[-2000:])
     summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
     assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0], out[-3000:]
     assert "OUT_OF_MEMORY" in summary[0] and "raise hydra.launcher.mem_gb (now 2)" in summary[0], summary[0]

@@ -74,6 +74,7 @@ POLL_S = 2.0
 def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str] | None = None, params: dict[str, Any] | None = None,
                poll_s: float = POLL_S,
                query: Callable[[list[str]], dict[str, Any] | None] | None = None,
+               steps: Callable[[str], list[tuple[str, str]] | None] | None = None,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                echo: Callable[[str], None] | None = None) -> list[Any]:
     """Every job's JobReturn, or an Unfinished saying why it has none, in the jobs' order.
@@ -87,9 +88,15 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
     (squeue %T %r %Q) and told once per change (loosespec_bench.slurm.QueueWatch)."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    from loosespec_bench.slurm import ALIVE, QueueWatch, ended_without_result, query_queue
+    from loosespec_bench.slurm import ALIVE, QueueWatch, ended_without_result, failed_why, job_steps, query_queue
 
     query = query or query_queue
+    steps = steps or job_steps
+
+    def final(job_id: str, state: str) -> str:
+        # FAILED says too little: an out-of-memory kill of step 0 leaves the job FAILED (srun's exit code).
+        return failed_why(steps(job_id)) if state == "FAILED" else state
+
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     out: list[Any] = [None] * len(jobs)
     waiting = dict(enumerate(jobs))
@@ -118,7 +125,7 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
                     if state not in ALIVE:
                         last = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
                         # COMPLETED without a result: submitit's own verdict (e.g. out of requeues) says why.
-                        why = state if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
+                        why = final(job.job_id, state) if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
                         out[i] = Unfinished(ended_without_result(why, params or {}, str(err)))
                         del waiting[i]
                         continue
@@ -129,7 +136,8 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
             elif state is not None and state not in ALIVE:
                 # Its result file may be on its way: a second look one poll later decides.
                 if i in gone_since and clock() - gone_since[i] >= poll_s:
-                    out[i] = Unfinished(ended_without_result(state, params or {}) if state else "no record left in Slurm: cancelled while pending?")
+                    out[i] = Unfinished(ended_without_result(final(job.job_id, state), params or {}) if state
+                                        else "no record left in Slurm: cancelled while pending?")
                     del waiting[i]
                     continue
                 gone_since.setdefault(i, clock())
