@@ -500,11 +500,9 @@ def reference(tmp_path_factory) -> dict[str, list[int]]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = _records(results)
     assert len(recs) == FAULT_SAMPLES
-    REFERENCE_RECORDS[:] = recs
     return {r["id"]: r["output_ids"] for r in recs}
 
 
-REFERENCE_RECORDS: list[dict] = []  # the uninterrupted run's records (the lingering writer appends one)
 
 
 FAULT_TABLE: list[dict] = []
@@ -689,62 +687,53 @@ def test_node_marked_down_with_a_live_slurmd_requeues_and_resumes(tmp_path, refe
     _check_resumed("node marked DOWN, slurmd alive (scontrol update state=down)", recs, before, reference)
 
 
-_LINGER = (
-    "import json, sys, time\n"
-    "from loosespec_bench.run_folder import RunFolder\n"
-    "folder = RunFolder(sys.argv[1])\n"
-    "folder.lock('run')\n"  # SLURM_JOB_ID is the job's: it waits for the old step like a requeued attempt
-    "have = {r['id'] for r in folder.records()}\n"
-    "nxt = next(r for r in json.load(open(sys.argv[2])) if r['id'] not in have)\n"
-    "folder.append(nxt)\n"
-    "print('wrote', nxt['id'], flush=True)\n"
-    # Held until the next attempt says it waits (its log), at most the given seconds: no race with its start-up.
-    "end = time.time() + float(sys.argv[3])\n"
-    "while time.time() < end and 'still writes this folder' not in open(sys.argv[4], errors='replace').read():\n"
-    "    time.sleep(0.5)\n"
-    "time.sleep(3)\n"
-    "folder.close()\n"
-)
-
-
 @pytest.mark.slurm_faults
 @slurm
 def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cancel(tmp_path, reference):
-    """Two nodes, one run folder: the job's node n1 is marked DOWN and then drained, so the
-    requeued job starts on n2. A step that outlives the cancel (a node cut off from slurmctld
-    keeps running it) is played by a process outside Slurm that carries the job's SLURM_JOB_ID:
-    it takes the folder's lock when the real old step dies, writes the next sample and holds the
-    lock until the new attempt's log says that it waits (then 3 s more). The attempt on n2 must wait for it (RunFolder.lock), then resume: every sample
-    once, none redone."""
-    linger: list[subprocess.Popen] = []
+    """Two nodes, one run folder, a real step that outlives the requeue: the job's node stops
+    answering (its slurmd SIGSTOPped: a node cut off from slurmctld), slurmctld marks it DOWN after
+    SlurmdTimeout and requeues the job, which starts on the other node after its BeginTime; nothing
+    reaches the old step, which runs on and holds the folder's lock. It is let write two more
+    samples and then stopped (SIGSTOP), so that it cannot finish the run on its own while the
+    new attempt starts. The attempt on the other node must wait for it (RunFolder.lock); once its
+    log says so, the node's slurmd is continued: it registers again, slurmctld finds the step on
+    the wrong node (`Registered JobId=N StepId=N.0 on wrong node`) and it is killed there; the lock goes, the
+    new attempt resumes: every sample once, the old step's late samples kept, none redone."""
+    held: dict[str, list[int]] = {"slurmd": [], "python": []}
 
     def inject(job: str, sweep: Path) -> int:
         node = _squeue("lsb-fault_linger")[0][2]
-        folder = next((tmp_path / "results").glob("*/*/samples.jsonl")).parent
-        ref = tmp_path / "reference.json"  # (too long for one argument)
-        ref.write_text(json.dumps(REFERENCE_RECORDS))
-        linger.append(subprocess.Popen(
-            [sys.executable, "-c", _LINGER, str(folder), str(ref), "300", str(sweep / ".submitit" / job / f"{job}_0_log.out")], cwd=REPO,
-            env={**_env(), "SLURM_JOB_ID": job, "SLURMD_NODENAME": node}, stdout=subprocess.PIPE, text=True))
+        pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
+        slurmd = int(Path(f"/run/slurmd-{node}.pid").read_text())
         n = len(_records(tmp_path / "results"))
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)
-        time.sleep(1)  # back in service at once (live slurmd): drained, so that the job goes to the other node
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=test"], timeout=30)
-        _wait(lambda: any(j[1] == "RUNNING" for j in _squeue("lsb-fault_linger")), 120, "the requeued job running")
+        os.kill(slurmd, signal.SIGSTOP)
+        held["slurmd"].append(slurmd)
+        _wait(lambda: len(_records(tmp_path / "results")) >= n + 2, 60, "two more samples from the cut-off step", every=0.1)
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        held["python"] += pids
+        log = sweep / ".submitit" / job / f"{job}_0_log.out"
+        _wait(lambda: log.exists() and "still writes this folder" in log.read_text(errors="replace"), 240,
+              "the requeued attempt waiting for the old step", every=1)
+        os.kill(slurmd, signal.SIGCONT)
+        held["slurmd"].clear()
+        _wait(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 60, "slurmctld to kill the step on the wrong node")
         return n
 
     try:
         recs, history, before, out = _fault_run(tmp_path, "fault_linger", inject)
     finally:
+        for p in held["slurmd"]:
+            os.kill(p, signal.SIGCONT)
+        for p in held["python"]:
+            if Path(f"/proc/{p}").exists():
+                os.kill(p, signal.SIGKILL)
         subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], timeout=30, capture_output=True)
-        for p in linger:
-            p.kill()
-    wrote = linger[0].communicate(timeout=60)[0]
-    assert wrote.startswith("wrote "), wrote
     assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"] and history[0][1] != history[1][1], (history, out[-2000:])
     logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*_log.*"))
     assert "still writes this folder; waiting" in logs and "previous attempt is gone" in logs, logs[-3000:]
-    _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder", recs, before, reference)
+    _check_resumed(f"requeued onto {history[1][1]} while the job's step on {history[0][1]} (slurmd stopped) still held the folder",
+                   recs, before, reference)
 
 
 @pytest.mark.slurm_faults
