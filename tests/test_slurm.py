@@ -9,14 +9,18 @@ this host; `make slurm-local` as root on Debian, `.ci/run` starts it where it ca
     the time limit hit (timeout_min=3, signal_delay_s=45, the limit brought forward), node n1 lost mid-job (requeued to n2);
   * `scancel` of one array task: the driver and status name the point, a relaunch runs only it;
   * requests the cluster cannot meet: one `error:` line naming the setting, no folder left;
-  * issue 49's faults (docs/cluster.md): the job's node marked DOWN while its slurmd lives; a step
-    that outlives the cancel while the requeued job runs on the other node (the lock makes it
-    wait); `scontrol requeuehold` (the release line within a minute, Unfinished after
-    held_grace_min, finished when released); preemption by a higher-priority partition
-    (PreemptMode=REQUEUE); slurmctld restarted mid-run.
+  * issue 49's faults (docs/cluster.md): the job's node marked DOWN while its slurmd lives; a real
+    step that outlives the requeue (its node cut off: slurmd stopped) while the requeued job runs
+    on the other node (the lock makes it wait); `scontrol requeuehold` (the release line within a
+    minute, Unfinished after held_grace_min, finished when released); preemption by a
+    higher-priority partition (PreemptMode=REQUEUE); slurmctld restarted mid-run; the node drained
+    mid-run; the requeue limit reached (max_num_timeout=0); a full results disk (a tmpfs); an
+    out-of-memory kill (task/cgroup; skipped, saying why, where the cluster cannot enforce --mem).
+    The last three end in one `error:` line naming what to do, and the same command again resumes.
 
 Unmarked: the launcher's reading of squeue (held, pending reasons, reasons that never clear) with
-faked squeue answers, jobs and clock, and the status line.
+faked squeue answers, jobs and clock, the status line, and the one line for a job that ended
+without a result (out of memory from its steps, out of requeues, a point that raised).
 
 Without a cluster the marked tests skip, saying how to start one.
 """
