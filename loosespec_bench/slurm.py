@@ -391,11 +391,50 @@ def status_line(job_id: str, entry: QueueEntry | None) -> str:
     return f"Slurm job {job_id} {describe(entry)}" + (f"; can never start: {why}" if why else "")
 
 
-def ended_without_result(state: str, params: Mapping[str, Any]) -> str:
+def job_steps(job_id: str, timeout_s: float = 30.0) -> list[tuple[str, str]] | None:
+    """(state, exit code) of each step of a job as sacct records them (the batch step, step 0:
+    submitit's srun of the python), or None without accounting."""
+    try:
+        out = subprocess.run(["sacct", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode"], capture_output=True, text=True,
+                             timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = [line.split("|") for line in out.stdout.splitlines()]
+    return [(r[1].split()[0], r[2]) for r in rows if len(r) == 3 and "." in r[0] and r[1]]
+
+
+def failed_why(steps: list[tuple[str, str]] | None) -> str:
+    """What a FAILED job's steps say: OUT_OF_MEMORY when one was (Slurm 22.05 marks the step, and
+    the job FAILED by srun's exit code), KILLED when one died of SIGKILL (exit code N:9) with no
+    out-of-memory event seen (a cluster that does not enforce --mem: the kernel's OOM killer, or
+    a kill -9), else FAILED."""
+    states = [st for st, _ in steps or []]
+    if any(st.startswith("OUT_OF_ME") for st in states):
+        return "OUT_OF_MEMORY"
+    if any(code.endswith(":9") for _, code in steps or []):
+        return "KILLED"
+    return "FAILED"
+
+
+# submitit's own verdict when a job's time runs out once more than max_num_timeout allows: it
+# raises instead of requeueing, so Slurm records FAILED (or TIMEOUT if the limit kills it first).
+OUT_OF_REQUEUES = "timed-out too many times"
+
+
+def ended_without_result(state: str, params: Mapping[str, Any], detail: str = "") -> str:
     """A final Slurm state of a job that left no result, with the setting behind it where one is:
-    'OUT_OF_MEMORY: ... raise hydra.launcher.mem_gb (now 2)'."""
+    'OUT_OF_MEMORY: ... raise hydra.launcher.mem_gb (now 2)'. `detail`: submitit's error text
+    (its verdict names a requeue limit reached, whatever state Slurm gives the job)."""
+    if OUT_OF_REQUEUES in detail:
+        state = "TIMEOUT"
     if state == "OUT_OF_MEMORY":
         return (f"OUT_OF_MEMORY: the job used more memory than it asked for; raise hydra.launcher.mem_gb "
+                f"(now {params.get('mem_gb')}) and launch again (it resumes)")
+    if state == "KILLED":
+        return (f"KILLED: its step died of SIGKILL with no out-of-memory event seen by Slurm: the kernel's out-of-memory "
+                f"killer (where the cluster does not enforce --mem) or a kill -9; if memory, raise hydra.launcher.mem_gb "
                 f"(now {params.get('mem_gb')}) and launch again (it resumes)")
     if state == "TIMEOUT":
         return (f"TIMEOUT: it hit hydra.launcher.timeout_min={params.get('timeout_min')} more often than "
@@ -403,6 +442,22 @@ def ended_without_result(state: str, params: Mapping[str, Any]) -> str:
     if state == "CANCELLED" or state.startswith("CANCELLED "):
         return f"{state}: cancelled (scancel or an admin); launch again to resume it"
     return state
+
+
+def failed_point(err: BaseException, params: Mapping[str, Any]) -> str:
+    """One line for a point whose job ran and raised (Hydra's job catches the error, so Slurm
+    records COMPLETED and the driver gets it back): submitit's out-of-requeues verdict as the
+    TIMEOUT line, a ConfigError (bad input, a full results disk: app.DiskError) as its own
+    message, which says what to do, anything else as its type and first line."""
+    from .errors import ConfigError
+
+    text = str(err)
+    if OUT_OF_REQUEUES in text:
+        return ended_without_result("TIMEOUT", params, text)
+    if isinstance(err, ConfigError):
+        return text
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return f"{type(err).__name__}: {first} (the traceback is in the run folder's error.txt and the job's log)"
 
 
 def held_grace_s(value: Any, default_min: float) -> float | str:

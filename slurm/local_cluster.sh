@@ -19,6 +19,7 @@ MARK="# written by loosespec_bench slurm/local_cluster.sh"
 CONF_DIR=/etc/slurm
 CONF=$CONF_DIR/slurm.conf
 DBD_CONF=$CONF_DIR/slurmdbd.conf
+CGROUP_CONF=$CONF_DIR/cgroup.conf
 STATE=/var/lib/slurm
 LOGS=/var/log/slurm
 CLUSTER=loosespec
@@ -78,7 +79,31 @@ write_configs() {
     local acct="AccountingStorageType=accounting_storage/none"
     [ "$DB" = 1 ] && acct="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost"
+    # Memory: --mem (hydra.launcher.mem_gb) is enforced only by task/cgroup, which needs slurmd to
+    # make memory cgroups. Slurm 22.05 does that on cgroup v1 (a tmpfs at /sys/fs/cgroup with a
+    # writable memory controller: probed by making and removing one); on cgroup v2 it needs
+    # systemd's delegation, which this script does not set up. Without it: task/none, a job may
+    # use more memory than it asked for, and the out-of-memory test skips, saying so.
+    local task="TaskPlugin=task/none" cgroup_conf=""
+    if cgroup_v1_memory; then
+        task="TaskPlugin=task/cgroup"
+        # AllowedRAMSpace=100: the limit is exactly --mem; no swap on the test machines, so RAM alone.
+        cgroup_conf="$MARK
+CgroupPlugin=cgroup/v1
+CgroupMountpoint=/sys/fs/cgroup
+ConstrainRAMSpace=yes
+AllowedRAMSpace=100
+ConstrainSwapSpace=no
+ConstrainCores=no
+ConstrainDevices=no"
+    fi
     CONF_CHANGED=0
+    if [ -n "$cgroup_conf" ]; then
+        write_if_changed "$CGROUP_CONF" "$cgroup_conf" && CONF_CHANGED=1
+        chmod 644 "$CGROUP_CONF"
+    elif [ -f "$CGROUP_CONF" ] && grep -qF "$MARK" "$CGROUP_CONF"; then
+        rm -f "$CGROUP_CONF"
+    fi
     write_if_changed "$CONF" "$MARK
 # A local cluster for development and tests; see slurm/README.md.
 ClusterName=$CLUSTER
@@ -100,7 +125,7 @@ SlurmdPidFile=/run/slurmd-%n.pid
 SlurmctldLogFile=$LOGS/slurmctld.log
 SlurmdLogFile=$LOGS/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+$task
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 MpiDefault=none
@@ -126,6 +151,15 @@ ${nodes}PartitionName=cpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime
 PartitionName=urgent Nodes=$(IFS=,; echo "${NODES[*]}") Default=NO MaxTime=INFINITE State=UP PriorityTier=2" && CONF_CHANGED=1
     # The SlurmUser, not root, runs slurmctld: its config must be readable by it.
     chmod 644 "$CONF"
+}
+
+# True where slurmd can make memory cgroups the v1 way (see write_configs).
+cgroup_v1_memory() {
+    local probe="/sys/fs/cgroup/memory/loosespec-probe.$$"
+    [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ] || return 1
+    [ -f /sys/fs/cgroup/memory/memory.oom_control ] || return 1
+    compgen -G "/usr/lib/*/slurm-wlm/cgroup_v1.so" >/dev/null || return 1
+    mkdir "$probe" 2>/dev/null && rmdir "$probe"
 }
 
 running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

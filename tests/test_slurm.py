@@ -9,20 +9,25 @@ this host; `make slurm-local` as root on Debian, `.ci/run` starts it where it ca
     the time limit hit (timeout_min=3, signal_delay_s=45, the limit brought forward), node n1 lost mid-job (requeued to n2);
   * `scancel` of one array task: the driver and status name the point, a relaunch runs only it;
   * requests the cluster cannot meet: one `error:` line naming the setting, no folder left;
-  * issue 49's faults (docs/cluster.md): the job's node marked DOWN while its slurmd lives; a step
-    that outlives the cancel while the requeued job runs on the other node (the lock makes it
-    wait); `scontrol requeuehold` (the release line within a minute, Unfinished after
-    held_grace_min, finished when released); preemption by a higher-priority partition
-    (PreemptMode=REQUEUE); slurmctld restarted mid-run.
+  * issue 49's faults (docs/cluster.md): the job's node marked DOWN while its slurmd lives; a real
+    step that outlives the requeue (its node cut off: slurmd stopped) while the requeued job runs
+    on the other node (the lock makes it wait); `scontrol requeuehold` (the release line within a
+    minute, Unfinished after held_grace_min, finished when released); preemption by a
+    higher-priority partition (PreemptMode=REQUEUE); slurmctld restarted mid-run; the node drained
+    mid-run; the requeue limit reached (max_num_timeout=0); a full results disk (a tmpfs); an
+    out-of-memory kill (task/cgroup; skipped, saying why, where the cluster cannot enforce --mem).
+    The last three end in one `error:` line naming what to do, and the same command again resumes.
 
 Unmarked: the launcher's reading of squeue (held, pending reasons, reasons that never clear) with
-faked squeue answers, jobs and clock, and the status line.
+faked squeue answers, jobs and clock, the status line, and the one line for a job that ended
+without a result (out of memory from its steps, out of requeues, a point that raised).
 
 Without a cluster the marked tests skip, saying how to start one.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -37,8 +42,8 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench.slurm import (Node, QueueEntry, QueueWatch, check_request, is_held, never_clears, parse_sinfo, parse_squeue,
-                                   query_queue, sbatch_refusal)
+from loosespec_bench.slurm import (Node, QueueEntry, QueueWatch, check_request, failed_why, is_held, job_steps, never_clears, parse_sinfo,
+                                   parse_squeue, query_queue, sbatch_refusal)
 
 from .conftest import REPO, shared_data_dir
 
@@ -285,6 +290,62 @@ def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
     assert str(out[0]).startswith("OUT_OF_MEMORY:") and "raise hydra.launcher.mem_gb (now 2)" in str(out[0])
 
 
+@pytest.mark.parametrize(
+    "steps, expect",
+    [
+        ([("FAILED", "1:0"), ("OUT_OF_MEMORY", "0:125")], "OUT_OF_MEMORY: the job used more memory than it asked for; raise hydra.launcher.mem_gb (now 2)"),
+        ([("FAILED", "1:0"), ("FAILED", "0:9")], "KILLED: its step died of SIGKILL with no out-of-memory event seen by Slurm"),
+        ([("FAILED", "1:0"), ("FAILED", "1:0")], "FAILED"),
+        (None, "FAILED"),  # no accounting: what squeue said
+    ],
+    ids=["oom-step", "sigkill-step", "plain-failure", "no-sacct"],
+)
+def test_await_jobs_reads_a_failed_jobs_steps_for_an_out_of_memory_kill(steps, expect):
+    """Slurm 22.05 marks the OOM-killed step OUT_OF_MEMORY and the job FAILED (srun's exit code):
+    the steps decide, and both memory cases name hydra.launcher.mem_gb."""
+    from submitit.core.utils import UncompletedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    job = _FakeJob("5", done_at=0, result=UncompletedJobError("job 5 has not produced any output (state: FAILED)"))
+    out = await_jobs([job], held_grace_s=60, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "FAILED", "NonZeroExitCode", 1)},
+                     steps=lambda j: steps, sleep=lambda s: None)
+    assert str(out[0]).startswith(expect)
+    assert ("hydra.launcher.mem_gb (now 2)" in str(out[0])) is (expect != "FAILED")
+
+
+def test_await_jobs_names_max_num_timeout_when_submitit_runs_out_of_requeues():
+    """submitit's verdict when the time runs out once more than max_num_timeout allows: it raises in
+    the job (Slurm: FAILED), and the line names the two settings, not just FAILED."""
+    from submitit.core.utils import FailedJobError
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
+
+    trace = ("Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent call last):\n"
+             "submitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too many times.\n")
+    job = _FakeJob("8", done_at=0, result=FailedJobError(trace))
+    out = await_jobs([job], held_grace_s=60, params={"timeout_min": 3, "max_num_timeout": 0},
+                     query=lambda ids: {"8": QueueEntry("8", "FAILED", "NonZeroExitCode", 1)}, steps=lambda j: [("FAILED", "1:0")],
+                     sleep=lambda s: None)
+    assert str(out[0]) == ("TIMEOUT: it hit hydra.launcher.timeout_min=3 more often than hydra.launcher.max_num_timeout=0 requeues allow; "
+                           "raise either and launch again (it resumes)")
+
+
+def test_failed_point_is_one_line_saying_what_to_do():
+    from submitit.core.utils import UncompletedJobError
+
+    from loosespec_bench.app import DiskError
+    from loosespec_bench.slurm import failed_point
+
+    params = {"timeout_min": 3, "max_num_timeout": 0}
+    assert failed_point(UncompletedJobError("Job not requeued because: timed-out too many times."), params).startswith(
+        "TIMEOUT: it hit hydra.launcher.timeout_min=3 more often than hydra.launcher.max_num_timeout=0")
+    disk = DiskError("cannot write /r/x (No space left on device); the 3 finished sample(s) are kept in /r/x: free space there")
+    assert failed_point(disk, params) == str(disk)
+    assert failed_point(RuntimeError("boom\nmore"), params) == (
+        "RuntimeError: boom (the traceback is in the run folder's error.txt and the job's log)")
+
+
 @pytest.mark.parametrize("value, expect", [(None, 300.0), (0.5, 30.0), ("2", 120.0), (0, 0.0), (-1, "a number >= 0"), ("soon", "a number >= 0"),
                                             (float("nan"), "a number >= 0"), (float("inf"), "a number >= 0")])
 def test_held_grace_min_is_minutes_or_one_message_naming_the_setting(value, expect):
@@ -443,14 +504,21 @@ def reference(tmp_path_factory) -> dict[str, list[int]]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = _records(results)
     assert len(recs) == FAULT_SAMPLES
-    REFERENCE_RECORDS[:] = recs
     return {r["id"]: r["output_ids"] for r in recs}
 
 
-REFERENCE_RECORDS: list[dict] = []  # the uninterrupted run's records (the lingering writer appends one)
 
 
 FAULT_TABLE: list[dict] = []
+
+
+def _driver_args(tmp_path: Path, name: str, extra: list[str] = (), sweep: str = "sweep") -> list[str]:
+    """The fault run's command: a one-point sweep through the Slurm launcher (a key of SMALL given
+    in extra replaces SMALL's: the pre-check refuses a key given twice)."""
+    keys = {a.split("=", 1)[0] for a in extra}
+    small = [a for a in SMALL if a.split("=", 1)[0] not in keys]
+    return [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *small, *extra,
+            f"experiment_name={name}", f"paths.results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / sweep}"]
 
 
 def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = (), keep_jobs: bool = False) -> tuple[list[dict], list[tuple[str, str]], int, str]:
@@ -459,11 +527,7 @@ def _fault_run(tmp_path: Path, name: str, inject, extra: list[str] = (), keep_jo
     driver's output goes to tmp_path/driver.log (read live by the tests that watch what it says)."""
     results, sweep, log = tmp_path / "results", tmp_path / "sweep", tmp_path / "driver.log"
     with log.open("w") as fh:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "loosespec_bench", "-m", "hydra/launcher=slurm", "scale=cpu", *FAULT, *SMALL, *extra,
-             f"experiment_name={name}", f"paths.results_dir={results}", f"hydra.sweep.dir={sweep}"],
-            cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True,
-        )
+        driver = subprocess.Popen(_driver_args(tmp_path, name, extra), cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True)
     try:
         _wait(lambda: len(_records(results)) >= 3 or driver.poll() is not None, 300, "3 samples on disk")
         assert driver.poll() is None, "the run ended before the fault: " + log.read_text()[-2000:]
@@ -533,21 +597,7 @@ def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
     submitit has installed its handler (a death by USR2: the flaky failure this replaces)."""
 
     def inject(job: str, sweep: Path) -> int:
-        pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
-        for p in pids:
-            os.kill(p, signal.SIGSTOP)
-        _wait(lambda: all(_proc_state(p) in ("T", "") for p in pids), 10, "the job's python stopped")
-        n = len(_records(tmp_path / "results"))
-        limit_min = math.ceil((_elapsed_s(job) + 50) / 60)
-        subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit_min}"], check=True, timeout=30)
-
-        def signalled() -> bool:
-            for p in pids:
-                if _proc_state(p) == "T" and _usr2_pending(p):
-                    os.kill(p, signal.SIGCONT)  # Slurm sent USR2 alone: let the handler run
-            return any(_proc_state(p) != "T" for p in pids)
-
-        _wait(signalled, 150, "Slurm's time-limit signal (USR2)", every=0.1)
+        n = _time_limit_signal(job, sweep, tmp_path / "results")
         log = sweep / ".submitit" / job / f"{job}_0_log.out"
         _wait(lambda: log.exists() and f"Requeued job {job}" in log.read_text(), 60, "submitit's requeue", every=0.1)
         subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=10"], check=True, timeout=30)
@@ -561,6 +611,28 @@ def test_time_limit_hit_requeues_and_resumes(tmp_path, reference):
     logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*.out"))
     assert "this job is timed-out" in logs and "Requeued job" in logs
     _check_resumed("time limit (signal_delay_s=45, USR2 from Slurm's time-limit pass)", recs, before, reference)
+
+
+def _time_limit_signal(job: str, sweep: Path, results: Path) -> int:
+    """Bring the job's time limit forward so that it lands mid-run (see the time-limit test): the
+    job's python stopped, the limit 50 to 110 s ahead, back to running once Slurm's USR2 came.
+    Returns the samples on disk at the fault."""
+    pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
+    for p in pids:
+        os.kill(p, signal.SIGSTOP)
+    _wait(lambda: all(_proc_state(p) in ("T", "") for p in pids), 10, "the job's python stopped")
+    n = len(_records(results))
+    limit_min = math.ceil((_elapsed_s(job) + 50) / 60)
+    subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit_min}"], check=True, timeout=30)
+
+    def signalled() -> bool:
+        for p in pids:
+            if _proc_state(p) == "T" and _usr2_pending(p):
+                os.kill(p, signal.SIGCONT)  # Slurm sent USR2 alone: let the handler run
+        return any(_proc_state(p) != "T" for p in pids)
+
+    _wait(signalled, 150, "Slurm's time-limit signal (USR2)", every=0.1)
+    return n
 
 
 def _elapsed_s(job: str) -> float:
@@ -619,62 +691,53 @@ def test_node_marked_down_with_a_live_slurmd_requeues_and_resumes(tmp_path, refe
     _check_resumed("node marked DOWN, slurmd alive (scontrol update state=down)", recs, before, reference)
 
 
-_LINGER = (
-    "import json, sys, time\n"
-    "from loosespec_bench.run_folder import RunFolder\n"
-    "folder = RunFolder(sys.argv[1])\n"
-    "folder.lock('run')\n"  # SLURM_JOB_ID is the job's: it waits for the old step like a requeued attempt
-    "have = {r['id'] for r in folder.records()}\n"
-    "nxt = next(r for r in json.load(open(sys.argv[2])) if r['id'] not in have)\n"
-    "folder.append(nxt)\n"
-    "print('wrote', nxt['id'], flush=True)\n"
-    # Held until the next attempt says it waits (its log), at most the given seconds: no race with its start-up.
-    "end = time.time() + float(sys.argv[3])\n"
-    "while time.time() < end and 'still writes this folder' not in open(sys.argv[4], errors='replace').read():\n"
-    "    time.sleep(0.5)\n"
-    "time.sleep(3)\n"
-    "folder.close()\n"
-)
-
-
 @pytest.mark.slurm_faults
 @slurm
 def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cancel(tmp_path, reference):
-    """Two nodes, one run folder: the job's node n1 is marked DOWN and then drained, so the
-    requeued job starts on n2. A step that outlives the cancel (a node cut off from slurmctld
-    keeps running it) is played by a process outside Slurm that carries the job's SLURM_JOB_ID:
-    it takes the folder's lock when the real old step dies, writes the next sample and holds the
-    lock until the new attempt's log says that it waits (then 3 s more). The attempt on n2 must wait for it (RunFolder.lock), then resume: every sample
-    once, none redone."""
-    linger: list[subprocess.Popen] = []
+    """Two nodes, one run folder, a real step that outlives the requeue: the job's node stops
+    answering (its slurmd SIGSTOPped: a node cut off from slurmctld), slurmctld marks it DOWN after
+    SlurmdTimeout and requeues the job, which starts on the other node after its BeginTime; nothing
+    reaches the old step, which runs on and holds the folder's lock. It is let write two more
+    samples and then stopped (SIGSTOP), so that it cannot finish the run on its own while the
+    new attempt starts. The attempt on the other node must wait for it (RunFolder.lock); once its
+    log says so, the node's slurmd is continued: it registers again, slurmctld finds the step on
+    the wrong node (`Registered JobId=N StepId=N.0 on wrong node`) and it is killed there; the lock goes, the
+    new attempt resumes: every sample once, the old step's late samples kept, none redone."""
+    held: dict[str, list[int]] = {"slurmd": [], "python": []}
 
     def inject(job: str, sweep: Path) -> int:
         node = _squeue("lsb-fault_linger")[0][2]
-        folder = next((tmp_path / "results").glob("*/*/samples.jsonl")).parent
-        ref = tmp_path / "reference.json"  # (too long for one argument)
-        ref.write_text(json.dumps(REFERENCE_RECORDS))
-        linger.append(subprocess.Popen(
-            [sys.executable, "-c", _LINGER, str(folder), str(ref), "300", str(sweep / ".submitit" / job / f"{job}_0_log.out")], cwd=REPO,
-            env={**_env(), "SLURM_JOB_ID": job, "SLURMD_NODENAME": node}, stdout=subprocess.PIPE, text=True))
+        pids = _wait(lambda: _job_pids(sweep), 30, "the job's python process")
+        slurmd = int(Path(f"/run/slurmd-{node}.pid").read_text())
         n = len(_records(tmp_path / "results"))
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=lost"], check=True, timeout=30)
-        time.sleep(1)  # back in service at once (live slurmd): drained, so that the job goes to the other node
-        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=test"], timeout=30)
-        _wait(lambda: any(j[1] == "RUNNING" for j in _squeue("lsb-fault_linger")), 120, "the requeued job running")
+        os.kill(slurmd, signal.SIGSTOP)
+        held["slurmd"].append(slurmd)
+        _wait(lambda: len(_records(tmp_path / "results")) >= n + 2, 60, "two more samples from the cut-off step", every=0.1)
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        held["python"] += pids
+        log = sweep / ".submitit" / job / f"{job}_0_log.out"
+        _wait(lambda: log.exists() and "still writes this folder" in log.read_text(errors="replace"), 240,
+              "the requeued attempt waiting for the old step", every=1)
+        os.kill(slurmd, signal.SIGCONT)
+        held["slurmd"].clear()
+        _wait(lambda: not any(Path(f"/proc/{p}").exists() for p in pids), 60, "slurmctld to kill the step on the wrong node")
         return n
 
     try:
         recs, history, before, out = _fault_run(tmp_path, "fault_linger", inject)
     finally:
+        for p in held["slurmd"]:
+            os.kill(p, signal.SIGCONT)
+        for p in held["python"]:
+            if Path(f"/proc/{p}").exists():
+                os.kill(p, signal.SIGKILL)
         subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], timeout=30, capture_output=True)
-        for p in linger:
-            p.kill()
-    wrote = linger[0].communicate(timeout=60)[0]
-    assert wrote.startswith("wrote "), wrote
     assert [s for s, _ in history] == ["NODE_FAIL", "COMPLETED"] and history[0][1] != history[1][1], (history, out[-2000:])
     logs = "".join(p.read_text() for p in (tmp_path / "sweep").glob(".submitit/*/*_log.*"))
     assert "still writes this folder; waiting" in logs and "previous attempt is gone" in logs, logs[-3000:]
-    _check_resumed(f"requeued onto {history[1][1]} while a step of the job still held the folder", recs, before, reference)
+    _check_resumed(f"requeued onto {history[1][1]} while the job's step on {history[0][1]} (slurmd stopped) still held the folder",
+                   recs, before, reference)
 
 
 @pytest.mark.slurm_faults
@@ -757,6 +820,168 @@ def test_slurmctld_restarted_mid_run(tmp_path, reference):
     assert [s for s, _ in history] == ["COMPLETED"], (history, out[-2000:])
     assert "error:" not in out, out[-2000:]
     _check_resumed("slurmctld stopped 10 s mid-run and restarted", recs, before, reference)
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_node_drained_mid_run_lets_the_job_finish_there(tmp_path, reference):
+    """`scontrol update nodename=N state=drain` while the point runs on N (an admin or a health
+    check takes the node out of service): Slurm lets the running job finish there (DRAINING) and
+    starts nothing new on N; the run finishes on N, never requeued, no line needed."""
+    drained: list[str] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        node = _squeue("lsb-fault_drain")[0][2]
+        drained.append(node)
+        n = len(_records(tmp_path / "results"))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=lsb-test-drain"], check=True, timeout=30)
+        _wait(lambda: _node_state(node).startswith("drng"), 30, f"node {node} draining")
+        return n
+
+    try:
+        recs, history, before, out = _fault_run(tmp_path, "fault_drain", inject)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], timeout=30, capture_output=True)
+    assert history == [("COMPLETED", drained[0])], (history, out[-2000:])
+    assert "error:" not in out and "is held" not in out, out[-2000:]
+    _check_resumed(f"node {drained[0]} drained mid-run (scontrol update state=drain): the job finished there", recs, before, reference)
+
+
+# The time limit brought forward (as in the time-limit test) with no requeue left.
+OUT_OF_REQUEUES = ["hydra.launcher.timeout_min=3", "hydra.launcher.signal_delay_s=45", "hydra.launcher.max_num_timeout=0"]
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_requeue_limit_reached_ends_unfinished_naming_max_num_timeout_and_a_relaunch_resumes(tmp_path, reference):
+    """max_num_timeout=0 and the time limit hit mid-run: submitit does not requeue (its verdict
+    `timed-out too many times`, raised inside the point: Hydra's job catches it, so Slurm records
+    COMPLETED); the driver ends with one `error:` line naming hydra.launcher.timeout_min and
+    max_num_timeout, no traceback. The same command again resumes from the folder and finishes."""
+    recs, history, before, out = _fault_run(tmp_path, "fault_maxtimeout", lambda job, sweep: _time_limit_signal(job, sweep, tmp_path / "results"),
+                                            OUT_OF_REQUEUES)
+    assert len(history) == 1 and history[0][0] in ("COMPLETED", "FAILED", "TIMEOUT"), (history, out[-2000:])  # never requeued
+    summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0] and "Traceback" not in out, out[-3000:]
+    assert "TIMEOUT: it hit hydra.launcher.timeout_min=3" in summary[0] and "hydra.launcher.max_num_timeout=0" in summary[0], summary[0]
+    ids = [r["id"] for r in recs]
+    assert len(ids) == len(set(ids)) < FAULT_SAMPLES
+    print(f"\nOUT OF REQUEUES: {len(ids)} samples on disk; the driver said: {summary[0][:400]}")
+    again = _run(_driver_args(tmp_path, "fault_maxtimeout", ["hydra.launcher.max_num_timeout=3"], sweep="sweep2"), timeout=900)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert len(list((tmp_path / "results").glob("*/*/samples.jsonl"))) == 1
+    _check_resumed("requeue limit reached (max_num_timeout=0), then the same command again", _records(tmp_path / "results"), len(ids), reference)
+
+
+def _fill(path: Path) -> None:
+    """Write zeros to `path` until its file system refuses even a byte (ENOSPC)."""
+    with open(path, "wb", buffering=0) as f:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as err:
+                if err.errno != errno.ENOSPC:
+                    raise
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_full_results_disk_keeps_every_finished_sample_and_says_what_to_do(tmp_path, reference):
+    """The results folder on its own small file system (a 16 MiB tmpfs mounted there: the shared
+    results disk), filled by another writer mid-run: the next append fails with ENOSPC, the point
+    ends with one line saying what to do (app.DiskError: free space, rerun the same command), the
+    finished samples stay; with the space freed, the same command resumes and finishes."""
+    disk = tmp_path / "results"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=755", "lsb-results", str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs for the results here ({mounted.stderr.strip()}): the full-disk fault needs one")
+    filler = disk / "filler.bin"
+    try:
+        def inject(job: str, sweep: Path) -> int:
+            n = len(_records(disk))
+            _fill(filler)
+            return n
+
+        recs, history, before, out = _fault_run(tmp_path, "fault_disk", inject)
+        summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+        assert len(summary) == 1 and "Traceback" not in out, out[-3000:]
+        assert "No space left on device" in summary[0] and "finished sample(s) are kept" in summary[0], summary[0]
+        assert "free space there" in summary[0] and "rerun the same command to resume" in summary[0], summary[0]
+        ids = [r["id"] for r in recs]
+        assert len(ids) == len(set(ids)) < FAULT_SAMPLES
+        print(f"\nFULL DISK: {len(ids)} samples on disk, history {history}; the driver said:\n  " + "\n  ".join(ln[:400] for ln in summary))
+        filler.unlink()
+        again = _run(_driver_args(tmp_path, "fault_disk", sweep="sweep2"), timeout=900)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+        _check_resumed("results disk full mid-run (16 MiB tmpfs filled), space freed, the same command again", _records(disk), len(ids), reference)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def _memory_enforced() -> str | None:
+    """None when the local cluster enforces --mem (task/cgroup), else why not."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    m = re.search(r"^TaskPlugin\s*=\s*(\S+)", out, flags=re.M)
+    plugin = m.group(1) if m else "unknown"
+    if "task/cgroup" in plugin:
+        return None
+    return (f"the local cluster does not enforce --mem here (TaskPlugin={plugin}): slurm/local_cluster.sh enables task/cgroup only "
+            "where slurmd can make cgroup v1 memory cgroups")
+
+
+def _lower_memory_limit(job: str) -> int:
+    """Set the memory limit of the job's step 0 (the python; its cgroup, made by task/cgroup from
+    --mem) to what it uses now, or the least above it the kernel accepts (EBUSY: it cannot reclaim
+    enough); the limit in bytes."""
+    step = _wait(lambda: sorted(Path("/sys/fs/cgroup/memory").glob(f"slurm*/uid_*/job_{job}/step_0")), 30, f"job {job}'s memory cgroup")[0]
+    limit = int((step / "memory.usage_in_bytes").read_text())
+    while True:
+        try:
+            (step / "memory.limit_in_bytes").write_text(str(limit))
+            return limit
+        except OSError as err:
+            if err.errno != errno.EBUSY:
+                raise
+            limit += 1 << 20
+
+
+@pytest.mark.slurm_faults
+@slurm
+def test_out_of_memory_kill_mid_run_names_the_memory_setting_and_a_relaunch_resumes(tmp_path, reference):
+    """An out-of-memory kill mid-run: the memory limit Slurm gave the job's step (task/cgroup, from
+    --mem = hydra.launcher.mem_gb=2) is lowered after a few samples to what the step uses at that
+    moment, as if mem_gb were just below the run's need; the kernel's OOM killer ends the step,
+    Slurm records OUT_OF_MEMORY, and the driver ends with one `error:` line naming
+    hydra.launcher.mem_gb. The finished samples stay; the same command again resumes."""
+    why = _memory_enforced()
+    if why:
+        pytest.skip(why)
+    limits: list[int] = []
+
+    jobs: list[str] = []
+
+    def inject(job: str, sweep: Path) -> int:
+        jobs.append(job)
+        n = len(_records(tmp_path / "results"))
+        limits.append(_lower_memory_limit(job))
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_oom", inject)
+    # Slurm 22.05: step 0 OUT_OF_MEMORY, the job FAILED (srun's exit code)
+    steps = job_steps(jobs[0])
+    assert history and history[-1][0] in ("FAILED", "OUT_OF_MEMORY") and failed_why(steps) == "OUT_OF_MEMORY", (history, steps, out[-2000:])
+    summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0], out[-3000:]
+    assert "OUT_OF_MEMORY" in summary[0] and "raise hydra.launcher.mem_gb (now 2)" in summary[0], summary[0]
+    ids = [r["id"] for r in recs]
+    assert len(ids) == len(set(ids)) < FAULT_SAMPLES
+    print(f"\nOUT OF MEMORY: step limit lowered to {limits[0] / 2**20:.0f} MiB; {len(ids)} samples on disk; the driver said: {summary[0][:400]}")
+    again = _run(_driver_args(tmp_path, "fault_oom", sweep="sweep2"), timeout=900)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    _check_resumed("out-of-memory kill mid-run (the step's cgroup limit lowered), then the same command again", _records(tmp_path / "results"),
+                   len(ids), reference)
 
 
 @pytest.mark.slurm

@@ -7,8 +7,10 @@ submitit's Slurm launcher (hydra-submitit-launcher), made to answer like the res
     no node can meet, or one sbatch refuses, is ONE `error: ...` line naming the setting to
     change (exit 2), not submitit's traceback, and the sweep folder it made is removed;
   * every job of the array is awaited; a point that ends without a result (scancel, a node
-    lost for good, out of requeues) is named with its Slurm state at the end (exit 1): its run
-    folder keeps the finished samples, `make status` lists it, launching again resumes it;
+    lost for good, out of requeues) is named with its Slurm state at the end (exit 1), and so is
+    a point whose job ran and raised (out of requeues, a full results disk: one line each, not
+    Hydra's traceback); its run folder keeps the finished samples, `make status` lists it,
+    launching again resumes it;
   * submitit polls sacct; without accounting storage each poll logs "Bypassing sacct error":
     logged once, with what it means.
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Sequence
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, filter_overrides
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.loosespec_slurm_launcher.config import HELD_GRACE_MIN
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
@@ -72,6 +74,7 @@ POLL_S = 2.0
 def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str] | None = None, params: dict[str, Any] | None = None,
                poll_s: float = POLL_S,
                query: Callable[[list[str]], dict[str, Any] | None] | None = None,
+               steps: Callable[[str], list[tuple[str, str]] | None] | None = None,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                echo: Callable[[str], None] | None = None) -> list[Any]:
     """Every job's JobReturn, or an Unfinished saying why it has none, in the jobs' order.
@@ -85,9 +88,15 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
     (squeue %T %r %Q) and told once per change (loosespec_bench.slurm.QueueWatch)."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    from loosespec_bench.slurm import ALIVE, QueueWatch, ended_without_result, query_queue
+    from loosespec_bench.slurm import ALIVE, QueueWatch, ended_without_result, failed_why, job_steps, query_queue
 
     query = query or query_queue
+    steps = steps or job_steps
+
+    def final(job_id: str, state: str) -> str:
+        # FAILED says too little: an out-of-memory kill of step 0 leaves the job FAILED (srun's exit code).
+        return failed_why(steps(job_id)) if state == "FAILED" else state
+
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     out: list[Any] = [None] * len(jobs)
     waiting = dict(enumerate(jobs))
@@ -116,8 +125,8 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
                     if state not in ALIVE:
                         last = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
                         # COMPLETED without a result: submitit's own verdict (e.g. out of requeues) says why.
-                        why = state if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
-                        out[i] = Unfinished(ended_without_result(why, params or {}))
+                        why = final(job.job_id, state) if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
+                        out[i] = Unfinished(ended_without_result(why, params or {}, str(err)))
                         del waiting[i]
                         continue
                     if i not in requeued:
@@ -127,7 +136,8 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
             elif state is not None and state not in ALIVE:
                 # Its result file may be on its way: a second look one poll later decides.
                 if i in gone_since and clock() - gone_since[i] >= poll_s:
-                    out[i] = Unfinished(ended_without_result(state, params or {}) if state else "no record left in Slurm: cancelled while pending?")
+                    out[i] = Unfinished(ended_without_result(final(job.job_id, state), params or {}) if state
+                                        else "no record left in Slurm: cancelled while pending?")
                     del waiting[i]
                     continue
                 gone_since.setdefault(i, clock())
@@ -208,7 +218,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from submitit.core.utils import FailedJobError
 
-        from loosespec_bench.slurm import check_request, cluster_nodes, held_grace_s, sbatch_refusal
+        from loosespec_bench.slurm import check_request, cluster_nodes, failed_point, held_grace_s, sbatch_refusal
 
         assert self.config is not None
         grace = held_grace_s(self.params.get("held_grace_min"), HELD_GRACE_MIN)
@@ -244,6 +254,11 @@ class CheckedSlurmLauncher(SlurmLauncher):
         for (idx, overrides), job, result in zip(points, jobs, results):
             if isinstance(result, Unfinished):
                 missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {result})")
+            elif result.status == JobStatus.FAILED and isinstance(result._return_value, BaseException):
+                # The job ran and its point raised (out of requeues, a full disk, a bug): one line
+                # here, instead of Hydra's traceback of the first failed point in the driver.
+                why = failed_point(result._return_value, dict(self.params))
+                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {why})")
             else:
                 returns.append(result)
         if missing:
