@@ -45,7 +45,7 @@ from ..stats import (
     n_for_power, paired_bootstrap, proportion_interval, ratio_of_sums, sequential_boundaries, two_sided,
 )
 from .compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
-from .tables import method_label
+from .labels import method_label
 
 # The 8B -> 70B cluster run that the CPU verdicts are priced for (replicate_fly_70b at paper scale).
 CLUSTER_PAIR, CLUSTER_GPUS, CLUSTER_NEW_TOKENS = "llama31-8b-70b", 4, 1024

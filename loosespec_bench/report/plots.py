@@ -32,7 +32,8 @@ from matplotlib.ticker import MaxNLocator
 
 from ..schema import FIGURE, KNOB_BY_COLUMN
 from .index import read_records
-from .tables import combine, config_key, config_suffixes, is_true, method_label
+from .grouping import combine, config_key, config_suffixes, is_true
+from .labels import method_label
 
 SPEEDUP_LABEL = FIGURE["speedup"].label
 TAU_LABEL = FIGURE["tau"].label
@@ -109,7 +110,7 @@ def _frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 def _point(members: list, metric: str) -> tuple[float | None, tuple[float, float] | None]:
     """A figure of one configuration at one point: the mean over its runs (seeds, subsets) and
-    the interval combined from theirs (tables.combine); (None, None) without the figure."""
+    the interval combined from theirs (grouping.combine); (None, None) without the figure."""
     have = [m for m in members if not _nan(m.get(metric))]
     if not have:
         return None, None

@@ -15,16 +15,11 @@ pytest.importorskip("matplotlib")
 from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.report.index import COLUMNS, NUMERIC, summary_row  # noqa: E402
 from loosespec_bench.report.plots import fig_vs_param  # noqa: E402
-from loosespec_bench.report.tables import (  # noqa: E402
-    NOT_RUN,
-    combine,
-    dropmatch_autojudge_table,
-    dropmatch_main_table,
-    fly_ablation_table,
-    fly_main_table,
-    load_published,
-    noise_floor_table,
-)
+from loosespec_bench.report.grouping import combine, load_published  # noqa: E402
+from loosespec_bench.report.render import NOT_RUN  # noqa: E402
+from loosespec_bench.report.tables.dropmatch import dropmatch_autojudge_table, dropmatch_main_table  # noqa: E402
+from loosespec_bench.report.tables.fly import fly_ablation_table, fly_main_table  # noqa: E402
+from loosespec_bench.report.tables.noise_floor import noise_floor_table  # noqa: E402
 
 BASE_CFG = {
     "method": {"name": "fly", "theta": 0.3, "window": 6, "mode": "code", "no_window": False},
