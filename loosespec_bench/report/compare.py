@@ -138,7 +138,7 @@ class Row:
     # Where the figure rests on some of the set's groups only (MGSM's languages; the run's
     # selection.group_key): "fr only". A speedup timed on French alone is French's speedup.
     groups: str = ""
-    # What the intervals were resampled from (claims.py tests other estimands of the same
+    # What the intervals were resampled from (claims/decide.py tests other estimands of the same
     # columns): A's columns, B's, and the per-side statistic.
     cols_a: list[list[float]] = field(default_factory=list, repr=False)
     cols_b: list[list[float]] = field(default_factory=list, repr=False)

@@ -14,7 +14,7 @@ pytest.importorskip("matplotlib")
 
 from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.report.index import COLUMNS, NUMERIC, summary_row  # noqa: E402
-from loosespec_bench.report.plots import fig_vs_param  # noqa: E402
+from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
 from loosespec_bench.report.grouping import combine, load_published  # noqa: E402
 from loosespec_bench.report.render import NOT_RUN  # noqa: E402
 from loosespec_bench.report.tables.dropmatch import dropmatch_autojudge_table, dropmatch_main_table  # noqa: E402
