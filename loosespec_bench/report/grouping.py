@@ -13,7 +13,7 @@ import pandas as pd
 from ..schema import FIGURE
 from ..stats import sign_test_p
 from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
-from .labels import method_label
+from .labels import is_lossless, method_label
 from .render import MIXED_CPUS, NA, NO_INTERVAL, NOT_RUN, Num, _nan
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
@@ -27,7 +27,6 @@ SET_ALIASES = {
     "mbpp": "mbpp_plus", "mbppplus": "mbpp_plus", "acp": "acp_prog_gen",
     "gsm8k_cot_llama": "gsm8k", "humaneval_instruct": "humaneval",
 }
-LOSSLESS = ("spd", "ar")  # rules whose output is the target's own (up to numerics)
 # Configuration = every knob that changes what a run computes (runs that differ only in seed or
 # data subset are averaged into one row). Used only for summaries without a config (see config_key).
 CONFIG_KEYS = ["engine", "pair", "method", "drafter", "K", "theta", "W", "mode", "no_window", "criterion", "n_paths", "dropout_p", "temperature"]
@@ -325,7 +324,7 @@ def lossless_key_any_drafter(row: pd.Series | dict) -> tuple:
 
 
 def _is_loose(row: pd.Series | dict) -> bool:
-    return row.get("method") not in LOSSLESS
+    return not is_lossless(row.get("method"))
 
 
 

@@ -26,7 +26,9 @@ from ...stats import (
     sequential_boundaries,
     two_sided,
 )
+from ...verifiers import FLy
 from ..compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
+from ..labels import is_rule
 from .declaration import Claim, Declaration, Family, load_declaration
 
 
@@ -90,7 +92,7 @@ def select(index: pd.DataFrame, sel: Mapping[str, Any], dataset: str) -> pd.Seri
 
 def _has_extra(row: pd.Series, sel: Mapping[str, Any]) -> bool:
     """A FLy selector means the plain rule: not the no-window / paper-mode ablation points."""
-    if sel.get("method") == "fly":
+    if is_rule(sel.get("method"), FLy):
         return bool(row.get("no_window") is True or str(row.get("mode") or "code") != "code")
     return False
 

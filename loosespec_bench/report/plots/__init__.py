@@ -26,6 +26,8 @@ from typing import Any, Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ...verifiers import FLy
+from ..labels import is_rule
 from .acceptance import fig_acceptance_by_position
 from .entropy import fig_fly_entropy, fly_runs_from_index
 from .figure import save
@@ -57,6 +59,6 @@ def tracker_plots(
     from ..index import summary_row
 
     made = {"acceptance_by_position": fig_acceptance_by_position([summary_row(summary, config)])}
-    if summary.get("method") == "fly":
+    if is_rule(summary.get("method"), FLy):
         made["fly_mismatch_entropy"] = fig_fly_entropy([{"records": records, **method}])
     return {name: save(fig, out_dir, name, formats=("png",))[0] for name, fig in made.items()}

@@ -9,7 +9,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..index import read_records
-from ..labels import method_label
+from ...verifiers import FLy
+from ..labels import is_rule, method_label
 from .figure import ENTROPY_LABEL, _figure, _frame, _nan, _note, _sweep_key
 
 
@@ -164,7 +165,7 @@ def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:
     if df.empty:
         return []
     out = []
-    for _, r in df[df["method"] == "fly"].iterrows():
+    for _, r in df[df["method"].map(lambda m: is_rule(m, FLy))].iterrows():
         out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), "theta": r.get("theta"), "label": method_label(r),
                     "pooled_label": method_label(r, skip=("theta", "mode")), "dataset": r.get("dataset"),
                     "sweep": _sweep_key(r, "theta")})

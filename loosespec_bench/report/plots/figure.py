@@ -14,7 +14,8 @@ from matplotlib.figure import Figure
 
 from ...schema import FIGURE, KNOB_BY_COLUMN
 from ..grouping import combine, config_key, config_suffixes, is_true
-from ..labels import method_label
+from ...verifiers import FLy
+from ..labels import is_rule, method_label
 
 
 SPEEDUP_LABEL = FIGURE["speedup"].label
@@ -43,7 +44,7 @@ def method_name(row: Mapping[str, Any]) -> str:
     """The name part of a method label ('FLy' of 'FLy (model, K=15, θ=0.3, W=6)'); FLy with
     Multi-Level Acceleration is its own series, 'FLy + MLA', as in FLy's main table."""
     name = method_label({k: row.get(k) for k in ("method", "drafter", "engine")}).split(" (", 1)[0]
-    return f"{name} + MLA" if row.get("method") == "fly" and row.get("drafter") == "mla" else name
+    return f"{name} + MLA" if is_rule(row.get("method"), FLy) and row.get("drafter") == "mla" else name
 
 
 def method_color(name: str, known: Iterable[str] = ()) -> str:

@@ -8,6 +8,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ...verifiers import FLy
+from ..labels import is_rule
 from .figure import (
     MARKERS,
     PARAMS,
@@ -44,7 +46,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     df = _frame(index)
     if not df.empty:
         df = df[df[col].notna()]
-        df = df[df["method"] == "fly"] if param in ("theta", "W") else df[df["K"].fillna(0) > 0]
+        df = df[df["method"].map(lambda m: is_rule(m, FLy))] if param in ("theta", "W") else df[df["K"].fillna(0) > 0]
 
     sweeps_by_ds: dict[str, dict[tuple, list]] = {}
     singles = 0

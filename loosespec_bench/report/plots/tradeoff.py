@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..grouping import config_key
-from ..labels import method_label
+from ..labels import is_target_alone, method_label
 from .figure import (
     MARKERS,
     SPEEDUP_LABEL,
@@ -89,7 +89,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     frontier per panel."""
     df = _frame(index)
     if not df.empty:
-        df = df[df["method"] != "ar"]
+        df = df[~df["method"].map(is_target_alone)]
     datasets = _datasets(df)
     # A set where no configuration has a retention (its target alone scored 0: MGSM under the
     # paper's prompt on the CPU pair) gets no empty panel; the caption names it instead.

@@ -26,7 +26,9 @@ from ..grouping import (
     lossless_key,
     our_runs,
 )
-from ..labels import is_eagle, method_label, rule_setting
+from ...verifiers import SPD, DropMatch
+from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
+from ..labels import is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table
 
 # -- DropMatch tables ------------------------------------------------------------------------
@@ -39,7 +41,7 @@ def _versus_table(
     runs = our_runs(index)
     if not runs.empty:
         runs = runs[runs["drafter"].map(is_eagle) == eagle]
-        runs = runs[runs["method"].isin(["spd", "dropmatch"])]
+        runs = runs[runs["method"].map(lambda m: is_exact(m) or is_rule(m, DropMatch))]
     columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting",
                f"{base_label} tau", "+DropMatch tau", f"{base_label} speedup", "+DropMatch speedup",
                f"{base_label} score", "+DropMatch score", f"tau ÷ {base_label}", f"speedup ÷ {base_label}", "n"]
@@ -59,7 +61,7 @@ def _versus_table(
         # The base configuration: every setting but the rule's own (method.*) and the step
         # records DropMatch's overhead figures need; SPD and DropMatch runs meet on it.
         bkey = (lossless_key(r), r["dataset"])
-        if r["method"] == "spd":
+        if is_exact(r["method"]):
             base.setdefault(bkey, []).append(r)
         else:  # one DropMatch row per (base configuration, DropMatch configuration)
             dm.setdefault((bkey, config_key(r, exclude_prefixes=())), []).append(r)
@@ -97,7 +99,7 @@ def _versus_table(
             if p["metric"] in ("speedup_gain", "tau_gain"):
                 cells[f"{p['metric'].split('_')[0]} ÷ {base_label}"] = _pub_num(p, "ratio")
                 continue
-            side = f"{base_label} " if p["method"] == "spd" else "+DropMatch "
+            side = f"{base_label} " if is_exact(p["method"]) else "+DropMatch "
             col = side + {"tau": "tau", "speedup": "speedup", "score": "score"}.get(p["metric"], p["metric"])
             if col in cells:
                 cells[col] = _pub_num(p, _kind(p["metric"]))
@@ -140,7 +142,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     criterion (summary's dropmatch_overhead, from the per-step timings), per configuration."""
     published = load_published() if published is None else published
     runs = our_runs(index)
-    runs = runs[runs["method"] == "dropmatch"] if not runs.empty else runs
+    runs = runs[runs["method"].map(lambda m: is_rule(m, DropMatch))] if not runs.empty else runs
     columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)", "tau", "speedup", "n"]
     meta = {c: ("", c) for c in columns[6:]}
     groups: dict[tuple, list] = {}
@@ -171,7 +173,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
 
 
 # -- DropMatch's AutoJudge rows ----------------------------------------------------------------
-AUTOJUDGE_TABLE_METHODS = ("spd", "dropmatch", "autojudge", "dropmatch_autojudge")  # row order within a set
+AUTOJUDGE_TABLE_RULES = (SPD, DropMatch, AutoJudge, DropMatchAutoJudge)  # row order within a set
 # The judge's training task (scripts/mine_autojudge.py mines GSM8K train): in distribution there.
 JUDGE_TRAINING_SETS = ("gsm8k",)
 
@@ -184,23 +186,23 @@ def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | Non
     published = load_published() if published is None else published
     runs = our_runs(index)
     if not runs.empty:
-        runs = runs[runs["method"].isin(AUTOJUDGE_TABLE_METHODS) & ~runs["drafter"].map(is_eagle)]
+        runs = runs[runs["method"].map(lambda m: rule_of(m) in AUTOJUDGE_TABLE_RULES) & ~runs["drafter"].map(is_eagle)]
     groups: dict[tuple, dict[tuple, list]] = {}
     for _, r in runs.iterrows():
         groups.setdefault((lossless_key(r), r["dataset"]), {}).setdefault(config_key(r, exclude_prefixes=()), []).append(r)
     # Only the settings where a judge ran: SPD / DropMatch runs of other experiments stay in their tables.
-    groups = {k: g for k, g in groups.items() if any(ms[0]["method"] in ("autojudge", "dropmatch_autojudge") for ms in g.values())}
+    groups = {k: g for k, g in groups.items() if any(rule_of(ms[0]["method"]) in (AutoJudge, DropMatchAutoJudge) for ms in g.values())}
     columns = ["source", "pair", "data set", "judge's data", "drafter", "K", "method",
                "tau", "speedup", "score", "score − target alone", "loose accept rate", "n"]
     meta = {"tau": ("", "tau"), "speedup": ("", "speedup"), "score": ("", "score"),
             "score − target alone": ("", "score_diff"), "loose accept rate": ("", "loose_accept_rate"), "n": ("", "n")}
     our_rows: list[tuple[str, list]] = []
     for (_, dataset), configs in groups.items():
-        ordered = sorted(configs.values(), key=lambda ms: (AUTOJUDGE_TABLE_METHODS.index(ms[0]["method"]), method_label(ms[0])))
+        ordered = sorted(configs.values(), key=lambda ms: (AUTOJUDGE_TABLE_RULES.index(rule_of(ms[0]["method"])), method_label(ms[0])))
         for rank, members in enumerate(ordered):
             r = members[0]
             ood = "in distribution" if str(dataset).lower() in JUDGE_TRAINING_SETS else "out of distribution"
-            loose = _figure(members, "loose_accept_rate", "score") if r["method"] != "spd" else ""
+            loose = _figure(members, "loose_accept_rate", "score") if not is_exact(r["method"]) else ""
             our_rows.append((r["pair"], [
                 "ours", r["pair"], dataset, ood, r["drafter"], _int(r["K"]), method_label(r, skip=("K",)),
                 _figure(members, "tau", "tau"), _figure(members, "speedup", "speedup"),

@@ -33,7 +33,8 @@ from ..grouping import (
     our_runs,
     paper_set,
 )
-from ..labels import is_eagle, method_label
+from ...verifiers import FLy
+from ..labels import is_eagle, is_exact, is_rule, is_target_alone, method_label
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table, _nan
 
 # -- FLy main table ----------------------------------------------------------------------------
@@ -48,7 +49,7 @@ NOT_MAIN_TABLE = ("ablation_theta", "ablation_window", "ablation_k", "ablation_m
 def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
     published = load_published() if published is None else published
     runs = our_runs(index)
-    runs = runs[runs["method"] != "ar"] if not runs.empty else runs
+    runs = runs[~runs["method"].map(is_target_alone)] if not runs.empty else runs
     if not runs.empty:
         runs = runs[~runs["experiment"].astype(str).map(lambda e: any(w in e for w in NOT_MAIN_TABLE))]
     if not runs.empty:
@@ -92,7 +93,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     eagle_tree: dict[Any, bool] = {}
     for entry in ours.values():
         r = entry["row"]
-        if is_eagle(r["drafter"]) and not str(r["drafter"]).lower().startswith("eagle2") and r["method"] == "spd":
+        if is_eagle(r["drafter"]) and not str(r["drafter"]).lower().startswith("eagle2") and is_exact(r["method"]):
             m = set_means(entry["by_ds"], OOD_SETS, "speedup", "speedup")
             tree = bool(r.get("tree")) and not _nan(r.get("tree"))
             if isinstance(m, Num) and (tree or not eagle_tree.get(r["pair"], False)):
@@ -110,8 +111,8 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         ood = set_means(by_ds, OOD_SETS, "speedup", "speedup")
         retentions = [_mean(x["retention"] for x in rows) for rows in by_ds.values()]
         retentions = [v for v in retentions if v is not None]
-        ratio: Any = "" if r["method"] != "fly" else NA  # a FLy figure only
-        if r["method"] == "fly" and isinstance(ood, Num) and eagle_ood.get(r["pair"]):
+        ratio: Any = "" if not is_rule(r["method"], FLy) else NA  # a FLy figure only
+        if is_rule(r["method"], FLy) and isinstance(ood, Num) and eagle_ood.get(r["pair"]):
             ratio = Num(ood.value / eagle_ood[r["pair"]], "ratio")
         cells += [
             set_means(by_ds, ID_SETS, "speedup", "speedup"),
@@ -220,7 +221,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
     del published  # the papers' ablation figures are not sourced yet: the column says so
     col, header, exp_part = ABLATIONS[axis]
     runs = our_runs(index)
-    fly = runs[runs["method"] == "fly"] if not runs.empty else runs
+    fly = runs[runs["method"].map(lambda m: is_rule(m, FLy))] if not runs.empty else runs
     if not fly.empty:
         dedicated = fly[fly["experiment"].astype(str).map(lambda e: fnmatch(e, f"*ablation_{exp_part}*"))]
         if not dedicated.empty:
@@ -228,7 +229,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
             fly = fly[[_axis_free_key(r, axis) in fixed for _, r in fly.iterrows()]]
     lossless: dict[tuple, list] = {}
     for _, r in runs.iterrows() if not runs.empty else []:
-        if r["method"] == "spd":
+        if is_exact(r["method"]):
             lossless.setdefault((lossless_key(r), r["dataset"]), []).append(r)
     others = [("K", "K"), ("W", "W"), ("theta", "θ"), ("drafter", "MLA"), ("mode", "mode"), ("no_window", "no_window")]
     columns = [header, "pair", "other settings", "data sets", "speedup", "tau", "tau without loose accepts",

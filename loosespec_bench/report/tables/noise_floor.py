@@ -18,7 +18,7 @@ from ..grouping import (
     lossless_key_any_drafter,
     our_runs,
 )
-from ..labels import method_label
+from ..labels import is_target_alone, method_label
 from ..render import Table
 
 def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
@@ -27,7 +27,7 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
     numerics alone (bf16 near-ties) move quality by, the floor a loose rule is judged against."""
     del published
     runs = our_runs(index)
-    runs = runs[runs["method"] != "ar"] if not runs.empty else runs
+    runs = runs[~runs["method"].map(is_target_alone)] if not runs.empty else runs
     columns = ["pair", "data set", "method", "role", "score", "target-alone score", "score − target alone",
                "lost / gained (sign test)", "retention", "identical to target alone", "n"]
     meta = {c: ("", c) for c in columns[4:]}
