@@ -30,6 +30,7 @@ from .metrics import sample_metrics
 from .config import baseline_config, data_source
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .safe_files import read_text
+from .schema import figure, format_interval, format_value
 from .run_folder import FolderLocked, RunFolder, check_files, first_per_id, run_dir, utc_stamp, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, machine, run_metadata
@@ -555,21 +556,36 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
     return format(v, spec) if isinstance(v, float) else str(v)
 
 
-def _with_ci(s: dict[str, Any], key: str, spec: str, unit: str = "") -> str:
-    """`1.42x [1.21, 1.63]`: the figure and its interval (when the bootstrap gave one). At n <= 1
-    no interval exists: `[n/a]`, never a zero-width bracket; a wider run whose resamples do not
-    spread says so ("no spread")."""
+def _with_ci(s: dict[str, Any], key: str, kind: str) -> str:
+    """`1.42× [1.21, 1.63]`: the figure and its interval (when the bootstrap gave one), in its
+    kind's format (schema.format_value / format_interval, as the report's tables print it). At
+    n <= 1 no interval exists: `[n/a]`, never a zero-width bracket; a wider run whose resamples
+    do not spread says so ("no spread")."""
     v = s.get(key)
     if v is None:
         return "-"
-    text = f"{v:{spec}}{unit}"
+    text = format_value(v, kind)
     low, high = s.get(f"{key}_ci_low"), s.get(f"{key}_ci_high")
     n = s.get("n_samples")
     if isinstance(n, int) and n <= 1:
         return text + " [n/a]"
     if low is not None and high is not None:
-        text += " (no spread)" if low == high else f" [{low:{spec}}, {high:{spec}}]"
+        text += " (no spread)" if low == high else " " + format_interval(low, high, kind)
     return text
+
+
+def _shown(s: dict[str, Any], column: str) -> tuple[str, str]:
+    """A schema figure's row: its label and its value with the interval (schema.figure)."""
+    f = figure(column)
+    return f.label, _with_ci(s, f.source, f.kind)
+
+
+def _quality(s: dict[str, Any], column: str, key: str) -> tuple[str, str]:
+    """A quality row under the schema's accuracy label, the task's own figure named in it
+    ('recall retention (method ÷ target alone)' where NIAH's headline is recall)."""
+    f = figure(column)
+    fig = s.get("quality_figure") or "accuracy"
+    return f.label.replace("accuracy", fig), _with_ci(s, key, f.kind)
 
 
 def _identical(s: dict[str, Any]) -> str:
@@ -606,11 +622,11 @@ def _rates(s: dict[str, Any]) -> list[tuple[str, str]]:
     against 5.95 tokens/s printed beside a 0.56x speedup)."""
     timed, n = s.get("n_timed"), s.get("n_samples")
     if s.get("timed_tokens_per_s") is None or timed is None or timed == n:
-        return [("tokens/s (method)", _fmt(s.get("tokens_per_s"), ".2f")),
-                ("tokens/s (target alone)", _fmt(s.get("baseline_tokens_per_s"), ".2f"))]
-    return [("tokens/s (method)", f"{_fmt(s['timed_tokens_per_s'], '.2f')} on the {timed} timed"
+        return [(figure("tokens_per_s").label, _fmt(s.get("tokens_per_s"), ".2f")),
+                (figure("baseline_tokens_per_s").label, _fmt(s.get("baseline_tokens_per_s"), ".2f"))]
+    return [(figure("tokens_per_s").label, f"{_fmt(s['timed_tokens_per_s'], '.2f')} on the {timed} timed"
              f" ({_fmt(s.get('tokens_per_s'), '.2f')} on all {n})"),
-            ("tokens/s (target alone)", f"{_fmt(s.get('baseline_tokens_per_s'), '.2f')} on the {timed} timed")]
+            (figure("baseline_tokens_per_s").label, f"{_fmt(s.get('baseline_tokens_per_s'), '.2f')} on the {timed} timed")]
 
 
 def _work_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
@@ -641,25 +657,28 @@ def format_summary(s: dict[str, Any]) -> str:
     fig = s.get("quality_figure") or "accuracy"
     n = s.get("n_samples")
     problems = s.get("n_problems")
+    diff_label, diff = _quality(s, "accuracy_diff", f"{fig}_diff")
     rows = [
         ("method / drafter / K", f"{s['method']} / {s.get('drafter') or '-'} / {s.get('k')}"),
         ("pair / dataset", f"{s['pair']} / {s['dataset']}"),
         ("samples (distinct problems)", f"{_fmt(n)} ({_fmt(problems)})" if problems is not None and problems != n else _fmt(n)),
-        ("tau (tokens per target step)", _with_ci(s, "tau", ".2f")),
+        # The figures under the report's labels (schema.figure): the table reads as the index does.
+        _shown(s, "tau"),
         *_rates(s),
-        ("speedup", _with_ci(s, "speedup", ".2f", "x")),
-        ("speedup, median of samples", _with_ci(s, "speedup_median_of_samples", ".2f")),
-        (f"{fig} (method)", _with_ci(s, fig, ".3f")),
-        (f"{fig} (target alone)", _with_ci(s, f"baseline_{fig}", ".3f")),
-        (f"{fig} difference (paired)", _with_ci(s, f"{fig}_diff", "+.3f")
+        _shown(s, "speedup"),
+        _shown(s, "speedup_median"),
+        _quality(s, "accuracy", fig),
+        _quality(s, "baseline_accuracy", f"baseline_{fig}"),
+        (diff_label, diff
          + (f"  lost / gained {s['quality_lost']} / {s['quality_gained']}" if s.get("quality_lost") is not None else "")
          + (f"  underpowered (n={s.get('quality_n')})" if s.get("underpowered") else "")),
-        (f"{fig} retention", _with_ci(s, "retention", ".3f")),
-        ("identical to target alone", _identical(s)),
-        ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
-        ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),
+        _quality(s, "retention", "retention"),
+        (figure("identical_to_target").label, _identical(s)),
+        (f"{figure('loose_accepts').label} / {figure('mismatches').label}",
+         f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
+        (figure("tau_without_loose").label, _fmt(s.get("tau_without_loose"), ".2f")),
         *_work_rows(s),
-        ("speedup predicted (counts x costs)", _with_ci(s, "predicted_speedup", ".2f", "x")
+        ("speedup predicted (counts x costs)", _with_ci(s, "predicted_speedup", "speedup")
          + (f"  measured/predicted {s['predicted_gap']:+.1%}" if s.get("predicted_gap") is not None else "")),
         *_latency_rows(s),
     ]
