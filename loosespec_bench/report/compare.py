@@ -27,7 +27,6 @@ applies and the row says so.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -399,7 +398,3 @@ def rows_to_csv(rows: list[Row], path: Path) -> Path:
             w.writerow([r.dataset, r.figure, r.n, *r.a, *r.b, *r.diff, r.test, r.p, r.counts, verdict(r)])
     return path
 
-
-def rows_to_json(rows: list[Row]) -> str:
-    hidden = ("cols_a", "cols_b", "stat")
-    return json.dumps([{**{k: v for k, v in r.__dict__.items() if k not in hidden}, "verdict": verdict(r)} for r in rows], indent=1)

@@ -15,7 +15,6 @@ import pandas as pd
 from ..schema import format_interval, format_value
 
 NOT_RUN = "not run"
-NOT_SOURCED = "not sourced"  # kept for readers of older reports; cells without a published figure are empty
 NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone accuracy 0)
 NO_INTERVAL = "no interval"
 MIXED_CPUS = "mixed CPUs"  # a mean of speedups measured on different CPUs: not taken

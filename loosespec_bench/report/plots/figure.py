@@ -20,7 +20,6 @@ from ..labels import is_rule, method_label
 
 SPEEDUP_LABEL = FIGURE["speedup"].label
 TAU_LABEL = FIGURE["tau"].label
-RETENTION_LABEL = FIGURE["retention"].label
 # The x axes of the sweep plots: a knob of schema.KNOBS (column, axis label, config key).
 PARAMS = {c: (c, KNOB_BY_COLUMN[c].axis) for c in ("theta", "W", "K")}
 PARAM_CONFIG_KEY = {c: KNOB_BY_COLUMN[c].key for c in PARAMS}
