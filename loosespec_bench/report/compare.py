@@ -115,7 +115,7 @@ def _value(side: dict[str, Any], key: str) -> float | None:
     return None if v is None or isinstance(v, str) else float(v)
 
 
-def _diff(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
+def difference_stat(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
     """B's statistic minus A's, over A's k columns followed by B's k."""
     def f(*cols: np.ndarray, axis: int = -1) -> np.ndarray:
         return stat(*cols[k:], axis=axis) - stat(*cols[:k], axis=axis)
@@ -219,7 +219,7 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT, grade
         rows.append(Row(
             dataset, figure, len(cols_a[0]),
             paired_bootstrap(cols_a, stat, **kw), paired_bootstrap(cols_b, stat, **kw),
-            paired_bootstrap([*cols_a, *cols_b], _diff(stat, k), **kw),
+            paired_bootstrap([*cols_a, *cols_b], difference_stat(stat, k), **kw),
             only(recs), cols_a, cols_b, stat,
         ))
 

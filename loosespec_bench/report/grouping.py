@@ -14,7 +14,7 @@ from ..schema import FIGURE
 from ..stats import sign_test_p
 from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 from .labels import is_lossless, method_label
-from .render import MIXED_CPUS, NA, NO_INTERVAL, NOT_RUN, Num, _nan
+from .render import MIXED_CPUS, NA, NOT_RUN, NO_INTERVAL, Num, is_missing
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 
@@ -123,29 +123,29 @@ def choose_variant(members: list, where: str) -> tuple[list, list[str]]:
                     f"shown: {shown} (most samples), the others are left out, not averaged"]
 
 
-def _mean(values: Iterable[Any]) -> float | None:
-    xs = [float(v) for v in values if not _nan(v)]
+def mean_of(values: Iterable[Any]) -> float | None:
+    xs = [float(v) for v in values if not is_missing(v)]
     return sum(xs) / len(xs) if xs else None
 
 
-def _samples(members: list) -> int | None:
+def samples_of(members: list) -> int | None:
     """Samples behind a configuration's figure: the sum over its runs (seeds, subsets)."""
-    ns = [int(m["n_samples"]) for m in members if not _nan(m.get("n_samples"))]
+    ns = [int(m["n_samples"]) for m in members if not is_missing(m.get("n_samples"))]
     return sum(ns) if ns else None
 
 
-def _changed(members: list) -> str:
+def changed_text(members: list) -> str:
     """'4 / 0 (p = 0.125)': the samples whose quality the method lost / gained against the target
     alone, summed over the configuration's runs, and the exact two-sided sign test on them. ''
     for runs from before the fields (re-score them) or without a paired quality."""
-    have = [m for m in members if not _nan(m.get("quality_lost")) and not _nan(m.get("quality_gained"))]
+    have = [m for m in members if not is_missing(m.get("quality_lost")) and not is_missing(m.get("quality_gained"))]
     if not have or len(have) < len(members):
         return ""
     lost, gained = sum(int(m["quality_lost"]) for m in have), sum(int(m["quality_gained"]) for m in have)
     return f"{lost} / {gained}" + (f" (p = {sign_test_p(lost, gained):.3f})" if lost + gained else "")
 
 
-def _samples_text(counts: Iterable[int | None]) -> str:
+def samples_text(counts: Iterable[int | None]) -> str:
     """'3' when every set has 3 samples, '3-6' otherwise; '' without counts."""
     ns = sorted({n for n in counts if n is not None})
     return "" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
@@ -169,30 +169,30 @@ def combine(points: list[float], intervals: list[tuple[float | None, float | Non
     return mean, (mean - below, mean + above)
 
 
-def _figure(members: list, metric: str, kind: str, with_n: bool = False) -> Any:
+def figure_cell(members: list, metric: str, kind: str, with_n: bool = False) -> Any:
     """One figure of a configuration on one data set: the mean over its runs (seeds, subsets)
     with the interval from their summaries (combine); 'not run' without runs, 'n/a' when the
     runs exist but the figure is undefined in all of them. with_n: the cell names its sample
     count (quality figures, whose uncertainty the count sets)."""
     if not members:
         return NOT_RUN
-    have = [m for m in members if not _nan(m.get(metric))]
+    have = [m for m in members if not is_missing(m.get(metric))]
     if not have:
         return NA
     lo_col, hi_col = f"{metric}_ci_low", f"{metric}_ci_high"
     points = [float(m[metric]) for m in have]
-    intervals = [(None if _nan(m.get(lo_col)) else float(m[lo_col]), None if _nan(m.get(hi_col)) else float(m[hi_col])) for m in have]
+    intervals = [(None if is_missing(m.get(lo_col)) else float(m[lo_col]), None if is_missing(m.get(hi_col)) else float(m[hi_col])) for m in have]
     value, ci = combine(points, intervals)
     declared = FIGURE.get(metric)
     if declared is not None and not declared.interval:  # a figure without an interval in the contract
-        return Num(value, kind, n=_samples(members) if with_n else None)
-    new = [bool(m.get("intervals")) and not _nan(m.get("intervals")) for m in have]
+        return Num(value, kind, n=samples_of(members) if with_n else None)
+    new = [bool(m.get("intervals")) and not is_missing(m.get("intervals")) for m in have]
     why = "interval not computable" if all(new) else NO_INTERVAL
     under = metric in QUALITY and any(m.get("underpowered") is True for m in have)
-    return Num(value, kind, n=_samples(members) if with_n else None, ci=ci, no_interval=ci is None, why_none=why, underpowered=under)
+    return Num(value, kind, n=samples_of(members) if with_n else None, ci=ci, no_interval=ci is None, why_none=why, underpowered=under)
 
 
-def _set_mean(cells: list[Any], kind: str, of: str | None) -> Any:
+def set_mean(cells: list[Any], kind: str, of: str | None) -> Any:
     """The mean of per-set cells (Num), with their intervals combined as independent."""
     nums = [c for c in cells if isinstance(c, Num)]
     if not nums:
@@ -203,20 +203,20 @@ def _set_mean(cells: list[Any], kind: str, of: str | None) -> Any:
     return Num(value, kind, of=of, ci=ci, no_interval=marked, why_none=next((c.why_none for c in nums if c.no_interval), NO_INTERVAL))
 
 
-def _pub_source(rows: Iterable[dict]) -> str:
-    locs = sorted({f"{r['paper']}, {r['location']}, arXiv:{r['arxiv']}{_kind_note(r)}" for r in rows})
+def published_source(rows: Iterable[dict]) -> str:
+    locs = sorted({f"{r['paper']}, {r['location']}, arXiv:{r['arxiv']}{kind_note(r)}" for r in rows})
     return "published: " + "; ".join(locs)
 
 
-def _pub_num(r: dict, kind: str) -> Num:
-    return Num(float(r["value"]), kind, high=None if _nan(r.get("value_high")) else float(r["value_high"]), bound=r.get("bound"))
+def published_num(r: dict, kind: str) -> Num:
+    return Num(float(r["value"]), kind, high=None if is_missing(r.get("value_high")) else float(r["value_high"]), bound=r.get("bound"))
 
 
-def _kind(metric: str) -> str:
+def kind_of(metric: str) -> str:
     return {"speedup": "speedup", "tau": "tau", "retention": "score", "score": "score"}.get(metric, "ratio")
 
 
-def _partial_note(runs: pd.DataFrame) -> list[str]:
+def partial_notes(runs: pd.DataFrame) -> list[str]:
     n = int((runs["status"] == "partial").sum()) if not runs.empty else 0
     return [f"includes {n} unfinished run(s) (killed; figures recomputed from their finished samples)"] if n else []
 
@@ -226,7 +226,7 @@ def is_true(column: pd.Series) -> pd.Series:
     return column.map(lambda v: bool(v) if isinstance(v, bool) or type(v).__name__ == "bool_" else False).astype(bool)
 
 
-def _interval_notes(runs: pd.DataFrame) -> list[str]:
+def interval_notes(runs: pd.DataFrame) -> list[str]:
     """What the cells' interval markers mean, for the runs this table shows."""
     if runs.empty:
         return []
@@ -245,7 +245,7 @@ def _interval_notes(runs: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _machines(members: Iterable[Any]) -> set[str]:
+def machines_of(members: Iterable[Any]) -> set[str]:
     """The CPU labels (index column 'machine') of runs; runs that predate the column add none."""
     return {str(m.get("machine")) for m in members if isinstance(m.get("machine"), str) and m.get("machine")}
 
@@ -264,7 +264,7 @@ def _machine_notes(runs: pd.DataFrame) -> list[str]:
             "a ratio of two runs) is not taken: a speedup is a property of its CPU; each run's own cell stands."]
 
 
-def _subset_notes(runs: pd.DataFrame) -> list[str]:
+def subset_notes(runs: pd.DataFrame) -> list[str]:
     notes = []
     for ds, group in runs.groupby("dataset"):
         subsets = sorted({s for s in group["subset"] if isinstance(s, str)})
@@ -273,7 +273,7 @@ def _subset_notes(runs: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _group_by_config(runs: pd.DataFrame, keyfn: Any = None) -> tuple[dict[tuple, dict[str, Any]], dict[tuple, str], list[str]]:
+def group_by_config(runs: pd.DataFrame, keyfn: Any = None) -> tuple[dict[tuple, dict[str, Any]], dict[tuple, str], list[str]]:
     """{config key: {"row": first run, "by_ds": {data set: runs}}}, the label suffixes that tell
     alike-labelled configurations apart, and the notes of data-set variants left out."""
     keyfn = keyfn or config_key
@@ -291,13 +291,13 @@ def _group_by_config(runs: pd.DataFrame, keyfn: Any = None) -> tuple[dict[tuple,
     return ours, suffix, notes
 
 
-def _kind_note(p: dict) -> str:
+def kind_note(p: dict) -> str:
     """Marks a published figure whose source is not the paper's own results table."""
     kind = p.get("source_kind")
     return "" if kind in (None, "paper_table") else f" [source: {kind}, not the paper's table]"
 
 
-def _interleave(pub_rows: list[tuple[str, list]], our_rows: list[tuple[str, list]], sort_col: int = 2) -> list[list[Any]]:
+def interleave_rows(pub_rows: list[tuple[str, list]], our_rows: list[tuple[str, list]], sort_col: int = 2) -> list[list[Any]]:
     """Rows grouped by pair: published first, then ours; pairs in order of first appearance."""
     order: list[str] = []
     for pair, _ in [*pub_rows, *our_rows]:
@@ -323,12 +323,12 @@ def lossless_key_any_drafter(row: pd.Series | dict) -> tuple:
     return (config_key(row, exclude=("record_steps",), exclude_prefixes=("method.", "drafter.")), row.get("K"))
 
 
-def _is_loose(row: pd.Series | dict) -> bool:
+def is_loose(row: pd.Series | dict) -> bool:
     return not is_lossless(row.get("method"))
 
 
 
 
-def _int(v: Any) -> Any:
-    return int(v) if not _nan(v) else ""
+def int_or_blank(v: Any) -> Any:
+    return int(v) if not is_missing(v) else ""
 

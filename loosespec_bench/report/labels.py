@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..schema import label_parts
 from ..verifiers import Verifier, rule_class
-from .render import _nan
+from .render import is_missing
 
 ENGINE_NAMES = {"vllm": "vLLM"}  # engine=<name> as the tables print it (engine=hf, our loop: no tag)
 
@@ -68,7 +68,7 @@ def method_label(row: dict | pd.Series, skip: Iterable[str] = ()) -> str:
         version = "EAGLE-2" if str(drafter).lower().startswith("eagle2") else "EAGLE-3"
         name = version + ("" if is_exact(method) else f" + {rule_name(method)}")
         # Ours says which drafting it was: the papers' EAGLE figures are dynamic trees.
-        parts = [] if _nan(row.get("tree")) or row.get("tree") is None else ["tree" if row.get("tree") else "chain"]
+        parts = [] if is_missing(row.get("tree")) or row.get("tree") is None else ["tree" if row.get("tree") else "chain"]
     elif is_exact(method) and drafter == "pld":
         name, parts = "PLD", []
     elif drafter == "lookahead":
@@ -77,7 +77,7 @@ def method_label(row: dict | pd.Series, skip: Iterable[str] = ()) -> str:
     else:
         name = rule_name(method)
         parts = [str(drafter)] if drafter else []
-    if not _nan(row.get("K")) and row.get("K"):
+    if not is_missing(row.get("K")) and row.get("K"):
         parts.append(f"K={int(row['K'])}")
     parts += label_parts(row, skip=skip)
     # Another engine's row sits beside our loop's under the same method: the label says which.

@@ -189,6 +189,6 @@ def _blank(cell: Any) -> bool:
     return cell is None or cell == "" or (isinstance(cell, float) and math.isnan(cell))
 
 
-def _nan(v: Any) -> bool:
+def is_missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 

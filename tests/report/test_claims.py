@@ -10,7 +10,7 @@ import pytest
 
 from loosespec_bench.app import run
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.report.claims.decide import Decision, _fmt_iv, _without_topups, decide, select, settle
+from loosespec_bench.report.claims.decide import Decision, _without_topups, decide, fmt_iv, select, settle
 from loosespec_bench.report.claims.declaration import Claim, Declaration, Family, load_declaration
 from loosespec_bench.report.claims.examples import format_examples, loose_examples
 from loosespec_bench.report.claims.markdown import decisions_to_csv, format_claims
@@ -284,9 +284,9 @@ def test_an_unplanned_top_up_is_left_out_of_the_first_look():
 
 
 def test_small_n_prints_na_never_a_zero_width_bracket():
-    assert _fmt_iv((0.15, 0.15, 0.15), ".2f", n=1) == "0.15 [n/a]"
-    assert _fmt_iv((1.0, 1.0, 1.0), ".3f", n=30) == "1.000 (no spread)"
-    assert _fmt_iv((1.2, 0.9, 1.5), ".2f", n=30) == "1.20 [0.90, 1.50]"
+    assert fmt_iv((0.15, 0.15, 0.15), ".2f", n=1) == "0.15 [n/a]"
+    assert fmt_iv((1.0, 1.0, 1.0), ".3f", n=30) == "1.000 (no spread)"
+    assert fmt_iv((1.2, 0.9, 1.5), ".2f", n=30) == "1.20 [0.90, 1.50]"
 
 
 def test_retention_on_0_1_scores_is_decided_exactly(tmp_path):

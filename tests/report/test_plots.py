@@ -140,17 +140,17 @@ def test_a_figure_without_data_says_so():
 
 
 def test_points_of_one_method_are_tagged_with_the_setting_that_differs():
-    from loosespec_bench.report.plots.figure import _distinguishing
+    from loosespec_bench.report.plots.figure import distinguishing
 
     labels = {1: "SPD (model, K=10)", 2: "SPD (model, K=15)", 3: "FLy (mla, K=15, θ=0.3, W=6)"}
     names = {1: "SPD", 2: "SPD", 3: "FLy + MLA"}
-    assert _distinguishing(labels, names) == {1: "K=10", 2: "K=15"}
+    assert distinguishing(labels, names) == {1: "K=10", 2: "K=15"}
     # A one-knob-at-a-time sweep around the defaults (GSM8K's θ, W and K): each tag is the knob
     # it moves; the defaults' own point keeps its full tag.
     sweep = {i: f"FLy (mla, {k}, {t}, {w})" for i, (k, t, w) in enumerate([
         ("K=15", "θ=0.3", "W=6"), ("K=15", "θ=0.8", "W=6"), ("K=15", "θ=0.2", "W=6"),
         ("K=15", "θ=0.3", "W=3"), ("K=10", "θ=0.3", "W=6")])}
-    assert _distinguishing(sweep, {i: "FLy + MLA" for i in sweep}) == {
+    assert distinguishing(sweep, {i: "FLy + MLA" for i in sweep}) == {
         0: "K=15, θ=0.3, W=6", 1: "θ=0.8", 2: "θ=0.2", 3: "W=3", 4: "K=10"}
 
 
@@ -237,10 +237,10 @@ def test_tags_of_nearby_points_do_not_print_into_each_other():
 
 
 def test_an_unfinished_run_is_not_said_to_predate_the_intervals():
-    from loosespec_bench.report.plots.figure import _interval_caption
+    from loosespec_bench.report.plots.figure import interval_caption
 
     df = pd.DataFrame({"intervals": [True, False, False], "status": ["complete", "partial", "complete"]})
-    text = _interval_caption(df)
+    text = interval_caption(df)
     assert "1 of 3 runs predate the interval fields" in text and "1 of 3 runs unfinished" in text
 
 

@@ -14,9 +14,9 @@ import pandas as pd
 from ...costmodel import SPEEDUP, TARGET_TPS
 from ...errors import ConfigError
 from ...stats import (
-    PAIRED_TESTS,
     BootstrapTest,
     ExactPairedBinary,
+    PAIRED_TESTS,
     adjust_pvalues,
     mcnemar_one_sided,
     n_for_power,
@@ -27,7 +27,7 @@ from ...stats import (
     two_sided,
 )
 from ...verifiers import FLy
-from ..compare import MIN_N_VERDICT, Run, _diff, compare_pair, load_run
+from ..compare import MIN_N_VERDICT, Run, compare_pair, difference_stat, load_run
 from ..labels import is_rule
 from .declaration import Claim, Declaration, Family, load_declaration
 
@@ -208,7 +208,7 @@ def _paired_row(claim: Claim, ra: Run, rb: Run, *, seed: int, n_boot: int) -> De
         return None
     row = rows[0]
     k = len(row.cols_a)
-    fn = (_quotient if claim.estimand == "ratio" else _diff)(row.stat, k)
+    fn = (_quotient if claim.estimand == "ratio" else difference_stat)(row.stat, k)
     bt = BootstrapTest([*row.cols_a, *row.cols_b], fn, seed=seed, n_boot=n_boot)
     p, contra = _conclusions_from(bt.p_above, bt.p_below, claim)
     d = Decision(claim, row.dataset, row.n, row.a, row.b, bt.interval, "", groups=row.groups, test="bootstrap", p=p, p_contra=contra)
@@ -348,7 +348,7 @@ def _one(claim: Claim, index: pd.DataFrame, ds: str, *, seed: int, n_boot: int, 
                 best = min(full.p, key=full.p.get)
                 reads = (f"would read {best} unadjusted" if full.p[best] < alpha else "no conclusion even unadjusted")
                 d.note = (f"exploratory: an unplanned top-up of the timing subset took n to {full.n}: "
-                          f"{_fmt_iv(full.diff, _spec(claim))}, {_p_is(full.p[best])} ({reads}; "
+                          f"{fmt_iv(full.diff, spec_of(claim))}, {_p_is(full.p[best])} ({reads}; "
                           f"a second look without alpha spending, not a verdict)")
         else:
             d = _paired_row(claim, run_a, run_b, seed=seed, n_boot=n_boot)
@@ -501,11 +501,11 @@ def _own(row: pd.Series, figure: str) -> tuple[float | None, float | None, float
     return num(row.get(figure)), num(row.get(f"{figure}_ci_low")), num(row.get(f"{figure}_ci_high"))
 
 
-def _spec(claim: Claim) -> str:
+def spec_of(claim: Claim) -> str:
     return ".3f" if claim.figure in ("accuracy", "retention") or claim.estimand == "ratio" else ".2f"
 
 
-def _fmt_iv(iv: tuple[float | None, float | None, float | None] | None, spec: str, n: int | None = None) -> str:
+def fmt_iv(iv: tuple[float | None, float | None, float | None] | None, spec: str, n: int | None = None) -> str:
     """`1.27 [1.00, 1.80]`; `n/a` at n <= 1 (no interval exists), never a zero-width bracket."""
     if iv is None or iv[0] is None:
         return "-"
@@ -519,7 +519,7 @@ def _fmt_iv(iv: tuple[float | None, float | None, float | None] | None, spec: st
     return f"{point:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
-def _fmt_p(p: float | None) -> str:
+def fmt_p(p: float | None) -> str:
     if p is None:
         return "-"
     return "< 0.0001" if p < 1e-4 else f"{p:.4f}" if p < 0.001 else f"{p:.3f}"
@@ -527,5 +527,5 @@ def _fmt_p(p: float | None) -> str:
 
 def _p_is(p: float) -> str:
     """`p = 0.094`, `p < 0.0001`."""
-    text = _fmt_p(p)
+    text = fmt_p(p)
     return f"p {text}" if text.startswith("<") else f"p = {text}"

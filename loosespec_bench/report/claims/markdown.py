@@ -8,7 +8,7 @@ import pandas as pd
 
 from ...stats import LEVEL
 from ..compare import MIN_N_VERDICT
-from .decide import CLUSTER_GPUS, CLUSTER_NEW_TOKENS, CLUSTER_PAIR, Decision, _fmt_iv, _fmt_p, _spec
+from .decide import CLUSTER_GPUS, CLUSTER_NEW_TOKENS, CLUSTER_PAIR, Decision, fmt_iv, fmt_p, spec_of
 from .declaration import ADJUST_TEXT, Declaration, ESTIMAND_TEXT, TEST_TEXT, load_declaration
 
 
@@ -65,18 +65,18 @@ def format_claims(decisions: list[Decision], decl: Declaration | None = None) ->
         "|---|---|---|---|---|---:|---|---|---|---|---:|---:|---|---:|---:|---:|---|",
     ]
     for d in decisions:
-        spec = _spec(d.claim)
+        spec = spec_of(d.claim)
         side = ".3f" if d.claim.figure in ("accuracy", "retention") else ".2f"
-        est = _fmt_iv(d.diff, spec if d.claim.figure == "retention" or d.claim.estimand == "ratio" else "+" + spec, d.n)
+        est = fmt_iv(d.diff, spec if d.claim.figure == "retention" or d.claim.estimand == "ratio" else "+" + spec, d.n)
         if d.claim.figure == "retention" and d.floor is not None:
-            est += f" (SPD: {_fmt_iv(d.floor, spec)})"
+            est += f" (SPD: {fmt_iv(d.floor, spec)})"
         need = str(d.n_needed) if d.n_needed is not None else "-"
         fam = decl.families.get(d.claim.family)
-        adj = "(IUT: unadjusted)" if d.iut == "member" else _fmt_p(d.p_adj)
+        adj = "(IUT: unadjusted)" if d.iut == "member" else fmt_p(d.p_adj)
         lines.append(
             f"| {d.claim.text} ({d.claim.figure}) | {fam.title if fam else d.claim.family} | {_estimand(d)} | "
             f"{TEST_TEXT.get(d.test, '-')} | {d.dataset} | {d.n or '-'}{f' ({d.groups})' if d.groups else ''} | "
-            f"{_fmt_iv(d.a, side, d.n)} | {_fmt_iv(d.b, side, d.n)} | {est} | {d.counts or '-'} | {_fmt_p(d.p_raw)} | {adj} | "
+            f"{fmt_iv(d.a, side, d.n)} | {fmt_iv(d.b, side, d.n)} | {est} | {d.counts or '-'} | {fmt_p(d.p_raw)} | {adj} | "
             f"**{d.verdict}** | {need} | {'-' if d.cpu_hours is None else f'{d.cpu_hours:.1f}'} | "
             f"{'-' if d.cluster_gpu_hours is None else f'{d.cluster_gpu_hours:.0f}'} | {d.note or '-'} |"
         )

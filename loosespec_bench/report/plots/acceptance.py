@@ -10,7 +10,17 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..grouping import config_key
-from .figure import MARKERS, MAX_LEGEND, _figure, _frame, _legend, _note, _sweep_labels, method_color, method_name
+from .figure import (
+    MARKERS,
+    MAX_LEGEND,
+    add_legend,
+    canvas,
+    draw_note,
+    frame_of,
+    method_color,
+    method_name,
+    sweep_labels,
+)
 
 
 def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]], max_lines: int = MAX_LEGEND) -> Figure:
@@ -18,7 +28,7 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
     acceptance_by_position), one panel per data set, one colour per method, each single run's
     95% interval (acceptance_by_position_ci_low/high) as a band; the caption says which curves
     have none (means over runs, old summaries)."""
-    df = _frame(rows)
+    df = frame_of(rows)
     lines = []
     if not df.empty and "acceptance_by_position" in df:
         for _, r in df.iterrows():
@@ -29,11 +39,11 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
     n = max(1, len(datasets))
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    fig, grid = _figure(4.2 * ncols, 3.2 * nrows + 1.0, ncols=ncols, nrows=nrows)
+    fig, grid = canvas(4.2 * ncols, 3.2 * nrows + 1.0, ncols=ncols, nrows=nrows)
     axes = [ax for row in grid for ax in row] if nrows > 1 else grid
     fig.suptitle("Acceptance rate by draft position")
     if not lines:
-        _note(axes[0], "no acceptance-by-position figures\n(target-alone runs only, or no drafter)")
+        draw_note(axes[0], "no acceptance-by-position figures\n(target-alone runs only, or no drafter)")
         return fig
 
     def line_of(r: Any) -> tuple:
@@ -49,7 +59,7 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
         lo, hi = r.get("acceptance_by_position_ci_low"), r.get("acceptance_by_position_ci_high")
         if isinstance(lo, list) and isinstance(hi, list) and len(lo) == len(hi) == len(rates):
             bands.setdefault(line_of(r), []).append((lo, hi))
-    labels = dict(zip(reps, _sweep_labels(list(reps.values()))))
+    labels = dict(zip(reps, sweep_labels(list(reps.values()))))
     # At most max_lines configurations (the legend names each once, whichever panels it is drawn
     # in): those run on the most data sets, i.e. the main comparison before one-set ablation points.
     coverage: dict[str, int] = {}
@@ -106,5 +116,5 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
                "(the others are means over several runs, or summaries from before the interval)")
     if coincide:
         caption += "; large hollow markers: a curve within 0.01 of one drawn before it"
-    _legend(fig, entries, len(order), f"{caption}; the {len(entries)} configurations run on the most data sets are drawn")
+    add_legend(fig, entries, len(order), f"{caption}; the {len(entries)} configurations run on the most data sets are drawn")
     return fig

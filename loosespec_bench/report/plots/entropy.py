@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from ..index import read_records
 from ...verifiers import FLy
 from ..labels import is_rule, method_label
-from .figure import ENTROPY_LABEL, _figure, _frame, _nan, _note, _sweep_key
+from ..render import is_missing
+from .figure import ENTROPY_LABEL, canvas, draw_note, frame_of, sweep_key
 
 
 def _fly_mismatches(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, float]]:
@@ -68,7 +69,7 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
             sweeps.setdefault(run["sweep"], []).append(run)
 
     def thetas_of(group: list) -> set[float]:
-        return {float(r["theta"]) for r in group if not _nan(r.get("theta"))}
+        return {float(r["theta"]) for r in group if not is_missing(r.get("theta"))}
 
     best = max(sweeps.values(), key=lambda g: (len(thetas_of(g)), len(g)), default=[])
     left_out = 0
@@ -83,7 +84,7 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         discarded += fly_discarded_mismatches(records)
         if not acc and not rej:
             continue
-        theta = None if _nan(run.get("theta")) else float(run["theta"])
+        theta = None if is_missing(run.get("theta")) else float(run["theta"])
         slot = pooled.setdefault((run.get("mode") or "code", theta), {"accepted": [], "rejected": [], "runs": []})
         slot["accepted"] += acc
         slot["rejected"] += rej
@@ -101,10 +102,10 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
     else:
         panels = {k: {**v, "thetas": {k[1]} if k[1] is not None else set()} for k, v in pooled.items()}
     n = max(1, len(panels))
-    fig, axes = _figure(min(5.2 * n, 16), 4.2, ncols=n)
+    fig, axes = canvas(min(5.2 * n, 16), 4.2, ncols=n)
     if not panels:
         axes[0].set_title("FLy: entropy of accepted vs rejected mismatches")
-        _note(axes[0], "no FLy step records\n(no method=fly run with record_steps=true,\nor no mismatch was decided)")
+        draw_note(axes[0], "no FLy step records\n(no method=fly run with record_steps=true,\nor no mismatch was decided)")
         return fig
     fig.suptitle("FLy mismatches by target entropy: loosely accepted vs rejected")
     for ax, ((mode, theta), slot) in zip(axes, sorted(panels.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0))):
@@ -161,12 +162,12 @@ def _pooled_caption(names: Sequence[str], width: int = 70) -> str:
 
 def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:
     """FLy runs of the index with their records loaded (for fig_fly_entropy)."""
-    df = _frame(index)
+    df = frame_of(index)
     if df.empty:
         return []
     out = []
     for _, r in df[df["method"].map(lambda m: is_rule(m, FLy))].iterrows():
         out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), "theta": r.get("theta"), "label": method_label(r),
                     "pooled_label": method_label(r, skip=("theta", "mode")), "dataset": r.get("dataset"),
-                    "sweep": _sweep_key(r, "theta")})
+                    "sweep": sweep_key(r, "theta")})
     return out

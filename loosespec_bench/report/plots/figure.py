@@ -3,7 +3,6 @@ files, the points with their intervals, the legend and the captions."""
 
 from __future__ import annotations
 
-import math
 import textwrap
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -16,6 +15,7 @@ from ...schema import FIGURE, KNOB_BY_COLUMN
 from ..grouping import combine, config_key, config_suffixes, is_true
 from ...verifiers import FLy
 from ..labels import is_rule, method_label
+from ..render import is_missing
 
 
 SPEEDUP_LABEL = FIGURE["speedup"].label
@@ -53,14 +53,14 @@ def method_color(name: str, known: Iterable[str] = ()) -> str:
     return SPARE_COLORS[others.index(name) % len(SPARE_COLORS)]
 
 
-def _figure(width: float = 6.4, height: float = 4.0, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list]:
+def canvas(width: float = 6.4, height: float = 4.0, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list]:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, [list(r) for r in axes] if nrows > 1 else list(axes[0])
 
 
-def _note(ax: Any, text: str) -> None:
+def draw_note(ax: Any, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10,
             bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"}, wrap=True)
     ax.set_xticks([])
@@ -79,41 +79,37 @@ def save(fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = (
     return paths
 
 
-def _nan(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _frame(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+def frame_of(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if not df.empty and "status" in df:
         df = df[df["status"].isin(["complete", "partial"])]
     return df
 
 
-def _point(members: list, metric: str) -> tuple[float | None, tuple[float, float] | None]:
+def point_of(members: list, metric: str) -> tuple[float | None, tuple[float, float] | None]:
     """A figure of one configuration at one point: the mean over its runs (seeds, subsets) and
     the interval combined from theirs (grouping.combine); (None, None) without the figure."""
-    have = [m for m in members if not _nan(m.get(metric))]
+    have = [m for m in members if not is_missing(m.get(metric))]
     if not have:
         return None, None
     lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
     value, ci = combine([float(m[metric]) for m in have],
-                        [(None if _nan(m.get(lo)) else float(m[lo]), None if _nan(m.get(hi)) else float(m[hi])) for m in have])
+                        [(None if is_missing(m.get(lo)) else float(m[lo]), None if is_missing(m.get(hi)) else float(m[hi])) for m in have])
     return value, ci
 
 
-def _yerr(values: list[float], cis: list[tuple[float, float] | None]) -> list[list[float]] | None:
+def error_bars(values: list[float], cis: list[tuple[float, float] | None]) -> list[list[float]] | None:
     """matplotlib's asymmetric error bars; None when no point has an interval."""
     if not any(cis):
         return None
     return [[v - c[0] if c else 0.0 for v, c in zip(values, cis)], [c[1] - v if c else 0.0 for v, c in zip(values, cis)]]
 
 
-def _datasets(df: pd.DataFrame) -> list[str]:
+def datasets_of(df: pd.DataFrame) -> list[str]:
     return sorted({str(d) for d in df["dataset"].dropna()}) if not df.empty else []
 
 
-def _legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "") -> None:
+def add_legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "") -> None:
     """At most MAX_LEGEND entries, below the panels inside the figure, the caption (what the
     error bars are) as the legend's title so the two never overlap; the rest are counted."""
     shown = list(entries.items())[:MAX_LEGEND]
@@ -129,7 +125,7 @@ def _legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "")
                ncols=min(2, len(shown)), fontsize=8, frameon=False, title=caption or None, title_fontsize=7)
 
 
-def _interval_caption(df: pd.DataFrame) -> str:
+def interval_caption(df: pd.DataFrame) -> str:
     """What the error bars are, and which runs have none."""
     text = "error bars: 95% intervals from summary.json (paired bootstrap over samples)"
     if "intervals" not in df or df.empty:
@@ -146,26 +142,26 @@ def _interval_caption(df: pd.DataFrame) -> str:
     return text
 
 
-def _cpu_letters(df: pd.DataFrame) -> dict[str, str]:
+def cpu_letters(df: pd.DataFrame) -> dict[str, str]:
     """CPU A, B, ... for the machines the runs' speeds were measured on; {} when one (or none)
     is named: speed is a property of the CPU, and a figure says so only when it spans several."""
     cpus = sorted({str(m) for m in df["machine"].dropna()}) if "machine" in df and not df.empty else []
     return {m: chr(ord("A") + i) for i, m in enumerate(cpus)} if len(cpus) > 1 else {}
 
 
-def _machine_of(members: list) -> str | None:
+def machine_of(members: list) -> str | None:
     """The one machine a point's runs were timed on; None if unknown or several."""
     ms = {str(m.get("machine")) for m in members if isinstance(m.get("machine"), str)}
     return ms.pop() if len(ms) == 1 and all(isinstance(m.get("machine"), str) for m in members) else None
 
 
-def _sweep_key(row: Any, param: str) -> tuple:
+def sweep_key(row: Any, param: str) -> tuple:
     """Every resolved setting of a run but the knob `param` (the data set included): runs with one
     key and several values of the knob form one sweep."""
     return (*config_key(row, exclude=(PARAM_CONFIG_KEY[param],), exclude_prefixes=()), str(row.get("subset")))
 
 
-def _sweep_labels(reps: list, skip: Sequence[str] = ()) -> list[str]:
+def sweep_labels(reps: list, skip: Sequence[str] = ()) -> list[str]:
     """Legend labels: the method label without the x-axis knob, plus the settings that tell
     alike-labelled configurations apart (config_suffixes; the data set is the panel, not part
     of the label), never a hash."""
@@ -173,7 +169,7 @@ def _sweep_labels(reps: list, skip: Sequence[str] = ()) -> list[str]:
     return [method_label(r, skip=skip) + suffix.get(config_key(r), "") for r in reps]
 
 
-def _distinguishing(labels: Mapping[Any, str], names: Mapping[Any, str]) -> dict[Any, str]:
+def distinguishing(labels: Mapping[Any, str], names: Mapping[Any, str]) -> dict[Any, str]:
     """For configurations sharing a method name, the label parts ('K=10', 'θ=0.2') that not all of
     them share; {} entries for a name with one configuration."""
     by_name: dict[str, list] = {}

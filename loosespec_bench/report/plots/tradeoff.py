@@ -13,19 +13,19 @@ from ..labels import is_target_alone, method_label
 from .figure import (
     MARKERS,
     SPEEDUP_LABEL,
-    _cpu_letters,
-    _datasets,
-    _distinguishing,
-    _figure,
-    _frame,
-    _interval_caption,
-    _legend,
-    _machine_of,
-    _note,
-    _point,
-    _yerr,
+    add_legend,
+    canvas,
+    cpu_letters,
+    datasets_of,
+    distinguishing,
+    draw_note,
+    error_bars,
+    frame_of,
+    interval_caption,
+    machine_of,
     method_color,
     method_name,
+    point_of,
 )
 
 
@@ -87,10 +87,10 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     """Quality retention vs speedup, one panel per data set, one point per configuration (the
     mean over its runs) with both intervals as error bars; one colour per method; the Pareto
     frontier per panel."""
-    df = _frame(index)
+    df = frame_of(index)
     if not df.empty:
         df = df[~df["method"].map(is_target_alone)]
-    datasets = _datasets(df)
+    datasets = datasets_of(df)
     # A set where no configuration has a retention (its target alone scored 0: MGSM under the
     # paper's prompt on the CPU pair) gets no empty panel; the caption names it instead.
     # Nor does a set where no retention has an interval (MGSM under the paper's prompt, where a
@@ -108,14 +108,14 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     n = max(1, len(datasets))
     ncols = min(n, 3)
     nrows = math.ceil(n / ncols)
-    fig, grid = _figure(4.2 * ncols, 3.4 * nrows + 0.8, ncols=ncols, nrows=nrows)
+    fig, grid = canvas(4.2 * ncols, 3.4 * nrows + 0.8, ncols=ncols, nrows=nrows)
     axes = [ax for row in grid for ax in row] if nrows > 1 else grid
     # Retention is on each set's headline quality figure (index score_name: accuracy, pass@1,
     # NIAH's recall, ...); each panel's y label names its own.
     fig.suptitle("Quality retention vs speedup (one point per configuration)")
     names = {method_name(r) for _, r in df.iterrows()} if not df.empty else set()
     # Speed is a property of the CPU: where the runs span several, each panel says whose speeds it shows.
-    cpu_letter = _cpu_letters(df)
+    cpu_letter = cpu_letters(df)
     entries: dict[str, Any] = {}
     missing = 0
     any_point = False
@@ -131,18 +131,18 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         tagged: list[tuple[float, float, str, str]] = []
         # Points of one method that differ in a setting (SPD at K = 10 and 15, FLy at three θ)
         # share a colour and marker: each is tagged with what tells it from the others.
-        tags = _distinguishing({key: method_label(members[0]) for key, members in groups.items()},
+        tags = distinguishing({key: method_label(members[0]) for key, members in groups.items()},
                                {key: method_name(members[0]) for key, members in groups.items()})
         for key, members in groups.items():
-            s, s_ci = _point(members, "speedup")
-            q, q_ci = _point(members, "retention")
+            s, s_ci = point_of(members, "speedup")
+            q, q_ci = point_of(members, "retention")
             if s is None or q is None:
                 missing += 1
                 continue
             pts.append((s, q))
-            pts_by_cpu.setdefault(_machine_of(members) if cpu_letter else None, []).append((s, q))
+            pts_by_cpu.setdefault(machine_of(members) if cpu_letter else None, []).append((s, q))
             name = method_name(members[0])
-            h = ax.errorbar([s], [q], xerr=_yerr([s], [s_ci]), yerr=_yerr([q], [q_ci]), color=method_color(name, names),
+            h = ax.errorbar([s], [q], xerr=error_bars([s], [s_ci]), yerr=error_bars([q], [q_ci]), color=method_color(name, names),
                             marker=MARKERS[sorted(names).index(name) % len(MARKERS)], ms=5, lw=0, elinewidth=1, capsize=2)
             if tags.get(key):
                 tagged.append((s, q, tags[key], method_color(name, names)))
@@ -165,7 +165,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                     # placed with the points' tags: GSM8K's "CPU B" printed over a FLy + MLA marker
                     tagged.append((*front[-1], who, "black"))
         else:
-            _note(ax, "no configuration with both\na speedup and a retention")
+            draw_note(ax, "no configuration with both\na speedup and a retention")
         _place_tags(ax, tagged, markers=pts)
         on = sorted({cpu_letter[m] for m in sub["machine"].dropna().astype(str) if m in cpu_letter}) if cpu_letter else []
         ax.set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
@@ -180,9 +180,9 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
             why = "no configuration has both a speedup and an accuracy retention"
             if missing:
                 why += f"\n({missing} without retention: no paired baseline, or target-alone accuracy 0)"
-            _note(axes[0], why)
+            draw_note(axes[0], why)
         return fig
-    caption = _interval_caption(df) + "\nblack on grey: Pareto frontier (one per CPU where a panel's speeds come from several); dashed: retention 1 (the target alone's score); dash-dot: 1×"
+    caption = interval_caption(df) + "\nblack on grey: Pareto frontier (one per CPU where a panel's speeds come from several); dashed: retention 1 (the target alone's score); dash-dot: 1×"
     if missing:
         caption += f"; {missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
     if no_panel:
@@ -190,5 +190,5 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                     "(the target alone's accuracy 0, or too few right answers to resample)")
     if cpu_letter:
         caption += "\nspeeds compare only within one CPU: " + "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items())
-    _legend(fig, entries, len(entries), caption)
+    add_legend(fig, entries, len(entries), caption)
     return fig

@@ -8,25 +8,25 @@ from typing import Any
 import pandas as pd
 
 from ..grouping import (
-    _figure,
-    _int,
-    _interleave,
-    _interval_notes,
-    _kind,
-    _kind_note,
-    _machines,
-    _partial_note,
-    _pub_num,
-    _pub_source,
-    _samples,
-    _samples_text,
     config_key,
     config_suffixes,
+    figure_cell,
+    int_or_blank,
+    interleave_rows,
+    interval_notes,
+    kind_note,
+    kind_of,
     load_published,
     lossless_key,
+    machines_of,
     our_runs,
+    partial_notes,
+    published_num,
+    published_source,
+    samples_of,
+    samples_text,
 )
-from ...verifiers import SPD, DropMatch
+from ...verifiers import DropMatch, SPD
 from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
 from ..labels import is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table
@@ -53,7 +53,7 @@ def _versus_table(
     }
 
     def figs(members: list) -> tuple[Any, Any, Any]:
-        return tuple(_figure(members, metric, kind, with_n=metric == "score") for metric, kind in (("tau", "tau"), ("speedup", "speedup"), ("score", "score")))
+        return tuple(figure_cell(members, metric, kind, with_n=metric == "score") for metric, kind in (("tau", "tau"), ("speedup", "speedup"), ("score", "score")))
 
     base: dict[tuple, list] = {}
     dm: dict[tuple, list] = {}
@@ -72,15 +72,15 @@ def _versus_table(
         gain: Any = "" if NOT_RUN in (b[1], d[1]) else NA
         if isinstance(d[1], Num) and isinstance(b[1], Num) and b[1].value:
             gain = Num(d[1].value / b[1].value, "ratio")
-            if len(_machines([*base.get(bkey, []), *members])) > 1:
+            if len(machines_of([*base.get(bkey, []), *members])) > 1:
                 gain = MIXED_CPUS  # two speedups of two CPUs make no ratio
         tau_gain: Any = "" if NOT_RUN in (b[0], d[0]) else NA
         if isinstance(d[0], Num) and isinstance(b[0], Num) and b[0].value:
             tau_gain = Num(d[0].value / b[0].value, "ratio")
         r = members[0]
-        cells = ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), rule_setting(r),
+        cells = ["ours", r["pair"], r["dataset"], r["drafter"], int_or_blank(r["K"]), rule_setting(r),
                  b[0], d[0], b[1], d[1], b[2], d[2], tau_gain, gain,
-                 _samples_text([_samples(base.get(bkey, [])), _samples(members)])]
+                 samples_text([samples_of(base.get(bkey, [])), samples_of(members)])]
         our_rows.append((r["pair"], [("" if c == NOT_RUN else c) for c in cells]))
 
     pub = [dict(p) for _, p in published[published["table"] == name].iterrows()]
@@ -92,17 +92,17 @@ def _versus_table(
     for (pair, dataset, k), rows in groups.items():
         cells = dict.fromkeys(columns, "")
         drafters = sorted({str(p["drafter"]) for p in rows if p.get("drafter")})
-        cells.update({"source": _pub_source(rows), "pair": pair, "data set": dataset,
+        cells.update({"source": published_source(rows), "pair": pair, "data set": dataset,
                       "drafter": ", ".join(drafters) or "not stated", "K": k if k is not None else "not stated",
                       "DropMatch setting": "paper", "n": "paper"})
         for p in rows:
             if p["metric"] in ("speedup_gain", "tau_gain"):
-                cells[f"{p['metric'].split('_')[0]} ÷ {base_label}"] = _pub_num(p, "ratio")
+                cells[f"{p['metric'].split('_')[0]} ÷ {base_label}"] = published_num(p, "ratio")
                 continue
             side = f"{base_label} " if is_exact(p["method"]) else "+DropMatch "
             col = side + {"tau": "tau", "speedup": "speedup", "score": "score"}.get(p["metric"], p["metric"])
             if col in cells:
-                cells[col] = _pub_num(p, _kind(p["metric"]))
+                cells[col] = published_num(p, kind_of(p["metric"]))
         pub_rows.append((pair, [cells[c] for c in columns]))
         if pair != "all" and not [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset)]:
             not_run.append(f"{pair} ({dataset}, K={k if k is not None else 'not stated'})")
@@ -113,15 +113,15 @@ def _versus_table(
     notes = [
         f"{base_label}: exact-match speculative decoding{' with the EAGLE-3 drafter' if eagle else ''}; +DropMatch: the same drafter, K and every other setting with method=dropmatch; DropMatch setting = its knobs (criterion naive/js, N paths, dropout p).",
         "speedup over the target alone (paired per sample); tau includes the bonus/correction token; score = the task's headline quality figure (accuracy, IFEval prompt-level strict, judge rating).",
-        *_interval_notes(shown),
+        *interval_notes(shown),
         "Ratios (÷): of the two points; no interval (the two runs' samples were not paired with each other).",
         ("Not run here (published rows without a run of ours): " + "; ".join(not_run) + ".") if not_run else "",
         (f"{base_label} runs without a DropMatch run of the same settings (not shown): " + "; ".join(base_only) + ".") if base_only else "",
         "'n/a': run, but the figure is undefined; empty published cells: no published figure in published.csv.",
-        *_partial_note(runs),
-        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){_kind_note(p)}: {p['note']}" for p in pub],
+        *partial_notes(runs),
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){kind_note(p)}: {p['note']}" for p in pub],
     ]
-    return Table(name, title, columns, _interleave(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta)
+    return Table(name, title, columns, interleave_rows(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta)
 
 
 
@@ -152,24 +152,24 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     our_rows: list[tuple[str, list]] = []
     for key, members in groups.items():
         r = members[0]
-        our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], _int(r["K"]), rule_setting(r) + suffix.get(key, ""),
-                                     _figure(members, "dropmatch_overhead", "score"), _figure(members, "tau", "tau"),
-                                     _figure(members, "speedup", "speedup"), _samples(members) or ""]))
+        our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], int_or_blank(r["K"]), rule_setting(r) + suffix.get(key, ""),
+                                     figure_cell(members, "dropmatch_overhead", "score"), figure_cell(members, "tau", "tau"),
+                                     figure_cell(members, "speedup", "speedup"), samples_of(members) or ""]))
     pub_rows: list[tuple[str, list]] = []
     pub = [dict(p) for _, p in published[published["table"] == "dropmatch_overhead"].iterrows()]
     for p in pub:
-        pub_rows.append((p["pair"], [_pub_source([p]), p["pair"], p["dataset"], p.get("drafter") or "not stated",
+        pub_rows.append((p["pair"], [published_source([p]), p["pair"], p["dataset"], p.get("drafter") or "not stated",
                                      p["k"] if p.get("k") is not None else "not stated", "paper (5 paths)",
-                                     _pub_num(p, "score"), "", "", "paper"]))
+                                     published_num(p, "score"), "", "", "paper"]))
     notes = [
         "overhead = time in DropMatch's N-path LM-head passes and criterion ÷ decode time (needs record_steps=true; 'n/a' without step timings).",
-        *_interval_notes(runs),
+        *interval_notes(runs),
         "" if our_rows else "Not run here: no DropMatch run.",
-        *[f"published {p['pair']} {p['metric']}{_kind_note(p)}: {p['note']}" for p in pub],
-        *_partial_note(runs),
+        *[f"published {p['pair']} {p['metric']}{kind_note(p)}: {p['note']}" for p in pub],
+        *partial_notes(runs),
     ]
     return Table("dropmatch_overhead", "DropMatch overhead: LM-head passes and criterion", columns,
-                 _interleave(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta)
+                 interleave_rows(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta)
 
 
 # -- DropMatch's AutoJudge rows ----------------------------------------------------------------
@@ -202,14 +202,14 @@ def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | Non
         for rank, members in enumerate(ordered):
             r = members[0]
             ood = "in distribution" if str(dataset).lower() in JUDGE_TRAINING_SETS else "out of distribution"
-            loose = _figure(members, "loose_accept_rate", "score") if not is_exact(r["method"]) else ""
+            loose = figure_cell(members, "loose_accept_rate", "score") if not is_exact(r["method"]) else ""
             our_rows.append((r["pair"], [
-                "ours", r["pair"], dataset, ood, r["drafter"], _int(r["K"]), method_label(r, skip=("K",)),
-                _figure(members, "tau", "tau"), _figure(members, "speedup", "speedup"),
-                _figure(members, "score", "score", with_n=True), _figure(members, "score_diff", "diff"),
-                loose, _samples(members) or "", f"{dataset}:{rank:02d}"]))
+                "ours", r["pair"], dataset, ood, r["drafter"], int_or_blank(r["K"]), method_label(r, skip=("K",)),
+                figure_cell(members, "tau", "tau"), figure_cell(members, "speedup", "speedup"),
+                figure_cell(members, "score", "score", with_n=True), figure_cell(members, "score_diff", "diff"),
+                loose, samples_of(members) or "", f"{dataset}:{rank:02d}"]))
     # Sort within a pair by data set, then the method order (the hidden last cell), then drop it.
-    rows = [cells[:-1] for cells in _interleave([], our_rows, sort_col=len(columns))]
+    rows = [cells[:-1] for cells in interleave_rows([], our_rows, sort_col=len(columns))]
     # The notes speak of the rows shown, not of every SPD / DropMatch run of other experiments.
     shown = pd.DataFrame([m for g in groups.values() for ms in g.values() for m in ms]) if groups else runs.iloc[:0]
     notes = [
@@ -217,10 +217,10 @@ def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | Non
         "DropMatch + AutoJudge: method=dropmatch_autojudge (combine=any: either accepts; all: both must). Same pair, drafter, K and generation settings within a data set.",
         f"judge's data: the judge is mined on {', '.join(s.upper() for s in JUDGE_TRAINING_SETS)} train (scripts/mine_autojudge.py), so that task's test set is in distribution and every other set out of it; judge=<first 8 hex digits of the judge file's sha256>.",
         "speedup over the target alone (paired per sample); score = the task's headline quality figure (accuracy, IFEval prompt-level strict, NIAH's recall); score − target alone: paired difference on the same samples; loose accept rate: loose accepts ÷ raw mismatches.",
-        *_interval_notes(shown),
+        *interval_notes(shown),
         "" if our_rows else "Not run here: no AutoJudge run (python -m loosespec_bench -m experiment=dropmatch_autojudge).",
         "'n/a': run, but the figure is undefined.",
-        *_partial_note(shown),
+        *partial_notes(shown),
     ]
     return Table("dropmatch_autojudge", "DropMatch and AutoJudge, in and out of the judge's distribution", columns, rows,
                  [n for n in notes if n], ids=7, meta=meta)

@@ -12,30 +12,30 @@ from ..grouping import (
     ID_SETS,
     OOD_SETS,
     QUALITY,
-    _figure,
-    _group_by_config,
-    _interleave,
-    _interval_notes,
-    _kind,
-    _kind_note,
-    _machines,
-    _mean,
-    _partial_note,
-    _pub_num,
-    _pub_source,
-    _samples,
-    _samples_text,
-    _set_mean,
-    _subset_notes,
     config_key,
+    figure_cell,
+    group_by_config,
+    interleave_rows,
+    interval_notes,
+    kind_note,
+    kind_of,
     load_published,
     lossless_key,
+    machines_of,
+    mean_of,
     our_runs,
     paper_set,
+    partial_notes,
+    published_num,
+    published_source,
+    samples_of,
+    samples_text,
+    set_mean,
+    subset_notes,
 )
 from ...verifiers import FLy
 from ..labels import is_eagle, is_exact, is_rule, is_target_alone, method_label
-from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table, _nan
+from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table, is_missing
 
 # -- FLy main table ----------------------------------------------------------------------------
 # Sweeps whose runs have tables of their own (ablations, DropMatch, grids): FLy's main table shows
@@ -76,16 +76,16 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         columns.append(col)
         meta[col] = (scope, metric)
 
-    ours, suffix, variant_notes = _group_by_config(runs)
+    ours, suffix, variant_notes = group_by_config(runs)
 
     def set_means(by_ds: dict[str, list], sets: tuple[str, ...], metric: str, kind: str) -> Any:
         if not any(d in by_ds for d in sets):
             return NOT_RUN
-        if kind == "speedup" and len(_machines(m for d in sets for m in by_ds.get(d, []))) > 1:
+        if kind == "speedup" and len(machines_of(m for d in sets for m in by_ds.get(d, []))) > 1:
             return MIXED_CPUS  # speedups of two CPUs do not average into one figure
-        cells = [_figure(by_ds[d], metric, kind) for d in sets if d in by_ds]
+        cells = [figure_cell(by_ds[d], metric, kind) for d in sets if d in by_ds]
         n = sum(isinstance(c, Num) for c in cells)
-        return _set_mean(cells, kind, None if n == len(sets) else f"{n}/{len(sets)}")
+        return set_mean(cells, kind, None if n == len(sets) else f"{n}/{len(sets)}")
 
     # FLy's "over EAGLE-3" is against EAGLE-3 with its dynamic tree: a tree run is preferred to
     # a chain run of the same pair (a chain understates EAGLE-3 and inflates the ratio).
@@ -95,7 +95,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         r = entry["row"]
         if is_eagle(r["drafter"]) and not str(r["drafter"]).lower().startswith("eagle2") and is_exact(r["method"]):
             m = set_means(entry["by_ds"], OOD_SETS, "speedup", "speedup")
-            tree = bool(r.get("tree")) and not _nan(r.get("tree"))
+            tree = bool(r.get("tree")) and not is_missing(r.get("tree"))
             if isinstance(m, Num) and (tree or not eagle_tree.get(r["pair"], False)):
                 eagle_ood[r["pair"]] = m.value
                 eagle_tree[r["pair"]] = tree
@@ -105,11 +105,11 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         r, by_ds = entry["row"], entry["by_ds"]
         cells: list[Any] = ["ours", r["pair"], method_label(r) + suffix.get(key, "")]
         for ds in datasets:
-            cells.append(_figure(by_ds.get(ds, []), "speedup", "speedup") if ds in by_ds else "")
+            cells.append(figure_cell(by_ds.get(ds, []), "speedup", "speedup") if ds in by_ds else "")
             # The set's headline quality (index `score`): accuracy, pass@1, NIAH's recall.
-            cells.append(_figure(by_ds.get(ds, []), "score", "score", with_n=True) if ds in by_ds else "")
+            cells.append(figure_cell(by_ds.get(ds, []), "score", "score", with_n=True) if ds in by_ds else "")
         ood = set_means(by_ds, OOD_SETS, "speedup", "speedup")
-        retentions = [_mean(x["retention"] for x in rows) for rows in by_ds.values()]
+        retentions = [mean_of(x["retention"] for x in rows) for rows in by_ds.values()]
         retentions = [v for v in retentions if v is not None]
         ratio: Any = "" if not is_rule(r["method"], FLy) else NA  # a FLy figure only
         if is_rule(r["method"], FLy) and isinstance(ood, Num) and eagle_ood.get(r["pair"]):
@@ -122,7 +122,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
             set_means(by_ds, paper_sets, "speedup", "speedup"),  # extra sets never enter the paper's mean
             Num(min(retentions), "score") if retentions else NA,
             ratio,
-            _samples_text(_samples(rows) for rows in by_ds.values()),
+            samples_text(samples_of(rows) for rows in by_ds.values()),
         ]
         our_rows.append((r["pair"], [("" if c == NOT_RUN else c) for c in cells]))
 
@@ -142,11 +142,11 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         cells = {c: "" for c in columns}
         cells["n per set"] = "paper"
         name = method_label({"method": method, "drafter": drafter})
-        cells.update(source=_pub_source(rows), pair=pair, method=f"{name} (paper)")
+        cells.update(source=published_source(rows), pair=pair, method=f"{name} (paper)")
         for p in rows:
             col = scope_col.get((p["dataset"], p["metric"])) or f"{paper_set(p['dataset'])} {p['metric']}"
             if col in cells:
-                cells[col] = _pub_num(p, _kind(p["metric"]))
+                cells[col] = published_num(p, kind_of(p["metric"]))
             else:
                 extra_pub.append(p)  # a figure with no column of its own (e.g. over EAGLE-2): in the notes
         pub_rows.append((pair, [cells[c] for c in columns]))
@@ -154,10 +154,10 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
             e["row"]["pair"] == pair and e["row"]["method"] == method for e in ours.values()
         ):
             not_run_rows.append(f"{name} on {pair}")
-    rows = _interleave(pub_rows, our_rows)
+    rows = interleave_rows(pub_rows, our_rows)
     notes = [
         "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the set's headline quality figure, the paper's column: accuracy, pass@1 (HumanEval; MBPP+ on base + plus tests), IFEval prompt-level strict, NIAH RULER's recall (the mean share of the needle values found; all found on a sample is the index's accuracy column) (per-set tau: fly_main_long.csv and the ablation tables).",
-        *_interval_notes(runs),
+        *interval_notes(runs),
         f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). The means cover these sets only; other sets ({', '.join(extra) or 'none'}) have their own columns. A mean over fewer sets than the split says '(n/m sets)'.",
         "Rows: the main-table sweeps' runs (the theta / W / K / mode ablations, DropMatch and the grids have tables of their own).",
         "One row per configuration: runs that differ in any resolved setting other than the seed and the data set's subsets are separate rows; where rows would share a label, the settings that differ are named in brackets.",
@@ -172,10 +172,10 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         + (" (this table: " + ", ".join(f"{p}: {'tree' if t else 'CHAIN, which understates EAGLE-3 and inflates the ratio'}" for p, t in eagle_tree.items()) + ")" if eagle_tree else "")
         + "; the papers' EAGLE-2/3 and Lookahead figures are dynamic-tree / official-default runs (experiment=baselines_tree).",
         *variant_notes,
-        *_subset_notes(runs),
-        *_partial_note(runs),
-        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){_kind_note(p)}: {p['note']}" for p in pub],
-        *[f"published, no column: {p['pair']} {p['method']} {p['metric']} = {_pub_num(p, _kind(p['metric'])).text()} ({p['dataset']})" for p in extra_pub],
+        *subset_notes(runs),
+        *partial_notes(runs),
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){kind_note(p)}: {p['note']}" for p in pub],
+        *[f"published, no column: {p['pair']} {p['method']} {p['metric']} = {published_num(p, kind_of(p['metric'])).text()} ({p['dataset']})" for p in extra_pub],
     ]
     return Table("fly_main", "FLy main results: speedup and accuracy per data set, ours beside published", columns, rows, notes, meta=meta)
 
@@ -235,7 +235,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
     columns = [header, "pair", "other settings", "data sets", "speedup", "tau", "tau without loose accepts",
                "loose accept rate", "retention", "lossless twin retention (noise floor)", "identical to target alone", "n"]
     meta = {c: ("", c) for c in columns[4:]}
-    ours, suffix, variant_notes = _group_by_config(fly)
+    ours, suffix, variant_notes = group_by_config(fly)
     # The ablations: points that share every setting but the axis; their common data sets.
     ablations: dict[tuple, list[tuple]] = {}
     for key, entry in ours.items():
@@ -261,22 +261,22 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
             members = [m for ds in sets for m in entry["by_ds"][ds]]
             settings = []
             for k, name in others:
-                if k == col or _nan(r.get(k)) or (k == "no_window" and r.get(k) is not True):
+                if k == col or is_missing(r.get(k)) or (k == "no_window" and r.get(k) is not True):
                     continue
                 v = r[k]
                 settings.append(f"{name}={_mla(v)}" if k == "drafter" else f"{name}={v:g}" if isinstance(v, float) else f"{name}={v}")
 
             def over_sets(metric: str, kind: str, source: dict[str, list] | None = None, with_n: bool = False) -> Any:
                 by = source if source is not None else entry["by_ds"]
-                cells = [_figure(by.get(ds, []), metric, kind) for ds in sets]
+                cells = [figure_cell(by.get(ds, []), metric, kind) for ds in sets]
                 if not any(isinstance(c, Num) for c in cells):
                     return NOT_RUN if all(c == NOT_RUN for c in cells) else NA
                 n = sum(isinstance(c, Num) for c in cells)
-                cell = _set_mean(cells, kind, None if n == len(sets) else f"{n}/{len(sets)}")
+                cell = set_mean(cells, kind, None if n == len(sets) else f"{n}/{len(sets)}")
                 under = metric in QUALITY and any(m.get("underpowered") is True for ds in sets for m in by.get(ds, []))
                 if isinstance(cell, Num) and (with_n or under):
                     cell = Num(cell.value, cell.kind, of=cell.of, ci=cell.ci, no_interval=cell.no_interval, why_none=cell.why_none,
-                               n=sum(_samples(by.get(ds, [])) or 0 for ds in sets), underpowered=under)
+                               n=sum(samples_of(by.get(ds, [])) or 0 for ds in sets), underpowered=under)
                 return cell
 
             twins = {ds: lossless.get((lossless_key(entry["by_ds"][ds][0]), ds), []) for ds in sets}
@@ -292,19 +292,19 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
                 over_sets("retention", "score", with_n=True),
                 over_sets("retention", "score", twins, with_n=True) if any(twins.values()) else NOT_RUN,
                 over_sets("identical_to_target", "score"),
-                _samples(members) or "",
+                samples_of(members) or "",
             ])
     rows.sort(key=lambda c: (str(c[1]), c[2], _sort_key(c[0])))
     notes = [
         "Each row: one configuration, the mean over the listed data sets (and seeds); n = their total samples.",
-        *_interval_notes(fly),
+        *interval_notes(fly),
         "tau without loose accepts: what exact match would have accepted on the same drafts (metrics.loose_summary).",
         "lossless twin retention: SPD with the row's pair, drafter, K, dtype and data sets (the bf16 noise floor; 'not run' without such a run).",
         *set_notes,
         ("No FLy run for this ablation." if not rows else ""),
         "Published ablation figures: none in published.csv (the papers' ablation tables are not sourced).",
         *variant_notes,
-        *_partial_note(fly),
+        *partial_notes(fly),
     ]
     return Table(f"fly_ablation_{axis}", f"FLy ablation over {header}", columns, rows, [n for n in notes if n], ids=4, meta=meta)
 
@@ -313,7 +313,7 @@ def _axis_value(r: Any, axis: str, col: str) -> Any:
     if axis == "MLA":
         return _mla(r["drafter"])
     v = r.get(col)
-    return "" if _nan(v) else (f"{v:g}" if isinstance(v, float) else v)
+    return "" if is_missing(v) else (f"{v:g}" if isinstance(v, float) else v)
 
 
 def _sort_key(v: Any) -> tuple:

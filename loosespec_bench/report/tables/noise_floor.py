@@ -7,16 +7,16 @@ from typing import Any
 import pandas as pd
 
 from ..grouping import (
-    _changed,
-    _figure,
-    _group_by_config,
-    _interval_notes,
-    _is_loose,
-    _partial_note,
-    _samples,
+    changed_text,
+    figure_cell,
+    group_by_config,
+    interval_notes,
+    is_loose,
     lossless_key,
     lossless_key_any_drafter,
     our_runs,
+    partial_notes,
+    samples_of,
 )
 from ..labels import is_target_alone, method_label
 from ..render import Table
@@ -37,17 +37,17 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
     # differ, so the floor is close, not the same experiment, and its row says which drafter.
     lossless_other: dict[tuple, list] = {}
     for _, r in runs.iterrows():
-        if not _is_loose(r):
+        if not is_loose(r):
             lossless.setdefault((lossless_key(r), r["dataset"]), []).append(r)
             lossless_other.setdefault((lossless_key_any_drafter(r), r["dataset"]), []).append(r)
-    ours, suffix, variant_notes = _group_by_config(runs[[_is_loose(r) for _, r in runs.iterrows()]] if not runs.empty else runs)
+    ours, suffix, variant_notes = group_by_config(runs[[is_loose(r) for _, r in runs.iterrows()]] if not runs.empty else runs)
 
     def quality(members: list) -> list[Any]:
         # The set's headline quality (index `score`: accuracy, pass@1, NIAH's recall), on which
         # retention is taken.
-        return [_figure(members, "score", "score"), _figure(members, "baseline_score", "score"),
-                _figure(members, "score_diff", "diff"), _changed(members), _figure(members, "retention", "score", with_n=True),
-                _figure(members, "identical_to_target", "score"), _samples(members) or ""]
+        return [figure_cell(members, "score", "score"), figure_cell(members, "baseline_score", "score"),
+                figure_cell(members, "score_diff", "diff"), changed_text(members), figure_cell(members, "retention", "score", with_n=True),
+                figure_cell(members, "identical_to_target", "score"), samples_of(members) or ""]
 
     blocks: list[list[list[Any]]] = []  # a loose row and, right under it, its twin
     missing: list[str] = []
@@ -76,13 +76,13 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
         "Lossless twin: the SPD run with every setting of the loose run but the rule's own (same pair, drafter, K, dtype, data set, generation); its output differs from the target alone only by numerics (bf16 near-ties), so its retention interval is the noise floor.",
         "identical to target alone: the share of samples whose output equals the target alone's, token for token.",
         "lost / gained: samples whose score the method lowered / raised against the target alone's, and the exact two-sided sign test on them (McNemar's exact test for 0/1 scores). A difference resting on a few changed answers all one way has a bootstrap interval that excludes 0 too easily (4 lost, 0 gained: [-0.30, -0.03], yet p = 0.125); read the two together.",
-        *_interval_notes(runs),
+        *interval_notes(runs),
         *([f"Lossless, other drafter: no SPD run with this drafter, so SPD at the same K with another drafter (named in the row) stands as the floor: in exact arithmetic SPD's output is the target's whatever drafts it, in bf16 the verified blocks differ, so it is the nearest floor, not the twin. For: {'; '.join(other_drafter)}."]
           if other_drafter else []),
         ("No lossless run at all for: " + "; ".join(missing) + ".") if missing else
         ("Every loose row has its lossless twin." if not other_drafter else "Every other loose row has its lossless twin."),
         *variant_notes,
-        *_partial_note(runs),
+        *partial_notes(runs),
     ]
     return Table("noise_floor", "Loose rules' quality beside the lossless rule (the bf16 noise floor)", columns, rows, notes, ids=4, meta=meta)
 
