@@ -254,3 +254,64 @@ def test_the_eagle_heads_share_one_cached_attention_step():
     head = "loosespec_bench.drafters.eagle.head"
     for name in ("eagle2.py", "eagle3.py"):
         assert f"{head}.CachedAttention" in package_imports(PKG / "drafters" / "eagle" / name)
+
+
+# ---- the report wing's rooms (issue 39 item 2) ------------------------------------------------
+# Inside report/, a module imports only rooms below its own: the renderer knows nothing of runs,
+# the labels ask the rules' classes, grouping shapes runs into rows; the paper tables, the plots
+# and the claims stand on those and never on each other; the command line is on top. A new
+# module or subpackage of report/ joins a room here (the test names any that has none).
+REPORT_ROOMS = {
+    0: ("render", "index", "compare"),  # cells and tables as text; the results index; two runs on their samples
+    1: ("labels",),  # a configuration's name, asked of its rule (verifiers.rule_class)
+    2: ("grouping", "project", "frontier"),  # runs into rows, figures and notes; the hardware projection; the frontier
+    3: ("tables", "plots", "claims"),  # the papers' tables, the figures, the claims' verdicts
+    4: ("__main__",),
+}
+
+
+def _report_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["loosespec_bench", "report"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def _report_floor(room: str) -> int | None:
+    return next((f for f, rooms in REPORT_ROOMS.items() if room in rooms), None)
+
+
+def test_every_report_module_has_a_room():
+    rooms = {_report_room(m) for m in _modules()} - {None, "__init__"}
+    assert sorted(r for r in rooms if _report_floor(r) is None) == []
+
+
+def test_the_report_wing_is_in_layers():
+    # Guards the guard: the parser sees a paper table's import of grouping.
+    assert "loosespec_bench.report.grouping" in package_imports(PKG / "report" / "tables" / "fly.py")
+    upward = set()
+    for module, imports in _graph().items():
+        room = _report_room(module)
+        if room in (None, "__init__"):
+            continue
+        for imported in imports:
+            other = _report_room(imported)
+            if other is None or other == room:
+                continue
+            # The package's __init__ (report's public API) is above every room.
+            if other == "__init__" or _report_floor(other) >= _report_floor(room):  # type: ignore[operator]
+                upward.add((module, imported))
+    assert upward == set()
+
+
+def test_no_private_name_crosses_a_report_module():
+    for path in sorted((PKG / "report").rglob("*.py")):
+        private = [n for n in package_imports(path)
+                   if n.startswith("loosespec_bench.report.") and n.rsplit(".", 1)[-1].startswith("_")
+                   and n.rsplit(".", 1)[-1] not in ("__init__", "__main__")]
+        assert private == [], path.relative_to(PKG)
+
+
+def test_no_report_module_is_over_700_lines():
+    long = {str(p.relative_to(PKG)): n for p in sorted((PKG / "report").rglob("*.py")) if (n := len(p.read_text().splitlines())) > 700}
+    assert long == {}
