@@ -27,9 +27,6 @@ SET_ALIASES = {
     "mbpp": "mbpp_plus", "mbppplus": "mbpp_plus", "acp": "acp_prog_gen",
     "gsm8k_cot_llama": "gsm8k", "humaneval_instruct": "humaneval",
 }
-# Configuration = every knob that changes what a run computes (runs that differ only in seed or
-# data subset are averaged into one row). Used only for summaries without a config (see config_key).
-CONFIG_KEYS = ["engine", "pair", "method", "drafter", "K", "theta", "W", "mode", "no_window", "criterion", "n_paths", "dropout_p", "temperature"]
 
 
 # -- inputs -----------------------------------------------------------------------------------
@@ -53,7 +50,6 @@ def _config(row: pd.Series | dict) -> dict[str, Any]:
 
 def config_key(
     row: pd.Series | dict,
-    keys: Iterable[str] = CONFIG_KEYS,
     *,
     exclude: tuple[str, ...] = (),
     exclude_prefixes: tuple[str, ...] = ("dataset.",),

@@ -31,6 +31,7 @@ import numpy as np
 import yaml
 
 from ..errors import ConfigError
+from ..stats import speed_baseline
 from ..work import merge_work
 from .labels import is_target_alone
 
@@ -179,7 +180,7 @@ def run_pairs(run_dir: Path) -> dict[str, list[Any]]:
             if rec.get("id") in seen:
                 continue
             seen.add(rec.get("id"))
-            base = rec.get("baseline_timed") or rec.get("baseline") or {}
+            base = speed_baseline(rec) or {}  # the fresh target alone a shared-store run timed beside it
             mw, bw = (rec.get("metrics") or {}).get("work"), (base.get("metrics") or {}).get("work")
             if mw and bw:
                 pairs.append(((mw, rec["metrics"]["new_tokens"]), (bw, base["metrics"]["new_tokens"])))
