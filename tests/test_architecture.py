@@ -153,7 +153,7 @@ FLOORS = {
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),
-    4: ("checks", "run_folder", "build", "summary"),
+    4: ("checks", "run_folder", "build", "summary", "end_table"),  # end_table: the table a run ends with
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
     7: ("__main__",),
