@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -14,11 +13,11 @@ from .figure import (
     MARKERS,
     MAX_LEGEND,
     add_legend,
-    canvas,
     draw_note,
     frame_of,
     method_color,
     method_name,
+    panel_grid,
     sweep_labels,
 )
 
@@ -36,11 +35,7 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
             if isinstance(rates, (list, tuple)) and len(rates) > 0:
                 lines.append((r, list(rates)))
     datasets = sorted({str(r.get("dataset")) for r, _ in lines})
-    n = max(1, len(datasets))
-    ncols = min(n, 3)
-    nrows = math.ceil(n / ncols)
-    fig, grid = canvas(4.2 * ncols, 3.2 * nrows + 1.0, ncols=ncols, nrows=nrows)
-    axes = [ax for row in grid for ax in row] if nrows > 1 else grid
+    fig, axes = panel_grid(len(datasets), 3.2, 1.0)
     fig.suptitle("Acceptance rate by draft position")
     if not lines:
         draw_note(axes[0], "no acceptance-by-position figures\n(target-alone runs only, or no drafter)")

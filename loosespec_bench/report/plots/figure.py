@@ -3,6 +3,7 @@ files, the points with their intervals, the legend and the captions."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -58,6 +59,15 @@ def canvas(width: float = 6.4, height: float = 4.0, ncols: int = 1, nrows: int =
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, [list(r) for r in axes] if nrows > 1 else list(axes[0])
+
+
+def panel_grid(n_panels: int, panel_height: float, extra_height: float) -> tuple[Figure, list]:
+    """A panel per data set, up to three a row: the figure and its axes as one flat list."""
+    n = max(1, n_panels)
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig, grid = canvas(4.2 * ncols, panel_height * nrows + extra_height, ncols=ncols, nrows=nrows)
+    return fig, [ax for row in grid for ax in row] if nrows > 1 else grid
 
 
 def draw_note(ax: Any, text: str) -> None:

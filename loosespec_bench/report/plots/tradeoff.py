@@ -14,7 +14,6 @@ from .figure import (
     MARKERS,
     SPEEDUP_LABEL,
     add_legend,
-    canvas,
     cpu_letters,
     datasets_of,
     distinguishing,
@@ -25,6 +24,7 @@ from .figure import (
     machine_of,
     method_color,
     method_name,
+    panel_grid,
     point_of,
 )
 
@@ -105,11 +105,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         datasets = [ds for ds in datasets if ds not in no_panel]
     else:
         no_panel = []
-    n = max(1, len(datasets))
-    ncols = min(n, 3)
-    nrows = math.ceil(n / ncols)
-    fig, grid = canvas(4.2 * ncols, 3.4 * nrows + 0.8, ncols=ncols, nrows=nrows)
-    axes = [ax for row in grid for ax in row] if nrows > 1 else grid
+    fig, axes = panel_grid(len(datasets), 3.4, 0.8)
     # Retention is on each set's headline quality figure (index score_name: accuracy, pass@1,
     # NIAH's recall, ...); each panel's y label names its own.
     fig.suptitle("Quality retention vs speedup (one point per configuration)")
