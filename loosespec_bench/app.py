@@ -27,6 +27,7 @@ from .errors import ConfigError
 from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
 from .config import baseline_config, class_or_none, data_source, target_alone
+from .end_table import format_summary
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .safe_files import read_text
 from .run_folder import FolderLocked, RunFolder, check_files, first_per_id, run_dir, utc_stamp, write_error
@@ -36,8 +37,7 @@ from .tasks import Sample, Task
 from .calibrate import find_calibration
 from .work import merge_work
 from .timing import (
-    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, contamination_warning, differ, process_tree_cpu, retime_enabled, side_limit,
-    timing_line, timing_settings,
+    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, differ, process_tree_cpu, retime_enabled, side_limit, timing_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -545,150 +545,3 @@ def _hydra_job_dir() -> Path | None:
         return Path(HydraConfig.get().runtime.output_dir)
     except Exception:
         return None
-
-
-def _fmt(v: Any, spec: str = ".3f") -> str:
-    if v is None:
-        return "-"
-    return format(v, spec) if isinstance(v, float) else str(v)
-
-
-def _with_ci(s: dict[str, Any], key: str, spec: str, unit: str = "") -> str:
-    """`1.42x [1.21, 1.63]`: the figure and its interval (when the bootstrap gave one). At n <= 1
-    no interval exists: `[n/a]`, never a zero-width bracket; a wider run whose resamples do not
-    spread says so ("no spread")."""
-    v = s.get(key)
-    if v is None:
-        return "-"
-    text = f"{v:{spec}}{unit}"
-    low, high = s.get(f"{key}_ci_low"), s.get(f"{key}_ci_high")
-    n = s.get("n_samples")
-    if isinstance(n, int) and n <= 1:
-        return text + " [n/a]"
-    if low is not None and high is not None:
-        text += " (no spread)" if low == high else f" [{low:{spec}}, {high:{spec}}]"
-    return text
-
-
-def _identical(s: dict[str, Any]) -> str:
-    """`2/5 (0.400)`: a reader counts identical outputs, the share alone hides how few."""
-    share, n = s.get("identical_to_target"), s.get("n_paired")
-    if share is None:
-        return "-"
-    if isinstance(n, int) and n > 0:
-        return f"{round(share * n)}/{n} ({share:.3f})"
-    return _fmt(share)
-
-
-def _underpowered_why(s: dict[str, Any]) -> str:
-    """Why a run's quality difference cannot be read: no interval at all, no discordant pair
-    (nothing changed, so nothing bounds how often it would), or an interval wider than the
-    threshold."""
-    n, fig = s.get("quality_n"), s.get("quality_figure") or "accuracy"
-    half = s.get("quality_diff_half_width")
-    lost, gained = s.get("quality_lost"), s.get("quality_gained")
-    if not n or n <= 1:
-        return f"n = {n or 0} paired sample{'s' if n != 1 else ''}: no interval exists"
-    if half is None:
-        return f"{n} paired samples gave no interval for the {fig} difference"
-    if lost == 0 and gained == 0:
-        return (f"zero discordant pairs at n = {n}: the rule of three still allows changes in up to "
-                f"{min(1.0, 3 / n):.0%} of problems")
-    return f"the {fig} difference's interval is +-{half:.3f} wide at n = {n}, wider than +-{s['power_threshold']:g}"
-
-
-def _rates(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """The two tokens/s rows. Where only a subset was timed, both rates are over those samples
-    (they divide to the speedup) and the method's rate over every sample follows in brackets:
-    over different samples the two read as a speedup the run did not measure (MGSM: 7.94
-    against 5.95 tokens/s printed beside a 0.56x speedup)."""
-    timed, n = s.get("n_timed"), s.get("n_samples")
-    if s.get("timed_tokens_per_s") is None or timed is None or timed == n:
-        return [("tokens/s (method)", _fmt(s.get("tokens_per_s"), ".2f")),
-                ("tokens/s (target alone)", _fmt(s.get("baseline_tokens_per_s"), ".2f"))]
-    return [("tokens/s (method)", f"{_fmt(s['timed_tokens_per_s'], '.2f')} on the {timed} timed"
-             f" ({_fmt(s.get('tokens_per_s'), '.2f')} on all {n})"),
-            ("tokens/s (target alone)", f"{_fmt(s.get('baseline_tokens_per_s'), '.2f')} on the {timed} timed")]
-
-
-def _work_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """Work counts per emitted token (work.py), method and target alone."""
-    rows = []
-    for label, key in (("method", "work_per_token"), ("target alone", "baseline_work_per_token")):
-        w = s.get(key)
-        if w:
-            rows.append((f"per token ({label})", f"target fwd {_fmt(w.get('target_forwards'), '.3f')}, rows "
-                         f"{_fmt(w.get('target_rows'), '.2f')}; draft fwd {_fmt(w.get('draft_forwards'), '.3f')}, rows "
-                         f"{_fmt(w.get('draft_rows'), '.2f')}; extra LM-head rows {_fmt(w.get('lm_head_extra_rows'), '.2f')}"))
-    return rows
-
-
-def _latency_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """TTFT and TPOT, median / p90 / p99 in milliseconds, method and target alone."""
-    rows = []
-    for name, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT")):
-        for prefix, who in (("", "method"), ("baseline_", "target alone")):
-            if s.get(f"{prefix}{name}_median") is None:
-                continue
-            vals = " / ".join(_fmt(1e3 * s[f"{prefix}{name}_{q}"], ".1f") for q in ("median", "p90", "p99"))
-            rows.append((f"{label} ms med/p90/p99 ({who})", vals))
-    return rows
-
-
-def format_summary(s: dict[str, Any]) -> str:
-    fig = s.get("quality_figure") or "accuracy"
-    n = s.get("n_samples")
-    problems = s.get("n_problems")
-    rows = [
-        ("method / drafter / K", f"{s['method']} / {s.get('drafter') or '-'} / {s.get('k')}"),
-        ("pair / dataset", f"{s['pair']} / {s['dataset']}"),
-        ("samples (distinct problems)", f"{_fmt(n)} ({_fmt(problems)})" if problems is not None and problems != n else _fmt(n)),
-        ("tau (tokens per target step)", _with_ci(s, "tau", ".2f")),
-        *_rates(s),
-        ("speedup", _with_ci(s, "speedup", ".2f", "x")),
-        ("speedup, median of samples", _with_ci(s, "speedup_median_of_samples", ".2f")),
-        (f"{fig} (method)", _with_ci(s, fig, ".3f")),
-        (f"{fig} (target alone)", _with_ci(s, f"baseline_{fig}", ".3f")),
-        (f"{fig} difference (paired)", _with_ci(s, f"{fig}_diff", "+.3f")
-         + (f"  lost / gained {s['quality_lost']} / {s['quality_gained']}" if s.get("quality_lost") is not None else "")
-         + (f"  underpowered (n={s.get('quality_n')})" if s.get("underpowered") else "")),
-        (f"{fig} retention", _with_ci(s, "retention", ".3f")),
-        ("identical to target alone", _identical(s)),
-        ("loose accepts / mismatches", f"{s['loose_accepts']} / {s['mismatches']}" if s.get("mismatches") is not None else "-"),
-        ("tau without loose accepts", _fmt(s.get("tau_without_loose"), ".2f")),
-        *_work_rows(s),
-        ("speedup predicted (counts x costs)", _with_ci(s, "predicted_speedup", ".2f", "x")
-         + (f"  measured/predicted {s['predicted_gap']:+.1%}" if s.get("predicted_gap") is not None else "")),
-        *_latency_rows(s),
-    ]
-    width = max(len(a) for a, _ in rows)
-    lines = ["", "=" * (width + 30)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 30)]
-    if s.get("ci_level") is not None:
-        lines.append(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}"
-                     + (f"; quality: {s['quality_ci_method']}" if s.get("quality_ci_method") else ""))
-    if s.get("underpowered"):
-        lines.append(
-            f"underpowered: {s.get('quality_n')} paired samples cannot tell a difference in {fig} of "
-            f"{s['power_threshold']:g} from none: {_underpowered_why(s)} (docs/algorithms.md 7.1; "
-            "`python -m loosespec_bench.plan` sizes n)"
-        )
-    if s.get("speedup_method"):
-        lines.append(f"speedup = {s['speedup_method']}")
-    lines.append(f"tau = {s['tau_definition']}")
-    why = (s.get("cost_model") or {}).get("why")
-    if why:
-        lines.append(f"predicted speedup: none, {why}")
-    lines.append(f"results: {s['run_dir']}")
-    if s.get("n_paired"):
-        lines.append(timing_line(s.get("timing")))
-    store = s.get("baseline_store")
-    if store:
-        lines.append(
-            f"target alone (baseline=shared, store {store['store']}): {len(store['reused'])} reused, "
-            f"{len(store['computed_here'])} computed here, {len(store['timed'])} timed beside the method"
-            + (f"; {len(store['store_mismatches'])} fresh run(s) differ from the store's tokens" if store["store_mismatches"] else "")
-        )
-    warning = contamination_warning(s.get("timing"))
-    if warning:
-        lines.append(warning)  # the last line: the speed figure is not a quiet-machine one
-    return "\n".join(lines)

@@ -194,7 +194,7 @@ def best_k(
     return best
 
 
-# ---- the planner's assumptions (plan.py's cost of a job; report/claims.py's cost of an n) --------
+# ---- the planner's assumptions (plan.py's cost of a job; report/claims/decide.py's cost of an n) --------
 # Assumed decode rate of the target alone (new tokens/s, batch 1, HF transformers, bf16) by
 # pair name: memory-bandwidth bound, one GPU busy at a time when a model is split by layers
 # (H100-class: 3.3 TB/s; ~50-70% of the roofline reached by eager PyTorch).

@@ -120,12 +120,14 @@ def test_sinks_do_not_import_the_report():
 def test_the_report_and_the_wandb_sink_read_one_schema():
     """Column names, labels and renames live in schema.py (issue 22 item 4): the index, tables,
     plots and the W&B sink import it, and none of them spells a knob rename itself."""
-    for module in ("report/index.py", "report/tables.py", "report/plots.py", "sinks/wandb.py"):
+    for module in ("report/index.py", "report/render.py", "report/labels.py", "report/grouping.py", "report/plots/figure.py", "sinks/wandb.py"):
         imports = package_imports(PKG / module)
         assert "loosespec_bench.schema" in imports or any(m.startswith("loosespec_bench.schema.") for m in imports), module
-    for module in ("report/index.py", "report/tables.py", "report/plots.py", "report/__main__.py", "sinks/wandb.py"):
-        text = (PKG / module).read_text()
-        assert 'get("window")' not in text and 'get("p")' not in text and '"dropout_p": ' not in text, module
+    for module in ("report/index.py", "report/render.py", "report/labels.py", "report/grouping.py", "report/tables",
+                   "report/plots", "report/__main__.py", "sinks/wandb.py"):
+        for path in _files(module):
+            text = path.read_text()
+            assert 'get("window")' not in text and 'get("p")' not in text and '"dropout_p": ' not in text, path
 
 
 def test_tests_mirror_the_package():
@@ -160,7 +162,7 @@ FLOORS = {
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations
-    4: ("checks", "run_folder", "build", "summary"),
+    4: ("checks", "run_folder", "build", "summary", "end_table"),  # end_table: the table a run ends with
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
     7: ("__main__", "bench", "train"),  # bench: `python -m loosespec_bench.bench`; train: EAGLE-3 and AutoJudge training
@@ -379,10 +381,15 @@ ALLOWED = {"loosespec_bench/engines/vllm.py": {"mode", "no_window", "top_k"}}
 KNOWN_KNOB_NAMES: dict[str, set[str]] = {
     "loosespec_bench/checks.py": {"no_window", "window"},  # i39c: FLy's K > W check
     "loosespec_bench/judges/head.py": {"judge_path", "judge_sha256"},  # the judge file loader: its errors name the setting
-    "loosespec_bench/report/__main__.py": {"theta"},  # i39b
-    "loosespec_bench/report/claims.py": {"no_window"},  # i39b
-    "loosespec_bench/report/plots.py": {"theta"},  # i39b
-    "loosespec_bench/report/tables.py": {"criterion", "n_paths", "no_window", "theta", "window"},  # i39b
+    # The report's FLy figures and tables (the papers' theta/W sweeps, Table 1's setting columns)
+    # select and label runs by the index's knob columns; the split (i39b) spread them over modules.
+    "loosespec_bench/report/__main__.py": {"theta"},  # the index columns shown by `report index`
+    "loosespec_bench/report/claims/decide.py": {"no_window"},  # a FLy run without its window
+    "loosespec_bench/report/plots/__init__.py": {"theta"},  # the speedup-vs-theta figure
+    "loosespec_bench/report/plots/entropy.py": {"theta"},  # one entropy panel per theta
+    "loosespec_bench/report/plots/figure.py": {"theta"},  # the sweep axes
+    "loosespec_bench/report/plots/sweeps.py": {"theta"},  # FLy's sweeps are over theta and W
+    "loosespec_bench/report/tables/fly.py": {"criterion", "no_window", "theta", "window"},  # FLy's tables
     "loosespec_bench/sinks/wandb.py": {"theta"},  # FLy's theta and mode in the W&B run summary
 }
 
@@ -476,3 +483,64 @@ def test_a_rules_knob_names_appear_only_in_its_own_module():
     class uses as a setting and that has no other meaning here, as a string literal. ALLOWED:
     the vLLM bridge (a mapping names both sides); KNOWN_KNOB_NAMES: files other helpers own."""
     assert knob_name_uses() == KNOWN_KNOB_NAMES
+
+
+# ---- the report wing's rooms (issue 39 item 2) ------------------------------------------------
+# Inside report/, a module imports only rooms below its own: the renderer knows nothing of runs,
+# the labels ask the rules' classes, grouping shapes runs into rows; the paper tables, the plots
+# and the claims stand on those and never on each other; the command line is on top. A new
+# module or subpackage of report/ joins a room here (the test names any that has none).
+REPORT_ROOMS = {
+    0: ("render", "index", "compare"),  # cells and tables as text; the results index; two runs on their samples
+    1: ("labels",),  # a configuration's name, asked of its rule (verifiers.rule_class)
+    2: ("grouping", "project", "frontier"),  # runs into rows, figures and notes; the hardware projection; the frontier
+    3: ("tables", "plots", "claims"),  # the papers' tables, the figures, the claims' verdicts
+    4: ("__main__",),
+}
+
+
+def _report_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["loosespec_bench", "report"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def _report_floor(room: str) -> int | None:
+    return next((f for f, rooms in REPORT_ROOMS.items() if room in rooms), None)
+
+
+def test_every_report_module_has_a_room():
+    rooms = {_report_room(m) for m in _modules()} - {None, "__init__"}
+    assert sorted(r for r in rooms if _report_floor(r) is None) == []
+
+
+def test_the_report_wing_is_in_layers():
+    # Guards the guard: the parser sees a paper table's import of grouping.
+    assert "loosespec_bench.report.grouping" in package_imports(PKG / "report" / "tables" / "fly.py")
+    upward = set()
+    for module, imports in _graph().items():
+        room = _report_room(module)
+        if room in (None, "__init__"):
+            continue
+        for imported in imports:
+            other = _report_room(imported)
+            if other is None or other == room:
+                continue
+            # The package's __init__ (report's public API) is above every room.
+            if other == "__init__" or _report_floor(other) >= _report_floor(room):  # type: ignore[operator]
+                upward.add((module, imported))
+    assert upward == set()
+
+
+def test_no_private_name_crosses_a_report_module():
+    for path in sorted((PKG / "report").rglob("*.py")):
+        private = [n for n in package_imports(path)
+                   if n.startswith("loosespec_bench.report.") and n.rsplit(".", 1)[-1].startswith("_")
+                   and n.rsplit(".", 1)[-1] not in ("__init__", "__main__")]
+        assert private == [], path.relative_to(PKG)
+
+
+def test_no_report_module_is_over_700_lines():
+    long = {str(p.relative_to(PKG)): n for p in sorted((PKG / "report").rglob("*.py")) if (n := len(p.read_text().splitlines())) > 700}
+    assert long == {}

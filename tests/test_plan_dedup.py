@@ -166,7 +166,7 @@ def _run(experiment: str, theta: float, window: int, dataset: str, speedup: floa
 def test_ablation_tables_find_a_shared_point_in_another_experiments_folder():
     import pandas as pd
 
-    from loosespec_bench.report.tables import fly_ablation_table
+    from loosespec_bench.report.tables.fly import fly_ablation_table
 
     from loosespec_bench.report.index import COLUMNS
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from loosespec_bench.config import CONF_DIR, default_data_dir, group_choices
+from loosespec_bench.schema import figure
 
 from .conftest import REPO
 
@@ -136,6 +137,7 @@ def test_the_end_table_it_shows_is_its_committed_runs():
 
     assert row("samples (distinct problems)") == str(s["n_samples"])
     assert row("tau (tokens per target step)") == f"{s['tau']:.2f} [{s['tau_ci_low']:.2f}, {s['tau_ci_high']:.2f}]"
-    assert row("speedup ").startswith(f"{s['speedup']:.2f}x [{s['speedup_ci_low']:.2f}, {s['speedup_ci_high']:.2f}]")
-    assert row("accuracy (method)").startswith(f"{s['accuracy']:.3f}")
+    # The end-of-run table prints the report's labels and formats (schema.figure, format_value).
+    assert row(figure("speedup").label).startswith(f"{s['speedup']:.2f}× [{s['speedup_ci_low']:.2f}, {s['speedup_ci_high']:.2f}]")
+    assert row(figure("accuracy").label + " ").startswith(f"{s['accuracy']:.3f}")
     assert row("method / drafter / K").split(" / ")[0] == s["method"]

@@ -130,11 +130,13 @@ def test_a_one_sample_run_prints_na_and_says_why_it_is_underpowered():
     """n <= 1: no interval exists, so the end-of-run table prints n/a, never `0.15x [0.15, 0.15]`;
     `underpowered` says why; counts stand beside the shares."""
     from loosespec_bench.app import format_summary
+    from loosespec_bench.schema import figure
 
     s = build_summary(Task(), [_rec(0, True, True)], seed=0)
     block = format_summary({**s, "method": "spd", "pair": "p", "dataset": "d", "tau_definition": "-", "run_dir": "r"})
-    speed = next(line for line in block.splitlines() if line.startswith("speedup "))
-    assert "[n/a]" in speed and "[" + speed.split()[1].rstrip("x") not in speed
+    label = figure("speedup").label  # the end-of-run table prints the report's labels
+    speed = next(line for line in block.splitlines() if line.startswith(label))
+    assert "[n/a]" in speed and "[" + speed[len(label):].split()[0].rstrip("×") not in speed
     assert "no interval exists" in block and "underpowered" in block
     assert "identical to target alone" in block and "1/1" in block
     many = build_summary(Task(), [_rec(i, True, True) for i in range(30)], seed=0)

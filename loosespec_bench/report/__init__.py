@@ -11,7 +11,8 @@ Needs the `report` extra (pandas, matplotlib).
 
 from .index import find_run_dirs, index_run, load_index, read_records
 from .plots import build_figures, write_plots
-from .tables import build_tables, load_published, write_tables
+from .grouping import load_published
+from .tables import build_tables, write_tables
 
 __all__ = [
     "build_figures",

@@ -27,7 +27,6 @@ applies and the row says so.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -117,7 +116,7 @@ def _value(side: dict[str, Any], key: str) -> float | None:
     return None if v is None or isinstance(v, str) else float(v)
 
 
-def _diff(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
+def difference_stat(stat: Callable[..., np.ndarray], k: int) -> Callable[..., np.ndarray]:
     """B's statistic minus A's, over A's k columns followed by B's k."""
     def f(*cols: np.ndarray, axis: int = -1) -> np.ndarray:
         return stat(*cols[k:], axis=axis) - stat(*cols[:k], axis=axis)
@@ -139,7 +138,7 @@ class Row:
     # Where the figure rests on some of the set's groups only (MGSM's languages; the run's
     # selection.group_key): "fr only". A speedup timed on French alone is French's speedup.
     groups: str = ""
-    # What the intervals were resampled from (claims.py tests other estimands of the same
+    # What the intervals were resampled from (claims/decide.py tests other estimands of the same
     # columns): A's columns, B's, and the per-side statistic.
     cols_a: list[list[float]] = field(default_factory=list, repr=False)
     cols_b: list[list[float]] = field(default_factory=list, repr=False)
@@ -221,7 +220,7 @@ def compare_pair(ra: Run, rb: Run, *, seed: int = 0, n_boot: int = N_BOOT, grade
         rows.append(Row(
             dataset, figure, len(cols_a[0]),
             paired_bootstrap(cols_a, stat, **kw), paired_bootstrap(cols_b, stat, **kw),
-            paired_bootstrap([*cols_a, *cols_b], _diff(stat, k), **kw),
+            paired_bootstrap([*cols_a, *cols_b], difference_stat(stat, k), **kw),
             only(recs), cols_a, cols_b, stat,
         ))
 
@@ -402,7 +401,3 @@ def rows_to_csv(rows: list[Row], path: Path) -> Path:
             w.writerow([r.dataset, r.figure, r.n, *r.a, *r.b, *r.diff, r.test, r.p, r.counts, verdict(r)])
     return path
 
-
-def rows_to_json(rows: list[Row]) -> str:
-    hidden = ("cols_a", "cols_b", "stat")
-    return json.dumps([{**{k: v for k, v in r.__dict__.items() if k not in hidden}, "verdict": verdict(r)} for r in rows], indent=1)

@@ -31,7 +31,9 @@ import numpy as np
 import yaml
 
 from ..errors import ConfigError
+from ..stats.intervals import speed_baseline
 from ..work import merge_work
+from .labels import is_target_alone
 
 PROFILES = Path(__file__).resolve().parent / "profiles"
 LEVEL = 0.95
@@ -157,10 +159,16 @@ def projected_speedup(
             "ci_high": float(np.quantile(dist, 1 - alpha)) if dist.size else None, "n": n}
 
 
+def _target_alone(method: Any) -> bool:
+    """A contestant's method block (settings[config]["method"]) is the target alone's rule."""
+    return isinstance(method, dict) and is_target_alone(method.get("name"))
+
+
 def run_pairs(run_dir: Path) -> dict[str, list[Any]]:
     """{label: per-sample ((method work, tokens), (target-alone work, tokens))} from a run folder
     (samples.jsonl: the method against its paired target alone) or a speed-evidence folder
-    (occasion-*.jsonl of scripts/bench_speed_evidence.py: each configuration against `ar`)."""
+    (occasion-*.jsonl of scripts/bench_speed_evidence.py: each configuration against the target alone's,
+    the contestant whose method is the target-alone rule in the start record's settings)."""
     samples = run_dir / "samples.jsonl"
     if samples.is_file():
         seen, pairs = set(), []
@@ -172,7 +180,7 @@ def run_pairs(run_dir: Path) -> dict[str, list[Any]]:
             if rec.get("id") in seen:
                 continue
             seen.add(rec.get("id"))
-            base = rec.get("baseline_timed") or rec.get("baseline") or {}
+            base = speed_baseline(rec) or {}  # the fresh target alone a shared-store run timed beside it
             mw, bw = (rec.get("metrics") or {}).get("work"), (base.get("metrics") or {}).get("work")
             if mw and bw:
                 pairs.append(((mw, rec["metrics"]["new_tokens"]), (bw, base["metrics"]["new_tokens"])))
@@ -181,18 +189,25 @@ def run_pairs(run_dir: Path) -> dict[str, list[Any]]:
     if not files:
         raise ConfigError(f"{run_dir}: neither a run folder (samples.jsonl) nor a speed-evidence folder (occasion-*.jsonl)")
     cells: dict[tuple[Any, Any, str], dict[str, Any]] = {}
+    alone: set[str] = set()  # the target-alone contestants, by their rule (the start record's settings)
     for path in files:
         for line in path.read_text().splitlines():
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if rec.get("kind") == "start" and isinstance(rec.get("settings"), dict):
+                alone |= {c for c, s in rec["settings"].items() if isinstance(s, dict) and _target_alone(s.get("method"))}
             if rec.get("kind") == "gen" and rec.get("final") and rec.get("work"):
                 cells[(rec["occasion"], rec["problem"], rec["config"])] = rec
+    if len(alone) != 1:
+        raise ConfigError(f"{run_dir}: the occasion files' start records name {len(alone) or 'no'} target-alone "
+                          "contestant(s) (settings: method.name of a target-alone rule); the projection needs one")
+    (ar,) = alone
     out: dict[str, list[Any]] = {}
     for (o, p, c), rec in cells.items():
-        base = cells.get((o, p, "ar"))
-        if c != "ar" and base is not None:
+        base = cells.get((o, p, ar))
+        if c != ar and base is not None:
             out.setdefault(c, []).append(((rec["work"], rec["new_tokens"]), (base["work"], base["new_tokens"])))
     return out
 

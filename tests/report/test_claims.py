@@ -1,4 +1,4 @@
-"""report/claims.py: the papers' claims decided from runs (verdicts, n to decide, selection)."""
+"""report/claims/: the papers' claims decided from runs (verdicts, n to decide, selection)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from loosespec_bench.app import run
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.report.claims import (
-    Claim, Decision, Declaration, Family, _fmt_iv, _without_topups, decide, decisions_to_csv, format_claims,
-    format_examples, load_declaration, loose_examples, select, settle,
-)
+from loosespec_bench.report.claims.decide import Decision, _without_topups, decide, fmt_iv, select, settle
+from loosespec_bench.report.claims.declaration import Claim, Declaration, Family, load_declaration
+from loosespec_bench.report.claims.examples import format_examples, loose_examples
+from loosespec_bench.report.claims.markdown import decisions_to_csv, format_claims
 from loosespec_bench.report.index import load_index
 
 from ..conftest import compose_config
@@ -119,7 +119,7 @@ def test_loose_examples_name_the_kept_draft_token(tmp_path):
 
 
 def test_an_ifeval_example_names_the_instructions_it_failed():
-    from loosespec_bench.report.claims import _answer, _reference
+    from loosespec_bench.report.claims.examples import _answer, _reference
 
     reference = {"key": 3724, "prompt": "Write a tweet ...",
                  "instruction_id_list": ["detectable_format:number_highlighted_sections", "punctuation:no_comma"]}
@@ -133,7 +133,8 @@ def test_an_ifeval_example_names_the_instructions_it_failed():
 
 
 def test_a_retention_claims_noise_floor_is_the_lossless_rule_at_its_own_k():
-    from loosespec_bench.report.claims import CLAIMS, floor_selection
+    from loosespec_bench.report.claims.decide import floor_selection
+    from loosespec_bench.report.claims.declaration import CLAIMS
 
     by_id = {c.id: c for c in CLAIMS}
     assert floor_selection(by_id["dropmatch_retention"]) == {"method": "spd", "drafter": "model", "K": 10}
@@ -145,7 +146,7 @@ def test_a_retention_claims_noise_floor_is_the_lossless_rule_at_its_own_k():
 
 
 def test_code_and_recall_examples_say_why_they_failed():
-    from loosespec_bench.report.claims import _answer, _reference
+    from loosespec_bench.report.claims.examples import _answer, _reference
 
     # Named case (DropMatch naive on HumanEval/64): the answer column said "None" and the
     # reference column a dump of the prompt; a reader needs the failing assertion.
@@ -241,7 +242,7 @@ def test_power_and_budget_name_the_undecidable():
 
 
 def test_an_every_set_claim_is_one_intersection_union_test():
-    from loosespec_bench.report.claims import _intersection_union
+    from loosespec_bench.report.claims.decide import _intersection_union
 
     claim = Claim("all", "test", "above on every set", "tau", {"method": "x"}, {"method": "y"}, family="f", every_set=True)
     rows = [Decision(claim, s, 30, None, (None, None, None), (1.0, 0.5, 1.5), "", p={"confirmed": p, "contradicted": 1.0})
@@ -256,12 +257,12 @@ def test_an_every_set_claim_is_one_intersection_union_test():
     settle([iut, *rows, other], _decl())
     assert iut.p_adj == pytest.approx(0.04) and iut.verdict == "confirmed"  # Holm over 2 tests: 0.04 x 1
     assert rows[1].p_adj is None and rows[1].verdict == "confirmed"  # members at the unadjusted level
-    from loosespec_bench.report.claims import family_counts
+    from loosespec_bench.report.claims.markdown import family_counts
     assert family_counts([iut, *rows, other]) == {"f": 2}
 
 
 def test_a_planned_look_uses_its_boundary():
-    from loosespec_bench.report.claims import _look
+    from loosespec_bench.report.claims.decide import _look
     from loosespec_bench.stats.verdicts import sequential_boundaries
 
     claim = Claim("s", "test", "faster", "speedup", {"method": "x"}, {"method": "y"}, family="f", looks=(10, 20, 30))
@@ -283,9 +284,9 @@ def test_an_unplanned_top_up_is_left_out_of_the_first_look():
 
 
 def test_small_n_prints_na_never_a_zero_width_bracket():
-    assert _fmt_iv((0.15, 0.15, 0.15), ".2f", n=1) == "0.15 [n/a]"
-    assert _fmt_iv((1.0, 1.0, 1.0), ".3f", n=30) == "1.000 (no spread)"
-    assert _fmt_iv((1.2, 0.9, 1.5), ".2f", n=30) == "1.20 [0.90, 1.50]"
+    assert fmt_iv((0.15, 0.15, 0.15), ".2f", n=1) == "0.15 [n/a]"
+    assert fmt_iv((1.0, 1.0, 1.0), ".3f", n=30) == "1.000 (no spread)"
+    assert fmt_iv((1.2, 0.9, 1.5), ".2f", n=30) == "1.20 [0.90, 1.50]"
 
 
 def test_retention_on_0_1_scores_is_decided_exactly(tmp_path):
@@ -314,7 +315,7 @@ def test_retention_on_0_1_scores_is_decided_exactly(tmp_path):
 def test_the_committed_replication_reads_as_the_evidence_allows():
     """results/cpu/claims.csv (issue 40's done-when): every row has family, estimand, test and,
     where tested, raw and adjusted p; the named rows read as their evidence allows."""
-    from loosespec_bench.report.claims import verdict_category
+    from loosespec_bench.report.claims.markdown import verdict_category
 
     root = Path(__file__).resolve().parents[2] / "results" / "cpu"
     if not (root / "claims.csv").exists() or not (root / "claims.yaml").exists():
@@ -337,7 +338,7 @@ def test_the_committed_replication_reads_as_the_evidence_allows():
 
 
 def test_graded_retention_is_the_paired_t_and_no_change_takes_the_exact_bound():
-    from loosespec_bench.report.claims import _retention_row
+    from loosespec_bench.report.claims.decide import _retention_row
     from loosespec_bench.report.compare import Run
     from loosespec_bench.stats.exact import ExactPairedBinary
     from loosespec_bench.stats.verdicts import paired_t_one_sided
@@ -357,7 +358,7 @@ def test_graded_retention_is_the_paired_t_and_no_change_takes_the_exact_bound():
 
 
 def test_a_first_look_on_some_groups_says_so():
-    from loosespec_bench.report.claims import _groups_left
+    from loosespec_bench.report.claims.decide import _groups_left
     from loosespec_bench.report.compare import Run
 
     recs = {f"{lang}-{i}": {"id": f"{lang}-{i}", "meta": {"language": lang},

@@ -21,7 +21,8 @@ from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
 from loosespec_bench.report.index import load_index  # noqa: E402
 from loosespec_bench.run_folder import DamagedRun  # noqa: E402
 from loosespec_bench.report.plots import build_figures  # noqa: E402
-from loosespec_bench.report.tables import fly_main_table, load_published  # noqa: E402
+from loosespec_bench.report.grouping import load_published  # noqa: E402
+from loosespec_bench.report.tables.fly import fly_main_table  # noqa: E402
 
 CONFIG = {
     "method": {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"},

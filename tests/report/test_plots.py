@@ -14,16 +14,12 @@ pytest.importorskip("matplotlib")
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.image import imread  # noqa: E402
 
-from loosespec_bench.report.plots import (  # noqa: E402
-    fig_fly_entropy,
-    MAX_LEGEND,
-    METHOD_COLORS,
-    build_figures,
-    fig_acceptance_by_position,
-    fig_tradeoff,
-    fig_vs_param,
-    save,
-)
+from loosespec_bench.report.plots import build_figures  # noqa: E402
+from loosespec_bench.report.plots.acceptance import fig_acceptance_by_position  # noqa: E402
+from loosespec_bench.report.plots.entropy import fig_fly_entropy  # noqa: E402
+from loosespec_bench.report.plots.figure import MAX_LEGEND, METHOD_COLORS, save  # noqa: E402
+from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
+from loosespec_bench.report.plots.tradeoff import fig_tradeoff  # noqa: E402
 
 from .test_tables import BASE_CFG, _index, _run, _variant  # noqa: E402
 
@@ -144,17 +140,17 @@ def test_a_figure_without_data_says_so():
 
 
 def test_points_of_one_method_are_tagged_with_the_setting_that_differs():
-    from loosespec_bench.report.plots import _distinguishing
+    from loosespec_bench.report.plots.figure import distinguishing
 
     labels = {1: "SPD (model, K=10)", 2: "SPD (model, K=15)", 3: "FLy (mla, K=15, θ=0.3, W=6)"}
     names = {1: "SPD", 2: "SPD", 3: "FLy + MLA"}
-    assert _distinguishing(labels, names) == {1: "K=10", 2: "K=15"}
+    assert distinguishing(labels, names) == {1: "K=10", 2: "K=15"}
     # A one-knob-at-a-time sweep around the defaults (GSM8K's θ, W and K): each tag is the knob
     # it moves; the defaults' own point keeps its full tag.
     sweep = {i: f"FLy (mla, {k}, {t}, {w})" for i, (k, t, w) in enumerate([
         ("K=15", "θ=0.3", "W=6"), ("K=15", "θ=0.8", "W=6"), ("K=15", "θ=0.2", "W=6"),
         ("K=15", "θ=0.3", "W=3"), ("K=10", "θ=0.3", "W=6")])}
-    assert _distinguishing(sweep, {i: "FLy + MLA" for i in sweep}) == {
+    assert distinguishing(sweep, {i: "FLy + MLA" for i in sweep}) == {
         0: "K=15, θ=0.3, W=6", 1: "θ=0.8", 2: "θ=0.2", 3: "W=3", 4: "K=10"}
 
 
@@ -229,7 +225,7 @@ def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_sta
 
 
 def test_tags_of_nearby_points_do_not_print_into_each_other():
-    from loosespec_bench.report.plots import _place_tags
+    from loosespec_bench.report.plots.tradeoff import _place_tags
 
     fig = Figure(figsize=(4, 3), dpi=100)
     ax = fig.add_subplot()
@@ -241,15 +237,15 @@ def test_tags_of_nearby_points_do_not_print_into_each_other():
 
 
 def test_an_unfinished_run_is_not_said_to_predate_the_intervals():
-    from loosespec_bench.report.plots import _interval_caption
+    from loosespec_bench.report.plots.figure import interval_caption
 
     df = pd.DataFrame({"intervals": [True, False, False], "status": ["complete", "partial", "complete"]})
-    text = _interval_caption(df)
+    text = interval_caption(df)
     assert "1 of 3 runs predate the interval fields" in text and "1 of 3 runs unfinished" in text
 
 
 def test_a_tag_steps_aside_from_another_points_marker():
-    from loosespec_bench.report.plots import _place_tags
+    from loosespec_bench.report.plots.tradeoff import _place_tags
 
     fig = Figure(figsize=(4, 3), dpi=100)
     ax = fig.add_subplot()
@@ -337,7 +333,7 @@ def test_a_sweep_figure_shows_the_quality_change_beside_speed_and_tau():
 
 
 def test_a_crowded_tag_moves_further_out_on_a_leader_line_instead_of_onto_another_tag():
-    from loosespec_bench.report.plots import _place_tags
+    from loosespec_bench.report.plots.tradeoff import _place_tags
 
     fig = Figure(figsize=(4, 3), dpi=100)
     ax = fig.add_subplot()

@@ -16,7 +16,9 @@ pytest.importorskip("matplotlib")
 from loosespec_bench.app import run  # noqa: E402
 from loosespec_bench.report import load_index, load_published, write_plots  # noqa: E402
 from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
-from loosespec_bench.report.tables import ABLATIONS, NOT_RUN, build_tables  # noqa: E402
+from loosespec_bench.report.render import NOT_RUN  # noqa: E402
+from loosespec_bench.report.tables import build_tables  # noqa: E402
+from loosespec_bench.report.tables.fly import ABLATIONS  # noqa: E402
 
 from ..conftest import REPO, compose_config  # noqa: E402
 
@@ -178,15 +180,15 @@ def test_plots_are_written_as_png_and_pdf(results, tmp_path):
 
 
 def test_fly_entropy_plot_reads_the_fly_step_records(results):
-    from loosespec_bench.report import plots
     from loosespec_bench.report.index import read_records
+    from loosespec_bench.report.plots.entropy import fig_fly_entropy, fly_mismatch_entropies
 
     records = read_records(results["summaries"]["fly"]["run_dir"])
-    accepted, rejected = plots.fly_mismatch_entropies(records)
+    accepted, rejected = fly_mismatch_entropies(records)
     assert len(accepted) == results["summaries"]["fly"]["loose_accepts"] > 0
     assert min(accepted) >= 0.45  # the entropy gate: a loose accept needs H >= theta
     # Without FLy records the figure says so instead of drawing nothing.
-    fig = plots.fig_fly_entropy([{"records": read_records(results["summaries"]["spd"]["run_dir"])}])
+    fig = fig_fly_entropy([{"records": read_records(results["summaries"]["spd"]["run_dir"])}])
     assert any("no FLy step records" in t.get_text() for t in fig.axes[0].texts)
 
 
@@ -273,7 +275,9 @@ def test_a_new_rule_knob_reaches_the_report_without_report_code(tmp_path, monkey
     assert "| ours | tiny | top2 (model, K=3, top=2) |" in fly_main and "| ours | tiny | top2 (model, K=3, top=3) |" in fly_main
     assert "top2 (model, K=3, top=2) | loose |" in (report_dir / "noise_floor.md").read_text()
     assert "top" in pd.read_csv(report_dir / "index.csv").columns
-    for module in ("index.py", "tables.py", "plots.py", "__main__.py"):
+    report = REPO / "loosespec_bench" / "report"
+    for path in [report / "index.py", report / "render.py", report / "labels.py", report / "grouping.py", report / "__main__.py",
+                 *sorted((report / "tables").glob("*.py")), *sorted((report / "plots").glob("*.py"))]:
         # matplotlib's alignment keywords (va="top") are not a reference to the knob.
-        code = re.sub(r'\b(va|verticalalignment)="top"', "", (REPO / "loosespec_bench" / "report" / module).read_text())
-        assert '"top"' not in code and "'top'" not in code, module
+        code = re.sub(r'\b(va|verticalalignment)="top"', "", path.read_text())
+        assert '"top"' not in code and "'top'" not in code, path.name

@@ -14,17 +14,12 @@ pytest.importorskip("matplotlib")
 
 from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.report.index import COLUMNS, NUMERIC, summary_row  # noqa: E402
-from loosespec_bench.report.plots import fig_vs_param  # noqa: E402
-from loosespec_bench.report.tables import (  # noqa: E402
-    NOT_RUN,
-    combine,
-    dropmatch_autojudge_table,
-    dropmatch_main_table,
-    fly_ablation_table,
-    fly_main_table,
-    load_published,
-    noise_floor_table,
-)
+from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
+from loosespec_bench.report.grouping import combine, load_published  # noqa: E402
+from loosespec_bench.report.render import NOT_RUN  # noqa: E402
+from loosespec_bench.report.tables.dropmatch import dropmatch_autojudge_table, dropmatch_main_table  # noqa: E402
+from loosespec_bench.report.tables.fly import fly_ablation_table, fly_main_table  # noqa: E402
+from loosespec_bench.report.tables.noise_floor import noise_floor_table  # noqa: E402
 
 BASE_CFG = {
     "method": {"name": "fly", "theta": 0.3, "window": 6, "mode": "code", "no_window": False},
@@ -388,7 +383,7 @@ def test_a_loose_row_without_its_drafters_spd_is_held_against_spd_at_its_k_and_s
 def test_a_one_problem_run_prints_interval_na_never_a_zero_width_bracket():
     # n <= 1: no interval exists (stats.intervals.quality_interval gives none; a bootstrap figure
     # of one sample would give point = low = high): the cell says n/a.
-    from loosespec_bench.report.tables import _figure
+    from loosespec_bench.report.grouping import figure_cell as _figure
 
     one = {"accuracy": 1.0, "accuracy_ci_low": 1.0, "accuracy_ci_high": 1.0, "n_samples": 1, "intervals": True}
     cell = _figure([one], "accuracy", "score", with_n=True)

@@ -1,0 +1,206 @@
+"""What every report figure shares: its labels, one colour per method, the canvas, the saved
+files, the points with their intervals, the legend and the captions."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ...schema import FIGURE, KNOB_BY_COLUMN
+from ..grouping import combine, config_key, config_suffixes, is_true
+from ...verifiers import FLy
+from ..labels import is_rule, method_label
+from ..render import is_missing
+
+
+SPEEDUP_LABEL = FIGURE["speedup"].label
+TAU_LABEL = FIGURE["tau"].label
+# The x axes of the sweep plots: a knob of schema.KNOBS (column, axis label, config key).
+PARAMS = {c: (c, KNOB_BY_COLUMN[c].axis) for c in ("theta", "W", "K")}
+PARAM_CONFIG_KEY = {c: KNOB_BY_COLUMN[c].key for c in PARAMS}
+ENTROPY_LABEL = {
+    "code": "top-3 entropy H of the target (nats)",
+    "paper": "normalised entropy h of the target (0 to 1)",
+}
+MAX_LEGEND = 8  # legend entries inside a figure; more series are named in a note
+# One fixed colour per method (the label's name part: "FLy", "SPD", "EAGLE-3 + DropMatch"...), the
+# same in every figure; a method not listed takes the next free colour in order of its name.
+METHOD_COLORS = {
+    "FLy": "tab:blue", "FLy + MLA": "navy", "SPD": "tab:orange", "DropMatch": "tab:green", "PLD": "tab:brown", "EAGLE-3": "tab:red",
+    "EAGLE-2": "tab:pink", "Lookahead": "tab:olive", "EAGLE-3 + DropMatch": "tab:purple", "EAGLE-3 + FLy": "tab:cyan",
+    "target alone": "tab:gray",
+}
+SPARE_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+MARKERS = "osD^vP*X<>"
+
+
+def method_name(row: Mapping[str, Any]) -> str:
+    """The name part of a method label ('FLy' of 'FLy (model, K=15, θ=0.3, W=6)'); FLy with
+    Multi-Level Acceleration is its own series, 'FLy + MLA', as in FLy's main table."""
+    name = method_label({k: row.get(k) for k in ("method", "drafter", "engine")}).split(" (", 1)[0]
+    return f"{name} + MLA" if is_rule(row.get("method"), FLy) and row.get("drafter") == "mla" else name
+
+
+def method_color(name: str, known: Iterable[str] = ()) -> str:
+    if name in METHOD_COLORS:
+        return METHOD_COLORS[name]
+    others = sorted({n for n in known if n not in METHOD_COLORS} | {name})
+    return SPARE_COLORS[others.index(name) % len(SPARE_COLORS)]
+
+
+def canvas(width: float = 6.4, height: float = 4.0, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, [list(r) for r in axes] if nrows > 1 else list(axes[0])
+
+
+def panel_grid(n_panels: int, panel_height: float, extra_height: float) -> tuple[Figure, list]:
+    """A panel per data set, up to three a row: the figure and its axes as one flat list."""
+    n = max(1, n_panels)
+    ncols = min(n, 3)
+    nrows = math.ceil(n / ncols)
+    fig, grid = canvas(4.2 * ncols, panel_height * nrows + extra_height, ncols=ncols, nrows=nrows)
+    return fig, [ax for row in grid for ax in row] if nrows > 1 else grid
+
+
+def draw_note(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10,
+            bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"}, wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def save(fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150) -> list[Path]:
+    """Write a figure; the bounding box is the drawn content (nothing clipped at the edges)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = out / f"{name}.{fmt}"
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        paths.append(path)
+    return paths
+
+
+def frame_of(rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if not df.empty and "status" in df:
+        df = df[df["status"].isin(["complete", "partial"])]
+    return df
+
+
+def point_of(members: list, metric: str) -> tuple[float | None, tuple[float, float] | None]:
+    """A figure of one configuration at one point: the mean over its runs (seeds, subsets) and
+    the interval combined from theirs (grouping.combine); (None, None) without the figure."""
+    have = [m for m in members if not is_missing(m.get(metric))]
+    if not have:
+        return None, None
+    lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
+    value, ci = combine([float(m[metric]) for m in have],
+                        [(None if is_missing(m.get(lo)) else float(m[lo]), None if is_missing(m.get(hi)) else float(m[hi])) for m in have])
+    return value, ci
+
+
+def error_bars(values: list[float], cis: list[tuple[float, float] | None]) -> list[list[float]] | None:
+    """matplotlib's asymmetric error bars; None when no point has an interval."""
+    if not any(cis):
+        return None
+    return [[v - c[0] if c else 0.0 for v, c in zip(values, cis)], [c[1] - v if c else 0.0 for v, c in zip(values, cis)]]
+
+
+def datasets_of(df: pd.DataFrame) -> list[str]:
+    return sorted({str(d) for d in df["dataset"].dropna()}) if not df.empty else []
+
+
+def add_legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "") -> None:
+    """At most MAX_LEGEND entries, below the panels inside the figure, the caption (what the
+    error bars are) as the legend's title so the two never overlap; the rest are counted."""
+    shown = list(entries.items())[:MAX_LEGEND]
+    if total > len(shown):
+        caption = (caption + "\n" if caption else "") + f"{total - len(shown)} more series not in the legend (index.csv lists every run)"
+    width = max(60, int(fig.get_figwidth() * 17))  # characters of 7-point text across the figure
+    caption = "\n".join(textwrap.fill(line, width) for line in caption.split("\n")) if caption else ""
+    if not shown:
+        if caption:
+            fig.text(0.5, 0.0, caption, fontsize=7, ha="center")
+        return
+    fig.legend([h for _, h in shown], [lab for lab, _ in shown], loc="outside lower center",
+               ncols=min(2, len(shown)), fontsize=8, frameon=False, title=caption or None, title_fontsize=7)
+
+
+def interval_caption(df: pd.DataFrame) -> str:
+    """What the error bars are, and which runs have none."""
+    text = "error bars: 95% intervals from summary.json (tau, speed, graded quality: paired bootstrap over samples; 0/1 quality: exact)"
+    if "intervals" not in df or df.empty:
+        return text
+    without = ~is_true(df["intervals"])
+    # An unfinished run's figures are recomputed from its samples so far, without intervals.
+    unfinished = int((without & (df["status"] == "partial")).sum()) if "status" in df else 0
+    n_old = int(without.sum()) - unfinished
+    why = [f"{n_old} of {len(df)} runs predate the interval fields"] if n_old else []
+    if unfinished:
+        why.append(f"{unfinished} of {len(df)} runs unfinished: figures so far, from their samples")
+    if why:
+        text += f"; no bar: no interval ({'; '.join(why)})"
+    return text
+
+
+def cpu_letters(df: pd.DataFrame) -> dict[str, str]:
+    """CPU A, B, ... for the machines the runs' speeds were measured on; {} when one (or none)
+    is named: speed is a property of the CPU, and a figure says so only when it spans several."""
+    cpus = sorted({str(m) for m in df["machine"].dropna()}) if "machine" in df and not df.empty else []
+    return {m: chr(ord("A") + i) for i, m in enumerate(cpus)} if len(cpus) > 1 else {}
+
+
+def machine_of(members: list) -> str | None:
+    """The one machine a point's runs were timed on; None if unknown or several."""
+    ms = {str(m.get("machine")) for m in members if isinstance(m.get("machine"), str)}
+    return ms.pop() if len(ms) == 1 and all(isinstance(m.get("machine"), str) for m in members) else None
+
+
+def sweep_key(row: Any, param: str) -> tuple:
+    """Every resolved setting of a run but the knob `param` (the data set included): runs with one
+    key and several values of the knob form one sweep."""
+    return (*config_key(row, exclude=(PARAM_CONFIG_KEY[param],), exclude_prefixes=()), str(row.get("subset")))
+
+
+def sweep_labels(reps: list, skip: Sequence[str] = ()) -> list[str]:
+    """Legend labels: the method label without the x-axis knob, plus the settings that tell
+    alike-labelled configurations apart (config_suffixes; the data set is the panel, not part
+    of the label), never a hash."""
+    suffix = config_suffixes(reps)
+    return [method_label(r, skip=skip) + suffix.get(config_key(r), "") for r in reps]
+
+
+def distinguishing(labels: Mapping[Any, str], names: Mapping[Any, str]) -> dict[Any, str]:
+    """For configurations sharing a method name, the label parts ('K=10', 'θ=0.2') that not all of
+    them share; {} entries for a name with one configuration."""
+    by_name: dict[str, list] = {}
+    for key, name in names.items():
+        by_name.setdefault(name, []).append(key)
+    out: dict[Any, str] = {}
+    for keys in by_name.values():
+        if len(keys) < 2:
+            continue
+        parts = {k: labels[k].split(" (", 1)[1].rstrip(")").split(", ") if " (" in labels[k] else [] for k in keys}
+        common = set.intersection(*(set(p) for p in parts.values()))
+        # A one-knob-at-a-time sweep (θ, W and K around FLy's defaults on GSM8K): each point is
+        # told apart by the knob it moves; the parts most points share (the defaults) are left
+        # out of every tag but the one that has nothing else. Full tags ("K=15, θ=0.3, W=6" on
+        # nine points) printed into each other.
+        counts: dict[str, int] = {}
+        for p in parts.values():
+            for x in set(p) - common:
+                counts[x] = counts.get(x, 0) + 1
+        usual = {x for x, c in counts.items() if c > len(keys) / 2}
+        for k in keys:
+            own = [p for p in parts[k] if p not in common and p not in usual]
+            out[k] = ", ".join(own) if own else ", ".join(p for p in parts[k] if p not in common)
+    return out
