@@ -150,9 +150,10 @@ def settings(cfg: DictConfig) -> dict[str, Any]:
 def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], DictConfig]]]:
     """The multirun config and, per job, (its sweep overrides, its composed config): what
     `python -m loosespec_bench -m OVERRIDES` would run, expanded by Hydra's own machinery
-    (checks.compose_points, the run's own pre-check), every point checked as a run checks it
+    (points.compose_points, the run's own pre-check), every point checked as a run checks it
     (checks.validate: a plan never lists a point the run would refuse)."""
-    from .checks import compose_points, validate, varying_keys
+    from .checks import validate
+    from .points import compose_points, varying_keys
 
     master, points = compose_points(list(overrides), multirun=True)
     varying = varying_keys(points)

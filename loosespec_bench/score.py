@@ -51,7 +51,8 @@ def build_task(node: DictConfig, overrides: list[str], workers: int | None = Non
     """Instantiate a dataset config node (as build.build_task) after `--set` overrides, the
     node checked as a run's pre-check checks it (checks.check_group_node)."""
     from .build import instantiate
-    from .checks import check_group_node, one_line
+    from .checks import check_group_node
+    from .points import one_line
 
     if workers and "sandbox" in node:
         overrides = [*overrides, f"sandbox.workers={workers}"]
@@ -212,7 +213,7 @@ def trusted_dataset_node(folder_node: Any, data_dir: str | None, overrides: list
             merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.from_dotlist(overrides))
             ours = OmegaConf.to_container(merged, resolve=True)
         except Exception as err:
-            from .checks import one_line
+            from .points import one_line
 
             raise ConfigError(f"--set {' '.join(overrides)[:120]}: cannot be applied to the dataset settings ({one_line(err)})") from None
         assert isinstance(ours, dict)

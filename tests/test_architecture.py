@@ -152,7 +152,8 @@ FLOORS = {
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),
     4: ("checks", "run_folder", "build", "summary"),
-    5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
+    5: ("engines", "status", "report", "sinks", "baselines", "calibrate",  # baselines: the shared target-alone store
+        "points"),  # points: a command line's points, composed by Hydra and pre-checked (checks.py below)
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
     7: ("__main__",),
 }
