@@ -13,8 +13,9 @@ Bookkeeping names (method.name, drafter.name, dataset.name) must be names the cl
 filed under (`config_names`); every name that becomes part of a path is a safe folder name.
 
 `validate(cfg)` checks the settings (pure: the same answer on a login node and on the GPU node);
-`check_resources(cfg)` what this machine must provide: the devices, the results folder, the
-model files (paths, vocabularies, context length, an EAGLE head) and the environment. The CLI
+`check_resources(cfg)` what this machine must provide: the results and data folders and the
+environment here, then what the engine loads (its Engine.check_resources: our loop's devices,
+model files, vocabularies, context length and EAGLE head, in engines/hf.py). The CLI
 (__main__, through points.precheck_points) calls both for every point of a run or sweep that
 runs here, app.run calls both before the task loads, and the plan calls validate.
 """
@@ -237,10 +238,14 @@ def check_group_node(group: str, node: dict[str, Any], *, require: bool = True) 
             f"{group}.name={name!r} does not match {group}._target_ ({cls.__name__}), which is filed as {' or '.join(names)}; "
             f"choose {group}={name} instead of renaming, or drop the {group}.name override"
         )
-    if group == "method" and name in ("ar", "spd") and (name == "ar") != (not node.get("uses_drafter", True)):
+    # The rule's class says whether it is the target alone (Verifier.target_alone, method=ar);
+    # every other rule verifies a drafter's drafts.
+    uses = node.get("uses_drafter", True)
+    if group == "method" and bool(getattr(cls, "target_alone", False)) == bool(uses):
         raise ConfigError(
-            f"method.name={name!r} with method.uses_drafter={node.get('uses_drafter', True)}: 'ar' is the target alone "
-            "(method=ar), 'spd' uses a drafter (method=spd); choose the method instead of renaming it"
+            f"method.name={name!r} with method.uses_drafter={uses}: {cls.__name__} "
+            + ("is the target alone, which uses no drafter (method=ar)" if uses else "verifies a drafter's drafts (method=spd, fly, ...)")
+            + "; drop the method.uses_drafter override"
         )
     params = params_of(cls) if routes_to_params(cls) else None
     if params is not None:
@@ -435,8 +440,6 @@ def check_environment() -> None:
 
 def check_resources(cfg: DictConfig) -> None:
     """What this machine must provide for the config (module docstring); raises ConfigError."""
-    from .models.loading import check_device, load_options, model_config
-
     data = resolved(cfg)
     check_environment()
     check_results_dir(data["paths"]["results_dir"])
@@ -449,55 +452,10 @@ def check_resources(cfg: DictConfig) -> None:
             f"paths.data_dir={data_dir!r} is not a folder (LOOSESPEC_DATA_DIR); prepare the data sets there with "
             "`make data` (python -m loosespec_bench.data), or set LOOSESPEC_DATA_DIR=null to load from the hub"
         )
-    from .config import DEFAULT_ENGINE
+    from .config import engine_class
 
-    if (data.get("engine") or {}).get("name", DEFAULT_ENGINE) != DEFAULT_ENGINE:
-        # The model files, devices and heads below are what our own loop (engines/hf.py) loads
-        # through transformers; another engine (vLLM) reads them itself and its check and
-        # constructor refuse what it cannot load (engines/vllm.py).
-        return
-    pair = data["pair"]
-    uses = _uses_drafter(data)
-    drafter = data.get("drafter") or {}
-    needs_draft_model = uses and bool(drafter.get("needs_model", False))
-    check_device("pair.device", pair["device"])
-    if needs_draft_model and pair.get("draft_device"):
-        check_device("pair.draft_device", pair["draft_device"])
-    roles = ("target", "draft") if needs_draft_model else ("target",)
-    configs = {}
-    for role in roles:
-        node = pair[role]
-        path = node["path"]
-        opts = load_options(node)
-        if path.startswith("tiny:") and opts:
-            raise ConfigError(f"pair.{role}: {', '.join(sorted(opts))} apply to from_pretrained models; tiny models use pair.device")
-        if opts.get("device_map") is not None:
-            import importlib.util
-
-            if importlib.util.find_spec("accelerate") is None:
-                raise ConfigError(f"pair.{role}.device_map needs the accelerate package (pip install 'loosespec_bench[slurm]')")
-        try:
-            configs[role] = model_config(path)
-        except ConfigError as err:
-            raise ConfigError(f"pair.{role}.path: {err}") from None
-    target = configs.get("target") or {}
-    if needs_draft_model and not drafter.get("needs_tokenizers", False):
-        draft = configs.get("draft") or {}
-        tv, dv = target.get("vocab_size"), draft.get("vocab_size")
-        if is_int(tv) and is_int(dv) and (dv > tv or tv - dv > 1024):
-            raise ConfigError(
-                f"pair.draft.path={pair['draft']['path']!r} has a vocabulary of {dv} tokens, the target {tv}: "
-                "a draft must share the target's tokenizer (or use drafter=model_xtok for another tokenizer)"
-            )
-    ctx = target.get("max_position_embeddings")
-    max_new = data["generation"].get("max_new_tokens") or data["dataset"].get("max_new_tokens")
-    if is_int(ctx) and is_int(max_new) and max_new >= ctx:
-        raise ConfigError(
-            f"generation.max_new_tokens={max_new} does not fit the target's context of {ctx} tokens "
-            "(max_position_embeddings); lower it"
-        )
-    if uses and drafter.get("needs_target", False):
-        _check_head(drafter, target)
+    # What the engine loads (model files, devices, heads) is its own to check (Engine.check_resources).
+    engine_class(cfg).check_resources(cfg)
 
 
 def estimated_results_bytes(data: Mapping[str, Any]) -> tuple[int, str]:
@@ -541,35 +499,6 @@ def check_free_space(value: str, data: Mapping[str, Any], where: str = "paths.re
     if free < need:
         raise ConfigError(f"{where}={value!r}: {free // 1024} KiB free on its file system, and this run writes at least "
                           f"{need // 1024} KiB ({how}); free space there or choose another folder")
-
-
-def _check_head(drafter: Mapping[str, Any], target: Mapping[str, Any]) -> None:
-    """An EAGLE head: named, and a local one is a folder with config.json of the target's vocabulary."""
-    import json
-
-    head = drafter.get("head_path")
-    name = drafter.get("name")
-    if not head:
-        raise ConfigError(
-            f"drafter={name} needs a head: this pair has no pair.{name}_head and no "
-            f"loosespec_bench/conf/pair_drafter/<pair>_{name}.yaml; set drafter.head_path=<folder or hub id>"
-        )
-    if head == "random":
-        return
-    folder = Path(os.path.expanduser(head))
-    if head.startswith(("/", ".", "~")) or folder.exists():
-        if not (folder / "config.json").is_file():
-            raise ConfigError(
-                f"drafter.head_path={head!r}: no head there (no config.json); train one (scripts/train_eagle3.py) "
-                "or point drafter.head_path at a head folder or hub id"
-            )
-        try:
-            vocab = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("vocab_size")
-        except (OSError, ValueError, AttributeError):
-            return  # the loader names the file when it reads it
-        tv = target.get("vocab_size")
-        if is_int(vocab) and is_int(tv) and vocab != tv:
-            raise ConfigError(f"drafter.head_path={head!r} is a head for a vocabulary of {vocab} tokens, the target has {tv}")
 
 
 def precheck_config(cfg: DictConfig, *, resources: bool = True) -> None:

