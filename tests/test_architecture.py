@@ -153,7 +153,7 @@ FLOORS = {
     3: ("prompting", "config", "decoding"),
     4: ("checks", "run_folder", "build", "summary"),
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate",  # baselines: the shared target-alone store
-        "points"),  # points: a command line's points, composed by Hydra and pre-checked (checks.py below)
+        "points", "power"),  # points: a command line's points, composed by Hydra and pre-checked; power: the plan's power table
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
     7: ("__main__",),
 }
