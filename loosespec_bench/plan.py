@@ -63,10 +63,12 @@ from .config import baseline_config
 # The planner's throughput assumptions (the claims report prices an n with them too).
 from .costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, LOAD_MIN, SPEEDUP, TARGET_TPS
 from .errors import ConfigError
-from .power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, _h, format_power,
-                    observed_discordance)
+from .points import varying_keys
+from .power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, format_hours,
+                    format_power, observed_discordance)
 from .run_folder import run_dir
 from .status import STATES, PointStatus, format_age, point_status
+from .verifiers import rule_class
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
 
@@ -147,7 +149,7 @@ def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], 
     (points.compose_points, the run's own pre-check), every point checked as a run checks it
     (checks.validate: a plan never lists a point the run would refuse)."""
     from .checks import validate
-    from .points import compose_points, varying_keys
+    from .points import compose_points
 
     master, points = compose_points(list(overrides), multirun=True)
     varying = varying_keys(points)
@@ -196,7 +198,8 @@ def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[
     rate = tps.get(pair, DEFAULT_TPS)
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
     mode = cfg.get("baseline")
-    paired = mode in ("paired", "shared") and method != "ar"
+    rule = rule_class(method)  # the target alone (method=ar) has no paired target-alone side
+    paired = mode in ("paired", "shared") and not (rule is not None and rule.target_alone)
     # baseline=shared: the target alone runs beside the method on the timing subset only; the
     # rest of its samples come from the store, filled once per store (build_plan shares that
     # pass among the store's points: store_h).
@@ -238,14 +241,14 @@ def build_plan(
             max_requeue=int(launcher.get("max_num_timeout") or 0),
             request=_request(launcher),
         )
-        varying = _varying_keys([ov for ov, _ in points])
+        varying = varying_keys(points)
         for i, (ov, cfg) in enumerate(points):
             folder = run_dir(cfg)  # the folder app.run writes: results_dir/experiment_name/run id
             rid = folder.name
             est = estimate(cfg, fill, tps, speedup, load_min)
             store = BaselineStore(baselines_root(cfg), baseline_config(cfg), "").digest if est["store_h"] else ""
             job = Job(
-                sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,
+                sweep=exp, index=i, overrides=[o for o in ov if o.lstrip("+~").split("=", 1)[0] in varying], folder=folder,
                 gpus=gpus, settings=settings(cfg), run_id=rid, store=store, **est,
             )
             sweep.jobs.append(job)
@@ -336,15 +339,6 @@ def shared_points(sweeps: Sequence[Sweep]) -> list[Job]:
     return [j for s in sweeps for j in s.jobs if j.launched and len(j.needed_by) > 1]
 
 
-def _varying_keys(job_overrides: list[list[str]]) -> set[str]:
-    values: dict[str, set[str]] = {}
-    for ov in job_overrides:
-        for o in ov:
-            key, _, value = o.partition("=")
-            values.setdefault(key, set()).add(value)
-    return {k for k, v in values.items() if len(v) > 1}
-
-
 def duplicates(sweeps: Sequence[Sweep]) -> dict[Path, list[Job]]:
     """Result folders that more than one launched job writes (at the same time). A point that
     several sweeps share is launched once (Job.owner) and does not count."""
@@ -416,7 +410,7 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
         elsewhere = len(s.jobs) - len(own)
         note = f"; {elsewhere} run by an earlier sweep" if elsewhere else ""
         lines.append(f"[{s.experiment}] {len(s.jobs)} jobs{note} ({'one Slurm job array' if 'Slurm' in s.launcher else s.launcher}), "
-                     f"{s.gpus} GPU(s)/job{', ' + s.request if s.request else ''}, est. {_h(sweep_gpuh)} {unit}")
+                     f"{s.gpus} GPU(s)/job{', ' + s.request if s.request else ''}, est. {format_hours(sweep_gpuh)} {unit}")
         lines.append("  $ " + shlex.join(["python", *s.command[1:]]))
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in s.settings().items()))
         lines.append(f"  {'#':>3}  {'sweep point':<48} {'samples':>8} {'tokens':>10} {'hours':>7}  result folder")
@@ -440,10 +434,10 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
     points = sum(len(s.jobs) for s in sweeps)
     shared = shared_points(sweeps)
     lines.append(f"points: {points} points, {int(tot_jobs)} distinct, {len(shared)} shared by several sweeps "
-                 f"(run once, in the first sweep that has them; {repeated_configs(sweeps)} jobs saved, est. {_h(all_gpuh - tot_gpuh)} {unit})")
+                 f"(run once, in the first sweep that has them; {repeated_configs(sweeps)} jobs saved, est. {format_hours(all_gpuh - tot_gpuh)} {unit})")
     for j in shared:
         lines.append(f"  shared: {j.run_id}  [{j.sweep}] #{j.index} -> " + ", ".join(j.needed_by))
-    lines.append(f"total: {len(sweeps)} sweeps, {int(tot_jobs)} jobs, est. {_h(tot_gpuh)} {unit} (job-hours {_h(tot_hours)})")
+    lines.append(f"total: {len(sweeps)} sweeps, {int(tot_jobs)} jobs, est. {format_hours(tot_gpuh)} {unit} (job-hours {format_hours(tot_hours)})")
     gpus = sorted({s.gpus for s in sweeps})
     lines.append(f"GPUs per job: {', '.join(map(str, gpus))}")
     for folder, jobs in dup.items():

@@ -81,7 +81,7 @@ def format_power(rows: Sequence[Power], power: float = DEFAULT_POWER, budget_fac
              f"{'n for ' + format(power, '.0%') + ' power':<42}  est. cost of the set at n"]
     for r in rows:
         src = f"{r.observed_pairs} pairs in {r.runs} run(s)" if r.observed_pairs else "assumed (no finished run)"
-        cost = f"{_h(r.hours_at_n)} {r.unit}" if r.n_needed is not None and math.isfinite(r.n_needed) else "-"
+        cost = f"{format_hours(r.hours_at_n)} {r.unit}" if r.n_needed is not None and math.isfinite(r.n_needed) else "-"
         lines.append(f"  {r.dataset:<14} {r.discordance:>11.3f} {r.effect:>+7.3f}  {src:<26} {r.n_planned:>8}  "
                      f"{power_verdict(r):<42}  {cost}")
     lines.append("  n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987), d = share of pairs where exactly one "
@@ -91,5 +91,6 @@ def format_power(rows: Sequence[Power], power: float = DEFAULT_POWER, budget_fac
     return "\n".join(lines)
 
 
-def _h(x: float) -> str:
+def format_hours(x: float) -> str:
+    """Hours as the plan prints them: one decimal below 100, whole hours (thousands separated) above."""
     return f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
