@@ -154,6 +154,7 @@ FLOORS = {
     4: ("checks", "run_folder", "build", "summary"),
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate",  # baselines: the shared target-alone store
         "points", "power"),  # points: a command line's points, composed by Hydra and pre-checked; power: the plan's power table
+    5.5: ("resume",),  # resume and timing top-up: below the app, above the baseline store it reads
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
     7: ("__main__",),
 }
