@@ -28,7 +28,7 @@ from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
 from .config import baseline_config, data_source
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
-from .resume import _groups, check_topup_machine, reusable_records, timing_topup, topped_up_from
+from .resume import check_topup_machine, reusable_records, sample_groups, timing_topup, topped_up_from
 from .run_folder import FolderLocked, RunFolder, check_files, run_dir, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
@@ -276,7 +276,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         folder.clear_error()  # this attempt replaces the last one's verdict
         done = reusable_records(folder, samples)
         todo = [(i, s) for i, s in enumerate(samples) if s.id not in done]
-        topup = timing_topup(cfg, samples, done, _groups(task, samples))
+        topup = timing_topup(cfg, samples, done, sample_groups(task, samples))
         check_topup_machine(folder.path, topup)  # before the config is rewritten: a refusal changes nothing
         folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         print(
@@ -297,7 +297,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             if cfg.baseline == "shared" and runner.paired:
                 runner.store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
                 subset = cfg.timing.get("subset")
-                runner.timed = timed_indices(len(samples), None if subset is None else int(subset), _groups(task, samples))
+                runner.timed = timed_indices(len(samples), None if subset is None else int(subset), sample_groups(task, samples))
             runner.check_lengths([s for _, s in todo])  # before any generation
             runner.check_batch([s for _, s in todo])
             if cfg.warmup:

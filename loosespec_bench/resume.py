@@ -18,6 +18,7 @@ from .safe_files import read_text
 from .summary import machine
 from .tasks import Sample
 from .timing import UNTIMED
+from .verifiers import rule_class
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
     return {r["id"]: r for r in first_per_id(kept)}
 
 
-def _groups(task: Any, samples: list[Sample]) -> list[Any] | None:
+def sample_groups(task: Any, samples: list[Sample]) -> list[Any] | None:
     """Each sample's group (the task's group_key: MGSM's language), for the timing subset."""
     key = getattr(task, "group_key", None)
     return [s.meta.get(key) for s in samples] if key else None
@@ -80,7 +81,8 @@ def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[st
     than the run already has: a run timed under an earlier rule for choosing them (MGSM's
     before groups were spread) keeps its timed samples instead of gaining some at every resume,
     perhaps on another CPU."""
-    if cfg.baseline != "shared" or cfg.method.name == "ar":
+    rule = rule_class(str(cfg.method.name))  # the target alone (method=ar) has no method side to time
+    if cfg.baseline != "shared" or (rule is not None and rule.target_alone):
         return []
     subset = cfg.timing.get("subset")
     untimed = {sid for sid, rec in done.items() if (rec.get("timing") or {}).get("status") == UNTIMED}
