@@ -270,11 +270,6 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
     return data
 
 
-def validate_settings(cfg: DictConfig) -> None:
-    """Every setting's key and range; raises ConfigError naming the first bad one."""
-    validate(cfg)
-
-
 def validate(cfg: DictConfig) -> None:
     """Every setting's key, range and cross rule (module docstring); pure."""
     from .models.loading import pair_settings
