@@ -4,7 +4,6 @@ scores), so that both always hold the same figures under the same definitions.""
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 import platform
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .costmodel import Calibration
+from .digest import file_sha256
 from .metrics import summarize
 from .stats import (
     acceptance_intervals, ci_fields, paired_bootstrap, quality_intervals, retention_summary, sign_test_p, speed_baseline,
@@ -255,15 +255,11 @@ def data_files(task: Any) -> dict[str, str]:
         path = Path(path)
         if not path.is_file():
             continue
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
         try:
             name = str(path.relative_to(root)) if root else str(path)
         except ValueError:
             name = str(path)
-        out[name] = digest.hexdigest()
+        out[name] = file_sha256(path)
     return out
 
 

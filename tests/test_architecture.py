@@ -147,7 +147,8 @@ FLOORS = {
     # The basement: ConfigError, which every floor raises (params, on the ground floor, too).
     -1: ("errors",),
     0: ("loosespec_bench", "step", "sampling", "generation", "schema", "omp", "stats", "costmodel", "slurm", "timing", "params",
-        "work", "safe_files"),  # safe_files: opening a run folder's files as data (no links, regular files only)
+        "work", "safe_files",  # safe_files: opening a run folder's files as data (no links, regular files only)
+        "digest"),  # digest: a file's sha256 (data files, packaged models, judges)
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding"),
