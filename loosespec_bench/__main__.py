@@ -18,7 +18,7 @@ INFO_FLAGS = ("help", "hydra_help", "version", "shell_completion", "info")
 
 
 def one_line(err: BaseException) -> str:
-    from .checks import one_line as _one_line
+    from .errors import one_line as _one_line
 
     return _one_line(err)
 
@@ -54,10 +54,11 @@ def hydra_argv(argv: list[str], args: Any) -> list[str]:
 def precheck(argv: list[str], *, resources: bool | None = None) -> None:
     """Compose the config for the command line (every point of a -m sweep, the experiment's own
     sweep included) and check every setting, and what this machine must provide where the
-    points run here (checks.precheck_points), so that a bad override or value is one
+    points run here (points.precheck_points), so that a bad override or value is one
     ConfigError before Hydra starts a job, creates a folder or loads a model. Hydra's printing
     flags (--cfg, --resolve, --package) and another config (-cn) are checked the same way."""
-    from .checks import check_environment, precheck_points
+    from .checks import check_environment
+    from .points import precheck_points
 
     check_environment()
     args = parse_cli(argv)

@@ -373,6 +373,30 @@ def engine_class(cfg: DictConfig) -> type:
     return resolve_class(node.get("_target_") or DEFAULT_ENGINE_TARGET, "engine")
 
 
+@functools.lru_cache(maxsize=None)
+def engine_display_name(name: str) -> str:
+    """How the report names engine=<name> beside a method: its class's display_name
+    (Engine.display_name: "vLLM"; "" for our own loop, no tag). An engine this install does
+    not file (no engine/<name>.yaml on the search path, or a class that cannot be imported: a
+    folder from elsewhere is data) is named by its name."""
+    if safe_name(name) is not None:
+        return name
+    try:
+        folders = search_dirs()
+    except ConfigError:  # a bad LOOSESPEC_SITE_CONF: the packaged engines still have their names
+        folders = [CONF_DIR]
+    for folder in folders:
+        path = folder / "engine" / f"{name}.yaml"
+        if path.is_file():
+            try:
+                from hydra.utils import get_class
+
+                return str(get_class(str(OmegaConf.load(path).get("_target_"))).display_name)
+            except Exception:
+                return name
+    return name
+
+
 def check_engine(cfg: DictConfig) -> None:
     """The configured engine's own check of the settings it cannot honour (ConfigError)."""
     engine_class(cfg).check(cfg)

@@ -317,18 +317,3 @@ class Calibration:
             step_overhead_s=float(d["step_overhead_s"]), signature=dict(d.get("signature") or {}),
             verify_row_s=float(d.get("verify_row_s", 0.0)),
         )
-
-
-def predicted_speedup_of_works(
-    method: Sequence[tuple[dict[str, Any], int]], baseline: Sequence[tuple[dict[str, Any], int]], predict: Any
-) -> float | None:
-    """Pooled predicted speedup: (method tokens / predicted method time) / (target-alone tokens /
-    predicted target-alone time), the same pooling as the measured figure (metrics.paired_speedup).
-    method, baseline: (work, new tokens) per sample; predict: work -> seconds."""
-    mt = sum(predict(w) for w, _ in method)
-    bt = sum(predict(w) for w, _ in baseline)
-    mn = sum(n for _, n in method)
-    bn = sum(n for _, n in baseline)
-    if not (mt > 0 and bt > 0 and mn > 0 and bn > 0):
-        return None
-    return (mn / mt) / (bn / bt)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .config import DATA_DIR_ENV, data_dir_setting, default_data_dir
+from .digest import file_sha256
 from .errors import ConfigError
 
 MANIFEST = Path(__file__).resolve().parent / "tasks" / "data" / "datasets.json"
@@ -65,17 +66,9 @@ def datasets(files: Iterable[DataFile]) -> list[str]:
     return sorted({f.dataset for f in files})
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def in_place(root: Path, f: DataFile) -> bool:
     path = root / f.file
-    return path.is_file() and path.stat().st_size == f.bytes and sha256(path) == f.sha256
+    return path.is_file() and path.stat().st_size == f.bytes and file_sha256(path) == f.sha256
 
 
 class Sources:

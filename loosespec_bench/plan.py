@@ -37,15 +37,7 @@ pair (TARGET_TPS) and speedup the method's assumed speedup over it (SPEEDUP: the
 figures). Prefill (long NIAH prompts) is not counted. Change them with --tps PAIR=N,
 --speedup METHOD=X, --fill F, --load-min PAIR=M.
 
-Power (`plan`, DRY_RUN=1): per data set, the paired samples n at which the exact McNemar test
-of method vs target alone (two-sided 5%) rejects with probability --power (default 0.8) at the
-effect observed in the plan's finished paired runs on that set: d = the share of pairs where
-exactly one side is right, e = the method's accuracy - the target alone's, and
-n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987; stats.n_for_power_mcnemar);
-where no run has finished, an assumed d and e (--discordance, default 0.1; --effect, default
-0.05). An n above --budget-factor (default 10) x the plan's n for the set prints "not decidable
-at this scale (n = ...)". Beside it, what running every point of the plan on that set at n
-samples would cost, with the cost model above.
+Power (`plan`, DRY_RUN=1): the power table of power.py, from the plan's finished paired runs.
 """
 
 from __future__ import annotations
@@ -71,8 +63,12 @@ from .config import baseline_config
 # The planner's throughput assumptions (the claims report prices an n with them too).
 from .costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, LOAD_MIN, SPEEDUP, TARGET_TPS
 from .errors import ConfigError
+from .points import varying_keys
+from .power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, format_hours,
+                    format_power, observed_discordance)
 from .run_folder import run_dir
 from .status import STATES, PointStatus, format_age, point_status
+from .verifiers import rule_class
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
 
@@ -150,9 +146,10 @@ def settings(cfg: DictConfig) -> dict[str, Any]:
 def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], DictConfig]]]:
     """The multirun config and, per job, (its sweep overrides, its composed config): what
     `python -m loosespec_bench -m OVERRIDES` would run, expanded by Hydra's own machinery
-    (checks.compose_points, the run's own pre-check), every point checked as a run checks it
+    (points.compose_points, the run's own pre-check), every point checked as a run checks it
     (checks.validate: a plan never lists a point the run would refuse)."""
-    from .checks import compose_points, validate, varying_keys
+    from .checks import validate
+    from .points import compose_points
 
     master, points = compose_points(list(overrides), multirun=True)
     varying = varying_keys(points)
@@ -201,7 +198,8 @@ def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[
     rate = tps.get(pair, DEFAULT_TPS)
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
     mode = cfg.get("baseline")
-    paired = mode in ("paired", "shared") and method != "ar"
+    rule = rule_class(method)  # the target alone (method=ar) has no paired target-alone side
+    paired = mode in ("paired", "shared") and not (rule is not None and rule.target_alone)
     # baseline=shared: the target alone runs beside the method on the timing subset only; the
     # rest of its samples come from the store, filled once per store (build_plan shares that
     # pass among the store's points: store_h).
@@ -243,14 +241,14 @@ def build_plan(
             max_requeue=int(launcher.get("max_num_timeout") or 0),
             request=_request(launcher),
         )
-        varying = _varying_keys([ov for ov, _ in points])
+        varying = varying_keys(points)
         for i, (ov, cfg) in enumerate(points):
             folder = run_dir(cfg)  # the folder app.run writes: results_dir/experiment_name/run id
             rid = folder.name
             est = estimate(cfg, fill, tps, speedup, load_min)
             store = BaselineStore(baselines_root(cfg), baseline_config(cfg), "").digest if est["store_h"] else ""
             job = Job(
-                sweep=exp, index=i, overrides=[o for o in ov if o.split("=", 1)[0] in varying], folder=folder,
+                sweep=exp, index=i, overrides=[o for o in ov if o.lstrip("+~").split("=", 1)[0] in varying], folder=folder,
                 gpus=gpus, settings=settings(cfg), run_id=rid, store=store, **est,
             )
             sweep.jobs.append(job)
@@ -341,15 +339,6 @@ def shared_points(sweeps: Sequence[Sweep]) -> list[Job]:
     return [j for s in sweeps for j in s.jobs if j.launched and len(j.needed_by) > 1]
 
 
-def _varying_keys(job_overrides: list[list[str]]) -> set[str]:
-    values: dict[str, set[str]] = {}
-    for ov in job_overrides:
-        for o in ov:
-            key, _, value = o.partition("=")
-            values.setdefault(key, set()).add(value)
-    return {k for k, v in values.items() if len(v) > 1}
-
-
 def duplicates(sweeps: Sequence[Sweep]) -> dict[Path, list[Job]]:
     """Result folders that more than one launched job writes (at the same time). A point that
     several sweeps share is launched once (Job.owner) and does not count."""
@@ -364,49 +353,6 @@ def duplicates(sweeps: Sequence[Sweep]) -> dict[Path, list[Job]]:
 def repeated_configs(sweeps: Sequence[Sweep]) -> int:
     """Jobs whose configuration (run id) an earlier sweep of the plan runs: not launched again."""
     return sum(1 for s in sweeps for j in s.jobs if not j.launched)
-
-
-DEFAULT_POWER = 0.8
-DEFAULT_EFFECT = 0.05       # accuracy difference assumed where no paired run of the set has finished
-DEFAULT_DISCORDANCE = 0.10  # discordance assumed likewise
-DEFAULT_BUDGET_FACTOR = 10.0  # an n above this x the plan's n for the set: not decidable at this scale
-
-
-def observed_discordance(folder: Path) -> tuple[int, int, int]:
-    """(lost, gained, scored pairs) of a run folder's paired records (0/1 `correct` on both
-    sides): lost = the target alone right and the method wrong, gained the reverse; (0, 0, 0)
-    without a finished record."""
-    from .run_folder import RunFolder
-
-    if not (folder / RunFolder.SAMPLES).is_file():
-        return 0, 0, 0
-    lost = gained = n = 0
-    for rec in RunFolder(folder, create=False).records():
-        base = rec.get("baseline") or {}
-        a, b = (rec.get("score") or {}).get("correct"), (base.get("score") or {}).get("correct")
-        if isinstance(a, bool) and isinstance(b, bool):
-            n += 1
-            lost += b and not a
-            gained += a and not b
-    return lost, gained, n
-
-
-@dataclass
-class Power:
-    dataset: str
-    discordance: float
-    effect: float               # method's accuracy - the target alone's (observed, else assumed)
-    observed_pairs: int         # 0: discordance and effect are assumed
-    runs: int                   # finished paired runs they were observed in
-    n_needed: float | None      # n for the power (inf: no effect seen; None: nothing to size from)
-    n_planned: int              # the largest sample count the plan gives the set now
-    budget: float | None        # budget_factor x n_planned (None: the set's size is unknown offline)
-    hours_at_n: float           # every launched point of the set at n samples
-    unit: str
-
-    @property
-    def decidable(self) -> bool:
-        return self.n_needed is not None and math.isfinite(self.n_needed) and (self.budget is None or self.n_needed <= self.budget)
 
 
 def power_plan(sweeps: Sequence[Sweep], power: float = DEFAULT_POWER, assumed: float = DEFAULT_DISCORDANCE,
@@ -453,40 +399,6 @@ def power_plan(sweeps: Sequence[Sweep], power: float = DEFAULT_POWER, assumed: f
     return out
 
 
-def power_verdict(r: Power) -> str:
-    """The n to write in the table, or why there is none: "not decidable at this scale (n = ...)"
-    above the budget, a category of its own (distinct from a run still short of its n)."""
-    if r.n_needed is None:
-        return "- (no discordance to size from)"
-    if math.isinf(r.n_needed):
-        return "not decidable at this scale (no effect seen)"
-    n = f"{int(r.n_needed):,}"
-    if r.budget is not None and r.n_needed > r.budget:
-        return f"not decidable at this scale (n = {n})"
-    return n
-
-
-def format_power(rows: Sequence[Power], power: float = DEFAULT_POWER, budget_factor: float = DEFAULT_BUDGET_FACTOR) -> str:
-    lines = [f"power: paired samples n for {power:.0%} power of the exact McNemar test (two-sided 5%) of method vs target alone "
-             "at the observed accuracy difference (assumed where no paired run has finished)",
-             f"  {'dataset':<14} {'discordance':>11} {'effect':>7}  {'from':<26} {'planned':>8}  "
-             f"{'n for ' + format(power, '.0%') + ' power':<42}  est. cost of the set at n"]
-    for r in rows:
-        src = f"{r.observed_pairs} pairs in {r.runs} run(s)" if r.observed_pairs else "assumed (no finished run)"
-        cost = f"{_h(r.hours_at_n)} {r.unit}" if r.n_needed is not None and math.isfinite(r.n_needed) else "-"
-        lines.append(f"  {r.dataset:<14} {r.discordance:>11.3f} {r.effect:>+7.3f}  {src:<26} {r.n_planned:>8}  "
-                     f"{power_verdict(r):<42}  {cost}")
-    lines.append("  n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987), d = share of pairs where exactly one "
-                 "side is right (0 observed: 3/pairs), e = method's accuracy - target's; "
-                 f"above {budget_factor:g} x the planned n: not decidable at this scale; "
-                 "--power P, --effect E, --discordance D, --budget-factor F")
-    return "\n".join(lines)
-
-
-def _h(x: float) -> str:
-    return f"{x:,.1f}" if x < 100 else f"{x:,.0f}"
-
-
 def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> str:
     lines = [f"== plan{': ' + title if title else ''} =="]
     tot_jobs = tot_gpuh = tot_hours = all_gpuh = 0.0
@@ -498,7 +410,7 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
         elsewhere = len(s.jobs) - len(own)
         note = f"; {elsewhere} run by an earlier sweep" if elsewhere else ""
         lines.append(f"[{s.experiment}] {len(s.jobs)} jobs{note} ({'one Slurm job array' if 'Slurm' in s.launcher else s.launcher}), "
-                     f"{s.gpus} GPU(s)/job{', ' + s.request if s.request else ''}, est. {_h(sweep_gpuh)} {unit}")
+                     f"{s.gpus} GPU(s)/job{', ' + s.request if s.request else ''}, est. {format_hours(sweep_gpuh)} {unit}")
         lines.append("  $ " + shlex.join(["python", *s.command[1:]]))
         lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in s.settings().items()))
         lines.append(f"  {'#':>3}  {'sweep point':<48} {'samples':>8} {'tokens':>10} {'hours':>7}  result folder")
@@ -522,10 +434,10 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
     points = sum(len(s.jobs) for s in sweeps)
     shared = shared_points(sweeps)
     lines.append(f"points: {points} points, {int(tot_jobs)} distinct, {len(shared)} shared by several sweeps "
-                 f"(run once, in the first sweep that has them; {repeated_configs(sweeps)} jobs saved, est. {_h(all_gpuh - tot_gpuh)} {unit})")
+                 f"(run once, in the first sweep that has them; {repeated_configs(sweeps)} jobs saved, est. {format_hours(all_gpuh - tot_gpuh)} {unit})")
     for j in shared:
         lines.append(f"  shared: {j.run_id}  [{j.sweep}] #{j.index} -> " + ", ".join(j.needed_by))
-    lines.append(f"total: {len(sweeps)} sweeps, {int(tot_jobs)} jobs, est. {_h(tot_gpuh)} {unit} (job-hours {_h(tot_hours)})")
+    lines.append(f"total: {len(sweeps)} sweeps, {int(tot_jobs)} jobs, est. {format_hours(tot_gpuh)} {unit} (job-hours {format_hours(tot_hours)})")
     gpus = sorted({s.gpus for s in sweeps})
     lines.append(f"GPUs per job: {', '.join(map(str, gpus))}")
     for folder, jobs in dup.items():

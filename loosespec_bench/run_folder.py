@@ -416,7 +416,7 @@ class RunFolder:
     def replace_record(self, record: dict[str, Any]) -> None:
         """Put `record` in place of the first record with its id (every reader's first record per
         id), other lines unchanged; atomic (a crash leaves the old file or the new one). Only
-        under the lock. Used by a timing top-up (app.timing_topup), which re-runs a finished
+        under the lock. Used by a timing top-up (resume.timing_topup), which re-runs a finished
         sample timed and keeps what the old record measured inside the new one."""
         if self._lock_fd is None:
             raise RuntimeError("replace_record needs the folder's lock")

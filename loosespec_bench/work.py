@@ -26,7 +26,6 @@ Ground floor: imports nothing from the package (metrics, summary and the loop al
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Mapping, Sequence
 
 ROLES = ("target_prefill", "target_verify", "draft_prefill", "draft")
@@ -104,6 +103,3 @@ def per_token(work: Mapping[str, Any] | None) -> dict[str, float | None]:
     out["lookups"] = work["lookups"] / n if n else None
     return out
 
-
-def copy_work(work: Mapping[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(dict(work))

@@ -12,7 +12,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from loosespec_bench.config import CONF_DIR
-from loosespec_bench.models.tiny import tiny_model, tiny_near_copy, tiny_tokenizer
+from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
+
+from .helpers import tiny_near_copy
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -158,12 +158,15 @@ FLOORS = {
     # The basement: ConfigError, which every floor raises (params, on the ground floor, too).
     -1: ("errors",),
     0: ("loosespec_bench", "step", "sampling", "generation", "omp", "stats", "costmodel", "slurm", "timing", "params",
-        "work", "safe_files"),  # safe_files: opening a run folder's files as data (no links, regular files only)
+        "work", "safe_files",  # safe_files: opening a run folder's files as data (no links, regular files only)
+        "digest"),  # digest: a file's sha256 (data files, packaged models, judges)
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations
     4: ("checks", "run_folder", "build", "summary", "end_table"),  # end_table: the table a run ends with
-    5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
+    5: ("engines", "status", "report", "sinks", "baselines", "calibrate",  # baselines: the shared target-alone store
+        "points", "power"),  # points: a command line's points, composed by Hydra and pre-checked; power: the plan's power table
+    5.5: ("resume",),  # resume and timing top-up: below the app, above the baseline store it reads
     6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
     7: ("__main__", "bench", "train"),  # bench: `python -m loosespec_bench.bench`; train: EAGLE-3 and AutoJudge training
 }

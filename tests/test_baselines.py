@@ -156,7 +156,7 @@ def test_a_grouped_selection_times_every_groups_share():
 def test_a_run_already_timed_to_its_subset_is_not_topped_up_under_a_new_rule():
     from omegaconf import OmegaConf
 
-    from loosespec_bench.app import timing_topup
+    from loosespec_bench.resume import timing_topup
     from loosespec_bench.tasks import Sample
 
     samples = [Sample(id=f"{g}-{i}", messages=[], reference=None, meta={"language": g})
@@ -171,7 +171,7 @@ def test_a_run_already_timed_to_its_subset_is_not_topped_up_under_a_new_rule():
 
 
 def test_a_top_up_on_another_cpu_is_refused_before_any_model_loads(tmp_path):
-    from loosespec_bench.app import check_topup_machine
+    from loosespec_bench.resume import check_topup_machine
     from loosespec_bench.summary import machine
 
     here = machine()

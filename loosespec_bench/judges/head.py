@@ -50,9 +50,9 @@ def judge_sha256(path: str | Path | None) -> str | None:
     p = judge_file(path)
     if not p.is_file():
         return None
-    import hashlib
+    from ..digest import file_sha256
 
-    return hashlib.sha256(p.read_bytes()).hexdigest()
+    return file_sha256(p)
 
 
 def default_judge_dir(pair_name: str) -> Path:

@@ -155,15 +155,6 @@ def part_paths(name: str) -> list[Path]:
     return paths
 
 
-def is_installed(name: str) -> bool:
-    """Whether all part packages of `name` are importable (cheap: imports tiny modules)."""
-    try:
-        part_paths(name)
-    except EmbeddedModelMissing:
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
     # flock is released by the kernel if the process dies, so a crashed conversion never

@@ -248,9 +248,6 @@ def embedded_dir(name: str) -> Path:
     return embedded_model_dir(name)
 
 
-_embedded_dir = embedded_dir  # the old private name (tasks/niah.py)
-
-
 def load_model(
     path: str,
     *,

@@ -14,7 +14,6 @@ well under a second afterwards; `.complete` (holding the GGUF sha256) is written
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
@@ -22,6 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..digest import file_sha256
 from .embedded import _file_lock, _make_shareable, default_cache_dir, strip_gguf_quantizer
 
 log = logging.getLogger(__name__)
@@ -45,14 +45,6 @@ def gguf_path() -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -> Path:
     """A folder `from_pretrained` loads: converted once from the package's GGUF."""
     if name not in SMOLLM_MODELS:
@@ -67,7 +59,7 @@ def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -
     with _file_lock(root / ".lock"):
         if marker.is_file() and marker.read_text().strip() == GGUF_SHA256:
             return hf_dir
-        actual = _sha256(src)
+        actual = file_sha256(src)
         if actual != GGUF_SHA256:
             raise RuntimeError(f"{src}: sha256 {actual}, expected {GGUF_SHA256}; reinstall: {INSTALL_HINT} --force-reinstall")
         _convert(src, hf_dir)

@@ -92,7 +92,6 @@ ENOSYS = 38
 # can open sockets itself. So sockets other than AF_UNIX (which reach only the private root's
 # own sockets) fail with EPERM there too, and keyrings and io_uring as at the other levels.
 NAMESPACES_BLOCKED = ("add_key", "request_key", "keyctl", "io_uring_setup")
-KEYRING_ONLY = NAMESPACES_BLOCKED  # the old name
 AF_UNIX = 1
 SECCOMP_DATA_ARG0 = 16  # offsetof(struct seccomp_data, args[0]); its low 32 bits on little-endian
 

@@ -52,9 +52,9 @@ def load_tokenizer(path: str) -> Any:
 
     source: Any = path
     if path.startswith("embedded:"):
-        from ..models.loading import _embedded_dir
+        from ..models.loading import embedded_dir
 
-        source = _embedded_dir(path.split(":", 1)[1])
+        source = embedded_dir(path.split(":", 1)[1])
     try:
         return AutoTokenizer.from_pretrained(source)
     except OSError as err:

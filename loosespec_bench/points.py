@@ -1,0 +1,223 @@
+"""The points of a command line: what `python -m loosespec_bench [-m] OVERRIDES` runs, composed by
+Hydra's own machinery (the sweeper's params crossed with the command line, each point composed
+by the config loader, exactly as a launch does), and the sweep's pre-check: every point checked
+(checks.validate; checks.check_resources where the points run on this machine) before the first
+one loads a model. The CLI (__main__) and the planner (plan) compose through here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from .checks import check_environment, check_resources, validate
+from .config import ALL_GROUPS, CONF_DIR
+from .errors import ConfigError, one_line
+
+# A sweep larger than this is refused: checking it would take minutes, running it weeks.
+MAX_SWEEP_POINTS = 20_000
+
+
+def _check_hydra_overrides(parsed: list[Any]) -> None:
+    """`hydra.<key>` overrides must name a key of Hydra's own config (HydraConf)."""
+    from hydra.conf import HydraConf
+
+    known = {f.name for f in dataclasses.fields(HydraConf)}
+    for o in parsed:
+        key = o.key_or_group
+        if key.startswith("hydra.") and key.split(".")[1] not in known:
+            raise ConfigError(f"{o.input_line}: hydra.{key.split('.')[1]} is not a Hydra setting (known: {', '.join(sorted(known))})")
+
+
+def _check_given_once(parsed: list[Any]) -> None:
+    """Each key once per command line: Hydra keeps the last of `seed=1 seed=2 seed=3` silently,
+    so a run would use a value the user may not have meant (and a sweep is `-m seed=1,2,3`)."""
+    given: dict[str, list[str]] = {}
+    for o in parsed:
+        key = o.key_or_group + (f"@{o.package}" if o.package else "")
+        given.setdefault(key, []).append(o.input_line)
+    for key, lines in given.items():
+        if len(lines) > 1:
+            raise ConfigError(f"{key} is given {len(lines)} times ({' '.join(lines)}); give it once "
+                              f"(to run each value: -m {key}=a,b,c)")
+
+
+# Sweeps up to this size are composed point by point, as Hydra's launcher does; a larger one is
+# composed once per distinct set of group choices, its value overrides applied on top
+# (_compose_fast): every point is still checked, in seconds instead of minutes.
+FULL_CHECK = 64
+
+
+def compose_points(
+    overrides: list[str], *, multirun: bool, config_name: str = "config", cover: bool = False
+) -> tuple[DictConfig, list[tuple[list[str], DictConfig]]]:
+    """The composed (hydra-bearing) config and, per point, (its overrides, its config without
+    `hydra`): what `python -m loosespec_bench [-m] OVERRIDES` runs, expanded by Hydra's own
+    machinery: the sweeper's `hydra.sweeper.params` (an experiment's own sweep) and the
+    command line, crossed by BasicSweeper.split_arguments, each point composed by the config
+    loader, exactly as a launch does. Every point, however many (up to MAX_SWEEP_POINTS)."""
+    from hydra import initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.utils import setup_globals
+    from hydra.types import RunMode
+    from hydra._internal.utils import _locate
+    from omegaconf import open_dict
+
+    from .config import check_group_overrides
+
+    check_group_overrides(list(overrides))
+    if not (CONF_DIR / f"{config_name}.yaml").is_file():
+        raise ConfigError(f"--config-name {config_name!r}: no {config_name}.yaml in {CONF_DIR}; the config is 'config'")
+    setup_globals()  # ${now:...} and ${hydra:...}, as in a real launch
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="__main__"):
+            hydra = GlobalHydra.instance().hydra
+            assert hydra is not None
+            try:
+                parser = OverridesParser.create(config_loader=hydra.config_loader)
+                parsed_cli = parser.parse_overrides(list(overrides))
+            except Exception as err:
+                raise ConfigError(f"bad override syntax: {one_line(err)}") from None
+            _check_hydra_overrides(parsed_cli)
+            _check_given_once(parsed_cli)
+            if not multirun:
+                sweeps = [o.input_line for o in parsed_cli if o.is_sweep_override()]
+                if sweeps:
+                    raise ConfigError(f"{sweeps[0]} is a sweep; add -m (--multirun) to run every point, or give one value")
+            mode = RunMode.MULTIRUN if multirun else RunMode.RUN
+            try:
+                master = hydra.compose_config(config_name, list(overrides), run_mode=mode, with_log_configuration=False)
+            except ConfigError:
+                raise
+            except Exception as err:  # composition: unknown key, missing option, type, interpolation
+                raise ConfigError(one_line(err)) from None
+            if not multirun:
+                cfg = master.copy()
+                with open_dict(cfg):
+                    del cfg["hydra"]
+                return master, [(list(overrides), cfg)]
+            target = str(master.hydra.sweeper.get("_target_", ""))
+            try:
+                sweeper_cls = _locate(target)
+            except Exception:
+                sweeper_cls = None
+            # By name: Hydra's plugin discovery may import the module a second time.
+            if not (isinstance(sweeper_cls, type) and any(c.__name__ == BasicSweeper.__name__ for c in sweeper_cls.__mro__)):
+                raise ConfigError(f"hydra.sweeper is {target}; the pre-check expands only Hydra's basic sweeper (grids)")
+            # BasicSweeper.sweep: the sweeper's params first, then the command line (later keys win).
+            params = [f"{k}={v}" for k, v in (master.hydra.sweeper.params or {}).items()]
+            task = OmegaConf.to_container(master.hydra.overrides.task, resolve=False)
+            assert isinstance(task, list)
+            try:
+                parsed = parser.parse_overrides(params + task)
+                batches = BasicSweeper.split_arguments(parsed, None)
+            except Exception as err:
+                raise ConfigError(f"bad sweep: {one_line(err)}") from None
+            points = batches[0] if batches else [[]]
+            if not points:  # e.g. glob(*) over a key that is not a config group
+                swept = [o.input_line for o in parsed if o.is_sweep_override()]
+                raise ConfigError(f"the sweep has no points ({' '.join(swept)} expands to nothing); "
+                                  "list the values (drafter.k=3,5) or use glob() on a config group (drafter=glob(*))")
+            if len(points) > MAX_SWEEP_POINTS:
+                raise ConfigError(f"the sweep has {len(points)} points, more than {MAX_SWEEP_POINTS}; split it into several sweeps")
+            if cover and len(points) > FULL_CHECK:
+                return master, _compose_fast(hydra, parser, master, [list(p) for p in points])
+            jobs = []
+            for job_overrides in points:
+                try:
+                    cfg = hydra.config_loader.load_sweep_config(master, list(job_overrides))
+                except Exception as err:
+                    raise ConfigError(f"sweep point {' '.join(job_overrides)}: {one_line(err)}") from None
+                with open_dict(cfg):
+                    del cfg["hydra"]  # as run_job hands the task its config
+                jobs.append((list(job_overrides), cfg))
+            return master, jobs
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _compose_fast(hydra: Any, parser: Any, master: DictConfig, points: list[list[str]]) -> list[tuple[list[str], DictConfig]]:
+    """Every point of a large sweep, composed once per distinct set of group choices (the slow
+    part) and its value overrides applied as Hydra's config loader applies them
+    (ConfigLoaderImpl._apply_overrides_to_config): the same configs, in seconds, not minutes."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from omegaconf import open_dict
+
+    def is_group(o: Any) -> bool:
+        key = o.key_or_group.split("@", 1)[0]
+        return "." not in key and (key.split("/", 1)[0] in ALL_GROUPS or key.startswith("hydra/"))
+
+    base: dict[tuple[str, ...], DictConfig] = {}
+    jobs = []
+    for point in points:
+        parsed = parser.parse_overrides(point)
+        groups = tuple(o.input_line for o in parsed if is_group(o))
+        try:
+            if groups not in base:
+                cfg = hydra.config_loader.load_sweep_config(master, list(groups))
+                with open_dict(cfg):
+                    del cfg["hydra"]
+                base[groups] = cfg
+            cfg = base[groups].copy()
+            ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not is_group(o)], cfg)
+        except Exception as err:
+            raise ConfigError(f"sweep point {' '.join(point)}: {one_line(err)}") from None
+        jobs.append((point, cfg))
+    return jobs
+
+
+def runs_here(master: DictConfig) -> bool:
+    """Whether the points run on this machine (Hydra's basic launcher, submitit's local one):
+    then what the machine provides is checked before the sweep starts; a cluster's jobs check
+    it on their node (app.run)."""
+    launcher = str(OmegaConf.select(master, "hydra.launcher._target_") or "")
+    return launcher.endswith(("BasicLauncher", "LocalLauncher"))
+
+
+def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = "config",
+                    resources: bool | None = None,
+                    data_check: Callable[[DictConfig], None] | None = None) -> list[tuple[list[str], DictConfig]]:
+    """Compose every point of a command line and check it (validate; check_resources where the
+    points run here, or as `resources` says); a bad point is one ConfigError naming it.
+    data_check (build.check_data, from the CLI): called once per distinct data set of a sweep
+    that runs here, so that a point whose data is missing or malformed stops the sweep before
+    the first point loads its models (a single run loads its data before its models itself)."""
+    check_environment()
+    master, points = compose_points(overrides, multirun=multirun, config_name=config_name, cover=True)
+    here = runs_here(master) if resources is None else resources
+    varying = varying_keys(points)
+    seen: set[str] = set()
+    data_seen: set[str] = set()
+    for point, cfg in points:
+        try:
+            validate(cfg)
+            if here:
+                key = repr([OmegaConf.to_container(cfg[k], resolve=True) for k in ("pair", "paths", "drafter", "generation")]
+                           + [cfg.method.get("uses_drafter", True), OmegaConf.to_container(cfg.dataset, resolve=True)])
+                if key not in seen:  # the machine's answer depends on these only
+                    seen.add(key)
+                    check_resources(cfg)
+                data_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
+                if data_check is not None and len(points) > 1 and data_key not in data_seen:
+                    data_seen.add(data_key)
+                    data_check(cfg)
+        except ConfigError as err:
+            if len(points) > 1:
+                where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point)
+                raise ConfigError(f"sweep point {where}: {err}") from None
+            raise
+    return points
+
+
+def varying_keys(points: list[tuple[list[str], DictConfig]]) -> set[str]:
+    values: dict[str, set[str]] = {}
+    for ov, _ in points:
+        for o in ov:
+            key, _, value = o.partition("=")
+            values.setdefault(key.lstrip("+~"), set()).add(value)
+    return {k for k, v in values.items() if len(v) > 1}
