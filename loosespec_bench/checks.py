@@ -314,7 +314,9 @@ def validate(cfg: DictConfig) -> None:
     _check_cross(data, classes)
     from .config import check_engine
 
-    check_engine(cfg)  # what the chosen engine cannot honour (engines/base.py Engine.check)
+    check_engine_node(data)  # issue 41: engine name, class and keys
+    check_engine(cfg)
+    check_path_lengths(cfg)  # issue 41: NAME_MAX / PATH_MAX of every path the run makes  # what the chosen engine cannot honour (engines/base.py Engine.check)
 
 
 def _check_logger_mode(node: Any) -> None:
@@ -413,6 +415,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def check_environment() -> None:
     """Environment variables the harness reads, before Hydra reads them."""
+    check_environment_path_lengths()  # issue 41: before anything stats them
     site_conf_dir()  # a LOOSESPEC_SITE_CONF that is not a folder
     cache = os.environ.get("LOOSESPEC_CACHE_DIR")
     if cache is not None:
@@ -440,6 +443,7 @@ def check_resources(cfg: DictConfig) -> None:
     data = resolved(cfg)
     check_environment()
     check_results_dir(data["paths"]["results_dir"])
+    check_baseline_store(cfg)  # issue 41: the store root and this point's store
     check_free_space(data["paths"]["results_dir"], data)
     if data.get("baseline") == "shared" and data["paths"].get("baselines_dir") is not None:
         check_results_dir(data["paths"]["baselines_dir"], "paths.baselines_dir")
@@ -761,6 +765,9 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
     the first point loads its models (a single run loads its data before its models itself)."""
     check_environment()
     master, points = compose_points(overrides, multirun=multirun, config_name=config_name, cover=True)
+    check_hydra_job(master)  # issue 41: hydra.job.chdir
+    if multirun and resources is not False:
+        check_slurm_cluster(master)  # issue 41: a Slurm launcher without a cluster
     here = runs_here(master) if resources is None else resources
     varying = varying_keys(points)
     seen: set[str] = set()
@@ -774,6 +781,7 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
                 if key not in seen:  # the machine's answer depends on these only
                     seen.add(key)
                     check_resources(cfg)
+                check_baseline_store(cfg)  # issue 41: each point's store (the cache key above lacks `baseline`)
                 data_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
                 if data_check is not None and len(points) > 1 and data_key not in data_seen:
                     data_seen.add(data_key)
@@ -783,6 +791,7 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
                 where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point)
                 raise ConfigError(f"sweep point {where}: {err}") from None
             raise
+    check_run_id_collisions(points, varying)  # issue 41: two points, one run folder
     return points
 
 
@@ -800,6 +809,232 @@ def precheck_config(cfg: DictConfig, *, resources: bool = True) -> None:
     validate(cfg)
     if resources:
         check_resources(cfg)
+
+
+# --- issue 41: inputs checked before any model loads (each a self-contained check) ----------
+# Linux limits: bytes in one path component (ext4, xfs, btrfs, tmpfs all stop at 255) and in a
+# path the kernel takes in one call (PATH_MAX, the terminating NUL included).
+NAME_MAX = 255
+PATH_MAX = 4096
+# What the harness appends below a folder it names: a run folder's longest file with its atomic
+# write's temp name (".summary.json.<8 random>.tmp"), and Hydra's job folder below results_dir
+# (_hydra/multirun/<date>/<time>/<job number>/.hydra/overrides.yaml).
+RUN_FILE_TAIL = "/.summary.json.xxxxxxxx.tmp"
+HYDRA_TAIL = "/_hydra/multirun/2026-12-03/17-12-42/99999/.hydra/overrides.yaml"
+STORE_TAIL = "/_0123456789ab/.append.lock"  # a store folder's digest and its longest file
+# Environment variables that name folders, read before Hydra composes anything.
+PATH_VARIABLES = ("LOOSESPEC_RESULTS_DIR", "LOOSESPEC_DATA_DIR", "LOOSESPEC_CACHE_DIR", "LOOSESPEC_SITE_CONF")
+
+
+def _shown(text: str, width: int = 48) -> str:
+    """A long value cut for an error line (the line stays one readable line)."""
+    return text if len(text) <= width else f"{text[:width]}... ({len(text)} characters)"
+
+
+def path_length_problem(path: str) -> str | None:
+    """Why `path` cannot be a path on this kernel (a component over NAME_MAX bytes, or the whole
+    over PATH_MAX), or None. Counted in bytes of the file system encoding, as the kernel counts:
+    stat() of such a path fails with ENAMETOOLONG (a traceback where the harness only asked
+    whether the folder exists)."""
+    raw = os.fsencode(path)
+    for part in raw.split(b"/"):
+        if len(part) > NAME_MAX:
+            shown = _shown(os.fsdecode(part), 24)
+            return f"its part {shown!r} is {len(part)} bytes, longer than the {NAME_MAX} bytes a file or folder name may have"
+    if len(raw) >= PATH_MAX:
+        return f"it is {len(raw)} bytes long, more than the {PATH_MAX - 1} bytes a path may have (PATH_MAX)"
+    return None
+
+
+def check_environment_path_lengths() -> None:
+    """The folders named by environment variables (PATH_VARIABLES) fit the kernel's limits
+    (path_length_problem), before anything stats them."""
+    for name in PATH_VARIABLES:
+        value = os.environ.get(name)
+        if value:
+            problem = path_length_problem(os.path.expanduser(value))
+            if problem:
+                raise ConfigError(f"{name}={_shown(value)!r}: {problem}; point it at a shorter path")
+
+
+def check_path_lengths(cfg: DictConfig) -> None:
+    """Every path a run creates or reads fits the kernel's limits (NAME_MAX per name, PATH_MAX in
+    all; path_length_problem): paths.results_dir with Hydra's job folder below it, the run folder
+    results_dir/experiment_name/<run id> with its files, the shared baseline store, paths.data_dir.
+    Relative folders count from the current folder, as the run opens them. Otherwise the run
+    (or Hydra, after it made its job folder) stops with ENAMETOOLONG."""
+    from .config import run_id
+
+    data = resolved(cfg)
+    paths = data.get("paths") if isinstance(data.get("paths"), dict) else {}
+    results = paths.get("results_dir")
+    if not isinstance(results, str) or not results.strip():
+        return  # the settings check says what is wrong with it
+    root = os.path.abspath(os.path.expanduser(results))
+    checks: list[tuple[str, str, str]] = [("paths.results_dir", results, root + HYDRA_TAIL)]
+    for key in ("data_dir", "baselines_dir"):
+        value = paths.get(key)
+        if isinstance(value, str) and value:
+            checks.append((f"paths.{key}", value, os.path.abspath(os.path.expanduser(value))
+                           + (STORE_TAIL if key == "baselines_dir" else "")))
+    name = data.get("experiment_name")
+    try:
+        rid = run_id(cfg)
+    except (ConfigError, Exception):  # a name the settings check refuses: it says so
+        rid = None
+    if isinstance(name, str) and rid:
+        run = os.path.join(root, name, rid)
+        checks.append(("experiment_name", name, run + RUN_FILE_TAIL))
+        checks.append((f"the run folder {_shown(run)!r}", rid, run + RUN_FILE_TAIL))
+    if data.get("baseline") == "shared" and not paths.get("baselines_dir"):
+        pair, dataset = data.get("pair") or {}, data.get("dataset") or {}
+        store = os.path.join(root, "_baselines", f"{pair.get('name')}_{dataset.get('name')}")
+        checks.append(("the baseline store (paths.results_dir/_baselines)", store, store + STORE_TAIL))
+    for where, value, full in checks:
+        problem = path_length_problem(full)
+        if problem:
+            what = f"{where}={_shown(value)!r}" if where.startswith(("paths.", "experiment_name")) else where
+            raise ConfigError(f"{what}: the paths the run writes there are too long ({problem}); "
+                              "choose a shorter paths.results_dir, experiment_name or pair.name")
+
+
+def check_engine_node(data: Mapping[str, Any]) -> None:
+    """The engine node: a mapping whose `_target_` is an Engine class, whose `name` is the name
+    that class is filed under (engine.name=vllm on the HF engine labelled the run vLLM, skipped
+    the HF resource checks and ran transformers), and whose keys are the ones its config file
+    (conf/engine/<name>.yaml) declares (an unknown key such as engine.foo was ignored)."""
+    from hydra._internal.utils import _locate
+
+    from .config import group_choices
+    from .engines.base import Engine
+
+    node = data.get("engine")
+    if node is None:
+        return  # the default engine (hf)
+    known = group_choices("engine")
+    if not isinstance(node, dict):
+        raise ConfigError(f"engine={node!r} must be a mapping of settings; choose an engine (engine={' or engine='.join(known)})")
+    target = node.get("_target_")
+    try:
+        cls = _locate(str(target)) if isinstance(target, str) and target else None
+    except Exception:
+        cls = None
+    if not (isinstance(cls, type) and issubclass(cls, Engine)):
+        raise ConfigError(f"engine._target_={target!r} is not an Engine class (engines/base.py); choose an engine "
+                          f"(engine={' or engine='.join(known)}) instead of setting engine._target_")
+    filed = getattr(cls, "name", None)
+    name = node.get("name")
+    if name != filed:
+        if name in known:
+            raise ConfigError(f"engine.name={name!r} does not match engine._target_ ({cls.__name__}, which is engine={filed}): "
+                              f"the name labels the run, the class runs it; choose engine={name} instead of renaming, "
+                              "or drop the engine.name override")
+        raise ConfigError(f"engine.name={name!r} is not a known engine; choose one with engine=NAME ({', '.join(known)})")
+    if filed in known:
+        declared = set(OmegaConf.load(CONF_DIR / "engine" / f"{filed}.yaml"))
+        for key in node:
+            if key not in declared:
+                raise ConfigError(f"engine.{key} is not a setting of engine={filed} ({cls.__name__}); remove it"
+                                  f" (settings of engine={filed}: {', '.join(sorted(declared - {'_target_', 'name'})) or 'none'})")
+
+
+def check_hydra_job(master: DictConfig) -> None:
+    """hydra.job.chdir must stay false. The harness writes each run to
+    paths.results_dir/experiment_name/<run id> and resolves every relative path (results, data,
+    models, heads) from the folder the command starts in; with chdir Hydra first changes into its
+    own job folder, so a relative results_dir put the run under results/_hydra/..., where the
+    report and `make status` never look. Refused rather than made to work: nothing in the harness
+    uses Hydra's job folder as a working folder, and every relative path in a config would have to
+    be rewritten for it."""
+    if OmegaConf.select(master, "hydra.job.chdir", default=False):
+        raise ConfigError("hydra.job.chdir=true: the harness writes runs to paths.results_dir/<experiment_name>/<run id> "
+                          "from the folder you start in, and would write them under results/_hydra/... (where report and "
+                          "status never look); drop the override (hydra.job.chdir=false)")
+
+
+def check_baseline_store(cfg: DictConfig) -> None:
+    """baseline=shared: the store root (paths.baselines_dir, else results_dir/_baselines, which
+    was never checked) is a writable folder on a writable file system, a default root that is a
+    symbolic link leads nowhere outside paths.results_dir, and this point's store folder (its
+    name depends on the pair, data set and generation settings: each sweep point its own) is a
+    real writable folder if it exists. Nothing is created (check_results_dir removes its probes)."""
+    from .baselines import BaselineStore, baselines_root
+    from .config import baseline_config
+
+    data = resolved(cfg)
+    method = data.get("method") or {}
+    if data.get("baseline") != "shared" or method.get("name") == "ar" or not _uses_drafter(data):
+        return  # no store: the target alone runs beside the method, or is the method
+    explicit = data["paths"].get("baselines_dir")
+    where = "paths.baselines_dir" if explicit else "the baseline store root (paths.results_dir/_baselines)"
+    root = baselines_root(cfg)
+    if not explicit and root.is_symlink():
+        results = os.path.realpath(os.path.expanduser(str(data["paths"]["results_dir"])))
+        target = os.path.realpath(root)
+        if not Path(target).is_relative_to(results):
+            raise ConfigError(f"{root} is a symbolic link to {target}, outside paths.results_dir: the shared baselines would be "
+                              f"written there; replace the link by a folder, or name that folder (paths.baselines_dir={target})")
+    check_results_dir(str(root), where)
+    pair, dataset = data["pair"], data["dataset"]
+    store = BaselineStore(root, baseline_config(cfg), f"{pair.get('name')}_{dataset.get('name')}").path
+    if store.is_symlink():
+        raise ConfigError(f"the baseline store {store} is a symbolic link; a store is a folder of its own under {where}: "
+                          "remove the link (the run makes the folder)")
+    if store.exists() and not store.is_dir():
+        raise ConfigError(f"the baseline store {store} is not a folder; remove it (the run makes the folder)")
+    if store.is_dir():
+        check_results_dir(str(store), f"the baseline store {store.name}")
+
+
+def check_run_id_collisions(points: list[tuple[list[str], DictConfig]], varying: set[str]) -> None:
+    """No two points of a sweep run in one run folder: points whose values differ only where the
+    run id does not look (progress=true,false; timing.*) or repeat (drafter.k=3,3) are one run,
+    and started at once (a launcher's parallel jobs) they would fight over its lock."""
+    if len(points) < 2:
+        return
+    from .run_folder import run_dir
+
+    seen: dict[str, list[str]] = {}
+    for point, cfg in points:
+        try:
+            folder = os.path.abspath(run_dir(cfg))
+        except ConfigError:
+            continue  # validate has refused it already
+        label = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point) or "(no overrides)"
+        if folder in seen:
+            raise ConfigError(f"sweep points {seen[folder][0]!r} and {label!r} run in the same run folder {folder} "
+                              "(the run id does not depend on what differs between them): drop one of them")
+        seen[folder] = [label]
+
+
+# How long the Slurm controller may take to answer `sinfo` before the cluster counts as down.
+SLURM_ANSWER_S = 20
+
+
+def check_slurm_cluster(master: DictConfig) -> None:
+    """A Slurm launcher (hydra/launcher=slurm) needs a Slurm client here (sbatch, sinfo on PATH)
+    and a controller that answers (sinfo within SLURM_ANSWER_S): otherwise one line, before
+    Hydra makes the sweep folder (submitit failed inside the launch, after it)."""
+    import shutil
+    import subprocess
+
+    launcher = str(OmegaConf.select(master, "hydra.launcher._target_") or "")
+    if not launcher.endswith("SlurmLauncher"):
+        return
+    fix = "run the command on the cluster's login node, or drop hydra/launcher=slurm to run the points here"
+    for tool in ("sbatch", "sinfo"):
+        if shutil.which(tool) is None:
+            raise ConfigError(f"hydra/launcher=slurm: {tool} is not on PATH (no Slurm client on this machine); {fix}")
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=SLURM_ANSWER_S)
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"hydra/launcher=slurm: the Slurm controller did not answer sinfo within {SLURM_ANSWER_S} s; {fix}") from None
+    except OSError as err:
+        raise ConfigError(f"hydra/launcher=slurm: sinfo cannot run ({err.strerror or err}); {fix}") from None
+    if out.returncode != 0:
+        said = [ln.strip() for ln in out.stderr.splitlines() if ln.strip()]
+        why = _shown(said[-1], 160) if said else f"exit {out.returncode}"
+        raise ConfigError(f"hydra/launcher=slurm: the Slurm controller cannot be reached (sinfo: {why}); {fix}")
 
 
 __all__ = [
