@@ -994,17 +994,19 @@ def check_run_id_collisions(points: list[tuple[list[str], DictConfig]], varying:
         return
     from .run_folder import run_dir
 
-    seen: dict[str, list[str]] = {}
-    for point, cfg in points:
+    seen: dict[str, tuple[int, str]] = {}
+    for number, (point, cfg) in enumerate(points):
         try:
             folder = os.path.abspath(run_dir(cfg))
         except ConfigError:
             continue  # validate has refused it already
         label = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point) or "(no overrides)"
         if folder in seen:
-            raise ConfigError(f"sweep points {seen[folder][0]!r} and {label!r} run in the same run folder {folder} "
-                              "(the run id does not depend on what differs between them): drop one of them")
-        seen[folder] = [label]
+            first, other = seen[folder]
+            what = (f"sweep points #{first} and #{number} are the same point ({label}) listed twice" if other == label else
+                    f"sweep points #{first} ({other}) and #{number} ({label}) differ only where the run id does not look")
+            raise ConfigError(f"{what}: both would run in the run folder {folder}; drop one of them")
+        seen[folder] = (number, label)
 
 
 # How long the Slurm controller may take to answer `sinfo` before the cluster counts as down.

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -38,6 +39,10 @@ class Case:
     # L only, through the command line: the results folder is a fresh tmpfs of this size in a
     # private mount namespace ("ro": read-only), so that a full or read-only disk is real.
     mount: str = ""
+    mount_at: str = ""  # the mount's folder under the temp folder, when not the results folder
+    # Made in the temp folder before the command (links, fake tools); `{TMP}` in args and env
+    # values is the temp folder.
+    setup: Callable[[Path], None] | None = None
 
 
 # `L` cases run with pair=tiny progress=false, a fresh results folder and the shared data sets
@@ -256,7 +261,70 @@ ROUND2_REST: list[Case] = [
     # late: a clean line, but after a model loaded
     Case("target-hub-id-offline", "L", ["pair.target.path=nosuchorg/nosuchmodel"], "nosuchorg/nosuchmodel", env={"HF_HUB_OFFLINE": "1"}),
 ]
-ALL = MAIN + SCORE + SANDBOX_SET + PLAN + ROUND2_REST
+
+# Issue 41, third round: what is checked before any model loads (checks.py, "issue 41" section).
+LONG_NAME = "a" * 300  # one folder name over NAME_MAX (255 bytes)
+LONG_PATH = "/".join(["b" * 200] * 25)  # every name short, the whole over PATH_MAX (4096 bytes)
+
+
+def _store_root_a_file(tmp: Path) -> None:
+    _write(tmp / "results" / "_baselines", "not a folder\n")
+
+
+def _store_root_link_outside(tmp: Path) -> None:
+    (tmp / "elsewhere").mkdir()
+    (tmp / "results").mkdir()
+    os.symlink(tmp / "elsewhere", tmp / "results" / "_baselines")
+
+
+def _fake_slurm(sinfo: str | None) -> Callable[[Path], None]:
+    """A bin folder for PATH: no Slurm client at all (sinfo None), or sbatch and a sinfo script."""
+    def make(tmp: Path) -> None:
+        bin_dir = tmp / "bin"
+        bin_dir.mkdir()
+        if sinfo is not None:
+            for name, body in (("sbatch", "exit 0"), ("sinfo", sinfo)):
+                (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+                (bin_dir / name).chmod(0o755)
+    return make
+
+
+SLURM_DOWN = "echo 'sinfo: error: Unable to contact slurm controller (connect failure)' >&2; exit 1"
+ROUND3: list[Case] = [
+    # path lengths
+    Case("results-dir-name-over-255", "L", [f"paths.results_dir={{TMP}}/{LONG_NAME}/r"], "255 bytes"),
+    Case("results-dir-over-path-max", "L", [f"paths.results_dir={{TMP}}/{LONG_PATH}"], "PATH_MAX"),
+    Case("experiment-name-over-path-max", "L", ["experiment_name=" + "/".join(["e" * 120] * 40)], "PATH_MAX"),
+    Case("data-dir-name-over-255", "L", [f"paths.data_dir=/tmp/{LONG_NAME}"], "paths.data_dir"),
+    Case("cache-dir-env-over-255", "L", [], "LOOSESPEC_CACHE_DIR", env={"LOOSESPEC_CACHE_DIR": f"/tmp/{LONG_NAME}"}),
+    Case("results-dir-env-over-255", "L", [], "LOOSESPEC_RESULTS_DIR", env={"LOOSESPEC_RESULTS_DIR": f"{{TMP}}/{LONG_NAME}"}),
+    # engine keys and names
+    Case("engine-name-vllm-on-hf", "L", ["engine.name=vllm"], "engine.name='vllm'"),
+    Case("engine-name-unknown", "L", ["engine.name=bogus"], "not a known engine"),
+    Case("engine-unknown-key", "L", ["+engine.foo=1"], "engine.foo"),
+    Case("engine-hf-batch-size", "L", ["+engine.batch_size=4"], "engine.batch_size"),
+    Case("engine-target-not-an-engine", "L", ["engine._target_=builtins.print"], "engine._target_"),
+    Case("engine-vllm-dropmatch", "L", ["engine=vllm", "pair=qwen25_coder_embedded", "method=dropmatch"], "engine=vllm"),
+    Case("engine-vllm-unknown-key", "L", ["engine=vllm", "+engine.foo=1"], "engine.foo"),
+    # Hydra's working folder
+    Case("hydra-job-chdir", "L", ["hydra.job.chdir=true"], "hydra.job.chdir"),
+    # the shared baseline store
+    Case("store-root-a-file", "L", ["baseline=shared"], "_baselines", setup=_store_root_a_file),
+    Case("store-root-link-outside", "L", ["baseline=shared"], "symbolic link", setup=_store_root_link_outside),
+    Case("store-root-a-file-second-point", "L", ["-m", "baseline=paired,shared"], "sweep point baseline=shared", setup=_store_root_a_file),
+    Case("baselines-dir-a-file", "L", ["baseline=shared", "paths.baselines_dir=/etc/hostname"], "paths.baselines_dir"),
+    Case("baselines-dir-read-only", "L", ["baseline=shared", "paths.baselines_dir={TMP}/store"], "read-only", cli_only=True,
+         mount="ro", mount_at="store"),
+    # run-id collisions inside a sweep
+    Case("sweep-same-point-twice", "L", ["-m", "drafter.k=3,3"], "listed twice"),
+    Case("sweep-values-outside-run-id", "L", ["-m", "timing.tolerance=0.25,0.5"], "run id does not look"),
+    # the Slurm launcher without a cluster
+    Case("slurm-no-client", "L", ["-m", "hydra/launcher=slurm", "drafter.k=3,4"], "sbatch is not on PATH",
+         env={"PATH": "{TMP}/bin"}, setup=_fake_slurm(None)),
+    Case("slurm-controller-down", "L", ["-m", "hydra/launcher=slurm", "drafter.k=3,4"], "cannot be reached",
+         env={"PATH": "{TMP}/bin:/usr/bin:/bin"}, setup=_fake_slurm(SLURM_DOWN)),
+]
+ALL = MAIN + SCORE + SANDBOX_SET + PLAN + ROUND2_REST + ROUND3
 
 
 def _write(path: Path, data: str | bytes) -> None:
@@ -266,8 +334,10 @@ def _write(path: Path, data: str | bytes) -> None:
 
 def prepare(case: Case, tmp: Path) -> tuple[list[str], dict[str, str], Path]:
     """(command line after the module, environment, the folder that must stay clean)."""
-    env = {"LOOSESPEC_DATA_DIR": str(shared_data_dir()), **case.env}
+    env = {"LOOSESPEC_DATA_DIR": str(shared_data_dir()), **{k: v.replace("{TMP}", str(tmp)) for k, v in case.env.items()}}
     results = tmp / "results"
+    if case.setup is not None:
+        case.setup(tmp)
     if case.kind == "L":
         data = str(shared_data_dir())
         if case.files:
@@ -281,7 +351,7 @@ def prepare(case: Case, tmp: Path) -> tuple[list[str], dict[str, str], Path]:
         flags = [a for a in case.args if a in ("-m", "--multirun")]
         given = {a.lstrip("+~").split("=", 1)[0] for a in case.args}
         defaults = [d for d in ("pair=tiny", "progress=false", "dataset.limit=2") if d.split("=", 1)[0] not in given]
-        args = [*flags, *defaults, *(a for a in case.args if a not in flags)]
+        args = [*flags, *defaults, *(a.replace("{TMP}", str(tmp)) for a in case.args if a not in flags)]
         if "LOOSESPEC_RESULTS_DIR" not in case.env and not any(a.lstrip("+~").startswith("paths.results_dir") for a in case.args):
             args.append(f"paths.results_dir={results}")
         return args, env, results
@@ -342,7 +412,7 @@ def run_cli(case: Case, tmp: Path, timeout: float = 600) -> tuple[int, str, str,
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     command = [sys.executable, "-m", MODULE[case.kind], *args]
     if case.mount:
-        command = mounted(case, command, folder)
+        command = mounted(case, command, tmp / case.mount_at if case.mount_at else folder)
         before = snapshot(folder)
     proc = subprocess.run(command, cwd=tmp, env=full_env, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr, before, snapshot(folder)
