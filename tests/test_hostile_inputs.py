@@ -298,6 +298,7 @@ ROUND3: list[Case] = [
     Case("data-dir-name-over-255", "L", [f"paths.data_dir=/tmp/{LONG_NAME}"], "paths.data_dir"),
     Case("cache-dir-env-over-255", "L", [], "LOOSESPEC_CACHE_DIR", env={"LOOSESPEC_CACHE_DIR": f"/tmp/{LONG_NAME}"}),
     Case("results-dir-env-over-255", "L", [], "LOOSESPEC_RESULTS_DIR", env={"LOOSESPEC_RESULTS_DIR": f"{{TMP}}/{LONG_NAME}"}),
+    Case("results-dir-multibyte-name", "L", ["paths.results_dir='{TMP}/" + "\u00e9" * 150 + "'"], "300 bytes"),  # 150 characters
     # engine keys and names
     Case("engine-name-vllm-on-hf", "L", ["engine.name=vllm"], "engine.name='vllm'"),
     Case("engine-name-unknown", "L", ["engine.name=bogus"], "not a known engine"),
@@ -573,3 +574,89 @@ def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
     alone, _ = estimated_results_bytes({**data, "method": {"uses_drafter": False}})
     assert alone == FOLDER_BYTES + 4 * (RECORD_BYTES + 48 * TOKEN_BYTES)
     assert 20 * 1024 < need  # the issue's 20 KiB disk is refused before a model loads
+
+
+# -- issue 41, third round: the checks' own rules --------------------------------------------------
+def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_a_file_there(tmp_path):
+    """check_baseline_store computes the store folder itself (baselines sits above checks):
+    it must be BaselineStore's folder, for every point; a link or a file there is refused."""
+    from loosespec_bench.baselines import BaselineStore, baselines_root
+    from loosespec_bench.checks import check_baseline_store
+    from loosespec_bench.config import baseline_config
+    from loosespec_bench.errors import ConfigError
+
+    from .conftest import compose_config
+
+    for extra in ([], ["dataset=gsm8k", "generation.temperature=0.5", "seed=3"]):
+        cfg = compose_config(["pair=tiny", "baseline=shared", *extra], results_dir=tmp_path / "results")
+        store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{cfg.dataset.name}").path
+        check_baseline_store(cfg)  # nothing there yet: passes, and creates nothing
+        assert not (tmp_path / "results").exists()
+        store.parent.mkdir(parents=True)
+        (tmp_path / "elsewhere").mkdir()
+        os.symlink(tmp_path / "elsewhere", store)
+        with pytest.raises(ConfigError, match=f"{store.name} is a symbolic link"):
+            check_baseline_store(cfg)
+        store.unlink()
+        store.write_text("x")
+        with pytest.raises(ConfigError, match=f"{store.name} is not a folder"):
+            check_baseline_store(cfg)
+        store.unlink()
+        store.mkdir()
+        check_baseline_store(cfg)  # a store folder of its own: fine
+        import shutil
+
+        shutil.rmtree(tmp_path / "results")
+        (tmp_path / "elsewhere").rmdir()
+    method_alone = compose_config(["pair=tiny", "baseline=shared", "method=ar"], results_dir=tmp_path / "r2")
+    (tmp_path / "r2").mkdir()
+    (tmp_path / "r2" / "_baselines").write_text("x")
+    check_baseline_store(method_alone)  # the target alone uses no store: nothing to check
+
+
+def test_the_collision_check_names_the_folder_run_dir_names(tmp_path):
+    """check_run_id_collisions computes the run folder itself (run_folder shares its floor)."""
+    from loosespec_bench.checks import check_run_id_collisions
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.run_folder import run_dir
+
+    from .conftest import compose_config
+
+    a = compose_config(["pair=tiny", "experiment_name=x/y"], results_dir=tmp_path)
+    b = compose_config(["pair=tiny", "experiment_name=x/y", "progress=true"], results_dir=tmp_path)
+    c = compose_config(["pair=tiny", "experiment_name=x/y", "drafter.k=3"], results_dir=tmp_path)
+    with pytest.raises(ConfigError, match=f"#0 \\(progress=false\\) and #1 \\(progress=true\\).*{run_dir(a)}"):
+        check_run_id_collisions([(["progress=false"], a), (["progress=true"], b)], {"progress"})
+    check_run_id_collisions([(["drafter.k=5"], a), (["drafter.k=3"], c)], {"drafter.k"})
+
+
+def test_path_lengths_count_bytes_not_characters():
+    from loosespec_bench.checks import NAME_MAX, PATH_MAX, path_length_problem
+
+    assert path_length_problem("/tmp/" + "a" * NAME_MAX) is None
+    assert "256 bytes" in path_length_problem("/tmp/" + "a" * (NAME_MAX + 1))
+    assert "256 bytes" in path_length_problem("/tmp/" + "\u00e9" * 128)  # 128 characters, 2 bytes each
+    assert path_length_problem("/" + "/".join(["b" * 200] * 20)) is None  # 4020 bytes
+    assert "PATH_MAX" in path_length_problem("/" + "/".join(["b" * 200] * 21))
+    assert PATH_MAX == 4096
+
+
+def test_engine_vllm_without_vllm_is_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    """engine=vllm where vLLM is not installed (this machine's CPU test environment)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    case = Case("engine-vllm-not-installed", "L", ["engine=vllm", "pair=qwen25_coder_embedded"], "needs vLLM")
+    code, err, before, after = run_in_process(case, tmp_path, monkeypatch, capsys)
+    assert_clean_refusal(case, code, err, before, after, tmp_path)
+
+
+def test_a_slurm_launcher_is_not_asked_for_a_single_run_or_a_printed_config(tmp_path, monkeypatch):
+    """Without -m the launcher is not used, and --cfg prints without launching: no cluster needed."""
+    from loosespec_bench.checks import precheck_points
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo
+    monkeypatch.setenv("LOOSESPEC_RESULTS_DIR", str(tmp_path / "results"))
+    precheck_points(["hydra/launcher=slurm", "pair=tiny"], multirun=False, resources=False)
+    precheck_points(["hydra/launcher=slurm", "pair=tiny", "drafter.k=3,4"], multirun=True, resources=False)
