@@ -316,7 +316,7 @@ def validate(cfg: DictConfig) -> None:
 
     check_engine_node(data)  # issue 41: engine name, class and keys
     check_engine(cfg)
-    check_path_lengths(cfg)  # issue 41: NAME_MAX / PATH_MAX of every path the run makes  # what the chosen engine cannot honour (engines/base.py Engine.check)
+    check_path_lengths(cfg, data)  # issue 41: NAME_MAX / PATH_MAX of every path the run makes  # what the chosen engine cannot honour (engines/base.py Engine.check)
 
 
 def _check_logger_mode(node: Any) -> None:
@@ -857,7 +857,7 @@ def check_environment_path_lengths() -> None:
                 raise ConfigError(f"{name}={_shown(value)!r}: {problem}; point it at a shorter path")
 
 
-def check_path_lengths(cfg: DictConfig) -> None:
+def check_path_lengths(cfg: DictConfig, data: Mapping[str, Any] | None = None) -> None:
     """Every path a run creates or reads fits the kernel's limits (NAME_MAX per name, PATH_MAX in
     all; path_length_problem): paths.results_dir with Hydra's job folder below it, the run folder
     results_dir/experiment_name/<run id> with its files, the shared baseline store, paths.data_dir.
@@ -865,7 +865,7 @@ def check_path_lengths(cfg: DictConfig) -> None:
     (or Hydra, after it made its job folder) stops with ENAMETOOLONG."""
     from .config import run_id
 
-    data = resolved(cfg)
+    data = resolved(cfg) if data is None else data
     paths = data.get("paths") if isinstance(data.get("paths"), dict) else {}
     results = paths.get("results_dir")
     if not isinstance(results, str) or not results.strip():
@@ -905,12 +905,10 @@ def check_engine_node(data: Mapping[str, Any]) -> None:
     (conf/engine/<name>.yaml) declares (an unknown key such as engine.foo was ignored)."""
     from hydra._internal.utils import _locate
 
-    from .config import group_choices
-
     node = data.get("engine")
     if node is None:
         return  # the default engine (hf)
-    known = group_choices("engine")
+    known = _engine_names()
     if not isinstance(node, dict):
         raise ConfigError(f"engine={node!r} must be a mapping of settings; choose an engine (engine={' or engine='.join(known)})")
     target = node.get("_target_")
@@ -931,11 +929,25 @@ def check_engine_node(data: Mapping[str, Any]) -> None:
                               "or drop the engine.name override")
         raise ConfigError(f"engine.name={name!r} is not a known engine; choose one with engine=NAME ({', '.join(known)})")
     if filed in known:
-        declared = set(OmegaConf.load(CONF_DIR / "engine" / f"{filed}.yaml"))
+        declared = _engine_file_keys(filed)
         for key in node:
             if key not in declared:
                 raise ConfigError(f"engine.{key} is not a setting of engine={filed} ({cls.__name__}); remove it"
                                   f" (settings of engine={filed}: {', '.join(sorted(declared - {'_target_', 'name'})) or 'none'})")
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_names() -> list[str]:
+    """The packaged engines (conf/engine/*.yaml)."""
+    from .config import group_choices
+
+    return group_choices("engine")
+
+
+@functools.lru_cache(maxsize=None)
+def _engine_file_keys(name: str) -> frozenset[str]:
+    """The keys conf/engine/<name>.yaml declares (the engine's settings, declared once there)."""
+    return frozenset(OmegaConf.load(CONF_DIR / "engine" / f"{name}.yaml"))
 
 
 def check_hydra_job(master: DictConfig) -> None:
