@@ -894,8 +894,9 @@ def check_path_lengths(cfg: DictConfig, data: Mapping[str, Any] | None = None) -
         problem = path_length_problem(full)
         if problem:
             what = f"{where}={_shown(value)!r}" if where.startswith(("paths.", "experiment_name")) else where
-            raise ConfigError(f"{what}: the paths the run writes there are too long ({problem}); "
-                              "choose a shorter paths.results_dir, experiment_name or pair.name")
+            fix = (f"choose a shorter {where}" if where.startswith("paths.") and where != "paths.results_dir"
+                   else "choose a shorter paths.results_dir, experiment_name or pair.name")
+            raise ConfigError(f"{what}: the paths the run writes there are too long ({problem}); {fix}")
 
 
 def check_engine_node(data: Mapping[str, Any]) -> None:
@@ -951,13 +952,24 @@ def _engine_file_keys(name: str) -> frozenset[str]:
 
 
 def check_hydra_job(master: DictConfig) -> None:
-    """hydra.job.chdir must stay false. The harness writes each run to
+    """Hydra's job folders (hydra.run.dir, hydra.sweep.dir) fit the kernel's path limits
+    (path_length_problem: Hydra makes them before the run and stopped with a traceback), and
+    hydra.job.chdir stays false. The harness writes each run to
     paths.results_dir/experiment_name/<run id> and resolves every relative path (results, data,
     models, heads) from the folder the command starts in; with chdir Hydra first changes into its
     own job folder, so a relative results_dir put the run under results/_hydra/..., where the
     report and `make status` never look. Refused rather than made to work: nothing in the harness
     uses Hydra's job folder as a working folder, and every relative path in a config would have to
     be rewritten for it."""
+    for key, tail in (("hydra.run.dir", "/.hydra/overrides.yaml"), ("hydra.sweep.dir", "/99999/.hydra/overrides.yaml")):
+        try:
+            folder = OmegaConf.select(master, key, default=None)
+        except Exception:  # an interpolation Hydra itself reports when it launches
+            continue
+        problem = path_length_problem(os.path.abspath(os.path.expanduser(str(folder))) + tail) if folder else None
+        if problem:
+            raise ConfigError(f"{key}={_shown(str(folder))!r}: Hydra's job folder would be too long ({problem}); "
+                              f"choose a shorter {key}, or drop the override (its default is below paths.results_dir)")
     if OmegaConf.select(master, "hydra.job.chdir", default=False):
         raise ConfigError("hydra.job.chdir=true: the harness writes runs to paths.results_dir/<experiment_name>/<run id> "
                           "from the folder you start in, and would write them under results/_hydra/... (where report and "

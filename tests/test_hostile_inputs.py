@@ -307,6 +307,9 @@ ROUND3: list[Case] = [
     Case("engine-target-not-an-engine", "L", ["engine._target_=builtins.print"], "engine._target_"),
     Case("engine-vllm-dropmatch", "L", ["engine=vllm", "pair=qwen25_coder_embedded", "method=dropmatch"], "engine=vllm"),
     Case("engine-vllm-unknown-key", "L", ["engine=vllm", "+engine.foo=1"], "engine.foo"),
+    Case("hydra-run-dir-name-over-255", "L", [f"hydra.run.dir={{TMP}}/{LONG_NAME}"], "hydra.run.dir"),
+    Case("hydra-sweep-dir-name-over-255", "L", ["-m", f"hydra.sweep.dir={{TMP}}/{LONG_NAME}", "drafter.k=3,4"], "hydra.sweep.dir"),
+    Case("baselines-dir-name-over-255", "L", ["baseline=shared", f"paths.baselines_dir={{TMP}}/{LONG_NAME}"], "shorter paths.baselines_dir"),
     # Hydra's working folder
     Case("hydra-job-chdir", "L", ["hydra.job.chdir=true"], "hydra.job.chdir"),
     # the shared baseline store
