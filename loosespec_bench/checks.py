@@ -966,7 +966,14 @@ def check_hydra_job(master: DictConfig) -> None:
             folder = OmegaConf.select(master, key, default=None)
         except Exception:  # an interpolation Hydra itself reports when it launches
             continue
-        problem = path_length_problem(os.path.abspath(os.path.expanduser(str(folder))) + tail) if folder else None
+        full = os.path.abspath(os.path.expanduser(str(folder))) if folder else ""
+        try:
+            results = os.path.abspath(os.path.expanduser(str(OmegaConf.select(master, "paths.results_dir"))))
+        except Exception:
+            results = None
+        if not full or (results and full.startswith(results + os.sep)):
+            continue  # below paths.results_dir (the default): check_path_lengths names results_dir itself
+        problem = path_length_problem(full + tail)
         if problem:
             raise ConfigError(f"{key}={_shown(str(folder))!r}: Hydra's job folder would be too long ({problem}); "
                               f"choose a shorter {key}, or drop the override (its default is below paths.results_dir)")

@@ -292,13 +292,13 @@ def _fake_slurm(sinfo: str | None) -> Callable[[Path], None]:
 SLURM_DOWN = "echo 'sinfo: error: Unable to contact slurm controller (connect failure)' >&2; exit 1"
 ROUND3: list[Case] = [
     # path lengths
-    Case("results-dir-name-over-255", "L", [f"paths.results_dir={{TMP}}/{LONG_NAME}/r"], "255 bytes"),
-    Case("results-dir-over-path-max", "L", [f"paths.results_dir={{TMP}}/{LONG_PATH}"], "PATH_MAX"),
+    Case("results-dir-name-over-255", "L", [f"paths.results_dir={{TMP}}/{LONG_NAME}/r"], "error: paths.results_dir='"),
+    Case("results-dir-over-path-max", "L", [f"paths.results_dir={{TMP}}/{LONG_PATH}"], "(PATH_MAX)); choose a shorter paths.results_dir"),
     Case("experiment-name-over-path-max", "L", ["experiment_name=" + "/".join(["e" * 120] * 40)], "PATH_MAX"),
     Case("data-dir-name-over-255", "L", [f"paths.data_dir=/tmp/{LONG_NAME}"], "paths.data_dir"),
     Case("cache-dir-env-over-255", "L", [], "LOOSESPEC_CACHE_DIR", env={"LOOSESPEC_CACHE_DIR": f"/tmp/{LONG_NAME}"}),
     Case("results-dir-env-over-255", "L", [], "LOOSESPEC_RESULTS_DIR", env={"LOOSESPEC_RESULTS_DIR": f"{{TMP}}/{LONG_NAME}"}),
-    Case("results-dir-multibyte-name", "L", ["paths.results_dir='{TMP}/" + "\u00e9" * 150 + "'"], "300 bytes"),  # 150 characters
+    Case("results-dir-multibyte-name", "L", ["paths.results_dir='{TMP}/" + "\u00e9" * 150 + "'"], "is 300 bytes"),  # 150 characters
     # engine keys and names
     Case("engine-name-vllm-on-hf", "L", ["engine.name=vllm"], "engine.name='vllm'"),
     Case("engine-name-unknown", "L", ["engine.name=bogus"], "not a known engine"),
