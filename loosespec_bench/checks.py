@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import CONF_DIR, GROUPS, ALL_GROUPS, safe_name, safe_path_name, site_conf_dir
 from .errors import ConfigError
+from .path_limits import HYDRA_TAIL, RUN_FILE_TAIL, STORE_TAIL, check_environment_path_lengths, path_length_problem, shown
 from .params import (
     MAX_NEW_TOKENS_CAP,
     Rule,
@@ -314,7 +315,9 @@ def validate(cfg: DictConfig) -> None:
     _check_cross(data, classes)
     from .config import check_engine
 
+    check_engine_node(data)  # engine name, class and keys (issue 41)
     check_engine(cfg)  # what the chosen engine cannot honour (engines/base.py Engine.check)
+    check_path_lengths(cfg, data)  # NAME_MAX / PATH_MAX of every path the run makes (issue 41)
 
 
 def _check_logger_mode(node: Any) -> None:
@@ -413,6 +416,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def check_environment() -> None:
     """Environment variables the harness reads, before Hydra reads them."""
+    check_environment_path_lengths()  # before anything stats them (issue 41)
     site_conf_dir()  # a LOOSESPEC_SITE_CONF that is not a folder
     cache = os.environ.get("LOOSESPEC_CACHE_DIR")
     if cache is not None:
@@ -438,6 +442,7 @@ def check_resources(cfg: DictConfig) -> None:
     data = resolved(cfg)
     check_environment()
     check_results_dir(data["paths"]["results_dir"])
+    check_baseline_store(cfg)  # the store root and this point's store (issue 41)
     check_free_space(data["paths"]["results_dir"], data)
     if data.get("baseline") == "shared" and data["paths"].get("baselines_dir") is not None:
         check_results_dir(data["paths"]["baselines_dir"], "paths.baselines_dir")
@@ -501,6 +506,138 @@ def precheck_config(cfg: DictConfig, *, resources: bool = True) -> None:
     validate(cfg)
     if resources:
         check_resources(cfg)
+
+
+# --- issue 41: the paths a run makes, the engine node, the shared baseline store -------------
+def check_path_lengths(cfg: DictConfig, data: Mapping[str, Any] | None = None) -> None:
+    """Every path a run creates or reads fits the kernel's limits (NAME_MAX per name, PATH_MAX in
+    all; path_length_problem): paths.results_dir with Hydra's job folder below it, the run folder
+    results_dir/experiment_name/<run id> with its files, the shared baseline store, paths.data_dir.
+    Relative folders count from the current folder, as the run opens them. Otherwise the run
+    (or Hydra, after it made its job folder) stops with ENAMETOOLONG."""
+    from .config import run_id
+
+    data = resolved(cfg) if data is None else data
+    paths = data.get("paths") if isinstance(data.get("paths"), dict) else {}
+    results = paths.get("results_dir")
+    if not isinstance(results, str) or not results.strip():
+        return  # the settings check says what is wrong with it
+    root = os.path.abspath(os.path.expanduser(results))
+    checks: list[tuple[str, str, str]] = [("paths.results_dir", results, root + HYDRA_TAIL)]
+    for key in ("data_dir", "baselines_dir"):
+        value = paths.get(key)
+        if isinstance(value, str) and value:
+            checks.append((f"paths.{key}", value, os.path.abspath(os.path.expanduser(value))
+                           + (STORE_TAIL if key == "baselines_dir" else "")))
+    name = data.get("experiment_name")
+    try:
+        rid = run_id(cfg)
+    except (ConfigError, Exception):  # a name the settings check refuses: it says so
+        rid = None
+    if isinstance(name, str) and rid:
+        run = os.path.join(root, name, rid)
+        checks.append(("experiment_name", name, run + RUN_FILE_TAIL))
+        checks.append((f"the run folder {shown(run)!r}", rid, run + RUN_FILE_TAIL))
+    if data.get("baseline") == "shared" and not paths.get("baselines_dir"):
+        pair, dataset = data.get("pair") or {}, data.get("dataset") or {}
+        store = os.path.join(root, "_baselines", f"{pair.get('name')}_{dataset.get('name')}")
+        checks.append(("the baseline store (paths.results_dir/_baselines)", store, store + STORE_TAIL))
+    for where, value, full in checks:
+        problem = path_length_problem(full)
+        if problem:
+            what = f"{where}={shown(value)!r}" if where.startswith(("paths.", "experiment_name")) else where
+            fix = (f"choose a shorter {where}" if where.startswith("paths.") and where != "paths.results_dir"
+                   else "choose a shorter paths.results_dir, experiment_name or pair.name")
+            raise ConfigError(f"{what}: the paths the run writes there are too long ({problem}); {fix}")
+
+
+def check_engine_node(data: Mapping[str, Any]) -> None:
+    """The engine node: a mapping whose `_target_` is an Engine class, whose `name` is the name
+    that class is filed under (engine.name=vllm on the HF engine labelled the run vLLM, skipped
+    the HF resource checks and ran transformers), and whose keys are the ones its config file
+    (conf/engine/<name>.yaml) declares (an unknown key such as engine.foo was ignored)."""
+    from hydra._internal.utils import _locate
+
+    node = data.get("engine")
+    if node is None:
+        return  # the default engine (hf)
+    known = _engine_names()
+    if not isinstance(node, dict):
+        raise ConfigError(f"engine={node!r} must be a mapping of settings; choose an engine (engine={' or engine='.join(known)})")
+    target = node.get("_target_")
+    try:
+        cls = _locate(str(target)) if isinstance(target, str) and target else None
+    except Exception:
+        cls = None
+    # By name: engines sit above this floor (tests/test_architecture.py), so engines.base is not imported.
+    if not (isinstance(cls, type) and any(c.__name__ == "Engine" and c.__module__.endswith("engines.base") for c in cls.__mro__)):
+        raise ConfigError(f"engine._target_={target!r} is not an Engine class (engines/base.py); choose an engine "
+                          f"(engine={' or engine='.join(known)}) instead of setting engine._target_")
+    filed = getattr(cls, "name", None)
+    name = node.get("name")
+    if name != filed:
+        if name in known:
+            raise ConfigError(f"engine.name={name!r} does not match engine._target_ ({cls.__name__}, which is engine={filed}): "
+                              f"the name labels the run, the class runs it; choose engine={name} instead of renaming, "
+                              "or drop the engine.name override")
+        raise ConfigError(f"engine.name={name!r} is not a known engine; choose one with engine=NAME ({', '.join(known)})")
+    if filed in known:
+        declared = _engine_file_keys(filed)
+        for key in node:
+            if key not in declared:
+                raise ConfigError(f"engine.{key} is not a setting of engine={filed} ({cls.__name__}); remove it"
+                                  f" (settings of engine={filed}: {', '.join(sorted(declared - {'_target_', 'name'})) or 'none'})")
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_names() -> list[str]:
+    """The packaged engines (conf/engine/*.yaml)."""
+    from .config import group_choices
+
+    return group_choices("engine")
+
+
+@functools.lru_cache(maxsize=None)
+def _engine_file_keys(name: str) -> frozenset[str]:
+    """The keys conf/engine/<name>.yaml declares (the engine's settings, declared once there)."""
+    return frozenset(OmegaConf.load(CONF_DIR / "engine" / f"{name}.yaml"))
+
+
+def check_baseline_store(cfg: DictConfig) -> None:
+    """baseline=shared: the store root (paths.baselines_dir, else results_dir/_baselines, which
+    was never checked) is a writable folder on a writable file system, a default root that is a
+    symbolic link leads nowhere outside paths.results_dir, and this point's store folder (its
+    name depends on the pair, data set and generation settings: each sweep point its own) is a
+    real writable folder if it exists. Nothing is created (check_results_dir removes its probes)."""
+    import hashlib
+    import json
+
+    from .config import baseline_config
+
+    data = resolved(cfg)
+    if data.get("baseline") != "shared" or not _uses_drafter(data):
+        return  # no store: the target alone runs beside the method, or is the method
+    explicit = data["paths"].get("baselines_dir")
+    where = "paths.baselines_dir" if explicit else "the baseline store root (paths.results_dir/_baselines)"
+    root = Path(explicit or Path(str(data["paths"]["results_dir"])) / "_baselines").expanduser()  # baselines.baselines_root
+    if not explicit and root.is_symlink():
+        results = os.path.realpath(os.path.expanduser(str(data["paths"]["results_dir"])))
+        target = os.path.realpath(root)
+        if not Path(target).is_relative_to(results):
+            raise ConfigError(f"{root} is a symbolic link to {target}, outside paths.results_dir: the shared baselines would be "
+                              f"written there; replace the link by a folder, or name that folder (paths.baselines_dir={target})")
+    check_results_dir(str(root), where)
+    pair, dataset = data["pair"], data["dataset"]
+    # baselines.BaselineStore's folder (baselines sits above this floor; a test pins the two equal).
+    digest = hashlib.sha256(json.dumps(baseline_config(cfg), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    store = root / f"{pair.get('name')}_{dataset.get('name')}_{digest}"
+    if store.is_symlink():
+        raise ConfigError(f"the baseline store {store} is a symbolic link; a store is a folder of its own under {where}: "
+                          "remove the link (the run makes the folder)")
+    if store.exists() and not store.is_dir():
+        raise ConfigError(f"the baseline store {store} is not a folder; remove it (the run makes the folder)")
+    if store.is_dir():
+        check_results_dir(str(store), f"the baseline store {store.name}")
 
 
 __all__ = [

@@ -8,13 +8,16 @@ one loads a model. The CLI (__main__) and the planner (plan) compose through her
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from .checks import check_environment, check_resources, validate
+from .checks import check_baseline_store, check_environment, check_resources, validate
 from .config import ALL_GROUPS, CONF_DIR
 from .errors import ConfigError, one_line
+from .path_limits import path_length_problem, shown
 
 # A sweep larger than this is refused: checking it would take minutes, running it weeks.
 MAX_SWEEP_POINTS = 20_000
@@ -189,6 +192,9 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
     the first point loads its models (a single run loads its data before its models itself)."""
     check_environment()
     master, points = compose_points(overrides, multirun=multirun, config_name=config_name, cover=True)
+    check_hydra_job(master)  # hydra.job.chdir, Hydra's job folders' lengths (issue 41)
+    if multirun and resources is not False:
+        check_slurm_cluster(master)  # a Slurm launcher without a cluster (issue 41)
     here = runs_here(master) if resources is None else resources
     varying = varying_keys(points)
     seen: set[str] = set()
@@ -202,6 +208,7 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
                 if key not in seen:  # the machine's answer depends on these only
                     seen.add(key)
                     check_resources(cfg)
+                check_baseline_store(cfg)  # each point's store (the cache key above lacks `baseline`)
                 data_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
                 if data_check is not None and len(points) > 1 and data_key not in data_seen:
                     data_seen.add(data_key)
@@ -211,6 +218,7 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
                 where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point)
                 raise ConfigError(f"sweep point {where}: {err}") from None
             raise
+    check_run_id_collisions(points, varying)  # two points, one run folder (issue 41)
     return points
 
 
@@ -221,3 +229,90 @@ def varying_keys(points: list[tuple[list[str], DictConfig]]) -> set[str]:
             key, _, value = o.partition("=")
             values.setdefault(key.lstrip("+~"), set()).add(value)
     return {k for k, v in values.items() if len(v) > 1}
+
+
+# --- issue 41: a command line's points: Hydra's job folder, one run folder each, a cluster to launch on
+def check_hydra_job(master: DictConfig) -> None:
+    """Hydra's job folders (hydra.run.dir, hydra.sweep.dir) fit the kernel's path limits
+    (path_length_problem: Hydra makes them before the run and stopped with a traceback), and
+    hydra.job.chdir stays false. The harness writes each run to
+    paths.results_dir/experiment_name/<run id> and resolves every relative path (results, data,
+    models, heads) from the folder the command starts in; with chdir Hydra first changes into its
+    own job folder, so a relative results_dir put the run under results/_hydra/..., where the
+    report and `make status` never look. Refused rather than made to work: nothing in the harness
+    uses Hydra's job folder as a working folder, and every relative path in a config would have to
+    be rewritten for it."""
+    for key, tail in (("hydra.run.dir", "/.hydra/overrides.yaml"), ("hydra.sweep.dir", "/99999/.hydra/overrides.yaml")):
+        try:
+            folder = OmegaConf.select(master, key, default=None)
+        except Exception:  # an interpolation Hydra itself reports when it launches
+            continue
+        full = os.path.abspath(os.path.expanduser(str(folder))) if folder else ""
+        try:
+            results = os.path.abspath(os.path.expanduser(str(OmegaConf.select(master, "paths.results_dir"))))
+        except Exception:
+            results = None
+        if not full or (results and full.startswith(results + os.sep)):
+            continue  # below paths.results_dir (the default): check_path_lengths names results_dir itself
+        problem = path_length_problem(full + tail)
+        if problem:
+            raise ConfigError(f"{key}={shown(str(folder))!r}: Hydra's job folder would be too long ({problem}); "
+                              f"choose a shorter {key}, or drop the override (its default is below paths.results_dir)")
+    if OmegaConf.select(master, "hydra.job.chdir", default=False):
+        raise ConfigError("hydra.job.chdir=true: the harness writes runs to paths.results_dir/<experiment_name>/<run id> "
+                          "from the folder you start in, and would write them under results/_hydra/... (where report and "
+                          "status never look); drop the override (hydra.job.chdir=false)")
+
+
+def check_run_id_collisions(points: list[tuple[list[str], DictConfig]], varying: set[str]) -> None:
+    """No two points of a sweep run in one run folder: points whose values differ only where the
+    run id does not look (progress=true,false; timing.*) or repeat (drafter.k=3,3) are one run,
+    and started at once (a launcher's parallel jobs) they would fight over its lock."""
+    if len(points) < 2:
+        return
+    from .config import run_id
+
+    seen: dict[str, tuple[int, str]] = {}
+    for number, (point, cfg) in enumerate(points):
+        try:
+            # run_folder.run_dir's folder (run_folder shares this floor): results_dir/experiment_name/<run id>.
+            folder = os.path.abspath(Path(str(cfg.paths.results_dir)).expanduser() / str(cfg.experiment_name) / run_id(cfg))
+        except ConfigError:
+            continue  # validate has refused it already
+        label = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point) or "(no overrides)"
+        if folder in seen:
+            first, other = seen[folder]
+            what = (f"sweep points #{first} and #{number} are the same point ({label}) listed twice" if other == label else
+                    f"sweep points #{first} ({other}) and #{number} ({label}) differ only where the run id does not look")
+            raise ConfigError(f"{what}: both would run in the run folder {folder}; drop one of them")
+        seen[folder] = (number, label)
+
+
+# How long the Slurm controller may take to answer `sinfo` before the cluster counts as down.
+SLURM_ANSWER_S = 20
+
+
+def check_slurm_cluster(master: DictConfig) -> None:
+    """A Slurm launcher (hydra/launcher=slurm) needs a Slurm client here (sbatch, sinfo on PATH)
+    and a controller that answers (sinfo within SLURM_ANSWER_S): otherwise one line, before
+    Hydra makes the sweep folder (submitit failed inside the launch, after it)."""
+    import shutil
+    import subprocess
+
+    launcher = str(OmegaConf.select(master, "hydra.launcher._target_") or "")
+    if not launcher.endswith("SlurmLauncher"):
+        return
+    fix = "run the command on the cluster's login node, or drop hydra/launcher=slurm to run the points here"
+    for tool in ("sbatch", "sinfo"):
+        if shutil.which(tool) is None:
+            raise ConfigError(f"hydra/launcher=slurm: {tool} is not on PATH (no Slurm client on this machine); {fix}")
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=SLURM_ANSWER_S)
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"hydra/launcher=slurm: the Slurm controller did not answer sinfo within {SLURM_ANSWER_S} s; {fix}") from None
+    except OSError as err:
+        raise ConfigError(f"hydra/launcher=slurm: sinfo cannot run ({err.strerror or err}); {fix}") from None
+    if out.returncode != 0:
+        said = [ln.strip().removeprefix("sinfo: ") for ln in out.stderr.splitlines() if ln.strip()]
+        why = shown(said[-1], 160) if said else f"exit {out.returncode}"
+        raise ConfigError(f"hydra/launcher=slurm: the Slurm controller cannot be reached (sinfo: {why}); {fix}")

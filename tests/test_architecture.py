@@ -159,7 +159,8 @@ FLOORS = {
     -1: ("errors",),
     0: ("loosespec_bench", "step", "sampling", "generation", "omp", "stats", "costmodel", "slurm", "timing", "params",
         "work", "safe_files",  # safe_files: opening a run folder's files as data (no links, regular files only)
-        "digest"),  # digest: a file's sha256 (data files, packaged models, judges)
+        "digest",  # digest: a file's sha256 (data files, packaged models, judges)
+        "path_limits"),  # path_limits: the kernel's NAME_MAX / PATH_MAX, checked before anything stats a path
     1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -38,6 +39,10 @@ class Case:
     # L only, through the command line: the results folder is a fresh tmpfs of this size in a
     # private mount namespace ("ro": read-only), so that a full or read-only disk is real.
     mount: str = ""
+    mount_at: str = ""  # the mount's folder under the temp folder, when not the results folder
+    # Made in the temp folder before the command (links, fake tools); `{TMP}` in args and env
+    # values is the temp folder.
+    setup: Callable[[Path], None] | None = None
 
 
 # `L` cases run with pair=tiny progress=false, a fresh results folder and the shared data sets
@@ -256,7 +261,74 @@ ROUND2_REST: list[Case] = [
     # late: a clean line, but after a model loaded
     Case("target-hub-id-offline", "L", ["pair.target.path=nosuchorg/nosuchmodel"], "nosuchorg/nosuchmodel", env={"HF_HUB_OFFLINE": "1"}),
 ]
-ALL = MAIN + SCORE + SANDBOX_SET + PLAN + ROUND2_REST
+
+# Issue 41, third round: what is checked before any model loads (checks.py, "issue 41" section).
+LONG_NAME = "a" * 300  # one folder name over NAME_MAX (255 bytes)
+LONG_PATH = "/".join(["b" * 200] * 25)  # every name short, the whole over PATH_MAX (4096 bytes)
+
+
+def _store_root_a_file(tmp: Path) -> None:
+    _write(tmp / "results" / "_baselines", "not a folder\n")
+
+
+def _store_root_link_outside(tmp: Path) -> None:
+    (tmp / "elsewhere").mkdir()
+    (tmp / "results").mkdir()
+    os.symlink(tmp / "elsewhere", tmp / "results" / "_baselines")
+
+
+def _fake_slurm(sinfo: str | None) -> Callable[[Path], None]:
+    """A bin folder for PATH: no Slurm client at all (sinfo None), or sbatch and a sinfo script."""
+    def make(tmp: Path) -> None:
+        bin_dir = tmp / "bin"
+        bin_dir.mkdir()
+        if sinfo is not None:
+            for name, body in (("sbatch", "exit 0"), ("sinfo", sinfo)):
+                (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+                (bin_dir / name).chmod(0o755)
+    return make
+
+
+SLURM_DOWN = "echo 'sinfo: error: Unable to contact slurm controller (connect failure)' >&2; exit 1"
+ROUND3: list[Case] = [
+    # path lengths
+    Case("results-dir-name-over-255", "L", [f"paths.results_dir={{TMP}}/{LONG_NAME}/r"], "error: paths.results_dir='"),
+    Case("results-dir-over-path-max", "L", [f"paths.results_dir={{TMP}}/{LONG_PATH}"], "(PATH_MAX)); choose a shorter paths.results_dir"),
+    Case("experiment-name-over-path-max", "L", ["experiment_name=" + "/".join(["e" * 120] * 40)], "PATH_MAX"),
+    Case("data-dir-name-over-255", "L", [f"paths.data_dir=/tmp/{LONG_NAME}"], "paths.data_dir"),
+    Case("cache-dir-env-over-255", "L", [], "LOOSESPEC_CACHE_DIR", env={"LOOSESPEC_CACHE_DIR": f"/tmp/{LONG_NAME}"}),
+    Case("results-dir-env-over-255", "L", [], "LOOSESPEC_RESULTS_DIR", env={"LOOSESPEC_RESULTS_DIR": f"{{TMP}}/{LONG_NAME}"}),
+    Case("results-dir-multibyte-name", "L", ["paths.results_dir='{TMP}/" + "\u00e9" * 150 + "'"], "is 300 bytes"),  # 150 characters
+    # engine keys and names
+    Case("engine-name-vllm-on-hf", "L", ["engine.name=vllm"], "engine.name='vllm'"),
+    Case("engine-name-unknown", "L", ["engine.name=bogus"], "not a known engine"),
+    Case("engine-unknown-key", "L", ["+engine.foo=1"], "engine.foo"),
+    Case("engine-hf-batch-size", "L", ["+engine.batch_size=4"], "engine.batch_size"),
+    Case("engine-target-not-an-engine", "L", ["engine._target_=builtins.print"], "engine._target_"),
+    Case("engine-vllm-dropmatch", "L", ["engine=vllm", "pair=qwen25_coder_embedded", "method=dropmatch"], "engine=vllm"),
+    Case("engine-vllm-unknown-key", "L", ["engine=vllm", "+engine.foo=1"], "engine.foo"),
+    Case("hydra-run-dir-name-over-255", "L", [f"hydra.run.dir={{TMP}}/{LONG_NAME}"], "hydra.run.dir"),
+    Case("hydra-sweep-dir-name-over-255", "L", ["-m", f"hydra.sweep.dir={{TMP}}/{LONG_NAME}", "drafter.k=3,4"], "hydra.sweep.dir"),
+    Case("baselines-dir-name-over-255", "L", ["baseline=shared", f"paths.baselines_dir={{TMP}}/{LONG_NAME}"], "shorter paths.baselines_dir"),
+    # Hydra's working folder
+    Case("hydra-job-chdir", "L", ["hydra.job.chdir=true"], "hydra.job.chdir"),
+    # the shared baseline store
+    Case("store-root-a-file", "L", ["baseline=shared"], "_baselines", setup=_store_root_a_file),
+    Case("store-root-link-outside", "L", ["baseline=shared"], "symbolic link", setup=_store_root_link_outside),
+    Case("store-root-a-file-second-point", "L", ["-m", "baseline=paired,shared"], "sweep point baseline=shared", setup=_store_root_a_file),
+    Case("baselines-dir-a-file", "L", ["baseline=shared", "paths.baselines_dir=/etc/hostname"], "paths.baselines_dir"),
+    Case("baselines-dir-read-only", "L", ["baseline=shared", "paths.baselines_dir={TMP}/store"], "read-only", cli_only=True,
+         mount="ro", mount_at="store"),
+    # run-id collisions inside a sweep
+    Case("sweep-same-point-twice", "L", ["-m", "drafter.k=3,3"], "listed twice"),
+    Case("sweep-values-outside-run-id", "L", ["-m", "timing.tolerance=0.25,0.5"], "run id does not look"),
+    # the Slurm launcher without a cluster
+    Case("slurm-no-client", "L", ["-m", "hydra/launcher=slurm", "drafter.k=3,4"], "sbatch is not on PATH",
+         env={"PATH": "{TMP}/bin"}, setup=_fake_slurm(None)),
+    Case("slurm-controller-down", "L", ["-m", "hydra/launcher=slurm", "drafter.k=3,4"], "cannot be reached",
+         env={"PATH": "{TMP}/bin:/usr/bin:/bin"}, setup=_fake_slurm(SLURM_DOWN)),
+]
+ALL = MAIN + SCORE + SANDBOX_SET + PLAN + ROUND2_REST + ROUND3
 
 
 def _write(path: Path, data: str | bytes) -> None:
@@ -266,8 +338,10 @@ def _write(path: Path, data: str | bytes) -> None:
 
 def prepare(case: Case, tmp: Path) -> tuple[list[str], dict[str, str], Path]:
     """(command line after the module, environment, the folder that must stay clean)."""
-    env = {"LOOSESPEC_DATA_DIR": str(shared_data_dir()), **case.env}
+    env = {"LOOSESPEC_DATA_DIR": str(shared_data_dir()), **{k: v.replace("{TMP}", str(tmp)) for k, v in case.env.items()}}
     results = tmp / "results"
+    if case.setup is not None:
+        case.setup(tmp)
     if case.kind == "L":
         data = str(shared_data_dir())
         if case.files:
@@ -281,7 +355,7 @@ def prepare(case: Case, tmp: Path) -> tuple[list[str], dict[str, str], Path]:
         flags = [a for a in case.args if a in ("-m", "--multirun")]
         given = {a.lstrip("+~").split("=", 1)[0] for a in case.args}
         defaults = [d for d in ("pair=tiny", "progress=false", "dataset.limit=2") if d.split("=", 1)[0] not in given]
-        args = [*flags, *defaults, *(a for a in case.args if a not in flags)]
+        args = [*flags, *defaults, *(a.replace("{TMP}", str(tmp)) for a in case.args if a not in flags)]
         if "LOOSESPEC_RESULTS_DIR" not in case.env and not any(a.lstrip("+~").startswith("paths.results_dir") for a in case.args):
             args.append(f"paths.results_dir={results}")
         return args, env, results
@@ -342,7 +416,7 @@ def run_cli(case: Case, tmp: Path, timeout: float = 600) -> tuple[int, str, str,
     full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     command = [sys.executable, "-m", MODULE[case.kind], *args]
     if case.mount:
-        command = mounted(case, command, folder)
+        command = mounted(case, command, tmp / case.mount_at if case.mount_at else folder)
         before = snapshot(folder)
     proc = subprocess.run(command, cwd=tmp, env=full_env, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr, before, snapshot(folder)
@@ -503,3 +577,89 @@ def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
     alone, _ = estimated_results_bytes({**data, "method": {"uses_drafter": False}})
     assert alone == FOLDER_BYTES + 4 * (RECORD_BYTES + 48 * TOKEN_BYTES)
     assert 20 * 1024 < need  # the issue's 20 KiB disk is refused before a model loads
+
+
+# -- issue 41, third round: the checks' own rules --------------------------------------------------
+def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_a_file_there(tmp_path):
+    """check_baseline_store computes the store folder itself (baselines sits above checks):
+    it must be BaselineStore's folder, for every point; a link or a file there is refused."""
+    from loosespec_bench.baselines import BaselineStore, baselines_root
+    from loosespec_bench.checks import check_baseline_store
+    from loosespec_bench.config import baseline_config
+    from loosespec_bench.errors import ConfigError
+
+    from .conftest import compose_config
+
+    for extra in ([], ["dataset=gsm8k", "generation.temperature=0.5", "seed=3"]):
+        cfg = compose_config(["pair=tiny", "baseline=shared", *extra], results_dir=tmp_path / "results")
+        store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{cfg.dataset.name}").path
+        check_baseline_store(cfg)  # nothing there yet: passes, and creates nothing
+        assert not (tmp_path / "results").exists()
+        store.parent.mkdir(parents=True)
+        (tmp_path / "elsewhere").mkdir()
+        os.symlink(tmp_path / "elsewhere", store)
+        with pytest.raises(ConfigError, match=f"{store.name} is a symbolic link"):
+            check_baseline_store(cfg)
+        store.unlink()
+        store.write_text("x")
+        with pytest.raises(ConfigError, match=f"{store.name} is not a folder"):
+            check_baseline_store(cfg)
+        store.unlink()
+        store.mkdir()
+        check_baseline_store(cfg)  # a store folder of its own: fine
+        import shutil
+
+        shutil.rmtree(tmp_path / "results")
+        (tmp_path / "elsewhere").rmdir()
+    method_alone = compose_config(["pair=tiny", "baseline=shared", "method=ar"], results_dir=tmp_path / "r2")
+    (tmp_path / "r2").mkdir()
+    (tmp_path / "r2" / "_baselines").write_text("x")
+    check_baseline_store(method_alone)  # the target alone uses no store: nothing to check
+
+
+def test_the_collision_check_names_the_folder_run_dir_names(tmp_path):
+    """check_run_id_collisions computes the run folder itself (run_folder shares its floor)."""
+    from loosespec_bench.points import check_run_id_collisions
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.run_folder import run_dir
+
+    from .conftest import compose_config
+
+    a = compose_config(["pair=tiny", "experiment_name=x/y"], results_dir=tmp_path)
+    b = compose_config(["pair=tiny", "experiment_name=x/y", "progress=true"], results_dir=tmp_path)
+    c = compose_config(["pair=tiny", "experiment_name=x/y", "drafter.k=3"], results_dir=tmp_path)
+    with pytest.raises(ConfigError, match=f"#0 \\(progress=false\\) and #1 \\(progress=true\\).*{run_dir(a)}"):
+        check_run_id_collisions([(["progress=false"], a), (["progress=true"], b)], {"progress"})
+    check_run_id_collisions([(["drafter.k=5"], a), (["drafter.k=3"], c)], {"drafter.k"})
+
+
+def test_path_lengths_count_bytes_not_characters():
+    from loosespec_bench.path_limits import NAME_MAX, PATH_MAX, path_length_problem
+
+    assert path_length_problem("/tmp/" + "a" * NAME_MAX) is None
+    assert "256 bytes" in path_length_problem("/tmp/" + "a" * (NAME_MAX + 1))
+    assert "256 bytes" in path_length_problem("/tmp/" + "\u00e9" * 128)  # 128 characters, 2 bytes each
+    assert path_length_problem("/" + "/".join(["b" * 200] * 20)) is None  # 4020 bytes
+    assert "PATH_MAX" in path_length_problem("/" + "/".join(["b" * 200] * 21))
+    assert PATH_MAX == 4096
+
+
+def test_engine_vllm_without_vllm_is_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    """engine=vllm where vLLM is not installed (this machine's CPU test environment)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    case = Case("engine-vllm-not-installed", "L", ["engine=vllm", "pair=qwen25_coder_embedded"], "needs vLLM")
+    code, err, before, after = run_in_process(case, tmp_path, monkeypatch, capsys)
+    assert_clean_refusal(case, code, err, before, after, tmp_path)
+
+
+def test_a_slurm_launcher_is_not_asked_for_a_single_run_or_a_printed_config(tmp_path, monkeypatch):
+    """Without -m the launcher is not used, and --cfg prints without launching: no cluster needed."""
+    from loosespec_bench.points import precheck_points
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo
+    monkeypatch.setenv("LOOSESPEC_RESULTS_DIR", str(tmp_path / "results"))
+    precheck_points(["hydra/launcher=slurm", "pair=tiny"], multirun=False, resources=False)
+    precheck_points(["hydra/launcher=slurm", "pair=tiny", "drafter.k=3,4"], multirun=True, resources=False)
