@@ -21,6 +21,7 @@ import difflib
 import fcntl
 import hashlib
 import importlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -136,6 +137,12 @@ def is_converted(name: str, cache_dir: str | Path | None = None) -> bool:
     """Whether `embedded_model_dir(name)` would return at once (no packages needed then)."""
     model = _lookup(name)
     return _is_complete(_model_root(model, cache_dir) / "hf", model)
+
+
+def missing_parts(name: str) -> list[str]:
+    """The part packages of `name` that are not installed (found without importing them: the
+    pre-check asks this before any model loads)."""
+    return [m for m in _lookup(name).part_modules if importlib.util.find_spec(m) is None]
 
 
 def part_paths(name: str) -> list[Path]:

