@@ -1,0 +1,463 @@
+"""The command line's advice: a mistake on `python -m loosespec_bench ...` said in the project's
+words, as one ConfigError line that names what to change.
+
+Hydra's own messages advise `+key=value` for a mistyped key (which adds a key the checks then
+refuse), "missing EQUAL at '<EOF>'" for a bare word and "unrecognized arguments" for lm-eval's
+flags. Here each becomes advice computed from the actual config tree: did-you-mean over the
+group's option files (group_choices) and the composed node's keys, never a list written twice.
+Nothing here loads a model; config.py's composition helpers are the only dependency.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any, Callable, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from .config import ALL_GROUPS, GROUPS, group_choices, search_dirs, searchpath_override
+from .errors import ConfigError
+
+Compose = Callable[[list[str]], DictConfig]
+
+
+def _near(word: str, choices: Sequence[str], n: int = 1) -> list[str]:
+    """Close matches, case-insensitive (drafter.K -> k), returned in the choices' own spelling."""
+    by_lower = {str(c).lower(): str(c) for c in choices}
+    return [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.6)]
+
+
+def _listing(names: Sequence[str], limit: int = 20) -> str:
+    names = list(names)
+    more = f", ... ({len(names)} in all)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _dirs(overrides: Sequence[str]) -> list:
+    try:
+        return search_dirs(searchpath_override(list(overrides)))
+    except ConfigError:
+        return search_dirs()
+
+
+# --- words that are not overrides: bare words, lm-eval's flags ------------------------------
+
+def _groups_with_option(word: str, dirs: Sequence[Any]) -> list[str]:
+    return [g for g in GROUPS if word in group_choices(g, dirs)]
+
+
+def bare_word_hint(word: str, dirs: Sequence[Any] | None = None) -> str:
+    """`python -m loosespec_bench fly`: the override the word most likely meant."""
+    dirs = list(dirs) if dirs is not None else search_dirs()
+    exact = _groups_with_option(word, dirs)
+    if exact:
+        return (f"{word!r} is not an override (key=value); did you mean "
+                + " or ".join(f"{g}={word}" for g in exact) + "?")
+    top = _top_level_keys()
+    if word.split(".", 1)[0] in top or word.split(".", 1)[0] in ALL_GROUPS:
+        return f"{word!r} needs a value: {word}=VALUE (python -m loosespec_bench --help lists the options)"
+    options = {f"{g}={o}": o for g in GROUPS for o in group_choices(g, dirs)}
+    near = _near(word, list(options.values()), n=3)
+    guesses = [k for k in options if options[k] in near][:3]
+    hint = f"; did you mean {' or '.join(guesses)}?" if guesses else " (python -m loosespec_bench --help lists the options)"
+    return f"{word!r} is not an override: write key=value, e.g. method=fly dataset=gsm8k{hint}"
+
+
+def _default_is_null(group: str) -> bool:
+    """Whether config.yaml's defaults list leaves `group` out unless chosen (`experiment: null`)."""
+    from .config import CONF_DIR
+
+    for entry in OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml").defaults) or []:
+        if isinstance(entry, dict) and group in entry:
+            return entry[group] is None
+    return False
+
+
+def _top_level_keys() -> list[str]:
+    from .config import CONF_DIR
+
+    node = OmegaConf.load(CONF_DIR / "config.yaml")
+    return [k for k in node if k not in ("defaults", "hydra")]
+
+
+def _lm_eval_task(value: str, dirs: Sequence[Any]) -> str:
+    datasets = group_choices("dataset", dirs)
+    tasks = [t for t in value.split(",") if t]
+    if all(t in datasets for t in tasks):
+        return ("-m " if len(tasks) > 1 else "") + f"dataset={','.join(tasks)}"
+    # Not one of ours: lm-eval's own task through the lm_eval data set.
+    return ("-m " if len(tasks) > 1 else "") + f"dataset=lm_eval dataset.task={','.join(tasks)}"
+
+
+def _pair_for_model_args(value: str, dirs: Sequence[Any]) -> str:
+    """`--model_args pretrained=X,dtype=Y,device=Z` as pair overrides: the pair whose target is
+    X when one is declared, else pair.target.path=X."""
+    args = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+    out = []
+    pretrained = args.get("pretrained")
+    if pretrained:
+        pairs = []
+        for name in group_choices("pair", dirs):
+            path = next((d / "pair" / f"{name}.yaml" for d in dirs if (d / "pair" / f"{name}.yaml").is_file()), None)
+            node = OmegaConf.load(path) if path is not None else {}
+            if str(OmegaConf.select(node, "target.path", default="")) == pretrained:
+                pairs.append(name)
+        out.append(f"pair={pairs[0]}" if pairs else f"pair.target.path={pretrained} pair.draft.path=DRAFT")
+    if "dtype" in args:
+        out.append(f"pair.dtype={args['dtype']}")
+    if "device" in args:
+        out.append(f"pair.device={args['device']}")
+    return " ".join(out) or "pair=NAME (python -m loosespec_bench --help lists the pairs)"
+
+
+def _engine_for_model(value: str, dirs: Sequence[Any]) -> str:
+    engines = group_choices("engine", dirs)
+    return f"engine={value}" if value in engines else f"engine=NAME (one of {', '.join(engines)})"
+
+
+def _kv(value: str, prefix: str) -> str:
+    return " ".join(f"{prefix}.{part}" for part in value.split(",") if "=" in part) or f"{prefix}.KEY=VALUE"
+
+
+# lm-eval's flags (lm_eval --help), each with the override that does the same here; None: the
+# flag has no equivalent (said so, rather than silently dropped).
+LM_EVAL_FLAGS: dict[str, Callable[[str, Sequence[Any]], str] | str | None] = {
+    "--tasks": _lm_eval_task,
+    "--limit": lambda v, d: f"dataset.limit={v}",
+    "--output_path": lambda v, d: f"paths.results_dir={v}",
+    "--model_args": _pair_for_model_args,
+    "--model": _engine_for_model,
+    "--num_fewshot": lambda v, d: f"dataset.num_fewshot={v}",
+    "--device": lambda v, d: f"pair.device={v}",
+    "--seed": lambda v, d: f"seed={v}",
+    "--gen_kwargs": lambda v, d: _kv(v, "generation"),
+    "--wandb_args": lambda v, d: "logger=wandb " + _kv(v, "logger"),
+    "--include_path": lambda v, d: f"dataset=lm_eval dataset.include_path={v}",
+    "--system_instruction": lambda v, d: f"dataset.system_prompt={v!r}",
+    "--apply_chat_template": "chat_template=true",
+    "--fewshot_as_multiturn": "dataset.fewshot_as_multiturn=true",
+    "--log_samples": "",  # samples.jsonl is always written
+    "--batch_size": None,
+}
+# Flags of lm-eval that take no value.
+LM_EVAL_SWITCHES = ("--apply_chat_template", "--fewshot_as_multiturn", "--log_samples")
+
+
+def hydra_flags() -> set[str]:
+    """Every option string Hydra's own parser knows (-m, --cfg, -cn ...)."""
+    from hydra._internal.utils import get_args_parser
+
+    return set(get_args_parser()._option_string_actions)
+
+
+def check_flags(argv: Sequence[str]) -> None:
+    """Flags Hydra does not know, said as the overrides that do the same: lm-eval's
+    (`--tasks gsm8k --limit 10` -> `dataset=gsm8k dataset.limit=10`) and `--key value` for a
+    config key or group (`--method fly` -> `method=fly`). ConfigError with the whole command's
+    translation, so that one line is enough to fix it."""
+    known = hydra_flags()
+    dirs = _dirs(argv)
+    top = set(_top_level_keys()) | set(ALL_GROUPS)
+    said: list[str] = []
+    equivalent: list[str] = []
+    missing: list[str] = []
+    i = 0
+    args = list(argv)
+    while i < len(args):
+        arg = args[i]
+        flag, eq, inline = arg.partition("=")
+        if not arg.startswith("--") or flag in known:
+            i += 1
+            continue
+        takes_value = flag not in LM_EVAL_SWITCHES
+        value = inline if eq else (args[i + 1] if takes_value and i + 1 < len(args) and not args[i + 1].startswith("-") else None)
+        consumed = 1 + (1 if takes_value and not eq and value is not None else 0)
+        name = flag[2:].replace("-", "_")
+        said.append(" ".join(args[i : i + consumed]))
+        if flag in LM_EVAL_FLAGS:
+            rule = LM_EVAL_FLAGS[flag]
+            if rule is None:
+                missing.append(f"{flag} has no equivalent: samples run one at a time, speculative decoding is timed per sequence")
+            elif isinstance(rule, str):
+                if rule:
+                    equivalent.append(rule)
+            elif value is None:
+                missing.append(f"{flag} needs a value")
+            else:
+                equivalent.append(rule(value, dirs))
+        elif name in top or name.split(".")[0] in top:
+            equivalent.append(f"{name}={value}" if value is not None else f"{name}=VALUE")
+        else:
+            near = _near(flag, sorted(known), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ConfigError(f"{flag} is not an option{hint}; settings are key=value overrides "
+                              "(python -m loosespec_bench --help lists them)")
+        i += consumed
+    if not said:
+        return
+    rest = [a for a in args if not a.startswith("-")]
+    # values consumed by the flags are not overrides
+    for s in said:
+        for part in s.split(" ")[1:]:
+            if part in rest:
+                rest.remove(part)
+    parts = [*rest, *equivalent]
+    command = "python -m loosespec_bench " + " ".join(parts) if parts else ""
+    lm_eval = any(s.split(" ")[0].split("=")[0] in LM_EVAL_FLAGS for s in said)
+    text = f"{' '.join(said)}: {'lm-eval style flags' if lm_eval else 'not flags'}; this harness takes key=value overrides"
+    if command:
+        text += f": {command}"
+    if missing:
+        text += "; " + "; ".join(missing)
+    raise ConfigError(text)
+
+
+# --- overrides Hydra cannot read ------------------------------------------------------------
+
+_PAIRS = {"[": "]", "{": "}", "(": ")"}
+
+
+def _unbalanced(value: str) -> str | None:
+    """The first bracket or quote of `value` that is not closed (or closed without opening)."""
+    stack: list[str] = []
+    quote: str | None = None
+    for ch in value:
+        if quote:
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in _PAIRS:
+            stack.append(ch)
+        elif ch in _PAIRS.values():
+            if not stack or _PAIRS[stack.pop()] != ch:
+                return f"{ch} without its opening bracket"
+    if quote:
+        return f"the quote {quote} is not closed"
+    if stack:
+        return f"{stack[-1]} is not closed ({_PAIRS[stack[-1]]} missing)"
+    return None
+
+
+def check_override_syntax(overrides: Sequence[str]) -> None:
+    """Each override Hydra's grammar cannot read, said as what to write instead: a bare word
+    (the option it names), `group=` with no value (the group's options), an unbalanced bracket
+    or quote, `~group` on a group every run needs."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    dirs = _dirs(overrides)
+    for arg in overrides:
+        if "=" not in arg and not arg.startswith("~"):
+            raise ConfigError(bare_word_hint(arg, dirs))
+        key, _, value = arg.partition("=")
+        bare_key = key.lstrip("+~").split("@", 1)[0]
+        if "=" in arg and value == "" and bare_key in ALL_GROUPS:
+            raise ConfigError(f"{arg} gives {bare_key} no option; choose one of: {_listing(group_choices(bare_key, dirs))}")
+        if "=" in arg and value == "":
+            raise ConfigError(f"{arg} gives {bare_key} no value; write {bare_key}=VALUE, or {bare_key}=null where null is allowed")
+        if key.startswith("~") and bare_key in ALL_GROUPS:
+            if _default_is_null(bare_key):
+                raise ConfigError(f"{arg}: to leave {bare_key} out write {bare_key}=null (the other groups' choices refer to it)")
+            raise ConfigError(f"{arg} removes the {bare_key} group, which every run needs; choose another option "
+                              f"({bare_key}=NAME: {_listing(group_choices(bare_key, dirs))})")
+        try:
+            parser.parse_overrides([arg])
+        except Exception as err:
+            why = _unbalanced(value)
+            if why:
+                raise ConfigError(f"{arg}: {why}; close it, or quote the whole value ({bare_key}='...')") from None
+            from .checks import one_line
+
+            raise ConfigError(f"{arg}: not an override Hydra can read ({one_line(err)}); write key=value, quoting a "
+                              f"value with spaces or special characters ({bare_key}='...')") from None
+
+
+# --- a sweep without -m, a drafter no point uses ------------------------------------------------
+
+def check_declared_sweep(overrides: Sequence[str], config_name: str = "config") -> None:
+    """A command without -m whose config declares a sweep (an experiment's hydra.sweeper.params)
+    is refused: Hydra would run one point, the experiment file's own values, exit 0, and the
+    user would take it for the experiment. Refusing (rather than running the sweep) keeps the
+    rule that -m is what starts several runs (hours of them, at paper scale) and that a command
+    without it is one run. Giving every swept key one value on the command line picks one point
+    on purpose: that runs."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from .config import CONF_DIR
+
+    if not any(o.lstrip("+").startswith(("experiment=", "hydra.sweeper")) for o in overrides):
+        return  # only an experiment (or a sweeper override) declares a sweep
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="__main__"):
+            cfg = compose(config_name, list(overrides), return_hydra_config=True)
+    except Exception:
+        return  # a bad command: the pre-check says what is wrong with it
+    finally:
+        GlobalHydra.instance().clear()
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    node = OmegaConf.select(cfg, "hydra.sweeper.params")
+    params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
+    assert isinstance(params, dict)
+    given = {o.lstrip("+~").split("=", 1)[0] for o in overrides}
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items() if str(k) not in given])
+    # A one-value param (a scale's `pair: qwen25_coder_embedded`) is a setting, not a sweep.
+    swept = [o for o in parsed if o.is_sweep_override()]
+    if not swept:
+        return
+    point = " ".join(f"{o.key_or_group}={next(iter(o.sweep_string_iterator()))}" for o in swept)
+    who = next((o for o in overrides if o.startswith("experiment=")), "this config")
+    raise ConfigError(f"{who} declares a sweep ({' '.join(o.input_line for o in swept)}); add -m to run every point "
+                      f"(python -m loosespec_bench -m {' '.join(overrides)}), or give each swept key one value for one run "
+                      f"(e.g. {point})")
+
+
+def check_drafter_used(overrides: Sequence[str], points: Sequence[tuple[list[str], DictConfig]]) -> None:
+    """A drafter or drafter setting on the command line that no point of the run uses (method=ar
+    runs the target alone): ignoring it silently would let `method=ar drafter=pld` pass for a
+    PLD run."""
+    from .config import uses_drafter
+
+    given = [o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("@", 1)[0] == "drafter"]
+    if not given or any(uses_drafter(cfg) for _, cfg in points):
+        return
+    methods = sorted({str(cfg.method.get("name")) for _, cfg in points})
+    raise ConfigError(f"{' '.join(given)}: method={','.join(methods)} uses no drafter (the target decodes alone); "
+                      "remove the drafter setting, or choose a method that drafts (e.g. method=spd)")
+
+
+# --- composition errors ---------------------------------------------------------------------
+
+def _choice(cfg: DictConfig | None, group: str) -> str | None:
+    if cfg is None:
+        return None
+    choice = OmegaConf.select(cfg, f"hydra.runtime.choices.{group}", default=None)
+    return str(choice) if choice is not None else None
+
+
+def _options_with(group: str, subkey: str, compose: Compose, dirs: Sequence[Any]) -> list[tuple[str, list[str]]]:
+    """(option, the keys of its node at subkey's parent) for each option of the group, composed
+    as the run would compose it (defaults lists included)."""
+    out = []
+    parent = subkey.rsplit(".", 1)[0] if "." in subkey else ""
+    for option in group_choices(group, dirs):
+        try:
+            node = compose([f"{group}={option}"])[group]
+        except Exception:
+            continue
+        sub = OmegaConf.select(node, parent, default=None) if parent else node
+        if isinstance(sub, DictConfig):
+            out.append((option, [str(k) for k in sub.keys()]))
+    return out
+
+
+def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose, dirs: Sequence[Any]) -> str:
+    """`key=value` where the composed config has no `key`: the node's own close keys, else the
+    options of its group that have it, else where a key of that name lives."""
+    parts = key.split(".")
+    # The deepest node that exists.
+    depth = 0
+    node: Any = cfg
+    while cfg is not None and depth < len(parts) - 1:
+        child = node.get(parts[depth]) if isinstance(node, DictConfig) else None
+        if not isinstance(child, DictConfig):
+            break
+        node = child
+        depth += 1
+    parent = ".".join(parts[:depth])
+    leaf = parts[depth]
+    keys = [str(k) for k in node.keys() if k not in ("defaults", "hydra")] if isinstance(node, DictConfig) else []
+    group = parts[0] if parts[0] in ALL_GROUPS else None
+    choice = _choice(cfg, group) if group else None
+    owner = f"{group}={choice}" if group and choice else (parent or "the config")
+    if depth < len(parts) - 1 and isinstance(node, DictConfig) and leaf in node:
+        return f"{key}={value}: {'.'.join(parts[: depth + 1])} is a value, not a group of settings; set it directly ({'.'.join(parts[: depth + 1])}=VALUE)"
+    near = _near(leaf, keys)
+    if near:
+        fixed = ".".join([*parts[:depth], near[0], *parts[depth + 1 :]])
+        return f"{key} is not a setting of {owner}; did you mean {fixed}={value}?"
+    if group and depth >= 1:
+        sub = ".".join(parts[1 : depth + 1])
+        have = [o for o, ks in _options_with(group, sub, compose, dirs) if leaf in ks]
+        if have:
+            return (f"{key} is not a setting of {owner}; it is one of {group}={', '.join(have)}: choose one of those "
+                    f"({group}={have[0]} {key}={value}) or leave {key} out")
+        close = sorted({n for _, ks in _options_with(group, sub, compose, dirs) for n in _near(leaf, ks)})
+        if close:
+            return f"{key} is not a setting of {owner}; did you mean {'.'.join([*parts[:-1], close[0]])} (a setting of another {group})?"
+    if depth == 0 and cfg is not None:
+        # A key given at the top that lives in a node: `limit=2` -> dataset.limit=2.
+        homes = [f"{n}.{leaf}" for n in cfg if n != "hydra" and isinstance(cfg.get(n), DictConfig) and leaf in cfg[n]]
+        if homes:
+            return f"{key} is not a top-level setting; did you mean {homes[0]}={value}?"
+    where = f"of {owner}" if depth else "at the top level"
+    return f"{key} is not a setting {where}; {'known: ' + _listing(sorted(keys)) if keys else 'remove it'}"
+
+
+_OVERRIDE = re.compile(r"Could not override '([^']+)'")
+_APPEND = re.compile(r"An item is already at '([^']+)'")
+_DELETE = re.compile(r"Could not delete from config\. '([^']+)' does not exist")
+_MULTIPLE = re.compile(r"Multiple values for ([\w/]+)\.")
+_FIND = re.compile(r"Could not find '([\w/]+)/([^']*)'")
+
+
+def explain_composition_error(err: BaseException, overrides: Sequence[str], compose: Compose) -> str:
+    """Hydra's composition error for `overrides` as one line of advice: did-you-mean over the
+    node's real keys and the group's real options. compose(overrides) composes a config (with
+    its hydra node) as the run would; it is called without the offending override to read the
+    tree the user meant to change. Unknown errors: Hydra's text, on one line."""
+    from .checks import one_line
+
+    text = str(err)
+    dirs = _dirs(overrides)
+
+    def by_key(key: str) -> tuple[str, str]:
+        for o in overrides:
+            k, _, v = o.partition("=")
+            if k.lstrip("+~") == key:
+                return o, v
+        return key, ""
+
+    def without(line: str) -> DictConfig | None:
+        try:
+            return compose([o for o in overrides if o != line])
+        except Exception:
+            return None
+
+    if m := _OVERRIDE.search(text):
+        key = m.group(1)
+        line, value = by_key(key)
+        if "@" in key or "/" in key:
+            base = re.split(r"[@/]", key, maxsplit=1)[0]
+            if base in ALL_GROUPS:
+                return f"{line}: choose an option with {base}=NAME ({_listing(group_choices(base, dirs))})"
+        return _missing_key(key, value, without(line), compose, dirs)
+    if m := _APPEND.search(text):
+        key = m.group(1)
+        line, value = by_key(key)
+        return f"{line}: {key} is already a setting; drop the +: {key}={value}"
+    if m := _DELETE.search(text):
+        key = m.group(1)
+        line, _ = by_key(key)
+        explained = _missing_key(key, "VALUE", without(line), compose, dirs)
+        return f"{line}: nothing to remove ({explained})"
+    if m := _MULTIPLE.search(text):
+        group = m.group(1)
+        line, value = by_key(group)
+        return f"{line}: {group} already has an option; drop the +: {group}={value}"
+    if m := _FIND.search(text):
+        group, option = m.group(1), m.group(2)
+        options = group_choices(group, dirs)
+        near = _near(option, options) if option else []
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        return f"{group}={option!r} is not a known {group}{hint}; choose one of: {_listing(options)}"
+    return one_line(err)
+
+
+__all__ = ["bare_word_hint", "check_declared_sweep", "check_drafter_used", "check_flags", "check_override_syntax",
+           "explain_composition_error"]
