@@ -88,7 +88,10 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
         points = precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
                                  resources=False if printing else resources, data_check=None if printing else data_check)
     except ConfigError as err:
-        raise ConfigError(_scale_advice(str(err), list(args.overrides))) from None
+        from .advice import explain_composition_error  # Hydra's "+key" advice -> did-you-mean over the tree
+
+        message = explain_composition_error(str(err), list(args.overrides), args.config_name or "config")
+        raise ConfigError(_scale_advice(message, list(args.overrides))) from None
     check_drafter_used(list(args.overrides), points)
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -399,64 +400,110 @@ def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose,
     return f"{key} is not a setting {where}; {'known: ' + _listing(sorted(keys)) if keys else 'remove it'}"
 
 
-_OVERRIDE = re.compile(r"Could not override '([^']+)'")
-_APPEND = re.compile(r"An item is already at '([^']+)'")
-_DELETE = re.compile(r"Could not delete from config\. '([^']+)' does not exist")
-_MULTIPLE = re.compile(r"Multiple values for ([\w/]+)\.")
-_FIND = re.compile(r"Could not find '([\w/]+)/([^']*)'")
+# Hydra's messages (after checks.one_line: first letter lowered, lines joined by "; ").
+_OVERRIDE = re.compile(r"[Cc]ould not override '([^']+)'")
+_APPEND = re.compile(r"[Aa]n item is already at '([^']+)'")
+_DELETE = re.compile(r"[Cc]ould not delete from config\. '([^']+)' does not exist")
+_MULTIPLE = re.compile(r"[Mm]ultiple values for ([\w/]+)\.")
+_FIND = re.compile(r"[Cc]ould not find '([\w/]+)/([^']*)'")
 
 
-def explain_composition_error(err: BaseException, overrides: Sequence[str], compose: Compose) -> str:
-    """Hydra's composition error for `overrides` as one line of advice: did-you-mean over the
-    node's real keys and the group's real options. compose(overrides) composes a config (with
-    its hydra node) as the run would; it is called without the offending override to read the
-    tree the user meant to change. Unknown errors: Hydra's text, on one line."""
-    from .checks import one_line
+def _first_points(overrides: Sequence[str]) -> list[str]:
+    """Each sweep override (-m method=spd,fly) as its first value: a config to read keys from
+    (the master compose of a sweep fails before any point is named)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    text = str(err)
+    parser = OverridesParser.create()
+    out = []
+    for line in overrides:
+        try:
+            o = parser.parse_overrides([line])[0]
+            out.append(f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}" if o.is_sweep_override() else line)
+        except Exception:
+            out.append(line)
+    return out
+
+
+@contextmanager
+def _composer(config_name: str) -> Iterator[Compose]:
+    """compose(overrides) -> the config (with its hydra node) as a run composes it."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from .config import CONF_DIR
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="__main__"):
+            hydra = GlobalHydra.instance().hydra
+            assert hydra is not None
+            yield lambda ov: hydra.compose_config(config_name, list(ov), run_mode=RunMode.RUN, with_log_configuration=False)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def explain_composition_error(message: str, overrides: Sequence[str], config_name: str = "config") -> str:
+    """The pre-check's line for a Hydra composition error (its text, made one line by
+    checks.one_line) as advice: did-you-mean over the node's real keys and the group's real
+    options, never Hydra's `+key`. The config is composed without the offending override to
+    read the tree the user meant to change. Other messages come back unchanged."""
     dirs = _dirs(overrides)
+    original = list(overrides)
+    prefix = ""
+    if m := re.match(r"(sweep point ([^:]*): )", message):
+        # A point of a -m sweep: its own overrides (one value each) say what was composed.
+        prefix, overrides = m.group(1), m.group(2).split()
+    overrides = _first_points(overrides)
 
     def by_key(key: str) -> tuple[str, str]:
+        """The override (as composed) that names key, and its value as the user typed it."""
+        typed = next((o.partition("=")[2] for o in original if o.partition("=")[0].lstrip("+~") == key), "")
         for o in overrides:
             k, _, v = o.partition("=")
             if k.lstrip("+~") == key:
-                return o, v
-        return key, ""
+                return o, typed or v
+        return key, typed
 
-    def without(line: str) -> DictConfig | None:
-        try:
-            return compose([o for o in overrides if o != line])
-        except Exception:
-            return None
+    with _composer(config_name) as compose:
 
-    if m := _OVERRIDE.search(text):
-        key = m.group(1)
-        line, value = by_key(key)
-        if "@" in key or "/" in key:
-            base = re.split(r"[@/]", key, maxsplit=1)[0]
-            if base in ALL_GROUPS:
-                return f"{line}: choose an option with {base}=NAME ({_listing(group_choices(base, dirs))})"
-        return _missing_key(key, value, without(line), compose, dirs)
-    if m := _APPEND.search(text):
-        key = m.group(1)
-        line, value = by_key(key)
-        return f"{line}: {key} is already a setting; drop the +: {key}={value}"
-    if m := _DELETE.search(text):
-        key = m.group(1)
-        line, _ = by_key(key)
-        explained = _missing_key(key, "VALUE", without(line), compose, dirs)
-        return f"{line}: nothing to remove ({explained})"
-    if m := _MULTIPLE.search(text):
-        group = m.group(1)
-        line, value = by_key(group)
-        return f"{line}: {group} already has an option; drop the +: {group}={value}"
-    if m := _FIND.search(text):
-        group, option = m.group(1), m.group(2)
-        options = group_choices(group, dirs)
-        near = _near(option, options) if option else []
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        return f"{group}={option!r} is not a known {group}{hint}; choose one of: {_listing(options)}"
-    return one_line(err)
+        def without(line: str) -> DictConfig | None:
+            try:
+                return compose([o for o in overrides if o != line])
+            except Exception:
+                return None
+
+        if m := _OVERRIDE.search(message):
+            key = m.group(1)
+            line, value = by_key(key)
+            if "@" in key or "/" in key:
+                base = re.split(r"[@/]", key, maxsplit=1)[0]
+                if base in ALL_GROUPS:
+                    return f"{prefix}{line}: choose an option with {base}=NAME ({_listing(group_choices(base, dirs))})"
+            advice = prefix + _missing_key(key, value, without(line), compose, dirs)
+            group = key.split(".", 1)[0]
+            if "it is one of" in advice and group in ALL_GROUPS and any(o.startswith(f"{group}=") and "," in o for o in original):
+                advice += f"; a -m sweep over {group} sets it for every point: sweep the {group}s that have it on their own"
+            return advice
+        if m := _APPEND.search(message):
+            key = m.group(1)
+            line, value = by_key(key)
+            return f"{prefix}{line}: {key} is already a setting; drop the +: {key}={value}"
+        if m := _DELETE.search(message):
+            key = m.group(1)
+            line, _ = by_key(key)
+            return f"{prefix}{line}: nothing to remove ({_missing_key(key, 'VALUE', without(line), compose, dirs)})"
+        if m := _MULTIPLE.search(message):
+            group = m.group(1)
+            line, value = by_key(group)
+            return f"{prefix}{line}: {group} already has an option; drop the +: {group}={value}"
+        if m := _FIND.search(message):
+            group, option = m.group(1), m.group(2)
+            options = group_choices(group, dirs)
+            near = _near(option, options) if option else []
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            return f"{prefix}{group}={option!r} is not a known {group}{hint}; choose one of: {_listing(options)}"
+    return message
 
 
 __all__ = ["bare_word_hint", "check_declared_sweep", "check_drafter_used", "check_flags", "check_override_syntax",

@@ -667,10 +667,7 @@ def compose_points(
             except ConfigError:
                 raise
             except Exception as err:  # composition: unknown key, missing option, type, interpolation
-                from .advice import explain_composition_error  # did-you-mean over the real tree (issue 42)
-
-                raise ConfigError(explain_composition_error(err, list(overrides), lambda ov: hydra.compose_config(
-                    config_name, ov, run_mode=RunMode.RUN, with_log_configuration=False))) from None
+                raise ConfigError(one_line(err)) from None
             if not multirun:
                 cfg = master.copy()
                 with open_dict(cfg):

@@ -153,7 +153,7 @@ FLOORS = {
     3: ("prompting", "config", "decoding"),
     4: ("checks", "run_folder", "build", "summary"),
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate"),  # baselines: the shared target-alone store
-    6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
+    6: ("app", "score", "plan", "data", "advice"),  # data: `python -m loosespec_bench.data`; advice: the CLI's error lines
     7: ("__main__",),
 }
 # No arrow runs up: config.validate's lazy import of checks is gone (the validation room, issue

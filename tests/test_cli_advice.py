@@ -35,6 +35,9 @@ MISTAKES: list[tuple[list[str], str]] = [
     (["logger.mode=online"], "it is one of logger=wandb: choose one of those (logger=wandb logger.mode=online)"),
     (["logger.mod=online"], "did you mean logger.mode"),
     (["method@foo=fly"], "choose an option with method=NAME"),
+    (["-m", "method=spd,fly", "method.theta=0.3"], "sweep the methods that have it on their own"),
+    (["-m", "dataset.limt=2,3"], "did you mean dataset.limit=2,3?"),
+    (["-m", "experiment=fly_main", "scale=cpu", "drafter.K=3"], "did you mean drafter.k=3?"),
     # -- + and ~ --
     (["+seed=3"], "seed is already a setting; drop the +: seed=3"),
     (["+drafter=pld"], "drafter already has an option; drop the +: drafter=pld"),
