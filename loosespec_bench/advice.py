@@ -24,9 +24,14 @@ Compose = Callable[[list[str]], DictConfig]
 
 
 def _near(word: str, choices: Sequence[str], n: int = 1) -> list[str]:
-    """Close matches, case-insensitive (drafter.K -> k), returned in the choices' own spelling."""
+    """Close matches, case-insensitive (drafter.K -> k), returned in the choices' own spelling;
+    a unique key the word begins (generation.temp -> temperature) counts as close."""
     by_lower = {str(c).lower(): str(c) for c in choices}
-    return [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.6)]
+    close = [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=0.6)]
+    if close:
+        return close
+    starts = [c for low, c in by_lower.items() if len(word) >= 3 and low.startswith(word.lower())]
+    return starts if len(starts) == 1 else []
 
 
 def _listing(names: Sequence[str], limit: int = 20) -> str:
@@ -168,9 +173,14 @@ def check_flags(argv: Sequence[str]) -> None:
     while i < len(args):
         arg = args[i]
         flag, eq, inline = arg.partition("=")
-        if not arg.startswith("--") or flag in known:
+        if not arg.startswith("-") or flag in known:
             i += 1
             continue
+        if not arg.startswith("--"):  # -M, -c: a short flag Hydra does not have
+            same = [k for k in sorted(known) if k.lower() == flag.lower()] or _near(flag, sorted(known))
+            hint = f" (did you mean {same[0]}?)" if same else ""
+            raise ConfigError(f"{flag} is not an option{hint}; settings are key=value overrides "
+                              "(python -m loosespec_bench --help lists them)")
         takes_value = flag not in LM_EVAL_SWITCHES
         value = inline if eq else (args[i + 1] if takes_value and i + 1 < len(args) and not args[i + 1].startswith("-") else None)
         consumed = 1 + (1 if takes_value and not eq and value is not None else 0)
@@ -250,10 +260,19 @@ def check_override_syntax(overrides: Sequence[str]) -> None:
 
     parser = OverridesParser.create()
     dirs = _dirs(overrides)
-    for arg in overrides:
+    for i, arg in enumerate(overrides):
         if "=" not in arg and not arg.startswith("~"):
+            before = overrides[i - 1] if i else ""
+            if "=" in before and not _groups_with_option(arg, dirs) and arg.split(".", 1)[0] not in ALL_GROUPS:
+                # `drafter.k=3 5`: a value cut by a space, or values meant as a sweep.
+                key = before.partition("=")[0]
+                raise ConfigError(f"{arg!r} is not an override (key=value); a value with a space needs quotes "
+                                  f"({key}='{before.partition('=')[2]} {arg}'), several values are a sweep (-m {key}={before.partition('=')[2]},{arg})")
             raise ConfigError(bare_word_hint(arg, dirs))
         key, _, value = arg.partition("=")
+        if value.endswith(",") and not value.endswith("\\,"):
+            raise ConfigError(f"{arg} ends with a comma; one value is {key}={value.rstrip(',')}, several are a sweep "
+                              f"(-m {key}={value.rstrip(',')},OTHER)")
         bare_key = key.lstrip("+~").split("@", 1)[0]
         if "=" in arg and value == "" and bare_key in ALL_GROUPS:
             raise ConfigError(f"{arg} gives {bare_key} no option; choose one of: {_listing(group_choices(bare_key, dirs))}")

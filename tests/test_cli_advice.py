@@ -38,6 +38,15 @@ MISTAKES: list[tuple[list[str], str]] = [
     (["-m", "method=spd,fly", "method.theta=0.3"], "sweep the methods that have it on their own"),
     (["-m", "dataset.limt=2,3"], "did you mean dataset.limit=2,3?"),
     (["-m", "experiment=fly_main", "scale=cpu", "drafter.K=3"], "did you mean drafter.k=3?"),
+    (["generation.temp=0.7"], "did you mean generation.temperature=0.7?"),
+    (["paths.data=/x"], "did you mean paths.data_dir=/x?"),
+    (["dataset=mgsm", "dataset.language=fr"], "did you mean dataset.languages=fr?"),
+    (["method=FLY"], "did you mean 'fly'?"),
+    (["dataset=GSM8K"], "did you mean 'gsm8k'?"),
+    (["scale=gpu"], "did you mean 'paper'?"),  # not 'cpu': read from scale/paper.yaml's description
+    (["dataset=math"], "did you mean 'gsm8k' or 'mgsm'?"),
+    (["drafter=eagle"], "did you mean 'eagle2' or 'eagle3' or 'eagle3_tree'?"),
+    (["pair=70b"], "'llama31_8b_70b'"),
     # -- + and ~ --
     (["+seed=3"], "seed is already a setting; drop the +: seed=3"),
     (["+drafter=pld"], "drafter already has an option; drop the +: drafter=pld"),
@@ -59,6 +68,12 @@ MISTAKES: list[tuple[list[str], str]] = [
     (["gsm8"], "did you mean dataset=gsm8k"),
     (["drafter.k"], "'drafter.k' needs a value: drafter.k=VALUE"),
     (["run", "method=fly"], "'run' is not an override: write key=value"),
+    (["drafter.k=3", "5"], "drafter.k='3 5'), several values are a sweep (-m drafter.k=3,5)"),
+    (["method", "=", "fly"], "'method' needs a value: method=VALUE"),
+    (["method=fly,"], "ends with a comma; one value is method=fly"),
+    (["-M", "method=spd,fly"], "-M is not an option (did you mean -m?)"),
+    (["--experiment", "fly_main"], "python -m loosespec_bench experiment=fly_main"),
+    (["--limit"], "--limit needs a value"),
     # -- lm-eval's flags and --key value --
     (["--tasks", "gsm8k"], "python -m loosespec_bench dataset=gsm8k"),
     (["--tasks", "gsm8k,mgsm"], "-m dataset=gsm8k,mgsm"),
