@@ -59,7 +59,7 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
     flags (--cfg, --resolve, --package) and another config (-cn) are checked the same way."""
     from .checks import check_environment, precheck_points
 
-    from .advice import check_drafter_used, check_flags, check_override_syntax
+    from .advice import check_added_keys, check_drafter_used, check_flags, check_override_syntax
 
     check_environment()
     check_flags(argv)  # lm-eval's --tasks/--limit..., `--key value`: the equivalent overrides
@@ -93,6 +93,7 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
         message = explain_composition_error(str(err), list(args.overrides), args.config_name or "config")
         raise ConfigError(_scale_advice(message, list(args.overrides))) from None
     check_drafter_used(list(args.overrides), points)
+    check_added_keys(list(args.overrides), args.config_name or "config")
 
 
 def _scale_advice(message: str, overrides: list[str]) -> str:

@@ -337,6 +337,31 @@ def check_declared_sweep(overrides: Sequence[str], config_name: str = "config") 
                       f"(e.g. {point})")
 
 
+def check_added_keys(overrides: Sequence[str], config_name: str = "config") -> None:
+    """`+group.key=value` on an option that no class reads (logger=none, where logger=wandb has
+    a _target_): the checks cannot refuse it, the run would ignore it. Said as the key's real home."""
+    added = [o for o in overrides if o.startswith("+") and not o.startswith("++") and "." in o.partition("=")[0]]
+    if not added:
+        return
+    with _composer(config_name) as compose:
+        plain = [o for o in overrides if o not in added]
+        try:
+            cfg = compose(_first_points(plain))
+        except Exception:
+            return  # the pre-check has said what is wrong
+        dirs = _dirs(overrides)
+        for line in added:
+            key, _, value = line[1:].partition("=")
+            group = key.split(".", 1)[0]
+            node = cfg.get(group) if group in ALL_GROUPS else None
+            # An option with no class where the group's others have one (logger=none beside
+            # wandb): nothing reads its keys. Groups without classes (pair) are checked by validate.
+            if (isinstance(node, DictConfig) and "_target_" not in node and OmegaConf.select(cfg, key, default=None) is None
+                    and any("_target_" in keys for _, keys in _options_with(group, "", compose, dirs))):
+                raise ConfigError(f"{line}: {group}={_choice(cfg, group)} reads no settings; "
+                                  + _missing_key(key, value, cfg, compose, dirs))
+
+
 def check_drafter_used(overrides: Sequence[str], points: Sequence[tuple[list[str], DictConfig]]) -> None:
     """A drafter or drafter setting on the command line that no point of the run uses (method=ar
     runs the target alone): ignoring it silently would let `method=ar drafter=pld` pass for a
@@ -420,6 +445,7 @@ def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose,
 
 
 # Hydra's messages (after checks.one_line: first letter lowered, lines joined by "; ").
+_NOT_TAKEN = re.compile(r"^(?:sweep point [^:]*: )?([\w.]+) is not a setting of \w+=")
 _OVERRIDE = re.compile(r"[Cc]ould not override '([^']+)'")
 _APPEND = re.compile(r"[Aa]n item is already at '([^']+)'")
 _DELETE = re.compile(r"[Cc]ould not delete from config\. '([^']+)' does not exist")
@@ -504,6 +530,15 @@ def explain_composition_error(message: str, overrides: Sequence[str], config_nam
             if "it is one of" in advice and group in ALL_GROUPS and any(o.startswith(f"{group}=") and "," in o for o in original):
                 advice += f"; a -m sweep over {group} sets it for every point: sweep the {group}s that have it on their own"
             return advice
+        if (m := _NOT_TAKEN.search(message)) and any(o.startswith(f"+{m.group(1)}=") for o in original):
+            # `+method.theta=0.3` under spd: the checks refuse it ("use one of: (none)"); the
+            # advice says where the key does live, or its close spelling.
+            key = m.group(1)
+            line, value = by_key(key)
+            advice = _missing_key(key, value, without(line), compose, dirs)
+            if "did you mean" in advice or "it is one of" in advice:
+                return f"{prefix}{line}: {advice} (without the +)"
+            return message
         if m := _APPEND.search(message):
             key = m.group(1)
             line, value = by_key(key)
@@ -525,5 +560,5 @@ def explain_composition_error(message: str, overrides: Sequence[str], config_nam
     return message
 
 
-__all__ = ["bare_word_hint", "check_declared_sweep", "check_drafter_used", "check_flags", "check_override_syntax",
+__all__ = ["bare_word_hint", "check_added_keys", "check_declared_sweep", "check_drafter_used", "check_flags", "check_override_syntax",
            "explain_composition_error"]

@@ -53,6 +53,10 @@ MISTAKES: list[tuple[list[str], str]] = [
     (["~method"], "removes the method group, which every run needs"),
     (["~experiment"], "write experiment=null"),
     (["~method.theta"], "nothing to remove"),
+    (["+method.theta=0.3"], "it is one of method=fly: choose one of those (method=fly method.theta=0.3)"),
+    (["method=fly", "+method.thetta=0.2"], "did you mean method.theta=0.2? (without the +)"),
+    (["+dataset.limt=2"], "did you mean dataset.limit=2? (without the +)"),
+    (["+logger.mode=online"], "logger=none reads no settings; logger.mode is not a setting of logger=none; it is one of logger=wandb"),
     # -- malformed overrides --
     (["method="], "method= gives method no option; choose one of: ar,"),
     (["dataset.limit="], "write dataset.limit=VALUE"),
