@@ -161,12 +161,14 @@ def main() -> None:
         print(f"loosespec_bench {__version__} (hydra-core {dist_version('hydra-core')})")
         return
     try:
-        precheck(argv)
-        args = parse_cli(argv)
-        if not (args.multirun or args.cfg or any(getattr(args, flag, None) for flag in INFO_FLAGS)):
-            from .advice import check_declared_sweep
+        from .advice import check_declared_sweep, check_flags
 
+        check_flags(argv)
+        args = parse_cli(argv)
+        # First: a declared sweep run without -m is refused before the machine's checks (seconds).
+        if not (args.multirun or args.cfg or any(getattr(args, flag, None) for flag in INFO_FLAGS)):
             check_declared_sweep(list(args.overrides), args.config_name or "config")
+        precheck(argv)
         sys.argv[1:] = hydra_argv(argv, args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
