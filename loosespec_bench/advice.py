@@ -304,22 +304,15 @@ def check_declared_sweep(overrides: Sequence[str], config_name: str = "config") 
     rule that -m is what starts several runs (hours of them, at paper scale) and that a command
     without it is one run. Giving every swept key one value on the command line picks one point
     on purpose: that runs."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from .config import CONF_DIR
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     if not any(o.lstrip("+").startswith(("experiment=", "hydra.sweeper")) for o in overrides):
         return  # only an experiment (or a sweeper override) declares a sweep
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="__main__"):
-            cfg = compose(config_name, list(overrides), return_hydra_config=True)
+        with _composer(config_name) as compose:
+            cfg = compose(list(overrides))
     except Exception:
         return  # a bad command: the pre-check says what is wrong with it
-    finally:
-        GlobalHydra.instance().clear()
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     node = OmegaConf.select(cfg, "hydra.sweeper.params")
     params = OmegaConf.to_container(node, resolve=False) if isinstance(node, DictConfig) else {}
@@ -432,9 +425,13 @@ def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose,
         if have:
             return (f"{key} is not a setting of {owner}; it is one of {group}={', '.join(have)}: choose one of those "
                     f"({group}={have[0]} {key}={value}) or leave {key} out")
-        close = sorted({n for _, ks in _options_with(group, sub, compose, dirs) for n in _near(leaf, ks)})
+        others = _options_with(group, sub, compose, dirs)
+        close = sorted({n for _, ks in others for n in _near(leaf, ks)})
         if close:
-            return f"{key} is not a setting of {owner}; did you mean {'.'.join([*parts[:-1], close[0]])} (a setting of another {group})?"
+            owners = [o for o, ks in others if close[0] in ks]
+            fixed = ".".join([*parts[:-1], close[0]])
+            return (f"{key} is not a setting of {owner}; did you mean {fixed}? It is a setting of "
+                    f"{group}={', '.join(owners)} ({group}={owners[0]} {fixed}={value})")
     if depth == 0 and cfg is not None:
         # A key given at the top that lives in a node: `limit=2` -> dataset.limit=2.
         homes = [f"{n}.{leaf}" for n in cfg if n != "hydra" and isinstance(cfg.get(n), DictConfig) and leaf in cfg[n]]
