@@ -60,10 +60,14 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
     from .checks import check_environment
     from .points import precheck_points
 
+    from .advice import check_added_keys, check_drafter_used, check_flags, check_override_syntax
+
     check_environment()
+    check_flags(argv)  # lm-eval's --tasks/--limit..., `--key value`: the equivalent overrides
     args = parse_cli(argv)
     if any(getattr(args, flag, None) for flag in INFO_FLAGS):
         return
+    check_override_syntax(list(args.overrides))  # bare words, `key=`, brackets, ~group
     if args.experimental_rerun is not None:
         from pathlib import Path
 
@@ -81,8 +85,34 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
 
         check_data(cfg)
 
-    precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
-                    resources=False if printing else resources, data_check=None if printing else data_check)
+    def advice(points: list) -> None:  # the whole command line's mistakes, before the machine is asked
+        check_drafter_used(list(args.overrides), points)
+        check_added_keys(list(args.overrides), args.config_name or "config")
+
+    try:
+        precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
+                        resources=False if printing else resources, data_check=None if printing else data_check,
+                        settings_check=advice)
+    except ConfigError as err:
+        from .advice import explain_composition_error  # Hydra's "+key" advice -> did-you-mean over the tree
+
+        message = explain_composition_error(str(err), list(args.overrides), args.config_name or "config")
+        raise ConfigError(_scale_advice(message, list(args.overrides))) from None
+
+
+def _scale_advice(message: str, overrides: list[str]) -> str:
+    """An experiment at paper scale on a machine without CUDA: the fix is the experiment's CPU
+    scale (scale=cpu, its experiment_scale/cpu/<name>.yaml), not pair.device=cpu (a 70B target
+    on this CPU). Other messages pass unchanged."""
+    from .config import CONF_DIR, group_choices
+
+    given = dict(o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
+    experiment, scale = given.get("experiment"), given.get("scale", "paper")
+    if "no usable CUDA device" not in message or not experiment or scale == "cpu" or "cpu" not in group_choices("scale"):
+        return message
+    if not (CONF_DIR / "experiment_scale" / "cpu" / f"{experiment}.yaml").is_file():
+        return message.replace("; use cpu", f"; experiment={experiment} has no CPU scale: run it on a CUDA machine")
+    return message.replace("; use cpu", f"; add scale=cpu (experiment={experiment} sized for this machine)")
 
 
 def _remove_job_dir() -> None:
@@ -135,8 +165,15 @@ def main() -> None:
         print(f"loosespec_bench {__version__} (hydra-core {dist_version('hydra-core')})")
         return
     try:
+        from .advice import check_declared_sweep, check_flags
+
+        check_flags(argv)
+        args = parse_cli(argv)
+        # First: a declared sweep run without -m is refused before the machine's checks (seconds).
+        if not (args.multirun or args.cfg or any(getattr(args, flag, None) for flag in INFO_FLAGS)):
+            check_declared_sweep(list(args.overrides), args.config_name or "config")
         precheck(argv)
-        sys.argv[1:] = hydra_argv(argv, parse_cli(argv))
+        sys.argv[1:] = hydra_argv(argv, args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -235,9 +235,28 @@ def check_group_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         choices = group_choices(key, dirs)
         for v in value.split(","):
             if v and v != "null" and v not in choices:
-                near = difflib.get_close_matches(v, choices, n=1)
-                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                near = suggest_options(key, v, dirs)
+                hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
                 raise ConfigError(f"{key}={v!r} is not a known {key}{hint}; choose one of: {', '.join(choices)}")
+
+
+def suggest_options(group: str, word: str, dirs: Sequence[Path]) -> list[str]:
+    """The options of `group` a mistyped `word` most likely meant, read from the group's files:
+    the same name in another case (FLY), else the options whose name or `# description:` line
+    holds the word (scale=gpu -> paper, pair=llama -> the Llama pairs), else difflib's closest
+    name. Empty when nothing is close: no suggestion beats a wrong one."""
+    choices = group_choices(group, dirs)
+    low = word.lower()
+    same = [c for c in choices if c.lower() == low]
+    if same:
+        return same
+    pattern = re.compile(rf"(?<![a-z0-9]){re.escape(low)}(?![a-z0-9])")
+    named = [c for c in choices if low in c.lower().split("_") or (len(low) >= 3 and c.lower().startswith(low))]
+    described = [c for c in choices if (f := option_file(group, c, dirs)) is not None and pattern.search(description(f).lower())]
+    found = list(dict.fromkeys(named + described))
+    if 0 < len(found) <= 4:
+        return found
+    return difflib.get_close_matches(low, choices, n=1)
 
 
 def semantic_config(cfg: DictConfig) -> dict[str, Any]:

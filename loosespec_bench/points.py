@@ -184,41 +184,59 @@ def runs_here(master: DictConfig) -> bool:
 
 def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = "config",
                     resources: bool | None = None,
-                    data_check: Callable[[DictConfig], None] | None = None) -> list[tuple[list[str], DictConfig]]:
+                    data_check: Callable[[DictConfig], None] | None = None,
+                    settings_check: Callable[[list[tuple[list[str], DictConfig]]], None] | None = None,
+                    ) -> list[tuple[list[str], DictConfig]]:
     """Compose every point of a command line and check it (validate; check_resources where the
-    points run here, or as `resources` says); a bad point is one ConfigError naming it.
+    points run here, or as `resources` says); a bad point is one ConfigError naming it. Every
+    point's settings are checked before any point's machine: a wrong setting is named as such
+    even where the machine also lacks something (a model package, a folder).
+    settings_check (the CLI's advice over the whole command line): called with the points once
+    their settings passed, before the machine is asked.
     data_check (build.check_data, from the CLI): called once per distinct data set of a sweep
     that runs here, so that a point whose data is missing or malformed stops the sweep before
     the first point loads its models (a single run loads its data before its models itself)."""
     check_environment()
     master, points = compose_points(overrides, multirun=multirun, config_name=config_name, cover=True)
     check_hydra_job(master)  # hydra.job.chdir, Hydra's job folders' lengths (issue 41)
-    if multirun and resources is not False:
-        check_slurm_cluster(master)  # a Slurm launcher without a cluster (issue 41)
-    here = runs_here(master) if resources is None else resources
     varying = varying_keys(points)
-    seen: set[str] = set()
-    data_seen: set[str] = set()
-    for point, cfg in points:
+
+    def naming_the_point(point: list[str], check: Callable[[], None]) -> None:
         try:
-            validate(cfg)
-            if here:
-                key = repr([OmegaConf.to_container(cfg[k], resolve=True) for k in ("pair", "paths", "drafter", "generation")]
-                           + [cfg.method.get("uses_drafter", True), OmegaConf.to_container(cfg.dataset, resolve=True)])
-                if key not in seen:  # the machine's answer depends on these only
-                    seen.add(key)
-                    check_resources(cfg)
-                check_baseline_store(cfg)  # each point's store (the cache key above lacks `baseline`)
-                data_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
-                if data_check is not None and len(points) > 1 and data_key not in data_seen:
-                    data_seen.add(data_key)
-                    data_check(cfg)
+            check()
         except ConfigError as err:
             if len(points) > 1:
                 where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point)
                 raise ConfigError(f"sweep point {where}: {err}") from None
             raise
+
+    for point, cfg in points:
+        naming_the_point(point, lambda: validate(cfg))
+    if settings_check is not None:  # before the collision check: `method=ar drafter.k=3,5` is one mistake, named
+        settings_check(points)
     check_run_id_collisions(points, varying)  # two points, one run folder (issue 41)
+    if multirun and resources is not False:
+        check_slurm_cluster(master)  # a Slurm launcher without a cluster (issue 41)
+    here = runs_here(master) if resources is None else resources
+    if not here:
+        return points
+    seen: set[str] = set()
+    data_seen: set[str] = set()
+
+    def machine(cfg: DictConfig) -> None:
+        key = repr([OmegaConf.to_container(cfg[k], resolve=True) for k in ("pair", "paths", "drafter", "generation")]
+                   + [cfg.method.get("uses_drafter", True), OmegaConf.to_container(cfg.dataset, resolve=True)])
+        if key not in seen:  # the machine's answer depends on these only
+            seen.add(key)
+            check_resources(cfg)
+        check_baseline_store(cfg)  # each point's store (the cache key above lacks `baseline`)
+        data_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
+        if data_check is not None and len(points) > 1 and data_key not in data_seen:
+            data_seen.add(data_key)
+            data_check(cfg)
+
+    for point, cfg in points:
+        naming_the_point(point, lambda: machine(cfg))
     return points
 
 

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="the run's config overrides, as on the command line")
     args = parser.parse_args(argv)
     extra = ["baseline=paired", "timing.retime=false", "progress=false"] + ([f"pair.dtype={args.dtype}"] if args.dtype else [])
-    # Plain Hydra composition, not checks.compose_points: the check's settings (extra) must win
+    # Plain Hydra composition, not points.compose_points: the check's settings (extra) must win
     # over the run's own (a shared-baseline run's overrides say baseline=shared), as the last
     # of a key given twice does here.
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

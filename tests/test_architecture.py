@@ -168,7 +168,7 @@ FLOORS = {
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate",  # baselines: the shared target-alone store
         "points", "power"),  # points: a command line's points, composed by Hydra and pre-checked; power: the plan's power table
     5.5: ("resume",),  # resume and timing top-up: below the app, above the baseline store it reads
-    6: ("app", "score", "plan", "data"),  # data: `python -m loosespec_bench.data`
+    6: ("app", "score", "plan", "data", "advice"),  # data: `python -m loosespec_bench.data`; advice: the CLI's error lines
     7: ("__main__", "bench", "train"),  # bench: `python -m loosespec_bench.bench`; train: EAGLE-3 and AutoJudge training
 }
 # No arrow runs up: config.validate's lazy import of checks is gone (the validation room, issue

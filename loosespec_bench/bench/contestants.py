@@ -52,7 +52,7 @@ COMPARISONS = (
 
 
 def compose_config(overrides: list[str]) -> Any:
-    """The config `python -m loosespec_bench OVERRIDES` runs (checks.compose_points, one point,
+    """The config `python -m loosespec_bench OVERRIDES` runs (points.compose_points, one point,
     without its `hydra` node); a bad override is a ConfigError."""
     from hydra.core.global_hydra import GlobalHydra
 

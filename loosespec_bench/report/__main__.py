@@ -132,12 +132,29 @@ def main(argv: list[str] | None = None) -> int:
         where = f"under {args.results}" + (f" for experiment {args.experiment!r}" if args.experiment else "")
         if skipped:
             return _error(f"every run folder {where} is damaged ({len(skipped)} skipped); nothing to report")
+        if args.experiment:
+            return _error(_no_experiment(args.results, args.experiment))
         return _error(f"no run folder {where} (a folder with config.yaml, samples.jsonl or summary.json): "
-                      "point --results at a results folder" + (" or check --experiment" if args.experiment else ""))
+                      "point --results at a results folder")
     try:
         return _write(args, df, formats)
     except OSError as err:  # an output path that cannot be written (read-only, /proc, disk full)
         return _error(f"cannot write the report: {err.strerror or err} ({err.filename or args.command}): choose another --out/--csv")
+
+
+def _no_experiment(results: str, pattern: str) -> str:
+    """--experiment matched no run: did-you-mean over the experiments the folder holds."""
+    import difflib
+
+    from .index import load_index
+
+    names = sorted({str(e) for e in load_index(results, skip_damaged=True).get("experiment", [])})
+    if not names:
+        return f"no run folder under {results} (a folder with config.yaml, samples.jsonl or summary.json): point --results at a results folder"
+    near = difflib.get_close_matches(pattern, names, n=1, cutoff=0.75)
+    hint = f"did you mean --experiment {near[0]}? " if near else ""
+    shown = ", ".join(names[:15]) + (f", ... ({len(names)} in all)" if len(names) > 15 else "")
+    return f"--experiment {pattern!r} matches no run under {results}; {hint}(experiments there: {shown}; a glob such as 'fly_*' works)"
 
 
 def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...]) -> int:
