@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loosespec_bench.data import sha256
+from loosespec_bench.digest import file_sha256 as sha256
 
 
 def main(argv: list[str] | None = None) -> int:
