@@ -160,7 +160,7 @@ def test_calibration_predicts_forwards_lookups_extra_rows_and_steps():
 def test_predicted_speedup_pools_tokens_over_predicted_time():
     # Method: 10 tokens in 2 s and 30 in 4 s; target alone: 10 in 5 s and 30 in 15 s -> (40/6) / (40/20) = 3.333,
     # pooled as summary.cost_model_fields pools the predicted times (stats.speedup_of_sums).
-    from loosespec_bench.stats import speedup_of_sums
+    from loosespec_bench.stats.intervals import speedup_of_sums
 
     s = speedup_of_sums([10, 30], [2.0, 4.0], [10, 30], [5.0, 15.0])
     assert s == pytest.approx((40 / 6) / (40 / 20))

@@ -56,7 +56,7 @@ def compose_config(overrides: list[str]) -> Any:
     without its `hydra` node); a bad override is a ConfigError."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from loosespec_bench.checks import compose_points
+    from loosespec_bench.points import compose_points
 
     try:
         _, [(_, cfg)] = compose_points(list(overrides), multirun=False)

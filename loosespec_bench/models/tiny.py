@@ -65,3 +65,16 @@ def tiny_model(seed: int = 0, *, layers: int = 2, hidden: int = 64, vocab_size: 
     finally:
         torch.random.set_rng_state(state)
     return model.eval()
+
+
+def tiny_near_copy(seed: int = 0, scale: float = 0.1, noise_seed: int = 1234) -> torch.nn.Module:
+    """tiny_model(seed) with `scale` relative weight noise: a draft that agrees with its target
+    often but not always, so drafts hold both matches and mismatches (tiny:1 against tiny:0
+    matches almost never, which would make lossless and loose-acceptance tests say nothing)."""
+    model = tiny_model(seed)
+    g = torch.Generator().manual_seed(noise_seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1:
+                p.add_(torch.randn(p.shape, generator=g) * scale * p.std())
+    return model

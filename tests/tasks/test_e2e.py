@@ -65,7 +65,11 @@ def test_spd_reports_retention_against_target_alone(tmp_path, monkeypatch):
     summary = run(compose_config([*TINY, "method=spd", PERFECT_DRAFT, "dataset=gsm8k", "dataset.num_fewshot=0", "dataset.limit=3"], results_dir=tmp_path))
     assert summary["n_paired"] == 3 and summary["baseline_accuracy"] == 1.0
     assert summary["retention"] == 1.0
-    assert summary["retention_ci_low"] == summary["retention_ci_high"] == 1.0
+    # Exact (issue 40): no discordant pair among 3 bounds the loss only by Clopper-Pearson's upper
+    # bound on 0 of 3 at 1.25% one-sided (the two splits share the 2.5%): 1 - (1 - 0.0125^(1/3)).
+    # The bootstrap printed [1, 1] here: no problem changed, so no resample could spread.
+    assert summary["retention_ci_low"] == pytest.approx(0.0125 ** (1 / 3))
+    assert summary["retention_ci_high"] == 1.0
     assert summary["retention_ci_excludes_1"] is False
     saved = json.loads((tmp_path / "smoke_tiny").glob("*/summary.json").__next__().read_text())
     assert saved["retention_ci_level"] == 0.95
