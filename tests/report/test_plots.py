@@ -353,3 +353,18 @@ def test_a_crowded_tag_moves_further_out_on_a_leader_line_instead_of_onto_anothe
             assert not (b[0] < c[2] and c[0] < b[2] and b[1] < c[3] and c[1] < b[3]), (b, c)
     moved = [a for a in ax.texts if a.arrow_patch is not None]
     assert moved and all(abs(a.xyann[1]) > 3 + 7 * 1.2 for a in moved)  # only the tags off their corner have a leader
+
+
+def test_a_saved_figure_is_the_same_bytes_each_time(tmp_path):
+    # The committed report regenerates identically: a PDF without its creation date.
+    import matplotlib.pyplot as plt
+
+    from loosespec_bench.report.plots.figure import save
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 2])
+    first = {p.suffix: p.read_bytes() for p in save(fig, tmp_path / "a", "f")}
+    second = {p.suffix: p.read_bytes() for p in save(fig, tmp_path / "b", "f")}
+    plt.close(fig)
+    assert first == second and set(first) == {".png", ".pdf"}
+    assert b"CreationDate" not in first[".pdf"]

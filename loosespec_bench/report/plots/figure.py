@@ -78,13 +78,15 @@ def draw_note(ax: Any, text: str) -> None:
 
 
 def save(fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150) -> list[Path]:
-    """Write a figure; the bounding box is the drawn content (nothing clipped at the edges)."""
+    """Write a figure; the bounding box is the drawn content (nothing clipped at the edges). A PDF
+    carries no creation date, so that regenerating a committed report rewrites no unchanged figure."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
         path = out / f"{name}.{fmt}"
-        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        meta = {"CreationDate": None} if fmt == "pdf" else None
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1, metadata=meta)
         paths.append(path)
     return paths
 
