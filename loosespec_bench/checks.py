@@ -347,8 +347,6 @@ def _with_defaults(cls: type, node: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _check_cross(data: dict[str, Any], classes: dict[str, type]) -> None:
-    from .verifiers.fly import FLy
-
     gen, method = data["generation"], data["method"]
     batch = (data.get("engine") or {}).get("batch_size") or 1
     if data.get("baseline") == "shared" and is_int(batch) and batch > 1:
@@ -367,12 +365,8 @@ def _check_cross(data: dict[str, Any], classes: dict[str, type]) -> None:
                 f"generation.temperature={t!r}: tree drafts (drafter.tree=true, drafter=lookahead) "
                 "are verified at temperature 0 only (lossless tree sampling is not implemented)"
             )
-        k, w = classes["drafter"].draft_length(settings), method.get("window")
-        if issubclass(classes["method"], FLy) and not method.get("no_window", False) and is_int(w) and k <= w:
-            raise ConfigError(
-                f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
-                "raise K or set method.no_window=true for the no-window ablation"
-            )
+        # What the rule needs of the draft length (FLy: K above its window) is the rule's to say.
+        classes["method"].check_draft_length(_with_defaults(classes["method"], method), classes["drafter"].draft_length(settings))
 
 
 # --- check_resources: what this machine must provide ----------------------------------------

@@ -383,8 +383,6 @@ ALLOWED = {"loosespec_bench/engines/vllm.py": {"mode", "no_window", "top_k"}}
 # Still naming another module's knobs, each left to the helper who owns that file (issue 39):
 # the test fails on a new entry and on a stale one, so this list only shrinks.
 KNOWN_KNOB_NAMES: dict[str, set[str]] = {
-    "loosespec_bench/checks.py": {"no_window", "window"},  # i39c: FLy's K > W check
-    "loosespec_bench/judges/head.py": {"judge_path", "judge_sha256"},  # the judge file loader: its errors name the setting
     # The report's FLy figures and tables (the papers' theta/W sweeps, Table 1's setting columns)
     # select and label runs by the index's knob columns; the split (i39b) spread them over modules.
     "loosespec_bench/report/__main__.py": {"theta"},  # the index columns shown by `report index`
@@ -394,7 +392,6 @@ KNOWN_KNOB_NAMES: dict[str, set[str]] = {
     "loosespec_bench/report/plots/figure.py": {"theta"},  # the sweep axes
     "loosespec_bench/report/plots/sweeps.py": {"theta"},  # FLy's sweeps are over theta and W
     "loosespec_bench/report/tables/fly.py": {"criterion", "no_window", "theta", "window"},  # FLy's tables
-    "loosespec_bench/sinks/wandb.py": {"theta"},  # FLy's theta and mode in the W&B run summary
 }
 
 

@@ -36,14 +36,14 @@ def packaged_path(name: str) -> Path:
 
 
 def judge_file(path: str | Path) -> Path:
-    """The judge.json a `method.judge_path` names: `packaged:<pair>`, a file, or its folder."""
+    """The judge.json a rule's judge path names: `packaged:<pair>`, a file, or its folder."""
     p = packaged_path(str(path)) if str(path).startswith(PACKAGED) else Path(os.path.expanduser(str(path)))
     return p / "judge.json" if p.is_dir() else p
 
 
 def judge_sha256(path: str | Path | None) -> str | None:
     """sha256 of the judge file `path` names (None when there is none: the pre-check says so).
-    It goes into the resolved config (method.judge_sha256), so a retrained judge gets a new run
+    It goes into the resolved config (the rule's judge hash), so a retrained judge gets a new run
     id and a run folder is never resumed with another judge's samples."""
     if not path:
         return None
@@ -117,22 +117,23 @@ class JudgeHead:
         return path
 
     @classmethod
-    def load(cls, path: Path | str) -> "JudgeHead":
-        """A judge.json, or a folder holding one. A missing or malformed file is a ConfigError."""
+    def load(cls, path: Path | str, setting: str = "the judge path") -> "JudgeHead":
+        """A judge.json, or a folder holding one. A missing or malformed file is a ConfigError
+        that names `setting` (the rule passes the config key it read `path` from)."""
         p = judge_file(path)
         if not p.is_file():
             raise ConfigError(
-                f"method.judge_path: no trained judge at {p}; train one with python -m loosespec_bench.train.mine_autojudge and "
-                "python -m loosespec_bench.train.autojudge (docs/algorithms.md, AutoJudge) or point method.judge_path at a judge.json"
+                f"{setting}: no trained judge at {p}; train one with python -m loosespec_bench.train.mine_autojudge and "
+                f"python -m loosespec_bench.train.autojudge (docs/algorithms.md, AutoJudge) or point {setting} at a judge.json"
             )
         try:
             data = json.loads(p.read_text())
         except ValueError as err:
-            raise ConfigError(f"method.judge_path: {p} is not valid JSON ({err})") from None
+            raise ConfigError(f"{setting}: {p} is not valid JSON ({err})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ConfigError(f"method.judge_path: {p} is not an AutoJudge judge file (format {FORMAT!r})")
+            raise ConfigError(f"{setting}: {p} is not an AutoJudge judge file (format {FORMAT!r})")
         try:
             return cls(**{k: data[k] for k in ("mean", "scale", "weights", "bias", "threshold")},
                        setup=data.get("setup", "DT"), provenance=data.get("provenance", {}))
         except (KeyError, TypeError) as err:
-            raise ConfigError(f"method.judge_path: {p} lacks a field of a judge ({err})") from None
+            raise ConfigError(f"{setting}: {p} lacks a field of a judge ({err})") from None

@@ -269,7 +269,7 @@ class WandbTracker:
         self._n_steps = 0
         self._step = 0  # the next W&B step (history row), continued across resumed processes
         self._folders: list[str] = []  # this W&B run's offline folders, oldest first
-        self._method: dict[str, Any] = {}  # FLy's mode and theta, for the entropy plot
+        self._method: dict[str, Any] = {}  # the method node (the rule's knobs), for the tracker's plots
         self._config: dict[str, Any] = {}  # the resolved config, for the plots' labels
 
     def start(self, cfg: DictConfig, run_dir: Path, run_id: str) -> None:
@@ -289,8 +289,7 @@ class WandbTracker:
         tags = self.tags + [f"{k}:{v}" for k, v in facets.items() if v]
         self.run_dir = Path(run_dir)
         self._config = config
-        method_cfg = config.get("method") or {}
-        self._method = {"mode": method_cfg.get("mode"), "theta": method_cfg.get("theta")}
+        self._method = dict(config.get("method") or {})  # the plotter picks the knobs its figure reads
         settings = wandb.Settings(
             console="off",  # the harness's own output stays as it is
             silent=True,

@@ -162,7 +162,7 @@ def _load_judge(judge_path: str | None, threshold: float | None, sha256: str | N
     changed since then is refused rather than run under the old judge's run id."""
     if not judge_path:
         raise ConfigError("method.judge_path is empty: point it at a trained judge (python -m loosespec_bench.train.autojudge)")
-    judge = JudgeHead.load(judge_path)
+    judge = JudgeHead.load(judge_path, "method.judge_path")
     if sha256 is not None and judge_sha256(judge_path) != sha256:
         raise ConfigError(f"method.judge_path: {judge_path} changed since the run's config recorded it "
                           f"(method.judge_sha256={sha256[:12]}...); compose the run again")
@@ -175,7 +175,7 @@ def check_judge_file(knobs: Mapping[str, Any]) -> None:
     judge_path = knobs.get("judge_path")
     if not judge_path:  # null / "": AutoJudge has no judge to read
         raise ConfigError("method.judge_path is empty: point it at a trained judge (python -m loosespec_bench.train.autojudge)")
-    JudgeHead.load(judge_path)
+    JudgeHead.load(judge_path, "method.judge_path")
 
 
 class AutoJudge(Verifier):

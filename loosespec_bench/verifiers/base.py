@@ -84,6 +84,12 @@ class Verifier:
         any result folder is made (build.check_artefacts); a ConfigError names what is wrong.
         knobs: the method node as configured. None by default."""
 
+    @classmethod
+    def check_draft_length(cls, knobs: Mapping[str, Any], k: int) -> None:
+        """What the rule needs of the drafter's K (a tree's longest path), checked by the
+        pre-check before any model loads; a ConfigError names the settings. knobs: the method
+        node with its Params defaults. Nothing by default."""
+
     def draft_temperature(self, temperature: float) -> float:
         """The temperature the drafter proposes at, given the run's: the same by default (q_i is
         then the drafter's own sampling distribution, which speculative sampling needs)."""

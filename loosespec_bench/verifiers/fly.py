@@ -49,10 +49,11 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
+from ..errors import ConfigError
 from ..params import DEFAULT, Shown, boolean, choice, integer, knob, real
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, sample_token, tempered_probs
 from ..step import Draft, TargetScores, Verdict, longest_true_prefix
@@ -273,6 +274,17 @@ class FLy(Verifier):
     Params = FLyParams
     config_names = ("fly",)
     display_name = "FLy"
+
+    @classmethod
+    def check_draft_length(cls, knobs: Mapping[str, Any], k: int) -> None:
+        """K <= W: the deferral window never fills, so FLy decides as SPD does (unless the
+        no-window ablation asks for exactly that)."""
+        w = knobs.get("window")
+        if not knobs.get("no_window", False) and isinstance(w, int) and not isinstance(w, bool) and k <= w:
+            raise ConfigError(
+                f"drafter.k={k} <= method.window={w}: the deferral window never fills and FLy equals SPD; "
+                "raise K or set method.no_window=true for the no-window ablation"
+            )
 
     def __init__(self, **knobs: Any) -> None:
         self.params = FLyParams.build(knobs)  # every range checked once, there

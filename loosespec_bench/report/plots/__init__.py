@@ -60,5 +60,5 @@ def tracker_plots(
 
     made = {"acceptance_by_position": fig_acceptance_by_position([summary_row(summary, config)])}
     if is_rule(summary.get("method"), FLy):
-        made["fly_mismatch_entropy"] = fig_fly_entropy([{"records": records, **method}])
+        made["fly_mismatch_entropy"] = fig_fly_entropy([{"records": records, "mode": method.get("mode"), "theta": method.get("theta")}])
     return {name: save(fig, out_dir, name, formats=("png",))[0] for name, fig in made.items()}
