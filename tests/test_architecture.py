@@ -380,19 +380,6 @@ OTHER_MEANINGS = {
 # The vLLM bridge maps FLy's knobs onto vLLM's options and refuses the ones vLLM lacks: a mapping
 # names both sides. Its knob list and defaults come from FLyParams (engines/vllm.py fly_params).
 ALLOWED = {"loosespec_bench/engines/vllm.py": {"mode", "no_window", "top_k"}}
-# Still naming another module's knobs, each left to the helper who owns that file (issue 39):
-# the test fails on a new entry and on a stale one, so this list only shrinks.
-KNOWN_KNOB_NAMES: dict[str, set[str]] = {
-    # The report's FLy figures and tables (the papers' theta/W sweeps, Table 1's setting columns)
-    # select and label runs by the index's knob columns; the split (i39b) spread them over modules.
-    "loosespec_bench/report/__main__.py": {"theta"},  # the index columns shown by `report index`
-    "loosespec_bench/report/claims/decide.py": {"no_window"},  # a FLy run without its window
-    "loosespec_bench/report/plots/__init__.py": {"theta"},  # the speedup-vs-theta figure
-    "loosespec_bench/report/plots/entropy.py": {"theta"},  # one entropy panel per theta
-    "loosespec_bench/report/plots/figure.py": {"theta"},  # the sweep axes
-    "loosespec_bench/report/plots/sweeps.py": {"theta"},  # FLy's sweeps are over theta and W
-    "loosespec_bench/report/tables/fly.py": {"criterion", "no_window", "theta", "window"},  # FLy's tables
-}
 
 
 def _knob_owners() -> dict[str, set[Path]]:
@@ -482,8 +469,9 @@ def test_a_rules_knob_names_appear_only_in_its_own_module():
     knob is using it, not restating it), tests/, scripts/ and hydra_plugins/. A knob counts as
     named where `method.<name>` appears (code, messages, docstrings) or, for a name that no other
     class uses as a setting and that has no other meaning here, as a string literal. ALLOWED:
-    the vLLM bridge (a mapping names both sides); KNOWN_KNOB_NAMES: files other helpers own."""
-    assert knob_name_uses() == KNOWN_KNOB_NAMES
+    the vLLM bridge (a mapping names both sides). The report's FLy tables and figures ask FLy
+    for the knobs they read (FLy.THRESHOLD, WINDOW, NO_WINDOW) and schema for their columns."""
+    assert knob_name_uses() == {}
 
 
 # ---- the report wing's rooms (issue 39 item 2) ------------------------------------------------

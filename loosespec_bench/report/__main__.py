@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-# Columns printed by `index` (the CSV has them all).
-SHOWN = ["experiment", "status", "method", "drafter", "pair", "dataset", "K", "theta", "W", "tau", "speedup",
+# Columns printed by `index` (the CSV has them all); FLy's theta and W columns join after K
+# (labels.THETA, W: imported when the index is printed, not for --help).
+SHOWN = ["experiment", "status", "method", "drafter", "pair", "dataset", "K", "tau", "speedup",
          "speedup_ci_low", "speedup_ci_high", "accuracy", "retention", "n_samples", "run_id"]
 FORMATS = ("png", "pdf", "svg")
 
@@ -164,8 +165,11 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
     if args.command == "index":
         import pandas as pd
 
+        from .labels import THETA, W
+
+        shown = [*SHOWN[:SHOWN.index("K") + 1], THETA, W, *SHOWN[SHOWN.index("K") + 1:]]
         with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_columns", None):
-            print(df[SHOWN].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+            print(df[shown].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         if args.csv:
             print(f"index: {index_to_csv(df, args.csv)} ({len(df)} runs)")
         return 0

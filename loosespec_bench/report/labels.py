@@ -10,11 +10,20 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from ..schema import label_parts
-from ..verifiers import Verifier, rule_class
+from ..schema import KNOB_BY_KEY, label_parts
+from ..verifiers import FLy, Verifier, rule_class
 from .render import is_missing
 
 ENGINE_NAMES = {"vllm": "vLLM"}  # engine=<name> as the tables print it (engine=hf, our loop: no tag)
+
+
+def fly_column(knob: str) -> str:
+    """The results index's column of one of FLy's knobs (schema reads it from FLyParams)."""
+    return KNOB_BY_KEY[f"method.{knob}"].column
+
+
+# FLy's knobs as the index names them: the report's FLy tables and figures select by these.
+THETA, W, NO_WINDOW = fly_column(FLy.THRESHOLD), fly_column(FLy.WINDOW), fly_column(FLy.NO_WINDOW)
 
 
 @lru_cache(maxsize=None)

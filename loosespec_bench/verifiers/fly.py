@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import torch
 
@@ -274,6 +274,12 @@ class FLy(Verifier):
     Params = FLyParams
     config_names = ("fly",)
     display_name = "FLy"
+    # The knobs the report's FLy tables and figures read (the papers' theta and W sweeps, the
+    # entropy figure's gate, the no-window ablation): named here so that no other module spells
+    # them; their index columns, labels and axes come from schema (report.labels.fly_column).
+    THRESHOLD: ClassVar[str] = "theta"
+    WINDOW: ClassVar[str] = "window"
+    NO_WINDOW: ClassVar[str] = "no_window"
 
     @classmethod
     def check_draft_length(cls, knobs: Mapping[str, Any], k: int) -> None:

@@ -20,7 +20,7 @@ from ...stats.verdicts import (
 )
 from ...verifiers import FLy
 from ..compare import MIN_N_VERDICT, Run, compare_pair, difference_stat, load_run
-from ..labels import is_rule
+from ..labels import NO_WINDOW, is_rule
 from .declaration import Claim, Declaration, Family, load_declaration
 
 
@@ -85,7 +85,7 @@ def select(index: pd.DataFrame, sel: Mapping[str, Any], dataset: str) -> pd.Seri
 def _has_extra(row: pd.Series, sel: Mapping[str, Any]) -> bool:
     """A FLy selector means the plain rule: not the no-window / paper-mode ablation points."""
     if is_rule(sel.get("method"), FLy):
-        return bool(row.get("no_window") is True or str(row.get("mode") or "code") != "code")
+        return bool(row.get(NO_WINDOW) is True or str(row.get("mode") or "code") != "code")
     return False
 
 

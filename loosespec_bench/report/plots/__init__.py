@@ -27,7 +27,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ...verifiers import FLy
-from ..labels import is_rule
+from ..labels import THETA, W, is_rule
 from .acceptance import fig_acceptance_by_position
 from .entropy import fig_fly_entropy, fly_runs_from_index
 from .figure import save
@@ -37,8 +37,8 @@ from .tradeoff import fig_tradeoff
 
 def build_figures(index: pd.DataFrame) -> dict[str, Figure]:
     return {
-        "speedup_tau_vs_theta": fig_vs_param(index, "theta"),
-        "speedup_tau_vs_W": fig_vs_param(index, "W"),
+        f"speedup_tau_vs_{THETA}": fig_vs_param(index, THETA),
+        f"speedup_tau_vs_{W}": fig_vs_param(index, W),
         "speedup_tau_vs_K": fig_vs_param(index, "K"),
         "retention_vs_speedup": fig_tradeoff(index),
         "acceptance_by_position": fig_acceptance_by_position(index),
@@ -60,5 +60,5 @@ def tracker_plots(
 
     made = {"acceptance_by_position": fig_acceptance_by_position([summary_row(summary, config)])}
     if is_rule(summary.get("method"), FLy):
-        made["fly_mismatch_entropy"] = fig_fly_entropy([{"records": records, "mode": method.get("mode"), "theta": method.get("theta")}])
+        made["fly_mismatch_entropy"] = fig_fly_entropy([{"records": records, "mode": method.get("mode"), THETA: method.get(FLy.THRESHOLD)}])
     return {name: save(fig, out_dir, name, formats=("png",))[0] for name, fig in made.items()}

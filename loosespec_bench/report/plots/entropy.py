@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ..index import read_records
 from ...verifiers import FLy
-from ..labels import is_rule, method_label
+from ..labels import THETA, is_rule, method_label
 from ..render import is_missing
 from .figure import ENTROPY_LABEL, canvas, draw_note, frame_of, sweep_key
 
@@ -69,7 +69,7 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
             sweeps.setdefault(run["sweep"], []).append(run)
 
     def thetas_of(group: list) -> set[float]:
-        return {float(r["theta"]) for r in group if not is_missing(r.get("theta"))}
+        return {float(r[THETA]) for r in group if not is_missing(r.get(THETA))}
 
     best = max(sweeps.values(), key=lambda g: (len(thetas_of(g)), len(g)), default=[])
     left_out = 0
@@ -84,7 +84,7 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         discarded += fly_discarded_mismatches(records)
         if not acc and not rej:
             continue
-        theta = None if is_missing(run.get("theta")) else float(run["theta"])
+        theta = None if is_missing(run.get(THETA)) else float(run[THETA])
         slot = pooled.setdefault((run.get("mode") or "code", theta), {"accepted": [], "rejected": [], "runs": []})
         slot["accepted"] += acc
         slot["rejected"] += rej
@@ -167,7 +167,7 @@ def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     out = []
     for _, r in df[df["method"].map(lambda m: is_rule(m, FLy))].iterrows():
-        out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), "theta": r.get("theta"), "label": method_label(r),
-                    "pooled_label": method_label(r, skip=("theta", "mode")), "dataset": r.get("dataset"),
-                    "sweep": sweep_key(r, "theta")})
+        out.append({"records": read_records(r["run_dir"]), "mode": r.get("mode"), THETA: r.get(THETA), "label": method_label(r),
+                    "pooled_label": method_label(r, skip=(THETA, "mode")), "dataset": r.get("dataset"),
+                    "sweep": sweep_key(r, THETA)})
     return out

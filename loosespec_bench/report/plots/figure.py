@@ -15,14 +15,14 @@ from matplotlib.figure import Figure
 from ...schema import FIGURE, KNOB_BY_COLUMN
 from ..grouping import combine, config_key, config_suffixes, is_true
 from ...verifiers import FLy
-from ..labels import is_rule, method_label
+from ..labels import THETA, W, is_rule, method_label
 from ..render import is_missing
 
 
 SPEEDUP_LABEL = FIGURE["speedup"].label
 TAU_LABEL = FIGURE["tau"].label
 # The x axes of the sweep plots: a knob of schema.KNOBS (column, axis label, config key).
-PARAMS = {c: (c, KNOB_BY_COLUMN[c].axis) for c in ("theta", "W", "K")}
+PARAMS = {c: (c, KNOB_BY_COLUMN[c].axis) for c in (THETA, W, "K")}
 PARAM_CONFIG_KEY = {c: KNOB_BY_COLUMN[c].key for c in PARAMS}
 ENTROPY_LABEL = {
     "code": "top-3 entropy H of the target (nats)",

@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ...verifiers import FLy
-from ..labels import is_rule
+from ..labels import THETA, W, is_rule
 from ..render import is_missing
 from .figure import (
     MARKERS,
@@ -46,7 +46,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     df = frame_of(index)
     if not df.empty:
         df = df[df[col].notna()]
-        df = df[df["method"].map(lambda m: is_rule(m, FLy))] if param in ("theta", "W") else df[df["K"].fillna(0) > 0]
+        df = df[df["method"].map(lambda m: is_rule(m, FLy))] if param in (THETA, W) else df[df["K"].fillna(0) > 0]
 
     sweeps_by_ds: dict[str, dict[tuple, list]] = {}
     singles = 0
@@ -65,7 +65,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     fig, grid = canvas(min(4.2 * n, 18) + 0.6, 3.0 * len(metrics), ncols=n, nrows=len(metrics))
     fig.suptitle(f"Speedup, tau and quality change vs {xlabel}" if "score_diff" in metrics else f"Speedup and tau vs {xlabel}")
     if not datasets:
-        what = "FLy runs" if param in ("theta", "W") else "runs with a drafter"
+        what = "FLy runs" if param in (THETA, W) else "runs with a drafter"
         extra = f"\n({singles} configuration(s) ran at one {param} only)" if singles else ""
         for row in grid:
             draw_note(row[0], f"no sweep of {what} over {param}{extra}")

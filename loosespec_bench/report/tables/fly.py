@@ -34,7 +34,7 @@ from ..grouping import (
     subset_notes,
 )
 from ...verifiers import FLy
-from ..labels import is_eagle, is_exact, is_rule, is_target_alone, method_label
+from ..labels import NO_WINDOW, THETA, W, is_eagle, is_exact, is_rule, is_target_alone, method_label
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table, is_missing
 
 # -- FLy main table ----------------------------------------------------------------------------
@@ -43,7 +43,7 @@ from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table, is_missing
 # and is read from, the main table's folder: plan.assign_owners).
 # fly_ablation_mla stays: its drafter=model points are the main table's "FLy" row beside FLy + MLA.
 NOT_MAIN_TABLE = ("ablation_theta", "ablation_window", "ablation_k", "ablation_mode", "ablation_no_window",
-                  "dropmatch", "grid", "criterion", "autojudge")
+                  "dropmatch", "grid", "autojudge")  # "dropmatch" covers dropmatch_criterion
 
 
 def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
@@ -184,15 +184,15 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
 # The configuration keys an ablation axis varies (excluded when matching runs to an ablation).
 AXIS_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # axis: (keys, key prefixes)
-    "theta": (("method.theta",), ()),
-    "W": (("method.window",), ()),
+    THETA: ((f"method.{FLy.THRESHOLD}",), ()),
+    W: ((f"method.{FLy.WINDOW}",), ()),
     "K": (("drafter.k",), ()),
     "MLA": ((), ("drafter.",)),  # the drafter's own keys; K is kept apart (_axis_free_key)
 }
 ABLATIONS = {
     # axis: (index column, header, experiment name part)
-    "theta": ("theta", "θ (entropy threshold)", "theta"),
-    "W": ("W", "W (window, tokens)", "window"),
+    THETA: (THETA, "θ (entropy threshold)", FLy.THRESHOLD),  # experiment fly_ablation_<knob>
+    W: (W, "W (window, tokens)", FLy.WINDOW),
     "K": ("K", "K (draft tokens)", "k"),
     "MLA": ("drafter", "MLA", "mla"),
 }
@@ -231,7 +231,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
     for _, r in runs.iterrows() if not runs.empty else []:
         if is_exact(r["method"]):
             lossless.setdefault((lossless_key(r), r["dataset"]), []).append(r)
-    others = [("K", "K"), ("W", "W"), ("theta", "θ"), ("drafter", "MLA"), ("mode", "mode"), ("no_window", "no_window")]
+    others = [("K", "K"), (W, "W"), (THETA, "θ"), ("drafter", "MLA"), ("mode", "mode"), (NO_WINDOW, NO_WINDOW)]
     columns = [header, "pair", "other settings", "data sets", "speedup", "tau", "tau without loose accepts",
                "loose accept rate", "retention", "lossless twin retention (noise floor)", "identical to target alone", "n"]
     meta = {c: ("", c) for c in columns[4:]}
@@ -261,7 +261,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
             members = [m for ds in sets for m in entry["by_ds"][ds]]
             settings = []
             for k, name in others:
-                if k == col or is_missing(r.get(k)) or (k == "no_window" and r.get(k) is not True):
+                if k == col or is_missing(r.get(k)) or (k == NO_WINDOW and r.get(k) is not True):
                     continue
                 v = r[k]
                 settings.append(f"{name}={_mla(v)}" if k == "drafter" else f"{name}={v:g}" if isinstance(v, float) else f"{name}={v}")
