@@ -36,10 +36,9 @@ def cascade_decide(
     """One min-p cascade step. draft_tokens: [K]; draft_probs: [K, vocab_draft] or None
     (read at T > 0 only, by the exact test); target_logits: [K+1, vocab]; alpha in (0, 1]."""
     alpha = float(params.alpha)
-    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
+    generator, greedy = sampling.generator, sampling.greedy
     K = draft_tokens.numel()
-    greedy = temperature <= 0
-    p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
+    p, d, idx, t = step_probs(draft_tokens, target_logits, sampling)  # [K+1, vocab], [K], [K], [K+1]
     ratio = p[idx, d] / p[:K].max(dim=-1).values  # [K] p_i(d_i) / max p_i, in [0, 1]
     in_min_p = p[idx, d] >= alpha * p[:K].max(dim=-1).values  # [K]
     if greedy:

@@ -35,10 +35,9 @@ def lenient_decide(
     """One lenient step. draft_tokens: [K]; draft_probs: [K, vocab_draft] or None (one-hot);
     target_logits: [K+1, vocab]; l in (0, 1]."""
     l = float(params.lenience)  # noqa: E741 (the paper's symbol)
-    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
+    generator, greedy = sampling.generator, sampling.greedy
     K = draft_tokens.numel()
-    greedy = temperature <= 0
-    p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
+    p, d, idx, t = step_probs(draft_tokens, target_logits, sampling)  # [K+1, vocab], [K], [K], [K+1]
     q = draft_q(d, draft_probs, p.shape[-1], p.device)  # [K, vocab]
     p_d, q_d = p[idx, d], q[idx, d]  # [K]
     ratio = p_d / (l * q_d)  # [K] the acceptance probability before min(1, .)

@@ -60,18 +60,15 @@ def untempered(target_logits: torch.Tensor) -> torch.Tensor:
 def step_probs(
     draft_tokens: torch.Tensor,
     target_logits: torch.Tensor,
-    temperature: float,
-    generator: torch.Generator | None,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    sampling: SamplingParams,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """What every positionwise rule reads first: (p [K+1, vocab], d [K], idx [K] = 0..K-1,
     t [K+1] = argmax p), p untempered at T <= 0, else processed (sampling.tempered_probs) and on
     the generator's device; d moved to p's device."""
-    if temperature <= 0:
+    if sampling.greedy:
         p = untempered(target_logits)
     else:
-        p = tempered_probs(target_logits, temperature, generator, top_k=top_k, top_p=top_p)
+        p = tempered_probs(target_logits, sampling.temperature, sampling.generator, top_k=sampling.top_k, top_p=sampling.top_p)
     d = draft_tokens.to(p.device)
     return p, d, torch.arange(d.numel(), device=p.device), p.argmax(dim=-1)
 

@@ -41,10 +41,9 @@ def threshold_decide(
 ) -> PositionwiseDecision:
     """One threshold-acceptance step. draft_tokens: [K]; target_logits: [K+1, vocab]."""
     threshold_single, threshold_acc = float(params.threshold_single), float(params.threshold_acc)
-    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
+    generator, greedy = sampling.generator, sampling.greedy
     K = draft_tokens.numel()
-    greedy = temperature <= 0
-    p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
+    p, d, idx, t = step_probs(draft_tokens, target_logits, sampling)  # [K+1, vocab], [K], [K], [K+1]
     p_d = p[idx, d]  # [K]
     single = p_d >= threshold_single
     if greedy:

@@ -43,10 +43,9 @@ def typical_decide(
 ) -> PositionwiseDecision:
     """One typical-acceptance step. draft_tokens: [K]; target_logits: [K+1, vocab]."""
     epsilon, delta = float(params.epsilon), float(params.delta)
-    temperature, generator, top_k, top_p = sampling.temperature, sampling.generator, sampling.top_k, sampling.top_p
+    generator, greedy = sampling.generator, sampling.greedy
     K = draft_tokens.numel()
-    greedy = temperature <= 0
-    p, d, idx, t = step_probs(draft_tokens, target_logits, temperature, generator, top_k, top_p)  # [K+1, vocab], [K], [K], [K+1]
+    p, d, idx, t = step_probs(draft_tokens, target_logits, sampling)  # [K+1, vocab], [K], [K], [K+1]
     thr = typical_threshold(p, epsilon, delta)  # [K+1]
     p_d = p[idx, d]  # [K]
     typical = p_d > thr[:K]
