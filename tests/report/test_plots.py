@@ -368,3 +368,14 @@ def test_a_saved_figure_is_the_same_bytes_each_time(tmp_path):
     plt.close(fig)
     assert first == second and set(first) == {".png", ".pdf"}
     assert b"CreationDate" not in first[".pdf"]
+
+
+def test_a_sweep_line_is_cut_where_another_cpus_point_stands_between():
+    # θ = 0.5 timed on another CPU: the line is 0.2-0.3 and a lone 0.8, never 0.3 -> 0.8 across 0.5.
+    from loosespec_bench.report.plots.sweeps import adjacent_runs
+
+    xs = [0.2, 0.3, 0.5, 0.8]
+    piece = [(0.2, 1.0, None), (0.3, 1.1, None), (0.8, 1.2, None)]
+    assert [[p[0] for p in run] for run in adjacent_runs(piece, xs)] == [[0.2, 0.3], [0.8]]
+    assert [[p[0] for p in run] for run in adjacent_runs(piece, [0.2, 0.3, 0.8])] == [[0.2, 0.3, 0.8]]
+    assert adjacent_runs([(0.5, 1.0, None)], xs) == [[(0.5, 1.0, None)]]

@@ -32,6 +32,19 @@ from .figure import (
 )
 
 
+def adjacent_runs(piece: list[tuple], xs: list[float]) -> list[list[tuple]]:
+    """A piece's points (x first, in x order) cut where it skips an x of `xs` (the line's x
+    values): [[0.2, 0.3], [0.8]] for a piece at 0.2, 0.3, 0.8 when 0.5 belongs to another."""
+    rank = {x: n for n, x in enumerate(xs)}
+    runs: list[list[tuple]] = []
+    for point in piece:
+        if runs and rank[point[0]] == rank[runs[-1][-1][0]] + 1:
+            runs[-1].append(point)
+        else:
+            runs.append([point])
+    return runs
+
+
 def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     """Speedup (top row), tau and, where the runs have it, the quality change (bottom row) vs
     theta, W or K, one panel column per data set. A line joins only runs that share every other
@@ -104,15 +117,17 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
                     unjoined += len(pieces) - 1
                 else:
                     pieces = {None: keep}
-                # The largest piece is the sweep's line; a speedup from another CPU is drawn hollow,
-                # or a line passing it by (θ = 0.3 -> 0.8 over θ = 0.5's point) reads as its value.
+                # The largest piece is the sweep's line; a speedup from another CPU is drawn hollow.
+                # A line joins only neighbouring x values of its piece: one passing another CPU's
+                # point by (θ = 0.3 -> 0.8 over θ = 0.5's) would read as a value at that point.
                 for n_piece, piece in enumerate(sorted(pieces.values(), key=len, reverse=True)):
-                    handle = grid[i][j].errorbar([k[0] for k in piece], [k[1] for k in piece], yerr=error_bars([k[1] for k in piece], [k[2] for k in piece]),
-                                                 color=color, marker=MARKERS[style % len(MARKERS)], ms=5, lw=1.5,
-                                                 ls=("-", "--", ":", "-.")[style % 4], capsize=3,
-                                                 **({"mfc": "white"} if n_piece else {}))
-                    if not n_piece:
-                        entries.setdefault(label, handle)
+                    for n_run, run in enumerate(adjacent_runs(piece, [k[0] for k in keep])):
+                        handle = grid[i][j].errorbar([k[0] for k in run], [k[1] for k in run], yerr=error_bars([k[1] for k in run], [k[2] for k in run]),
+                                                     color=color, marker=MARKERS[style % len(MARKERS)], ms=5, lw=1.5,
+                                                     ls=("-", "--", ":", "-.")[style % 4], capsize=3,
+                                                     **({"mfc": "white"} if n_piece else {}))
+                        if not n_piece and not n_run:
+                            entries.setdefault(label, handle)
             series_total.add(label)
         on = sorted({cpu_letter[m] for v in sweeps.values() for r in v for m in [r.get("machine")] if m in cpu_letter})
         used.update(on)
