@@ -5,7 +5,6 @@ Kept free of Hydra's decorator so tests (and notebooks) call it with a composed 
 
 from __future__ import annotations
 
-import errno
 import inspect
 import logging
 import os
@@ -29,7 +28,7 @@ from .config import baseline_config, class_or_none, data_source, target_alone
 from .end_table import format_summary
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .resume import check_topup_machine, reusable_records, sample_groups, timing_topup, topped_up_from
-from .run_folder import FolderLocked, RunFolder, check_files, run_dir, write_error
+from .run_folder import DISK_ERRNOS, FolderLocked, RunFolder, check_files, run_dir, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
@@ -362,10 +361,6 @@ def run_calibration(cfg: DictConfig) -> tuple[Any, str]:
     if not str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu"):
         return None, "calibrations are measured on the CPU only (calibrate.py)"
     return find_calibration(cfg.paths.results_dir, cfg.pair, int(cfg.threads) if cfg.get("threads") else None)
-
-
-# A write that fails because of the disk, not the program: out of space or quota, read-only.
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 
 
 class DiskError(ConfigError):

@@ -41,6 +41,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .errors import ConfigError
+
+# A write that fails because of the disk, not the program: out of space or quota, read-only.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 from .safe_files import check_regular, open_fd, open_regular, read_text
 
 log = logging.getLogger(__name__)
@@ -472,8 +475,16 @@ class RunFolder:
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+            fh, self._fh = self._fh, None
+            try:
+                fh.close()  # flushes what is buffered: after a failed append, that record again
+            except OSError as err:
+                # The disk refused a record's flush and refuses it again now: that record never
+                # finished (every finished one was fsynced), and the next append repairs a cut
+                # tail (_repair_tail). The descriptor is closed all the same (io closes it even
+                # when the flush fails); the caller reports the disk error it already caught.
+                if err.errno not in DISK_ERRNOS:
+                    raise
         self.unlock()
 
 

@@ -313,3 +313,34 @@ def test_replace_record_swaps_the_first_record_of_its_id_in_place(tmp_path):
     folder.append(make("d", "1"))  # appending goes on after a replacement
     assert [r["id"] for r in folder.records()] == ["a", "b", "c", "d"]
     folder.close()
+
+
+def test_close_after_a_full_disk_refused_an_append_does_not_raise_again(tmp_path):
+    # The disk-full fault: the append's flush failed with ENOSPC, so the record stays in the
+    # file's buffer and close() flushes it again; that second ENOSPC must not replace the one
+    # line the run gives (app.DiskError). /dev/full answers every write with ENOSPC.
+    import errno
+
+    folder = RunFolder(tmp_path / "run")
+    folder.lock("run")
+    folder._fh = open("/dev/full", "a", encoding="utf-8")
+    folder._fh.write('{"id": "s1"}\n')
+    with pytest.raises(OSError) as first:
+        folder._fh.flush()
+    assert first.value.errno == errno.ENOSPC
+    folder.close()  # no second ENOSPC
+    assert folder._fh is None and folder._lock_fd is None
+
+
+def test_close_still_raises_an_error_that_is_not_the_disks(tmp_path):
+    import errno
+
+    class Broken:
+        def close(self):
+            raise OSError(errno.EIO, "input/output error")
+
+    folder = RunFolder(tmp_path / "run")
+    folder._fh = Broken()
+    with pytest.raises(OSError) as err:
+        folder.close()
+    assert err.value.errno == errno.EIO
