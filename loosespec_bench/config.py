@@ -392,28 +392,60 @@ def engine_class(cfg: DictConfig) -> type:
     return resolve_class(node.get("_target_") or DEFAULT_ENGINE_TARGET, "engine")
 
 
+def _group_class(group: str, name: str) -> type | None:
+    """The class conf/<group>/<name>.yaml names (its `_target_`, or the `_target_` of the option
+    it extends through its defaults list, e.g. acp_prog_gen -> lm_eval), not built; None when
+    this install files no such option or its class cannot be imported (a folder from elsewhere
+    is data: its names are looked up, never run)."""
+    if safe_name(name) is not None:
+        return None
+    try:
+        folders = search_dirs()
+    except ConfigError:  # a bad LOOSESPEC_SITE_CONF: the packaged options still have their names
+        folders = [CONF_DIR]
+    seen: set[str] = set()
+    while name not in seen:
+        seen.add(name)
+        path = next((f / group / f"{name}.yaml" for f in folders if (f / group / f"{name}.yaml").is_file()), None)
+        if path is None:
+            return None
+        try:
+            node = OmegaConf.load(path)
+            target = node.get("_target_")
+            if target:
+                from hydra.utils import get_class
+
+                return get_class(str(target))
+            parents = [d for d in (node.get("defaults") or []) if isinstance(d, str) and d != "_self_"]
+        except Exception:
+            return None
+        if not parents:
+            return None
+        name = parents[0]
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def engine_display_name(name: str) -> str:
     """How the report names engine=<name> beside a method: its class's display_name
     (Engine.display_name: "vLLM"; "" for our own loop, no tag). An engine this install does
-    not file (no engine/<name>.yaml on the search path, or a class that cannot be imported: a
-    folder from elsewhere is data) is named by its name."""
-    if safe_name(name) is not None:
-        return name
-    try:
-        folders = search_dirs()
-    except ConfigError:  # a bad LOOSESPEC_SITE_CONF: the packaged engines still have their names
-        folders = [CONF_DIR]
-    for folder in folders:
-        path = folder / "engine" / f"{name}.yaml"
-        if path.is_file():
-            try:
-                from hydra.utils import get_class
+    not file (no engine/<name>.yaml on the search path, or a class that cannot be imported) is
+    named by its name."""
+    cls = _group_class("engine", name)
+    return str(getattr(cls, "display_name", name)) if cls is not None else name
 
-                return str(get_class(str(OmegaConf.load(path).get("_target_"))).display_name)
-            except Exception:
-                return name
-    return name
+
+@functools.lru_cache(maxsize=None)
+def dataset_display_name(name: str, prompt: str | None = None) -> str:
+    """How tables, figures and captions name dataset=<name>: its task class's display_name
+    (tasks.base.Task.display_name: "MBPP+"), with `prompt` (a prompt that is not the papers')
+    named by the class's prompt_labels: "MGSM (native CoT prompt)". A set this install does not
+    file, or whose class declares no display name, is named by its name."""
+    cls = _group_class("dataset", name)
+    label = str(getattr(cls, "display_name", "") or name)
+    if prompt:
+        label += f" ({(getattr(cls, 'prompt_labels', None) or {}).get(prompt, prompt)} prompt)"
+    return label
 
 
 def check_engine(cfg: DictConfig) -> None:

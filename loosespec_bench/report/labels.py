@@ -5,21 +5,37 @@ lossless, target_alone), never read off its name."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any, Iterable
 
 import pandas as pd
 
+from ..config import dataset_display_name, engine_display_name
 from ..schema import KNOB_BY_KEY, label_parts
 from ..verifiers import FLy, Verifier, rule_class
 from .render import is_missing
 
-ENGINE_NAMES = {"vllm": "vLLM"}  # engine=<name> as the tables print it (engine=hf, our loop: no tag)
 
 
 def fly_column(knob: str) -> str:
     """The results index's column of one of FLy's knobs (schema reads it from FLyParams)."""
     return KNOB_BY_KEY[f"method.{knob}"].column
+
+
+# The index's `dataset` of a run under a prompt that is not the papers' (index.dataset_name).
+_PROMPT_SUFFIX = re.compile(r"^(?P<name>\S+) \((?P<prompt>\S+) prompt\)$")
+
+
+def dataset_label(dataset: Any) -> str:
+    """How tables, figures and captions name an index `dataset`: the task class's display_name
+    (config.dataset_display_name, declared once on the class: 'MBPP+'), with a prompt that is
+    not the papers' named by the class too ('MGSM (native CoT prompt)')."""
+    text = str(dataset)
+    match = _PROMPT_SUFFIX.match(text)
+    if match:
+        return dataset_display_name(match["name"], match["prompt"])
+    return dataset_display_name(text)
 
 
 # FLy's knobs as the index names them: the report's FLy tables and figures select by these.
@@ -91,8 +107,8 @@ def method_label(row: dict | pd.Series, skip: Iterable[str] = ()) -> str:
     parts += label_parts(row, skip=skip)
     # Another engine's row sits beside our loop's under the same method: the label says which.
     engine = row.get("engine")
-    if isinstance(engine, str) and engine not in ("", "hf"):
-        name += f" on {ENGINE_NAMES.get(engine, engine)}"
+    if isinstance(engine, str) and engine and engine_display_name(engine):
+        name += f" on {engine_display_name(engine)}"
     return f"{name} ({', '.join(parts)})" if parts else name
 
 

@@ -60,6 +60,12 @@ class Task:
     """Base class. Subclasses set `name` and implement `load_all` and `score`."""
 
     name: str = "task"
+    # How tables, figures and captions name the set ("MBPP+", not "mbpp_plus"): declared here,
+    # once, and read by config.dataset_display_name; "" means the name itself.
+    display_name: str = ""
+    # How the report names a prompt variant that is not the papers' (index.dataset_name's
+    # "<set> (<prompt> prompt)"); a prompt not listed is named by its key.
+    prompt_labels: dict[str, str] = {}
     # The per-sample score field that accuracy retention and its bootstrap interval use
     # (a bool or a number); None: the task measures speed only.
     quality_key: str | None = "correct"

@@ -41,6 +41,7 @@ def load_prompt() -> dict[str, Any]:
 
 class GSM8K(Task):
     name = "gsm8k"
+    display_name = "GSM8K"
     SETTINGS = {"num_fewshot": integer(0), "match": choice(*MATCHES), "split": choice(*SPLITS)}
     full_size = 1319  # the test split
     hub_path = "openai/gsm8k"

@@ -28,6 +28,7 @@ ASSISTANT_PREFIX = "Here is the completed function:\n```python\n{prompt}\n"
 
 class HumanEval(Task):
     name = "humaneval"
+    display_name = "HumanEval"
     SETTINGS = {"sandbox": nested(SANDBOX_SETTINGS)}
     quality_figure = "pass@1"
     full_size = 164

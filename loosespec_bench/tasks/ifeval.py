@@ -76,6 +76,7 @@ def ifeval_utils(nltk_data: Path | None = None) -> types.ModuleType:
 
 class IFEval(Task):
     name = "ifeval"
+    display_name = "IFEval"
     SETTINGS = {"nltk_data": optional(string)}
     full_size = 541
     hub_path = "google/IFEval"

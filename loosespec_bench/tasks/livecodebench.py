@@ -148,6 +148,7 @@ for _i, _t in enumerate(_C["tests"]):
 
 class LiveCodeBench(HumanEval):
     name = "livecodebench"
+    display_name = "LiveCodeBench"
     SETTINGS = {"files": str_or_list}
     full_size, full_size_exact = 400, False  # release_v1, counted approximately
     hub_repo = "livecodebench/code_generation_lite"

@@ -237,6 +237,7 @@ def first_call_args(assertion: str, entry_point: str) -> list[Any] | None:
 
 class MBPPPlus(HumanEval):
     name = "mbpp_plus"
+    display_name = "MBPP+"
     full_size = 399
     hub_path = "evalplus/mbppplus"
 

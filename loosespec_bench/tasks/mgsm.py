@@ -60,6 +60,8 @@ LOCAL_NUMBERS: dict[str, dict[str, bool]] = {
 
 class MGSM(Task):
     name = "mgsm"
+    display_name = "MGSM"
+    prompt_labels = {"native_cot": "native CoT", "native_cot_0813": "FLy 0813"}
     SETTINGS = {
         "match": choice(*MATCHES),
         "prompt": choice(*PROMPTS),

@@ -31,6 +31,7 @@ MATCHES = ("strict-match", "flexible-extract", "get_response")
 
 class MMLU(Task):
     name = "mmlu"
+    display_name = "MMLU"
     SETTINGS = {"variant": choice(*VARIANTS), "subjects": optional(list_of(string))}
     full_size, full_size_exact = 1531, False  # flan_cot_zeroshot validation split, approximately
     hub_path = "cais/mmlu"

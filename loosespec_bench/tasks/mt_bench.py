@@ -51,6 +51,7 @@ QUESTION_TYPES = {"question_id": int, "category": str, "turns": list}
 
 class MTBench(Task):
     name = "mt_bench"
+    display_name = "MT-Bench"
     SETTINGS = {"judge": nested(JUDGE_SETTINGS), "categories": optional(list_of(string))}
     quality_figure = "mt_bench_score"
     group_key = "category"  # a small limit covers every group
@@ -209,6 +210,7 @@ class MTBench(Task):
 
 class KoMTBench(MTBench):
     name = "komt_bench"
+    display_name = "KoMT-Bench"
     folder = "komt_bench"
     question_file = "question_ko.jsonl"
     judge_prompt_file = "judge_prompts_ko.jsonl"

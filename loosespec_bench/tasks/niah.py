@@ -77,6 +77,7 @@ def sentence_start(text: str, pos: int) -> int:
 
 class NIAH(Task):
     name = "niah"
+    display_name = "NIAH"
     quality_key = "recall"  # RULER's score; `correct` (all values) stays in each sample's score
     quality_figure = "recall"
     SETTINGS = {

@@ -44,6 +44,7 @@ def speed(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 class SpecBench(Task):
     name = "spec_bench"
+    display_name = "Spec-Bench"
     SETTINGS = {"categories": optional(list_of(string))}
     group_key = "task_group"  # a small limit covers every group
     full_size = 480

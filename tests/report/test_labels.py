@@ -44,3 +44,27 @@ def test_lossless_target_alone_and_exact_come_from_the_class():
 ])
 def test_the_drafter_names_exact_speculative_decoding(row, label):
     assert method_label(row) == label
+
+
+def test_a_data_set_is_named_by_its_task_class():
+    """The display name is declared once, on the task class (Task.display_name), and every
+    table, figure and caption asks for it through labels.dataset_label."""
+    from loosespec_bench.report.labels import dataset_label
+    from loosespec_bench.tasks.mbpp_plus import MBPPPlus
+    from loosespec_bench.tasks.mgsm import MGSM
+
+    assert dataset_label("mbpp_plus") == MBPPPlus.display_name == "MBPP+"
+    assert dataset_label("mgsm") == "MGSM"
+    # A prompt that is not the papers' (index.dataset_name) is named by the class's labels.
+    assert dataset_label("mgsm (native_cot prompt)") == f"MGSM ({MGSM.prompt_labels['native_cot']} prompt)"
+    # An lm-eval set (acp_prog_gen extends lm_eval) and a set this install does not file keep
+    # their names; a name that is not a file name is never looked up as a path.
+    assert [dataset_label(n) for n in ("acp_prog_gen", "someone_elses", "../x")] == ["acp_prog_gen", "someone_elses", "../x"]
+
+
+def test_every_packaged_data_set_has_a_display_name():
+    from loosespec_bench.config import CONF_DIR, dataset_display_name
+
+    names = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
+    unnamed = [n for n in names if dataset_display_name(n) == n and n not in ("lm_eval", "acp_prog_gen")]
+    assert unnamed == []
