@@ -71,10 +71,10 @@ def _cell_text(cell: Any, latex: bool = False) -> str:
         return ""
     if isinstance(cell, float):
         return f"{cell:g}"
-    return _latex_escape(str(cell)) if latex else str(cell)
+    return latex_escape(str(cell)) if latex else str(cell)
 
 
-def _latex_escape(text: str) -> str:
+def latex_escape(text: str) -> str:
     repl = {
         "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
         "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
@@ -122,10 +122,10 @@ class Table:
         notes = "".join(f"% {n}\n" for n in self.notes)
         out = [f"% {self.title}\n% needs \\usepackage{{booktabs}}\n{notes}",
                "\\begin{table}[t]\n\\centering\n\\footnotesize\n\\setlength{\\tabcolsep}{3pt}\n",
-               f"\\caption{{{_latex_escape(self.title)}}}\n\\label{{tab:{label}}}\n"]
+               f"\\caption{{{latex_escape(self.title)}}}\n\\label{{tab:{label}}}\n"]
         for chunk in chunks:
             spec = "l" + "r" * len(chunk)
-            head = " & ".join(["", *(_latex_escape(m) for m in chunk)]) + r" \\"
+            head = " & ".join(["", *(latex_escape(m) for m in chunk)]) + r" \\"
             body: list[str] = []
             for row in self.rows:
                 cells = dict(zip(self.columns, row))
@@ -140,7 +140,7 @@ class Table:
                 ident = ", ".join(_cell_text(cells[c], latex=True) for c in self.columns[: self.ids] if not _blank(cells[c]))
                 body.append(f"\\multicolumn{{{len(chunk) + 1}}}{{l}}{{\\textbf{{{ident}}}}} \\\\")
                 for scope, figs in by_scope.items():
-                    body.append(" & ".join([r"\quad " + _latex_escape(scope or "all")] + [_cell_text(figs.get(m), latex=True) for m in chunk]) + r" \\")
+                    body.append(" & ".join([r"\quad " + latex_escape(scope or "all")] + [_cell_text(figs.get(m), latex=True) for m in chunk]) + r" \\")
             out.append(f"\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head}\n\\midrule\n" + "\n".join(body) + "\n\\bottomrule\n\\end{tabular}\n")
         out.append("\\end{table}\n")
         return "".join(out)
