@@ -21,6 +21,7 @@ from .baselines import BaselineStore, baselines_root, timed_indices
 from .build import build_engine, build_task, check_artefacts
 from .checks import precheck_config
 from .engines.base import Engine
+from . import interrupts
 from .errors import ConfigError
 from .generation import GenerationOutput, merge_turns
 from .metrics import sample_metrics
@@ -267,6 +268,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if existed:
         check_files(path)  # a folder from elsewhere: links or FIFOs in place of its files are refused, nothing read
     folder = RunFolder(path)
+    interrupts.clear()  # a stop remembered for an earlier run in this process is not this run's
     folder.lock("run")  # before the model loads: a duplicate stops at once
     tracker = None
     engine: Engine | None = None
@@ -303,6 +305,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             batch = engine.batch_size
             for pos, (index, sample) in enumerate(bar):
+                interrupts.raise_pending()  # a cluster's stop that something swallowed ends the run here
                 if batch > 1 and pos % batch == 0:  # throughput mode: the next chunk at once
                     runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch)
                 rec = runner.run_sample(sample, index)
@@ -317,6 +320,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 done[rec["id"]] = rec
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
 
+        interrupts.raise_pending()  # ... and never lets the point write its summary as if finished
         records = [done[s.id] for s in samples if s.id in done]
         cal, cal_source = run_calibration(cfg)
         summary = build_summary(

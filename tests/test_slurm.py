@@ -635,6 +635,16 @@ def _time_limit_signal(job: str, sweep: Path, results: Path) -> int:
     return n
 
 
+def _job_logs(sweep: Path, tail: int = 3000) -> str:
+    """The ends of the submitit logs of a sweep's jobs (what the job's python said: whether the
+    time limit's USR2 arrived, what the handler raised), for a fault test's failure message."""
+    parts = []
+    for log in sorted(sweep.glob(".submitit/*/*_log.*")):
+        text = log.read_text(errors="replace")
+        parts.append(f"\n--- {log.relative_to(sweep)} ---\n{text[-tail:]}")
+    return "".join(parts) or f"\n(no submitit logs under {sweep})"
+
+
 def _elapsed_s(job: str) -> float:
     text = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], capture_output=True, text=True).stdout.strip()
     parts = [float(x) for x in re.split("[:-]", text)] if text else [0.0]
@@ -862,7 +872,8 @@ def test_requeue_limit_reached_ends_unfinished_naming_max_num_timeout_and_a_rela
                                             OUT_OF_REQUEUES)
     assert len(history) == 1 and history[0][0] in ("COMPLETED", "FAILED", "TIMEOUT"), (history, out[-2000:])  # never requeued
     summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
-    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0] and "Traceback" not in out, out[-3000:]
+    assert len(summary) == 1 and "1 of 1 points ended without a result" in summary[0] and "Traceback" not in out, \
+        out[-3000:] + _job_logs(tmp_path / "sweep")
     assert "TIMEOUT: it hit hydra.launcher.timeout_min=3" in summary[0] and "hydra.launcher.max_num_timeout=0" in summary[0], summary[0]
     ids = [r["id"] for r in recs]
     assert len(ids) == len(set(ids)) < FAULT_SAMPLES

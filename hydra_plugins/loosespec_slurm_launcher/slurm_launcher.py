@@ -161,6 +161,18 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
 
 
 class CheckedSlurmLauncher(SlurmLauncher):
+    def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:
+        """The point, inside its Slurm job (submitit calls the pickled launcher there, after it
+        installed its signal handlers): what submitit's USR2 handler raises (out of requeues:
+        UncompletedJobError) is kept even when the main thread was inside code that swallows
+        it, and the decoding loop raises it at the next sample (loosespec_bench.interrupts)."""
+        import signal
+
+        from loosespec_bench import interrupts
+
+        interrupts.keep_what_handlers_raise((signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM))
+        return super().__call__(*args, **kwargs)
+
     def _refuse(self, message: str) -> None:
         """One line, exit 2, and no sweep folder left behind (it holds only Hydra's multirun.yaml
         and submitit's empty folders when nothing was submitted)."""

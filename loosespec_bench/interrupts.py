@@ -1,0 +1,74 @@
+"""A stop that a signal handler raises is never lost.
+
+On a cluster, the job's signal handlers end a point: submitit's USR2 handler raises
+UncompletedJobError when the job is out of requeues (or SystemExit after it requeued the job).
+Python runs a handler between two bytecodes of the main thread, wherever that thread happens to
+be; when that is inside a finalizer (`__del__`, a weakref callback), a logging handler's emit or
+any library's `except Exception:`, the exception is printed as "ignored" or swallowed, and the run
+goes on as if the stop had never come: the point then finishes (or hits the time limit) and the
+driver cannot say why (issue 49's flaky requeue-limit fault test).
+
+`keep_what_handlers_raise` wraps the installed handlers so that what they raise is also
+remembered here; the decoding loop calls `raise_pending` at each sample boundary (and before the
+summary), which raises a remembered stop that was swallowed. A stop that propagated normally
+ends the run before the next boundary, so nothing is raised twice.
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+from typing import Any, Callable, Iterable
+
+_pending: BaseException | None = None
+
+
+def remember(err: BaseException) -> None:
+    """Keep `err` until raise_pending raises it (or clear drops it). Signal-safe: one assignment."""
+    global _pending
+    _pending = err
+
+
+def clear() -> None:
+    """Drop a remembered stop (a new run starts; the stop was handled)."""
+    global _pending
+    _pending = None
+
+
+def pending() -> BaseException | None:
+    return _pending
+
+
+def raise_pending() -> None:
+    """Raise the stop a signal handler raised and something swallowed; nothing when none."""
+    global _pending
+    err, _pending = _pending, None
+    if err is not None:
+        raise err
+
+
+def _keeping(handler: Callable[[int, FrameType | None], Any]) -> Callable[[int, FrameType | None], Any]:
+    def keep(signum: int, frame: FrameType | None) -> Any:
+        try:
+            return handler(signum, frame)
+        except BaseException as err:
+            remember(err)
+            raise
+
+    keep.keeps_what_it_raises = True  # type: ignore[attr-defined]
+    keep.wrapped = handler  # type: ignore[attr-defined]
+    return keep
+
+
+def keep_what_handlers_raise(signals: Iterable[int]) -> list[int]:
+    """Wrap the Python handlers installed for `signals` (submitit's, inside a Slurm job) so that
+    an exception one raises is remembered; SIG_DFL / SIG_IGN and already wrapped ones are left
+    as they are. Returns the signals wrapped. Call it from the main thread."""
+    wrapped = []
+    for sig in signals:
+        handler = signal.getsignal(sig)
+        if not callable(handler) or getattr(handler, "keeps_what_it_raises", False):
+            continue
+        signal.signal(sig, _keeping(handler))
+        wrapped.append(sig)
+    return wrapped
