@@ -4,10 +4,13 @@ so that the table reads as the index and the paper tables do."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from .schema import figure, format_interval, format_value
 from .timing import contamination_warning, timing_line
+
+WIDTH = 100  # the table's rows and its own notes wrap at this many characters
 
 
 def _fmt(v: Any, spec: str = ".3f") -> str:
@@ -40,14 +43,93 @@ def _shown(s: dict[str, Any], column: str, key: str | None = None) -> tuple[str,
     return f.label.replace("accuracy", s.get("quality_figure") or "accuracy"), _with_ci(s, key or f.source, f.kind)
 
 
+def count_rate(k: Any, n: Any, value: Any) -> str | None:
+    """`13/30 = 0.433`: a rate that is a count over n, with its count (the share alone hides how
+    few); None where the count does not give the value (a graded mean, a stale count)."""
+    if not (isinstance(k, int) and isinstance(n, int) and n > 0 and isinstance(value, (int, float))):
+        return None
+    if isinstance(k, bool) or abs(k / n - value) > 1e-9:
+        return None
+    return f"{k}/{n} = {value:.3f}"
+
+
 def _identical(s: dict[str, Any]) -> str:
-    """`2/5 (0.400)`: a reader counts identical outputs, the share alone hides how few."""
+    """`2/5 = 0.400`: a reader counts identical outputs, the share alone hides how few."""
     share, n = s.get("identical_to_target"), s.get("n_paired")
     if share is None:
         return "-"
     if isinstance(n, int) and n > 0:
-        return f"{round(share * n)}/{n} ({share:.3f})"
+        return f"{round(share * n)}/{n} = {share:.3f}"
     return _fmt(share)
+
+
+def _quality(s: dict[str, Any], column: str, key: str, side: str) -> tuple[str, str]:
+    """A quality row with its count where the figure is one (`13/30 = 0.433 [0.255, 0.626]`:
+    summary.json's quality_counts, 0/1 scores only); a graded figure (a rating) as it is."""
+    label, text = _shown(s, column, key)
+    counts = s.get("quality_counts") or {}
+    counted = count_rate(counts.get(f"{side}correct"), counts.get(f"{side}n"), s.get(key))
+    if counted is not None:
+        text = counted + text[len(format_value(s[key], figure(column).kind)):]
+    return label, text
+
+
+def _interval(value: Any, low: Any, high: Any, n: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(n, int) and n <= 1:
+        return " [n/a]"
+    if low is None or high is None:
+        return ""
+    return " (no spread)" if low == high else " " + format_interval(low, high, "accuracy")
+
+
+def _group_cell(g: dict[str, Any], side: str) -> str:
+    """One side of a group's row: `3/5 = 0.600 [0.147, 0.947]` (a graded figure: `7.200 [...] (n=5)`)."""
+    value, n = g.get(f"{side}value"), g.get(f"{side}n")
+    if value is None:
+        return "-"
+    counted = count_rate(g.get(f"{side}correct"), n, value)
+    head = counted if counted is not None else f"{value:.3f}"
+    tail = "" if counted is not None else f" (n={n})"
+    return head + _interval(value, g.get(f"{side}ci_low"), g.get(f"{side}ci_high"), n) + tail
+
+
+def _group_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows per group of a set with groups: the quality figure per group (summary.json's
+    quality_by_group: MGSM's languages, MT-bench's categories), each side with its count and
+    exact interval; Spec-Bench's speed per task group (speed_by_task_group). None for a run of
+    one group (its figures are the run's)."""
+    rows: list[tuple[str, str]] = []
+    by = s.get("quality_by_group") or {}
+    groups = by.get("groups") or {}
+    if len(groups) > 1:
+        fig = s.get("quality_figure") or "accuracy"
+        cells = {name: (_group_cell(g, ""), _group_cell(g, "baseline_")) for name, g in groups.items()}
+        paired = any(b != "-" for _, b in cells.values())
+        left = max(len(a) for a, _ in cells.values())
+        rows.append((f"{fig} by {by.get('key') or 'group'}", f"{'method':<{left}}   target alone" if paired else "method"))
+        rows += [(f"  {name}", f"{a:<{left}}   {b}" if paired else a) for name, (a, b) in cells.items()]
+    speed = s.get("speed_by_task_group") or {}
+    if len(speed) > 1:
+        rows.append(("speed by task group", "n, tau, tokens/s, speedup"))
+        for name, g in speed.items():
+            x = g.get("speedup")
+            rows.append((f"  {name}", f"n={g.get('n')}, tau {_fmt(g.get('tau'), '.2f')}, {_fmt(g.get('tokens_per_s'), '.2f')} tokens/s, "
+                         f"speedup {format_value(x, 'speedup') if x is not None else '-'}"))
+    return rows
+
+
+def _lines(label: str, value: str, width: int) -> list[str]:
+    """One row, its value wrapped under itself past WIDTH characters."""
+    room = max(20, WIDTH - width - 2)
+    parts = textwrap.wrap(value, room, break_long_words=False, break_on_hyphens=False) if len(value) > room else [value]
+    return [f"{label:<{width}}  {parts[0] if parts else ''}".rstrip()] + [f"{'':<{width}}  {p}" for p in parts[1:]]
+
+
+def _note(text: str) -> list[str]:
+    """A note under the table, wrapped at WIDTH (paths and long words kept whole)."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) or [""]
 
 
 def _underpowered_why(s: dict[str, Any]) -> str:
@@ -118,8 +200,8 @@ def format_summary(s: dict[str, Any]) -> str:
         *_rates(s),
         _shown(s, "speedup"),
         _shown(s, "speedup_median"),
-        _shown(s, "accuracy", fig),
-        _shown(s, "baseline_accuracy", f"baseline_{fig}"),
+        _quality(s, "accuracy", fig, ""),
+        _quality(s, "baseline_accuracy", f"baseline_{fig}", "baseline_"),
         (diff_label, diff
          + (f"  lost / gained {s['quality_lost']} / {s['quality_gained']}" if s.get("quality_lost") is not None else "")
          + (f"  underpowered (n={s.get('quality_n')})" if s.get("underpowered") else "")),
@@ -134,22 +216,26 @@ def format_summary(s: dict[str, Any]) -> str:
         *_latency_rows(s),
     ]
     width = max(len(a) for a, _ in rows)
-    lines = ["", "=" * (width + 30)] + [f"{a:<{width}}  {b}" for a, b in rows] + ["=" * (width + 30)]
+    lines = ["", "=" * (width + 30)] + [ln for a, b in rows for ln in _lines(a, b, width)]
+    groups = _group_rows(s)  # a block of its own, under its own (narrower) label column
+    if groups:
+        lines += ["-" * (width + 30)] + [ln for a, b in groups for ln in _lines(a, b, max(len(a) for a, _ in groups))]
+    lines.append("=" * (width + 30))
     if s.get("ci_level") is not None:
-        lines.append(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}"
-                     + (f"; quality: {s['quality_ci_method']}" if s.get("quality_ci_method") else ""))
+        lines += _note(f"[low, high]: {s['ci_level']:.0%} intervals, {s.get('ci_method')}"
+                       + (f"; quality: {s['quality_ci_method']}" if s.get("quality_ci_method") else ""))
     if s.get("underpowered"):
-        lines.append(
+        lines += _note(
             f"underpowered: {s.get('quality_n')} paired samples cannot tell a difference in {fig} of "
             f"{s['power_threshold']:g} from none: {_underpowered_why(s)} (docs/algorithms.md 7.1; "
             "`python -m loosespec_bench.plan` sizes n)"
         )
     if s.get("speedup_method"):
-        lines.append(f"speedup = {s['speedup_method']}")
-    lines.append(f"tau = {s['tau_definition']}")
+        lines += _note(f"speedup = {s['speedup_method']}")
+    lines += _note(f"tau = {s['tau_definition']}")
     why = (s.get("cost_model") or {}).get("why")
     if why:
-        lines.append(f"predicted speedup: none, {why}")
+        lines += _note(f"predicted speedup: none, {why}")
     lines.append(f"results: {s['run_dir']}")
     if s.get("n_paired"):
         lines.append(timing_line(s.get("timing")))

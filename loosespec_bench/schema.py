@@ -311,7 +311,7 @@ SUMMARY_COUNTS = ("n_samples", "n_problems", "seed", "quality_lost", "quality_ga
 SUMMARY_TEXTS = ("experiment", "method", "drafter", "pair", "dataset", "engine", "quality_figure", "date", "hardware",
                  "git_commit", "cpu_model", "cpu_signature", "cpu_isa", *(key for _, key, kind in RUN_FIELDS if kind == "text"))
 SUMMARY_FLAGS = ("tree", *(key for _, key, kind in RUN_FIELDS if kind == "bool"))
-SUMMARY_MAPPINGS = ("timing",)
+SUMMARY_MAPPINGS = ("timing", "quality_counts", "quality_by_group")
 # Lists of one value per draft position: the acceptance rates (numbers), their interval bounds
 # (numbers, null where undefined).
 SUMMARY_NUMBER_LISTS = ("acceptance_by_position",)

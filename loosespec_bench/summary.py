@@ -15,9 +15,10 @@ from .digest import file_sha256
 from .metrics import summarize
 from .schema import SCORE_KEYS, number
 from .stats.intervals import (
-    acceptance_intervals, ci_fields, paired_bootstrap, quality_intervals, retention_summary, speed_baseline, speed_intervals, speedup_of_sums,
+    acceptance_intervals, ci_fields, paired_bootstrap, quality_interval, quality_intervals, retention_summary, speed_baseline,
+    speed_intervals, speedup_of_sums,
 )
-from .stats.exact import sign_test_p
+from .stats.exact import is_binary, sign_test_p
 from .timing import counts_for_speed, timing_summary
 
 DEFAULT_POWER_THRESHOLD = 0.05  # accuracy difference half-width: 5 points
@@ -84,6 +85,12 @@ def build_summary(
         # pass@1 is the accuracy of greedy answers: the same interval under both names.
         qual.update({k.replace(figure, "accuracy", 1): v for k, v in qual.items() if k.startswith((figure, f"baseline_{figure}"))})
     summary.update(qual)
+    counts = quality_counts(records, task.quality_key)
+    if counts:
+        summary["quality_counts"] = counts
+    groups = quality_by_group(records, task.quality_key, getattr(task, "group_key", None), seed=seed)
+    if groups:
+        summary["quality_by_group"] = groups
     if task.quality_key is not None:
         summary.setdefault("underpowered", None)  # no paired quality: no power statement
         summary.setdefault("power_threshold", power_threshold)
@@ -100,6 +107,68 @@ def build_summary(
         # measured / predicted - 1: positive when the run went faster than the counts predict.
         summary["predicted_gap"] = summary["speedup"] / summary["predicted_speedup"] - 1.0
     return summary
+
+
+def _scores(records: list[dict[str, Any]], key: str) -> list[float]:
+    """score[key] of each record that has one, as numbers (bools as 0/1)."""
+    out = []
+    for r in records:
+        v = (r.get("score") or {}).get(key)
+        if v is not None and not isinstance(v, str):
+            out.append(float(v))
+    return out
+
+
+def _count_fields(scores: list[float], prefix: str = "") -> dict[str, Any]:
+    """{n, correct} of one side's 0/1 scores: the count a rate is of (`13/30 = 0.433`); only n
+    for graded scores (a mean rating is no count)."""
+    out: dict[str, Any] = {f"{prefix}n": len(scores)}
+    if is_binary(scores):
+        out[f"{prefix}correct"] = int(sum(scores))
+    return out
+
+
+def quality_counts(records: list[dict[str, Any]], key: str | None) -> dict[str, Any] | None:
+    """The counts behind the quality figure and its target alone's (the same records the task's
+    aggregate and the intervals read): {n, correct, baseline_n, baseline_correct}, `correct`
+    only for 0/1 scores. The end table prints a rate as its count over n; None without a
+    quality key or scores."""
+    if key is None:
+        return None
+    mine = _scores(records, key)
+    if not mine:
+        return None
+    theirs = _scores(baseline_records(records), key)
+    return {**_count_fields(mine), **(_count_fields(theirs, "baseline_") if theirs else {})}
+
+
+def quality_by_group(
+    records: list[dict[str, Any]], key: str | None, group_key: str | None, *, seed: int
+) -> dict[str, Any] | None:
+    """The quality figure per group of a set with groups (the task's group_key: MGSM's
+    languages, MT-bench's categories), each side's: {"key": group_key, "groups": {group: {n,
+    correct, value, ci_low, ci_high, baseline_n, baseline_correct, baseline_value,
+    baseline_ci_low, baseline_ci_high}}}, groups in the order the samples first name them, each
+    interval from stats.intervals.quality_interval (exact Clopper-Pearson for 0/1 scores).
+    None without a quality key, a group key, or scores."""
+    if key is None or not group_key:
+        return None
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by.setdefault(str((r.get("meta") or {}).get(group_key)), []).append(r)
+    groups: dict[str, Any] = {}
+    for name, recs in by.items():
+        row: dict[str, Any] = {}
+        for prefix, side in (("", recs), ("baseline_", baseline_records(recs))):
+            scores = _scores(side, key)
+            if not scores:
+                continue
+            value, low, high = quality_interval("mean", scores, seed=seed)
+            row.update(_count_fields(scores, prefix))
+            row.update({f"{prefix}value": value, f"{prefix}ci_low": low, f"{prefix}ci_high": high})
+        if row:
+            groups[name] = row
+    return {"key": group_key, "groups": groups} if groups else None
 
 
 def work_sign_tests(records: list[dict[str, Any]]) -> dict[str, Any]:

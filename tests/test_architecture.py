@@ -167,7 +167,8 @@ FLOORS = {
     3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations
     4: ("checks", "run_folder", "build", "summary", "end_table"),  # end_table: the table a run ends with
     5: ("engines", "status", "report", "sinks", "baselines", "calibrate",  # baselines: the shared target-alone store
-        "points", "power"),  # points: a command line's points, composed by Hydra and pre-checked; power: the plan's power table
+        "points", "power",  # points: a command line's points, composed by Hydra and pre-checked; power: the plan's power table
+        "sweep_table"),  # sweep_table: the table a -m sweep ends with (a Hydra callback reading the points' summaries)
     5.5: ("resume",),  # resume and timing top-up: below the app, above the baseline store it reads
     6: ("app", "score", "plan", "data", "advice"),  # data: `python -m loosespec_bench.data`; advice: the CLI's error lines
     7: ("__main__", "bench", "train"),  # bench: `python -m loosespec_bench.bench`; train: EAGLE-3 and AutoJudge training

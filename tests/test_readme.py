@@ -139,5 +139,7 @@ def test_the_end_table_it_shows_is_its_committed_runs():
     assert row("tau (tokens per target step)") == f"{s['tau']:.2f} [{s['tau_ci_low']:.2f}, {s['tau_ci_high']:.2f}]"
     # The end-of-run table prints the report's labels and formats (schema.figure, format_value).
     assert row(figure("speedup").label).startswith(f"{s['speedup']:.2f}× [{s['speedup_ci_low']:.2f}, {s['speedup_ci_high']:.2f}]")
-    assert row(figure("accuracy").label + " ").startswith(f"{s['accuracy']:.3f}")
+    # A rate that is a count over n is printed with its count: `13/30 = 0.433 [...]`.
+    accuracy = row(figure("accuracy").label + " ")
+    assert accuracy.startswith(f"{round(s['accuracy'] * s['n_samples'])}/{s['n_samples']} = {s['accuracy']:.3f} [")
     assert row("method / drafter / K").split(" / ")[0] == s["method"]

@@ -14,8 +14,8 @@ What is logged:
 - config: the resolved Hydra config, plus run_id and run_dir; name = the run id (the config
   hash that names the run folder); group = the sweep's own name (sweep_group): experiment_name
   for a named experiment, and for an ad-hoc `-m` sweep under the default name that name plus the
-  sweep's start (Hydra's sweep folder), so two such sweeps are two groups; logger.group
-  overrides it; tags = logger.tags + method/drafter/pair/dataset;
+  sweep's start (Hydra's sweep folder), so two such sweeps are two groups; a single run under
+  the default name has no group; logger.group overrides it; tags = logger.tags + method/drafter/pair/dataset;
 - id: deterministic, from the experiment and the run id (wandb_run_id), with resume="allow":
   a resumed run folder continues its W&B run, its per-sample history going on from the number
   of samples already finished (their own history was logged by the earlier process);
@@ -156,12 +156,14 @@ def _default_experiment_name() -> Any:
     return OmegaConf.load(CONF_DIR / "config.yaml").get("experiment_name")
 
 
-def sweep_group(experiment: Any) -> str:
+def sweep_group(experiment: Any) -> str | None:
     """The W&B group of a run: its sweep's own name. A named experiment (an experiment file's
     experiment_name, or one given on the command line) is that name, across launches; an ad-hoc
     `-m` sweep under the default name gets the sweep's start, read from Hydra's sweep folder
-    (<date>/<time>), so that two such sweeps are two groups; a single run keeps the name."""
-    name = str(experiment) if experiment is not None else str(_default_experiment_name())
+    (<date>/<time>), so that two such sweeps are two groups; a single run under the default
+    name belongs to no sweep: no group (None), so that unrelated runs do not pile up in one."""
+    default = str(_default_experiment_name())
+    name = str(experiment) if experiment is not None else default
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
@@ -169,10 +171,10 @@ def sweep_group(experiment: Any) -> str:
         hydra = HydraConfig.get()
         multirun, sweep_dir = hydra.mode == RunMode.MULTIRUN, str(hydra.sweep.dir)
     except Exception:  # noqa: BLE001 (outside a Hydra app, e.g. the Python API: no sweep)
+        multirun, sweep_dir = False, ""
+    if name != default:
         return name
-    if not multirun or name != str(_default_experiment_name()):
-        return name
-    return "_".join([name, *Path(sweep_dir).parts[-2:]])
+    return "_".join([name, *Path(sweep_dir).parts[-2:]]) if multirun else None
 
 
 STATE = "wandb.json"  # in the run folder: the W&B id, the next step, the offline folders so far

@@ -127,6 +127,29 @@ def test_wandb_offline_resume_writes_one_runs_folders_with_steps_that_go_on(tiny
     assert dry.returncode == 0, dry.stdout + dry.stderr
 
 
+def test_wandb_offline_with_wandb_dir_writes_wandbs_files_there_not_into_the_run_folder(tiny_run, tmp_path, monkeypatch, capsys):
+    """WANDB_DIR set: the offline run goes under $WANDB_DIR/wandb/ (W&B's own layout); the run
+    folder keeps only its own files and wandb.json (the W&B id, next step, folders); the sync
+    line printed at the end names the folder under WANDB_DIR."""
+    pytest.importorskip("wandb")
+    _, src, summary, records = tiny_run
+    run_dir = tmp_path / src.name
+    run_dir.mkdir()
+    for name in ("config.yaml", "samples.jsonl", "summary.json"):
+        (run_dir / name).write_bytes((src / name).read_bytes())
+    home = tmp_path / "wandb_home"
+    home.mkdir()
+    monkeypatch.setenv("WANDB_DIR", str(home))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose_config([*TINY, *WANDB_FAST, "logger.plots=false"])
+    _drive(build_tracker(cfg), cfg, run_dir, summary, [])
+    offline = list((home / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("run-*.wandb")), list(home.rglob("*"))
+    assert not (run_dir / "wandb").exists() and sorted(p.name for p in run_dir.iterdir()) == [
+        "config.yaml", "samples.jsonl", "summary.json", "wandb.json"]
+    assert f"wandb sync {offline[0]}" in capsys.readouterr().out
+
+
 def test_invalid_mode_warns_once_and_turns_the_tracker_off(tiny_run):
     _, run_dir, summary, records = tiny_run
     cfg = compose_config([*TINY, *WANDB_FAST, "logger.mode=bogus"])

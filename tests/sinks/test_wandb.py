@@ -195,10 +195,11 @@ def test_each_sweep_is_its_own_group(monkeypatch):
 
     from loosespec_bench.sinks.wandb import sweep_group
 
-    assert sweep_group("fly_main") == "fly_main" and sweep_group("default") == "default"  # no sweep
+    assert sweep_group("fly_main") == "fly_main"  # a named experiment: its name, with or without a sweep
+    assert sweep_group("default") is None and sweep_group(None) is None  # a single ad-hoc run: no group
     hydra = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": "results/_hydra/multirun/2026-12-03/14-20-00"}}})
     monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: hydra.hydra))
     assert sweep_group("default") == "default_2026-12-03_14-20-00"  # an ad-hoc -m sweep: its start
     assert sweep_group("fly_main") == "fly_main"  # a named experiment's sweep keeps its name
     hydra.hydra.mode = RunMode.RUN
-    assert sweep_group("default") == "default"
+    assert sweep_group("default") is None
