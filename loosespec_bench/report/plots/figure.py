@@ -200,8 +200,8 @@ def add_legend(fig: Figure, entries: dict[str, Any], total: int, title: str = ""
     if not shown:
         return
     longest = max(len(lab) for lab, _ in shown)
-    # Columns as many as fit: about 45 characters of 7-point text per column at two columns' width.
-    per_row = max(1, min(len(shown), int(fig.get_figwidth() * 13 // max(longest + 4, 12)), 4))
+    # Columns as many as fit: about 17 characters of 7-point text an inch' width.
+    per_row = max(1, min(len(shown), int(fig.get_figwidth() * 17 // max(longest + 4, 12)), 4))
     fig.legend([h for _, h in shown], [lab for lab, _ in shown], loc="outside lower center", ncols=per_row,
                frameon=False, fontsize=MIN_TEXT_PT)
 

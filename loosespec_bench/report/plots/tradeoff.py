@@ -54,15 +54,18 @@ def place_tags(ax: Any, tags: list[tuple[float, float, str, str]], markers: Iter
         return []
     from adjustText import adjust_text
 
-    texts = [ax.text(x, y, text, color=color, fontsize=MIN_TEXT_PT, ha="center", va="center") for x, y, text, color in tags]
+    # A white backing, so that a tag stays legible where it lies across another point's error bar.
+    backing = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75}
+    texts = [ax.text(x, y, text, color=color, fontsize=MIN_TEXT_PT, ha="center", va="center", bbox=backing, zorder=4)
+             for x, y, text, color in tags]
     pts = list(markers) or [(x, y) for x, y, _, _ in tags]
     adjust_text(texts, x=[p[0] for p in pts], y=[p[1] for p in pts], ax=ax, iter_lim=TAG_ITERATIONS, time_lim=None,
-                expand=(1.15, 1.4), force_text=(0.3, 0.5), force_static=(0.3, 0.5),
+                expand=(1.3, 1.6), force_text=(0.5, 1.0), force_static=(0.4, 0.8), max_move=(20, 20),
                 arrowprops={"arrowstyle": "-", "color": "dimgray", "lw": 0.4, "shrinkA": 1, "shrinkB": 2})
     return texts
 
 
-TAG_ITERATIONS = 300
+TAG_ITERATIONS = 1000
 MAX_TAGS = 12  # a panel with more tagged points is drawn untagged: the caption says so
 
 
@@ -117,7 +120,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         no_panel = []
     cpu_letter = cpu_letters(df)
     panels, mixed = _panels(df, datasets, cpu_letter)
-    fig, axes = panel_grid(len(panels), 1.95, 0.6)
+    fig, axes = panel_grid(len(panels), 2.1, 0.5)
     title = "Quality retention vs speedup, one point per configuration" + (", one panel per data set and CPU" if cpu_letter else "")
     names = {method_name(r) for _, r in df.iterrows()} if not df.empty else set()
     entries: dict[str, Any] = {}
