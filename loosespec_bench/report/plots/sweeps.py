@@ -83,7 +83,7 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     n = max(1, len(datasets))
     ncols = min(n, MAX_COLUMNS)
     blocks = -(-n // ncols)
-    row_height = 1.3 if ncols == 1 else 1.55  # one column: a shorter figure, not a page of it
+    row_height = 1.6  # the y labels ("speedup over target alone (×)") need the height of their row
     fig, rows = canvas(width_for(ncols), row_height * len(metrics) * blocks + 0.5, ncols=ncols, nrows=len(metrics) * blocks)
     rows = rows if len(metrics) * blocks > 1 else [rows]
     # grid[metric][data set]: data set j sits in block j // ncols, column j % ncols.
