@@ -1,6 +1,8 @@
-"""Figures a reviewer accepts: a panel per data set, a fixed colour per method, human labels (no
-hashes, no nan), error bars from the summaries' intervals, at most 8 legend entries, nothing
-clipped, and sweep lines only through runs that share every other setting."""
+"""Figures a reviewer accepts: sized for a paper (3.3 or 7 in wide, text >= 7 pt at print size,
+the caption in files beside the figure), a panel per data set (and CPU, where speed is compared),
+a fixed colour per method, human labels (display names, no hashes, no nan), error bars from the
+summaries' intervals, at most 8 legend entries, nothing outside the canvas, tags that do not
+overlap, and sweep lines only through runs that share every other setting."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from matplotlib.image import imread  # noqa: E402
 from loosespec_bench.report.plots import build_figures  # noqa: E402
 from loosespec_bench.report.plots.acceptance import fig_acceptance_by_position  # noqa: E402
 from loosespec_bench.report.plots.entropy import fig_fly_entropy  # noqa: E402
-from loosespec_bench.report.plots.figure import MAX_LEGEND, METHOD_COLORS, save  # noqa: E402
+from loosespec_bench.report.plots.figure import MAX_LEGEND, METHOD_COLORS, MIN_TEXT_PT, WIDTHS, caption_of, save  # noqa: E402
 from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
 from loosespec_bench.report.plots.tradeoff import fig_tradeoff  # noqa: E402
 
@@ -42,7 +44,8 @@ def _many_runs() -> pd.DataFrame:
 
 
 def _texts(fig) -> list[str]:
-    out = [t.get_text() for t in fig.texts] + [fig._suptitle.get_text() if fig._suptitle else ""]
+    """Every text drawn in the figure, and its caption (kept beside it)."""
+    out = [t.get_text() for t in fig.texts] + [fig._suptitle.get_text() if fig._suptitle else "", caption_of(fig)]
     for legend in fig.legends:
         out += [t.get_text() for t in legend.get_texts()] + [legend.get_title().get_text()]
     for ax in fig.axes:
@@ -61,7 +64,7 @@ def test_every_figure_has_human_labels_and_at_most_eight_legend_entries():
 def test_one_panel_per_data_set_and_lines_only_through_one_sweep():
     fig = fig_vs_param(_many_runs(), "theta")
     titles = sorted(ax.get_title() for ax in fig.axes if ax.get_title())
-    assert titles == ["gsm8k", "mgsm"]
+    assert titles == ["GSM8K", "MGSM"]
     # Each theta sweep is one configuration of every other setting (here: W): its line has the
     # three theta points; the single SPD run is no sweep of theta and is not drawn.
     series = [c.lines[0] for ax in fig.axes for c in ax.containers]
@@ -98,18 +101,18 @@ def test_a_set_without_any_retention_gets_no_empty_panel_but_a_caption():
     df = _many_runs()
     df.loc[df["dataset"] == "mgsm", "retention"] = float("nan")
     fig = fig_tradeoff(df)
-    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["gsm8k"]
-    assert any("no panel for mgsm" in t for t in _texts(fig))
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["GSM8K"]
+    assert any("o panel for MGSM" in t for t in _texts(fig))  # (the caption: "No panel for MGSM: ...")
     # Named case (session 14): a fresh target alone found 2 of MGSM's 30, so its runs had a
     # retention of 0.5 or none, never with an interval: no panel either.
     df = _many_runs()
     df.loc[df["dataset"] == "mgsm", ["retention", "retention_ci_low", "retention_ci_high"]] = [0.5, float("nan"), float("nan")]
     fig = fig_tradeoff(df)
-    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["gsm8k"]
-    assert any("no panel for mgsm" in " ".join(t.split()) and "with an interval" in " ".join(t.split()) for t in _texts(fig))
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["GSM8K"]
+    assert any("o panel for MGSM" in " ".join(t.split()) and "with an interval" in " ".join(t.split()) for t in _texts(fig))
     # Every set without retention: the one note panel stays, no caption about panels.
     df["retention"] = float("nan")
-    assert not any("no panel for" in t for t in _texts(fig_tradeoff(df)))
+    assert not any("o panel for" in t for t in _texts(fig_tradeoff(df)))
 
 
 def test_retention_vs_speedup_says_whose_cpu_each_panel_timed_on():
@@ -120,18 +123,133 @@ def test_retention_vs_speedup_says_whose_cpu_each_panel_timed_on():
     df.loc[df["dataset"] == "mgsm", "machine"] = "AMD EPYC (AuthenticAMD family 25 model 1 stepping 1, AVX2)"
     fig = fig_tradeoff(df)
     titles = sorted(ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title())
-    assert titles == ["gsm8k (speed on CPU B)", "mgsm (speed on CPU A)"]
+    assert titles == ["GSM8K, CPU B", "MGSM, CPU A"]
     captions = [" ".join(t.split()) for t in _texts(fig)]  # the caption wraps
     assert any("CPU A: AMD EPYC (AuthenticAMD family 25" in t and "CPU B: AMD EPYC (signature not recorded)" in t
                for t in captions)
 
 
-def test_saved_figures_are_not_clipped(tmp_path):
+def _mixed_cpu_runs() -> pd.DataFrame:
+    """_many_runs on three CPUs: GSM8K's θ = 0.2 on one, its other θ on a second, MGSM on a third."""
+    df = _many_runs()
+    df["machine"] = "AMD EPYC (signature not recorded)"
+    df.loc[df["dataset"] == "mgsm", "machine"] = "AMD EPYC (family 25, AVX2)"
+    df.loc[(df["dataset"] == "gsm8k") & (df["theta"] == 0.2), "machine"] = "AMD EPYC (family 26, AVX512)"
+    return df
+
+
+def _all_figures() -> dict:
+    figs = build_figures(_many_runs())
+    figs.update({f"{k} (three CPUs)": v for k, v in build_figures(_mixed_cpu_runs()).items()})
+    figs["empty"] = fig_vs_param(_index([_run(BASE_CFG, tau=5.0, speedup=1.0)]), "W")
+    return figs
+
+
+def test_every_figure_is_one_or_two_columns_wide_with_text_of_at_least_7_points(tmp_path):
+    # Named case: speedup_tau_vs_K was 18.7 in wide: its 7-point text printed at 2.6 points on a
+    # 7 in page. A figure is drawn at its print size, so a text's size is its size on paper.
+    for name, fig in _all_figures().items():
+        assert fig.get_figwidth() in WIDTHS, (name, fig.get_figwidth())
+        fig.draw_without_rendering()
+        texts = [t for t in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+                 if t.get_visible() and t.get_text().strip()]
+        assert texts, name
+        small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_fontsize() < MIN_TEXT_PT]
+        assert not small, (name, small)
+    # The saved PNG is the print size at 300 dpi: no crop or growth changes the width.
     fig = fig_vs_param(_many_runs(), "theta")
-    fig.text(1.2, 0.5, "a label past the right edge")  # what a long legend or caption can do
-    (png,) = save(fig, tmp_path, "theta", formats=("png",), dpi=50)
-    height, width = imread(png).shape[:2]
-    assert width > fig.get_figwidth() * 50 * 1.15  # the file grew to hold it: the bounding box is the content
+    png = save(fig, tmp_path, "theta", formats=("png",))[0]
+    assert imread(png).shape[1] == round(fig.get_figwidth() * 300)
+
+
+def test_nothing_is_drawn_outside_the_canvas():
+    # The file is the figure's print size, not its content's bounding box: every text and
+    # legend must lie inside it (the constrained layout makes room below for the legend).
+    for name, fig in _all_figures().items():
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        canvas = fig.bbox
+        for artist in [*fig.legends, *(t for ax in fig.axes if ax.get_visible() for t in
+                                        [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts])]:
+            if not artist.get_visible() or (hasattr(artist, "get_text") and not artist.get_text()):
+                continue
+            box = artist.get_window_extent(renderer)
+            assert box.x0 >= canvas.x0 - 1 and box.x1 <= canvas.x1 + 1 and box.y0 >= canvas.y0 - 1 and box.y1 <= canvas.y1 + 1, \
+                (name, getattr(artist, "get_text", lambda: artist)())
+
+
+def test_captions_are_files_beside_the_figure_not_text_inside_it(tmp_path):
+    # Named case: captions of up to nine lines were drawn inside the figures (fig.text, legend
+    # titles): a paper sets its own \caption beside the figure.
+    from loosespec_bench.report.plots import write_plots
+
+    for name, fig in _all_figures().items():
+        assert len(caption_of(fig)) > 20, name
+        # (a boxed note in an empty panel, "no sweep of ... over K", is the panel's content, not a caption)
+        inside = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))
+                  if t.get_visible() and not (getattr(t, "get_bbox_patch", lambda: None)() and "\n" in t.get_text())]
+        assert not [t for t in inside if t.count("\n") >= 2 or len(t) > 90], (name, [t for t in inside if len(t) > 90])
+        assert not fig.texts and not (fig._suptitle and fig._suptitle.get_text()), name
+        assert all(not (lg.get_title().get_text()) for lg in fig.legends), name
+    paths = write_plots(_mixed_cpu_runs(), tmp_path)
+    for stem in {p.name.split(".")[0] for p in paths}:
+        md, tex = tmp_path / f"{stem}.caption.md", tmp_path / f"{stem}.caption.tex"
+        assert md in paths and tex in paths and (tmp_path / f"{stem}.png") in paths and (tmp_path / f"{stem}.pdf") in paths
+        text = md.read_text(encoding="utf-8").strip()
+        latex = tex.read_text(encoding="utf-8").strip()
+        assert text and "\n" not in text
+        assert latex.startswith("\\caption{") and latex.endswith("}") and "θ" not in latex and "×" not in latex
+    assert "$\\theta$" in (tmp_path / "fly_mismatch_entropy.caption.tex").read_text() or \
+        "$\\theta$" in (tmp_path / "speedup_tau_vs_theta.caption.tex").read_text()
+
+
+def test_retention_vs_speedup_never_puts_two_cpus_in_one_panel():
+    # Named case: GSM8K's panel set FLy + MLA's speedups on one CPU beside SPD's on another.
+    df = _mixed_cpu_runs()
+    fig = fig_tradeoff(df)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    titles = [ax.get_title() for ax in panels]
+    letter = {"AMD EPYC (family 25, AVX2)": "A", "AMD EPYC (family 26, AVX512)": "B", "AMD EPYC (signature not recorded)": "C"}
+    assert titles == ["GSM8K, CPU B", "GSM8K, CPU C", "MGSM, CPU A"]
+    for ax in panels:
+        ds = "gsm8k" if ax.get_title().startswith("GSM8K") else "mgsm"
+        cpu = ax.get_title().rsplit("CPU ", 1)[1]
+        expected = df[(df["dataset"] == ds) & (df["machine"].map(letter) == cpu)]
+        # each panel's points are the speedups of its own CPU's runs, and only those
+        xs = sorted(float(c.lines[0].get_xdata()[0]) for c in ax.containers)
+        groups = expected.groupby(["method", "theta", "W"], dropna=False)["speedup"].mean()
+        assert xs == pytest.approx(sorted(groups.tolist()))
+
+
+def test_point_tags_do_not_overlap_and_a_crowded_panel_is_left_untagged():
+    from loosespec_bench.report.plots.tradeoff import MAX_TAGS
+
+    rows = []
+    for k, s in ((10, 1.10), (12, 1.11), (15, 1.12), (20, 1.13)):  # four SPD points within 0.03x: tags crowd
+        spd = _variant(dataset__name="gsm8k", drafter__name="model", drafter__k=k)
+        spd["method"] = {"name": "spd", "_target_": "loosespec_bench.verifiers.spd.SPD"}
+        rows.append(_run(spd, tau=7.0, speedup=s, run_id=f"spd{k}", retention=1.0, retention_ci_low=0.9, retention_ci_high=1.1,
+                         speedup_ci_low=s - 0.05, speedup_ci_high=s + 0.05, ci_level=0.95))
+    fig = fig_tradeoff(_index(rows))
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    tags = [t for t in ax.texts if t.get_text().startswith("K=")]
+    assert sorted(t.get_text() for t in tags) == ["K=10", "K=12", "K=15", "K=20"]
+    boxes = [t.get_window_extent(renderer) for t in tags]
+    assert not [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+    assert all(ax.bbox.x0 <= b.x0 and b.x1 <= ax.bbox.x1 and ax.bbox.y0 <= b.y0 and b.y1 <= ax.bbox.y1 for b in boxes)
+    # Deterministic: the same placement each time (the committed report regenerates byte-identical).
+    again = fig_tradeoff(_index(rows))
+    again.draw_without_rendering()
+    assert [t.get_position() for t in next(a for a in again.axes if a.get_visible()).texts if t.get_text().startswith("K=")] == \
+        [t.get_position() for t in tags]
+    # More tags than MAX_TAGS: no tags, the caption names the panel.
+    df = _many_runs()
+    fig = fig_tradeoff(df[df["dataset"] == "gsm8k"])
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert not [t for t in ax.texts if t.get_text()] and "Untagged" in caption_of(fig) and "GSM8K (30 points)" in caption_of(fig)
+    assert MAX_TAGS == 12
 
 
 def test_a_figure_without_data_says_so():
@@ -162,10 +280,14 @@ def test_an_entropy_panel_names_the_runs_it_pools():
             for label in ("FLy (mla, K=15, W=6)", "FLy (model, K=15, W=6)")]
     fig = fig_fly_entropy(runs)
     visible = [ax for ax in fig.axes if ax.get_visible()]
-    assert len(visible) == 1 and visible[0].get_title() == "mode=code, θ=0.3"
-    caption = " ".join(t.get_text() for t in visible[0].texts).replace("\n", " ")
-    assert caption.startswith("2 runs pooled:") and "FLy (mla, K=15, W=6) on gsm8k" in caption
-    assert "FLy (model, K=15, W=6) on gsm8k" in caption
+    assert len(visible) == 1 and visible[0].get_title() == "θ = 0.3"
+    caption = caption_of(fig)
+    assert "θ = 0.3: 2 runs pooled:" in caption and "FLy (mla, K=15, W=6) on GSM8K" in caption
+    assert "FLy (model, K=15, W=6) on GSM8K" in caption
+    # Two entropy modes in one figure: each title says which, in words (not 'mode=code').
+    two = fig_fly_entropy(runs + [{**runs[0], "mode": "paper"}])
+    assert sorted(ax.get_title() for ax in two.axes if ax.get_visible()) == [
+        "θ = 0.3 (paper's normalised entropy)", "θ = 0.3 (released code's top-3 entropy)"]
 
 
 def test_entropy_panels_show_one_theta_sweep_not_every_run_at_each_theta():
@@ -181,14 +303,14 @@ def test_entropy_panels_show_one_theta_sweep_not_every_run_at_each_theta():
     runs += [run(0.3, ds, (ds, "mla")) for ds in ("humaneval", "niah")] + [run(0.3, "gsm8k", ("gsm8k", "model"))]
     fig = fig_fly_entropy(runs)
     panels = [ax for ax in fig.axes if ax.get_visible()]
-    assert [ax.get_title() for ax in panels] == ["mode=code, θ=0.2", "mode=code, θ=0.3", "mode=code, θ=0.8"]
-    for ax in panels:  # one GSM8K run each
-        assert " ".join(t.get_text() for t in ax.texts).replace("\n", " ") == "1 run: FLy (mla, K=15, W=6) on gsm8k"
-    assert any("3 FLy run(s) outside the θ sweep" in t.get_text() for t in fig.texts)
+    assert [ax.get_title() for ax in panels] == ["θ = 0.2", "θ = 0.3", "θ = 0.8"]
+    for theta in ("0.2", "0.3", "0.8"):  # one GSM8K run each
+        assert f"θ = {theta}: 1 run: FLy (mla, K=15, W=6) on GSM8K." in caption_of(fig)
+    assert "3 FLy run(s) outside the θ sweep" in caption_of(fig)
     # Without a sweep (every run at one θ) every run is pooled as before.
     single = fig_fly_entropy([run(0.3, ds, (ds, "mla")) for ds in ("gsm8k", "niah")])
     (ax,) = [a for a in single.axes if a.get_visible()]
-    assert ax.texts[0].get_text().startswith("2 runs pooled:")
+    assert "θ = 0.3: 2 runs pooled:" in caption_of(single)
 
 
 def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_stays_visible():
@@ -204,7 +326,7 @@ def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_sta
         _run(spd, tau=4.0, speedup=1.1, run_id="spd", acceptance_by_position=[0.8, 0.4, 0.2]),  # no interval
     ]
     fig = fig_acceptance_by_position(_index(rows))
-    (ax,) = [a for a in fig.axes if a.get_title() == "gsm8k"]
+    (ax,) = [a for a in fig.axes if a.get_title() == "GSM8K"]
     bands = [c for c in ax.collections if c.get_paths()]
     assert len(bands) == 2  # FLy and FLy + MLA; SPD's summary has no interval
     ys = bands[0].get_paths()[0].vertices[:, 1]
@@ -224,39 +346,12 @@ def test_acceptance_curves_carry_their_interval_bands_and_a_coincident_curve_sta
     assert "on 2 of 3 curves" in caption
 
 
-def test_tags_of_nearby_points_do_not_print_into_each_other():
-    from loosespec_bench.report.plots.tradeoff import _place_tags
-
-    fig = Figure(figsize=(4, 3), dpi=100)
-    ax = fig.add_subplot()
-    ax.plot([1.0, 1.2], [0.4, 1.6])  # fixes the limits
-    # Named case: FLy at theta 0.3 and 0.2, 0.09x apart at the same retention (the committed plot).
-    _place_tags(ax, [(1.11, 1.0, "θ=0.3, W=6", "k"), (1.12, 1.0, "θ=0.2, W=6", "k")])
-    offsets = [a.xyann for a in ax.texts]
-    assert len(offsets) == 2 and offsets[0] != offsets[1]
-
-
 def test_an_unfinished_run_is_not_said_to_predate_the_intervals():
     from loosespec_bench.report.plots.figure import interval_caption
 
     df = pd.DataFrame({"intervals": [True, False, False], "status": ["complete", "partial", "complete"]})
     text = interval_caption(df)
     assert "1 of 3 runs predate the interval fields" in text and "1 of 3 runs unfinished" in text
-
-
-def test_a_tag_steps_aside_from_another_points_marker():
-    from loosespec_bench.report.plots.tradeoff import _place_tags
-
-    fig = Figure(figsize=(4, 3), dpi=100)
-    ax = fig.add_subplot()
-    ax.plot([1.0, 1.6], [0.85, 1.1])  # fixes the limits
-    # Named case: NIAH's panel, SPD K = 15 at 1.27x with SPD K = 10 and PLD just right of it at
-    # 1.32x and 1.33x: the upper-right tag "K=15" printed under their markers.
-    _place_tags(ax, [(1.27, 0.998, "K=15", "k")], markers=[(1.27, 0.998), (1.32, 1.0), (1.33, 1.0)])
-    (tag,) = ax.texts
-    assert tag.xyann != (4, 3)  # not the upper-right corner, where the markers are
-    _place_tags(ax, [(1.27, 0.998, "K=15", "k")])  # nothing beside it: the first corner
-    assert ax.texts[-1].xyann == (4, 3)
 
 
 def test_a_sweeps_speedups_on_two_cpus_are_not_one_line_but_its_tau_is():
@@ -295,12 +390,11 @@ def test_a_pareto_frontier_joins_only_points_timed_on_one_cpu():
         row.update(machine=cpu, retention=q)
         rows.append(row)
     fig = fig_tradeoff(_index(rows))
-    ax = next(a for a in fig.axes if a.get_visible() and a.lines)
-    fronts = [set(map(float, ln.get_xdata())) for ln in ax.lines if ln.get_color() == "black"]
-    # Two frontiers: CPU A's (K = 10 alone) and CPU B's (K = 15 dominates K = 20); none crosses CPUs.
-    assert sorted(map(sorted, fronts)) == [[1.1], [1.3]]
-    assert {"CPU A", "CPU B"} <= {t.get_text() for t in ax.texts}
-    assert any("one per CPU" in t for t in _texts(fig))
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    assert sorted(panels) == ["HumanEval, CPU A", "HumanEval, CPU B"]
+    fronts = {t: [sorted(map(float, ln.get_xdata())) for ln in ax.lines if ln.get_color() == "black"] for t, ax in panels.items()}
+    # A frontier per CPU's panel: CPU A's (K = 10 alone) and CPU B's (K = 15 dominates K = 20); none crosses CPUs.
+    assert fronts == {"HumanEval, CPU A": [[1.3]], "HumanEval, CPU B": [[1.1]]}
     # One CPU: one frontier, no CPU tags.
     for r in rows:
         r["machine"] = "AMD EPYC (family 26)"
@@ -321,7 +415,7 @@ def test_a_sweep_figure_shows_the_quality_change_beside_speed_and_tau():
     axes = [a for a in fig.axes if a.get_visible()]
     assert len(axes) == 3  # speedup, tau, quality change
     quality = axes[2]
-    assert "accuracy − target alone's" in quality.get_ylabel()
+    assert quality.get_ylabel() == "Δ accuracy vs target alone"
     (bars,) = [c for c in quality.containers if getattr(c, "has_yerr", False)]
     assert list(bars.lines[0].get_ydata()) == pytest.approx([-0.10, 0.0, 0.05])
     seg = bars.lines[2][0].get_segments()[0]  # θ = 0.2's interval, [-0.2, -0.02]
@@ -330,29 +424,6 @@ def test_a_sweep_figure_shows_the_quality_change_beside_speed_and_tau():
     assert any("quality change" in t for t in _texts(fig))
     # Runs without a paired quality difference keep the two-row figure.
     assert len([a for a in fig_vs_param(_many_runs(), "theta").axes if a.get_visible()]) == 2 * 2
-
-
-def test_a_crowded_tag_moves_further_out_on_a_leader_line_instead_of_onto_another_tag():
-    from loosespec_bench.report.plots.tradeoff import _place_tags
-
-    fig = Figure(figsize=(4, 3), dpi=100)
-    ax = fig.add_subplot()
-    ax.plot([1.0, 1.4], [0.4, 1.6])  # fixes the limits
-    # Named case: GSM8K's panel, nine FLy + MLA points within 0.1x; "W=9" and "θ=0.2" sat on
-    # (1.19, 1.0) and (1.20, 1.0), every corner of the second was taken and it was printed on
-    # the first's tag. Here six tags of six points on one spot.
-    tags = [(1.19, 1.0, f"tag{i}", "k") for i in range(6)]
-    _place_tags(ax, tags)
-    boxes = []
-    for a in ax.texts:
-        x0 = a.xyann[0] if a.get_horizontalalignment() == "left" else a.xyann[0] - 0.6 * 7 * 4
-        boxes.append((x0, a.xyann[1], x0 + 0.6 * 7 * 4, a.xyann[1] + 7 * 1.2))
-    # in offset points from the one spot: no two boxes intersect
-    for i, b in enumerate(boxes):
-        for c in boxes[i + 1:]:
-            assert not (b[0] < c[2] and c[0] < b[2] and b[1] < c[3] and c[1] < b[3]), (b, c)
-    moved = [a for a in ax.texts if a.arrow_patch is not None]
-    assert moved and all(abs(a.xyann[1]) > 3 + 7 * 1.2 for a in moved)  # only the tags off their corner have a leader
 
 
 def test_a_saved_figure_is_the_same_bytes_each_time(tmp_path):

@@ -171,12 +171,16 @@ def test_published_csv_every_figure_has_a_source():
 
 def test_plots_are_written_as_png_and_pdf(results, tmp_path):
     paths = write_plots(load_index(results["root"]), tmp_path)
-    names = {p.stem for p in paths}
+    names = {p.name.split(".")[0] for p in paths}
     assert names == {"speedup_tau_vs_theta", "speedup_tau_vs_W", "speedup_tau_vs_K", "retention_vs_speedup",
                      "acceptance_by_position", "fly_mismatch_entropy"}
     for p in paths:
+        if p.name.endswith((".caption.md", ".caption.tex")):  # the caption beside each figure
+            assert p.read_text(encoding="utf-8").strip(), p
+            continue
         head = p.read_bytes()[:8]
         assert head.startswith(b"\x89PNG" if p.suffix == ".png" else b"%PDF") and p.stat().st_size > 5000, p
+    assert len(paths) == 4 * len(names)  # PNG, PDF, .caption.md, .caption.tex
 
 
 def test_fly_entropy_plot_reads_the_fly_step_records(results):

@@ -2,8 +2,8 @@
 
 - speedup and tau vs theta, vs W (FLy runs) and vs K (every method with a drafter), a panel per
   data set, a line only through runs that share every other setting;
-- accuracy retention vs speedup: a panel per data set, one point per configuration, the Pareto
-  frontier drawn;
+- accuracy retention vs speedup: a panel per data set and CPU, one point per configuration, the
+  Pareto frontier drawn;
 - acceptance rate by draft position (summary.json's acceptance_by_position), a panel per data set;
 - FLy: entropy of loosely accepted vs rejected mismatches, from the per-step records that the
   FLy verifier writes (verifiers/fly.py FLyDecision.record: mismatch_positions,
@@ -12,10 +12,11 @@
   accepted) was rejected; mismatches after it were never decided and are left out.
 
 Every figure function returns a Figure (shown inline by Jupyter) and draws a visible note instead
-of an empty plot when there is nothing to draw. Reviewers' rules, kept by every figure: one fixed
-colour per method (METHOD_COLORS), human labels from the schema (never a hash or `nan`), error
-bars from the summaries' intervals, at most MAX_LEGEND legend entries inside the figure, and a
-tight bounding box (save) so that nothing is clipped.
+of an empty plot when there is nothing to draw. Reviewers' rules, kept by every figure: sized for
+a paper (figure.PAPER_RC: one column, 3.3 in, or two, 7 in, wide, 7-point text at print size),
+the caption beside the figure (<name>.caption.md / .tex), never inside it; one fixed colour per
+method (METHOD_COLORS), human labels from the schema and data sets' display names (never a hash,
+a raw key or `nan`), error bars from the summaries' intervals, at most MAX_LEGEND legend entries.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def build_figures(index: pd.DataFrame) -> dict[str, Figure]:
 
 
 def write_plots(index: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
-    """Every report plot as <name>.png and <name>.pdf in out_dir."""
+    """Every report plot as <name>.png (300 dpi) and <name>.pdf in out_dir, at its print size (3.3
+    or 7 in wide), with its caption beside it: <name>.caption.md and <name>.caption.tex."""
     return [p for name, fig in build_figures(index).items() for p in save(fig, out_dir, name, formats)]
 
 

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..grouping import config_key
+from ..labels import dataset_label
 from .figure import (
     MARKERS,
     MAX_LEGEND,
@@ -18,10 +19,15 @@ from .figure import (
     method_color,
     method_name,
     panel_grid,
+    paper_style,
+    set_caption,
     sweep_labels,
 )
 
+TITLE = "Acceptance rate by draft position"
 
+
+@paper_style
 def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]], max_lines: int = MAX_LEGEND) -> Figure:
     """P(draft position i accepted | drafted) per configuration (the summaries'
     acceptance_by_position), one panel per data set, one colour per method, each single run's
@@ -35,10 +41,10 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
             if isinstance(rates, (list, tuple)) and len(rates) > 0:
                 lines.append((r, list(rates)))
     datasets = sorted({str(r.get("dataset")) for r, _ in lines})
-    fig, axes = panel_grid(len(datasets), 3.2, 1.0)
-    fig.suptitle("Acceptance rate by draft position")
+    fig, axes = panel_grid(len(datasets), 1.8, 0.9)
     if not lines:
         draw_note(axes[0], "no acceptance-by-position figures\n(target-alone runs only, or no drafter)")
+        set_caption(fig, TITLE, "no acceptance-by-position figures (target-alone runs only, or no drafter)")
         return fig
 
     def line_of(r: Any) -> tuple:
@@ -83,8 +89,8 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
             # same tokens faster) gets large hollow markers, so that neither hides the other.
             same = any(len(d) == k and max(abs(a - b) for a, b in zip(d, mean)) < 0.01 for d in drawn)
             coincide |= same
-            (h,) = ax.plot(range(1, k + 1), mean, marker=MARKERS[style % len(MARKERS)], ms=7 if same else 3,
-                           mfc="none" if same else color, mew=1.2 if same else 1.0, color=color,
+            (h,) = ax.plot(range(1, k + 1), mean, marker=MARKERS[style % len(MARKERS)], ms=5 if same else 2.5,
+                           mfc="none" if same else color, mew=0.9 if same else 0.8, color=color,
                            ls=("-", "--", ":", "-.")[style % 4], label=labels[key], zorder=3 if same else 2)
             drawn.append(mean)
             if len(rr) == 1 and len(bands.get(key, [])) == 1:
@@ -92,12 +98,12 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
                 xs = [i + 1 for i in range(k) if lo[i] is not None and hi[i] is not None]
                 ax.fill_between(xs, [lo[i - 1] for i in xs], [hi[i - 1] for i in xs], color=color, alpha=0.12, lw=0, zorder=1)
             entries.setdefault(labels[key], h)
-        ax.set_title(ds, fontsize=10)
+        ax.set_title(dataset_label(ds))
         ax.set_ylim(-0.03, 1.03)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-        ax.set_xlabel("draft position i", fontsize=8)
-        ax.set_ylabel("P(accepted | drafted)", fontsize=8)
+        ax.set_xlabel("draft position i")
+        ax.set_ylabel("P(accepted | drafted)")
     for ax in axes[len(datasets):]:
         ax.set_visible(False)
     entries = {lab: entries[lab] for lab in shown if lab in entries}
@@ -111,5 +117,5 @@ def fig_acceptance_by_position(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
                "(the others are means over several runs, or summaries from before the interval)")
     if coincide:
         caption += "; large hollow markers: a curve within 0.01 of one drawn before it"
-    add_legend(fig, entries, len(order), f"{caption}; the {len(entries)} configurations run on the most data sets are drawn")
+    add_legend(fig, entries, len(order), TITLE + " (one panel per data set)", f"{caption}; the {len(entries)} configurations run on the most data sets are drawn")
     return fig

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
@@ -10,9 +9,22 @@ from matplotlib.figure import Figure
 
 from ..index import read_records
 from ...verifiers import FLy
-from ..labels import THETA, is_rule, method_label
+from ..labels import THETA, dataset_label, is_rule, method_label
 from ..render import is_missing
-from .figure import ENTROPY_LABEL, canvas, draw_note, frame_of, sweep_key
+from .figure import ENTROPY_LABEL, draw_note, frame_of, panel_grid, paper_style, set_caption, sweep_key
+
+# FLy's entropy modes (verifiers/fly.py MODES) in words, for panel titles: whose formula the gate is.
+MODE_NAMES = {"code": "released code's top-3 entropy", "paper": "paper's normalised entropy",
+              "vllm": "vLLM's top-3 entropy"}
+TITLE = "FLy mismatches by the target's entropy: loosely accepted vs rejected"
+
+
+def panel_title(mode: str, theta: float | None, modes: int) -> str:
+    """'θ = 0.3', with the entropy mode in words where the figure has several modes."""
+    what = MODE_NAMES.get(mode, f"{mode} entropy")
+    if theta is None:
+        return what[0].upper() + what[1:]
+    return f"θ = {theta:g}" + (f" ({what})" if modes > 1 else "")
 
 
 def _fly_mismatches(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, float]]:
@@ -51,6 +63,7 @@ def fly_discarded_mismatches(records: Iterable[Mapping[str, Any]]) -> int:
     return sum(kind == "discarded" for kind, _ in _fly_mismatches(records))
 
 
+@paper_style
 def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> Figure:
     """Entropy of loosely accepted vs rejected mismatches.
 
@@ -101,14 +114,18 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         panels = merged
     else:
         panels = {k: {**v, "thetas": {k[1]} if k[1] is not None else set()} for k, v in pooled.items()}
-    n = max(1, len(panels))
-    fig, axes = canvas(min(5.2 * n, 16), 4.2, ncols=n)
+    fig, axes = panel_grid(len(panels), 1.9, 0.3)
     if not panels:
-        axes[0].set_title("FLy: entropy of accepted vs rejected mismatches")
-        draw_note(axes[0], "no FLy step records\n(no method=fly run with record_steps=true,\nor no mismatch was decided)")
+        axes[0].set_title("FLy: entropy of mismatches")
+        draw_note(axes[0], "no FLy step records\n(no method=fly run with\nrecord_steps=true, or no\nmismatch was decided)")
+        set_caption(fig, TITLE, "no FLy step records (no method=fly run with record_steps=true, or no mismatch was decided)")
         return fig
-    fig.suptitle("FLy mismatches by target entropy: loosely accepted vs rejected")
-    for ax, ((mode, theta), slot) in zip(axes, sorted(panels.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0))):
+    modes = len({mode for mode, _ in panels})
+    pooled_notes = []
+    ordered = sorted(panels.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0))
+    for ax in axes[len(ordered):]:
+        ax.set_visible(False)
+    for ax, ((mode, theta), slot) in zip(axes, ordered):
         values = slot["accepted"] + slot["rejected"] + sorted(slot["thetas"])
         lo, hi = min(values), max(values)
         if hi - lo < 1e-9:
@@ -117,29 +134,30 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         # Rejected filled, accepted as an outline over it: two translucent fills would mix into a
         # third colour wherever both have counts, and the accepted ones could not be read.
         for key, color, label, style in (("rejected", "tab:red", "rejected", {"histtype": "stepfilled", "alpha": 0.45}),
-                                         ("accepted", "tab:green", "accepted loosely", {"histtype": "step", "lw": 1.8})):
+                                         ("accepted", "tab:green", "accepted loosely", {"histtype": "step", "lw": 1.2})):
             data = slot[key]
             if data:
                 ax.hist(data, bins=bins, color=color, label=f"{label} (n={len(data)})", **style)
             else:
                 ax.plot([], [], color=color, label=f"{label} (n=0)")
         for t in sorted(slot["thetas"]):
-            ax.axvline(t, color="black", ls="--", lw=1, label=f"θ = {t:g}")
+            ax.axvline(t, color="black", ls="--", lw=0.8, label=f"θ = {t:g}")
         ax.set_xlabel(ENTROPY_LABEL.get(mode, f"entropy ({mode})"))
         ax.set_ylabel("mismatches (count)")
-        ax.set_title(f"mode={mode}" + (f", θ={theta:g}" if theta is not None else ""), fontsize=10)
-        # A panel pools every FLy run at its (mode, θ): with and without MLA, other K and W.
-        ax.text(0.5, -0.2, _pooled_caption(slot["runs"]), transform=ax.transAxes, fontsize=6.5,
-                color="dimgray", ha="center", va="top", wrap=True)
+        title = panel_title(mode, theta, modes)
+        ax.set_title(title)
+        # A panel pools every FLy run at its (mode, θ): with and without MLA, other K and W; the
+        # caption names them (panel by panel), the figure does not.
+        pooled_notes.append(f"{title}: {_pooled_caption(slot['runs'])}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(handlelength=1.2, borderaxespad=0.3)
     # The summaries' mismatch counts include these: the per-step records say why they differ.
     not_drawn = (f"not drawn: {discarded} mismatch(es) after a block's first rejection, discarded with the "
                  "draft's tail (never decided by the rule)")
     if left_out:
         not_drawn += (f"; {left_out} FLy run(s) outside the θ sweep (other data sets or settings), so that every "
                       "panel shows the same data set and settings")
-    fig.text(0.5, -0.11, not_drawn, fontsize=7, color="dimgray", ha="center", va="baseline")
+    set_caption(fig, TITLE + " (one panel per θ; dashed: θ, the gate's threshold)", *pooled_notes, not_drawn)
     return fig
 
 
@@ -147,17 +165,17 @@ def _pooled_name(run: Mapping[str, Any]) -> str:
     """A run's name in a pooled panel's caption: its label without the θ and mode the panel
     title gives, and its data set."""
     label = str(run.get("pooled_label") or run.get("label") or "FLy")
-    return label + (f" on {run['dataset']}" if run.get("dataset") else "")
+    return label + (f" on {dataset_label(run['dataset'])}" if run.get("dataset") else "")
 
 
-def _pooled_caption(names: Sequence[str], width: int = 70) -> str:
-    """'3 runs pooled: A; B (x2)', wrapped to the panel's width."""
+def _pooled_caption(names: Sequence[str]) -> str:
+    """'3 runs pooled: A; B (x2)'."""
     counts: dict[str, int] = {}
     for name in names:
         counts[name] = counts.get(name, 0) + 1
     parts = [f"{name} (x{c})" if c > 1 else name for name, c in counts.items()]
     text = (f"{len(names)} runs pooled: " if len(names) > 1 else "1 run: ") + "; ".join(parts)
-    return "\n".join(textwrap.wrap(text, width))
+    return text
 
 
 def fly_runs_from_index(index: pd.DataFrame) -> list[dict[str, Any]]:

@@ -1,13 +1,16 @@
-"""What every report figure shares: its labels, one colour per method, the canvas, the saved
-files, the points with their intervals, the legend and the captions."""
+"""What every report figure shares: the paper style (PAPER_RC: 7-point text at print size, one
+column 3.3 in or two columns 7 in wide), its labels, one colour per method, the canvas, the saved
+files (PNG at 300 dpi, PDF, and the caption beside them as <name>.caption.md / .caption.tex), the
+points with their intervals, the legend and the captions."""
 
 from __future__ import annotations
 
+import functools
 import math
-import textwrap
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
+import matplotlib
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -16,7 +19,7 @@ from ...schema import FIGURE, KNOB_BY_COLUMN
 from ..grouping import combine, config_key, config_suffixes, is_true
 from ...verifiers import FLy
 from ..labels import THETA, W, is_rule, method_label
-from ..render import is_missing
+from ..render import is_missing, latex_escape
 
 
 SPEEDUP_LABEL = FIGURE["speedup"].label
@@ -54,40 +57,105 @@ def method_color(name: str, known: Iterable[str] = ()) -> str:
     return SPARE_COLORS[others.index(name) % len(SPARE_COLORS)]
 
 
-def canvas(width: float = 6.4, height: float = 4.0, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list]:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
+# The paper's sizes: a figure is one column or two columns wide, never wider; its text is set at
+# print size (the figure is drawn at the size it is printed), so 7 points stay 7 points on paper.
+ONE_COLUMN = 3.3  # inches
+TWO_COLUMNS = 7.0
+WIDTHS = (ONE_COLUMN, TWO_COLUMNS)
+MIN_TEXT_PT = 7.0
+DPI = 300
+PAPER_RC = {
+    "font.size": 7, "axes.titlesize": 8, "axes.labelsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7,
+    "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 8,
+    "axes.linewidth": 0.6, "grid.linewidth": 0.4, "lines.linewidth": 1.0, "lines.markersize": 3.5,
+    "xtick.major.width": 0.6, "ytick.major.width": 0.6, "xtick.major.size": 2.5, "ytick.major.size": 2.5,
+    "errorbar.capsize": 2, "legend.frameon": False, "legend.handlelength": 1.8,
+    "figure.constrained_layout.h_pad": 0.03, "figure.constrained_layout.w_pad": 0.03,
+    "pdf.fonttype": 42,  # TrueType in the PDF: text a journal's checker can read
+}
+MAX_COLUMNS = 3  # panels a row at two columns' width (about 2.2 in each); more wrap into rows
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def paper_style(func: F) -> F:
+    """Draw a figure function's artists under PAPER_RC (text sizes are fixed when an artist is made)."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with matplotlib.rc_context(PAPER_RC):
+            return func(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
+class PaperFigure(Figure):
+    """A figure with its caption kept beside it (save writes <name>.caption.md and .caption.tex),
+    never drawn inside it: the paper's \\caption is set by the document, in the document's type."""
+
+    caption: str = ""
+
+
+def caption_of(fig: Figure) -> str:
+    return str(getattr(fig, "caption", "") or "")
+
+
+def canvas(width: float = TWO_COLUMNS, height: float = 4.0, ncols: int = 1, nrows: int = 1) -> tuple[Figure, list]:
+    """A figure one or two columns wide (WIDTHS), its axes as a list of rows (a flat list for one row)."""
+    if width not in WIDTHS:
+        raise ValueError(f"a figure is {ONE_COLUMN} in (one column) or {TWO_COLUMNS} in (two columns) wide, not {width}")
+    with matplotlib.rc_context(PAPER_RC):
+        fig = PaperFigure(figsize=(width, height), layout="constrained", dpi=DPI)
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, [list(r) for r in axes] if nrows > 1 else list(axes[0])
 
 
+def width_for(ncols: int) -> float:
+    """One column for a single panel, two for more."""
+    return ONE_COLUMN if ncols <= 1 else TWO_COLUMNS
+
+
 def panel_grid(n_panels: int, panel_height: float, extra_height: float) -> tuple[Figure, list]:
-    """A panel per data set, up to three a row: the figure and its axes as one flat list."""
+    """Panels up to MAX_COLUMNS a row, one column wide for one panel and two for more, wrapping
+    into rows (never wider): the figure and its axes as one flat list."""
     n = max(1, n_panels)
-    ncols = min(n, 3)
+    ncols = 2 if n == 4 else min(n, MAX_COLUMNS)  # four panels: two rows of two, not three and one
     nrows = math.ceil(n / ncols)
-    fig, grid = canvas(4.2 * ncols, panel_height * nrows + extra_height, ncols=ncols, nrows=nrows)
+    fig, grid = canvas(width_for(ncols), panel_height * nrows + extra_height, ncols=ncols, nrows=nrows)
     return fig, [ax for row in grid for ax in row] if nrows > 1 else grid
 
 
 def draw_note(ax: Any, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10,
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=MIN_TEXT_PT,
             bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"}, wrap=True)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def save(fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = ("png", "pdf"), dpi: int = 150) -> list[Path]:
-    """Write a figure; the bounding box is the drawn content (nothing clipped at the edges). A PDF
-    carries no creation date, so that regenerating a committed report rewrites no unchanged figure."""
+def caption_files(caption: str, out_dir: str | Path, name: str) -> list[Path]:
+    """<name>.caption.md (the text) and <name>.caption.tex (one \\caption{...} line, escaped)."""
+    out = Path(out_dir)
+    md, tex = out / f"{name}.caption.md", out / f"{name}.caption.tex"
+    md.write_text(caption + "\n", encoding="utf-8")
+    tex.write_text(f"\\caption{{{latex_escape(caption)}}}\n", encoding="utf-8")
+    return [md, tex]
+
+
+def save(fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = ("png", "pdf"), dpi: int = DPI,
+         captions: bool = True) -> list[Path]:
+    """Write a figure at its print size (no cropping: a 7 in figure is a 7 in file; the
+    constrained layout keeps every artist inside it), then its caption files (caption_files)
+    when it has a caption. A PDF carries no creation date, so that regenerating a committed
+    report rewrites no unchanged figure."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
         path = out / f"{name}.{fmt}"
         meta = {"CreationDate": None} if fmt == "pdf" else None
-        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1, metadata=meta)
+        fig.savefig(path, dpi=dpi, metadata=meta)
         paths.append(path)
+    if captions and caption_of(fig):
+        paths += caption_files(caption_of(fig), out, name)
     return paths
 
 
@@ -121,20 +189,33 @@ def datasets_of(df: pd.DataFrame) -> list[str]:
     return sorted({str(d) for d in df["dataset"].dropna()}) if not df.empty else []
 
 
-def add_legend(fig: Figure, entries: dict[str, Any], total: int, caption: str = "") -> None:
-    """At most MAX_LEGEND entries, below the panels inside the figure, the caption (what the
-    error bars are) as the legend's title so the two never overlap; the rest are counted."""
+def add_legend(fig: Figure, entries: dict[str, Any], total: int, title: str = "", caption: str = "") -> None:
+    """At most MAX_LEGEND entries, below the panels inside the figure; the caption (`title`, then
+    what the error bars are...) goes beside the figure (set_caption), with the count of series
+    the legend leaves out."""
     shown = list(entries.items())[:MAX_LEGEND]
     if total > len(shown):
         caption = (caption + "\n" if caption else "") + f"{total - len(shown)} more series not in the legend (index.csv lists every run)"
-    width = max(60, int(fig.get_figwidth() * 17))  # characters of 7-point text across the figure
-    caption = "\n".join(textwrap.fill(line, width) for line in caption.split("\n")) if caption else ""
+    set_caption(fig, title, caption)
     if not shown:
-        if caption:
-            fig.text(0.5, 0.0, caption, fontsize=7, ha="center")
         return
-    fig.legend([h for _, h in shown], [lab for lab, _ in shown], loc="outside lower center",
-               ncols=min(2, len(shown)), fontsize=8, frameon=False, title=caption or None, title_fontsize=7)
+    longest = max(len(lab) for lab, _ in shown)
+    # Columns as many as fit: about 17 characters of 7-point text an inch' width.
+    per_row = max(1, min(len(shown), int(fig.get_figwidth() * 17 // max(longest + 4, 12)), 4))
+    fig.legend([h for _, h in shown], [lab for lab, _ in shown], loc="outside lower center", ncols=per_row,
+               frameon=False, fontsize=MIN_TEXT_PT)
+
+
+def set_caption(fig: Figure, title: str, *parts: str) -> None:
+    """The figure's caption, kept beside it (save writes it as <name>.caption.md and .tex): the
+    title as its first sentence, then each line of `parts` a sentence."""
+    sentences = [title] + [line.strip() for part in parts for line in part.split("\n") if line.strip()]
+    out = []
+    for s in (x for x in sentences if x):
+        s = " ".join(s.split())
+        s = s[0].upper() + s[1:] if s[0].isascii() and s[0].islower() else s
+        out.append(s if s.endswith(".") else s + ".")
+    fig.caption = " ".join(out)  # type: ignore[attr-defined]
 
 
 def interval_caption(df: pd.DataFrame) -> str:

@@ -9,10 +9,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ...verifiers import FLy
-from ..labels import THETA, W, is_rule
+from ..labels import THETA, W, dataset_label, is_rule
 from ..render import is_missing
 from .figure import (
     MARKERS,
+    MAX_COLUMNS,
     PARAMS,
     SPEEDUP_LABEL,
     TAU_LABEL,
@@ -26,9 +27,12 @@ from .figure import (
     machine_of,
     method_color,
     method_name,
+    paper_style,
     point_of,
+    set_caption,
     sweep_key,
     sweep_labels,
+    width_for,
 )
 
 
@@ -45,9 +49,11 @@ def adjacent_runs(piece: list[tuple], xs: list[float]) -> list[list[tuple]]:
     return runs
 
 
+@paper_style
 def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     """Speedup (top row), tau and, where the runs have it, the quality change (bottom row) vs
-    theta, W or K, one panel column per data set. A line joins only runs that share every other
+    theta, W or K, one panel column per data set (one column wide for one set, two for more, up
+    to MAX_COLUMNS sets a row: more wrap into a second block of rows). A line joins only runs that share every other
     resolved setting (one sweep); each point is the mean over that configuration's runs, with its
     interval as an error bar; one colour per method.
 
@@ -75,13 +81,23 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     if any(not is_missing(m.get("score_diff")) for m in drawn):
         metrics.append("score_diff")
     n = max(1, len(datasets))
-    fig, grid = canvas(min(4.2 * n, 18) + 0.6, 3.0 * len(metrics), ncols=n, nrows=len(metrics))
-    fig.suptitle(f"Speedup, tau and quality change vs {xlabel}" if "score_diff" in metrics else f"Speedup and tau vs {xlabel}")
+    ncols = min(n, MAX_COLUMNS)
+    blocks = -(-n // ncols)
+    row_height = 1.6  # the y labels ("speedup over target alone (×)") need the height of their row
+    fig, rows = canvas(width_for(ncols), row_height * len(metrics) * blocks + 0.5, ncols=ncols, nrows=len(metrics) * blocks)
+    rows = rows if len(metrics) * blocks > 1 else [rows]
+    # grid[metric][data set]: data set j sits in block j // ncols, column j % ncols.
+    grid = [[rows[(j // ncols) * len(metrics) + i][j % ncols] for j in range(n)] for i in range(len(metrics))]
+    for j in range(n, ncols * blocks):
+        for i in range(len(metrics)):
+            rows[(j // ncols) * len(metrics) + i][j % ncols].set_visible(False)
+    title = f"Speedup, tau and quality change vs {xlabel}" if "score_diff" in metrics else f"Speedup and tau vs {xlabel}"
     if not datasets:
         what = "FLy runs" if param in (THETA, W) else "runs with a drafter"
         extra = f"\n({singles} configuration(s) ran at one {param} only)" if singles else ""
         for row in grid:
-            draw_note(row[0], f"no sweep of {what} over {param}{extra}")
+            draw_note(row[0], f"no sweep of {what}\nover {param}{extra}")
+        set_caption(fig, title, f"no sweep of {what} over {param}")
         return fig
 
     names = {method_name(r) for _, r in df.iterrows()}
@@ -123,34 +139,34 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
                 for n_piece, piece in enumerate(sorted(pieces.values(), key=len, reverse=True)):
                     for n_run, run in enumerate(adjacent_runs(piece, [k[0] for k in keep])):
                         handle = grid[i][j].errorbar([k[0] for k in run], [k[1] for k in run], yerr=error_bars([k[1] for k in run], [k[2] for k in run]),
-                                                     color=color, marker=MARKERS[style % len(MARKERS)], ms=5, lw=1.5,
-                                                     ls=("-", "--", ":", "-.")[style % 4], capsize=3,
+                                                     color=color, marker=MARKERS[style % len(MARKERS)], ms=3.5, lw=1.0,
+                                                     elinewidth=0.8, ls=("-", "--", ":", "-.")[style % 4], capsize=2,
                                                      **({"mfc": "white"} if n_piece else {}))
                         if not n_piece and not n_run:
                             entries.setdefault(label, handle)
             series_total.add(label)
         on = sorted({cpu_letter[m] for v in sweeps.values() for r in v for m in [r.get("machine")] if m in cpu_letter})
         used.update(on)
-        grid[0][j].set_title(ds + (f" (speed on CPU {' + '.join(on)})" if on else ""), fontsize=10)
+        grid[0][j].set_title(dataset_label(ds) + (f" (CPU {' + '.join(on)})" if on else ""))
         xs_all = sorted({float(m[col]) for v in sweeps.values() for m in v})
         kinds = sorted({str(m["score_name"]) for v in sweeps.values() for m in v if not is_missing(m.get("score_name"))})
-        quality_label = f"{' / '.join(kinds) or 'quality'} − target alone's\n(same problems)"
+        quality_label = f"Δ {' / '.join(kinds) or 'quality'} vs target alone"
         for i, ylabel in enumerate((SPEEDUP_LABEL, TAU_LABEL, quality_label)[: len(metrics)]):
             ax = grid[i][j]
             ax.set_xticks(xs_all)
-            ax.set_xticklabels([f"{x:g}" for x in xs_all], fontsize=8)
+            ax.set_xticklabels([f"{x:g}" for x in xs_all])
             ax.grid(alpha=0.3)
             # Each set's quality figure is its own (accuracy, pass@1, recall): every column says which.
-            if j == 0 or metrics[i] == "score_diff":
-                ax.set_ylabel(ylabel, fontsize=9)
+            if j % ncols == 0 or metrics[i] == "score_diff":
+                ax.set_ylabel(ylabel)
             if i == len(metrics) - 1:
-                ax.set_xlabel(xlabel, fontsize=9)
-        grid[0][j].axhline(1.0, color="grey", lw=1, ls="--")
+                ax.set_xlabel(xlabel)
+        grid[0][j].axhline(1.0, color="grey", lw=0.8, ls="--")
         if "score_diff" in metrics:
-            grid[2][j].axhline(0.0, color="grey", lw=1, ls="--")
+            grid[2][j].axhline(0.0, color="grey", lw=0.8, ls="--")
     caption = interval_caption(df) + "; dashed grey: target alone (1×); a line joins runs that share every other setting"
     if "score_diff" in metrics:
-        caption += ("\nquality change: the method's score minus the target alone's on the same problems "
+        caption += ("\nΔ (quality change): the method's score minus the target alone's on the same problems "
                     "(0/1 scores: the exact paired interval; graded: paired bootstrap; dashed: no change); "
                     "claims.md decides with the exact McNemar test")
     if singles:
@@ -159,5 +175,5 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
         cpus = "; ".join(f"CPU {c}: {m}" for m, c in cpu_letter.items() if c in used)
         caption += (f"\nspeed measured on {cpus}" if len(used) == 1 else
                     "\nspeedups on different CPUs are not joined" + (f" ({unjoined} break(s); hollow: a speedup on another CPU than its line's)" if unjoined else "") + f": {cpus}")
-    add_legend(fig, entries, len(series_total), caption)
+    add_legend(fig, entries, len(series_total), title, caption)
     return fig
