@@ -205,11 +205,19 @@ def published_source(rows: Iterable[dict], refs: list[str]) -> str:
     """A published row's source cell: 'published [1, 2]', the numbers of its sources in `refs`
     (appended to as new sources appear); source_notes(refs) spells them out under the table."""
     keys = []
-    for ref in sorted({f"{r['source']}, {r['location']}{kind_note(r)}" for r in rows}):
+    for ref in sorted({_reference(r) for r in rows}):
         if ref not in refs:
             refs.append(ref)
         keys.append(refs.index(ref) + 1)
     return "published [" + ", ".join(str(k) for k in sorted(keys)) + "]"
+
+
+def _reference(r: dict) -> str:
+    """A published figure's source as a note names it: the citation, where in the paper (table,
+    figure, abstract) unless the citation says it, and what kind of source it is."""
+    loc = str(r.get("location") or "")
+    where = "" if not loc or loc in str(r["source"]) else f"; {loc}"
+    return f"{r['source']}{where}{kind_note(r)}"
 
 
 def source_notes(refs: list[str]) -> list[str]:
@@ -316,7 +324,9 @@ def group_by_config(runs: pd.DataFrame, keyfn: Any = None) -> tuple[dict[tuple, 
 def kind_note(p: dict) -> str:
     """Marks a published figure whose source is not the paper's own results table."""
     kind = p.get("source_kind")
-    return "" if kind in (None, "paper_table") else f" [source: {kind}, not the paper's table]"
+    if kind in (None, "paper_table"):
+        return ""
+    return f" [source: {kind}]" if "not the paper's table" in str(kind) else f" [source: {kind}, not the paper's table]"
 
 
 def interleave_rows(pub_rows: list[tuple[str, list]], our_rows: list[tuple[str, list]], sort_col: int = 2) -> list[list[Any]]:
