@@ -29,7 +29,7 @@ from ..grouping import (
 )
 from ...verifiers import DropMatch, SPD
 from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
-from ..labels import is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
+from ..labels import dataset_label, is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table
 
 # -- DropMatch tables ------------------------------------------------------------------------
@@ -79,7 +79,7 @@ def _versus_table(
         if isinstance(d[0], Num) and isinstance(b[0], Num) and b[0].value:
             tau_gain = Num(d[0].value / b[0].value, "ratio")
         r = members[0]
-        cells = ["ours", r["pair"], r["dataset"], r["drafter"], int_or_blank(r["K"]), rule_setting(r),
+        cells = ["ours", r["pair"], dataset_label(r["dataset"]), r["drafter"], int_or_blank(r["K"]), rule_setting(r),
                  b[0], d[0], b[1], d[1], b[2], d[2], tau_gain, gain,
                  samples_text([samples_of(base.get(bkey, [])), samples_of(members)])]
         our_rows.append((r["pair"], [("" if c == NOT_RUN else c) for c in cells]))
@@ -106,7 +106,7 @@ def _versus_table(
             if col in cells:
                 cells[col] = published_num(p, kind_of(p["metric"]))
         pub_rows.append((pair, [cells[c] for c in columns]))
-        if pair != "all" and not [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset)]:
+        if pair != "all" and not [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset_label(dataset))]:
             not_run.append(f"{pair} ({dataset}, K={k if k is not None else 'not stated'})")
     base_only = sorted({f"{r['pair']} {r['dataset']} {method_label(r)}" for key, ms in base.items()
                         if not any(bk == key for bk, _ in dm) for r in ms[:1]})
@@ -157,7 +157,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     our_rows: list[tuple[str, list]] = []
     for key, members in groups.items():
         r = members[0]
-        our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], int_or_blank(r["K"]), rule_setting(r) + suffix.get(key, ""),
+        our_rows.append((r["pair"], ["ours", r["pair"], dataset_label(r["dataset"]), r["drafter"], int_or_blank(r["K"]), rule_setting(r) + suffix.get(key, ""),
                                      figure_cell(members, "dropmatch_overhead", "score"), figure_cell(members, "tau", "tau"),
                                      figure_cell(members, "speedup", "speedup"), samples_of(members) or ""]))
     pub_rows: list[tuple[str, list]] = []

@@ -294,7 +294,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
                 _axis_value(r, axis, col),
                 r["pair"],
                 ", ".join(settings) + suffix.get(key, ""),
-                ", ".join(str(s) for s in sets),
+                ", ".join(dataset_label(s) for s in sets),
                 over_sets("speedup", "speedup"),
                 over_sets("tau", "tau"),
                 over_sets("tau_without_loose", "tau"),
