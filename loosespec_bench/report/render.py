@@ -143,6 +143,11 @@ class Table:
                 out.append((title, [*ident, *chunk], [*ident, *(self._header(c, block) for c in chunk)]))
         return out
 
+    def shown_notes(self) -> list[str]:
+        """The notes as printed: the underpowered mark's note only where a cell carries the mark."""
+        marked = any(isinstance(c, Num) and c.underpowered for row in self.rows for c in row)
+        return [n for n in self.notes if marked or not n.startswith(UNDERPOWERED_MARK)]
+
     def _header(self, col: str, block: str) -> str:
         """A block's column header: its scope where the block is its figure, else its name."""
         scope, metric = self._scope_metric(col)
@@ -167,8 +172,7 @@ class Table:
             lines.append("|" + "|".join("---" for _ in headers) + "|")
             lines += ["| " + " | ".join(esc(_cell_text(c)) for c in row) + " |" for row in self._shown_rows(cols, title is not None)]
             lines.append("")
-        if self.notes:
-            lines += [f"- {n}" for n in self.notes]
+        lines += [f"- {n}" for n in self.shown_notes()]
         return "\n".join(lines).rstrip("\n") + "\n"
 
     def to_latex(self) -> str:
@@ -188,9 +192,9 @@ class Table:
             if title is not None:
                 out.append(f"\\textit{{{latex_escape(title)}}}\\par\\smallskip\n")
             out.append(f"\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head}\n\\midrule\n" + "\n".join(body) + "\n\\bottomrule\n\\end{tabular}\n")
-        if self.notes:
+        if self.shown_notes():
             out.append("\\par\\smallskip\n\\begin{minipage}{\\linewidth}\\footnotesize\\raggedright\n"
-                       + "".join(f"{_latex_note(n)}\\par\n" for n in self.notes) + "\\end{minipage}\n")
+                       + "".join(f"{_latex_note(n)}\\par\n" for n in self.shown_notes()) + "\\end{minipage}\n")
         out.append("\\end{table}\n")
         return "".join(out)
 

@@ -518,3 +518,13 @@ def test_spec_bench_table_is_not_written_without_spec_bench_runs(tmp_path):
 
     table = spec_bench_table(_index([_run(BASE_CFG, tau=6.0, speedup=1.4)]), records_of=lambda d: [])
     assert not table.rows and table.write(tmp_path) == [] and not list(tmp_path.iterdir())
+
+
+def test_the_underpowered_note_prints_only_under_a_table_with_a_marked_cell():
+    from loosespec_bench.report.render import Num, Table
+
+    note = "† underpowered: ..."
+    plain = Table("t", "t", ["a", "b"], [["x", Num(1.0, "tau")]], notes=[note, "other"], ids=1)
+    marked = Table("t", "t", ["a", "b"], [["x", Num(0.5, "score", underpowered=True)]], notes=[note, "other"], ids=1)
+    assert note not in plain.to_markdown() and "other" in plain.to_markdown() and "underpowered" not in plain.to_latex()
+    assert note in marked.to_markdown() and r"$^\dagger$ underpowered" in marked.to_latex()
