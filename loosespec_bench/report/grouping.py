@@ -220,6 +220,12 @@ def _reference(r: dict) -> str:
     return f"{r['source']}{where}{kind_note(r)}"
 
 
+def source_key(r: dict, refs: list[str]) -> str:
+    """'[2]': the number of a published figure's source among a table's cited sources."""
+    ref = _reference(r)
+    return f"[{refs.index(ref) + 1}]" if ref in refs else ""
+
+
 def source_notes(refs: list[str]) -> list[str]:
     """One note per published source a table cites: '[1] FLy (Li et al., ICLR 2026), ..., abstract'."""
     return [f"[{i}] {ref}" for i, ref in enumerate(refs, 1)]

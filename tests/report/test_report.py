@@ -168,6 +168,8 @@ def test_published_csv_every_figure_has_a_source():
     for _, row in pub.iterrows():
         assert row["source"] and row["arxiv"] in ("2511.22972", "2603.03333") and row["checked"]
         assert float(row["value"]) > 0
+        # where in the paper (abstract, table, figure) and a short note the tables print
+        assert row["location"] and row["short_note"] and len(row["short_note"]) <= 80
         assert row["table"] in ("fly_main", "dropmatch_main", "dropmatch_eagle3", "dropmatch_overhead")
         # every figure says what kind of source it is; only a paper table counts as the paper's own
         assert row["source_kind"] in ("paper_table", "abstract") or "not the paper's table" in row["source_kind"] \

@@ -14,7 +14,6 @@ from ..grouping import (
     int_or_blank,
     interleave_rows,
     interval_notes,
-    kind_note,
     kind_of,
     load_published,
     lossless_key,
@@ -25,6 +24,7 @@ from ..grouping import (
     published_source,
     samples_of,
     samples_text,
+    source_key,
     source_notes,
 )
 from ...verifiers import DropMatch, SPD
@@ -123,7 +123,7 @@ def _versus_table(
         (f"{base_label} runs without a DropMatch run of the same settings (not shown): " + "; ".join(base_only) + ".") if base_only else "",
         "'n/a': run, but the figure is undefined; empty published cells: no published figure in published.csv.",
         *partial_notes(runs),
-        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){kind_note(p)}: {p['note']}" for p in pub],
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}) {source_key(p, refs)}: {p.get('short_note') or p['note']}" for p in pub],
     ]
     return Table(name, title, columns, interleave_rows(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta,
                  block_of={"n": "score"}, scope_labels={"ratio": f"÷ {base_label}"}, n_ours=len(our_rows))
@@ -172,7 +172,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
         *interval_notes(runs),
         "" if our_rows else "Not run here: no DropMatch run.",
         *source_notes(refs),
-        *[f"published {p['pair']} {p['metric']}{kind_note(p)}: {p['note']}" for p in pub],
+        *[f"published {p['pair']} {p['metric']} {source_key(p, refs)}: {p.get('short_note') or p['note']}" for p in pub],
         *partial_notes(runs),
     ]
     return Table("dropmatch_overhead", "DropMatch overhead: LM-head passes and criterion", columns,

@@ -17,7 +17,6 @@ from ..grouping import (
     group_by_config,
     interleave_rows,
     interval_notes,
-    kind_note,
     kind_of,
     load_published,
     lossless_key,
@@ -31,6 +30,7 @@ from ..grouping import (
     samples_of,
     samples_text,
     set_mean,
+    source_key,
     source_notes,
     subset_notes,
 )
@@ -181,7 +181,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         *variant_notes,
         *subset_notes(runs),
         *partial_notes(runs),
-        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){kind_note(p)}: {p['note']}" for p in pub],
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}) {source_key(p, refs)}: {p.get('short_note') or p['note']}" for p in pub],
         *[f"published, no column: {p['pair']} {p['method']} {p['metric']} = {published_num(p, kind_of(p['metric'])).text()} ({p['dataset']})" for p in extra_pub],
     ]
     return Table("fly_main", "FLy main results: speedup, tau and accuracy per data set, ours beside published", columns, rows, notes,
