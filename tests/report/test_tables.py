@@ -414,7 +414,7 @@ def test_autojudge_rows_are_named_and_placed_in_or_out_of_the_judges_distributio
     col = table.columns.index
     ours = _ours(table, "llama31-8b-70b")
     assert [(r[col("data set")], r[col("judge's data")]) for r in ours] == (
-        [("gsm8k", "in distribution")] * 4 + [("ifeval", "out of distribution")] * 4)
+        [("GSM8K", "in distribution")] * 4 + [("IFEval", "out of distribution")] * 4)
     # The four rules in the paper's order, named with their knobs (the judge by its hash's head).
     assert [r[col("method")] for r in ours[:4]] == [
         "SPD (model)", "DropMatch (model, js, N=5, p=0.3)", "AutoJudge (model, judge=ab12cd34)",

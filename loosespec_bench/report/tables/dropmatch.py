@@ -211,7 +211,7 @@ def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | Non
             ood = "in distribution" if str(dataset).lower() in JUDGE_TRAINING_SETS else "out of distribution"
             loose = figure_cell(members, "loose_accept_rate", "score") if not is_exact(r["method"]) else ""
             our_rows.append((r["pair"], [
-                "ours", r["pair"], dataset, ood, r["drafter"], int_or_blank(r["K"]), method_label(r, skip=("K",)),
+                "ours", r["pair"], dataset_label(dataset), ood, r["drafter"], int_or_blank(r["K"]), method_label(r, skip=("K",)),
                 figure_cell(members, "tau", "tau"), figure_cell(members, "speedup", "speedup"),
                 figure_cell(members, "score", "score", with_n=True), figure_cell(members, "score_diff", "diff"),
                 loose, samples_of(members) or "", f"{dataset}:{rank:02d}"]))
