@@ -14,7 +14,7 @@ from ..schema import FIGURE
 from ..stats.exact import sign_test_p
 from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 from .labels import is_lossless, method_label
-from .render import MIXED_CPUS, NA, NOT_RUN, NO_INTERVAL, Num, is_missing
+from .render import MIXED_CPUS, NA, NOT_RUN, NO_INTERVAL, UNDERPOWERED_MARK, Num, is_missing
 
 PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 
@@ -201,9 +201,34 @@ def set_mean(cells: list[Any], kind: str, of: str | None) -> Any:
     return Num(value, kind, of=of, ci=ci, no_interval=marked, why_none=next((c.why_none for c in nums if c.no_interval), NO_INTERVAL))
 
 
-def published_source(rows: Iterable[dict]) -> str:
-    locs = sorted({f"{r['paper']}, {r['location']}, arXiv:{r['arxiv']}{kind_note(r)}" for r in rows})
-    return "published: " + "; ".join(locs)
+def published_source(rows: Iterable[dict], refs: list[str]) -> str:
+    """A published row's source cell: 'published [1, 2]', the numbers of its sources in `refs`
+    (appended to as new sources appear); source_notes(refs) spells them out under the table."""
+    keys = []
+    for ref in sorted({_reference(r) for r in rows}):
+        if ref not in refs:
+            refs.append(ref)
+        keys.append(refs.index(ref) + 1)
+    return "published [" + ", ".join(str(k) for k in sorted(keys)) + "]"
+
+
+def _reference(r: dict) -> str:
+    """A published figure's source as a note names it: the citation, where in the paper (table,
+    figure, abstract) unless the citation says it, and what kind of source it is."""
+    loc = str(r.get("location") or "")
+    where = "" if not loc or loc in str(r["source"]) else f"; {loc}"
+    return f"{r['source']}{where}{kind_note(r)}"
+
+
+def source_key(r: dict, refs: list[str]) -> str:
+    """'[2]': the number of a published figure's source among a table's cited sources."""
+    ref = _reference(r)
+    return f"[{refs.index(ref) + 1}]" if ref in refs else ""
+
+
+def source_notes(refs: list[str]) -> list[str]:
+    """One note per published source a table cites: '[1] FLy (Li et al., ICLR 2026), ..., abstract'."""
+    return [f"[{i}] {ref}" for i, ref in enumerate(refs, 1)]
 
 
 def published_num(r: dict, kind: str) -> Num:
@@ -238,12 +263,22 @@ def interval_notes(runs: pd.DataFrame) -> list[str]:
         notes.append(f"'(no interval)': {old} of these {len(runs)} runs' summaries predate the interval fields "
                      "(re-score them: python -m loosespec_bench.score <run dir>); the point value is shown alone.")
     notes += _machine_notes(runs)
-    under = runs[is_true(runs["underpowered"])] if "underpowered" in runs else runs.iloc[:0]
-    if not under.empty:
-        thr = under["power_threshold"].dropna()
-        notes.append("'underpowered (n=…)': the run's summary says its quality interval is wider than the power threshold"
-                     + (f" ({thr.iloc[0]:g})" if not thr.empty else "") + "; more problems are needed to tell a loss from noise.")
+    notes += underpowered_notes(runs)
     return notes
+
+
+def underpowered_notes(runs: pd.DataFrame) -> list[str]:
+    """The one note that says what the underpowered mark on a quality cell means: the runs' n and
+    the power threshold their summaries judged against."""
+    under = runs[is_true(runs["underpowered"])] if "underpowered" in runs else runs.iloc[:0]
+    if under.empty:
+        return []
+    thr = sorted({float(t) for t in under["power_threshold"].dropna()})
+    ns = samples_text(int(n) for n in pd.to_numeric(under["n_samples"], errors="coerce").dropna())
+    return [f"{UNDERPOWERED_MARK} underpowered: the run's summary says its quality interval is wider than the power threshold"
+            + (f" ({', '.join(f'{t:g}' for t in thr)})" if thr else "")
+            + (f" at n = {ns} problems" if ns else "")
+            + f" ({len(under)} of {len(runs)} runs); more problems are needed to tell a loss from noise."]
 
 
 def machines_of(members: Iterable[Any]) -> set[str]:
@@ -295,7 +330,9 @@ def group_by_config(runs: pd.DataFrame, keyfn: Any = None) -> tuple[dict[tuple, 
 def kind_note(p: dict) -> str:
     """Marks a published figure whose source is not the paper's own results table."""
     kind = p.get("source_kind")
-    return "" if kind in (None, "paper_table") else f" [source: {kind}, not the paper's table]"
+    if kind in (None, "paper_table"):
+        return ""
+    return f" [source: {kind}]" if "not the paper's table" in str(kind) else f" [source: {kind}, not the paper's table]"
 
 
 def interleave_rows(pub_rows: list[tuple[str, list]], our_rows: list[tuple[str, list]], sort_col: int = 2) -> list[list[Any]]:

@@ -18,6 +18,8 @@ NOT_RUN = "not run"
 NA = "n/a"  # run, but the figure is undefined (e.g. retention with target-alone accuracy 0)
 NO_INTERVAL = "no interval"
 MIXED_CPUS = "mixed CPUs"  # a mean of speedups measured on different CPUs: not taken
+MAX_COLUMNS = 12  # a wider table prints in blocks (one per metric), each at most this wide
+UNDERPOWERED_MARK = "†"  # on a quality cell of an underpowered run; one note under the table says what it means
 
 # -- cells ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -47,8 +49,9 @@ class Num:
             ci = format_interval(*self.ci, self.kind)
             core += f" {{\\scriptsize{ci}}}" if latex else f" {ci}"
         extra = [f"{self.of} sets"] if self.of else []
-        if self.underpowered and self.n is not None:
-            core += f" underpowered (n={self.n})"
+        if self.underpowered:
+            # The mark, not a phrase: the table's note gives n and the power threshold once.
+            core += r"$^\dagger$" if latex else UNDERPOWERED_MARK
         elif self.n is not None:
             extra.append(f"n={self.n}")
         if self.ci is None and self.no_interval:
@@ -87,7 +90,13 @@ def latex_escape(text: str) -> str:
 @dataclass
 class Table:
     """A table: `ids` leading identity columns, then figure columns; meta maps a figure column to
-    its (scope, figure) for the tidy CSV and the LaTeX layout (scope: a data set, "ID mean", ...)."""
+    its (scope, figure) for the tidy CSV and the printed layout (scope: a data set, "ID mean", ...).
+
+    Printed (Markdown, LaTeX): a table of at most MAX_COLUMNS columns as one block; a wider one in
+    blocks of the identity columns and one figure each (`block_of` names a column's block, by
+    default its figure; a column whose figure is "n" joins the block before it), the block's
+    columns headed by their scope (`scope_labels` names a scope: 'gsm8k' -> 'GSM8K'). The CSVs
+    keep every column."""
 
     name: str
     title: str
@@ -96,52 +105,96 @@ class Table:
     notes: list[str] = field(default_factory=list)
     ids: int = 3
     meta: dict[str, tuple[str, str]] = field(default_factory=dict)
+    block_of: dict[str, str] = field(default_factory=dict)
+    scope_labels: dict[str, str] = field(default_factory=dict)
+    block_titles: dict[str, str] = field(default_factory=dict)  # a block's printed title (default: its name)
+    n_ours: int | None = None  # rows of ours (the others: published figures); None: every row is ours
+
+    def has_ours(self) -> bool:
+        """Whether the table holds a row of ours: one that holds only published figures is not a result."""
+        return bool(self.rows) and (self.n_ours is None or self.n_ours > 0)
+
+    def _scope_metric(self, col: str) -> tuple[str, str]:
+        return self.meta.get(col, ("", col))
+
+    def blocks(self) -> list[tuple[str | None, list[str], list[str]]]:
+        """(block title, columns, headers) per printed block: one untitled block with the column
+        names when the table fits MAX_COLUMNS; else the identity columns and one block's figure
+        columns each, headed by their scope, split evenly where a block alone is too wide."""
+        if len(self.columns) <= MAX_COLUMNS:
+            return [(None, list(self.columns), list(self.columns))]
+        ident = self.columns[: self.ids]
+        groups: dict[str, list[str]] = {}
+        last = None
+        for col in self.columns[self.ids:]:
+            scope, metric = self._scope_metric(col)
+            block = self.block_of.get(col) or (last if metric == "n" and last else metric)
+            groups.setdefault(block, []).append(col)
+            last = block
+        width = max(1, MAX_COLUMNS - len(ident))
+        out: list[tuple[str | None, list[str], list[str]]] = []
+        for block, cols in groups.items():
+            parts = -(-len(cols) // width)
+            size = -(-len(cols) // parts)
+            for i in range(0, len(cols), size):
+                chunk = cols[i:i + size]
+                name = self.block_titles.get(block, block)
+                title = name if parts == 1 else f"{name} ({i // size + 1}/{parts})"
+                out.append((title, [*ident, *chunk], [*ident, *(self._header(c, block) for c in chunk)]))
+        return out
+
+    def shown_notes(self) -> list[str]:
+        """The notes as printed: the underpowered mark's note only where a cell carries the mark."""
+        marked = any(isinstance(c, Num) and c.underpowered for row in self.rows for c in row)
+        return [n for n in self.notes if marked or not n.startswith(UNDERPOWERED_MARK)]
+
+    def _header(self, col: str, block: str) -> str:
+        """A block's column header: its scope where the block is its figure, else its name."""
+        scope, metric = self._scope_metric(col)
+        return self.scope_labels.get(scope, scope) if scope and metric == block else col
+
+    def _shown_rows(self, cols: list[str], blocked: bool) -> list[list[Any]]:
+        """The rows' cells in these columns; in a block of a wider table, only the rows with a
+        figure there (a published row with no per-set figure is not printed in the per-set blocks)."""
+        at = [self.columns.index(c) for c in cols]
+        figs = at[self.ids:]
+        return [[row[i] for i in at] for row in self.rows if not blocked or any(not _blank(row[i]) for i in figs)]
 
     def to_markdown(self) -> str:
         def esc(s: str) -> str:
             return s.replace("|", r"\|")
 
-        lines = [f"### {self.title}", "", "| " + " | ".join(esc(c) for c in self.columns) + " |"]
-        lines.append("|" + "|".join("---" for _ in self.columns) + "|")
-        lines += ["| " + " | ".join(esc(_cell_text(c)) for c in row) + " |" for row in self.rows]
-        if self.notes:
-            lines += [""] + [f"- {n}" for n in self.notes]
-        return "\n".join(lines) + "\n"
+        lines = [f"### {self.title}", ""]
+        for title, cols, headers in self.blocks():
+            if title is not None:
+                lines += [f"**{title}**", ""]
+            lines.append("| " + " | ".join(esc(h) for h in headers) + " |")
+            lines.append("|" + "|".join("---" for _ in headers) + "|")
+            lines += ["| " + " | ".join(esc(_cell_text(c)) for c in row) + " |" for row in self._shown_rows(cols, title is not None)]
+            lines.append("")
+        lines += [f"- {n}" for n in self.shown_notes()]
+        return "\n".join(lines).rstrip("\n") + "\n"
 
-    def _scope_metric(self, col: str) -> tuple[str, str]:
-        return self.meta.get(col, ("", col))
-
-    def to_latex(self, max_figures: int = 4) -> str:
-        """booktabs, one column wide: each row of the table is a bold heading line (its identity
-        columns), its figures sub-rows by scope (data set, mean...) with at most max_figures
-        figure columns per tabular (more figures: further tabulars below). No resizing."""
-        fig_cols = self.columns[self.ids:]
-        metrics = list(dict.fromkeys(self._scope_metric(c)[1] for c in fig_cols))
-        chunks = [metrics[i:i + max_figures] for i in range(0, len(metrics), max_figures)] or [[]]
+    def to_latex(self) -> str:
+        """booktabs; the same blocks as the Markdown (one tabular each, titled when there are
+        several), no resizing; the notes print under the tabulars inside the table environment
+        (a footnotesize minipage), so they reach the PDF. Needs booktabs only."""
         label = re.sub(r"[^a-z0-9_]", "_", self.name.lower())
-        notes = "".join(f"% {n}\n" for n in self.notes)
-        out = [f"% {self.title}\n% needs \\usepackage{{booktabs}}\n{notes}",
-               "\\begin{table}[t]\n\\centering\n\\footnotesize\n\\setlength{\\tabcolsep}{3pt}\n",
+        out = [f"% {latex_escape(self.title)} (needs \\usepackage{{booktabs}})\n",
+               "\\begin{table}[t]\n\\centering\n\\scriptsize\n\\setlength{\\tabcolsep}{3pt}\n",
                f"\\caption{{{latex_escape(self.title)}}}\n\\label{{tab:{label}}}\n"]
-        for chunk in chunks:
-            spec = "l" + "r" * len(chunk)
-            head = " & ".join(["", *(latex_escape(m) for m in chunk)]) + r" \\"
-            body: list[str] = []
-            for row in self.rows:
-                cells = dict(zip(self.columns, row))
-                by_scope: dict[str, dict[str, Any]] = {}
-                for col in fig_cols:
-                    scope, metric = self._scope_metric(col)
-                    if metric in chunk:
-                        by_scope.setdefault(scope, {})[metric] = cells[col]
-                by_scope = {s: v for s, v in by_scope.items() if any(not _blank(x) for x in v.values())}
-                if not by_scope:
-                    continue
-                ident = ", ".join(_cell_text(cells[c], latex=True) for c in self.columns[: self.ids] if not _blank(cells[c]))
-                body.append(f"\\multicolumn{{{len(chunk) + 1}}}{{l}}{{\\textbf{{{ident}}}}} \\\\")
-                for scope, figs in by_scope.items():
-                    body.append(" & ".join([r"\quad " + latex_escape(scope or "all")] + [_cell_text(figs.get(m), latex=True) for m in chunk]) + r" \\")
+        for i, (title, cols, headers) in enumerate(self.blocks()):
+            spec = "l" * self.ids + "r" * (len(cols) - self.ids)
+            head = " & ".join(latex_escape(h) for h in headers) + r" \\"
+            body = [" & ".join(_cell_text(c, latex=True) for c in row) + r" \\" for row in self._shown_rows(cols, title is not None)]
+            if i:
+                out.append("\\par\\medskip\n")
+            if title is not None:
+                out.append(f"\\textit{{{latex_escape(title)}}}\\par\\smallskip\n")
             out.append(f"\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head}\n\\midrule\n" + "\n".join(body) + "\n\\bottomrule\n\\end{tabular}\n")
+        if self.shown_notes():
+            out.append("\\par\\smallskip\n\\begin{minipage}{\\linewidth}\\footnotesize\\raggedright\n"
+                       + "".join(f"{_latex_note(n)}\\par\n" for n in self.shown_notes()) + "\\end{minipage}\n")
         out.append("\\end{table}\n")
         return "".join(out)
 
@@ -174,15 +227,30 @@ class Table:
                 "n", "interval", "underpowered", "sets", "text"]
         return pd.DataFrame(records, columns=cols)
 
-    def write(self, out_dir: str | Path) -> list[Path]:
+    def files(self, out_dir: str | Path) -> list[Path]:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        paths = [out / f"{self.name}.md", out / f"{self.name}.tex", out / f"{self.name}.csv", out / f"{self.name}_long.csv"]
+        return [out / f"{self.name}.md", out / f"{self.name}.tex", out / f"{self.name}.csv", out / f"{self.name}_long.csv"]
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """The four files; a table without a row of ours is not written, and its files from an
+        earlier run are removed (an empty table, or published figures alone, is no result).
+        Returns the paths written."""
+        paths = self.files(out_dir)
+        if not self.has_ours():
+            for p in paths:
+                p.unlink(missing_ok=True)
+            return []
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         paths[0].write_text(self.to_markdown(), encoding="utf-8")
         paths[1].write_text(self.to_latex(), encoding="utf-8")
         self.to_frame().to_csv(paths[2], index=False)
         self.to_long().to_csv(paths[3], index=False)
         return paths
+
+
+def _latex_note(note: str) -> str:
+    """A note as LaTeX text: escaped, the underpowered mark as a dagger."""
+    return latex_escape(note).replace(UNDERPOWERED_MARK, r"$^\dagger$")
 
 
 def _blank(cell: Any) -> bool:

@@ -5,6 +5,8 @@ join our runs on the same pair ids as the run configs."""
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,10 @@ from loosespec_bench.config import CONF_DIR  # noqa: E402
 from loosespec_bench.report.index import COLUMNS, NUMERIC, summary_row  # noqa: E402
 from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
 from loosespec_bench.report.grouping import combine, load_published  # noqa: E402
-from loosespec_bench.report.render import NOT_RUN  # noqa: E402
-from loosespec_bench.report.tables.dropmatch import dropmatch_autojudge_table, dropmatch_main_table  # noqa: E402
+from loosespec_bench.report.labels import dataset_label  # noqa: E402
+from loosespec_bench.report.render import MAX_COLUMNS, NOT_RUN  # noqa: E402
+from loosespec_bench.report.tables import write_tables  # noqa: E402
+from loosespec_bench.report.tables.dropmatch import dropmatch_autojudge_table, dropmatch_eagle3_table, dropmatch_main_table  # noqa: E402
 from loosespec_bench.report.tables.fly import fly_ablation_table, fly_main_table  # noqa: E402
 from loosespec_bench.report.tables.noise_floor import noise_floor_table  # noqa: E402
 
@@ -225,13 +229,18 @@ def test_dropmatch_versus_sd_takes_no_speed_ratio_across_cpus_and_notes_only_sho
     assert any("not shown" in n and "humaneval" in n for n in notes)
 
 
-def test_an_underpowered_run_says_so_in_its_quality_cells():
+def test_an_underpowered_run_is_marked_with_a_dagger_and_one_note_says_what_it_means():
     under = _run(BASE_CFG, tau=6.0, speedup=1.4, n=3, underpowered=True, power_threshold=0.05, **INTERVALS)
     table = fly_main_table(_index([under]), load_published())
     row = _ours(table, "llama31-8b-70b")[0]
-    assert "underpowered (n=3)" in row[table.columns.index("gsm8k accuracy")].text()
-    assert "underpowered" not in row[table.columns.index("gsm8k speedup")].text()  # speed is not a quality figure
-    assert any("underpowered (n=…)" in n and "0.05" in n for n in table.notes)
+    cell = row[table.columns.index("gsm8k accuracy")]
+    assert cell.text() == "0.800 [0.600, 0.950]†" and cell.text(latex=True).endswith(r"$^\dagger$")
+    assert "†" not in row[table.columns.index("gsm8k speedup")].text()  # speed is not a quality figure
+    md = table.to_markdown()
+    assert "underpowered (n=" not in md  # no phrase in a cell
+    marks = [n for n in table.notes if n.startswith("† underpowered")]
+    assert len(marks) == 1 and "0.05" in marks[0] and "n = 3" in marks[0]
+    assert md.count("- † underpowered") == 1
 
 
 def test_combined_intervals_of_independent_estimates():
@@ -281,16 +290,94 @@ def test_ablation_points_are_compared_over_the_same_data_sets_only():
     table = fly_ablation_table(_index(rows), "theta")
     speed = table.columns.index("speedup")
     by_theta = {r[0]: r for r in table.rows}
-    assert by_theta["0.3"][3] == "mgsm" and by_theta["0.3"][speed].value == 1.0  # not the 3-set mean of 2.33
+    assert by_theta["0.3"][3] == "MGSM" and by_theta["0.3"][speed].value == 1.0  # not the 3-set mean of 2.33
     assert any("compared over mgsm only" in n and "gsm8k, humaneval" in n for n in table.notes)
 
 
-def test_latex_fits_a_column_without_resizing():
+def _tabulars(tex: str) -> list[str]:
+    return tex.split(r"\begin{tabular}")[1:]
+
+
+def test_a_wide_table_prints_in_blocks_of_at_most_12_columns_and_the_csv_keeps_them_all():
+    sets = ("gsm8k", "humaneval", "mbpp_plus", "mgsm", "niah", "acp_prog_gen", "ifeval")
+    rows = [_run(_variant(dataset__name=ds), tau=6.0, speedup=2.0, run_id=ds, **INTERVALS) for ds in sets]
+    table = fly_main_table(_index(rows), load_published())
+    assert len(table.columns) > MAX_COLUMNS
+    blocks = table.blocks()
+    assert [b[0] for b in blocks] == ["Speedup per data set", "Tau per data set", "Accuracy per data set", "Means over FLy's split, retention"]
+    assert all(len(cols) <= MAX_COLUMNS for _, cols, _ in blocks)
+    # Every figure column is printed in exactly one block.
+    printed = [c for _, cols, _ in blocks for c in cols[table.ids:]]
+    assert sorted(printed) == sorted(table.columns[table.ids:])
+    # The per-set blocks are headed by the data sets' display names.
+    assert blocks[0][2][table.ids:] == ["GSM8K", "HumanEval", "MBPP+", "MGSM", "NIAH", dataset_label("acp_prog_gen"), "IFEval"]
+    md = table.to_markdown()
+    for line in md.splitlines():
+        if line.startswith("| source"):
+            assert line.count(" | ") + 1 <= MAX_COLUMNS
+    assert md.count("**Speedup per data set**") == 1
+    tex = table.to_latex()
+    tabs = _tabulars(tex)
+    assert len(tabs) == len(blocks)
+    for tab, (_, cols, _) in zip(tabs, blocks):
+        spec = tab.split("}", 1)[0].lstrip("{")
+        assert len(spec) == len(cols) <= MAX_COLUMNS
+    assert table.to_frame().shape[1] == len(table.columns)  # the CSV keeps every column
+    assert set(table.to_long()["figure"]) >= {"speedup", "tau", "accuracy"}
+
+
+def test_a_narrow_table_prints_whole():
+    table = fly_ablation_table(_index([_run(BASE_CFG, tau=6.0, speedup=2.0, **INTERVALS)]), "theta")
+    assert len(table.columns) <= MAX_COLUMNS and table.blocks() == [(None, table.columns, table.columns)]
+
+
+def test_latex_notes_print_inside_the_table_environment_and_headers_are_short():
     rows = [_run(_variant(dataset__name=ds), tau=6.0, speedup=2.0, run_id=ds) for ds in ("gsm8k", "mgsm", "humaneval", "niah")]
     tex = fly_main_table(_index(rows), load_published()).to_latex()
     assert "resizebox" not in tex and r"\toprule" in tex and r"\bottomrule" in tex
-    specs = [line.split("{", 2)[2].rstrip("}") for line in tex.splitlines() if line.startswith(r"\begin{tabular}")]
-    assert specs and all(len(spec) <= 5 for spec in specs)  # at most 4 figures + the label column per tabular
+    body = tex[tex.index(r"\begin{table}"):tex.index(r"\end{table}")]
+    notes = body[body.rindex(r"\end{tabular}"):]
+    assert r"\begin{minipage}" in notes and r"\footnotesize" in notes and "Not run here" in notes
+    assert "[1]" in notes and "arXiv:2511.22972" in notes  # the published rows' sources print
+    # No note hides in a comment: the only comment is the first line (the title and the package).
+    assert [line for line in tex.splitlines() if line.startswith("%")] == [tex.splitlines()[0]]
+    for tab in _tabulars(tex):
+        header = tab.split(r"\toprule", 1)[1].split(r"\midrule", 1)[0]
+        cells = [c.strip() for c in header.replace(r"\\", "").split("&")]
+        assert all(len(c) <= 80 for c in cells), cells
+    for line in tex.splitlines():
+        if "published" in line and "&" in line:
+            assert line.split("&")[0].strip().startswith("published [")  # the source is a note's number
+
+
+def test_latex_compiles_in_a_minimal_document(tmp_path):
+    pdflatex = shutil.which("pdflatex")
+    if pdflatex is None:
+        pytest.skip("pdflatex is not installed")
+    under = _run(BASE_CFG, tau=6.0, speedup=1.4, n=3, underpowered=True, power_threshold=0.05, **INTERVALS)
+    tex = fly_main_table(_index([under]), load_published()).to_latex()
+    doc = tmp_path / "t.tex"
+    doc.write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n\\begin{document}\n"
+                   + tex + "\\end{document}\n", encoding="utf-8")
+    done = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_a_table_without_a_row_of_ours_is_not_written_and_its_stale_files_go(tmp_path):
+    table = dropmatch_autojudge_table(_index([_run(BASE_CFG, tau=6.0, speedup=1.4)]), load_published())
+    assert not table.rows and not table.has_ours()
+    stale = [tmp_path / f"dropmatch_autojudge{ext}" for ext in (".md", ".tex", ".csv", "_long.csv")]
+    for p in stale:
+        p.write_text("an earlier report's empty table", encoding="utf-8")
+    assert table.write(tmp_path) == [] and not any(p.exists() for p in stale)
+    # Published figures alone are no result: dropmatch_eagle3 with no EAGLE-3 run of ours.
+    eagle = dropmatch_eagle3_table(_index([_run(BASE_CFG, tau=6.0, speedup=1.4)]), load_published())
+    assert eagle.rows and not eagle.has_ours() and eagle.write(tmp_path) == []
+    paths = write_tables(_index([_run(BASE_CFG, tau=6.0, speedup=1.4)]), tmp_path)
+    assert not (tmp_path / "dropmatch_eagle3.md").exists() and (tmp_path / "fly_main.md").exists()
+    assert all(p.exists() for p in paths)
+    assert "Not written (no run of ours):" in (tmp_path / "tables.md").read_text(encoding="utf-8")
 
 
 def test_tidy_csv_has_one_line_per_row_scope_and_figure():
@@ -327,7 +414,7 @@ def test_autojudge_rows_are_named_and_placed_in_or_out_of_the_judges_distributio
     col = table.columns.index
     ours = _ours(table, "llama31-8b-70b")
     assert [(r[col("data set")], r[col("judge's data")]) for r in ours] == (
-        [("gsm8k", "in distribution")] * 4 + [("ifeval", "out of distribution")] * 4)
+        [("GSM8K", "in distribution")] * 4 + [("IFEval", "out of distribution")] * 4)
     # The four rules in the paper's order, named with their knobs (the judge by its hash's head).
     assert [r[col("method")] for r in ours[:4]] == [
         "SPD (model)", "DropMatch (model, js, N=5, p=0.3)", "AutoJudge (model, judge=ab12cd34)",
@@ -390,3 +477,54 @@ def test_a_one_problem_run_prints_interval_na_never_a_zero_width_bracket():
     assert cell.ci is None and "interval n/a at n = 1" in cell.text() and "[" not in cell.text()
     many = {**one, "n_samples": 30, "accuracy_ci_low": 0.884}
     assert _figure([many], "accuracy", "score").ci == (0.884, 1.0)
+
+
+def _spec_record(i: int, group: str, tokens: int, steps: int, seconds: float, base_seconds: float) -> dict:
+    return {"id": f"spec_bench/{group}/{i}", "meta": {"category": group, "task_group": group}, "output_text": "x",
+            "metrics": {"new_tokens": tokens, "steps": steps, "total_s": seconds, "tokens_per_s": tokens / seconds},
+            "baseline": {"output_text": "x", "metrics": {"new_tokens": tokens, "steps": tokens, "total_s": base_seconds,
+                                                          "tokens_per_s": tokens / base_seconds}}}
+
+
+def test_spec_bench_table_gives_each_task_group_its_speedup_and_tau_with_intervals_from_the_samples():
+    from loosespec_bench.report.tables.spec_bench import group_figures, spec_bench_table
+    from loosespec_bench.stats.intervals import paired_bootstrap, ratio_of_sums, speedup_of_sums
+
+    qa = [_spec_record(i, "qa", t, s, sec, b) for i, (t, s, sec, b) in enumerate([(40, 10, 2.0, 4.0), (30, 12, 2.0, 3.0), (50, 10, 2.5, 5.0), (20, 8, 1.0, 2.2)])]
+    rag = [_spec_record(i, "rag", t, s, sec, b) for i, (t, s, sec, b) in enumerate([(60, 30, 3.0, 3.3), (64, 16, 2.0, 3.2), (58, 29, 3.0, 3.0)])]
+    records = {"/r/spec/a": qa + rag}
+    cfg = _variant(dataset__name="spec_bench", experiment_name="spec")
+    row = _run(cfg, tau=2.0, speedup=1.5, n=7, run_id="a")
+    row["run_dir"] = "/r/spec/a"
+    table = spec_bench_table(_index([row]), records_of=lambda d: records[str(d)])
+    assert len(table.rows) == 1 and table.has_ours()
+    cells = dict(zip(table.columns, table.rows[0]))
+    # The known fixture: QA's tau = 140 tokens / 40 steps, its interval the paired bootstrap of those samples.
+    want_tau = paired_bootstrap(([40, 30, 50, 20], [10, 12, 10, 8]), ratio_of_sums, seed=0)
+    assert cells["qa tau"].value == pytest.approx(140 / 40) and cells["qa tau"].ci == pytest.approx(want_tau[1:])
+    want_speed = paired_bootstrap(([60, 64, 58], [3.0, 2.0, 3.0], [60, 64, 58], [3.3, 3.2, 3.0]), speedup_of_sums, seed=0)
+    assert cells["rag speedup"].value == pytest.approx((182 / 8.0) / (182 / 9.5)) and cells["rag speedup"].ci == pytest.approx(want_speed[1:])
+    assert cells["rag speedup"].ci[0] < cells["rag speedup"].value < cells["rag speedup"].ci[1]
+    assert cells["overall tau"].value == pytest.approx((140 + 182) / (40 + 75))
+    assert cells["translation tau"] == "" and cells["n"] == "3-4"  # a group not run is blank, never 0
+    assert group_figures(qa)["qa"]["n"] == 4
+    md = table.to_markdown()
+    assert "| source | pair | method | MT-bench | Translation | Summarization | QA | Math | RAG | Overall |" in md
+    assert all(len(cols) <= MAX_COLUMNS for _, cols, _ in table.blocks())
+
+
+def test_spec_bench_table_is_not_written_without_spec_bench_runs(tmp_path):
+    from loosespec_bench.report.tables.spec_bench import spec_bench_table
+
+    table = spec_bench_table(_index([_run(BASE_CFG, tau=6.0, speedup=1.4)]), records_of=lambda d: [])
+    assert not table.rows and table.write(tmp_path) == [] and not list(tmp_path.iterdir())
+
+
+def test_the_underpowered_note_prints_only_under_a_table_with_a_marked_cell():
+    from loosespec_bench.report.render import Num, Table
+
+    note = "† underpowered: ..."
+    plain = Table("t", "t", ["a", "b"], [["x", Num(1.0, "tau")]], notes=[note, "other"], ids=1)
+    marked = Table("t", "t", ["a", "b"], [["x", Num(0.5, "score", underpowered=True)]], notes=[note, "other"], ids=1)
+    assert note not in plain.to_markdown() and "other" in plain.to_markdown() and "underpowered" not in plain.to_latex()
+    assert note in marked.to_markdown() and r"$^\dagger$ underpowered" in marked.to_latex()

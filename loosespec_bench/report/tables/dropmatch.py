@@ -14,7 +14,6 @@ from ..grouping import (
     int_or_blank,
     interleave_rows,
     interval_notes,
-    kind_note,
     kind_of,
     load_published,
     lossless_key,
@@ -25,10 +24,12 @@ from ..grouping import (
     published_source,
     samples_of,
     samples_text,
+    source_key,
+    source_notes,
 )
 from ...verifiers import DropMatch, SPD
 from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
-from ..labels import is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
+from ..labels import dataset_label, is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table
 
 # -- DropMatch tables ------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def _versus_table(
         if isinstance(d[0], Num) and isinstance(b[0], Num) and b[0].value:
             tau_gain = Num(d[0].value / b[0].value, "ratio")
         r = members[0]
-        cells = ["ours", r["pair"], r["dataset"], r["drafter"], int_or_blank(r["K"]), rule_setting(r),
+        cells = ["ours", r["pair"], dataset_label(r["dataset"]), r["drafter"], int_or_blank(r["K"]), rule_setting(r),
                  b[0], d[0], b[1], d[1], b[2], d[2], tau_gain, gain,
                  samples_text([samples_of(base.get(bkey, [])), samples_of(members)])]
         our_rows.append((r["pair"], [("" if c == NOT_RUN else c) for c in cells]))
@@ -89,10 +90,11 @@ def _versus_table(
         groups.setdefault((p["pair"], p["dataset"], p["k"]), []).append(p)
     pub_rows: list[tuple[str, list]] = []
     not_run: list[str] = []
+    refs: list[str] = []
     for (pair, dataset, k), rows in groups.items():
         cells = dict.fromkeys(columns, "")
         drafters = sorted({str(p["drafter"]) for p in rows if p.get("drafter")})
-        cells.update({"source": published_source(rows), "pair": pair, "data set": dataset,
+        cells.update({"source": published_source(rows, refs), "pair": pair, "data set": dataset,
                       "drafter": ", ".join(drafters) or "not stated", "K": k if k is not None else "not stated",
                       "DropMatch setting": "paper", "n": "paper"})
         for p in rows:
@@ -104,7 +106,7 @@ def _versus_table(
             if col in cells:
                 cells[col] = published_num(p, kind_of(p["metric"]))
         pub_rows.append((pair, [cells[c] for c in columns]))
-        if pair != "all" and not [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset)]:
+        if pair != "all" and not [c for pr, c in our_rows if pr == pair or (pair == "not stated" and c[2] == dataset_label(dataset))]:
             not_run.append(f"{pair} ({dataset}, K={k if k is not None else 'not stated'})")
     base_only = sorted({f"{r['pair']} {r['dataset']} {method_label(r)}" for key, ms in base.items()
                         if not any(bk == key for bk, _ in dm) for r in ms[:1]})
@@ -115,13 +117,16 @@ def _versus_table(
         "speedup over the target alone (paired per sample); tau includes the bonus/correction token; score = the task's headline quality figure (accuracy, IFEval prompt-level strict, judge rating).",
         *interval_notes(shown),
         "Ratios (÷): of the two points; no interval (the two runs' samples were not paired with each other).",
+        "Printed in blocks of at most 12 columns (tau, speedup, score); the CSVs have every column.",
+        *source_notes(refs),
         ("Not run here (published rows without a run of ours): " + "; ".join(not_run) + ".") if not_run else "",
         (f"{base_label} runs without a DropMatch run of the same settings (not shown): " + "; ".join(base_only) + ".") if base_only else "",
         "'n/a': run, but the figure is undefined; empty published cells: no published figure in published.csv.",
         *partial_notes(runs),
-        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){kind_note(p)}: {p['note']}" for p in pub],
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}) {source_key(p, refs)}: {p.get('short_note') or p['note']}" for p in pub],
     ]
-    return Table(name, title, columns, interleave_rows(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta)
+    return Table(name, title, columns, interleave_rows(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta,
+                 block_of={"n": "score"}, scope_labels={"ratio": f"÷ {base_label}"}, n_ours=len(our_rows))
 
 
 
@@ -152,24 +157,26 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     our_rows: list[tuple[str, list]] = []
     for key, members in groups.items():
         r = members[0]
-        our_rows.append((r["pair"], ["ours", r["pair"], r["dataset"], r["drafter"], int_or_blank(r["K"]), rule_setting(r) + suffix.get(key, ""),
+        our_rows.append((r["pair"], ["ours", r["pair"], dataset_label(r["dataset"]), r["drafter"], int_or_blank(r["K"]), rule_setting(r) + suffix.get(key, ""),
                                      figure_cell(members, "dropmatch_overhead", "score"), figure_cell(members, "tau", "tau"),
                                      figure_cell(members, "speedup", "speedup"), samples_of(members) or ""]))
     pub_rows: list[tuple[str, list]] = []
+    refs: list[str] = []
     pub = [dict(p) for _, p in published[published["table"] == "dropmatch_overhead"].iterrows()]
     for p in pub:
-        pub_rows.append((p["pair"], [published_source([p]), p["pair"], p["dataset"], p.get("drafter") or "not stated",
+        pub_rows.append((p["pair"], [published_source([p], refs), p["pair"], p["dataset"], p.get("drafter") or "not stated",
                                      p["k"] if p.get("k") is not None else "not stated", "paper (5 paths)",
                                      published_num(p, "score"), "", "", "paper"]))
     notes = [
         "overhead = time in DropMatch's N-path LM-head passes and criterion ÷ decode time (needs record_steps=true; 'n/a' without step timings).",
         *interval_notes(runs),
         "" if our_rows else "Not run here: no DropMatch run.",
-        *[f"published {p['pair']} {p['metric']}{kind_note(p)}: {p['note']}" for p in pub],
+        *source_notes(refs),
+        *[f"published {p['pair']} {p['metric']} {source_key(p, refs)}: {p.get('short_note') or p['note']}" for p in pub],
         *partial_notes(runs),
     ]
     return Table("dropmatch_overhead", "DropMatch overhead: LM-head passes and criterion", columns,
-                 interleave_rows(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta)
+                 interleave_rows(pub_rows, our_rows, sort_col=5), [n for n in notes if n], ids=6, meta=meta, n_ours=len(our_rows))
 
 
 # -- DropMatch's AutoJudge rows ----------------------------------------------------------------
@@ -204,7 +211,7 @@ def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | Non
             ood = "in distribution" if str(dataset).lower() in JUDGE_TRAINING_SETS else "out of distribution"
             loose = figure_cell(members, "loose_accept_rate", "score") if not is_exact(r["method"]) else ""
             our_rows.append((r["pair"], [
-                "ours", r["pair"], dataset, ood, r["drafter"], int_or_blank(r["K"]), method_label(r, skip=("K",)),
+                "ours", r["pair"], dataset_label(dataset), ood, r["drafter"], int_or_blank(r["K"]), method_label(r, skip=("K",)),
                 figure_cell(members, "tau", "tau"), figure_cell(members, "speedup", "speedup"),
                 figure_cell(members, "score", "score", with_n=True), figure_cell(members, "score_diff", "diff"),
                 loose, samples_of(members) or "", f"{dataset}:{rank:02d}"]))
@@ -223,5 +230,8 @@ def dropmatch_autojudge_table(index: pd.DataFrame, published: pd.DataFrame | Non
         *partial_notes(shown),
     ]
     return Table("dropmatch_autojudge", "DropMatch and AutoJudge, in and out of the judge's distribution", columns, rows,
-                 [n for n in notes if n], ids=7, meta=meta)
+                 [n for n in notes if n], ids=7, meta=meta, n_ours=len(rows),
+                 block_of={"tau": "speed", "speedup": "speed", "loose accept rate": "speed",
+                           "score": "quality", "score − target alone": "quality", "n": "quality"},
+                 block_titles={"speed": "Speed", "quality": "Quality"})
 

@@ -17,7 +17,6 @@ from ..grouping import (
     group_by_config,
     interleave_rows,
     interval_notes,
-    kind_note,
     kind_of,
     load_published,
     lossless_key,
@@ -31,10 +30,12 @@ from ..grouping import (
     samples_of,
     samples_text,
     set_mean,
+    source_key,
+    source_notes,
     subset_notes,
 )
 from ...verifiers import FLy
-from ..labels import NO_WINDOW, THETA, W, is_eagle, is_exact, is_rule, is_target_alone, method_label
+from ..labels import NO_WINDOW, THETA, W, dataset_label, is_eagle, is_exact, is_rule, is_target_alone, method_label
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table, is_missing
 
 # -- FLy main table ----------------------------------------------------------------------------
@@ -64,8 +65,10 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     unrun_sets = [d for d in paper_sets if d not in ran]
     columns = ["source", "pair", "method"]
     meta: dict[str, tuple[str, str]] = {}
-    for ds in datasets:
-        for metric in ("speedup", "accuracy"):
+    # Printed in blocks (render.Table.blocks): per-set speedup, per-set tau, per-set accuracy,
+    # then the means; every column stays in fly_main.csv and fly_main_long.csv.
+    for metric in ("speedup", "tau", "accuracy"):
+        for ds in datasets:
             columns.append(f"{ds} {metric}")
             meta[f"{ds} {metric}"] = (ds, metric)
     tail = [("ID mean speedup", "ID mean", "speedup"), ("ID mean tau", "ID mean", "tau"),
@@ -75,6 +78,7 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     for col, scope, metric in tail:
         columns.append(col)
         meta[col] = (scope, metric)
+    block_of = {col: "means" for col, _, _ in tail}
 
     ours, suffix, variant_notes = group_by_config(runs)
 
@@ -104,10 +108,10 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     for key, entry in ours.items():
         r, by_ds = entry["row"], entry["by_ds"]
         cells: list[Any] = ["ours", r["pair"], method_label(r) + suffix.get(key, "")]
-        for ds in datasets:
-            cells.append(figure_cell(by_ds.get(ds, []), "speedup", "speedup") if ds in by_ds else "")
-            # The set's headline quality (index `score`): accuracy, pass@1, NIAH's recall.
-            cells.append(figure_cell(by_ds.get(ds, []), "score", "score", with_n=True) if ds in by_ds else "")
+        cells += [figure_cell(by_ds[ds], "speedup", "speedup") if ds in by_ds else "" for ds in datasets]
+        cells += [figure_cell(by_ds[ds], "tau", "tau") if ds in by_ds else "" for ds in datasets]
+        # The set's headline quality (index `score`): accuracy, pass@1, NIAH's recall.
+        cells += [figure_cell(by_ds[ds], "score", "score", with_n=True) if ds in by_ds else "" for ds in datasets]
         ood = set_means(by_ds, OOD_SETS, "speedup", "speedup")
         retentions = [mean_of(x["retention"] for x in rows) for rows in by_ds.values()]
         retentions = [v for v in retentions if v is not None]
@@ -138,11 +142,12 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
     }
     extra_pub: list[dict] = []
     not_run_rows: list[str] = []
+    refs: list[str] = []
     for (pair, method, drafter), rows in groups.items():
         cells = {c: "" for c in columns}
         cells["n per set"] = "paper"
         name = method_label({"method": method, "drafter": drafter})
-        cells.update(source=published_source(rows), pair=pair, method=f"{name} (paper)")
+        cells.update(source=published_source(rows, refs), pair=pair, method=f"{name} (paper)")
         for p in rows:
             col = scope_col.get((p["dataset"], p["metric"])) or f"{paper_set(p['dataset'])} {p['metric']}"
             if col in cells:
@@ -156,7 +161,9 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
             not_run_rows.append(f"{name} on {pair}")
     rows = interleave_rows(pub_rows, our_rows)
     notes = [
-        "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the set's headline quality figure, the paper's column: accuracy, pass@1 (HumanEval; MBPP+ on base + plus tests), IFEval prompt-level strict, NIAH RULER's recall (the mean share of the needle values found; all found on a sample is the index's accuracy column) (per-set tau: fly_main_long.csv and the ablation tables).",
+        "speedup = method tokens/s ÷ target-alone tokens/s (paired per sample); tau = emitted tokens ÷ verification steps, bonus/correction token included; accuracy = the set's headline quality figure, the paper's column: accuracy, pass@1 (HumanEval; MBPP+ on base + plus tests), IFEval prompt-level strict, NIAH RULER's recall (the mean share of the needle values found; all found on a sample is the index's accuracy column).",
+        "Printed in blocks of at most 12 columns (per-set speedup, per-set tau, per-set accuracy, the means); fly_main.csv has every column, fly_main_long.csv one line per row, set and figure with its interval and n.",
+        *source_notes(refs),
         *interval_notes(runs),
         f"ID sets: {', '.join(ID_SETS)}; OOD sets: {', '.join(OOD_SETS)} (FLy's split). The means cover these sets only; other sets ({', '.join(extra) or 'none'}) have their own columns. A mean over fewer sets than the split says '(n/m sets)'.",
         "Rows: the main-table sweeps' runs (the theta / W / K / mode ablations, DropMatch and the grids have tables of their own).",
@@ -174,10 +181,13 @@ def fly_main_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -
         *variant_notes,
         *subset_notes(runs),
         *partial_notes(runs),
-        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}){kind_note(p)}: {p['note']}" for p in pub],
+        *[f"published {p['pair']} {p['method']} {p['metric']} ({p['dataset']}) {source_key(p, refs)}: {p.get('short_note') or p['note']}" for p in pub],
         *[f"published, no column: {p['pair']} {p['method']} {p['metric']} = {published_num(p, kind_of(p['metric'])).text()} ({p['dataset']})" for p in extra_pub],
     ]
-    return Table("fly_main", "FLy main results: speedup and accuracy per data set, ours beside published", columns, rows, notes, meta=meta)
+    return Table("fly_main", "FLy main results: speedup, tau and accuracy per data set, ours beside published", columns, rows, notes,
+                 meta=meta, block_of=block_of, scope_labels={ds: dataset_label(ds) for ds in datasets}, n_ours=len(our_rows),
+                 block_titles={"speedup": "Speedup per data set", "tau": "Tau per data set",
+                               "accuracy": "Accuracy per data set", "means": "Means over FLy's split, retention"})
 
 
 # -- FLy ablations ---------------------------------------------------------------------------
@@ -284,7 +294,7 @@ def fly_ablation_table(index: pd.DataFrame, axis: str, published: pd.DataFrame |
                 _axis_value(r, axis, col),
                 r["pair"],
                 ", ".join(settings) + suffix.get(key, ""),
-                ", ".join(str(s) for s in sets),
+                ", ".join(dataset_label(s) for s in sets),
                 over_sets("speedup", "speedup"),
                 over_sets("tau", "tau"),
                 over_sets("tau_without_loose", "tau"),

@@ -18,7 +18,7 @@ from ..grouping import (
     partial_notes,
     samples_of,
 )
-from ..labels import is_target_alone, method_label
+from ..labels import dataset_label, is_target_alone, method_label
 from ..render import Table
 
 def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
@@ -56,16 +56,16 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
         r0 = entry["row"]
         label = method_label(r0) + suffix.get(key, "")
         for ds, members in entry["by_ds"].items():
-            block = [[r0["pair"], ds, label, "loose", *quality(members)]]
+            block = [[r0["pair"], dataset_label(ds), label, "loose", *quality(members)]]
             twin = lossless.get((lossless_key(members[0]), ds), [])
             near = [] if twin else lossless_other.get((lossless_key_any_drafter(members[0]), ds), [])
             if twin:
-                block.append([r0["pair"], ds, method_label(twin[0]), "lossless twin (noise floor)", *quality(twin)])
+                block.append([r0["pair"], dataset_label(ds), method_label(twin[0]), "lossless twin (noise floor)", *quality(twin)])
             elif near:
                 # Several SPD drafters at this K would be several floors: the first by label, named.
                 near = sorted(near, key=lambda r: str(method_label(r)))
                 near = [r for r in near if method_label(r) == method_label(near[0])]
-                block.append([r0["pair"], ds, method_label(near[0]), "lossless, other drafter (noise floor)", *quality(near)])
+                block.append([r0["pair"], dataset_label(ds), method_label(near[0]), "lossless, other drafter (noise floor)", *quality(near)])
                 other_drafter.append(f"{label} on {ds}")
             else:
                 missing.append(f"{label} on {ds}")
