@@ -6,6 +6,7 @@ overlap, and sweep lines only through runs that share every other setting."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
@@ -138,7 +139,9 @@ def _mixed_cpu_runs() -> pd.DataFrame:
     return df
 
 
+@functools.lru_cache(maxsize=1)
 def _all_figures() -> dict:
+    """Every figure kind, built once for the module's tests (they only read and draw them)."""
     figs = build_figures(_many_runs())
     figs.update({f"{k} (three CPUs)": v for k, v in build_figures(_mixed_cpu_runs()).items()})
     figs["empty"] = fig_vs_param(_index([_run(BASE_CFG, tau=5.0, speedup=1.0)]), "W")
