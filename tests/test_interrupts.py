@@ -41,7 +41,13 @@ class _RaisesInFinalizer:
         signal.raise_signal(signal.SIGUSR1)  # the handler runs here, inside the finalizer
 
 
-def _swallowing_code() -> None:
+def _signal_where_python_drops_it(where: str) -> None:
+    """SIGUSR1 delivered inside a finalizer or inside a library's broad `except Exception:`."""
+    if where == "finalizer":
+        obj = _RaisesInFinalizer()
+        del obj
+        gc.collect()
+        return
     try:
         signal.raise_signal(signal.SIGUSR1)
     except Exception:  # a library's broad handler around the point where the signal lands
@@ -52,12 +58,7 @@ def _swallowing_code() -> None:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("where", ["finalizer", "except Exception"])
 def test_a_stop_raised_where_python_drops_it_is_lost_without_the_wrapper(usr1, where):
-    if where == "finalizer":
-        obj = _RaisesInFinalizer()
-        del obj
-        gc.collect()
-    else:
-        _swallowing_code()
+    _signal_where_python_drops_it(where)
     # No exception reached this frame: the stop is gone, and nothing remembered it.
     assert interrupts.pending() is None
     interrupts.raise_pending()  # nothing to raise
@@ -67,12 +68,7 @@ def test_a_stop_raised_where_python_drops_it_is_lost_without_the_wrapper(usr1, w
 @pytest.mark.parametrize("where", ["finalizer", "except Exception"])
 def test_a_stop_raised_where_python_drops_it_is_kept_and_raised_at_the_next_boundary(usr1, where):
     assert interrupts.keep_what_handlers_raise([signal.SIGUSR1]) == [signal.SIGUSR1]
-    if where == "finalizer":
-        obj = _RaisesInFinalizer()
-        del obj
-        gc.collect()
-    else:
-        _swallowing_code()
+    _signal_where_python_drops_it(where)
     assert isinstance(interrupts.pending(), Stop)
     with pytest.raises(Stop, match="not requeued"):
         interrupts.raise_pending()

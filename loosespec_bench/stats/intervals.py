@@ -305,6 +305,34 @@ def speed_baseline(rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return rec.get("baseline_timed") or rec.get("baseline")
 
 
+def tau_interval(records: list[dict[str, Any]], **kw: Any) -> tuple[float | None, float | None, float | None]:
+    """(point, low, high) of tau over `records`: summed emitted tokens over summed verification
+    steps (metrics.summarize's point), with its paired bootstrap interval."""
+    ms = [r["metrics"] for r in records]
+    return paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)
+
+
+def _speed_sides(timed: list[dict[str, Any]]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """(method metrics, the fresh target alone's metrics timed beside it) of each paired record
+    with a clock on both sides."""
+    sides = [(r["metrics"], speed_baseline(r)["metrics"]) for r in timed if r.get("baseline")]
+    return [(m, b) for m, b in sides if m["total_s"] > 0 and b["total_s"] > 0]
+
+
+def speedup_interval(timed: list[dict[str, Any]], **kw: Any) -> tuple[float | None, float | None, float | None] | None:
+    """(point, low, high) of the speedup over the target alone on `timed` (the paired records
+    whose timing counts): the method's summed throughput over the target alone's, with its
+    paired bootstrap interval; None without a timed pair."""
+    sides = _speed_sides(timed)
+    if not sides:
+        return None
+    cols = (
+        [m["new_tokens"] for m, _ in sides], [m["total_s"] for m, _ in sides],
+        [b["new_tokens"] for _, b in sides], [b["total_s"] for _, b in sides],
+    )
+    return paired_bootstrap(cols, speedup_of_sums, **kw)
+
+
 def speed_intervals(
     records: list[dict[str, Any]],
     timed: list[dict[str, Any]] | None = None,
@@ -320,19 +348,13 @@ def speed_intervals(
     than its point does."""
     kw = dict(n_boot=n_boot, seed=seed, ci_method=ci_method)
     out: dict[str, Any] = {}
-    ms = [r["metrics"] for r in records]
-    if ms:
-        out.update(_fields("tau", paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)))
-    # The speed sides: (method metrics, the fresh target alone's metrics timed beside it).
-    sides = [(r["metrics"], speed_baseline(r)["metrics"]) for r in (records if timed is None else timed) if r.get("baseline")]
-    sides = [(m, b) for m, b in sides if m["total_s"] > 0 and b["total_s"] > 0]
-    if sides:
-        cols = (
-            [m["new_tokens"] for m, _ in sides], [m["total_s"] for m, _ in sides],
-            [b["new_tokens"] for _, b in sides], [b["total_s"] for _, b in sides],
-        )
-        out.update(_fields("speedup", paired_bootstrap(cols, speedup_of_sums, **kw)))
-        ratios = [m["tokens_per_s"] / b["tokens_per_s"] for m, b in sides if b["tokens_per_s"] > 0]
+    if records:
+        out.update(_fields("tau", tau_interval(records, **kw)))
+    timed = records if timed is None else timed
+    speedup = speedup_interval(timed, **kw)
+    if speedup is not None:
+        out.update(_fields("speedup", speedup))
+        ratios = [m["tokens_per_s"] / b["tokens_per_s"] for m, b in _speed_sides(timed) if b["tokens_per_s"] > 0]
         if ratios:
             out.update(_fields("speedup_median_of_samples", paired_bootstrap((ratios,), median_stat, **kw)))
     return out

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ...stats.intervals import paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums
+from ...stats.intervals import speedup_interval, tau_interval
 from ...tasks.spec_bench import GROUPS
 from ...timing import counts_for_speed
 from ..grouping import group_by_config, machines_of, our_runs, paper_set, partial_notes, samples_text
@@ -46,16 +46,9 @@ def group_figures(records: list[dict[str, Any]], *, seed: int = 0, n_boot: int |
         by[OVERALL] = [r for rs in by.values() for r in rs]
     out: dict[str, dict[str, Any]] = {}
     for g, rs in by.items():
-        ms = [r["metrics"] for r in rs]
-        tau = paired_bootstrap(([m["new_tokens"] for m in ms], [m["steps"] for m in ms]), ratio_of_sums, **kw)
-        sides = [(r["metrics"], speed_baseline(r)["metrics"]) for r in rs if r.get("baseline") and counts_for_speed(r)]
-        sides = [(m, b) for m, b in sides if m.get("total_s", 0) > 0 and b.get("total_s", 0) > 0]
-        speed = None
-        if sides:
-            cols = ([m["new_tokens"] for m, _ in sides], [m["total_s"] for m, _ in sides],
-                    [b["new_tokens"] for _, b in sides], [b["total_s"] for _, b in sides])
-            speed = paired_bootstrap(cols, speedup_of_sums, **kw)
-        out[g] = {"tau": tau, "speedup": speed, "n": len(rs), "n_timed": len(sides)}
+        timed = [r for r in rs if r.get("baseline") and counts_for_speed(r)]
+        # The run summary's own estimators (stats.intervals), on the group's samples only.
+        out[g] = {"tau": tau_interval(rs, **kw), "speedup": speedup_interval(timed, **kw), "n": len(rs), "n_timed": len(timed)}
     return out
 
 
