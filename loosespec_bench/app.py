@@ -29,6 +29,7 @@ from .config import baseline_config, class_or_none, data_source, target_alone
 from .end_table import format_summary
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .resume import check_topup_machine, reusable_records, sample_groups, timing_topup, topped_up_from
+from .serving import batch_repeats
 from .run_folder import DISK_ERRNOS, FolderLocked, RunFolder, check_files, run_dir, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
@@ -57,6 +58,7 @@ class Runner:
         self.clocks = Clocks(cpu=process_tree_cpu) if getattr(engine, "out_of_process", False) else Clocks()
         self.tolerance, self.max_retimes = timing_settings(cfg)
         self.retime = retime_enabled(cfg)
+        self.batched = engine.batch_size > 1 or engine.serves_batches
         self.side_limit = side_limit(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.
@@ -127,14 +129,25 @@ class Runner:
                 "multi-turn samples: use engine.batch_size=1"
             )
 
-    def prefetch(self, samples: list[Sample], chunk: int) -> None:
-        """Throughput mode: the chunk's prompts go to the engine at once, per contestant (the
-        order alternates between chunks, as between samples at batch 1); run_sample then reads
-        the outputs. Each output's time is its batch's wall time / the batch size."""
+    def prefetch(self, samples: list[Sample], chunk: int, repeats: int = 1) -> None:
+        """Throughput mode: the chunk's prompts go to the engine as one batch, per contestant
+        (the order alternates between chunks and repeats, as between samples at batch 1);
+        run_sample then reads the outputs. Each output's time is its batch's wall time / the
+        batch size. repeats > 1: the batch runs again, interleaved the same way, for timing."""
         requests = [(list(self.encode(s)[1]), self.seed(s)) for s in samples]
-        order = (True, False) if chunk % 2 == 0 else (False, True)
-        for method in order if self.paired else (True,):
-            self.engine.prefetch(requests, method=method, max_new_tokens=self.max_new)
+        for r in range(repeats):
+            order = (True, False) if (chunk + r) % 2 == 0 else (False, True)
+            for method in order if self.paired else (True,):
+                # The machine's load over the batch, recorded beside its times (the per-sample
+                # probes in run_sample time only the read of a prefetched output).
+                probe = Probe(self.clocks)
+                probe.start()
+                outs = self.engine.prefetch(requests, method=method, max_new_tokens=self.max_new, repeat=r)
+                probe.stop()
+                load = probe.record()
+                for gen in outs or []:
+                    if gen.serving is not None:
+                        gen.serving.setdefault("load", []).append({k: load.get(k) for k in ("others_share", "loadavg", "cpu_share")})
 
     def run_sample(self, sample: Sample, index: int) -> dict[str, Any]:
         text, ids = self.encode(sample)
@@ -153,7 +166,10 @@ class Runner:
         while True:
             turns, probes = self._contest(sample, ids, contestants, seed)
             sides = {method: probe.record() for method, probe in probes.items()}
-            reasons = differ(sides[True], sides[False], self.tolerance, self.side_limit) if timed and self.retime else []
+            # A batched engine's sides were timed as whole batches (prefetch, with their load):
+            # re-timing one sample alone would time another batch size.
+            retime = timed and self.retime and not self.batched
+            reasons = differ(sides[True], sides[False], self.tolerance, self.side_limit) if retime else []
             if reasons:
                 history.append({"reasons": reasons, "method_wall_s": sides[True]["wall_s"], "baseline_wall_s": sides[False]["wall_s"]})
             if not reasons or len(history) > self.max_retimes:
@@ -304,10 +320,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 runner.warmup(todo[0][1])
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             batch = engine.batch_size
+            batched = batch > 1 or engine.serves_batches
+            repeats = batch_repeats(len(todo), batch, engine.timed_batches)
             for pos, (index, sample) in enumerate(bar):
                 interrupts.raise_pending()  # a cluster's stop that something swallowed ends the run here
-                if batch > 1 and pos % batch == 0:  # throughput mode: the next chunk at once
-                    runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch)
+                if batched and pos % batch == 0:  # throughput mode: the next chunk at once
+                    runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch, repeats)
                 rec = runner.run_sample(sample, index)
                 rec["run_id"] = folder.path.name  # whose record it is: resume refuses another run's (reusable_records)
                 if sample.id in done:  # a timing top-up: the timed record replaces the untimed one

@@ -31,6 +31,13 @@ class GenerationOutput:
     work: dict[str, Any] = field(default_factory=dict)
     # Time to the first new token (prefill + the first step), seconds; None: not measured.
     ttft_s: float | None = None
+    # End-to-end latency, the request's arrival to its last token (seconds), where it differs
+    # from prefill_s + decode_s: in a batch, those are the request's share of the batch's wall
+    # time (throughput), this its own latency. None: prefill_s + decode_s is the latency.
+    e2e_s: float | None = None
+    # Serving measures of a batched engine (engines/vllm.py: serving_record): the batch the
+    # request ran in and its repeats' times. None at batch 1 in our loop.
+    serving: dict[str, Any] | None = None
 
     @property
     def steps(self) -> int:

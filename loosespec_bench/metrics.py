@@ -44,19 +44,21 @@ def sample_metrics(gen: GenerationOutput, prompt_tokens: int) -> dict[str, Any]:
         "phase_s": gen.phase_s,
         "stop_reason": gen.stop_reason,
         **latency(gen),
+        **({"serving": gen.serving} if gen.serving else {}),
         **({"work": gen.work, "work_per_token": per_token(gen.work)} if gen.work else {}),
     }
 
 
 def latency(gen: GenerationOutput) -> dict[str, float | None]:
-    """ttft_s: time to the first new token (prefill + first step; vLLM: its own first-token
-    latency); tpot_s: time per output token after the first, (total - ttft) / (new tokens - 1).
+    """ttft_s: time to the first new token (prefill + first step; a batched engine: from the
+    request's arrival); e2e_s: arrival to the last token (prefill + decode where the engine
+    gives no e2e_s); tpot_s: time per output token after the first, (e2e - ttft) / (new tokens - 1).
     None where not measured or with fewer than two new tokens."""
-    total = gen.prefill_s + gen.decode_s
+    e2e = gen.e2e_s if gen.e2e_s is not None else gen.prefill_s + gen.decode_s
     ttft = gen.ttft_s
     n = len(gen.new_tokens)
-    tpot = (total - ttft) / (n - 1) if ttft is not None and n > 1 else None
-    return {"ttft_s": ttft, "tpot_s": tpot}
+    tpot = (e2e - ttft) / (n - 1) if ttft is not None and n > 1 else None
+    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e}
 
 
 def percentiles(xs: Sequence[float | None], name: str) -> dict[str, float | None]:
@@ -228,6 +230,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
     out.update(work_summary(records))
     out.update(percentiles([m.get("ttft_s") for m in ms], "ttft_s"))
     out.update(percentiles([m.get("tpot_s") for m in ms], "tpot_s"))
+    out.update(percentiles([m.get("e2e_s") for m in ms], "e2e_s"))
 
     paired = [r for r in records if r.get("baseline")]
     if paired:
@@ -245,6 +248,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
         bms = [speed_baseline(r)["metrics"] for r in timed]
         out.update(percentiles([m.get("ttft_s") for m in bms], "baseline_ttft_s"))
         out.update(percentiles([m.get("tpot_s") for m in bms], "baseline_tpot_s"))
+        out.update(percentiles([m.get("e2e_s") for m in bms], "baseline_e2e_s"))
         for key, value in baseline_quality.items():
             out[f"baseline_{key}"] = value
         if "accuracy" in quality and baseline_quality.get("accuracy") is not None:

@@ -121,12 +121,16 @@ def format_value(value: float, kind: str, *, latex: bool = False) -> str:
         return f"{value:g}"
     if kind == "rate":
         return f"{value:.3g}"
+    if kind == "ms":  # a latency in milliseconds
+        return f"{value:.0f}"
+    if kind in ("s", "tok_s"):  # a latency in seconds, a throughput in tokens/s
+        return f"{value:.2f}"
     return f"{value:.3f}"
 
 
 def format_interval(low: float, high: float, kind: str) -> str:
     """'[1.21, 1.63]' (no unit: it follows the point's)."""
-    digits = 2 if kind in ("speedup", "ratio", "tau") else 3 if kind != "diff" else 3
+    digits = 2 if kind in ("speedup", "ratio", "tau", "s", "tok_s") else 0 if kind == "ms" else 3
     fmt = "{:+.%df}" % digits if kind == "diff" else "{:.%df}" % digits
     return f"[{fmt.format(low)}, {fmt.format(high)}]"
 

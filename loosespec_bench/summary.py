@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 from .costmodel import Calibration
 from .digest import file_sha256
 from .metrics import summarize
+from .serving import serving_summary
 from .schema import SCORE_KEYS, number
 from .stats.intervals import (
     acceptance_intervals, ci_fields, paired_bootstrap, quality_interval, quality_intervals, retention_summary, speed_baseline,
@@ -102,6 +103,9 @@ def build_summary(
     if shared:
         summary["baseline_store"] = shared
     summary.update(work_sign_tests(records))
+    served = serving_summary(records, seed=seed)
+    if served:
+        summary["serving"] = served
     summary.update(cost_model_fields(records, timed, calibration, calibration_source, seed=seed))
     if summary.get("predicted_speedup") and summary.get("speedup") is not None:
         # measured / predicted - 1: positive when the run went faster than the counts predict.

@@ -162,7 +162,8 @@ FLOORS = {
         "digest",  # digest: a file's sha256 (data files, packaged models, judges)
         "path_limits",  # path_limits: the kernel's NAME_MAX / PATH_MAX, checked before anything stats a path
         "interrupts"),  # interrupts: a stop a signal handler raised, kept until the loop raises it
-    1: ("models", "metrics", "judges"),  # judges: AutoJudge's classifier file, read by verifiers
+    1: ("models", "metrics", "judges",  # judges: AutoJudge's classifier file, read by verifiers
+        "serving"),  # serving: a batched run's throughput and latency percentiles, intervals over batches
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations
     4: ("checks", "run_folder", "build", "summary", "end_table"),  # end_table: the table a run ends with
@@ -485,6 +486,7 @@ REPORT_ROOMS = {
     0: ("render", "index", "compare"),  # cells and tables as text; the results index; two runs on their samples
     1: ("labels",),  # a configuration's name, asked of its rule (verifiers.rule_class)
     2: ("grouping", "project", "frontier"),  # runs into rows, figures and notes; the hardware projection; the frontier
+    2.5: ("batches",),  # a batch sweep's points (serving figures per configuration and batch size), from grouping's runs
     3: ("tables", "plots", "claims"),  # the papers' tables, the figures, the claims' verdicts
     4: ("__main__",),
 }

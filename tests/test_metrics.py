@@ -66,7 +66,7 @@ def test_sample_speedup_is_the_median_of_samples_definition():
 import numpy as np  # noqa: E402
 
 from loosespec_bench.generation import GenerationOutput  # noqa: E402
-from loosespec_bench.metrics import latency, percentiles, work_summary  # noqa: E402
+from loosespec_bench.metrics import latency, percentiles, sample_metrics, work_summary  # noqa: E402
 from loosespec_bench.work import add_forward, new_work  # noqa: E402
 
 
@@ -82,7 +82,7 @@ def test_percentiles_match_numpy_linear_interpolation():
 
 def test_ttft_and_tpot_of_one_generation():
     gen = GenerationOutput(new_tokens=[1, 2, 3, 4, 5], stop_reason="eos", prefill_s=0.2, decode_s=1.0, ttft_s=0.4)
-    assert latency(gen) == {"ttft_s": 0.4, "tpot_s": pytest.approx((1.2 - 0.4) / 4)}
+    assert latency(gen) == {"ttft_s": 0.4, "tpot_s": pytest.approx((1.2 - 0.4) / 4), "e2e_s": 1.2}
     assert latency(GenerationOutput(new_tokens=[1], stop_reason="eos", ttft_s=0.1))["tpot_s"] is None
     assert latency(GenerationOutput(new_tokens=[1, 2], stop_reason="eos"))["ttft_s"] is None
 
@@ -101,3 +101,11 @@ def test_work_summary_totals_both_sides():
     b = work_summary(recs, "baseline")
     assert b["baseline_work_per_token"]["target_forwards"] == 1.0 and b["baseline_work_complete"]
     assert work_summary([{"metrics": {}}]) == {}
+
+
+def test_in_a_batch_the_latency_is_the_requests_own_not_its_throughput_share():
+    # A request of a batch of 4: its share of the batch's 8 s is 2 s (throughput); its own
+    # latency from arrival to last token is 6 s, its first token at 1 s.
+    gen = GenerationOutput(new_tokens=[1, 2, 3, 4, 5, 6], stop_reason="eos", prefill_s=1.0, decode_s=1.0, ttft_s=1.0, e2e_s=6.0)
+    assert latency(gen) == {"ttft_s": 1.0, "tpot_s": pytest.approx(1.0), "e2e_s": 6.0}
+    assert sample_metrics(gen, 3)["total_s"] == 2.0

@@ -35,6 +35,12 @@ class Engine(ABC):
     context_length: int | None = None
     # Requests an engine runs at once (engine.batch_size; only engines with prefetch honour > 1).
     batch_size: int = 1
+    # Whether the engine serves batches (prefetch) at every batch size, batch 1 included, so that
+    # every point of a batch sweep is measured by the same serving loop (vLLM). Our loop: no.
+    serves_batches: bool = False
+    # At least this many timed batches per run (engine.timed_batches): a run with fewer distinct
+    # batches submits each again (prefetch's repeat), so throughput has an interval.
+    timed_batches: int = 1
     # The models run in child processes (vLLM's engine core and workers): the run's timing then
     # counts the CPU of the whole process tree as its own (timing.process_tree_cpu).
     out_of_process: bool = False
@@ -74,10 +80,12 @@ class Engine(ABC):
         for method in (True, False):
             self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
 
-    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int) -> None:  # noqa: B027
-        """Throughput mode (batch_size > 1): generate these (prompt_ids, seed) requests at once,
-        so that the matching generate() calls that follow return at once. Engines that batch
-        override it; the default does nothing (generate runs each request alone)."""
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput] | None:  # noqa: B027
+        """Throughput mode (batch_size > 1, or serves_batches): generate these (prompt_ids, seed)
+        requests as one batch, so that the matching generate() calls that follow return at once;
+        repeat > 0 runs the same batch again for its timing only. Returns the outputs the
+        generate() calls will return. Engines that batch override it; the default does nothing
+        (generate runs each request alone) and returns None."""
 
     def close(self) -> None:  # noqa: B027 (a hook: engines without external resources)
         """Free what the engine holds (worker processes, GPU memory); the app calls it once."""

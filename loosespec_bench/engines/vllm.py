@@ -30,10 +30,12 @@ import importlib
 import importlib.metadata
 import logging
 import os
+import random
 import sys
 import time
 import typing
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -359,12 +361,14 @@ def stop_reason(completion: Any) -> str:
     return "stop_string" if isinstance(completion.stop_reason, str) else "eos"
 
 
-def to_output(request: Any, wall_s: float, *, speculative: bool, counters: tuple[list[int], list[int]] | None = None) -> GenerationOutput:
-    """Our GenerationOutput from one vLLM RequestOutput and the call's wall time.
+def to_output(request: Any, wall_s: float, *, speculative: bool, counters: tuple[list[int], list[int]] | None = None,
+              times: "RequestTimes | None" = None) -> GenerationOutput:
+    """Our GenerationOutput from one vLLM RequestOutput and its share of the call's wall time.
 
-    prefill_s: vLLM's first-token latency of the request where it reports one (else 0); the
-    rest of the wall time is decode_s, so total_s is the wall time of the call, as a user sees
-    it (our loop's prefill + decode likewise span the whole generate call).
+    times (the serving loop's clock for the request): ttft_s and e2e_s from its arrival.
+    Without them, ttft_s is vLLM's first-token latency where it reports one. prefill_s is the
+    TTFT (at most the share), decode_s the rest of the share, so total_s is the share: at batch
+    1 the request's wall time, in a batch its throughput share (wall / B).
     """
     comp = request.outputs[0]
     tokens = [int(t) for t in comp.token_ids]
@@ -376,8 +380,11 @@ def to_output(request: Any, wall_s: float, *, speculative: bool, counters: tuple
     elif speculative and counters is not None:
         accepted, drafted = counters
     d, a, e = steps_from_counters(len(tokens), accepted, drafted)
-    stats = getattr(request, "metrics", None)
-    first = float(getattr(stats, "first_token_latency", 0.0) or 0.0)
+    if times is not None and times.first is not None:
+        first = times.first - times.arrival
+    else:
+        stats = getattr(request, "metrics", None)
+        first = float(getattr(stats, "first_token_latency", 0.0) or 0.0)
     prefill = min(max(first, 0.0), wall_s)
     return GenerationOutput(
         new_tokens=tokens,
@@ -387,9 +394,98 @@ def to_output(request: Any, wall_s: float, *, speculative: bool, counters: tuple
         emitted=e,
         prefill_s=prefill,
         decode_s=wall_s - prefill,
-        # TTFT as vLLM measures it (its first-token latency); None where it reports none.
-        ttft_s=prefill if first > 0 else None,
+        # TTFT from the request's arrival (the serving loop), else vLLM's first-token latency;
+        # None where neither is known.
+        ttft_s=first if first > 0 else None,
+        e2e_s=times.latency if times is not None and times.done is not None else None,
     )
+
+
+@dataclasses.dataclass
+class RequestTimes:
+    """One request's clock in the serving loop, seconds after its batch started."""
+
+    arrival: float
+    first: float | None = None  # the step that returned its first new token
+    done: float | None = None  # the step that finished it
+
+    @property
+    def latency(self) -> float | None:
+        return None if self.done is None else self.done - self.arrival
+
+
+def arrival_offsets(n: int, rate: float | None, seed: int) -> list[float]:
+    """When a batch's n requests arrive, in seconds after its start: all at once (rate None: an
+    offline batch), or a Poisson process of `rate` requests per second (exponential gaps from
+    `seed`, the first request at 0) - requests arriving while earlier ones run."""
+    if not rate:
+        return [0.0] * n
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(float(rate))
+    return out
+
+
+def serve(engine: Any, inputs: Sequence[Any], params: Sequence[Any], offsets: Sequence[float], *, tag: str,
+          clock: Callable[[], float] = time.perf_counter, sleep: Callable[[float], None] = time.sleep) -> tuple[list[Any], list[RequestTimes], float]:
+    """Drive vLLM's engine (LLM.llm_engine: add_request / step / has_unfinished_requests) step
+    by step, adding request i once offsets[i] seconds have passed; the requests' final outputs,
+    their times, and the makespan (the first arrival to the last token).
+
+    LLM.generate runs the same step loop with every request added up front; stepping here is
+    what lets requests arrive while others run, and gives each request its first-token and
+    finish times as a streaming client sees them (to a step's resolution). Params must ask for
+    cumulative outputs (RequestOutputKind.CUMULATIVE), so that a step reports every request that
+    gained a token.
+    """
+    n = len(inputs)
+    order = sorted(range(n), key=lambda i: offsets[i])
+    times = [RequestTimes(arrival=float(offsets[i])) for i in range(n)]
+    final: list[Any] = [None] * n
+    index: dict[str, int] = {}
+    t0 = clock()
+    nxt = 0
+    while True:
+        now = clock() - t0
+        while nxt < n and offsets[order[nxt]] <= now:
+            i = order[nxt]
+            rid = f"{tag}-{i}"
+            got = engine.add_request(rid, inputs[i], params[i])
+            index[rid] = i
+            if isinstance(got, str):  # the engine's own id for it, where it renames requests
+                index[got] = i
+            nxt += 1
+        if engine.has_unfinished_requests():
+            for out in engine.step():
+                i = index.get(str(out.request_id))
+                if i is None:
+                    continue
+                t = clock() - t0
+                if times[i].first is None and out.outputs and len(out.outputs[0].token_ids) > 0:
+                    times[i].first = t
+                if out.finished:
+                    times[i].done = t
+                    final[i] = out
+        elif nxt < n:
+            sleep(max(0.0, offsets[order[nxt]] - (clock() - t0)))
+        else:
+            break
+    missing = [i for i in range(n) if final[i] is None]
+    if missing:
+        raise RuntimeError(f"vLLM finished without outputs for requests {missing} of batch {tag}")
+    start = min(offsets) if n else 0.0
+    makespan = max(t.done for t in times if t.done is not None) - start if n else 0.0
+    return final, times, makespan
+
+
+def batch_id(prompts: Sequence[Sequence[int]]) -> str:
+    """A batch's name in the records: its prompts' ids hashed (the same batch on a resume)."""
+    h = 0
+    for ids in prompts:
+        h = zlib.crc32(b",".join(str(int(t)).encode() for t in ids) + b";", h)
+    return f"{len(prompts)}x{h:08x}"
 
 
 class VLLMEngine(Engine):
@@ -399,6 +495,7 @@ class VLLMEngine(Engine):
     name = "vllm"
     display_name = "vLLM"
     out_of_process = True  # vLLM's engine core and workers are child processes of this one
+    serves_batches = True  # every request goes through the serving loop (serve), batch 1 included
     # check_resources is the base's (nothing to check here): vLLM reads the model files itself,
     # and `check` and the constructor refuse what it cannot load (in-memory models, a missing vLLM).
 
@@ -419,6 +516,12 @@ class VLLMEngine(Engine):
         bs = eng.get("batch_size", 1)
         if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
             raise ConfigError(f"engine.batch_size={bs!r}: a positive integer (1 = one request at a time)")
+        rate = eng.get("request_rate")
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < float("inf")):
+            raise ConfigError(f"engine.request_rate={rate!r}: requests per second (> 0) arriving while others run, or null (a batch arrives at once)")
+        tb = eng.get("timed_batches", 1)
+        if not isinstance(tb, int) or isinstance(tb, bool) or tb < 1:
+            raise ConfigError(f"engine.timed_batches={tb!r}: a positive integer (timed batches per run; fewer distinct ones are repeated)")
         tp = eng.get("tensor_parallel_size", 1)
         if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
             raise ConfigError(f"engine.tensor_parallel_size={tp!r}: a positive integer (GPUs the target is split over)")
@@ -462,6 +565,10 @@ class VLLMEngine(Engine):
         limit = _engine_node(cfg).get("max_model_len")
         self.context_length = min(x for x in (ctx, limit) if x) if (ctx or limit) else None
         self.batch_size = int(_engine_node(cfg).get("batch_size") or 1)
+        rate = _engine_node(cfg).get("request_rate")
+        self.request_rate = float(rate) if rate is not None else None
+        self.timed_batches = int(_engine_node(cfg).get("timed_batches") or 1)
+        self._calls = 0
         self.spec = speculative_config(cfg)
         self.stop = list(task.stop_strings or [])
         os.environ.update(engine_environment(cfg))
@@ -499,28 +606,65 @@ class VLLMEngine(Engine):
         for method in (True, False) if self.target_llm is not None else (True,):
             self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
 
-    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int) -> None:
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput]:
+        """The batch's requests through the serving loop; run_sample reads the outputs. repeat >
+        0 submits the same batch again (timed batches a point needs beyond its distinct ones):
+        its times join the first repeat's outputs under `serving`, its tokens are compared.
+        Returns the outputs run_sample will read (the app adds the batch's load to them)."""
         outs = self.generate_batch([ids for ids, _ in requests], method=method, seeds=[s for _, s in requests], max_new_tokens=max_new_tokens)
+        kept: list[GenerationOutput] = []
         for (ids, seed), out in zip(requests, outs):
-            self._ready[(tuple(ids), method, seed, max_new_tokens)] = out
+            key = (tuple(ids), method, seed, max_new_tokens)
+            first = self._ready.get(key) if repeat > 0 else None
+            if first is None:
+                self._ready[key] = out
+                kept.append(out)
+                continue
+            kept.append(first)
+            a, b = first.serving, out.serving
+            if a is not None and b is not None:
+                for name in ("makespan_s", "batch_tokens", "ttft_s", "e2e_s", "new_tokens"):
+                    a[name] = list(a[name]) + list(b[name])
+                a["identical_repeats"] = bool(a["identical_repeats"] and out.new_tokens == first.new_tokens)
+        return kept  # the outputs run_sample will read, the repeats' times merged into them
 
     def generate_batch(self, prompts: list[list[int]], *, method: bool, seeds: list[int], max_new_tokens: int) -> list[GenerationOutput]:
-        """All prompts submitted at once (engine.batch_size > 1: the throughput mode). Each
-        output's time is the batch's wall time divided by the batch size, so pooled tokens/s
-        over a run is the batch's throughput, not a per-request latency."""
+        """The prompts through the serving loop (serve): all at once, or arriving at
+        engine.request_rate. Each output's time is the batch's makespan divided by its size,
+        so pooled tokens/s over a run is the batch's throughput; its own TTFT and end-to-end
+        latency are measured from its arrival, and `serving` keeps the batch's figures."""
         llm, speculative = self._llm(method)
-        params = [
-            self._vllm.SamplingParams(**sampling_options(self.cfg, max_new_tokens=max_new_tokens, seed=s, stop=self.stop, eos_ids=self.eos_ids))
-            for s in seeds
-        ]
+        cumulative = self._vllm.sampling_params.RequestOutputKind.CUMULATIVE
+        params = []
+        for s in seeds:
+            sp = self._vllm.SamplingParams(**sampling_options(self.cfg, max_new_tokens=max_new_tokens, seed=s, stop=self.stop, eos_ids=self.eos_ids))
+            sp.output_kind = cumulative  # every step reports the requests that gained a token
+            params.append(sp)
         inputs = [{"prompt_token_ids": [int(t) for t in ids]} for ids in prompts]
+        name = batch_id(prompts)
+        offsets = arrival_offsets(len(prompts), self.request_rate, zlib.crc32(name.encode()) + int(self.cfg.seed))
         before = counter_snapshot(llm) if speculative and len(prompts) == 1 else None
-        t0 = time.perf_counter()
-        outs = llm.generate(inputs, params, use_tqdm=False)
-        wall = time.perf_counter() - t0
+        self._calls += 1
+        outs, times, makespan = serve(llm.llm_engine, inputs, params, offsets, tag=f"ls{self._calls}")
         counters = steps_from_snapshots(before, counter_snapshot(llm)) if before is not None else None
-        share = wall / len(prompts)
-        return [to_output(o, share, speculative=speculative, counters=counters) for o in outs]
+        share = makespan / len(prompts)
+        gens = [to_output(o, share, speculative=speculative, counters=counters, times=t) for o, t in zip(outs, times)]
+        tokens = sum(len(g.new_tokens) for g in gens)
+        for g in gens:
+            g.serving = {
+                "batch": name,
+                "batch_size": len(prompts),
+                "max_num_seqs": self.batch_size,
+                "request_rate": self.request_rate,
+                # Per repeat of the batch (prefetch appends the repeats'):
+                "makespan_s": [makespan],
+                "batch_tokens": [tokens],
+                "ttft_s": [g.ttft_s],
+                "e2e_s": [g.e2e_s],
+                "new_tokens": [len(g.new_tokens)],
+                "identical_repeats": True,
+            }
+        return gens
 
     def close(self) -> None:
         for llm in self._llms:

@@ -44,6 +44,40 @@ class FakeSpecMetrics:
 _LLMS: list["FakeLLM"] = []
 
 
+class FakeEngine:
+    """LLM.llm_engine as the serving loop drives it (add_request / step / has_unfinished_requests):
+    a request's first step returns its first token, its second the whole output, finished."""
+
+    def __init__(self, llm: "FakeLLM") -> None:
+        self.llm = llm
+        self.pending: list[tuple[str, dict[str, Any], Any]] = []  # added since the last step
+        self.running: dict[str, tuple[Any, bool]] = {}  # request id -> (final output, first token sent)
+
+    def add_request(self, request_id, prompt, params):
+        self.pending.append((request_id, prompt, params))
+        return request_id
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.pending or self.running)
+
+    def step(self):
+        if self.pending:  # the requests that arrived together, as one call
+            self.llm.calls.append(([p["prompt_token_ids"] for _, p, _ in self.pending], [sp for _, _, sp in self.pending]))
+            for rid, prompt, sp in self.pending:
+                self.running[rid] = (self.llm.complete(prompt, sp, rid), False)
+            self.pending = []
+        outs = []
+        for rid, (final, sent) in list(self.running.items()):
+            if not sent:
+                comp = types.SimpleNamespace(**{**vars(final.outputs[0]), "token_ids": final.outputs[0].token_ids[:1]})
+                outs.append(types.SimpleNamespace(request_id=rid, outputs=[comp], finished=False))
+                self.running[rid] = (final, True)
+            else:
+                outs.append(final)
+                del self.running[rid]
+        return outs
+
+
 class FakeLLM:
     made: list[dict[str, Any]] = []
 
@@ -55,29 +89,31 @@ class FakeLLM:
         FakeLLM.made.append(kwargs)
         _LLMS.append(self)
         self.calls: list[tuple[list[list[int]], list[Any]]] = []
+        self.llm_engine = FakeEngine(self)
+
+    def complete(self, inp, sp, request_id="0"):
+        toks, last = [], inp["prompt_token_ids"][-1]
+        while len(toks) < sp.max_tokens:
+            last = _next(last)
+            toks.append(last)
+            if last in sp.stop_token_ids:
+                break
+        spec = self.kwargs.get("speculative_config")
+        metrics = None
+        if spec is not None:
+            k, left, metrics = spec["num_speculative_tokens"], len(toks) - 1, FakeSpecMetrics()
+            while left > 0:  # the prefill emitted toks[0]; each step accepts k - 1 of k
+                acc = min(k - 1, left - 1)
+                metrics.per_step_accepted.append(acc)
+                metrics.per_step_drafted.append(k)
+                left -= acc + 1
+        comp = types.SimpleNamespace(token_ids=toks, finish_reason="length", stop_reason=None, spec_decode_metrics=metrics)
+        return types.SimpleNamespace(request_id=request_id, outputs=[comp], finished=True,
+                                     metrics=types.SimpleNamespace(first_token_latency=0.001))
 
     def generate(self, inputs, params, use_tqdm=False):
         self.calls.append(([i["prompt_token_ids"] for i in inputs], list(params)))
-        outs = []
-        for inp, sp in zip(inputs, params):
-            toks, last = [], inp["prompt_token_ids"][-1]
-            while len(toks) < sp.max_tokens:
-                last = _next(last)
-                toks.append(last)
-                if last in sp.stop_token_ids:
-                    break
-            spec = self.kwargs.get("speculative_config")
-            metrics = None
-            if spec is not None:
-                k, left, metrics = spec["num_speculative_tokens"], len(toks) - 1, FakeSpecMetrics()
-                while left > 0:  # the prefill emitted toks[0]; each step accepts k - 1 of k
-                    acc = min(k - 1, left - 1)
-                    metrics.per_step_accepted.append(acc)
-                    metrics.per_step_drafted.append(k)
-                    left -= acc + 1
-            comp = types.SimpleNamespace(token_ids=toks, finish_reason="length", stop_reason=None, spec_decode_metrics=metrics)
-            outs.append(types.SimpleNamespace(outputs=[comp], metrics=types.SimpleNamespace(first_token_latency=0.001)))
-        return outs
+        return [self.complete(inp, sp) for inp, sp in zip(inputs, params)]
 
     def get_metrics(self):
         return []
@@ -92,6 +128,7 @@ def fake_vllm(rejection: tuple[str, ...] = ("standard", "synthetic", "block"), d
     root = types.ModuleType("vllm")
     root.__version__ = "0.32.0"
     root.LLM, root.SamplingParams = FakeLLM, FakeSamplingParams
+    root.sampling_params = types.SimpleNamespace(RequestOutputKind=types.SimpleNamespace(CUMULATIVE="cumulative", DELTA="delta", FINAL_ONLY="final"))
     config = types.ModuleType("vllm.config")
     config.SpeculativeConfig = types.SimpleNamespace(__dataclass_fields__={"method": None, "rejection_sample_method": None})
     speculative = types.ModuleType("vllm.config.speculative")
@@ -277,7 +314,8 @@ def test_the_context_is_the_smaller_of_the_models_and_max_model_len(vllm_module,
     assert engine.context_length == 100  # the fake target's own is 512
 
 
-@pytest.mark.parametrize("key, value", [("batch_size", 0), ("tensor_parallel_size", -1), ("cpu_kvcache_gib", 0)])
+@pytest.mark.parametrize("key, value", [("batch_size", 0), ("tensor_parallel_size", -1), ("cpu_kvcache_gib", 0), ("request_rate", 0),
+                                        ("request_rate", -2.5), ("request_rate", "fast"), ("timed_batches", 0), ("timed_batches", 1.5)])
 def test_bad_engine_numbers_are_refused(vllm_module, tmp_path, key, value):
     with pytest.raises(ConfigError, match=f"engine.{key}"):
         check_engine(_cfg(f"engine.{key}={value}", tmp_path=tmp_path))
@@ -430,3 +468,101 @@ def test_batch_mode_refuses_multi_turn_samples(vllm_module, fake_target, tmp_pat
     with pytest.raises(ConfigError, match="multi-turn"):
         run(cfg)
     assert not (tmp_path / "results" / "smoke_tiny").exists() or not any((tmp_path / "results" / "smoke_tiny").iterdir())
+
+
+# ---------------------------------------------------------------------------------------------
+# The serving loop: arrivals, first-token and finish times, repeats of a batch
+# ---------------------------------------------------------------------------------------------
+class Clock:
+    """A fake clock: each engine step takes one second, a sleep its argument."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, d: float) -> None:
+        self.t += d
+
+
+class SteppedEngine(FakeEngine):
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(FakeLLM())
+        self.clock = clock
+        self.added_at: dict[str, float] = {}
+
+    def add_request(self, request_id, prompt, params):
+        self.added_at[request_id] = self.clock.t
+        return super().add_request(request_id, prompt, params)
+
+    def step(self):
+        self.clock.t += 1.0
+        return super().step()
+
+
+def _requests(n: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    return [{"prompt_token_ids": [10 + i]} for i in range(n)], [FakeSamplingParams(max_tokens=3, stop_token_ids=[EOS]) for _ in range(n)]
+
+
+def test_serve_adds_each_request_at_its_arrival_and_times_it_from_there(vllm_module):
+    clock = Clock()
+    engine = SteppedEngine(clock)
+    inputs, params = _requests(3)
+    # r0 at 0; r1 at 0.5 joins after the first step (t = 1); r2 at 5 arrives after the engine
+    # has gone idle (t = 3): the loop sleeps until it. Each request: first token on its first
+    # step, finished on its second.
+    outs, times, makespan = ve.serve(engine, inputs, params, [0.0, 0.5, 5.0], tag="t", clock=clock, sleep=clock.sleep)
+    assert engine.added_at == {"t-0": 0.0, "t-1": 1.0, "t-2": 5.0}
+    assert [(t.arrival, t.first, t.done) for t in times] == [(0.0, 1.0, 2.0), (0.5, 2.0, 3.0), (5.0, 6.0, 7.0)]
+    assert [t.latency for t in times] == [2.0, 2.5, 2.0] and makespan == 7.0
+    assert all(o.finished and len(o.outputs[0].token_ids) == 3 for o in outs)
+
+
+def test_serve_at_once_is_one_batch(vllm_module):
+    clock = Clock()
+    engine = SteppedEngine(clock)
+    inputs, params = _requests(4)
+    _, times, makespan = ve.serve(engine, inputs, params, [0.0] * 4, tag="t", clock=clock, sleep=clock.sleep)
+    assert [len(prompts) for prompts, _ in engine.llm.calls] == [4] and makespan == 2.0
+    assert all((t.first, t.done) == (1.0, 2.0) for t in times)
+
+
+def test_arrival_offsets():
+    assert ve.arrival_offsets(3, None, seed=1) == [0.0, 0.0, 0.0]
+    xs = ve.arrival_offsets(4000, 2.0, seed=1)
+    assert xs[0] == 0.0 and xs == sorted(xs) and xs == ve.arrival_offsets(4000, 2.0, seed=1)
+    gaps = [b - a for a, b in zip(xs, xs[1:])]
+    assert abs(sum(gaps) / len(gaps) - 0.5) < 0.03  # exponential gaps of mean 1 / rate
+    assert ve.arrival_offsets(50, 2.0, seed=2) != ve.arrival_offsets(50, 2.0, seed=1)
+
+
+def test_batch_id_names_the_batch_by_its_prompts():
+    assert ve.batch_id([[1, 2], [3]]) == ve.batch_id([[1, 2], [3]]) != ve.batch_id([[1, 2], [4]])
+    assert ve.batch_id([[1, 2], [3]]).startswith("2x")
+
+
+def test_a_point_with_few_batches_repeats_them_interleaved_and_has_serving_figures(vllm_module, fake_target, tmp_path):
+    # 3 samples at batch 2: two distinct batches, each run twice for 4 timed batches.
+    summary = run(_cfg("engine.batch_size=2", "engine.timed_batches=4", "warmup=false", tmp_path=tmp_path))
+    spec_llm = next(llm for llm in _LLMS if llm.kwargs.get("speculative_config"))
+    alone = next(llm for llm in _LLMS if not llm.kwargs.get("speculative_config"))
+    assert [len(prompts) for prompts, _ in spec_llm.calls] == [2, 2, 1, 1] == [len(prompts) for prompts, _ in alone.calls]
+    sv = summary["serving"]
+    assert (sv["batch_size"], sv["n_batches"], sv["repeats"], sv["n_timed_batches"], sv["n_requests"]) == (2, 2, 2, 4, 3)
+    assert sv["identical_repeats"] == 1.0 and sv["request_rate"] is None
+    for key in ("throughput_tok_s", "baseline_throughput_tok_s", "throughput_speedup", "ttft_s_p99", "tpot_s_median", "e2e_s_p90"):
+        assert sv[key] is not None and sv[f"{key}_ci_low"] <= sv[key] <= sv[f"{key}_ci_high"], key
+    folder = next(p for p in (tmp_path / "results" / "smoke_tiny").iterdir() if p.is_dir())
+    recs = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    for r in recs:
+        m = r["metrics"]
+        assert len(m["serving"]["makespan_s"]) == 2 and len(m["serving"]["load"]) == 2  # the load of each repeat
+        assert m["e2e_s"] >= m["ttft_s"] > 0 and m["tpot_s"] is not None
+        assert r["timing"]["status"] == "clean" and r["timing"]["attempts"] == 1  # batches are never re-timed alone
+
+
+def test_batch_one_goes_through_the_serving_loop_too(vllm_module, fake_target, tmp_path):
+    summary = run(_cfg("warmup=false", "engine.request_rate=100", tmp_path=tmp_path))
+    sv = summary["serving"]
+    assert sv["batch_size"] == 1 and sv["n_timed_batches"] == 3 and sv["request_rate"] == 100.0

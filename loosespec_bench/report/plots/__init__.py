@@ -5,6 +5,7 @@
 - accuracy retention vs speedup: a panel per data set and CPU, one point per configuration, the
   Pareto frontier drawn;
 - acceptance rate by draft position (summary.json's acceptance_by_position), a panel per data set;
+- under load (engine=vllm batch sweeps): throughput, TPOT and speedup against batch size;
 - FLy: entropy of loosely accepted vs rejected mismatches, from the per-step records that the
   FLy verifier writes (verifiers/fly.py FLyDecision.record: mismatch_positions,
   mismatch_entropy, loose_accepted) and the step's accepted count. A mismatch inside the
@@ -30,6 +31,7 @@ from matplotlib.figure import Figure
 from ...verifiers import FLy
 from ..labels import THETA, W, is_rule
 from .acceptance import fig_acceptance_by_position
+from .batch import fig_batch_sweep
 from .entropy import fig_fly_entropy, fly_runs_from_index
 from .figure import save
 from .sweeps import fig_vs_param
@@ -44,7 +46,14 @@ def build_figures(index: pd.DataFrame) -> dict[str, Figure]:
         "retention_vs_speedup": fig_tradeoff(index),
         "acceptance_by_position": fig_acceptance_by_position(index),
         "fly_mismatch_entropy": fig_fly_entropy(fly_runs_from_index(index)),
+        **({"batch_sweep": fig_batch_sweep(index)} if has_served_runs(index) else {}),
     }
+
+
+def has_served_runs(index: pd.DataFrame) -> bool:
+    """Whether the index holds runs of a second engine that may have been served in batches (a
+    report without any draws no empty batch-sweep figure)."""
+    return not index.empty and "engine" in index and bool((index["engine"].astype(str) == "vllm").any())
 
 
 def write_plots(index: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:

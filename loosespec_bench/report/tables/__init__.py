@@ -13,7 +13,8 @@ Tables (the layouts of the two papers):
   the DropMatch rows named by their knobs (criterion, N, p);
 - dropmatch_eagle3: EAGLE-3 vs EAGLE-3 + DropMatch; dropmatch_overhead: DropMatch's own cost;
 - dropmatch_autojudge: SPD, DropMatch, AutoJudge and both, in and out of the judge's distribution;
-- spec_bench_categories: Spec-Bench's speedup and tau per task group, intervals from the samples.
+- spec_bench_categories: Spec-Bench's speedup and tau per task group, intervals from the samples;
+- batch_sweep: throughput, speedup and latency percentiles against batch size (engine=vllm runs served in batches).
 
 Cells: `1.42× [1.21, 1.63]`, the point and its interval from summary.json (the `<figure>_ci_low`
 / `_ci_high` keys, loosespec_bench/schema.py); a summary written before intervals existed shows
@@ -43,6 +44,7 @@ import pandas as pd
 
 from ..grouping import load_published
 from ..render import Table
+from .batch import batch_sweep_table
 from .dropmatch import dropmatch_autojudge_table, dropmatch_eagle3_table, dropmatch_main_table, dropmatch_overhead_table
 from .fly import ABLATIONS, fly_ablation_table, fly_main_table
 from .noise_floor import noise_floor_table
@@ -60,6 +62,7 @@ def build_tables(index: pd.DataFrame, published: pd.DataFrame | None = None) -> 
         dropmatch_overhead_table(index, published),
         dropmatch_autojudge_table(index, published),
         spec_bench_table(index),
+        batch_sweep_table(index),
     ]
 
 

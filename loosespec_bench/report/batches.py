@@ -1,0 +1,134 @@
+"""Batch-sweep points (experiment=batch_sweep, issue 47): one per (configuration, batch size,
+request rate) served in batches (engine=vllm; samples' metrics.serving), with throughput, the
+speedup over the target alone paired beside it, tau and latency percentiles, each with its
+interval recomputed from the run's samples (loosespec_bench.serving), and the target alone's own
+points: its paired runs at one batch size pooled (every method's point ran it beside itself).
+
+The table (tables/batch.py) and the figure (plots/batch.py) read these; so does the projection
+onto the papers' hardware (project.batch_projection), from each point's tau.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..serving import serving_summary, side_summary, timed_served
+from ..stats.intervals import speed_baseline, tau_interval
+from .grouping import machines_of, our_runs
+from .index import read_records
+from .labels import is_target_alone, method_label
+
+TARGET_ALONE = "target alone"
+# (figure key in serving's fields, label, kind, scale): the figures a point carries.
+FIGURES = (
+    ("throughput_tok_s", "throughput (tok/s)", "tok_s", 1.0),
+    ("throughput_speedup", "speedup over target alone", "speedup", 1.0),
+    ("tpot_s_median", "TPOT median (ms)", "ms", 1e3),
+    ("tpot_s_p90", "TPOT p90 (ms)", "ms", 1e3),
+    ("ttft_s_median", "TTFT median (s)", "s", 1.0),
+    ("ttft_s_p99", "TTFT p99 (s)", "s", 1.0),
+    ("e2e_s_p90", "end-to-end p90 (s)", "s", 1.0),
+)
+Interval = tuple[float | None, float | None, float | None]
+
+
+@dataclass
+class BatchPoint:
+    label: str  # the configuration's name (labels.method_label), TARGET_ALONE for the pooled baselines
+    method: str | None
+    drafter: str | None
+    k: int | None
+    batch: int
+    rate: float | None  # requests/s arriving (None: a batch at once)
+    figures: dict[str, Interval] = field(default_factory=dict)  # key -> (point, low, high), unscaled
+    tau: Interval | None = None
+    identical: float | None = None  # fraction of outputs token-identical to the target alone's
+    n_requests: int = 0
+    n_timed_batches: int = 0
+    others_share_max: float | None = None
+    machines: tuple[str, ...] = ()
+    runs: list[str] = field(default_factory=list)
+
+
+def _fig(summary: dict[str, Any], key: str, prefix: str = "") -> Interval:
+    k = prefix + key
+    return summary.get(k), summary.get(f"{k}_ci_low"), summary.get(f"{k}_ci_high")
+
+
+def batch_points(index: pd.DataFrame, records_of: Callable[[Any], list[dict[str, Any]]] | None = None, *, seed: int = 0) -> list[BatchPoint]:
+    """Every served configuration's point, then the target alone's per (batch, rate), sorted by
+    label and batch size. records_of(run_dir) reads a run's samples (default: its samples.jsonl)."""
+    records_of = records_of or (lambda run_dir: read_records(Path(run_dir)))
+    runs = our_runs(index)
+    if runs.empty or "engine" not in runs:
+        return []
+    runs = runs[runs["engine"].astype(str) == "vllm"]
+    runs = runs[~runs["method"].map(is_target_alone)]
+    points: list[BatchPoint] = []
+    baselines: dict[tuple[int, float | None], list[tuple[list[dict[str, Any]], dict[str, Any]]]] = {}
+    for _, row in runs.iterrows():
+        records = records_of(row["run_dir"])
+        timed = timed_served(records)
+        summary = serving_summary(records, seed=seed)
+        if not timed or summary is None:
+            continue
+        batch, rate = int(summary["batch_size"]), summary.get("request_rate")
+        paired = [r for r in records if r.get("baseline")]
+        point = BatchPoint(
+            label=method_label(row), method=row.get("method"), drafter=row.get("drafter"),
+            k=None if pd.isna(row.get("K")) else int(row["K"]), batch=batch, rate=rate,
+            figures={key: _fig(summary, key) for key, *_ in FIGURES},
+            tau=tau_interval(records, seed=seed),
+            identical=sum(r["baseline"]["output_ids"] == r["output_ids"] for r in paired) / len(paired) if paired else None,
+            n_requests=len(timed), n_timed_batches=int(summary["n_timed_batches"]),
+            others_share_max=summary.get("others_share_max"), machines=tuple(machines_of([row])), runs=[str(row["run_dir"])],
+        )
+        points.append(point)
+        sides = [speed_baseline(r) for r in timed]
+        base = [s["metrics"] for s in sides if s and s.get("metrics", {}).get("serving")]
+        if base:
+            baselines.setdefault((batch, rate), []).append((base, {"row": row, "summary": summary}))
+    for (batch, rate), members in baselines.items():
+        pooled = side_summary([m for m, _ in members], seed=seed)
+        if pooled is None:
+            continue
+        points.append(BatchPoint(
+            label=TARGET_ALONE, method="ar", drafter=None, k=None, batch=batch, rate=rate,
+            figures={key: _fig(pooled, key) for key, *_ in FIGURES if key != "throughput_speedup"},
+            tau=None, identical=None,  # no draft: tau is 1 by definition, the outputs are the reference
+            n_requests=sum(len(m) for m, _ in members), n_timed_batches=int(pooled["n_timed_batches"]),
+            others_share_max=max((x["summary"].get("others_share_max") or 0.0) for _, x in members),
+            machines=tuple(sorted({m for _, x in members for m in machines_of([x["row"]])})),
+            runs=[str(x["row"]["run_dir"]) for _, x in members],
+        ))
+    points.sort(key=lambda p: (p.label != TARGET_ALONE, p.label, p.rate or 0.0, p.batch))
+    return points
+
+
+def stops_paying(points: list[BatchPoint]) -> dict[str, int | None]:
+    """Per configuration, the smallest batch size from which its speedup's interval lies wholly at
+    or below 1 at that and every larger batch measured (None: it still pays, or cannot be told, at
+    the largest)."""
+    out: dict[str, int | None] = {}
+    by: dict[str, list[BatchPoint]] = {}
+    for p in points:
+        if p.label != TARGET_ALONE and p.rate is None:
+            by.setdefault(p.label, []).append(p)
+    for label, ps in by.items():
+        ps.sort(key=lambda p: p.batch)
+        first: int | None = None
+        for p in ps:
+            _, _, high = p.figures.get("throughput_speedup", (None, None, None))
+            if high is not None and high <= 1.0:
+                first = p.batch if first is None else first
+            else:
+                first = None
+        out[label] = first
+    return out
+
+
+__all__ = ["BatchPoint", "batch_points", "stops_paying", "FIGURES", "TARGET_ALONE"]
