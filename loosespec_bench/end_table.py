@@ -187,6 +187,31 @@ def _latency_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _serving_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """A run served in batches (summary['serving']): throughput of each side and their ratio,
+    each with its interval over timed batches, and the batches behind them."""
+    sv = s.get("serving")
+    if not sv:
+        return []
+
+    def fig(key: str, spec: str, unit: str = "") -> str:
+        v, lo, hi = sv.get(key), sv.get(f"{key}_ci_low"), sv.get(f"{key}_ci_high")
+        if v is None:
+            return "-"
+        ci = f" [{lo:{spec}}, {hi:{spec}}]" if lo is not None and hi is not None else " (no interval: < 3 timed batches)"
+        return f"{v:{spec}}{unit}{ci}"
+
+    rate = sv.get("request_rate")
+    arrivals = "at once" if rate is None else f"{rate:g} requests/s (Poisson)"
+    return [
+        ("served", f"batches of {sv['batch_size']}, arriving {arrivals}; {sv['n_timed_batches']} timed batches "
+                   f"({sv['n_batches']} distinct x {sv['repeats']} repeats); others' CPU max {_fmt(sv.get('others_share_max'), '.1%')}"),
+        ("throughput tok/s (method)", fig("throughput_tok_s", ".2f")),
+        ("throughput tok/s (target alone)", fig("baseline_throughput_tok_s", ".2f")),
+        ("throughput speedup (×)", fig("throughput_speedup", ".2f", "×")),
+    ]
+
+
 def format_summary(s: dict[str, Any]) -> str:
     fig = s.get("quality_figure") or "accuracy"
     n = s.get("n_samples")
@@ -214,6 +239,7 @@ def format_summary(s: dict[str, Any]) -> str:
         ("speedup predicted (counts x costs)", _with_ci(s, "predicted_speedup", "speedup")
          + (f"  measured/predicted {s['predicted_gap']:+.1%}" if s.get("predicted_gap") is not None else "")),
         *_latency_rows(s),
+        *_serving_rows(s),
     ]
     width = max(len(a) for a, _ in rows)
     lines = ["", "=" * (width + 30)] + [ln for a, b in rows for ln in _lines(a, b, width)]

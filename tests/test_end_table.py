@@ -95,3 +95,17 @@ def test_a_graded_figure_prints_no_count():
     block = format_summary({**s, **META})
     row = next(ln for ln in block.splitlines() if ln.strip().startswith("bn"))
     assert "/" not in row and "(n=2)" in row
+
+
+def test_a_run_served_in_batches_prints_its_throughput_with_intervals():
+    s = {**_mgsm_summary(), **META}
+    s["serving"] = {"batch_size": 4, "request_rate": None, "n_timed_batches": 6, "n_batches": 2, "repeats": 3, "others_share_max": 0.004,
+                    "throughput_tok_s": 12.5, "throughput_tok_s_ci_low": 11.0, "throughput_tok_s_ci_high": 13.25,
+                    "baseline_throughput_tok_s": 10.0, "baseline_throughput_tok_s_ci_low": None, "baseline_throughput_tok_s_ci_high": None,
+                    "throughput_speedup": 1.25, "throughput_speedup_ci_low": 1.1, "throughput_speedup_ci_high": 1.4}
+    text = format_summary(s)
+    flat = " ".join(text.split())  # rows wrap at the table's width
+    assert "batches of 4, arriving at once; 6 timed batches (2 distinct x 3 repeats)" in flat
+    assert "12.50 [11.00, 13.25]" in text and "1.25× [1.10, 1.40]" in text and "10.00 (no interval" in text
+    assert all(len(line) <= WIDTH for line in text.splitlines())
+    assert "throughput tok/s" not in format_summary({**_mgsm_summary(), **META})  # a run of our loop: no serving rows

@@ -41,3 +41,23 @@ def test_refusals_before_any_model_loads(tmp_path):
     with pytest.raises(ConfigError, match="vLLM's FLy"):
         run(compose_config(["engine=vllm", "method=fly", "method.mode=vllm", "dataset=gsm8k"], results_dir=tmp_path))
     assert not any(tmp_path.iterdir())
+
+
+def _outputs(folder_root) -> dict[str, list[int]]:
+    folder = next(p for p in folder_root.rglob("samples.jsonl"))
+    return {r["id"]: r["output_ids"] for r in map(json.loads, folder.read_text().splitlines())}
+
+
+def test_our_fly_inside_vllm_gives_batch_ones_tokens_at_batch_four_in_float32(tmp_path):
+    """Issue 47: FLy at batch > 1 decides each request as at batch 1 (our sampler runs the rule
+    per request on its own rows: engines/vllm_fly.py). In float32, where batching does not flip
+    near-ties, the tokens are the same; both runs submit all at once, one engine each."""
+    common = ["engine=vllm", "method=fly", "engine.fly_rule=ours", "dataset=gsm8k", "dataset.limit=4", "generation.max_new_tokens=48",
+              "pair.dtype=float32", "baseline=none", "warmup=false"]
+    one = run(compose_config([*common, "engine.batch_size=1"], results_dir=tmp_path / "b1"))
+    four = run(compose_config([*common, "engine.batch_size=4"], results_dir=tmp_path / "b4"))
+    assert one["serving"]["batch_size"] == 1 and four["serving"]["batch_size"] == 4
+    a, b = _outputs(tmp_path / "b1"), _outputs(tmp_path / "b4")
+    assert a.keys() == b.keys() and len(a) == 4
+    assert {k: a[k] == b[k] for k in a} == {k: True for k in a}
+    assert one["tau"] > 1.0 and four["tau"] == pytest.approx(one["tau"])  # the same steps: the same accepted lengths
