@@ -58,7 +58,8 @@ class Runner:
         self.clocks = Clocks(cpu=process_tree_cpu) if getattr(engine, "out_of_process", False) else Clocks()
         self.tolerance, self.max_retimes = timing_settings(cfg)
         self.retime = retime_enabled(cfg)
-        self.batched = engine.batch_size > 1 or engine.serves_batches
+        # (getattr: a test's stand-in engine need not declare them; Engine's defaults are 1 and False)
+        self.batched = getattr(engine, "batch_size", 1) > 1 or getattr(engine, "serves_batches", False)
         self.side_limit = side_limit(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.

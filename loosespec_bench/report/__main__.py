@@ -5,6 +5,7 @@
   plots   speedup/tau vs theta, W, K; retention vs speedup; acceptance by position; FLy entropies
   claims  the papers' testable claims, one verdict per claim and set (claims.md/.csv, loose_examples.md)
   all     tables, plots (in DIR/plots), claims and the index (DIR/index.csv)
+  batch   a batch sweep's table and figure only (engine=vllm runs served in batches): batch_sweep.*
   project --profile NAME RUN_DIR   a run's work counts projected onto a hardware profile
           (report/profiles/*.yaml), with an interval and the published figures beside it
   compare A B   two runs (or two folders of runs, matched by data set) on their common samples:
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     default_results = os.environ.get("LOOSESPEC_RESULTS_DIR", "results")
     for name, help_text in (("index", "list the runs"), ("tables", "write the paper tables"),
                             ("plots", "write the plots"), ("claims", "decide the papers' claims"),
-                            ("all", "tables + plots + claims + index.csv")):
+                            ("all", "tables + plots + claims + index.csv"),
+                            ("batch", "the batch sweep's table and figure (batch_sweep.*)")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--results", default=default_results, help="results directory (default: %(default)s)")
         p.add_argument("--experiment", default=None, help="only these experiments (name or glob, e.g. 'fly_*')")
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("claims", "all"):
             p.add_argument("--claims", type=Path, default=None,
                            help="the claims declaration (default: OUT/claims.yaml, copied there from the packaged one if absent)")
-        if name in ("plots", "all"):
+        if name in ("plots", "all", "batch"):
             p.add_argument("--formats", default="png,pdf", help="comma-separated (default: %(default)s)")
         p.add_argument("--skip-damaged", action="store_true",
                        help="leave out run folders whose config.yaml, summary.json or samples.jsonl is damaged, listing "
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         if why := _writable_dir(csv.parent):
             return _error(why.replace("--out", "--csv's folder"))
     formats: tuple[str, ...] = ()
-    if args.command in ("plots", "all"):
+    if args.command in ("plots", "all", "batch"):
         formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
         bad = [f for f in formats if f not in FORMATS]
         if bad or not formats:
@@ -175,6 +177,17 @@ def _write(args: argparse.Namespace, df: "pd.DataFrame", formats: tuple[str, ...
         return 0
 
     out = Path(args.out)
+    if args.command == "batch":
+        from .plots.batch import fig_batch_sweep
+        from .plots.figure import save
+        from .tables.batch import batch_sweep_table
+
+        table = batch_sweep_table(df)
+        if not table.has_ours():
+            return _error(f"no run under {args.results} was served in batches (engine=vllm): nothing to draw")
+        paths = [*table.write(out), *save(fig_batch_sweep(df), out, "batch_sweep", formats)]
+        print(f"batch: {len(paths)} files in {out} ({', '.join(p.name for p in paths)})")
+        return 0
     if args.command in ("tables", "all"):
         from .tables import write_tables
 

@@ -112,8 +112,14 @@ def batch_points(index: pd.DataFrame, records_of: Callable[[Any], list[dict[str,
 def stops_paying(points: list[BatchPoint]) -> dict[str, int | None]:
     """Per configuration, the smallest batch size from which its speedup's interval lies wholly at
     or below 1 at that and every larger batch measured (None: it still pays, or cannot be told, at
-    the largest)."""
-    out: dict[str, int | None] = {}
+    the largest). Requests arriving at once only."""
+    return {label: v[1] for label, v in paying(points).items()}
+
+
+def paying(points: list[BatchPoint]) -> dict[str, tuple[list[int], int | None]]:
+    """Per configuration: the batch sizes at which its speedup's interval lies wholly above 1 (it
+    pays), and stops_paying's batch size."""
+    out: dict[str, tuple[list[int], int | None]] = {}
     by: dict[str, list[BatchPoint]] = {}
     for p in points:
         if p.label != TARGET_ALONE and p.rate is None:
@@ -121,14 +127,27 @@ def stops_paying(points: list[BatchPoint]) -> dict[str, int | None]:
     for label, ps in by.items():
         ps.sort(key=lambda p: p.batch)
         first: int | None = None
+        pays: list[int] = []
         for p in ps:
-            _, _, high = p.figures.get("throughput_speedup", (None, None, None))
+            _, low, high = p.figures.get("throughput_speedup", (None, None, None))
+            if low is not None and low > 1.0:
+                pays.append(p.batch)
             if high is not None and high <= 1.0:
                 first = p.batch if first is None else first
             else:
                 first = None
-        out[label] = first
+        out[label] = (pays, first)
     return out
 
 
-__all__ = ["BatchPoint", "batch_points", "stops_paying", "FIGURES", "TARGET_ALONE"]
+def paying_text(points: list[BatchPoint]) -> str:
+    """'SPD (...): above 1 at batch 1, 2; at or below 1 from batch 8', one clause per configuration."""
+    parts = []
+    for label, (pays, stops) in sorted(paying(points).items()):
+        above = f"above 1 at batch {', '.join(map(str, pays))}" if pays else "above 1 at no batch"
+        below = f"at or below 1 from batch {stops} on" if stops else "not at or below 1 throughout any larger batches"
+        parts.append(f"{label}: {above}; {below}")
+    return "; ".join(parts)
+
+
+__all__ = ["BatchPoint", "batch_points", "stops_paying", "paying", "paying_text", "FIGURES", "TARGET_ALONE"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from loosespec_bench.report.batches import TARGET_ALONE, BatchPoint, batch_points, stops_paying
+from loosespec_bench.report.batches import TARGET_ALONE, BatchPoint, batch_points, paying_text, stops_paying
 from loosespec_bench.report.plots.batch import fig_batch_sweep
 from loosespec_bench.report.plots.figure import caption_of
 from loosespec_bench.report.project import batch_projection, load_profile
@@ -74,14 +74,17 @@ def test_stops_paying_from_the_first_batch_whose_interval_stays_at_or_below_one(
                           figures={"throughput_speedup": (high, high, high)})
     pts = [pt("A", 1, 1.3), pt("A", 2, 0.9), pt("A", 4, 0.8), pt("B", 1, 1.2), pt("B", 2, 0.95), pt("B", 4, 1.05), pt("C", 1, 1.4)]
     assert stops_paying(pts) == {"A": 2, "B": None, "C": None}
+    assert paying_text(pts).startswith("A: above 1 at batch 1; at or below 1 from batch 2 on; B: above 1 at batch 1, 4;")
 
 
 def test_the_table_has_a_row_per_point_and_says_where_each_stops_paying():
     table = batch_sweep_table(_index(), _records_of)
     assert len(table.rows) == 7 and table.has_ours()
     md = table.to_markdown()
-    assert "SPD on vLLM (model, K=5)" in md and "target alone" in md and "SPD on vLLM (model, K=5): from batch 4" in md
-    assert "PLD on vLLM (K=10): not within the batches run" in md and "projected speedup" in md
+    assert "SPD on vLLM (model, K=5)" in md and "target alone" in md
+    # spd1 and spd2 pay (their 4 and 8 timed batches all at 1.5x and 1.2x), spd4 does not (0.5x).
+    assert "SPD on vLLM (model, K=5): above 1 at batch 1, 2; at or below 1 from batch 4 on" in md
+    assert "PLD on vLLM (K=10): above 1 at batch 4; not at or below 1" in md and "projected speedup" in md
     # Two printed blocks (speed; latency and conditions), every column in the CSV.
     assert [title for title, _, _ in table.blocks()] == ["Throughput and speedup", "Latency percentiles and conditions"]
 
@@ -91,7 +94,7 @@ def test_the_figure_draws_three_panels_and_keeps_the_caption_beside_it():
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert len(axes) == 3 and fig.get_figwidth() == 7.0
     assert [ax.get_xscale() for ax in axes] == ["log"] * 3
-    assert "SPD" in caption_of(fig) and "from batch 4" in caption_of(fig)
+    assert "SPD" in caption_of(fig) and "at or below 1 from batch 4 on" in caption_of(fig)
     empty = fig_batch_sweep(pd.DataFrame())
     assert "no runs served in batches" in caption_of(empty).lower()
 

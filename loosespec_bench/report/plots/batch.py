@@ -8,7 +8,7 @@ from typing import Any, Callable
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..batches import TARGET_ALONE, BatchPoint, batch_points, stops_paying
+from ..batches import TARGET_ALONE, BatchPoint, batch_points, paying_text
 from .figure import MARKERS, add_legend, draw_note, error_bars, method_color, panel_grid, paper_style, set_caption
 
 TITLE = "Speculative decoding under load on this CPU (vLLM)"
@@ -62,12 +62,11 @@ def fig_batch_sweep(index: pd.DataFrame | None = None, points: list[BatchPoint] 
         ax.set_xlabel("batch size (requests at once)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    stops = stops_paying(points)
-    said = "; ".join(f"{lab}: {'from batch ' + str(b) if b else 'not within the batches run'}" for lab, b in sorted(stops.items()))
+    said = paying_text(points)
     machines = sorted({m for p in points for m in p.machines})
     add_legend(fig, entries, len(entries), TITLE,
                "each point: Spec-Bench prompts (single-turn groups) served as one batch at a time, the target alone paired beside it on the same batches; "
                "error bars: 95% cluster-bootstrap intervals over the point's timed batches (batch x repeat)\n"
-               f"speedup interval at or below 1: {said}"
+               f"the speedup's interval: {said}"
                + (f"\nCPU: {', '.join(machines)}" if machines else ""))
     return fig

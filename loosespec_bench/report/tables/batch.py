@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ...serving import CI_TEXT
-from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, stops_paying
+from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, paying_text
 from ..project import batch_projection, load_profile
 from ..render import NA, Num, Table
 
@@ -58,7 +58,7 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
             p.n_timed_batches,
             NA if p.others_share_max is None else f"{p.others_share_max:.1%}",
         ])
-    stops = stops_paying(points)
+    said = paying_text(points)
     machines = sorted({m for p in points for m in p.machines})
     notes = [
         "Every point runs through vLLM with the target alone paired beside it on the same batches (alternating order); "
@@ -67,9 +67,7 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
         f"[low, high]: {CI_TEXT}; a point with fewer than 3 timed batches has none. tau: paired bootstrap over samples.",
         f"Projected speedup: the cost model's roofline for Llama-3.1 8B → 70B on H100 (report/profiles/{PROFILE}.yaml; "
         "project.batch_projection) at the row's batch size, K and measured tau; interval from the profile's stated uncertainties only.",
-        *(["Stops paying here (its speedup interval at or below 1 from that batch size on, requests arriving at once): "
-           + "; ".join(f"{label}: {'from batch ' + str(b) if b else 'not within the batches run'}" for label, b in sorted(stops.items())) + "."]
-          if stops else []),
+        *([f"The speedup's interval, requests arriving at once: {said}."] if said else []),
         *([f"CPU: {', '.join(machines)}."] if machines else []),
     ]
     # Printed in two blocks (render.MAX_COLUMNS): speed, then latency and the run's conditions.
