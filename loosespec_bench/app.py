@@ -58,8 +58,8 @@ class Runner:
         self.clocks = Clocks(cpu=process_tree_cpu) if getattr(engine, "out_of_process", False) else Clocks()
         self.tolerance, self.max_retimes = timing_settings(cfg)
         self.retime = retime_enabled(cfg)
-        # (getattr: a test's stand-in engine need not declare them; Engine's defaults are 1 and False)
-        self.batched = getattr(engine, "batch_size", 1) > 1 or getattr(engine, "serves_batches", False)
+        # Throughput mode: batches of batch_size through the engine's prefetch (vLLM: at every size).
+        self.batched = engine.batch_size > 1 or engine.serves_batches
         self.side_limit = side_limit(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.
@@ -321,11 +321,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 runner.warmup(todo[0][1])
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             batch = engine.batch_size
-            batched = batch > 1 or engine.serves_batches
             repeats = batch_repeats(len(todo), batch, engine.timed_batches)
             for pos, (index, sample) in enumerate(bar):
                 interrupts.raise_pending()  # a cluster's stop that something swallowed ends the run here
-                if batched and pos % batch == 0:  # throughput mode: the next chunk at once
+                if runner.batched and pos % batch == 0:  # throughput mode: the next chunk at once
                     runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch, repeats)
                 rec = runner.run_sample(sample, index)
                 rec["run_id"] = folder.path.name  # whose record it is: resume refuses another run's (reusable_records)

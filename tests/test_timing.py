@@ -142,8 +142,9 @@ def test_an_out_of_process_engine_is_timed_by_the_process_tree():
     from loosespec_bench.app import Runner
 
     cfg, task = compose_config(["method=spd", "dataset=gsm8k"]), SimpleNamespace(max_new_tokens=8, name="gsm8k")
-    assert Runner(cfg, task, SimpleNamespace(out_of_process=True)).clocks.cpu is process_tree_cpu  # type: ignore[arg-type]
-    assert Runner(cfg, task, SimpleNamespace()).clocks.cpu is time.process_time  # type: ignore[arg-type]
+    engine = {"batch_size": 1, "serves_batches": False}  # Engine's defaults
+    assert Runner(cfg, task, SimpleNamespace(out_of_process=True, **engine)).clocks.cpu is process_tree_cpu  # type: ignore[arg-type]
+    assert Runner(cfg, task, SimpleNamespace(**engine)).clocks.cpu is time.process_time  # type: ignore[arg-type]
 
 
 def test_summary_counts_lines_and_the_warning():

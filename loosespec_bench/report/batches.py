@@ -77,13 +77,12 @@ def batch_points(index: pd.DataFrame, records_of: Callable[[Any], list[dict[str,
         if not timed or summary is None:
             continue
         batch, rate = int(summary["batch_size"]), summary.get("request_rate")
-        paired = [r for r in records if r.get("baseline")]
         point = BatchPoint(
             label=method_label(row), method=row.get("method"), drafter=row.get("drafter"),
             k=None if pd.isna(row.get("K")) else int(row["K"]), batch=batch, rate=rate,
             figures={key: _fig(summary, key) for key, *_ in FIGURES},
             tau=tau_interval(records, seed=seed),
-            identical=sum(r["baseline"]["output_ids"] == r["output_ids"] for r in paired) / len(paired) if paired else None,
+            identical=None if pd.isna(row.get("identical_to_target")) else float(row["identical_to_target"]),  # the run summary's
             n_requests=len(timed), n_timed_batches=int(summary["n_timed_batches"]),
             others_share_max=summary.get("others_share_max"), machines=tuple(machines_of([row])), runs=[str(row["run_dir"])],
         )

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from ...errors import ConfigError
 from ...serving import CI_TEXT
 from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, paying_text
 from ..project import batch_projection, load_profile
@@ -40,12 +41,9 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
     points = batch_points(index, records_of)
     try:
         profile = load_profile(PROFILE)
-    except Exception:  # a profile that cannot be read: the column says n/a, the table stands
+    except (ConfigError, OSError):  # a profile that cannot be read: the column says n/a, the table stands
         profile = None
-    columns = ["configuration", "batch", "arrivals", "tau"]
-    meta: dict[str, tuple[str, str]] = {}
-    for key, label, _, _ in FIGURES:
-        columns.append(label)
+    columns = ["configuration", "batch", "arrivals", "tau", *(label for _, label, _, _ in FIGURES)]
     columns += ["projected speedup, 70B on H100", "identical to target alone", "timed batches", "others' CPU (max)"]
     rows: list[list[Any]] = []
     for p in points:
@@ -74,5 +72,5 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
     speed = {"tau", "throughput (tok/s)", "speedup over target alone", "projected speedup, 70B on H100", "identical to target alone"}
     block_of = {c: ("speed" if c in speed else "latency") for c in columns[3:]}
     return Table("batch_sweep", "Speculative decoding under load: throughput, latency and speedup against batch size", columns, rows, notes,
-                 ids=3, meta=meta, block_of=block_of,
+                 ids=3, block_of=block_of,
                  block_titles={"speed": "Throughput and speedup", "latency": "Latency percentiles and conditions"})
