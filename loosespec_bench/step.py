@@ -152,8 +152,12 @@ def compact_to(cache: Cache, length: int, keep: list[int]) -> None:
     if keep == list(range(len(keep))):
         crop_to(cache, length + len(keep))
         return
+    from transformers.cache_utils import DynamicLayer  # here: importing transformers costs seconds
+
     for layer in cache.layers:
-        if type(layer).__name__ != "DynamicLayer":
+        # Plain full-attention layers only: transformers' DynamicLayer or kv.InPlaceLayer (a
+        # subclass whose keys/values assignment adopts the gathered tensor).
+        if not isinstance(layer, DynamicLayer) or layer.is_sliding:
             raise ValueError(f"tree verification needs plain DynamicLayer caches, got {type(layer).__name__}")
         if layer.keys is None or layer.keys.numel() == 0:
             continue

@@ -160,6 +160,7 @@ FLOORS = {
     0: ("loosespec_bench", "step", "sampling", "generation", "omp", "stats", "costmodel", "slurm", "timing", "params",
         "work", "safe_files",  # safe_files: opening a run folder's files as data (no links, regular files only)
         "digest",  # digest: a file's sha256 (data files, packaged models, judges)
+        "kv",  # kv: the in-place KV cache the loop and the model drafter write
         "path_limits",  # path_limits: the kernel's NAME_MAX / PATH_MAX, checked before anything stats a path
         "interrupts"),  # interrupts: a stop a signal handler raised, kept until the loop raises it
     1: ("models", "metrics", "judges",  # judges: AutoJudge's classifier file, read by verifiers

@@ -19,6 +19,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ..drafters.base import Drafter
 from ..generation import GenerationOutput
+from ..kv import new_cache
 from ..sampling import SamplingParams
 from ..step import (
     Draft, TargetScores, ancestor_matrix, chain_parents, common_prefix_len, compact_to, crop_to, empty_draft, node_depths, sync,
@@ -214,7 +215,7 @@ def generate(
         reused = min(common_prefix_len(prefix_cache.tokens, tokens), tokens.numel() - 1)
         crop_to(cache, reused)
     else:
-        cache = DynamicCache(config=target.config)
+        cache = new_cache(target.config)  # in place: a rollback is a pointer move (kv.py)
     if tokens.numel() - 1 > reused:
         pre = target(
             tokens[None, reused:-1].to(device), cache=cache, use_cache=True, logits_to_keep=1,

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from ..kv import new_cache
 from ..sampling import GREEDY, SamplingParams, sample_or_argmax
 from ..step import Draft, common_prefix_len, crop_to, empty_draft
 from .base import Drafter
@@ -30,7 +31,7 @@ class ModelDrafter(Drafter):
         return [self.model]
 
     def reset(self, prompt_ids: torch.Tensor) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = new_cache(self.model.config)  # in place: _rollback's crop is a pointer move
         self.seen = torch.empty(0, dtype=torch.long)
 
     def _rollback(self, tokens: torch.Tensor) -> int:

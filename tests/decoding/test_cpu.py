@@ -159,3 +159,68 @@ def test_packed_attention_matches_stock_sdpa(q):
     assert model.config._attn_implementation == "sdpa"
     torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(packed_plain, plain, rtol=1e-5, atol=1e-5)
+
+
+# -- fused sibling projections (q/k/v, gate/up) -----------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_projections_give_the_unfused_logits_bit_for_bit(monkeypatch, dtype):
+    """Prefill, a 1-row decode and a 9-row verification: fused and unfused outputs are equal."""
+    model = load_model("tiny:0", dtype=dtype).model.eval()
+    ids = torch.randint(0, 250, (1, 40), generator=torch.Generator().manual_seed(4))
+    outs = {}
+    for fuse in ("1", "0"):
+        monkeypatch.setenv("LOOSESPEC_CPU_FUSE", fuse)
+        with torch.inference_mode(), cpu_fast_paths(model) as _:
+            n_groups = len(cpu_paths.fusion_groups(model))
+            cache = DynamicCache(config=model.config)
+            outs[fuse] = [model(ids[:, a:b], cache=cache).logits for a, b in ((0, 30), (30, 31), (31, 40))]
+    assert n_groups == 0  # inside the block every member is switched, so none is left to fuse
+    assert len(cpu_paths.fusion_groups(model)) == 2 * model.config.num_hidden_layers  # q/k/v and gate/up per layer
+    assert all(torch.equal(a, b) for a, b in zip(outs["1"], outs["0"]))
+    assert not any("forward" in m.__dict__ for m in _linears(model))
+
+
+def test_a_member_called_with_another_input_computes_its_own_output():
+    torch.manual_seed(5)
+    attn = torch.nn.Module()
+    attn.q_proj, attn.k_proj, attn.v_proj = torch.nn.Linear(16, 32), torch.nn.Linear(16, 8), torch.nn.Linear(16, 8)
+    x, y = torch.randn(1, 3, 16), torch.randn(1, 3, 16)
+    with torch.inference_mode(), cpu_paths.fused_linears(attn) as n:
+        assert n == 3
+        q = attn.q_proj(x)
+        k_other = attn.k_proj(y)  # not the stashed input: computed afresh
+        k, v = attn.k_proj(x), attn.v_proj(x)  # no longer stashed for x either: computed afresh
+        q_again = attn.q_proj(x)  # q took its slice already: computed afresh
+        for got, lin, inp in ((q, attn.q_proj, x), (k_other, attn.k_proj, y), (k, attn.k_proj, x), (v, attn.v_proj, x), (q_again, attn.q_proj, x)):
+            torch.testing.assert_close(got, F.linear(inp, lin.weight, lin.bias), rtol=1e-5, atol=1e-5)
+        assert attn.q_proj.forward.__closure__ is not None and cpu_paths._FUSED[attn][1] is not None
+
+
+def test_fusion_skips_mismatched_and_subclassed_members_and_switches_off(monkeypatch):
+    class LoRALinear(torch.nn.Linear):  # a subclass (quantised, LoRA) brings its own forward
+        pass
+
+    mlp = torch.nn.Module()
+    mlp.gate_proj, mlp.up_proj = torch.nn.Linear(16, 32, bias=False), torch.nn.Linear(16, 32, bias=True)  # bias on one only
+    assert cpu_paths.fusion_groups(mlp) == []
+    mlp.up_proj = torch.nn.Linear(16, 32, bias=False)
+    assert len(cpu_paths.fusion_groups(mlp)) == 1
+    mlp.up_proj = LoRALinear(16, 32, bias=False)
+    assert cpu_paths.fusion_groups(mlp) == []
+    mlp.up_proj = torch.nn.Linear(16, 32, bias=False)
+    monkeypatch.setenv("LOOSESPEC_CPU_FUSE", "0")
+    with cpu_paths.fused_linears(mlp) as n:
+        assert n == 0
+
+
+def test_fused_weight_follows_in_place_changes():
+    mlp = torch.nn.Module()
+    mlp.gate_proj, mlp.up_proj = torch.nn.Linear(8, 12, bias=False), torch.nn.Linear(8, 12, bias=False)
+    x = torch.randn(2, 8)
+    with torch.inference_mode(), cpu_paths.fused_linears(mlp):
+        mlp.gate_proj(x), mlp.up_proj(x)
+    with torch.no_grad():
+        mlp.up_proj.weight.mul_(-3.0)
+    with torch.inference_mode(), cpu_paths.fused_linears(mlp):
+        got = (mlp.gate_proj(x), mlp.up_proj(x))
+    torch.testing.assert_close(got[1], F.linear(x, mlp.up_proj.weight), rtol=1e-5, atol=1e-5)
