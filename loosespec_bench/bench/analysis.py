@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 from typing import Any
 
 import torch
 
 from loosespec_bench import costmodel
 from loosespec_bench.metrics import median_or_none as _median, pair_up, paired_ratio_stats
+from loosespec_bench.stats.intervals import median_stat, paired_bootstrap
 
 from .contestants import Bench, Run
 
@@ -46,13 +48,37 @@ def per_contestant(runs: list[Run], name: str) -> dict[str, Any]:
     }
 
 
+def per_prompt_median(pairs: list[tuple[Run, Run]], fn: Any) -> list[float]:
+    """fn(a, b) per pair, the median over each prompt's repeats: one value per distinct prompt
+    (the repeats of a prompt are not independent problems)."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for a, b in pairs:
+        by.setdefault((a.set, a.prompt), []).append(fn(a, b))
+    return [statistics.median(v) for v in by.values()]
+
+
+def prompt_interval(pairs: list[tuple[Run, Run]], fn: Any) -> tuple[float | None, float | None, float | None]:
+    """The median over prompts of each prompt's median fn(a, b), with its 95% paired bootstrap
+    interval over prompts (stats.paired_bootstrap; None below its minimum n)."""
+    if not pairs:
+        return None, None, None
+    return paired_bootstrap((per_prompt_median(pairs, fn),), median_stat)
+
+
+def _time_ratio(a: Run, b: Run) -> float:
+    return a.s_per_token / b.s_per_token
+
+
 def compare(runs: list[Run], a: str, b: str, lossless: bool) -> dict[str, Any]:
-    """Ours / peer, seconds per new token, as paired-ratio statistics (metrics.paired_ratio_stats)."""
+    """Ours / peer, seconds per new token, as paired-ratio statistics (metrics.paired_ratio_stats)
+    and the median over prompts with its interval over prompts (prompt_interval)."""
     pairs = paired(runs, a, b)
+    point, low, high = prompt_interval(pairs, _time_ratio)
     return {
         "pairs": len(pairs),
-        **paired_ratio_stats([ra.s_per_token / rb.s_per_token for ra, rb in pairs],
+        **paired_ratio_stats([_time_ratio(ra, rb) for ra, rb in pairs],
                              [ra.tokens == rb.tokens for ra, rb in pairs], name="time_ratio"),
+        "time_ratio_prompts": point, "time_ratio_ci_low": low, "time_ratio_ci_high": high,
         "lossless_pair": lossless,
     }
 
@@ -151,8 +177,9 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
     for n, why in bench.unavailable.items():
         print(f"{n:<14} not available ({why})")
     print()
-    print("time ratio = median over (prompt, repeat) pairs of (ours s/token) / (peer s/token); < 1: ours faster")
-    print(f"{'comparison':<52} {'ratio':>6} {'[min, max]':>15} {'pairs':>5}  {'identical tokens':<24} {'ratio(ident)':>12}  target")
+    print("time ratio = median over (prompt, repeat) pairs of (ours s/token) / (peer s/token); < 1: ours faster;")
+    print("per prompt: the median over prompts of each prompt's median ratio [95% paired bootstrap interval over prompts]")
+    print(f"{'comparison':<52} {'ratio':>6} {'[min, max]':>15} {'per prompt [95% CI]':>21} {'pairs':>5}  {'identical tokens':<24} {'ratio(ident)':>12}  target")
     for a, b, label in bench.comparisons:
         key = f"{a}|{b}"
         if key not in res["comparisons"]:
@@ -162,9 +189,10 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
             ident = f"{c['identical']}/{c['pairs']}" + (" (fp32 check)" if args.fp32 else " (bf16: ties may flip)")
         else:
             ident = f"lossy ({c['identical']}/{c['pairs']} same)"
+        ci = f"{fmt(c.get('time_ratio_prompts'), '.2f')} [{fmt(c.get('time_ratio_ci_low'), '.2f')}, {fmt(c.get('time_ratio_ci_high'), '.2f')}]"
         print(f"{label:<52} {fmt(c['time_ratio_median']):>6} "
               f"[{fmt(c['time_ratio_min'], '.2f')}, {fmt(c['time_ratio_max'], '.2f')}]".rjust(16)
-              + f" {c['pairs']:>5}  {ident:<24} {fmt(c['time_ratio_median_identical']) if c['lossless_pair'] else '':>12}  "
+              + f" {ci:>21} {c['pairs']:>5}  {ident:<24} {fmt(c['time_ratio_median_identical']) if c['lossless_pair'] else '':>12}  "
               + c.get("target", ""))
     ret = res.get("retention")
     if ret:

@@ -36,10 +36,9 @@ import torch
 
 from loosespec_bench.engines import vllm as ve
 from loosespec_bench.metrics import pair_up, paired_ratio_stats
-from loosespec_bench.stats.intervals import median_stat, paired_bootstrap
 
 # Our bench's prompts, Run record and summaries: the same code on both sides.
-from .analysis import fmt, paired, per_contestant, speedup_vs_ar
+from .analysis import fmt, paired, per_contestant, prompt_interval, speedup_vs_ar
 from .contestants import Run
 from .prompts import DEFAULT_SETS, DRAFT, TARGET, Prompt, build_prompts, data_dir, load_avg
 
@@ -261,22 +260,13 @@ def side_by_side(res: dict[str, Any], runs: list[Run], names: list[str], ours_fi
     res["table"] = markdown_table(theirs, runs, list(ours["contestants"]), names)
 
 
-def _per_prompt_median(pairs: list[tuple[Run, Run]], fn: Any) -> list[float]:
-    """fn(a, b) per pair, the median over each prompt's repeats: one value per distinct prompt."""
-    by: dict[tuple[str, str], list[float]] = {}
-    for a, b in pairs:
-        by.setdefault((a.set, a.prompt), []).append(fn(a, b))
-    return [statistics.median(v) for v in by.values()]
-
-
 def paired_figure(pairs: list[tuple[Run, Run]], fn: Any) -> str:
     """'median [low, high]; min-max': the median over prompts of each prompt's median ratio,
     its 95% paired bootstrap interval over prompts (stats.paired_bootstrap), and the range over
     every (prompt, repeat) pair."""
     if not pairs:
         return "-"
-    per_prompt = _per_prompt_median(pairs, fn)
-    point, low, high = paired_bootstrap((per_prompt,), median_stat)
+    point, low, high = prompt_interval(pairs, fn)
     every = [fn(a, b) for a, b in pairs]
     ci = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
     return f"{point:.2f}{ci}; {min(every):.2f}-{max(every):.2f}"

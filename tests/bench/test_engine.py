@@ -80,3 +80,23 @@ def test_bench_rejects_unknown_contestant():
     bench = engine
     with pytest.raises(SystemExit):
         bench.parse_args(["--contestants", "ar,nope"])
+
+
+def test_compare_gives_the_median_over_prompts_with_its_interval():
+    """Three prompts x 2 repeats: the per-prompt medians are 0.5, 0.8 and 0.9 (ours / peer time
+    per token), so the figure is their median 0.8; the repeats of a prompt count once."""
+    from loosespec_bench.bench.analysis import compare, per_prompt_median, paired, _time_ratio
+    from loosespec_bench.bench.contestants import Run
+
+    def run(who, prompt, repeat, wall):
+        return Run(contestant=who, set="gsm8k", prompt=prompt, repeat=repeat, position=0, prompt_tokens=3, wall_s=wall,
+                   tokens=[1] * 10, target_forwards=10, draft_forwards=0, steps=10, drafted=0, accepted=0)
+
+    ratios = {"a": (0.4, 0.6), "b": (0.8, 0.8), "c": (0.9, 0.9)}
+    runs = [run("peer", p, i, 1.0) for p in ratios for i in range(2)]
+    runs += [run("ours", p, i, r) for p, rs in ratios.items() for i, r in enumerate(rs)]
+    pairs = paired(runs, "ours", "peer")
+    assert sorted(per_prompt_median(pairs, _time_ratio)) == pytest.approx([0.5, 0.8, 0.9])
+    c = compare(runs, "ours", "peer", lossless=True)
+    assert c["pairs"] == 6 and c["time_ratio_prompts"] == pytest.approx(0.8)
+    assert c["time_ratio_ci_low"] is None or c["time_ratio_ci_low"] <= 0.8 <= c["time_ratio_ci_high"]
