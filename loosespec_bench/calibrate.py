@@ -123,8 +123,7 @@ def _head_of(model: Any) -> torch.nn.Module:
 
 def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) -> dict[str, Any]:
     """ForwardCost fields of one network (see costmodel.ForwardCost)."""
-    from transformers import DynamicCache
-
+    from .kv import new_cache
     from .step import crop_to
 
     gen = torch.Generator().manual_seed(0)
@@ -136,7 +135,7 @@ def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) 
         return torch.randint(0, vocab_ids, (1, n), generator=gen).to(dev)
 
     def forward_at(ctx: int, rows: int) -> float:
-        cache = DynamicCache(config=model.config)
+        cache = new_cache(model.config)  # the loop's in-place cache, so its costs are the loop's
         if ctx:
             model(ids(ctx), cache=cache, use_cache=True, logits_to_keep=1)
         inp = ids(rows)

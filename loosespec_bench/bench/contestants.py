@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from transformers import DynamicCache
 
 from loosespec_bench.engines.base import Engine
 from loosespec_bench.engines.hf import HFEngine
@@ -319,13 +318,14 @@ class Bench:
         """Median times of one target forward of each length in `lengths` and of one 1-token
         draft forward, over `context` cached tokens, interleaved, under the loop's attention."""
         from loosespec_bench.decoding.cpu import cpu_fast_paths
+        from loosespec_bench.kv import new_cache
 
         T, D = self.target.model, self.draft.model
         times: dict[str, list[float]] = {}
         with torch.inference_mode(), cpu_fast_paths(T, D):
             caches = {}
             for name, m in (("target", T), ("draft", D)):
-                caches[name] = DynamicCache(config=m.config)
+                caches[name] = new_cache(m.config)  # the loop's in-place cache: the loop's costs
                 m(context[None, :-1], cache=caches[name], use_cache=True, logits_to_keep=1)
             jobs = [("target", T, n) for n in lengths] + [("draft", D, 1)]
             for rep in range(reps + 1):  # the first round warms up each shape
