@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import weakref
 from contextlib import ExitStack, contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -310,43 +310,50 @@ def fusion_groups(*models: torch.nn.Module | None) -> list[tuple[torch.nn.Module
 
 
 @contextmanager
-def fused_linears(*models: torch.nn.Module | None) -> Iterator[int]:
-    """Run each fusable sibling group of the CPU models as one prepacked matmul inside the block
-    (instance-level forwards on the members, removed afterwards). Yields how many groups."""
+def _instance_forwards(switches: Iterable[tuple[torch.nn.Module, Callable[..., Any]]]) -> Iterator[int]:
+    """Give each module its instance-level forward inside the block and remove it afterwards.
+    A module that already has one (a model passed twice, or switched by an earlier fast path)
+    keeps it. Yields how many modules were switched."""
     switched: list[torch.nn.Module] = []
-    if fuse_available():
-        for owner, members in fusion_groups(*models):
-            if any("forward" in lin.__dict__ for lin in members):
-                continue  # a model passed twice (a draft that is the target): switched already
-            group = _FusedGroup(owner, members)
-            for i, lin in enumerate(members):
-                lin.forward = group.forward_of(i)
-                switched.append(lin)
     try:
+        for mod, forward in switches:  # lazily: a module listed twice is seen switched the second time
+            if "forward" not in mod.__dict__:
+                mod.forward = forward
+                switched.append(mod)
         yield len(switched)
     finally:
         for mod in switched:
             del mod.forward
+
+
+def _fused_switches(models: tuple[torch.nn.Module | None, ...]) -> Iterator[tuple[torch.nn.Module, Callable[..., Any]]]:
+    for owner, members in fusion_groups(*models):
+        if any("forward" in lin.__dict__ for lin in members):
+            continue  # a model passed twice (a draft that is the target): switched already
+        group = _FusedGroup(owner, members)
+        for i, lin in enumerate(members):
+            yield lin, group.forward_of(i)
+
+
+@contextmanager
+def fused_linears(*models: torch.nn.Module | None) -> Iterator[int]:
+    """Run each fusable sibling group of the CPU models as one prepacked matmul inside the block
+    (instance-level forwards on the members, removed afterwards). Yields how many linears."""
+    with _instance_forwards(_fused_switches(models) if fuse_available() else ()) as n:
+        yield n
 
 
 @contextmanager
 def prepacked_linears(*models: torch.nn.Module | None) -> Iterator[int]:
     """Route every packable nn.Linear of the CPU models to oneDNN on prepacked weights inside
     the block (an instance-level forward, removed afterwards). Yields how many were switched."""
-    switched: list[torch.nn.Module] = []
-    if prepack_available():
-        for m in models:
-            if m is None:
-                continue
-            for mod in m.modules():
-                if _packable(mod) and "forward" not in mod.__dict__:
-                    mod.forward = _packed_forward(mod)
-                    switched.append(mod)
-    try:
-        yield len(switched)
-    finally:
-        for mod in switched:
-            del mod.forward
+    switches = (
+        (mod, _packed_forward(mod))
+        for m in models if m is not None
+        for mod in m.modules() if _packable(mod) and "forward" not in mod.__dict__
+    ) if prepack_available() else ()
+    with _instance_forwards(switches) as n:
+        yield n
 
 
 @contextmanager
