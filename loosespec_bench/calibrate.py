@@ -277,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pair", required=True, help="a pair config name (conf/pair/<name>.yaml), e.g. tiny, qwen25_coder_embedded")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's default, as runs with threads=null)")
     parser.add_argument("--results", default=os.environ.get("LOOSESPEC_RESULTS_DIR", "results"), help="results directory (default: %(default)s)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                        help="the pair's dtype for runs with pair.dtype=<this> (default: the pair file's)")
     parser.add_argument("--repeats", type=int, default=5, help="timings per point, median kept (default: %(default)s)")
     parser.add_argument("--max-rows", type=int, default=17, help="largest verification forward to measure: K + 1 (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -286,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads is not None and args.threads < 1:
             raise ConfigError("--threads must be >= 1")
         pair = pair_node(args.pair)
+        if args.dtype:
+            pair.dtype = args.dtype  # part of the signature: a float32 run finds only a float32 calibration
         threads = args.threads or torch.get_num_threads()
         cal = calibrate(pair, threads=threads, max_rows=args.max_rows, repeats=args.repeats,
                         log=lambda m: print(m, file=sys.stderr))

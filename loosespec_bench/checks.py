@@ -67,7 +67,7 @@ TIMING_RULES: dict[str, Rule] = {
     "retime": lambda v: None if v in (True, False, "auto") else "must be true, false or auto",
     "tolerance": real(0, lo_open=True),
     "max_retimes": integer(0, 100),
-    "subset": optional(integer(1)),
+    "subset": optional(integer(0)),  # 0: none timed, speed from the work counts only
     "side_limit": optional(real(0, 1, lo_open=True)),
 }
 GENERATION_RULES: dict[str, Rule] = {

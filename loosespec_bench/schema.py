@@ -72,6 +72,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("tau_with_loose", "tau_with_loose", "tau with loose accepts", "tau"),
     Figure("tau_without_loose", "tau_without_loose", "tau without loose accepts", "tau"),
     Figure("dropmatch_overhead", "dropmatch_overhead", "DropMatch overhead (share of decode time)", "score"),
+    # The cost model's speedup from the work counts of every sample (summary.work_speedup_fields),
+    # on the calibration's machine: a run's speed figure where no sample was timed.
+    Figure("work_speedup", "work_speedup", "speedup predicted from work counts (×)", "speedup", interval=True),
 )
 FIGURE = {f.column: f for f in FIGURES}
 # The task's headline quality figure (the generic `score` column): the first of these a summary
@@ -311,7 +314,7 @@ SUMMARY_NUMBERS: tuple[str, ...] = tuple(dict.fromkeys([
     *(f.source for f in FIGURES), *(s for f in FIGURES if f.interval for s in f.ci_sources),
     *(key for _, key, kind in RUN_FIELDS if kind in ("int", "float")), "temperature", "k",
 ]))
-SUMMARY_COUNTS = ("n_samples", "n_problems", "seed", "quality_lost", "quality_gained")  # whole numbers >= 0
+SUMMARY_COUNTS = ("n_samples", "n_problems", "seed", "quality_lost", "quality_gained", "work_speedup_n")  # whole numbers >= 0
 SUMMARY_TEXTS = ("experiment", "method", "drafter", "pair", "dataset", "engine", "quality_figure", "date", "hardware",
                  "git_commit", "cpu_model", "cpu_signature", "cpu_isa", *(key for _, key, kind in RUN_FIELDS if kind == "text"))
 SUMMARY_FLAGS = ("tree", *(key for _, key, kind in RUN_FIELDS if kind == "bool"))

@@ -218,6 +218,7 @@ def cost_model_fields(
     pred_m = sum(calibration.predict_s(m["work"]) for m in mine)
     out["predicted_tokens_per_s"] = sum(m["new_tokens"] for m in mine) / pred_m if pred_m > 0 else None
     info["method_time_measured_over_predicted"] = sum(m["total_s"] for m in mine) / pred_m if pred_m > 0 else None
+    out.update(work_speedup_fields(records, calibration, seed=seed))
     sides = [(r["metrics"], speed_baseline(r)["metrics"]) for r in timed if r.get("baseline")]
     sides = [(m, b) for m, b in sides if m.get("work") and b.get("work")]
     if not sides:
@@ -231,6 +232,24 @@ def cost_model_fields(
     info["baseline_time_measured_over_predicted"] = sum(b["total_s"] for _, b in sides) / sum(pb) if sum(pb) > 0 else None
     info["n"] = len(sides)
     return out
+
+
+def work_speedup_fields(records: list[dict[str, Any]], calibration: Calibration, *, seed: int) -> dict[str, Any]:
+    """The speedup the calibrated cost model predicts from the work counts alone, over every
+    sample whose method and target-alone sides both carry them (timed or not: the counts depend
+    only on the tokens, so a store's target alone counts as much as a fresh one): work_speedup
+    with its paired-bootstrap interval over problems and work_speedup_n. It is what a run with
+    no timed sample (timing.subset=0) still says about speed, on the calibration's machine;
+    predicted_speedup is the same prediction restricted to the timed samples, to set beside
+    the measured speedup. {} where no sample has counts on both sides."""
+    sides = [(r["metrics"], r["baseline"]["metrics"]) for r in records
+             if (r.get("metrics") or {}).get("work") and ((r.get("baseline") or {}).get("metrics") or {}).get("work")]
+    if not sides:
+        return {}
+    cols = ([m["new_tokens"] for m, _ in sides], [calibration.predict_s(m["work"]) for m, _ in sides],
+            [b["new_tokens"] for _, b in sides], [calibration.predict_s(b["work"]) for _, b in sides])
+    point, low, high = paired_bootstrap(cols, speedup_of_sums, seed=seed)
+    return {"work_speedup": point, "work_speedup_ci_low": low, "work_speedup_ci_high": high, "work_speedup_n": len(sides)}
 
 
 def baseline_sources(records: list[dict[str, Any]]) -> dict[str, Any] | None:

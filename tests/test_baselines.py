@@ -229,11 +229,22 @@ def test_shared_baseline_with_batches_is_one_error_line():
         validate(compose_config([*TINY, "baseline=shared", "engine=vllm", "engine.batch_size=4"]))
 
 
-def test_timing_subset_must_be_positive():
+def test_timing_subset_must_not_be_negative():
     from loosespec_bench.checks import validate
 
     with pytest.raises(ConfigError, match="timing.subset"):
-        validate(compose_config([*TINY, "timing.subset=0"]))
+        validate(compose_config([*TINY, "timing.subset=-1"]))
+
+
+def test_timing_subset_zero_times_nothing_once_the_store_is_full(tmp_path):
+    # The CPU loose-rules frontier (issue 44): speed from the work counts only, no fresh target
+    # alone beside any sample once the store has them all.
+    common = [*TINY, "dataset.limit=3", "baseline=shared", "timing.retime=false"]
+    run(compose_config([*common, "experiment_name=fill"], results_dir=tmp_path))
+    none = run(compose_config([*common, "experiment_name=b", "drafter.k=3", "timing.subset=0"], results_dir=tmp_path))
+    assert none["baseline_store"]["timed"] == [] and none["timing"]["untimed"] == 3 and none["n_timed"] == 0
+    assert none["speedup"] is None and none["baseline_accuracy"] is not None
+    assert all(r["timing"]["status"] == "untimed" for r in _records(none))
 
 
 def test_a_refused_top_up_leaves_the_run_folder_as_it_was(tmp_path):

@@ -28,6 +28,17 @@ def test_calibrate_stores_a_calibration_that_runs_find_again(tmp_path, capsys):
     torch.set_num_threads(1)
 
 
+def test_a_dtype_calibration_is_found_by_runs_in_that_dtype_only(tmp_path, capsys):
+    # The tiny pair's file says float32; --dtype bfloat16 writes a calibration that only bf16 runs find.
+    assert main(["--pair", "tiny", "--dtype", "bfloat16", "--threads", "1", "--results", str(tmp_path),
+                 "--repeats", "1", "--max-rows", "3"]) == 0
+    pair = pair_node("tiny")
+    assert find_calibration(tmp_path, pair, 1)[0] is None
+    pair.dtype = "bfloat16"
+    assert isinstance(find_calibration(tmp_path, pair, 1)[0], Calibration)
+    torch.set_num_threads(1)
+
+
 def test_unknown_pair_is_one_error_line(capsys, tmp_path):
     assert main(["--pair", "nope", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -164,3 +164,39 @@ def test_predicted_speedup_pools_tokens_over_predicted_time():
 
     s = speedup_of_sums([10, 30], [2.0, 4.0], [10, 30], [5.0, 15.0])
     assert s == pytest.approx((40 / 6) / (40 / 20))
+
+
+class _PerTokenCalibration:
+    """predict_s = the work's `t` (a stand-in whose predictions are known by hand)."""
+
+    def predict_s(self, work):
+        return work["t"]
+
+
+def _rec(tokens, method_t, base_t, timed):
+    base = {"metrics": {"new_tokens": tokens, "work": {"t": base_t}}} if base_t is not None else {"metrics": {"new_tokens": tokens}}
+    return {"metrics": {"new_tokens": tokens, "work": {"t": method_t}}, "baseline": base,
+            "timing": {"status": "clean" if timed else "untimed"}}
+
+
+def test_work_speedup_counts_every_sample_with_counts_on_both_sides_timed_or_not():
+    from loosespec_bench.summary import work_speedup_fields
+
+    # Two untimed samples (target alone from the store) and one timed: (40/6) / (40/20) = 3.333 over
+    # the first two; the third has no counts on its target-alone side and is left out (n = 2).
+    recs = [_rec(10, 2.0, 5.0, False), _rec(30, 4.0, 15.0, True), _rec(50, 1.0, None, False)]
+    got = work_speedup_fields(recs, _PerTokenCalibration(), seed=0)
+    assert got["work_speedup"] == pytest.approx((40 / 6) / (40 / 20)) and got["work_speedup_n"] == 2
+    assert got["work_speedup_ci_low"] <= got["work_speedup"] <= got["work_speedup_ci_high"]
+    assert work_speedup_fields([_rec(10, 2.0, None, False)], _PerTokenCalibration(), seed=0) == {}
+
+
+def test_a_run_with_no_timed_sample_still_has_a_work_speedup():
+    from loosespec_bench.summary import cost_model_fields
+
+    recs = [_rec(10, 2.0, 5.0, False), _rec(30, 4.0, 15.0, False)]
+    for r in recs:
+        r["metrics"]["total_s"] = 1.0
+    out = cost_model_fields(recs, [], _PerTokenCalibration(), "stub", seed=0)
+    assert out["predicted_speedup"] is None and "no timed paired sample" in out["cost_model"]["why"]
+    assert out["work_speedup"] == pytest.approx((40 / 6) / (40 / 20))

@@ -18,6 +18,12 @@ The matched table, per set and rule (a rule = method, with its drafter when not 
   tau at the loss budget  the largest tau among the points whose net loss (lost - gained) / n is
       at most --budget (a point estimate: choosing the best of several points at a budget
       favours rules with more points; the frontier figure shows all of them).
+Speed: `speedup` is the measured one (paired wall clock, on the run's timed samples, where it
+timed any); `work_speedup` is the calibrated cost model's prediction from every sample's work
+counts (summary.work_speedup_fields), the only speed figure of a point run with no timed sample
+(timing.subset=0, the CPU grids). --calibration FILE recomputes it for every point from the run
+folders' records with one calibration (results/_calibration/<pair>/<hash>.json), so that all
+points are predicted for one machine, whichever machine ran them.
 Outputs in --out: frontier.csv, frontier.md, matched.md, frontier_<set>.png.
 """
 
@@ -37,7 +43,7 @@ from ..schema import label_parts
 DEFAULT_BUDGET = 0.02  # net answers lost per problem
 DEFAULT_ALPHA = 0.05
 COLUMNS = ["dataset", "rule", "setting", "tau", "tau_ci_low", "tau_ci_high", "speedup", "speedup_ci_low",
-           "speedup_ci_high", "lost", "gained", "net_lost", "n", "sign_p", "score_diff", "score_diff_ci_low",
+           "speedup_ci_high", "work_speedup", "work_speedup_ci_low", "work_speedup_ci_high", "lost", "gained", "net_lost", "n", "sign_p", "score_diff", "score_diff_ci_low",
            "score_diff_ci_high", "run_id"]
 
 
@@ -55,8 +61,19 @@ def rule_name(row: pd.Series) -> str:
     return method if drafter in (None, "model") or (isinstance(drafter, float) and math.isnan(drafter)) else f"{method} + {drafter}"
 
 
-def frontier(index: pd.DataFrame) -> pd.DataFrame:
-    """One row per run with the frontier's figures (COLUMNS), sorted by set, rule and tau."""
+def recomputed_work_speedup(run_dir: str | Path, calibration: Any, seed: int) -> dict[str, Any]:
+    """work_speedup and its interval from a run folder's records under `calibration`
+    (summary.work_speedup_fields); {} where the records carry no counts on both sides."""
+    from ..run_folder import RunFolder, first_per_id
+    from ..summary import work_speedup_fields
+
+    records = first_per_id(RunFolder(run_dir, create=False).records())
+    return work_speedup_fields(records, calibration, seed=seed)
+
+
+def frontier(index: pd.DataFrame, calibration: Any = None) -> pd.DataFrame:
+    """One row per run with the frontier's figures (COLUMNS), sorted by set, rule and tau;
+    with a calibration (costmodel.Calibration), work_speedup recomputed under it."""
     rows = []
     for _, r in index.iterrows():
         if r.get("status") not in ("complete", "done"):  # partial runs are not points of the frontier
@@ -66,11 +83,15 @@ def frontier(index: pd.DataFrame) -> pd.DataFrame:
         if math.isnan(n):
             n = _num(r.get("n_samples"))
         parts = [p for p in label_parts(r.to_dict(), skip=("K",)) if not p.startswith("K=")]
+        work = {k: r.get(k) for k in ("work_speedup", "work_speedup_ci_low", "work_speedup_ci_high")}
+        if calibration is not None:
+            seed = _num(r.get("seed"))
+            work = recomputed_work_speedup(r["run_dir"], calibration, 0 if math.isnan(seed) else int(seed)) or dict.fromkeys(work)
         rows.append({
             "dataset": r.get("dataset"), "rule": rule_name(r), "setting": ", ".join(parts) or "-",
             "tau": _num(r.get("tau")), "tau_ci_low": _num(r.get("tau_ci_low")), "tau_ci_high": _num(r.get("tau_ci_high")),
             "speedup": _num(r.get("speedup")), "speedup_ci_low": _num(r.get("speedup_ci_low")),
-            "speedup_ci_high": _num(r.get("speedup_ci_high")), "lost": lost, "gained": gained,
+            "speedup_ci_high": _num(r.get("speedup_ci_high")), **{k: _num(v) for k, v in work.items()}, "lost": lost, "gained": gained,
             "net_lost": lost - gained, "n": n, "sign_p": _num(r.get("quality_sign_p")),
             "score_diff": _num(r.get("score_diff")), "score_diff_ci_low": _num(r.get("score_diff_ci_low")),
             "score_diff_ci_high": _num(r.get("score_diff_ci_high")), "run_id": r.get("run_id"),
@@ -95,11 +116,13 @@ def matched(front: pd.DataFrame, budget: float = DEFAULT_BUDGET, alpha: float = 
         for prefix, sel in (("undetected", ok), ("budget", within)):
             if sel.empty:
                 entry.update({f"{prefix}_tau": math.nan, f"{prefix}_setting": "none", f"{prefix}_lost": math.nan,
-                              f"{prefix}_gained": math.nan, f"{prefix}_n": math.nan, f"{prefix}_p": math.nan})
+                              f"{prefix}_gained": math.nan, f"{prefix}_n": math.nan, f"{prefix}_p": math.nan,
+                              f"{prefix}_work_speedup": math.nan})
                 continue
             best = sel.loc[sel["tau"].idxmax()]
             entry.update({f"{prefix}_tau": best["tau"], f"{prefix}_setting": best["setting"], f"{prefix}_lost": best["lost"],
-                          f"{prefix}_gained": best["gained"], f"{prefix}_n": best["n"], f"{prefix}_p": best["sign_p"]})
+                          f"{prefix}_gained": best["gained"], f"{prefix}_n": best["n"], f"{prefix}_p": best["sign_p"],
+                          f"{prefix}_work_speedup": best.get("work_speedup", math.nan)})
         out.append(entry)
     return pd.DataFrame(out)
 
@@ -114,24 +137,26 @@ def _ci(row: pd.Series, col: str) -> str:
 
 
 def frontier_markdown(front: pd.DataFrame) -> str:
-    lines = ["| set | rule | setting | tau [95% CI] | speedup [95% CI] | lost / gained (n) | sign-test p | score diff [95% CI] |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| set | rule | setting | tau [95% CI] | predicted speedup [95% CI] | measured speedup [95% CI] "
+             "| lost / gained (n) | sign-test p | score diff [95% CI] |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for _, r in front.iterrows():
-        lines.append(f"| {r['dataset']} | {r['rule']} | {r['setting']} | {_ci(r, 'tau')} | {_ci(r, 'speedup')} "
+        lines.append(f"| {r['dataset']} | {r['rule']} | {r['setting']} | {_ci(r, 'tau')} | {_ci(r, 'work_speedup')} | {_ci(r, 'speedup')} "
                      f"| {_f(r['lost'], '{:.0f}')} / {_f(r['gained'], '{:.0f}')} ({_f(r['n'], '{:.0f}')}) "
                      f"| {_f(r['sign_p'], '{:.3g}')} | {_ci(r, 'score_diff')} |")
     return "\n".join(lines) + "\n"
 
 
 def matched_markdown(table: pd.DataFrame, budget: float, alpha: float) -> str:
-    lines = [f"| set | rule | points | best tau, no detectable loss (sign test, alpha = {alpha:g}) | setting | lost / gained (n), p "
-             f"| tau at net loss <= {budget:.0%} | setting | lost / gained (n) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| set | rule | points | best tau, no detectable loss (sign test, alpha = {alpha:g}) | predicted speedup | setting "
+             f"| lost / gained (n), p | tau at net loss <= {budget:.0%} | predicted speedup | setting | lost / gained (n) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         lines.append(
-            f"| {r['dataset']} | {r['rule']} | {r['points']} | {_f(r['undetected_tau'])} | {r['undetected_setting']} "
+            f"| {r['dataset']} | {r['rule']} | {r['points']} | {_f(r['undetected_tau'])} | {_f(r['undetected_work_speedup'])} "
+            f"| {r['undetected_setting']} "
             f"| {_f(r['undetected_lost'], '{:.0f}')} / {_f(r['undetected_gained'], '{:.0f}')} ({_f(r['undetected_n'], '{:.0f}')}), "
-            f"{_f(r['undetected_p'], '{:.3g}')} | {_f(r['budget_tau'])} | {r['budget_setting']} "
+            f"{_f(r['undetected_p'], '{:.3g}')} | {_f(r['budget_tau'])} | {_f(r['budget_work_speedup'])} | {r['budget_setting']} "
             f"| {_f(r['budget_lost'], '{:.0f}')} / {_f(r['budget_gained'], '{:.0f}')} ({_f(r['budget_n'], '{:.0f}')}) |")
     return "\n".join(lines) + "\n"
 
@@ -146,20 +171,24 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
 
     paths = []
     for dataset, g in front.groupby("dataset", sort=True):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for rule, h in g.groupby("rule", sort=True):
-            h = h.dropna(subset=["tau", "net_lost", "n"]).sort_values("tau")
-            if h.empty:
-                continue
-            x = 100 * h["net_lost"] / h["n"]
-            yerr = [(h["tau"] - h["tau_ci_low"]).clip(lower=0).fillna(0), (h["tau_ci_high"] - h["tau"]).clip(lower=0).fillna(0)]
-            ax.errorbar(x, h["tau"], yerr=yerr, marker="o", capsize=2, linestyle="-" if len(h) > 1 else "none", label=rule)
-        ax.axvline(0, color="grey", linewidth=0.8)
+        panels = [("tau", "tau (tokens per target step, 95% CI)")]
+        if g["work_speedup"].notna().any():
+            panels.append(("work_speedup", "speedup predicted from work counts (95% CI)"))
+        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.8), squeeze=False)
+        for ax, (col, label) in zip(axes[0], panels):
+            for rule, h in g.groupby("rule", sort=True):
+                h = h.dropna(subset=[col, "net_lost", "n"]).sort_values(col)
+                if h.empty:
+                    continue
+                x = 100 * h["net_lost"] / h["n"]
+                yerr = [(h[col] - h[f"{col}_ci_low"]).clip(lower=0).fillna(0), (h[f"{col}_ci_high"] - h[col]).clip(lower=0).fillna(0)]
+                ax.errorbar(x, h[col], yerr=yerr, marker="o", capsize=2, linestyle="-" if len(h) > 1 else "none", label=rule)
+            ax.axvline(0, color="grey", linewidth=0.8)
+            ax.set_xlabel("net answers lost per 100 problems (lost - gained, paired vs target alone)")
+            ax.set_ylabel(label)
+            ax.legend(fontsize=7, ncol=2)
         n = g["n"].dropna()
-        ax.set_xlabel("net answers lost per 100 problems (lost - gained, paired vs target alone)")
-        ax.set_ylabel("tau (tokens per target step, 95% CI)")
-        ax.set_title(f"{dataset}: loose rules at matched quality (n = {int(n.max()) if len(n) else '?'} problems)")
-        ax.legend(fontsize=7, ncol=2)
+        fig.suptitle(f"{dataset}: loose rules at matched quality (n = {int(n.max()) if len(n) else '?'} problems)")
         fig.tight_layout()
         path = out_dir / f"frontier_{dataset}.png"
         fig.savefig(path, dpi=130)
@@ -175,10 +204,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="reports/loose_rules")
     ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="net answers lost per problem (default %(default)s)")
     ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="sign-test level (default %(default)s)")
+    ap.add_argument("--calibration", default=None,
+                    help="a calibration file (results/_calibration/<pair>/<hash>.json): every point's predicted speedup under it")
     args = ap.parse_args(argv)
     if not (0 <= args.budget < 1) or not (0 < args.alpha < 1):
         print(f"error: --budget={args.budget} must be in [0, 1) and --alpha={args.alpha} in (0, 1)", file=sys.stderr)
         return 2
+    calibration = None
+    if args.calibration:
+        import json
+
+        from ..costmodel import Calibration
+
+        try:
+            calibration = Calibration.from_dict(json.loads(Path(args.calibration).read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            print(f"error: --calibration {args.calibration}: not a readable calibration ({err}); "
+                  "write one with python -m loosespec_bench.calibrate", file=sys.stderr)
+            return 2
     from .index import load_index
 
     index = load_index(args.results, args.experiment)
@@ -187,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    front = frontier(index)
+    front = frontier(index, calibration)
     table = matched(front, args.budget, args.alpha)
     front.to_csv(out / "frontier.csv", index=False)
     (out / "frontier.md").write_text(frontier_markdown(front))

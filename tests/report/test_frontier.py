@@ -13,7 +13,8 @@ from loosespec_bench.stats.exact import sign_test_p
 
 def point(method, drafter, tau, lost, gained, n=30, **knobs):
     return dict(status="complete", method=method, drafter=drafter, dataset="gsm8k", tau=tau, tau_ci_low=tau - 0.1,
-                tau_ci_high=tau + 0.1, speedup=tau / 2, quality_lost=lost, quality_gained=gained,
+                tau_ci_high=tau + 0.1, speedup=tau / 2, work_speedup=tau / 3, work_speedup_ci_low=tau / 3 - 0.1,
+                work_speedup_ci_high=tau / 3 + 0.1, quality_lost=lost, quality_gained=gained,
                 quality_sign_p=sign_test_p(lost, gained), n_problems=n, run_id=f"{method}-{tau}", **knobs)
 
 
@@ -45,6 +46,26 @@ def test_matched_table_known_answers(index):
     # Within a net loss of 2% of 30 problems (0.6 answers): only the point with 1 lost, 1 gained.
     assert row["budget_tau"] == 3.5
     assert matched(front, budget=0.1, alpha=0.05).set_index("rule").loc["cascade", "budget_tau"] == 4.0
+    # Each chosen point carries its predicted speedup (here tau / 3).
+    assert row["undetected_work_speedup"] == pytest.approx(4.0 / 3) and row["budget_work_speedup"] == pytest.approx(3.5 / 3)
+
+
+def test_a_calibration_recomputes_every_points_work_speedup(index, monkeypatch):
+    import loosespec_bench.report.frontier as fr
+
+    index["run_dir"] = index["run_id"]
+    monkeypatch.setattr(fr, "recomputed_work_speedup", lambda run_dir, cal, seed: {
+        "work_speedup": 9.0, "work_speedup_ci_low": 8.0, "work_speedup_ci_high": 10.0} if run_dir != "spd-3.0" else {})
+    front = frontier(index, calibration=object())
+    assert front.set_index("run_id").loc["cascade-4.0", "work_speedup"] == 9.0
+    assert math.isnan(front.set_index("run_id").loc["spd-3.0", "work_speedup"])  # no counts: no figure, not the index's
+
+
+def test_cli_refuses_an_unreadable_calibration(tmp_path, capsys):
+    bad = tmp_path / "cal.json"
+    bad.write_text("{}")
+    assert main(["--results", str(tmp_path), "--calibration", str(bad)]) == 2
+    assert "error: --calibration" in capsys.readouterr().err
 
 
 def test_detectable_loss_needs_more_lost_than_gained():
