@@ -93,7 +93,7 @@ SEQUENTIAL = $(if $(filter slurm,$(LAUNCHER)),,--sequential)
 CPU_SEQUENTIAL = $(if $(filter slurm,$(CPU_LAUNCHER)),,--sequential)
 MODE = $(if $(filter 1 yes true,$(DRY_RUN)),plan,launch)
 
-.PHONY: install-replicate replicate-70b replicate-405b replicate-cpu status status-70b status-405b status-cpu slurm-local slurm-stop
+.PHONY: install-replicate replicate-70b replicate-405b replicate-cpu replicate-cpu-evidence status status-70b status-405b status-cpu slurm-local slurm-stop
 
 install-replicate: install  ## + the Slurm / submitit launcher and accelerate
 	$(PY) -m pip install -q $(REPLICATE_DEPS)
@@ -108,6 +108,33 @@ replicate-405b: install-replicate  ## FLy at 405B scale on Slurm (DRY_RUN=1: pri
 # Needs the embedded pair (make install-embedded); results beside the GPU runs' (the run id names the pair).
 replicate-cpu: install-replicate  ## the 70B plan at scale=cpu on this machine, one point at a time (LAUNCHER=slurm: job arrays)
 	$(PLAN) $(MODE) --title cpu --fill $(FILL) $(CPU_SEQUENTIAL) $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
+
+# Issue 45's new CPU runs (results/cpu/evidence/README.md): float32 quality at planned look LOOK
+# (GSM8K 100 / 200 / 350 problems, HumanEval 82 / 164: the looks of results/cpu/evidence/claims.yaml),
+# KoMT-bench tau, the cross-family pair, then the speed benchmark on two occasions (GSM8K and
+# HumanEval, 40 problems, 128 tokens, bf16; the cross-family pair, 30 problems). Resumable: finished
+# points and finished occasions are skipped. DRY_RUN=1 prints the sweeps' plan and the budget only.
+EVIDENCE_RESULTS ?= results/cpu/evidence
+EVIDENCE_GSM8K_SWEEPS ?= cpu_quality_fp32 cpu_quality_fp32_fly
+EVIDENCE_HUMANEVAL_SWEEPS ?= cpu_quality_fp32_humaneval cpu_quality_fp32_humaneval_fly
+EVIDENCE_OTHER_SWEEPS ?= cpu_komt_dropmatch cpu_xtok_fly
+GSM8K_LOOKS := 100 200 350
+HUMANEVAL_LOOKS := 82 164
+LOOK ?= 1
+SPEED_CONFIGS ?= spd_k5,spd_k10,spd_k15,fly,fly_mla,dropmatch,pld
+SPEED_ARGS ?= --problems 40 --max-new-tokens 128 --occasions 2 --gap-s 300 --threads 2
+replicate-cpu-evidence: export LOOSESPEC_RESULTS_DIR = $(EVIDENCE_RESULTS)/runs
+replicate-cpu-evidence: install-replicate  ## issue 45's float32 quality (LOOK=1..3), KoMT, cross-family and two-occasion speed runs (DRY_RUN=1: the budget)
+	$(PLAN) $(MODE) --title "cpu evidence, look $(LOOK): GSM8K" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_GSM8K_SWEEPS)) \
+		-- scale=cpu dataset.limit=$(word $(LOOK),$(GSM8K_LOOKS)) $(ARGS)
+	$(PLAN) $(MODE) --title "cpu evidence, look $(LOOK): HumanEval" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_HUMANEVAL_SWEEPS)) \
+		-- scale=cpu dataset.limit=$(word $(LOOK),$(HUMANEVAL_LOOKS)) $(ARGS)
+	$(PLAN) $(MODE) --title "cpu evidence: KoMT-bench, cross-family" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_OTHER_SWEEPS)) -- scale=cpu $(ARGS)
+	@echo "speed benchmark: 2 occasions x (40 GSM8K + 40 HumanEval problems x 8 configurations + 30 cross-family x 3), ~5 CPU hours"
+	$(if $(filter plan,$(MODE)),,$(PY) scripts/bench_speed_evidence.py --dataset gsm8k --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_gsm8k)
+	$(if $(filter plan,$(MODE)),,$(PY) scripts/bench_speed_evidence.py --dataset humaneval --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_humaneval)
+	$(if $(filter plan,$(MODE)),,$(PY) scripts/bench_speed_evidence.py --pair smollm2_to_qwen25_coder --dataset gsm8k --configs xtok_spd,xtok_fly \
+		$(SPEED_ARGS) --problems 30 --out $(EVIDENCE_RESULTS)/speed_xtok)
 
 # Reads result folders only (same sweeps and overrides as the launch, so the same run ids).
 status: status-70b status-405b status-cpu  ## done / running / failed / pending points of every replication sweep

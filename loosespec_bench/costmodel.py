@@ -206,6 +206,10 @@ TARGET_TPS = {
     "tiny": 300.0,
 }
 DEFAULT_TPS = 10.0
+# TARGET_TPS holds bf16 rates. A float32 pair reads twice the weight bytes per token; on the CPU
+# (memory-bound) the embedded target's 1-row forward measured 226 ms in float32 against 135 ms in
+# bf16 (calibrate.py and bench.forward_cost on the same 2-core machine, 2026-12-04/05): 1.67x.
+FLOAT32_CPU_SLOWDOWN = 1.67
 # Model loading per job, minutes (weights from a shared file system into GPU memory).
 LOAD_MIN = {"llama31-8b-70b": 10.0, "qwen3-4b-32b": 5.0, "llama31-8b-405b": 30.0}
 DEFAULT_LOAD_MIN = 1.0

@@ -61,7 +61,7 @@ from omegaconf import DictConfig, OmegaConf
 from .baselines import BaselineStore, baselines_root
 from .config import baseline_config
 # The planner's throughput assumptions (the claims report prices an n with them too).
-from .costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, LOAD_MIN, SPEEDUP, TARGET_TPS
+from .costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, FLOAT32_CPU_SLOWDOWN, LOAD_MIN, SPEEDUP, TARGET_TPS
 from .errors import ConfigError
 from .points import varying_keys
 from .power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, format_hours,
@@ -196,6 +196,8 @@ def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[
     max_new = cfg.generation.max_new_tokens or cfg.dataset.get("max_new_tokens") or 1024
     tokens = samples * turns_per_sample(cfg.dataset) * int(max_new) * fill
     rate = tps.get(pair, DEFAULT_TPS)
+    if str(cfg.pair.get("dtype")) == "float32" and str(cfg.pair.get("device") or "cpu") == "cpu":
+        rate /= FLOAT32_CPU_SLOWDOWN  # the table's rates are bf16 ones
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
     mode = cfg.get("baseline")
     rule = rule_class(method)  # the target alone (method=ar) has no paired target-alone side

@@ -71,6 +71,13 @@ CONFIGS = {
     "fly_mla": ["method=fly", "drafter=mla"],
     "dropmatch": ["method=dropmatch", "drafter=model"],
     "pld": ["method=spd", "drafter=pld"],
+    # SPD at several draft lengths: the baseline at its best K beside the paper's (issue 45).
+    "spd_k5": ["method=spd", "drafter=model", "drafter.k=5"],
+    "spd_k10": ["method=spd", "drafter=model", "drafter.k=10"],
+    "spd_k15": ["method=spd", "drafter=model", "drafter.k=15"],
+    # A draft of another family and tokenizer (--pair smollm2_to_qwen25_coder): text re-tokenised.
+    "xtok_spd": ["method=spd", "drafter=model_xtok", "drafter.k=15"],
+    "xtok_fly": ["method=fly", "drafter=model_xtok", "drafter.k=15"],
 }
 # Exact count comparisons printed (a, b, count): "a needs fewer <count> per token than b".
 COUNT_TESTS = [
@@ -79,6 +86,7 @@ COUNT_TESTS = [
     ("fly_mla", "spd", "target_forwards"),
     ("dropmatch", "spd", "target_forwards"),
     ("pld", "ar", "target_forwards"),
+    ("xtok_fly", "xtok_spd", "target_forwards"),
 ]
 DEFAULT_MAX_OTHERS = 0.10
 
@@ -163,6 +171,8 @@ def time_occasion(a: argparse.Namespace) -> None:
                     draft = load_model(pair.draft.path, dtype=pair.dtype, device=pair.get("draft_device") or pair.device,
                                        **load_options(pair.draft))
                 extra["model"] = draft.model
+            if cfg.drafter.get("needs_tokenizers", False):  # a cross-tokenizer drafter re-tokenises text
+                extra.update(draft_tokenizer=draft.tokenizer, target_tokenizer=target.tokenizer)
             drafter = instantiate(cfg.drafter, **extra)
         verifier = build_verifier(cfg)  # method=ar: TargetAlone, the speedup baseline
         engines[name] = HFEngine.from_parts(target, verifier=verifier, drafter=drafter, stop_strings=task.stop_strings)

@@ -203,6 +203,57 @@ def test_dry_run_of_replicate_cpu_plans_the_cpu_scale():
     assert "Llama" not in out and "Qwen3" not in out
 
 
+def test_dry_run_of_the_cpu_evidence_runs_plans_each_look_and_prints_the_budget():
+    # Look 2: GSM8K at 200 problems, HumanEval at all 164 (results/cpu/evidence/claims.yaml's looks).
+    proc = subprocess.run(
+        ["make", "-s", "-o", "install", "-o", "install-replicate", "replicate-cpu-evidence", f"PY={sys.executable}",
+         "DRY_RUN=1", "LOOK=2", "EVIDENCE_GSM8K_SWEEPS=cpu_quality_fp32", "EVIDENCE_HUMANEVAL_SWEEPS=cpu_quality_fp32_humaneval",
+         "EVIDENCE_OTHER_SWEEPS=cpu_komt_dropmatch"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for fragment in ("experiment=cpu_quality_fp32 scale=cpu dataset.limit=200", "experiment=cpu_quality_fp32_humaneval scale=cpu dataset.limit=164",
+                     "pair.dtype=float32", "generation.max_new_tokens=192", "speed benchmark: 2 occasions"):
+        assert fragment in out, fragment
+    assert "bench_speed_evidence" not in out  # a dry run starts nothing
+
+
+def test_the_evidence_looks_are_the_declared_ones():
+    """The looks live in three places that must agree: the claims' declaration (what the verdicts
+    spend alpha on), replicate.mk (what each LOOK runs) and the first look of experiment_scale/cpu."""
+    import re
+
+    import yaml
+
+    from loosespec_bench.report.claims.declaration import load_declaration
+
+    mk = (REPO / "replicate.mk").read_text()
+    looks = {s: tuple(int(v) for v in re.search(rf"^{s}_LOOKS := (.+)$", mk, re.M).group(1).split()) for s in ("GSM8K", "HUMANEVAL")}
+    decl = load_declaration(REPO / "results" / "cpu" / "evidence" / "claims.yaml")
+    for c in decl.claims:
+        if c.looks:
+            assert c.looks == looks[c.datasets[0].upper()], c.id
+    scale = REPO / "loosespec_bench" / "conf" / "experiment_scale" / "cpu"
+    for name, s in (("cpu_quality_fp32", "GSM8K"), ("cpu_quality_fp32_fly", "GSM8K"), ("cpu_quality_fp32_humaneval", "HUMANEVAL"),
+                    ("cpu_quality_fp32_humaneval_fly", "HUMANEVAL")):
+        assert yaml.safe_load((scale / f"{name}.yaml").read_text())["dataset"]["limit"] == looks[s][0], name
+
+
+def test_a_float32_cpu_point_is_planned_at_the_float32_rate():
+    from omegaconf import OmegaConf
+
+    from loosespec_bench.costmodel import FLOAT32_CPU_SLOWDOWN
+    from loosespec_bench.plan import estimate
+
+    def cfg(dtype):
+        return OmegaConf.create({"pair": {"name": "tiny", "dtype": dtype, "device": "cpu"}, "method": {"name": "ar"},
+                                 "dataset": {"name": "gsm8k", "limit": 10}, "generation": {"max_new_tokens": 100}, "baseline": "none"})
+    one = dict(tps={"tiny": 10.0}, speedup={}, load_min={"tiny": 0.0})
+    h16, h32 = estimate(cfg("bfloat16"), 1.0, **one)["hours"], estimate(cfg("float32"), 1.0, **one)["hours"]
+    assert h32 == pytest.approx(h16 * FLOAT32_CPU_SLOWDOWN)
+
+
 # --------------------------------------------------------------------------- launching
 
 

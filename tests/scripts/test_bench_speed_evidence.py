@@ -127,3 +127,17 @@ def test_an_interrupted_occasion_is_unfinished(bench, tmp_path):
     assert bench.occasion_done(path)
     rows, starts = bench.load_rows(tmp_path)
     assert rows == [] and starts == [{"kind": "start"}]
+
+
+@pytest.mark.parametrize("name", ["spd_k5", "spd_k10", "spd_k15", "xtok_spd", "xtok_fly"])
+def test_each_added_configuration_composes_and_passes_the_checks(bench, name):
+    # The SPD draft lengths on the embedded pair and the cross-family drafters on their pair: what
+    # an occasion builds its engines from (a bad override would fail hours into a benchmark).
+    from loosespec_bench.bench.contestants import compose_config
+    from loosespec_bench.checks import validate
+
+    pair = "smollm2_to_qwen25_coder" if name.startswith("xtok") else "qwen25_coder_embedded"
+    cfg = compose_config([f"pair={pair}", "dataset=gsm8k", *bench.CONFIGS[name]])
+    validate(cfg)
+    k = {"spd_k5": 5, "spd_k10": 10}.get(name, 15)
+    assert cfg.drafter.k == k and (cfg.drafter.get("needs_tokenizers", False) == name.startswith("xtok"))
