@@ -181,10 +181,14 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
                 if h.empty:
                     continue
                 x = 100 * h["net_lost"] / h["n"]
+                # The x interval is the paired score difference's (net lost = -difference), exact
+                # for 0/1 scores (summary.json's score_diff_ci_*).
+                xerr = [(x + 100 * h["score_diff_ci_high"]).clip(lower=0).fillna(0), (-100 * h["score_diff_ci_low"] - x).clip(lower=0).fillna(0)]
                 yerr = [(h[col] - h[f"{col}_ci_low"]).clip(lower=0).fillna(0), (h[f"{col}_ci_high"] - h[col]).clip(lower=0).fillna(0)]
-                ax.errorbar(x, h[col], yerr=yerr, marker="o", capsize=2, linestyle="-" if len(h) > 1 else "none", label=rule)
+                ax.errorbar(x, h[col], xerr=xerr, yerr=yerr, marker="o", capsize=2, elinewidth=0.8,
+                            linestyle="-" if len(h) > 1 else "none", label=rule)
             ax.axvline(0, color="grey", linewidth=0.8)
-            ax.set_xlabel("net answers lost per 100 problems (lost - gained, paired vs target alone)")
+            ax.set_xlabel("net answers lost per 100 problems (lost - gained vs target alone; 95% CI)")
             ax.set_ylabel(label)
             ax.legend(fontsize=7, ncol=2)
         n = g["n"].dropna()

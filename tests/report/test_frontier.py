@@ -15,7 +15,8 @@ def point(method, drafter, tau, lost, gained, n=30, **knobs):
     return dict(status="complete", method=method, drafter=drafter, dataset="gsm8k", tau=tau, tau_ci_low=tau - 0.1,
                 tau_ci_high=tau + 0.1, speedup=tau / 2, work_speedup=tau / 3, work_speedup_ci_low=tau / 3 - 0.1,
                 work_speedup_ci_high=tau / 3 + 0.1, quality_lost=lost, quality_gained=gained,
-                quality_sign_p=sign_test_p(lost, gained), n_problems=n, run_id=f"{method}-{tau}", **knobs)
+                quality_sign_p=sign_test_p(lost, gained), n_problems=n, score_diff=(gained - lost) / n,
+                score_diff_ci_low=(gained - lost) / n - 0.1, score_diff_ci_high=(gained - lost) / n + 0.05, run_id=f"{method}-{tau}", **knobs)
 
 
 @pytest.fixture
@@ -79,3 +80,21 @@ def test_cli_refuses_a_bad_budget_and_an_empty_results_folder(tmp_path, capsys):
     assert main(["--results", str(tmp_path)]) == 2
     assert "no finished runs" in capsys.readouterr().err
     assert not math.isnan(sign_test_p(1, 1))
+
+
+def test_the_figure_draws_tau_and_predicted_speedup_with_both_intervals(index, tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from loosespec_bench.report.frontier import plot_frontier
+
+    calls = []
+    real = matplotlib.axes.Axes.errorbar
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", lambda self, *a, **k: calls.append((a, k)) or real(self, *a, **k))
+    [path] = plot_frontier(frontier(index), tmp_path)
+    assert path.name == "frontier_gsm8k.png" and path.stat().st_size > 0
+    assert len(calls) == 2 * 3  # three rules, on the tau panel and the predicted-speedup panel
+    # cascade's points: net lost per 100 = 0, 6.7, 30; the score difference's interval [d - 0.1, d + 0.05]
+    # becomes [x - 5, x + 10] on the net-lost axis.
+    (x, y), kw = next((a, k) for a, k in calls if list(a[1]) == [3.5, 4.0, 5.0])
+    lo, hi = kw["xerr"]
+    assert list(lo) == pytest.approx([5.0] * 3) and list(hi) == pytest.approx([10.0] * 3)
