@@ -219,6 +219,42 @@ DEFAULT_LOAD_MIN = 1.0
 SPEEDUP = {"dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
 
 
+# ---- where a decoder's weight work sits: the LM head's share (DropMatch's cost projected) -------
+# DropMatch re-runs the target's LM head N times and compares the N vocabulary-wide predictions:
+# its cost scales with the head (hidden x vocab), the target's forward with the whole model. On
+# the embedded 1.5B target the head is ~15% of the weight work per token, on a 70B ~1.5%, so an
+# overhead measured here overstates the same rule's share on the papers' targets ~10-fold.
+# Llama-3.1-70B-Instruct's shape (its config.json on the hub; the 70B target of the papers' rows,
+# conf/pair/llama31_8b_70b.yaml), for projections made without its weights.
+LLAMA31_70B_SHAPE = {"hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+                     "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256}
+
+
+def weight_macs_per_token(cfg: dict[str, Any]) -> tuple[int, int] | None:
+    """(body, head): multiply-accumulates per token in a dense decoder's weight matmuls, from its
+    config.json fields; None when a field is missing (not a llama-style decoder).
+
+    body = layers x (q and o: 2 h^2; k and v: 2 h (kv_heads x head_dim); gate, up and down:
+    3 h I); head = h x vocab. Attention over the context (scores and values) is left out: it
+    holds no weights, and at the contexts measured here it is a few percent of the body.
+    """
+    try:
+        h, inter, layers = int(cfg["hidden_size"]), int(cfg["intermediate_size"]), int(cfg["num_hidden_layers"])
+        heads, vocab = int(cfg["num_attention_heads"]), int(cfg["vocab_size"])
+        kv_heads = int(cfg.get("num_key_value_heads") or heads)
+        head_dim = int(cfg.get("head_dim") or h // heads)
+    except (KeyError, TypeError, ValueError):
+        return None
+    body = layers * (2 * h * h + 2 * h * kv_heads * head_dim + 3 * h * inter)
+    return body, h * vocab
+
+
+def lm_head_share(cfg: dict[str, Any]) -> float | None:
+    """The LM head's share of a decoder's weight work per token (weight_macs_per_token)."""
+    macs = weight_macs_per_token(cfg)
+    return None if macs is None else macs[1] / (macs[0] + macs[1])
+
+
 # ---- the calibrated cost model: work counts x measured per-forward costs (issue 46 item 2) -------
 # A run's work counts (work.py) depend only on its tokens; a calibration (python -m
 # loosespec_bench.calibrate) measures on one machine what each unit of work costs. Their product

@@ -138,6 +138,23 @@ def loose_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def dropmatch_cost_parts(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per sample whose steps carry DropMatch's timings, paired lists: `dropmatch_s` (its N-path
+    LM-head passes and criterion, summed over the steps), `target_s` (the target's verification
+    forwards, metrics.phase_s.target) and `decode_s`. Samples without them are left out; the lists
+    are empty when no sample has them (the rule did not run, or record_steps was off)."""
+    out: dict[str, list[float]] = {"dropmatch_s": [], "target_s": [], "decode_s": []}
+    for r in records:
+        timed = [s["dropmatch_s"] for s in r.get("steps") or [] if "dropmatch_s" in s]
+        target = ((r.get("metrics") or {}).get("phase_s") or {}).get("target")
+        if not timed or target is None:
+            continue
+        out["dropmatch_s"].append(float(sum(timed)))
+        out["target_s"].append(float(target))
+        out["decode_s"].append(float(r["metrics"]["decode_s"]))
+    return out
+
+
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b else None
 

@@ -33,7 +33,7 @@ from .params import BOOKKEEPING_KEYS, NO_NEUTRAL, NOT_SHOWN, SHOWN_KEY, Shown, p
 from .verifiers import rules as _rules
 
 # -- figures ----------------------------------------------------------------------------------
-KINDS = ("speedup", "tau", "score", "diff", "ratio", "count", "rate")
+KINDS = ("speedup", "tau", "score", "diff", "ratio", "count", "rate", "percent")
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,8 @@ def format_value(value: float, kind: str, *, latex: bool = False) -> str:
         return f"{value:g}"
     if kind == "rate":
         return f"{value:.3g}"
+    if kind == "percent":  # a share, printed in percent: 0.0164 -> 1.64%
+        return f"{100 * value:.2f}%"
     if kind == "ms":  # a latency in milliseconds
         return f"{value:.0f}"
     if kind in ("s", "tok_s"):  # a latency in seconds, a throughput in tokens/s
@@ -133,6 +135,8 @@ def format_value(value: float, kind: str, *, latex: bool = False) -> str:
 
 def format_interval(low: float, high: float, kind: str) -> str:
     """'[1.21, 1.63]' (no unit: it follows the point's)."""
+    if kind == "percent":
+        return f"[{100 * low:.2f}, {100 * high:.2f}]%"
     digits = 2 if kind in ("speedup", "ratio", "tau", "s", "tok_s") else 0 if kind == "ms" else 3
     fmt = "{:+.%df}" % digits if kind == "diff" else "{:.%df}" % digits
     return f"[{fmt.format(low)}, {fmt.format(high)}]"

@@ -200,3 +200,33 @@ def test_a_run_with_no_timed_sample_still_has_a_work_speedup():
     out = cost_model_fields(recs, [], _PerTokenCalibration(), "stub", seed=0)
     assert out["predicted_speedup"] is None and "no timed paired sample" in out["cost_model"]["why"]
     assert out["work_speedup"] == pytest.approx((40 / 6) / (40 / 20))
+
+
+# ---- the LM head's share of a decoder's weight work (DropMatch's overhead projected) ----------
+from loosespec_bench.costmodel import LLAMA31_70B_SHAPE, lm_head_share, weight_macs_per_token  # noqa: E402
+
+
+def test_weight_macs_of_llama_70b_by_hand():
+    # Per layer: q and o 2 x 8192^2, k and v 2 x 8192 x (8 kv heads x 128), gate/up/down 3 x 8192 x 28672.
+    per_layer = 2 * 8192 * 8192 + 2 * 8192 * 8 * 128 + 3 * 8192 * 28672
+    assert weight_macs_per_token(LLAMA31_70B_SHAPE) == (80 * per_layer, 8192 * 128256)
+    assert lm_head_share(LLAMA31_70B_SHAPE) == pytest.approx(0.01512, abs=1e-5)
+
+
+def test_lm_head_share_of_the_embedded_target_is_about_ten_times_a_70b():
+    # Qwen2.5-Coder-1.5B's config.json fields (head_dim absent: hidden / heads = 128).
+    qwen = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,
+            "num_key_value_heads": 2, "vocab_size": 151936}
+    body = 28 * (2 * 1536 * 1536 + 2 * 1536 * 2 * 128 + 3 * 1536 * 8960)
+    assert weight_macs_per_token(qwen) == (body, 1536 * 151936)
+    assert lm_head_share(qwen) == pytest.approx(0.1512, abs=1e-4)
+    # An explicit head_dim wins over hidden / heads; no kv heads field means multi-head attention.
+    assert weight_macs_per_token({**qwen, "head_dim": 64})[0] == 28 * (2 * 1536 * 1536 + 2 * 1536 * 2 * 64 + 3 * 1536 * 8960)
+    no_kv = {k: v for k, v in qwen.items() if k != "num_key_value_heads"}
+    assert weight_macs_per_token(no_kv)[0] == 28 * (4 * 1536 * 1536 + 3 * 1536 * 8960)
+
+
+def test_lm_head_share_is_none_without_a_decoder_shape():
+    assert weight_macs_per_token({"vocab_size": 1000, "model_type": "tiny"}) is None
+    assert lm_head_share({"vocab_size": 1000}) is None
+    assert lm_head_share({**LLAMA31_70B_SHAPE, "hidden_size": None}) is None

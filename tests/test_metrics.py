@@ -109,3 +109,18 @@ def test_in_a_batch_the_latency_is_the_requests_own_not_its_throughput_share():
     gen = GenerationOutput(new_tokens=[1, 2, 3, 4, 5, 6], stop_reason="eos", prefill_s=1.0, decode_s=1.0, ttft_s=1.0, e2e_s=6.0)
     assert latency(gen) == {"ttft_s": 1.0, "tpot_s": pytest.approx(1.0), "e2e_s": 6.0}
     assert sample_metrics(gen, 3)["total_s"] == 2.0
+
+
+def test_dropmatch_cost_parts_pairs_each_timed_sample_with_its_target_forwards():
+    from loosespec_bench.metrics import dropmatch_cost_parts
+
+    def rec(dm, target, decode):
+        steps = [{"accepted": 1}] + [{"accepted": 0, "dropmatch_s": s} for s in dm]
+        return {"steps": steps, "metrics": {"decode_s": decode, "phase_s": {"draft": 1.0, "target": target}}}
+
+    records = [rec([0.01, 0.02], 0.5, 2.0), rec([], 0.4, 1.0),  # no DropMatch step: left out
+               {"metrics": {"decode_s": 1.0}}, rec([0.03], 0.6, 3.0)]
+    parts = dropmatch_cost_parts(records)
+    assert parts["dropmatch_s"] == pytest.approx([0.03, 0.03])
+    assert parts["target_s"] == [0.5, 0.6] and parts["decode_s"] == [2.0, 3.0]
+    assert dropmatch_cost_parts([{"metrics": {"decode_s": 1.0}}]) == {"dropmatch_s": [], "target_s": [], "decode_s": []}

@@ -57,6 +57,7 @@ def test_knobs_of_one_rule_stay_out_of_another_rules_label():
 def test_formats_and_intervals():
     assert format_value(1.4249, "speedup") == "1.42×" and format_value(0.3333, "score") == "0.333"
     assert format_value(-0.333, "diff") == "-0.333" and format_value(0.0, "diff") == "+0.000"
+    assert format_value(0.0164, "percent") == "1.64%" and format_interval(0.00857, 0.0107, "percent") == "[0.86, 1.07]%"
     assert format_interval(1.214, 1.634, "speedup") == "[1.21, 1.63]"
     assert interval_of({"speedup_ci_low": 1.2, "speedup_ci_high": "x"}, "speedup") == (1.2, None)
     assert FIGURE["speedup_median"].ci_sources == ("speedup_median_of_samples_ci_low", "speedup_median_of_samples_ci_high")

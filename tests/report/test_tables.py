@@ -528,3 +528,45 @@ def test_the_underpowered_note_prints_only_under_a_table_with_a_marked_cell():
     marked = Table("t", "t", ["a", "b"], [["x", Num(0.5, "score", underpowered=True)]], notes=[note, "other"], ids=1)
     assert note not in plain.to_markdown() and "other" in plain.to_markdown() and "underpowered" not in plain.to_latex()
     assert note in marked.to_markdown() and r"$^\dagger$ underpowered" in marked.to_latex()
+
+
+def test_dropmatch_overhead_cells_project_the_measured_share_by_the_lm_head(tmp_path):
+    """DropMatch's cost from a run's step timings: share of decode and of the target's forwards
+    (paired bootstrap over problems), in units of the target's LM-head time, and projected to a
+    70B's head share, with the target's shape read from its config.json."""
+    import json
+
+    from loosespec_bench.costmodel import LLAMA31_70B_SHAPE, lm_head_share
+    from loosespec_bench.report.render import NA
+    from loosespec_bench.report.tables.dropmatch import _overhead_cells
+
+    model = tmp_path / "target"
+    model.mkdir()
+    shape = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 4, "vocab_size": 1000}
+    (model / "config.json").write_text(json.dumps(shape))
+    run = tmp_path / "run"
+    run.mkdir()
+    # Summed over the problems: DropMatch 0.15 s, target forwards 1.5 s, decode 15 s -> 10% and 1%.
+    dm = [0.01, 0.03, 0.02, 0.05, 0.04]
+    lines = [{"id": str(i), "output_text": "x", "steps": [{"accepted": 0, "dropmatch_s": dm[i]}],
+              "metrics": {"decode_s": 1.0 * (i + 1), "phase_s": {"target": 0.1 * (i + 1)}}} for i in range(5)]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    member = {"run_dir": str(run), "config": {"pair.target.path": str(model)}, "dropmatch_overhead": 0.01}
+    decode, target, head, units, projected = _overhead_cells([member])
+    head_share = lm_head_share(shape)
+    assert decode.value == pytest.approx(0.01) and decode.kind == "percent" and decode.ci[0] < 0.01 < decode.ci[1]
+    assert target.value == pytest.approx(0.1) and head.value == pytest.approx(head_share)
+    assert units.kind == "ratio" and units.value == pytest.approx(0.1 / head_share)
+    # The unit count and the projection scale the share and its interval by constants.
+    assert units.ci == pytest.approx((target.ci[0] / head_share, target.ci[1] / head_share))
+    scale = lm_head_share(LLAMA31_70B_SHAPE) / head_share
+    assert projected.value == pytest.approx(0.1 * scale) and projected.ci == pytest.approx((target.ci[0] * scale, target.ci[1] * scale))
+    # A target whose shape cannot be read (the tiny pair): the measured shares stand, the rest n/a.
+    tiny = {**member, "config": {"pair.target.path": "tiny:0"}}
+    cells = _overhead_cells([tiny])
+    assert cells[1].value == pytest.approx(0.1) and cells[2:] == [NA, NA, NA]
+    # No step timings (record_steps off): the summary's point, nothing else.
+    (run / "samples.jsonl").write_text(json.dumps({"id": "0", "output_text": "x", "metrics": {"decode_s": 1.0}}) + "\n")
+    cells = _overhead_cells([member])
+    assert cells[0].value == pytest.approx(0.01) and cells[1:] == [NA, NA, NA, NA]

@@ -27,8 +27,14 @@ from ..grouping import (
     source_key,
     source_notes,
 )
+from ...costmodel import LLAMA31_70B_SHAPE, lm_head_share
+from ...errors import ConfigError
+from ...metrics import dropmatch_cost_parts
+from ...models.loading import model_config
+from ...stats.intervals import paired_bootstrap_ratio
 from ...verifiers import DropMatch, SPD
 from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
+from ..index import read_records
 from ..labels import dataset_label, is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table
 
@@ -142,13 +148,59 @@ def dropmatch_eagle3_table(index: pd.DataFrame, published: pd.DataFrame | None =
                          eagle=True, base_label="EAGLE-3")
 
 
+def _target_head_share(run: Any) -> float | None:
+    """The LM head's share of the run's target's weight work (costmodel.lm_head_share), from its
+    config.json read offline; None where that cannot be read (hub model not cached, tiny pair)."""
+    config = run.get("config") if isinstance(run.get("config"), dict) else {}  # index.flat_config: dotted keys
+    path = config.get("pair.target.path")
+    if not path:
+        return None
+    try:
+        cfg = model_config(str(path))
+    except ConfigError:
+        return None
+    return lm_head_share(cfg) if cfg else None
+
+
+def _overhead_cells(members: list) -> list[Any]:
+    """DropMatch's cost in one configuration's runs, each with its paired bootstrap interval over
+    problems: share of decode time, share of the target's verification forwards, that share in
+    units of the target's LM-head time (÷ the head's share of its weight work), and projected to
+    a 70B target's head share (costmodel.LLAMA31_70B_SHAPE)."""
+    records: list[dict[str, Any]] = []
+    for m in members:
+        if isinstance(m.get("run_dir"), str) and m["run_dir"]:
+            records += read_records(m["run_dir"])
+    parts = dropmatch_cost_parts(records)
+    if len(parts["dropmatch_s"]) < 2:  # no step timings (record_steps off), or one problem: no interval
+        return [figure_cell(members, "dropmatch_overhead", "percent"), NA, NA, NA, NA]
+
+    def cell(baseline: list[float], scale: float = 1.0, kind: str = "percent") -> Num | str:
+        point, low, high = paired_bootstrap_ratio(parts["dropmatch_s"], baseline)
+        if point is None:
+            return NA
+        ci = (low * scale, high * scale) if low is not None and high is not None else None
+        return Num(point * scale, kind, ci=ci, no_interval=ci is None)
+
+    head = _target_head_share(members[0])
+    target = cell(parts["target_s"])
+    return [cell(parts["decode_s"]), target, Num(head, "percent") if head else NA,
+            cell(parts["target_s"], 1 / head, "ratio") if head else NA,
+            cell(parts["target_s"], lm_head_share(LLAMA31_70B_SHAPE) / head) if head else NA]
+
+
 def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
-    """DropMatch's own cost: the share of decode time spent in the N-path LM-head passes and the
-    criterion (summary's dropmatch_overhead, from the per-step timings), per configuration."""
+    """DropMatch's own cost (the N-path LM-head passes and the criterion, from the per-step
+    timings), per configuration: as a share of decode time and of the target's forwards, in
+    units of the target's LM-head time, and projected to a 70B target, beside the paper's 1.64%."""
     published = load_published() if published is None else published
     runs = our_runs(index)
     runs = runs[runs["method"].map(lambda m: is_rule(m, DropMatch))] if not runs.empty else runs
-    columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)", "tau", "speedup", "n"]
+    head_70b = lm_head_share(LLAMA31_70B_SHAPE)
+    columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)",
+               "share of the target's forwards", "LM head's share of the target's weight work",
+               "DropMatch time ÷ the target's LM-head time", f"projected: share of a 70B target's forwards (head {100 * head_70b:.1f}%)",
+               "tau", "speedup", "n"]
     meta = {c: ("", c) for c in columns[6:]}
     groups: dict[tuple, list] = {}
     for _, r in runs.iterrows():
@@ -158,7 +210,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     for key, members in groups.items():
         r = members[0]
         our_rows.append((r["pair"], ["ours", r["pair"], dataset_label(r["dataset"]), r["drafter"], int_or_blank(r["K"]), rule_setting(r) + suffix.get(key, ""),
-                                     figure_cell(members, "dropmatch_overhead", "score"), figure_cell(members, "tau", "tau"),
+                                     *_overhead_cells(members), figure_cell(members, "tau", "tau"),
                                      figure_cell(members, "speedup", "speedup"), samples_of(members) or ""]))
     pub_rows: list[tuple[str, list]] = []
     refs: list[str] = []
@@ -166,9 +218,19 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     for p in pub:
         pub_rows.append((p["pair"], [published_source([p], refs), p["pair"], p["dataset"], p.get("drafter") or "not stated",
                                      p["k"] if p.get("k") is not None else "not stated", "paper (5 paths)",
-                                     published_num(p, "score"), "", "", "paper"]))
+                                     published_num(p, "percent"),
+                                     "", "", "", "", "", "", "paper"]))
     notes = [
-        "overhead = time in DropMatch's N-path LM-head passes and criterion ÷ decode time (needs record_steps=true; 'n/a' without step timings).",
+        "overhead = time in DropMatch's N-path LM-head passes and criterion ÷ decode time (needs record_steps=true; 'n/a' without step timings); "
+        "share of the target's forwards = the same time ÷ the target's verification forwards (phase 'target'; DropMatch runs after them).",
+        "LM head's share = hidden x vocab ÷ the weight multiply-accumulates of a token (costmodel.weight_macs_per_token, from the target's "
+        "config.json); DropMatch time ÷ the target's LM-head time = the share of the forwards ÷ that share: DropMatch's time in units of "
+        "the head's part of the target's verification forwards (below 1 with N = 5 paths: the paths run only where the draft and the "
+        "target disagree).",
+        f"projected = that unit count x a 70B target's head share ({100 * head_70b:.2f}%, Llama-3.1-70B's shape): DropMatch's share of the "
+        "70B's forwards if its cost scales with the LM head and the forward with the whole weight work (both memory-bound, as on a GPU at "
+        "batch 1); of decode time it is smaller still, by the draft's share. A projection, not a measurement.",
+        "[low, high] on the overhead columns: a paired bootstrap over problems of the ratio of sums.",
         *interval_notes(runs),
         "" if our_rows else "Not run here: no DropMatch run.",
         *source_notes(refs),
