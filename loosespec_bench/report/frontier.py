@@ -175,6 +175,11 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
         if g["work_speedup"].notna().any():
             panels.append(("work_speedup", "speedup predicted from work counts (95% CI)"))
         fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.8), squeeze=False)
+        # One colour and marker per rule, fixed by the rule's rank among all sets' rules, so that a
+        # rule looks the same in every panel and file (tab10 alone repeats after ten rules).
+        rules = sorted(front["rule"].dropna().unique())
+        palette = plt.get_cmap("tab20").colors
+        style = {r: (palette[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20], "osD^vP*X<>"[i % 10]) for i, r in enumerate(rules)}
         for ax, (col, label) in zip(axes[0], panels):
             for rule, h in g.groupby("rule", sort=True):
                 h = h.dropna(subset=[col, "net_lost", "n"]).sort_values(col)
@@ -185,7 +190,10 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
                 # for 0/1 scores (summary.json's score_diff_ci_*).
                 xerr = [(x + 100 * h["score_diff_ci_high"]).clip(lower=0).fillna(0), (-100 * h["score_diff_ci_low"] - x).clip(lower=0).fillna(0)]
                 yerr = [(h[col] - h[f"{col}_ci_low"]).clip(lower=0).fillna(0), (h[f"{col}_ci_high"] - h[col]).clip(lower=0).fillna(0)]
-                ax.errorbar(x, h[col], xerr=xerr, yerr=yerr, marker="o", capsize=2, elinewidth=0.8,
+                colour, marker = style[rule]
+                # The x intervals are wide at n ~ 30 and overlap; drawn faint so the points stay legible.
+                ax.errorbar(x, h[col], xerr=xerr, fmt="none", ecolor=colour, alpha=0.3, elinewidth=0.8, capsize=2)
+                ax.errorbar(x, h[col], yerr=yerr, marker=marker, color=colour, capsize=2, elinewidth=0.8,
                             linestyle="-" if len(h) > 1 else "none", label=rule)
             ax.axvline(0, color="grey", linewidth=0.8)
             ax.set_xlabel("net answers lost per 100 problems (lost - gained vs target alone; 95% CI)")

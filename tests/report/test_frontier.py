@@ -92,9 +92,13 @@ def test_the_figure_draws_tau_and_predicted_speedup_with_both_intervals(index, t
     monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", lambda self, *a, **k: calls.append((a, k)) or real(self, *a, **k))
     [path] = plot_frontier(frontier(index), tmp_path)
     assert path.name == "frontier_gsm8k.png" and path.stat().st_size > 0
-    assert len(calls) == 2 * 3  # three rules, on the tau panel and the predicted-speedup panel
+    # three rules, on the tau panel and the predicted-speedup panel, each drawn twice: the faint
+    # x intervals, then the points with their y intervals
+    assert len(calls) == 2 * 3 * 2
     # cascade's points: net lost per 100 = 0, 6.7, 30; the score difference's interval [d - 0.1, d + 0.05]
     # becomes [x - 5, x + 10] on the net-lost axis.
-    (x, y), kw = next((a, k) for a, k in calls if list(a[1]) == [3.5, 4.0, 5.0])
+    (x, y), kw = next((a, k) for a, k in calls if list(a[1]) == [3.5, 4.0, 5.0] and "xerr" in k)
     lo, hi = kw["xerr"]
     assert list(lo) == pytest.approx([5.0] * 3) and list(hi) == pytest.approx([10.0] * 3)
+    (_, _), kw = next((a, k) for a, k in calls if list(a[1]) == [3.5, 4.0, 5.0] and "yerr" in k)
+    assert kw["label"] == "cascade" and kw["color"] != next(k["color"] for a, k in calls if k.get("label") == "spd")
