@@ -124,7 +124,7 @@ LOOK ?= 1
 SPEED_CONFIGS ?= spd_k5,spd_k10,spd_k15,fly,fly_mla,dropmatch,pld
 SPEED_ARGS ?= --problems 40 --max-new-tokens 128 --occasions 2 --gap-s 300 --threads 2
 replicate-cpu-evidence: export LOOSESPEC_RESULTS_DIR = $(EVIDENCE_RESULTS)/runs
-replicate-cpu-evidence: install-replicate  ## issue 45's float32 quality (LOOK=1..3), KoMT, cross-family and two-occasion speed runs (DRY_RUN=1: the budget)
+replicate-cpu-evidence: install-replicate install-smollm  ## issue 45's float32 quality (LOOK=1..3), KoMT, cross-family and two-occasion speed runs (DRY_RUN=1: the budget)
 	$(PLAN) $(MODE) --title "cpu evidence, look $(LOOK): GSM8K" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_GSM8K_SWEEPS)) \
 		-- scale=cpu dataset.limit=$(word $(LOOK),$(GSM8K_LOOKS)) $(ARGS)
 	$(PLAN) $(MODE) --title "cpu evidence, look $(LOOK): HumanEval" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_HUMANEVAL_SWEEPS)) \

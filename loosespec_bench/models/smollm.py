@@ -45,6 +45,19 @@ def gguf_path() -> Path:
     return path
 
 
+def is_converted(name: str = SMOLLM2, cache_dir: str | Path | None = None) -> bool:
+    """Whether the converted folder exists (its marker names the GGUF's hash): the model loads
+    without the package."""
+    marker = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()) / name / "hf" / ".complete"
+    return marker.is_file() and marker.read_text().strip() == GGUF_SHA256
+
+
+def package_missing() -> bool:
+    """Whether the GGUF's package is absent (found without importing it: asked before any model loads)."""
+    spec = importlib.util.find_spec(PACKAGE)
+    return spec is None or not spec.submodule_search_locations
+
+
 def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -> Path:
     """A folder `from_pretrained` loads: converted once from the package's GGUF."""
     if name not in SMOLLM_MODELS:
