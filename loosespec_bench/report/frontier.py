@@ -114,15 +114,16 @@ def matched(front: pd.DataFrame, budget: float = DEFAULT_BUDGET, alpha: float = 
         within = g[(g["net_lost"] / g["n"]) <= budget + 1e-12]
         entry: dict[str, Any] = {"dataset": dataset, "rule": rule, "points": len(g)}
         for prefix, sel in (("undetected", ok), ("budget", within)):
+            # The chosen point's figures with their intervals (every figure carries one).
+            figures = ["tau", "tau_ci_low", "tau_ci_high", "work_speedup", "work_speedup_ci_low", "work_speedup_ci_high"]
             if sel.empty:
-                entry.update({f"{prefix}_tau": math.nan, f"{prefix}_setting": "none", f"{prefix}_lost": math.nan,
-                              f"{prefix}_gained": math.nan, f"{prefix}_n": math.nan, f"{prefix}_p": math.nan,
-                              f"{prefix}_work_speedup": math.nan})
+                entry.update({f"{prefix}_setting": "none", f"{prefix}_lost": math.nan, f"{prefix}_gained": math.nan,
+                              f"{prefix}_n": math.nan, f"{prefix}_p": math.nan, **{f"{prefix}_{c}": math.nan for c in figures}})
                 continue
             best = sel.loc[sel["tau"].idxmax()]
-            entry.update({f"{prefix}_tau": best["tau"], f"{prefix}_setting": best["setting"], f"{prefix}_lost": best["lost"],
+            entry.update({f"{prefix}_setting": best["setting"], f"{prefix}_lost": best["lost"],
                           f"{prefix}_gained": best["gained"], f"{prefix}_n": best["n"], f"{prefix}_p": best["sign_p"],
-                          f"{prefix}_work_speedup": best.get("work_speedup", math.nan)})
+                          **{f"{prefix}_{c}": best.get(c, math.nan) for c in figures}})
         out.append(entry)
     return pd.DataFrame(out)
 
@@ -133,6 +134,8 @@ def _f(x: float, fmt: str = "{:.2f}") -> str:
 
 def _ci(row: pd.Series, col: str) -> str:
     lo, hi = row.get(f"{col}_ci_low"), row.get(f"{col}_ci_high")
+    if not isinstance(row[col], str) and _f(row[col]) == "-":
+        return "-"
     return f"{_f(row[col])} [{_f(lo)}, {_f(hi)}]"
 
 
@@ -148,15 +151,15 @@ def frontier_markdown(front: pd.DataFrame) -> str:
 
 
 def matched_markdown(table: pd.DataFrame, budget: float, alpha: float) -> str:
-    lines = [f"| set | rule | points | best tau, no detectable loss (sign test, alpha = {alpha:g}) | predicted speedup | setting "
-             f"| lost / gained (n), p | tau at net loss <= {budget:.0%} | predicted speedup | setting | lost / gained (n) |",
+    lines = [f"| set | rule | points | best tau, no detectable loss (sign test, alpha = {alpha:g}) [95% CI] | predicted speedup [95% CI] | setting "
+             f"| lost / gained (n), p | tau at net loss <= {budget:.0%} [95% CI] | predicted speedup [95% CI] | setting | lost / gained (n) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         lines.append(
-            f"| {r['dataset']} | {r['rule']} | {r['points']} | {_f(r['undetected_tau'])} | {_f(r['undetected_work_speedup'])} "
+            f"| {r['dataset']} | {r['rule']} | {r['points']} | {_ci(r, 'undetected_tau')} | {_ci(r, 'undetected_work_speedup')} "
             f"| {r['undetected_setting']} "
             f"| {_f(r['undetected_lost'], '{:.0f}')} / {_f(r['undetected_gained'], '{:.0f}')} ({_f(r['undetected_n'], '{:.0f}')}), "
-            f"{_f(r['undetected_p'], '{:.3g}')} | {_f(r['budget_tau'])} | {_f(r['budget_work_speedup'])} | {r['budget_setting']} "
+            f"{_f(r['undetected_p'], '{:.3g}')} | {_ci(r, 'budget_tau')} | {_ci(r, 'budget_work_speedup')} | {r['budget_setting']} "
             f"| {_f(r['budget_lost'], '{:.0f}')} / {_f(r['budget_gained'], '{:.0f}')} ({_f(r['budget_n'], '{:.0f}')}) |")
     return "\n".join(lines) + "\n"
 

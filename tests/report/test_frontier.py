@@ -49,6 +49,13 @@ def test_matched_table_known_answers(index):
     assert matched(front, budget=0.1, alpha=0.05).set_index("rule").loc["cascade", "budget_tau"] == 4.0
     # Each chosen point carries its predicted speedup (here tau / 3).
     assert row["undetected_work_speedup"] == pytest.approx(4.0 / 3) and row["budget_work_speedup"] == pytest.approx(3.5 / 3)
+    # ... and the chosen point's intervals, which the markdown prints beside each figure.
+    assert (row["undetected_tau_ci_low"], row["undetected_tau_ci_high"]) == pytest.approx((3.9, 4.1))
+    assert row["budget_work_speedup_ci_low"] == pytest.approx(3.5 / 3 - 0.1)
+    from loosespec_bench.report.frontier import matched_markdown
+
+    md = matched_markdown(matched(front, budget=0.02, alpha=0.05), 0.02, 0.05)
+    assert "| cascade | 3 | 4.00 [3.90, 4.10] | 1.33 [1.23, 1.43] |" in md
 
 
 def test_a_calibration_recomputes_every_points_work_speedup(index, monkeypatch):
