@@ -32,7 +32,7 @@ from .resume import check_topup_machine, reusable_records, sample_groups, timing
 from .serving import batch_repeats
 from .run_folder import DISK_ERRNOS, FolderLocked, RunFolder, check_files, run_dir, write_error
 from .sinks.trackers import build_tracker
-from .summary import DEFAULT_POWER_THRESHOLD, build_summary, data_files, run_metadata
+from .summary import DEFAULT_POWER_THRESHOLD, RUN_PROVENANCE, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
 from .calibrate import find_calibration
 from .work import merge_work
@@ -346,6 +346,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             timing_tolerance=timing_settings(cfg)[0], calibration=cal, calibration_source=cal_source,
         )
         summary.update(run_metadata(cfg, task.name, folder.path))
+        previous = folder.read_summary() if not todo else None
+        if previous:
+            # Nothing ran: the summary is only recomputed. The run's provenance (when and at which
+            # commit its samples were produced) stays the run's; the recomputation is recorded apart.
+            summary["summary_recomputed"] = {k: summary.get(k) for k in RUN_PROVENANCE}
+            summary.update({k: previous[k] for k in RUN_PROVENANCE if k in previous})
         summary["selection"] = task.selection(samples)
         summary["data_files"] = data_files(task)
         folder.write_summary(summary)

@@ -316,6 +316,12 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
     )
 
 
+# run_metadata's keys that describe how and where the samples were produced: a summary recomputed
+# later (a re-pass with nothing left to run) keeps them, so that a run's CPU and commit stay its own.
+RUN_PROVENANCE = ("harness_version", "git_commit", "git_dirty", "hardware", "torch", "transformers",
+                  "cpu_model", "cpu_signature", "cpu_isa", "cpu_count", "memory_gb", "date")
+
+
 def _version(dist: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 

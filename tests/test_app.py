@@ -71,6 +71,21 @@ def test_partial_last_line_is_dropped_and_redone(tmp_path):
     assert second["tau"] == first["tau"]
 
 
+def test_a_re_pass_with_nothing_to_run_keeps_the_runs_provenance(tmp_path):
+    cfg = compose_config([*TINY, "dataset.limit=2"], results_dir=tmp_path)
+    first = run(cfg)
+    path = Path(first["run_dir"]) / RunFolder.SUMMARY
+    produced = json.loads(path.read_text())
+    produced.update(date="2026-01-01T00:00:00+00:00", git_commit="0" * 40, cpu_signature="the machine that ran it")
+    path.write_text(json.dumps(produced))
+    again = run(cfg)
+    kept = json.loads(path.read_text())
+    # when, at which commit and on which CPU the samples were produced stay the run's own ...
+    assert (kept["date"], kept["git_commit"], kept["cpu_signature"]) == (produced["date"], "0" * 40, "the machine that ran it")
+    # ... and the recomputation is recorded beside them
+    assert kept["summary_recomputed"]["date"] != produced["date"] and kept["tau"] == again["tau"] == first["tau"]
+
+
 def test_record_contents(tmp_path):
     summary = run(compose_config([*TINY, "dataset.limit=2"], results_dir=tmp_path))
     folder = Path(summary["run_dir"])
