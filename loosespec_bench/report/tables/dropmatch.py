@@ -27,7 +27,7 @@ from ..grouping import (
     source_key,
     source_notes,
 )
-from ...costmodel import LLAMA31_70B_SHAPE, lm_head_share
+from ...costmodel import lm_head_share
 from ...errors import ConfigError
 from ...metrics import dropmatch_cost_parts
 from ...models.loading import model_config
@@ -35,6 +35,7 @@ from ...stats.intervals import paired_bootstrap_ratio
 from ...verifiers import DropMatch, SPD
 from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
 from ..index import read_records
+from ..project import PAPERS_70B_PROFILE, lm_head_share_of_profile, load_profile
 from ..labels import dataset_label, is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table
 
@@ -166,7 +167,7 @@ def _overhead_cells(members: list) -> list[Any]:
     """DropMatch's cost in one configuration's runs, each with its paired bootstrap interval over
     problems: share of decode time, share of the target's verification forwards, that share in
     units of the target's LM-head time (÷ the head's share of its weight work), and projected to
-    a 70B target's head share (costmodel.LLAMA31_70B_SHAPE)."""
+    a 70B target's head share (report/profiles/llama31-8b-70b-h100.yaml's target)."""
     records: list[dict[str, Any]] = []
     for m in members:
         if isinstance(m.get("run_dir"), str) and m["run_dir"]:
@@ -186,7 +187,7 @@ def _overhead_cells(members: list) -> list[Any]:
     target = cell(parts["target_s"])
     return [cell(parts["decode_s"]), target, Num(head, "percent") if head else NA,
             cell(parts["target_s"], 1 / head, "ratio") if head else NA,
-            cell(parts["target_s"], lm_head_share(LLAMA31_70B_SHAPE) / head) if head else NA]
+            cell(parts["target_s"], lm_head_share_of_profile(load_profile(PAPERS_70B_PROFILE)) / head) if head else NA]
 
 
 def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
@@ -196,7 +197,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     published = load_published() if published is None else published
     runs = our_runs(index)
     runs = runs[runs["method"].map(lambda m: is_rule(m, DropMatch))] if not runs.empty else runs
-    head_70b = lm_head_share(LLAMA31_70B_SHAPE)
+    head_70b = lm_head_share_of_profile(load_profile(PAPERS_70B_PROFILE))
     columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)",
                "share of the target's forwards", "LM head's share of the target's weight work",
                "DropMatch time ÷ the target's LM-head time", f"projected: share of a 70B target's forwards (head {100 * head_70b:.1f}%)",
@@ -227,7 +228,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
         "config.json); DropMatch time ÷ the target's LM-head time = the share of the forwards ÷ that share: DropMatch's time in units of "
         "the head's part of the target's verification forwards (below 1 with N = 5 paths: the paths run only where the draft and the "
         "target disagree).",
-        f"projected = that unit count x a 70B target's head share ({100 * head_70b:.2f}%, Llama-3.1-70B's shape): DropMatch's share of the "
+        f"projected = that unit count x a 70B target's head share ({100 * head_70b:.2f}%, Llama-3.1-70B, from the H100 hardware profile): DropMatch's share of the "
         "70B's forwards if its cost scales with the LM head and the forward with the whole weight work (both memory-bound, as on a GPU at "
         "batch 1); of decode time it is smaller still, by the draft's share. A projection, not a measurement.",
         "[low, high] on the overhead columns: a paired bootstrap over problems of the ratio of sums.",
