@@ -56,14 +56,16 @@ def _first_stop(
     Cutting at the exact token where EOS or a stop string appears keeps a speculative run's
     output identical to the target-alone run, which stops token by token.
     """
-    for j, tok in enumerate(chunk):
-        if tok in eos_ids:
-            return j + 1, "eos"
-    if stop_fn is not None and stop_fn(new_tokens + chunk):
-        for j in range(1, len(chunk) + 1):
+    eos_keep = next((j + 1 for j, tok in enumerate(chunk) if tok in eos_ids), None)
+    # A stop string completed before the EOS ends generation there, as the target alone (token by
+    # token) would have: one step can accept both, e.g. "```" then EOS. On the EOS's own token the
+    # EOS wins, as before.
+    limit = len(chunk) if eos_keep is None else eos_keep - 1
+    if stop_fn is not None and limit and stop_fn(new_tokens + chunk[:limit]):
+        for j in range(1, limit + 1):
             if stop_fn(new_tokens + chunk[:j]):
                 return j, "stop_string"
-    return len(chunk), None
+    return (eos_keep, "eos") if eos_keep is not None else (len(chunk), None)
 
 
 def tree_inputs(

@@ -194,3 +194,29 @@ def test_prefix_cache_refuses_a_drafter_fed_by_prefill_hidden_states(tiny_pair):
 
     with pytest.raises(ValueError, match="prefix_cache"):
         generate(target, prompt, verifier=SPD(), drafter=Tapping(draft, k=2), max_new_tokens=3, prefix_cache=kept)
+
+
+# ---- which stop comes first within one step's accepted tokens (decoding.loop._first_stop) ----------
+from loosespec_bench.decoding.loop import _first_stop  # noqa: E402
+
+FENCE, EOS = 7, 2  # a token that completes the stop string "```", and the EOS id
+
+
+def _fence_stop(ids: list[int]) -> bool:
+    return FENCE in ids
+
+
+def test_a_stop_string_before_an_eos_in_the_same_step_stops_at_the_stop_string():
+    # Found on HumanEval/53: one step accepted "```" then EOS; the target alone stops at "```".
+    assert _first_stop([5, FENCE, EOS], [1], {EOS}, _fence_stop) == (2, "stop_string")
+
+
+def test_an_eos_before_a_stop_string_stops_at_the_eos():
+    assert _first_stop([5, EOS, FENCE], [1], {EOS}, _fence_stop) == (2, "eos")
+
+
+def test_eos_alone_no_stop_and_nothing_at_all():
+    assert _first_stop([5, EOS], [1], {EOS}, None) == (2, "eos")
+    assert _first_stop([EOS], [1], {EOS}, _fence_stop) == (1, "eos")  # nothing before the EOS to check
+    assert _first_stop([5, 6], [1], {EOS}, _fence_stop) == (2, None)
+    assert _first_stop([5, FENCE, 6], [1], {EOS}, _fence_stop) == (2, "stop_string")
