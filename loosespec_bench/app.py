@@ -6,6 +6,7 @@ Kept free of Hydra's decorator so tests (and notebooks) call it with a composed 
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import os
 import traceback
@@ -30,7 +31,7 @@ from .end_table import format_summary
 from .prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .resume import check_topup_machine, reusable_records, sample_groups, timing_topup, topped_up_from
 from .serving import batch_repeats
-from .run_folder import DISK_ERRNOS, FolderLocked, RunFolder, check_files, run_dir, write_error
+from .run_folder import DISK_ERRNOS, FolderLocked, RunFolder, check_files, run_dir, summary_json, write_error
 from .sinks.trackers import build_tracker
 from .summary import DEFAULT_POWER_THRESHOLD, RUN_PROVENANCE, build_summary, data_files, run_metadata
 from .tasks import Sample, Task
@@ -261,6 +262,18 @@ class Runner:
         return turns, probes
 
 
+def same_figures(stored: dict[str, Any], recomputed: dict[str, Any]) -> bool:
+    """Whether a recomputed summary says what the stored one says, apart from provenance (when,
+    where, at which commit) and the record of a recomputation. Both are compared as they read
+    back from summary.json, so a tuple and a list, or a NaN and its null, count as the same."""
+
+    def figures(summary: dict[str, Any]) -> dict[str, Any]:
+        text = json.loads(summary_json(summary))
+        return {k: v for k, v in text.items() if k not in RUN_PROVENANCE and k != "summary_recomputed"}
+
+    return figures(stored) == figures(recomputed)
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Run (or resume) one experiment point; returns and saves its summary.
 
@@ -354,7 +367,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             summary.update({k: previous[k] for k in RUN_PROVENANCE if k in previous})
         summary["selection"] = task.selection(samples)
         summary["data_files"] = data_files(task)
-        folder.write_summary(summary)
+        if not (previous and same_figures(previous, summary)):
+            # A re-pass whose figures come out as stored leaves the file as it was: a campaign that
+            # walks over finished points rewrites none of them (and commits no churn).
+            folder.write_summary(summary)
     except BaseException as err:
         if tracker:
             tracker.close()  # the tracker's run is marked failed; finished samples are on disk

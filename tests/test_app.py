@@ -76,14 +76,27 @@ def test_a_re_pass_with_nothing_to_run_keeps_the_runs_provenance(tmp_path):
     first = run(cfg)
     path = Path(first["run_dir"]) / RunFolder.SUMMARY
     produced = json.loads(path.read_text())
-    produced.update(date="2026-01-01T00:00:00+00:00", git_commit="0" * 40, cpu_signature="the machine that ran it")
+    # a stored figure that no longer matches its samples (say, a summary written by an older
+    # harness) is recomputed ...
+    produced.update(date="2026-01-01T00:00:00+00:00", git_commit="0" * 40, cpu_signature="the machine that ran it", tau=-1.0)
     path.write_text(json.dumps(produced))
     again = run(cfg)
     kept = json.loads(path.read_text())
-    # when, at which commit and on which CPU the samples were produced stay the run's own ...
+    # ... but when, at which commit and on which CPU the samples were produced stay the run's own ...
     assert (kept["date"], kept["git_commit"], kept["cpu_signature"]) == (produced["date"], "0" * 40, "the machine that ran it")
     # ... and the recomputation is recorded beside them
     assert kept["summary_recomputed"]["date"] != produced["date"] and kept["tau"] == again["tau"] == first["tau"]
+
+
+def test_a_re_pass_whose_figures_come_out_the_same_leaves_the_summary_untouched(tmp_path):
+    cfg = compose_config([*TINY, "dataset.limit=2"], results_dir=tmp_path)
+    path = Path(run(cfg)["run_dir"]) / RunFolder.SUMMARY
+    text = path.read_text()
+    path.write_text(text.replace('"date": "', '"date": "1999', 1))  # another day's run, same figures
+    stored = path.read_text()
+    again = run(cfg)
+    assert path.read_text() == stored and "summary_recomputed" not in json.loads(stored)
+    assert again["tau"] == json.loads(stored)["tau"]
 
 
 def test_record_contents(tmp_path):
