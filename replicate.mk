@@ -130,11 +130,10 @@ replicate-cpu-evidence: install-replicate install-smollm  ## issue 45's float32 
 	$(PLAN) $(MODE) --title "cpu evidence, look $(LOOK): HumanEval" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_HUMANEVAL_SWEEPS)) \
 		-- scale=cpu dataset.limit=$(word $(LOOK),$(HUMANEVAL_LOOKS)) $(ARGS)
 	$(PLAN) $(MODE) --title "cpu evidence: KoMT-bench, cross-family" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_OTHER_SWEEPS)) -- scale=cpu $(ARGS)
-	@echo "speed benchmark: 2 occasions x (40 GSM8K + 40 HumanEval problems x 8 configurations + 30 cross-family x 3), ~5 CPU hours"
-	$(if $(filter plan,$(MODE)),,$(PY) scripts/bench_speed_evidence.py --dataset gsm8k --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_gsm8k)
-	$(if $(filter plan,$(MODE)),,$(PY) scripts/bench_speed_evidence.py --dataset humaneval --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_humaneval)
-	$(if $(filter plan,$(MODE)),,$(PY) scripts/bench_speed_evidence.py --pair smollm2_to_qwen25_coder --dataset gsm8k --configs xtok_spd,xtok_fly \
-		$(SPEED_ARGS) --problems 30 --out $(EVIDENCE_RESULTS)/speed_xtok)
+	$(PY) scripts/bench_speed_evidence.py $(if $(filter plan,$(MODE)),--plan) --dataset gsm8k --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_gsm8k
+	$(PY) scripts/bench_speed_evidence.py $(if $(filter plan,$(MODE)),--plan) --dataset humaneval --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_humaneval
+	$(PY) scripts/bench_speed_evidence.py $(if $(filter plan,$(MODE)),--plan) --pair smollm2_to_qwen25_coder --dataset gsm8k --configs xtok_spd,xtok_fly \
+		$(SPEED_ARGS) --problems 30 --out $(EVIDENCE_RESULTS)/speed_xtok
 
 # Reads result folders only (same sweeps and overrides as the launch, so the same run ids).
 status: status-70b status-405b status-cpu  ## done / running / failed / pending points of every replication sweep

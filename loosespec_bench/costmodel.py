@@ -203,6 +203,7 @@ TARGET_TPS = {
     "qwen3-4b-32b": 20.0,         # 66 GB
     "llama31-8b-405b": 3.0,       # 811 GB (bf16); ~5 in fp8
     "qwen2.5-coder-0.5b-1.5b": 6.0,  # the embedded pair on 2 CPU cores (make run)
+    "smollm2-135m-to-qwen2.5-coder-1.5b": 6.0,  # the same target, a cross-family draft
     "tiny": 300.0,
 }
 DEFAULT_TPS = 10.0

@@ -115,6 +115,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-boot", type=int, default=2000)
     p.add_argument("--analyse-only", action="store_true")
+    p.add_argument("--plan", action="store_true",
+                   help="print the generations this would time and their predicted CPU time, then exit (loads no model)")
     p.add_argument("--occasion", type=int, default=None, help=argparse.SUPPRESS)  # a child process: time one occasion
     a = p.parse_args(argv)
     names = [c.strip() for c in a.configs.split(",") if c.strip()]
@@ -223,6 +225,69 @@ def time_occasion(a: argparse.Namespace) -> None:
         write({"kind": "done", "occasion": a.occasion, "at": time.time()})
 
 
+# ---- the budget, before anything runs --------------------------------------------------------
+def target_alone_work(prompt_len: int, new_tokens: int) -> dict[str, Any]:
+    """The work counts of the target alone generating new_tokens after a prompt_len-token prompt:
+    one prefill over all but the prompt's last token, then one 1-row forward per token."""
+    from loosespec_bench.work import add_forward, new_work
+
+    work = new_work()
+    add_forward(work, "target_prefill", prompt_len - 1, 1, 0)
+    for i in range(new_tokens):
+        add_forward(work, "target_verify", 1, 1, prompt_len - 1 + i)
+    work["steps"] = new_tokens
+    return work
+
+
+def plan(a: argparse.Namespace) -> None:
+    """Print the benchmark's size and predicted time. With a calibration of this pair on this
+    machine, each configuration is priced at the target alone's predicted time on the same
+    problem (their measured speedups here run 0.4-1.5x), every generation at its full
+    --max-new-tokens, warm-ups and re-times left out; without one, at the planner's assumed
+    rate for the pair (plan.py's pricing of a sweep), prefill left out."""
+    import torch
+
+    from loosespec_bench.bench.contestants import compose_config
+    from loosespec_bench.calibrate import find_calibration, pair_node
+    from loosespec_bench.costmodel import DEFAULT_TPS, TARGET_TPS
+
+    base = [f"pair={a.pair}", f"dataset={a.dataset}", f"dataset.limit={a.problems}"]
+    if os.environ.get("LOOSESPEC_DATA_DIR"):
+        base.append(f"paths.data_dir={os.environ['LOOSESPEC_DATA_DIR']}")
+    cfg = compose_config(base + CONFIGS["ar"])
+    gens = a.problems * len(a.config_names) * a.occasions
+    gaps_s = (a.occasions - 1) * a.gap_s
+    line = (f"speed benchmark ({a.dataset}, pair {a.pair}): {a.problems} problems x {len(a.config_names)} configurations "
+            f"({', '.join(a.config_names)}) x {a.occasions} occasions = {gens} timed generations of up to "
+            f"{a.max_new_tokens} tokens, plus {gaps_s / 60:.0f} min of gaps")
+    threads = a.threads or torch.get_num_threads()
+    cal, source = find_calibration(os.environ.get("LOOSESPEC_RESULTS_DIR", str(REPO / "results")), pair_node(a.pair), threads)
+    if cal is not None:
+        try:
+            lengths = prompt_lengths(cfg, a.problems)
+        except Exception as err:  # data or tokenizer not here: the planner's rate still prices it
+            source = f"{source}, unused: the prompts could not be read ({type(err).__name__}: {err})"
+        else:
+            per_problem = [cal.predict_s(target_alone_work(n, a.max_new_tokens)) for n in lengths]
+            total_s = sum(per_problem) * len(a.config_names) * a.occasions + gaps_s
+            print(f"{line}; predicted ~{total_s / 3600:.1f} CPU h (each configuration priced as the target alone, "
+                  f"prompts {min(lengths)}-{max(lengths)} tokens; calibration: {source})")
+            return
+    # No calibration yet (the run takes one first and prints this line again, priced by it).
+    rate = TARGET_TPS.get(str(cfg.pair.name), DEFAULT_TPS)
+    total_s = gens * a.max_new_tokens / rate + gaps_s
+    print(f"{line}; est. ~{total_s / 3600:.1f} CPU h at the planner's assumed {rate:g} tokens/s for this pair ({source})")
+
+
+def prompt_lengths(cfg: Any, problems: int) -> list[int]:
+    """Token counts of the first `problems` prompts, as an occasion encodes them (tokenizer only)."""
+    from loosespec_bench.build import build_task
+    from loosespec_bench.prompting import encode_prompt
+    from loosespec_bench.tasks.niah import load_tokenizer
+
+    tokenizer = load_tokenizer(str(cfg.pair.target.path))
+    return [len(encode_prompt(tokenizer, s, True)[1]) for s in build_task(cfg).samples()[:problems]]
+
 # ---- the orchestrating parent ----------------------------------------------------------------
 def occasion_done(path: Path) -> bool:
     if not path.is_file():
@@ -253,6 +318,7 @@ def run_occasions(a: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "args.json").write_text(json.dumps({k: v for k, v in vars(a).items()}, indent=1))
     ensure_calibration(a)
+    plan(a)  # the budget, priced by the calibration just found or taken
     for o in range(1, a.occasions + 1):
         path = out / f"occasion-{o}.jsonl"
         if occasion_done(path):
@@ -430,6 +496,9 @@ def print_report(rep: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
+    if a.plan:
+        plan(a)
+        return 0
     if a.occasion is not None:
         time_occasion(a)
         return 0

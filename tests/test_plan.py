@@ -214,9 +214,12 @@ def test_dry_run_of_the_cpu_evidence_runs_plans_each_look_and_prints_the_budget(
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for fragment in ("experiment=cpu_quality_fp32 scale=cpu dataset.limit=200", "experiment=cpu_quality_fp32_humaneval scale=cpu dataset.limit=164",
-                     "pair.dtype=float32", "generation.max_new_tokens=192", "speed benchmark: 2 occasions"):
+                     "pair.dtype=float32", "generation.max_new_tokens=192",
+                     "speed benchmark (gsm8k, pair qwen25_coder_embedded): 40 problems x 8 configurations",
+                     "speed benchmark (gsm8k, pair smollm2_to_qwen25_coder): 30 problems x 3 configurations", " CPU h "):
         assert fragment in out, fragment
-    assert "bench_speed_evidence" not in out  # a dry run starts nothing
+    # a dry run starts nothing: the speed benchmark is only asked for its budget (no calibration, no occasion)
+    assert "calibrating:" not in proc.stderr and "occasion 1" not in proc.stderr
 
 
 def test_the_evidence_looks_are_the_declared_ones():

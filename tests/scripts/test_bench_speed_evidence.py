@@ -141,3 +141,42 @@ def test_each_added_configuration_composes_and_passes_the_checks(bench, name):
     validate(cfg)
     k = {"spd_k5": 5, "spd_k10": 10}.get(name, 15)
     assert cfg.drafter.k == k and (cfg.drafter.get("needs_tokenizers", False) == name.startswith("xtok"))
+
+
+def test_the_target_alones_work_for_the_budget(bench):
+    work = bench.target_alone_work(10, 3)
+    # prefill over 9 prompt tokens (the 10th goes with the first decode), then 3 one-row forwards
+    assert work["target_prefill"]["rows"] == 9 and work["target_prefill"]["rows_hist"] == {"9": 1}
+    assert work["target_verify"]["forwards"] == 3 and work["target_verify"]["ctx_rows"] == 9 + 10 + 11
+    assert work["steps"] == 3 and work["draft"]["forwards"] == 0
+
+
+def test_the_plan_prices_with_this_machines_calibration_or_the_planners_rate(bench, tmp_path, monkeypatch, capsys):
+    import json
+
+    from loosespec_bench.calibrate import calibration_path, pair_node, signature
+
+    from ..conftest import shared_data_dir
+
+    monkeypatch.setenv("LOOSESPEC_DATA_DIR", str(shared_data_dir()))
+    monkeypatch.setenv("LOOSESPEC_RESULTS_DIR", str(tmp_path))
+    a = bench.parse(["--pair", "tiny", "--problems", "2", "--max-new-tokens", "100", "--occasions", "2", "--gap-s", "0",
+                     "--threads", "1", "--configs", "spd", "--out", str(tmp_path / "se")])
+    bench.plan(a)
+    out = capsys.readouterr().out
+    # no calibration: 2 problems x 2 configurations x 2 occasions x 100 tokens at the tiny pair's 300 tokens/s
+    assert "= 8 timed generations" in out and "est. ~0.0 CPU h at the planner's assumed 300 tokens/s" in out
+
+    # 1 s per forward row, nothing else: each generation costs its prompt's prefill rows + 100 s
+    cal = Calibration(target=ForwardCost(rows=[1, 2], body_s=[1.0, 2.0], ctx0=0, ctx_row_s=0, lm_head_row_s=0),
+                      draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature={})
+    path = calibration_path(tmp_path, signature(pair_node("tiny"), 1))
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(cal.to_dict()))
+    bench.plan(a)
+    out = capsys.readouterr().out
+    assert "predicted ~" in out and str(path) in out
+    hours = float(out.split("predicted ~")[1].split(" CPU h")[0])
+    low, high = (int(x) for x in out.split("prompts ")[1].split(" tokens")[0].split("-"))
+    # 4 generations per problem (2 configurations x 2 occasions), 2 problems; printed to 0.1 h
+    assert 8 * (100 + low - 1) / 3600 - 0.05 <= hours <= 8 * (100 + high - 1) / 3600 + 0.05
