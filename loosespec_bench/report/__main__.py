@@ -10,6 +10,8 @@
           (report/profiles/*.yaml), with an interval and the published figures beside it
   compare A B   two runs (or two folders of runs, matched by data set) on their common samples:
           each figure with its interval and the paired difference B - A (report/compare.py)
+  speed [TITLE=]DIR ... --out DIR   the speed-over-occasions figure of speed-evidence folders
+          (scripts/bench_speed_evidence.py's report.json), one panel each: speed_occasions.*
 
 A damaged run folder (config.yaml or summary.json unreadable or holding the wrong kind of value,
 a samples.jsonl line that is not a complete record: run_folder.RunFolder.damage) stops the
@@ -52,6 +54,36 @@ def _writable_dir(path: Path) -> str | None:
     return None
 
 
+def _speed(args: argparse.Namespace) -> int:
+    """The speed-over-occasions figure (plots/occasions.py) from speed-evidence folders."""
+    import json
+
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    if not formats or any(f not in FORMATS for f in formats):
+        return _error(f"--formats {args.formats!r}: use a comma-separated list of {', '.join(FORMATS)}")
+    if why := _writable_dir(Path(args.out)):
+        return _error(why)
+    reports = {}
+    for panel in args.panels:
+        title, _, folder = panel.rpartition("=") if "=" in panel else ("", "", panel)
+        path = Path(folder) / "report.json"
+        try:
+            rep = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return _error(f"{path} does not exist: name a folder scripts/bench_speed_evidence.py has analysed")
+        except (OSError, ValueError) as err:
+            return _error(f"{path}: unreadable ({err}); rerun the script with --analyse-only")
+        if not isinstance(rep, dict) or not isinstance(rep.get("configs"), dict):
+            return _error(f"{path}: not a speed-evidence report (no 'configs'); rerun the script with --analyse-only")
+        reports[title or Path(folder).name] = rep
+    from .plots.figure import save
+    from .plots.occasions import fig_speed_occasions
+
+    paths = save(fig_speed_occasions(reports), Path(args.out), args.name, formats)
+    print(f"speed: {len(paths)} files in {args.out} ({', '.join(p.name for p in paths)})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loosespec_bench.report", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,10 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="append", required=True, help="hardware profile name or YAML path (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
     p.add_argument("--n-boot", type=int, default=2000, help="resamples (default: %(default)s)")
+    p = sub.add_parser("speed", help="speedup over occasions, measured and predicted (speed-evidence folders)")
+    p.add_argument("panels", nargs="+", help="speed-evidence folder (with report.json), optionally as TITLE=FOLDER")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--name", default="speed_occasions", help="file name stem (default: %(default)s)")
+    p.add_argument("--formats", default="png,pdf", help="comma-separated (default: %(default)s)")
     args = parser.parse_args(argv)
 
     if args.command == "compare":
         return _compare(args)
+    if args.command == "speed":
+        return _speed(args)
     if args.command == "project":
         from ..errors import ConfigError
         from .project import project_report

@@ -21,6 +21,7 @@ from loosespec_bench.report.plots import build_figures  # noqa: E402
 from loosespec_bench.report.plots.acceptance import fig_acceptance_by_position  # noqa: E402
 from loosespec_bench.report.plots.entropy import fig_fly_entropy  # noqa: E402
 from loosespec_bench.report.plots.figure import MAX_LEGEND, METHOD_COLORS, MIN_TEXT_PT, WIDTHS, caption_of, save  # noqa: E402
+from loosespec_bench.report.plots.occasions import fig_speed_occasions  # noqa: E402
 from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
 from loosespec_bench.report.plots.tradeoff import fig_tradeoff  # noqa: E402
 
@@ -145,7 +146,16 @@ def _all_figures() -> dict:
     figs = build_figures(_many_runs())
     figs.update({f"{k} (three CPUs)": v for k, v in build_figures(_mixed_cpu_runs()).items()})
     figs["empty"] = fig_vs_param(_index([_run(BASE_CFG, tau=5.0, speedup=1.0)]), "W")
+    figs["speed_occasions"] = fig_speed_occasions({"GSM8K": _speed_report(), "a cross-family pair": _speed_report(("xtok_spd", "xtok_fly"))})
     return figs
+
+
+def _speed_report(configs: tuple[str, ...] = ("spd_k5", "fly", "fly_mla")) -> dict:
+    """A speed-evidence report.json as scripts/bench_speed_evidence.py writes it (two occasions)."""
+    entry = lambda x: {"speedup": x, "speedup_ci_low": x - 0.1, "speedup_ci_high": x + 0.2, "speedup_by_occasion": [x - 0.05, x + 0.05],
+                       "predicted_speedup": x + 0.1, "predicted_speedup_ci_low": x + 0.05, "predicted_speedup_ci_high": x + 0.15}
+    return {"n_problems": 40, "n_occasions": 2, "configs": {"ar": {}, **{c: entry(1.0 + 0.1 * i) for i, c in enumerate(configs)}},
+            "load": {"others_share_median": 0.012, "others_share_max": 0.04, "contaminated_blocks": 1}}
 
 
 def test_every_figure_is_one_or_two_columns_wide_with_text_of_at_least_7_points(tmp_path):
@@ -453,3 +463,16 @@ def test_a_sweep_line_is_cut_where_another_cpus_point_stands_between():
     assert [[p[0] for p in run] for run in adjacent_runs(piece, xs)] == [[0.2, 0.3], [0.8]]
     assert [[p[0] for p in run] for run in adjacent_runs(piece, [0.2, 0.3, 0.8])] == [[0.2, 0.3, 0.8]]
     assert adjacent_runs([(0.5, 1.0, None)], xs) == [[(0.5, 1.0, None)]]
+
+
+def test_the_speed_figure_draws_each_occasion_and_both_intervals():
+    fig = fig_speed_occasions({"GSM8K": _speed_report()})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["FLy + MLA", "FLy", "SPD, K = 5"]  # the report's order, top down
+    # measured (black) and predicted (grey) error bars, each spanning its interval
+    spans = sorted(round(seg[1][0] - seg[0][0], 6) for coll in ax.collections for seg in coll.get_segments()
+                   if abs(seg[0][1] - seg[1][1]) < 1e-9)
+    assert spans == [0.1] * 3 + [0.3] * 3
+    occasion_marks = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none"]
+    assert len(occasion_marks) == 2 * 3  # two occasions x three configurations
+    assert "1 contaminated problem block(s)" in caption_of(fig) and "median 1.2%" in caption_of(fig)

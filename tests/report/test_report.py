@@ -295,3 +295,19 @@ def test_a_new_rule_knob_reaches_the_report_without_report_code(tmp_path, monkey
         # matplotlib's alignment keywords (va="top") are not a reference to the knob.
         code = re.sub(r'\b(va|verticalalignment)="top"', "", path.read_text())
         assert '"top"' not in code and "'top'" not in code, path.name
+
+
+def test_the_speed_command_draws_speed_evidence_folders_and_refuses_others(tmp_path, capsys):
+    folder = REPO / "results" / "bench" / "speed-evidence-2026-12-03"  # a committed two-occasion benchmark
+    out = tmp_path / "fig"
+    assert report_main(["speed", f"GSM8K={folder}", str(folder), "--out", str(out), "--formats", "png"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["speed_occasions.caption.md", "speed_occasions.caption.tex", "speed_occasions.png"]
+    capsys.readouterr()
+    # a folder the script never analysed, and a report.json of another kind: one error line each
+    for bad, why in ((tmp_path / "empty", "does not exist"), (tmp_path / "other", "not a speed-evidence report")):
+        bad.mkdir()
+        if why.startswith("not"):
+            (bad / "report.json").write_text('{"tau": 3}')
+        assert report_main(["speed", str(bad), "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: ") and why in err[0]

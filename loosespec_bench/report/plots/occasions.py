@@ -1,0 +1,89 @@
+"""Speed over occasions: a forest plot of each configuration's speedup over the target alone, one
+panel per speed-evidence folder (scripts/bench_speed_evidence.py's report.json): the measured
+speedup pooled over problems and occasions with its two-way (problems x occasions) interval, each
+occasion's own speedup beside it, and the speedup the work counts predict (counts x this
+machine's calibration) with its interval over problems. A reader sees at once whether the
+occasions agree and whether the counts explain the clock."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .figure import add_legend, draw_note, panel_grid, paper_style
+
+TITLE = "Speedup over the target alone, measured on two or more occasions and predicted from the work counts"
+# The benchmark's configuration names (scripts/bench_speed_evidence.py: CONFIGS) as a reader knows them.
+CONFIG_LABELS = {
+    "spd": "SPD", "spd_k5": "SPD, K = 5", "spd_k10": "SPD, K = 10", "spd_k15": "SPD, K = 15", "fly": "FLy",
+    "fly_mla": "FLy + MLA", "dropmatch": "DropMatch", "pld": "PLD", "xtok_spd": "SPD (cross-family draft)",
+    "xtok_fly": "FLy (cross-family draft)",
+}
+OCCASION_MARKERS = "^vs<>Dp"
+
+
+def config_label(name: str) -> str:
+    return CONFIG_LABELS.get(name, name)
+
+
+def _interval(entry: Mapping[str, Any], key: str) -> tuple[float, float] | None:
+    lo, hi = entry.get(f"{key}_ci_low"), entry.get(f"{key}_ci_high")
+    return (float(lo), float(hi)) if lo is not None and hi is not None else None
+
+
+@paper_style
+def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequence[str] | None = None) -> Figure:
+    """One panel per report ({panel title: report.json}), one row per configuration but the
+    target alone, in `order` (default: the report's). Filled circle and bar: the measured
+    speedup and its 95% two-way bootstrap interval; small open markers: each occasion's speedup;
+    grey diamond and bar: the predicted speedup and its 95% interval over problems."""
+    fig, axes = panel_grid(len(reports), 2.0, 0.7)
+    if not reports:
+        draw_note(axes[0], "no speed-evidence report\n(scripts/bench_speed_evidence.py)")
+        add_legend(fig, {}, 0, TITLE, "no runs")
+        return fig
+    n_occ = max(int(r.get("n_occasions") or 0) for r in reports.values())
+    notes = []
+    for ax, (title, rep) in zip(axes, reports.items()):
+        configs = rep.get("configs") or {}
+        names = [c for c in (order or list(configs)) if c in configs and c != "ar"]
+        for row, name in enumerate(reversed(names)):
+            entry = configs[name]
+            measured, ci = entry.get("speedup"), _interval(entry, "speedup")
+            if measured is not None:
+                ax.errorbar([measured], [row + 0.12], xerr=[[measured - ci[0]], [ci[1] - measured]] if ci else None,
+                            fmt="o", color="black", ms=3.2, capsize=1.5, elinewidth=0.8)
+            for o, value in enumerate(entry.get("speedup_by_occasion") or []):
+                if value is not None:
+                    ax.plot([value], [row + 0.12], OCCASION_MARKERS[o % len(OCCASION_MARKERS)], mfc="none", mec="tab:blue",
+                            ms=3.2, mew=0.7)
+            predicted, pci = entry.get("predicted_speedup"), _interval(entry, "predicted_speedup")
+            if predicted is not None:
+                ax.errorbar([predicted], [row - 0.18], xerr=[[predicted - pci[0]], [pci[1] - predicted]] if pci else None,
+                            fmt="D", color="0.55", ms=2.6, capsize=1.5, elinewidth=0.8)
+        ax.axvline(1.0, color="0.4", lw=0.7, ls=":")
+        ax.set_yticks(range(len(names)), [config_label(n) for n in reversed(names)])
+        ax.set_ylim(-0.7, len(names) - 0.3)
+        ax.set_xlabel("speedup over the target alone (×)")
+        load = rep.get("load") or {}
+        ax.set_title(f"{title}\n{rep.get('n_problems')} problems × {rep.get('n_occasions')} occasions", loc="left")
+        share = load.get("others_share_median")
+        notes.append(f"{title}: others' CPU share median {share:.1%}, max {load.get('others_share_max', 0):.1%}, "
+                     f"{load.get('contaminated_blocks', 0)} contaminated problem block(s) left out of the wall-clock figures"
+                     if share is not None else f"{title}: no load recorded")
+    for ax in axes[len(reports):]:
+        ax.set_visible(False)
+    entries: dict[str, Any] = {
+        "measured, pooled (95% CI, problems x occasions)": Line2D([], [], marker="o", color="black", ls="-", ms=3.2),
+        **{f"occasion {o + 1}": Line2D([], [], marker=OCCASION_MARKERS[o % len(OCCASION_MARKERS)], mfc="none", mec="tab:blue",
+                                       ls="none", ms=3.2) for o in range(n_occ)},
+        "predicted from work counts (95% CI)": Line2D([], [], marker="D", color="0.55", ls="-", ms=2.6),
+    }
+    add_legend(fig, entries, len(entries), TITLE,
+               "measured: ratio of summed token rates over problems, interval a two-way bootstrap over problems and "
+               "occasions; each occasion timed in its own process, configurations interleaved per problem in a random "
+               "order\npredicted: each configuration's forwards, rows and context priced by one calibration of this "
+               "machine, interval a bootstrap over problems\n" + "\n".join(notes))
+    return fig
