@@ -198,12 +198,13 @@ def best_k(
 # Assumed decode rate of the target alone (new tokens/s, batch 1, HF transformers, bf16) by
 # pair name: memory-bandwidth bound, one GPU busy at a time when a model is split by layers
 # (H100-class: 3.3 TB/s; ~50-70% of the roofline reached by eager PyTorch).
+QWEN25_CODER_15B_CPU_TPS = 6.0  # the embedded 1.5B target on 2 CPU cores (make run)
 TARGET_TPS = {
     "llama31-8b-70b": 12.0,       # 141 GB of weights per token
     "qwen3-4b-32b": 20.0,         # 66 GB
     "llama31-8b-405b": 3.0,       # 811 GB (bf16); ~5 in fp8
-    "qwen2.5-coder-0.5b-1.5b": 6.0,  # the embedded pair on 2 CPU cores (make run)
-    "smollm2-135m-to-qwen2.5-coder-1.5b": 6.0,  # the same target, a cross-family draft
+    "qwen2.5-coder-0.5b-1.5b": QWEN25_CODER_15B_CPU_TPS,
+    "smollm2-135m-to-qwen2.5-coder-1.5b": QWEN25_CODER_15B_CPU_TPS,  # the same target, a cross-family draft
     "tiny": 300.0,
 }
 DEFAULT_TPS = 10.0

@@ -137,6 +137,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
+def base_overrides(a: argparse.Namespace) -> list[str]:
+    """The overrides every configuration of the benchmark shares (an occasion's and the budget's)."""
+    base = [f"pair={a.pair}", f"dataset={a.dataset}", f"dataset.limit={a.problems}", "generation.temperature=0",
+            f"generation.max_new_tokens={a.max_new_tokens}", "record_steps=false"]
+    if os.environ.get("LOOSESPEC_DATA_DIR"):
+        base.append(f"paths.data_dir={os.environ['LOOSESPEC_DATA_DIR']}")
+    return base
+
+
 # ---- one occasion (a child process) ----------------------------------------------------------
 def time_occasion(a: argparse.Namespace) -> None:
     import torch
@@ -151,12 +160,7 @@ def time_occasion(a: argparse.Namespace) -> None:
 
     if a.threads:
         torch.set_num_threads(a.threads)
-    data_dir = os.environ.get("LOOSESPEC_DATA_DIR")
-    base = [f"pair={a.pair}", f"dataset={a.dataset}", f"dataset.limit={a.problems}", "generation.temperature=0",
-            f"generation.max_new_tokens={a.max_new_tokens}", "record_steps=false"]
-    if data_dir:
-        base.append(f"paths.data_dir={data_dir}")
-    cfgs = {name: compose_config(base + CONFIGS[name]) for name in a.config_names}
+    cfgs = {name: compose_config(base_overrides(a) + CONFIGS[name]) for name in a.config_names}
     first = cfgs["ar"]
     task = build_task(first)
     samples = task.samples()[: a.problems]
@@ -228,14 +232,14 @@ def time_occasion(a: argparse.Namespace) -> None:
 # ---- the budget, before anything runs --------------------------------------------------------
 def target_alone_work(prompt_len: int, new_tokens: int) -> dict[str, Any]:
     """The work counts of the target alone generating new_tokens after a prompt_len-token prompt:
-    one prefill over all but the prompt's last token, then one 1-row forward per token."""
-    from loosespec_bench.work import add_forward, new_work
+    one prefill over all but the prompt's last token, then report.project's one-row decode
+    forwards at their mean context (the cost model is linear in the context, so the mean prices
+    the growing context, to within half a position a token)."""
+    from loosespec_bench.report.project import target_alone_work as decode_work
+    from loosespec_bench.work import add_forward
 
-    work = new_work()
+    work, _ = decode_work(new_tokens, ctx=prompt_len - 1 + (new_tokens - 1) // 2)
     add_forward(work, "target_prefill", prompt_len - 1, 1, 0)
-    for i in range(new_tokens):
-        add_forward(work, "target_verify", 1, 1, prompt_len - 1 + i)
-    work["steps"] = new_tokens
     return work
 
 
@@ -251,10 +255,7 @@ def plan(a: argparse.Namespace) -> None:
     from loosespec_bench.calibrate import find_calibration, pair_node
     from loosespec_bench.costmodel import DEFAULT_TPS, TARGET_TPS
 
-    base = [f"pair={a.pair}", f"dataset={a.dataset}", f"dataset.limit={a.problems}"]
-    if os.environ.get("LOOSESPEC_DATA_DIR"):
-        base.append(f"paths.data_dir={os.environ['LOOSESPEC_DATA_DIR']}")
-    cfg = compose_config(base + CONFIGS["ar"])
+    cfg = compose_config(base_overrides(a) + CONFIGS["ar"])
     gens = a.problems * len(a.config_names) * a.occasions
     gaps_s = (a.occasions - 1) * a.gap_s
     line = (f"speed benchmark ({a.dataset}, pair {a.pair}): {a.problems} problems x {len(a.config_names)} configurations "

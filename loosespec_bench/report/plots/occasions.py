@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .figure import add_legend, draw_note, panel_grid, paper_style
+from .figure import add_legend, draw_note, error_bars, panel_grid, paper_style
 
 TITLE = "Speedup over the target alone, measured on two or more occasions and predicted from the work counts"
 # The benchmark's configuration names (scripts/bench_speed_evidence.py: CONFIGS) as a reader knows them.
@@ -53,7 +53,7 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
             entry = configs[name]
             measured, ci = entry.get("speedup"), _interval(entry, "speedup")
             if measured is not None:
-                ax.errorbar([measured], [row + 0.12], xerr=[[measured - ci[0]], [ci[1] - measured]] if ci else None,
+                ax.errorbar([measured], [row + 0.12], xerr=error_bars([measured], [ci]),
                             fmt="o", color="black", ms=3.2, capsize=1.5, elinewidth=0.8)
             for o, value in enumerate(entry.get("speedup_by_occasion") or []):
                 if value is not None:
@@ -61,7 +61,7 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
                             ms=3.2, mew=0.7)
             predicted, pci = entry.get("predicted_speedup"), _interval(entry, "predicted_speedup")
             if predicted is not None:
-                ax.errorbar([predicted], [row - 0.18], xerr=[[predicted - pci[0]], [pci[1] - predicted]] if pci else None,
+                ax.errorbar([predicted], [row - 0.18], xerr=error_bars([predicted], [pci]),
                             fmt="D", color="0.55", ms=2.6, capsize=1.5, elinewidth=0.8)
         ax.axvline(1.0, color="0.4", lw=0.7, ls=":")
         ax.set_yticks(range(len(names)), [config_label(n) for n in reversed(names)])
