@@ -26,9 +26,12 @@ Usage (the lead's quiet-machine run, embedded pair, 2 cores):
 Smoke test on the tiny random pair (seconds):
     python scripts/bench_speed_evidence.py --pair tiny --problems 3 --max-new-tokens 16 --occasions 2 --gap-s 0 --out /tmp/se
 
-Each occasion's generations are appended line by line to OUT/occasion-<o>.jsonl (an occasion
-that finished is not rerun; one interrupted midway is rerun whole, as its order and warm-up
-belong together); --analyse-only re-reads them.
+Each occasion's generations are appended block by block to OUT/occasion-<o>.jsonl; an occasion
+that finished is not rerun, and one interrupted midway resumes: its finished problem blocks are
+kept, a new process (a "segment", recorded with its machine and time) warms up again and times
+the problems left, in the occasion's own order. The report names every occasion that ran in
+more than one segment or on more than one CPU, since its "occasion effect" then includes that
+break. --analyse-only re-reads them.
 
 Lab script, kept in scripts/ (not installed with the package): it is the two-occasion timing
 protocol behind results/bench/speed-evidence-* and docs/speed_evidence.md, run by hand on a quiet
@@ -185,25 +188,37 @@ def time_occasion(a: argparse.Namespace) -> None:
     prompts = [encode_prompt(target.tokenizer, s, True)[1] for s in samples]
     clocks = Clocks()
     out = Path(a.out) / f"occasion-{a.occasion}.jsonl"
-    rng = random.Random(a.seed * 1000 + a.occasion)
-    with out.open("w") as f:
+    kept, finished, segment = resume_state(out)
+    settings = {name: {"method": dict(cfg.method), "drafter": dict(cfg.drafter) if cfg.get("drafter") else None}
+                for name, cfg in cfgs.items()}
+    if kept and kept[0].get("settings") != json.loads(json.dumps(settings)):
+        error(f"{out}: an interrupted occasion with other settings; move it away to start this occasion afresh")
+    # The kept lines only (a line cut mid-write goes), swapped in whole so that no finished block is lost.
+    tmp = out.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(rec) + "\n" for rec in kept))
+    os.replace(tmp, out)
+    with out.open("a") as f:
         def write(rec: dict[str, Any]) -> None:
             f.write(json.dumps(rec) + "\n")
             f.flush()
 
-        write({"kind": "start", "occasion": a.occasion, "pid": os.getpid(), "at": time.time(),
-               "threads": torch.get_num_threads(), "configs": a.config_names,
-               "settings": {name: {"method": dict(cfg.method), "drafter": dict(cfg.drafter) if cfg.get("drafter") else None}
-                            for name, cfg in cfgs.items()}})
-        # Warm-up, untimed: every configuration once on the first prompt (kernels, allocator).
+        write({"kind": "start" if segment == 0 else "resume", "occasion": a.occasion, "segment": segment,
+               "pid": os.getpid(), "at": time.time(), "machine": machine(), "threads": torch.get_num_threads(),
+               "configs": a.config_names, "settings": settings})
+        # Warm-up, untimed: every configuration once on the first prompt (kernels, allocator);
+        # again in a resumed segment, a new process.
         for name, eng in engines.items():
             eng.generate(list(prompts[0]), method=True, seed=0, max_new_tokens=min(8, a.max_new_tokens))
         order = list(range(len(samples)))
-        rng.shuffle(order)  # problems in a random order per occasion
+        random.Random(a.seed * 1000 + a.occasion).shuffle(order)  # problems in a random order per occasion
         for p in order:
+            if samples[p].id in finished:
+                continue
             for attempt in range(a.max_retimes + 1):
                 names = list(engines)
-                rng.shuffle(names)  # configurations in a random order per problem
+                # Configurations in a random order per problem, drawn from the block's own seed so
+                # that a resumed segment draws what an uninterrupted run would have.
+                random.Random(f"{a.seed}:{a.occasion}:{samples[p].id}:{attempt}").shuffle(names)
                 block = []
                 for name in names:
                     probe = Probe(clocks)
@@ -212,7 +227,8 @@ def time_occasion(a: argparse.Namespace) -> None:
                     probe.stop()
                     t = probe.record()
                     block.append({
-                        "kind": "gen", "occasion": a.occasion, "problem": samples[p].id, "config": name, "attempt": attempt,
+                        "kind": "gen", "occasion": a.occasion, "segment": segment, "problem": samples[p].id, "config": name,
+                        "attempt": attempt,
                         "new_tokens": len(gen.new_tokens), "tokens_sha": hashlib.sha1(json.dumps(gen.new_tokens).encode()).hexdigest()[:16],
                         "wall_s": t["wall_s"], "cpu_share": t["cpu_share"], "others_share": t["others_share"],
                         "ttft_s": gen.ttft_s, "prefill_s": gen.prefill_s, "decode_s": gen.decode_s, "work": gen.work,
@@ -227,6 +243,62 @@ def time_occasion(a: argparse.Namespace) -> None:
                 print(f"occasion {a.occasion} problem {samples[p].id}: contaminated ({', '.join(dirty)} beside other work); "
                       f"{'re-timing' if attempt < a.max_retimes else 'left out of the wall-clock figures'}", file=sys.stderr)
         write({"kind": "done", "occasion": a.occasion, "at": time.time()})
+
+
+def resume_state(path: Path) -> tuple[list[dict[str, Any]], set[str], int]:
+    """What an occasion's file already holds: its records up to the first line that does not
+    parse (a line cut mid-write, and anything after it), the problems whose final block is among
+    them, and how many segments (processes) wrote it. A file that is absent or holds no start
+    record starts afresh (segment 0)."""
+    kept: list[dict[str, Any]] = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if not isinstance(rec, dict) or rec.get("kind") == "done":
+                break
+            kept.append(rec)
+    if not kept or kept[0].get("kind") != "start":
+        return [], set(), 0
+    configs = set(kept[0].get("configs") or ())
+    final: dict[str, set[str]] = {}
+    for r in kept:
+        if r.get("kind") == "gen" and r.get("final"):
+            final.setdefault(r["problem"], set()).add(r["config"])
+    finished = {p for p, got in final.items() if got == configs}
+    # A block cut while its lines were written is timed again whole: its lines go.
+    kept = [r for r in kept if r.get("kind") != "gen" or r["problem"] in finished or not r.get("final")]
+    segments = sum(r.get("kind") in ("start", "resume") for r in kept)
+    return kept, finished, segments
+
+
+def segments_of(starts: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per occasion: how many processes (segments) timed it, the CPUs and hosts they ran on,
+    and the hours between its first and last segment's start."""
+    out: dict[int, dict[str, Any]] = {}
+    for rec in starts:
+        o = out.setdefault(rec.get("occasion"), {"segments": 0, "cpus": [], "hosts": [], "at": []})
+        o["segments"] += 1
+        m = rec.get("machine") or {}
+        cpu = " / ".join(str(m.get(k)) for k in ("cpu_model", "cpu_signature", "cpu_isa")) if m else "unrecorded"
+        if cpu not in o["cpus"]:
+            o["cpus"].append(cpu)
+        if m.get("host") and m["host"] not in o["hosts"]:
+            o["hosts"].append(m["host"])
+        if rec.get("at") is not None:
+            o["at"].append(rec["at"])
+    for o in out.values():
+        o["span_h"] = (max(o["at"]) - min(o["at"])) / 3600 if o["at"] else None
+        del o["at"]
+    return out
+
+
+def machine() -> dict[str, Any]:
+    from loosespec_bench.summary import machine as this_machine
+
+    return {**this_machine(), "host": os.uname().nodename}
 
 
 # ---- the budget, before anything runs --------------------------------------------------------
@@ -296,7 +368,7 @@ def occasion_done(path: Path) -> bool:
     lines = path.read_text().splitlines()
     try:
         return bool(lines) and json.loads(lines[-1]).get("kind") == "done"
-    except json.JSONDecodeError:  # interrupted mid-line: unfinished, rerun whole
+    except json.JSONDecodeError:  # interrupted mid-line: unfinished (resume_state keeps its whole blocks)
         return False
 
 
@@ -334,7 +406,7 @@ def run_occasions(a: argparse.Namespace) -> None:
 
 
 def load_rows(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Final generations of every finished occasion, and the occasions' start records."""
+    """Final generations of every finished occasion, and the occasions' start and resume records."""
     rows, starts = [], []
     for path in sorted(out.glob("occasion-*.jsonl")):
         if not occasion_done(path):
@@ -342,7 +414,7 @@ def load_rows(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             continue
         for line in path.read_text().splitlines():
             rec = json.loads(line)
-            if rec["kind"] == "start":
+            if rec["kind"] in ("start", "resume"):
                 starts.append(rec)
             elif rec["kind"] == "gen" and rec["final"]:
                 rows.append(rec)
@@ -462,6 +534,14 @@ def print_report(rep: dict[str, Any]) -> None:
     print(f"\n{rep['n_problems']} problems x {rep['n_occasions']} occasions; load: other processes "
           f"{_f(rep['load']['others_share_median'], '.0%')} median, {_f(rep['load']['others_share_max'], '.0%')} max of the CPU; "
           f"own CPU share {_f(rep['load']['cpu_share_median'], '.2f')} cores; {rep['load']['contaminated_blocks']} contaminated block(s)")
+    segs = rep.get("segments") or {}
+    cpus = {c for v in segs.values() for c in v["cpus"]}
+    for o, v in segs.items():
+        if v["segments"] > 1 or len(v["cpus"]) > 1:
+            print(f"occasion {o}: {v['segments']} segments over {_f(v['span_h'], '.1f')} h on {'; '.join(v['cpus'])} "
+                  "(resumed: its occasion effect includes the break)")
+    if len(cpus) > 1:
+        print(f"the occasions ran on {len(cpus)} CPUs ({'; '.join(sorted(cpus))}): the occasion effect includes the machine")
     print("\nwork counts per emitted token (decode; identical on every occasion when the tokens are)")
     print(f"{'config':<10} {'tgt fwd':>8} {'tgt rows':>8} {'drf fwd':>8} {'drf rows':>8} {'+LM rows':>8} {'lookups':>8} {'same tok':>8}")
     for c, e in rep["configs"].items():
@@ -517,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     cal, source = find_calibration(os.environ.get("LOOSESPEC_RESULTS_DIR", str(REPO / "results")), pair_node(a.pair), threads)
     rep = analyse(rows, calibration=cal, n_boot=a.n_boot, seed=a.seed)
     rep["calibration"] = source
+    rep["segments"] = {str(o): v for o, v in segments_of(starts).items() if o in rep["occasions"]}
     (out / "report.json").write_text(json.dumps(rep, indent=1))
     print_report(rep)
     print(f"calibration: {source}\nreport: {out / 'report.json'}")

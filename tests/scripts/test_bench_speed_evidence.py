@@ -115,8 +115,24 @@ def test_two_occasions_end_to_end_on_the_tiny_pair(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["n_occasions"] == 2 and rep["n_problems"] == 2 and set(rep["configs"]) == {"ar", "spd", "pld"}
     assert rep["configs"]["spd"]["predicted_speedup"] is not None  # calibrated first (--calibrate auto)
+    # Occasion 2 cut after its first problem's block, mid-line: the rerun keeps that block, times
+    # the other problem in a second segment, and the report says so.
+    occ2 = out / "occasion-2.jsonl"
+    lines = occ2.read_text().splitlines()
+    # The start record, then ar / spd / pld of the first problem (the warm-up is not written).
+    assert [json.loads(x)["kind"] for x in lines[:5]] == ["start", "gen", "gen", "gen", "gen"]
+    kept_block = lines[1:4]
+    occ2.write_text("\n".join(lines[:4]) + "\n" + lines[4][: len(lines[4]) // 2])
     again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0 and "occasion 1: already done" in again.stderr
+    assert again.returncode == 0 and "occasion 1: already done" in again.stderr, again.stderr
+    recs = [json.loads(x) for x in occ2.read_text().splitlines()]
+    assert [r["kind"] for r in recs if r["kind"] != "gen"] == ["start", "resume", "done"]
+    assert [json.dumps(r) for r in recs[1:4]] == [json.dumps(json.loads(x)) for x in kept_block]
+    assert sorted({r["problem"] for r in recs if r["kind"] == "gen" and r["segment"] == 1}) == \
+        sorted({r["problem"] for r in recs if r["kind"] == "gen"} - {recs[1]["problem"]})
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["n_problems"] == 2 and rep["segments"]["2"]["segments"] == 2 and rep["segments"]["1"]["segments"] == 1
+    assert "occasion 2: 2 segments" in again.stdout
 
 
 def test_an_interrupted_occasion_is_unfinished(bench, tmp_path):
@@ -127,6 +143,41 @@ def test_an_interrupted_occasion_is_unfinished(bench, tmp_path):
     assert bench.occasion_done(path)
     rows, starts = bench.load_rows(tmp_path)
     assert rows == [] and starts == [{"kind": "start"}]
+
+
+def _gen(problem: str, config: str, final: bool = True) -> dict:
+    return {"kind": "gen", "occasion": 1, "segment": 0, "problem": problem, "config": config, "final": final}
+
+
+def test_a_resumed_occasion_keeps_its_whole_blocks_only(bench, tmp_path):
+    import json
+
+    path = tmp_path / "occasion-1.jsonl"
+    start = {"kind": "start", "occasion": 1, "configs": ["ar", "spd"]}
+    lines = [start, _gen("p0", "ar"), _gen("p0", "spd"),
+             _gen("p1", "ar", final=False), _gen("p1", "spd", final=False),  # contaminated attempt: history
+             _gen("p2", "ar")]  # block cut after its first line
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"kind": "gen", "probl')
+    kept, finished, segment = bench.resume_state(path)
+    assert finished == {"p0"} and segment == 1
+    assert kept == lines[:5]
+    # A second interruption: the segment count goes on; a file without a start starts afresh.
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*lines[:3], {"kind": "resume", "occasion": 1}]))
+    assert bench.resume_state(path)[2] == 2
+    path.write_text('{"kind": "gen", "problem": "p0"}\n')
+    assert bench.resume_state(path) == ([], set(), 0)
+    assert bench.resume_state(tmp_path / "absent.jsonl") == ([], set(), 0)
+
+
+def test_segments_name_the_breaks_and_the_cpus(bench):
+    a = {"cpu_model": "EPYC", "cpu_signature": "AMD family 25 model 1", "cpu_isa": "AVX2", "host": "h1"}
+    b = {**a, "cpu_signature": "AMD family 25 model 17", "cpu_isa": "AVX512", "host": "h2"}
+    starts = [{"kind": "start", "occasion": 1, "at": 0.0, "machine": a},
+              {"kind": "start", "occasion": 2, "at": 3600.0, "machine": a},
+              {"kind": "resume", "occasion": 2, "at": 3600.0 * 15, "machine": b}]
+    seg = bench.segments_of(starts)
+    assert seg[1] == {"segments": 1, "cpus": ["EPYC / AMD family 25 model 1 / AVX2"], "hosts": ["h1"], "span_h": 0.0}
+    assert seg[2]["segments"] == 2 and len(seg[2]["cpus"]) == 2 and seg[2]["span_h"] == pytest.approx(14.0)
 
 
 @pytest.mark.parametrize("name", ["spd_k5", "spd_k10", "spd_k15", "xtok_spd", "xtok_fly"])
