@@ -191,8 +191,11 @@ def time_occasion(a: argparse.Namespace) -> None:
     kept, finished, segment = resume_state(out)
     settings = {name: {"method": dict(cfg.method), "drafter": dict(cfg.drafter) if cfg.get("drafter") else None}
                 for name, cfg in cfgs.items()}
-    if kept and kept[0].get("settings") != json.loads(json.dumps(settings)):
-        error(f"{out}: an interrupted occasion with other settings; move it away to start this occasion afresh")
+    # What a kept block must share with this process (the data folder may move between machines).
+    shared = [o for o in base_overrides(a) if not o.startswith("paths.")]
+    if kept and (kept[0].get("settings") != json.loads(json.dumps(settings)) or kept[0].get("base", shared) != shared):
+        error(f"{out}: an interrupted occasion with other settings (problems, tokens, pair or configurations); "
+              "move it away to start this occasion afresh")
     # The kept lines only (a line cut mid-write goes), swapped in whole so that no finished block is lost.
     tmp = out.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(rec) + "\n" for rec in kept))
@@ -204,7 +207,7 @@ def time_occasion(a: argparse.Namespace) -> None:
 
         write({"kind": "start" if segment == 0 else "resume", "occasion": a.occasion, "segment": segment,
                "pid": os.getpid(), "at": time.time(), "machine": machine(), "threads": torch.get_num_threads(),
-               "configs": a.config_names, "settings": settings})
+               "configs": a.config_names, "settings": settings, "base": shared})
         # Warm-up, untimed: every configuration once on the first prompt (kernels, allocator);
         # again in a resumed segment, a new process.
         for name, eng in engines.items():
@@ -402,7 +405,9 @@ def run_occasions(a: argparse.Namespace) -> None:
             time.sleep(a.gap_s)
         cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--occasion", str(o)]
         print(f"occasion {o}: {' '.join(cmd)}", file=sys.stderr)
-        subprocess.run(cmd, check=True)
+        done = subprocess.run(cmd)
+        if done.returncode:  # the child printed its own error line; its finished blocks are kept
+            error(f"occasion {o} stopped (exit {done.returncode}); rerun the same command to resume it")
 
 
 def load_rows(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

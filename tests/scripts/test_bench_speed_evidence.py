@@ -133,6 +133,12 @@ def test_two_occasions_end_to_end_on_the_tiny_pair(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["n_problems"] == 2 and rep["segments"]["2"]["segments"] == 2 and rep["segments"]["1"]["segments"] == 1
     assert "occasion 2: 2 segments" in again.stdout
+    # Resumed with other settings (fewer tokens): one error line, the kept blocks untouched.
+    occ2.write_text("\n".join(lines[:4]) + "\n")
+    other = [*cmd[: cmd.index("--max-new-tokens") + 1], "6", *cmd[cmd.index("--max-new-tokens") + 2:]]
+    refused = subprocess.run(other, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert refused.returncode == 2 and "error: " in refused.stderr and "other settings" in refused.stderr
+    assert occ2.read_text().splitlines() == lines[:4]
 
 
 def test_an_interrupted_occasion_is_unfinished(bench, tmp_path):
