@@ -7,5 +7,7 @@
   verdicts    the claims' tests: multiplicity adjustment, the bootstrap's p-values, graded
               paired tests, power and planned looks
   occasions   speed timed on several occasions (two-way bootstrap, occasion effects, ICC)
+  sizing      planning the exact McNemar test's n over planned looks, and the non-inferiority
+              margin an n supports
 
 Import from the module itself (`from loosespec_bench.stats.exact import ExactPairedBinary`)."""

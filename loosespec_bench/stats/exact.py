@@ -25,12 +25,12 @@ def is_binary(values: Sequence[float]) -> bool:
     return all(v in (0.0, 1.0) for v in values)
 
 
-def _cp_upper(k: int, n: int, alpha: float) -> float:
+def cp_upper(k: int, n: int, alpha: float) -> float:
     """One-sided Clopper-Pearson upper bound of a binomial proportion (k of n), level 1 - alpha."""
     return 1.0 if k >= n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
 
 
-def _cp_lower(k: int, n: int, alpha: float) -> float:
+def cp_lower(k: int, n: int, alpha: float) -> float:
     return 0.0 if k <= 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
 
 
@@ -83,14 +83,14 @@ class ExactPairedBinary:
 
     def lower(self, estimand: str, alpha: float) -> float:
         off, wg, wl = self._coef(estimand)
-        pg = _cp_lower(self.gained, self.wrong, alpha / 2) if self.wrong else 0.0
-        pl = _cp_upper(self.lost, self.right, alpha / 2) if self.right else 0.0
+        pg = cp_lower(self.gained, self.wrong, alpha / 2) if self.wrong else 0.0
+        pl = cp_upper(self.lost, self.right, alpha / 2) if self.right else 0.0
         return off + wg * pg - wl * pl
 
     def upper(self, estimand: str, alpha: float) -> float:
         off, wg, wl = self._coef(estimand)
-        pg = _cp_upper(self.gained, self.wrong, alpha / 2) if self.wrong else 0.0
-        pl = _cp_lower(self.lost, self.right, alpha / 2) if self.right else 0.0
+        pg = cp_upper(self.gained, self.wrong, alpha / 2) if self.wrong else 0.0
+        pl = cp_lower(self.lost, self.right, alpha / 2) if self.right else 0.0
         return off + wg * pg - wl * pl
 
     def interval(self, estimand: str, level: float = LEVEL) -> tuple[float, float, float]:

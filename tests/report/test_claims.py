@@ -190,6 +190,16 @@ def test_a_bad_declaration_is_one_clear_error(tmp_path, edit, message):
         load_declaration(path)
 
 
+@pytest.mark.parametrize("value", ["1", "0.5", "two"])
+def test_an_imbalance_that_sizes_nothing_is_one_clear_error(tmp_path, value):
+    path = tmp_path / "claims.yaml"
+    path.write_text(f"imbalance: {value}\nfamilies: {{f: {{}}}}\nclaims: []\n")
+    with pytest.raises(ConfigError, match="losses per gain to size for; give a number > 1"):
+        load_declaration(path)
+    path.write_text("imbalance: 3\nfamilies: {f: {}}\nclaims: []\n")
+    assert load_declaration(path).imbalance == 3.0
+
+
 def _decision(cid: str, p: dict, *, family: str = "f", diff=(1.0, 0.5, 1.5), n: int = 30, size=None, contra=None,
               estimand: str = "difference", iut: str = "") -> Decision:
     claim = Claim(cid, "test", cid, "tau", {"method": "x"}, {"method": "y"}, family=family, estimand=estimand, size=size)
@@ -367,3 +377,43 @@ def test_a_first_look_on_some_groups_says_so():
     first = _without_topups(full)
     assert _groups_left(full, first, first) == "fr only"
     assert _groups_left(full, full, full) == ""
+
+
+def test_a_no_change_claim_is_mcnemar_and_is_sized_from_its_discordance():
+    """Retention below 1 (margin 1, issue 45's loss claims) is "more lost than gained": the exact
+    McNemar test on the split, not the conditional bound a margin below 1 needs. Undecided, it is
+    sized for the declared 2:1 split at the discordance seen, with the margin its last look supports."""
+    from loosespec_bench.report.claims.decide import _retention_row
+    from loosespec_bench.report.compare import Run
+    from loosespec_bench.stats.exact import mcnemar_one_sided
+    from loosespec_bench.stats.sizing import discordant_for_power
+    from loosespec_bench.stats.verdicts import sequential_boundaries
+
+    def run_of(pairs):
+        recs = {f"s{i}": {"id": f"s{i}", "score": {"correct": m}, "baseline": {"score": {"correct": t}}}
+                for i, (m, t) in enumerate(pairs)}
+        return Run(Path("x"), {}, recs)
+
+    # 100 problems: the target right on 45; the rule loses 7 of them and gains 3.
+    pairs = [(0, 1)] * 7 + [(1, 1)] * 38 + [(1, 0)] * 3 + [(0, 0)] * 52
+    claim = Claim("loss", "test", "loses more than it gains", "retention", {"method": "x"}, None, margin=1.0,
+                  direction=-1, family="f", test="exact", looks=(100, 200, 350))
+    d = _retention_row(claim, run_of(pairs), "gsm8k", 0, 500)
+    better, worse = mcnemar_one_sided(lost=7, gained=3)
+    assert d.test == "exact_mcnemar" and d.p["confirmed"] == pytest.approx(2 * worse)
+    assert d.p["contradicted"] == pytest.approx(min(1.0, 2 * better)) and d.paired01 == (7, 3, 45, 55)
+    d.conclusion, d.p_raw = "confirmed", d.p["confirmed"]
+    d.level_factor = 0.05 / sequential_boundaries([100, 200, 350], 0.05, "obrien_fleming")[0]
+    others = [_decision(c, {"confirmed": 0.5, "contradicted": 1.0}) for c in "abc"]
+    settle([d, *others], _decl())
+    # 4 tests in the family: each look's one-sided nominal level / 4.
+    levels = [v / 2 / 4 for v in sequential_boundaries([100, 200, 350], 0.05, "obrien_fleming")]
+    pairs_needed = discordant_for_power(2.0, 0.8, levels, [100 / 350, 200 / 350, 1.0])
+    assert pairs_needed == 108 and d.n_needed == 1080  # 108 discordant problems at a discordance of 10%
+    assert d.verdict == "not decidable at this scale (n = 1,080 for 80% power > 1,000)"
+    assert "10 of 100 discordant (10.0%)" in d.note and f"needs {pairs_needed} discordant problems" in d.note
+    assert "n = 350 excludes a loss of" in d.note
+    # A margin below 1 keeps the conditional bound.
+    bound = _retention_row(Claim("r", "test", "keeps 99%", "retention", {"method": "x"}, None, margin=0.99, test="exact"),
+                           run_of(pairs), "gsm8k", 0, 500)
+    assert bound.test == "exact_retention"

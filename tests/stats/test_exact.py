@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loosespec_bench.stats.exact import ExactPairedBinary, _cp_lower, _cp_upper, count_sign_test, mcnemar_one_sided, sign_test_p
+from loosespec_bench.stats.exact import ExactPairedBinary, cp_lower, cp_upper, count_sign_test, mcnemar_one_sided, sign_test_p
 from loosespec_bench.stats.verdicts import two_sided
 
 
@@ -41,11 +41,11 @@ def test_the_difference_interval_is_not_conditional_on_the_discordant_count():
 
 def test_clopper_pearson_bounds_and_the_rule_of_three():
     ci = stats.binomtest(3, 20).proportion_ci(confidence_level=0.95, method="exact")
-    assert _cp_lower(3, 20, 0.025) == pytest.approx(ci.low) and _cp_upper(3, 20, 0.025) == pytest.approx(ci.high)
+    assert cp_lower(3, 20, 0.025) == pytest.approx(ci.low) and cp_upper(3, 20, 0.025) == pytest.approx(ci.high)
     # No event in n: the exact one-sided 95% bound 1 - 0.05^(1/n), of which 3/n is the approximation.
     for n in (30, 300):
-        assert _cp_upper(0, n, 0.05) == pytest.approx(1 - 0.05 ** (1 / n))
-        assert _cp_upper(0, n, 0.05) == pytest.approx(3 / n, rel=0.06)
+        assert cp_upper(0, n, 0.05) == pytest.approx(1 - 0.05 ** (1 / n))
+        assert cp_upper(0, n, 0.05) == pytest.approx(3 / n, rel=0.06)
 
 
 def test_exact_retention_point_and_the_zero_discordant_case():

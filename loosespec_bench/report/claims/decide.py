@@ -14,6 +14,7 @@ import pandas as pd
 from ...costmodel import SPEEDUP, TARGET_TPS
 from ...errors import ConfigError
 from ...stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
+from ...stats.sizing import discordant_for_power, margin_supported
 from ...stats.intervals import paired_bootstrap, ratio_of_sums
 from ...stats.verdicts import (
     PAIRED_TESTS, BootstrapTest, adjust_pvalues, n_for_power, sequential_boundaries, two_sided,
@@ -53,6 +54,7 @@ class Decision:
     level_factor: float = 1.0  # alpha / the planned look's nominal level
     iut: str = ""  # "every set": the claim's intersection-union row; "member": one of its sets
     why_no_interval: str = ""
+    paired01: tuple[int, int, int, int] | None = None  # (lost, gained, right, wrong): a 0/1 retention row
 
 
 def floor_selection(claim: Claim) -> dict[str, Any]:
@@ -256,6 +258,16 @@ def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> D
             return None
         ex = ExactPairedBinary(lost, gained, right, n - right)
         d.diff = ex.interval("retention")
+        d.paired01 = (lost, gained, right, n - right)
+        if math.isclose(claim.margin, 1.0) and claim.size is None:
+            # "Retention below 1" is "more answers lost than gained": McNemar's exact conditional
+            # test on the discordant split is exact for it and far stronger than the bound, which
+            # a margin below 1 (non-inferiority) needs. The interval shown stays the bound's.
+            better, worse = mcnemar_one_sided(lost, gained)
+            d.test = "exact_mcnemar"
+            d.p, d.p_contra = _conclusions_from(lambda x: better if x == claim.margin else None,
+                                                lambda x: worse if x == claim.margin else None, claim)
+            return d
         d.p, d.p_contra = _conclusions_from(lambda x: ex.p_above("retention", x), lambda x: ex.p_below("retention", x), claim)
         return d
     # Graded scores (NIAH's recall, a rating): the declared test on score - margin x target's per
@@ -363,7 +375,7 @@ def _testable(d: Decision) -> bool:
     return not d.verdict and bool(d.p) and d.n >= MIN_N_VERDICT and d.level_factor < math.inf
 
 
-def _settle(d: Decision, p_adj: float, decl: Declaration) -> None:
+def _settle(d: Decision, p_adj: float, decl: Declaration, family_size: int = 1) -> None:
     """The row's verdict from its adjusted p (or why it has none), and the n for power."""
     alpha = decl.alpha
     d.p_adj = p_adj
@@ -374,6 +386,9 @@ def _settle(d: Decision, p_adj: float, decl: Declaration) -> None:
         multiplier = p_adj / d.p_raw if d.p_raw else 1.0
         if d.conclusion == "smaller than claimed" and d.p_contra is not None and d.p_contra * multiplier < alpha:
             d.verdict = "contradicted"
+        return
+    if d.test == "exact_mcnemar" and d.paired01 and sum(d.paired01[:2]):
+        _size_mcnemar(d, decl, family_size)
         return
     # Not decided: the n that would decide it with the declared power at the observed effect.
     point, low, high = d.diff
@@ -393,6 +408,38 @@ def _settle(d: Decision, p_adj: float, decl: Declaration) -> None:
         d.verdict = f"not decidable at this scale (n = {d.n_needed:,} for {decl.power:.0%} power > {budget:,.0f})"
     else:
         d.verdict = "undecided at this n"
+
+
+def _size_mcnemar(d: Decision, decl: Declaration, family_size: int) -> None:
+    """An undecided no-change row (McNemar): the n at which its plan finds the declared loss:gain
+    split (decl.imbalance) with the declared power, sized from the discordance seen so far; and
+    the non-inferiority margin the plan's last look supports if the changes balance. Levels: each
+    look's one-sided nominal level over the family's tests (Holm's first step, so conservative)."""
+    lost, gained, right, wrong = d.paired01  # type: ignore[misc]
+    n, claim = d.n, d.claim
+    looks = claim.looks or (n,)
+    nominal = sequential_boundaries(looks, decl.alpha, claim.spending) if claim.looks else [decl.alpha]  # type: ignore[arg-type]
+    levels = [v / 2 / family_size for v in nominal]
+    fractions = [v / looks[-1] for v in looks]
+    discordance = (lost + gained) / n
+    pairs = discordant_for_power(decl.imbalance, decl.power, levels, fractions)
+    margin = margin_supported(looks[-1], discordance, right / n, levels[-1], decl.power)
+    split = f"{decl.imbalance:g}:1"
+    if pairs is None:
+        d.verdict = f"not decidable at this scale (a {split} split needs over 20,000 discordant problems)"
+        return
+    d.n_needed = max(n + 1, math.ceil(pairs / discordance))
+    plan = f"{len(looks)} planned looks" if claim.looks else "one look"
+    sizing = (f"sizing: {lost + gained} of {n} discordant ({discordance:.1%}); a {split} loss:gain split needs "
+              f"{pairs} discordant problems for {decl.power:.0%} power ({plan}, one-sided, levels / {family_size} tests), "
+              f"n = {d.n_needed:,} at this discordance")
+    if margin is not None:
+        sizing += (f"; n = {looks[-1]} excludes a loss of {margin:.1%} of the problems (retention "
+                   f"{1 - margin / (right / n):.3f}) with {decl.power:.0%} power if the changes balance")
+    d.note = "; ".join(x for x in (d.note, sizing) if x)
+    budget = decl.budget_factor * n
+    d.verdict = (f"not decidable at this scale (n = {d.n_needed:,} for {decl.power:.0%} power > {budget:,.0f})"
+                 if d.n_needed > budget else "undecided at this n")
 
 
 def _size_lines(d: Decision) -> list[float]:
@@ -444,7 +491,7 @@ def settle(decisions: list[Decision], decl: Declaration) -> None:
         tests = [d for d in out if d.claim.family == fam.id and d.iut != "member" and d.p_raw is not None]
         adj = adjust_pvalues([min(1.0, d.p_raw * d.level_factor) for d in tests], fam.adjust)  # type: ignore[arg-type]
         for d, p in zip(tests, adj):
-            _settle(d, p, decl)
+            _settle(d, p, decl, family_size=len(tests))
     for d in out:
         if d.iut == "member" and d.p_raw is not None:
             _settle(d, min(1.0, d.p_raw * d.level_factor), decl)

@@ -34,6 +34,7 @@ TEST_TEXT = {
     "bootstrap": "paired BCa bootstrap",
     "exact_accuracy": "exact McNemar (discordant split)",
     "exact_retention": "exact binomial (losses and gains, conditional on the target's answers)",
+    "exact_mcnemar": "exact McNemar, one-sided (discordant split vs the target alone)",
     "wilcoxon": "Wilcoxon signed-rank on score - margin x target's",
     "t": "paired t on score - margin x target's",
 }
@@ -89,6 +90,9 @@ class Declaration:
     alpha: float = 1 - LEVEL
     power: float = 0.8
     budget_factor: float = 10.0
+    # The loss:gain split a 0/1 no-change claim (margin 1, McNemar) is sized to find with `power`
+    # (issue 45: 2 losses per gain); its n is sized from the discordance seen so far.
+    imbalance: float = 2.0
     digest: str = ""
     path: str = ""
     version: Any = None
@@ -178,7 +182,13 @@ def load_declaration(path: Path = DECLARATION) -> Declaration:
     power = float(data.get("power", 0.8))
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ConfigError(f"{where}: alpha ({alpha}) and power ({power}) must lie in (0, 1)")
-    return Declaration(claims, fams, alpha=alpha, power=power, budget_factor=float(data.get("budget_factor", 10)),
+    try:
+        imbalance = float(data.get("imbalance", Declaration.imbalance))
+    except (TypeError, ValueError):
+        imbalance = float("nan")
+    if not imbalance > 1:
+        raise ConfigError(f"{where}: imbalance ({data.get('imbalance')!r}) is the losses per gain to size for; give a number > 1, e.g. 2")
+    return Declaration(claims, fams, alpha=alpha, power=power, budget_factor=float(data.get("budget_factor", 10)), imbalance=imbalance,
                        digest=hashlib.sha256(text).hexdigest()[:12], path=where, version=data.get("version"),
                        declared=str(data.get("declared", "")))
 

@@ -89,6 +89,8 @@ def format_claims(decisions: list[Decision], decl: Declaration | None = None) ->
         "larger / smaller than claimed when outside it on the claimed side of no effect, contradicted on the other side. "
         "\"on every set\": one intersection-union test (its row 'every set'; each set at the unadjusted level). "
         "Undecided at this n: the n for 80% power at the observed effect (the bound facing the line shrinks as 1/sqrt(n)); "
+        f"an exact McNemar row: the n for that power over its looks against a {decl.imbalance:g}:1 loss:gain split at the "
+        "discordance seen so far, with the non-inferiority margin its last look supports in its note; "
         "above budget x n: not decidable at this scale. A and B: each side's figure (quality: exact Clopper-Pearson "
         f"intervals); tau and speed: {LEVEL:.0%} paired BCa bootstrap over the problems both runs answered (speed: timed in both). "
         f"No verdict below n = {MIN_N_VERDICT}. Costs: the runs' own CPU seconds per problem and, for {CLUSTER_PAIR} "
