@@ -481,10 +481,35 @@ def format_status(sweeps: Sequence[Sweep], title: str = "") -> str:
     return "\n".join(lines)
 
 
+def budget_line(sweeps: Sequence[Sweep]) -> str:
+    """What a launch will cost, printed before it starts: the points it runs, those already done,
+    and the planner's hours left, a started point counted by the samples still missing (its model
+    load counted whole)."""
+    left = total = 0.0
+    points = done = started = 0
+    for s in sweeps:
+        per = max(s.gpus, 1)  # GPU-hours: each job's hours times its GPUs, as the plan prints them
+        for j in (j for j in s.jobs if j.launched):
+            points += 1
+            total += j.hours * per
+            st = point_status(j.folder)
+            if st.state == "done":
+                done += 1
+                continue
+            frac = min(st.samples / j.samples, 1.0) if j.samples else 0.0
+            started += frac > 0
+            left += (j.load_h + (j.hours - j.load_h) * (1 - frac)) * per
+    unit = "GPU-hours" if any(s.gpus for s in sweeps) else "CPU node-hours"
+    return (f"budget: {points} points, {done} done, {points - done} to run ({started} of them resume from their "
+            f"samples on disk); est. {format_hours(left)} {unit} left of {format_hours(total)} "
+            "(the planner's rates; `plan` mode prints each point)")
+
+
 def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
     """Run every sweep's `-m` command. In parallel (submitit: each blocks until its array ends,
     so all arrays are queued at once), or one after the other. Returns the number that failed."""
     log_dir.mkdir(parents=True, exist_ok=True)
+    print(budget_line(sweeps), flush=True)
     failed = 0
     procs: list[tuple[Sweep, subprocess.Popen[bytes], Path]] = []
     for s in sweeps:

@@ -183,3 +183,32 @@ def test_ablation_tables_find_a_shared_point_in_another_experiments_folder():
     assert values == ["4", "6", "8"]  # W=6 from the theta folder; K=15 (other fixed settings) left out
     theta = fly_ablation_table(index, "theta").to_frame()
     assert sorted(str(v) for v in theta.iloc[:, 0]) == ["0.3", "0.5"]
+
+
+def test_launch_prints_its_budget_before_it_starts(tmp_path, monkeypatch, capsys):
+    """A launch says what it will cost before any point runs: done points are free, a started
+    point costs its missing samples (and its model load)."""
+    (sweep,) = build_plan(["fly_ablation_theta"], [f"paths.results_dir={tmp_path}"])
+    first, second = sweep.jobs[0], sweep.jobs[1]
+    _done(first.folder)
+    half = second.folder
+    half.mkdir(parents=True)
+    (half / "samples.jsonl").write_text("".join(json.dumps({"id": f"s{i}"}) + "\n" for i in range(second.samples // 2)))
+    line = plan_mod.budget_line([sweep])
+    rest = sum(j.hours for j in sweep.jobs[2:])
+    left = rest + second.load_h + (second.hours - second.load_h) * (1 - (second.samples // 2) / second.samples)
+    n = len(sweep.jobs)
+    assert line.startswith(f"budget: {n} points, 1 done, {n - 1} to run (1 of them resume")
+    assert f"est. {plan_mod.format_hours(left)} CPU node-hours left of {plan_mod.format_hours(sum(j.hours for j in sweep.jobs))}" in line
+
+    class FakePopen:
+        def __init__(self, command, stdout=None, stderr=None, env=None):
+            print("started")
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(plan_mod.subprocess, "Popen", FakePopen)
+    plan_mod.launch([sweep], sequential=True, log_dir=tmp_path / "launch")
+    out = capsys.readouterr().out
+    assert out.index("budget: ") < out.index("started")
