@@ -406,7 +406,14 @@ def test_a_no_change_claim_is_mcnemar_and_is_sized_from_its_discordance():
     d.level_factor = 0.05 / sequential_boundaries([100, 200, 350], 0.05, "obrien_fleming")[0]
     others = [_decision(c, {"confirmed": 0.5, "contradicted": 1.0}) for c in "abc"]
     settle([d, *others], _decl())
-    # 4 tests in the family: each look's one-sided nominal level / 4.
+    # 4 tests in the family: each look's one-sided nominal level / 4. (A family declared with 4
+    # claim-sets sizes for 4 before the other sets' runs exist.)
+    alone = _retention_row(claim, run_of(pairs), "gsm8k", 0, 500)
+    alone.conclusion, alone.p_raw, alone.level_factor = "confirmed", d.p_raw, d.level_factor
+    declared = tuple(Claim(f"c{i}", "test", "t", "retention", {"method": "x"}, None, margin=1.0, direction=-1, family="f",
+                           datasets=("gsm8k", "humaneval")) for i in range(2))
+    settle([alone], Declaration(declared, {"f": Family("f", "f", "holm")}))
+    assert alone.n_needed == 1080
     levels = [v / 2 / 4 for v in sequential_boundaries([100, 200, 350], 0.05, "obrien_fleming")]
     pairs_needed = discordant_for_power(2.0, 0.8, levels, [100 / 350, 200 / 350, 1.0])
     assert pairs_needed == 108 and d.n_needed == 1080  # 108 discordant problems at a discordance of 10%

@@ -490,8 +490,11 @@ def settle(decisions: list[Decision], decl: Declaration) -> None:
     for fam in decl.families.values():
         tests = [d for d in out if d.claim.family == fam.id and d.iut != "member" and d.p_raw is not None]
         adj = adjust_pvalues([min(1.0, d.p_raw * d.level_factor) for d in tests], fam.adjust)  # type: ignore[arg-type]
+        # Sizing plans for the family as declared (a set whose runs have not finished is still
+        # one of its tests), or as tested where the runs reach sets no claim names.
+        declared = sum(1 if c.every_set or not c.datasets else len(c.datasets) for c in decl.claims if c.family == fam.id)
         for d, p in zip(tests, adj):
-            _settle(d, p, decl, family_size=len(tests))
+            _settle(d, p, decl, family_size=max(len(tests), declared))
     for d in out:
         if d.iut == "member" and d.p_raw is not None:
             _settle(d, min(1.0, d.p_raw * d.level_factor), decl)
