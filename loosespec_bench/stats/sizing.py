@@ -12,6 +12,8 @@ from scipy import stats
 
 from .exact import cp_lower, cp_upper
 
+MAX_DISCORDANT = 20_000  # discordant_for_power looks no further: beyond any budget this project plans
+
 
 def _critical(m: int, level: float) -> int:
     """The smallest count c of losses among m discordant pairs whose one-sided exact McNemar p,
@@ -57,7 +59,7 @@ def mcnemar_power(m: int, imbalance: float, levels: Sequence[float], fractions: 
 
 
 def discordant_for_power(imbalance: float, power: float, levels: Sequence[float], fractions: Sequence[float] = (1.0,),
-                         limit: int = 20_000) -> int | None:
+                         limit: int = MAX_DISCORDANT) -> int | None:
     """The fewest discordant problems m (at the last look) from which mcnemar_power stays at or
     above `power` up to 2 m. The exact test's power saw-tooths with m (a 2:1 split at one-sided
     5%: 0.812 at 58, 0.785 at 59, 0.801 at 64, above from 60 on), so the first m to reach it

@@ -14,8 +14,8 @@ import pandas as pd
 from ...costmodel import SPEEDUP, TARGET_TPS
 from ...errors import ConfigError
 from ...stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
-from ...stats.sizing import discordant_for_power, margin_supported
 from ...stats.intervals import paired_bootstrap, ratio_of_sums
+from ...stats.sizing import MAX_DISCORDANT, discordant_for_power, margin_supported
 from ...stats.verdicts import (
     PAIRED_TESTS, BootstrapTest, adjust_pvalues, n_for_power, sequential_boundaries, two_sided,
 )
@@ -388,17 +388,18 @@ def _settle(d: Decision, p_adj: float, decl: Declaration, family_size: int = 1) 
             d.verdict = "contradicted"
         return
     if d.test == "exact_mcnemar" and d.paired01 and sum(d.paired01[:2]):
-        _size_mcnemar(d, decl, family_size)
-        return
-    # Not decided: the n that would decide it with the declared power at the observed effect.
-    point, low, high = d.diff
-    lines = [d.claim.null] if d.claim.size is None else _size_lines(d)
-    needs = [n_for_power(point, low, high, d.n, line=x, power=decl.power, level=1 - alpha) for x in lines]
-    if any(v is None for v in needs) or not needs:
-        why = d.why_no_interval or "no interval"
-        d.verdict = f"undecided at this n ({why})"
-        return
-    need = max(needs)  # type: ignore[type-var]
+        # Sized for the declared loss:gain split at the discordance seen (its note says how).
+        need = _mcnemar_need(d, decl, family_size)
+    else:
+        # Not decided: the n that would decide it with the declared power at the observed effect.
+        point, low, high = d.diff
+        lines = [d.claim.null] if d.claim.size is None else _size_lines(d)
+        needs = [n_for_power(point, low, high, d.n, line=x, power=decl.power, level=1 - alpha) for x in lines]
+        if any(v is None for v in needs) or not needs:
+            why = d.why_no_interval or "no interval"
+            d.verdict = f"undecided at this n ({why})"
+            return
+        need = max(needs)  # type: ignore[type-var]
     budget = decl.budget_factor * d.n
     if not math.isfinite(need):
         d.verdict = "not decidable at this scale (no effect seen)"
@@ -410,36 +411,34 @@ def _settle(d: Decision, p_adj: float, decl: Declaration, family_size: int = 1) 
         d.verdict = "undecided at this n"
 
 
-def _size_mcnemar(d: Decision, decl: Declaration, family_size: int) -> None:
+def _mcnemar_need(d: Decision, decl: Declaration, family_size: int) -> float:
     """An undecided no-change row (McNemar): the n at which its plan finds the declared loss:gain
-    split (decl.imbalance) with the declared power, sized from the discordance seen so far; and
-    the non-inferiority margin the plan's last look supports if the changes balance. Levels: each
-    look's one-sided nominal level over the family's tests (Holm's first step, so conservative)."""
-    lost, gained, right, wrong = d.paired01  # type: ignore[misc]
+    split (decl.imbalance) with the declared power, sized from the discordance seen so far; its
+    note also gets the non-inferiority margin the plan's last look supports if the changes
+    balance. Levels: each look's one-sided nominal level over the family's tests (Holm's first
+    step, so conservative)."""
+    lost, gained, right, _ = d.paired01  # type: ignore[misc]
     n, claim = d.n, d.claim
     looks = claim.looks or (n,)
     nominal = sequential_boundaries(looks, decl.alpha, claim.spending) if claim.looks else [decl.alpha]  # type: ignore[arg-type]
     levels = [v / 2 / family_size for v in nominal]
-    fractions = [v / looks[-1] for v in looks]
     discordance = (lost + gained) / n
-    pairs = discordant_for_power(decl.imbalance, decl.power, levels, fractions)
-    margin = margin_supported(looks[-1], discordance, right / n, levels[-1], decl.power)
-    split = f"{decl.imbalance:g}:1"
-    if pairs is None:
-        d.verdict = f"not decidable at this scale (a {split} split needs over 20,000 discordant problems)"
-        return
-    d.n_needed = max(n + 1, math.ceil(pairs / discordance))
+    pairs = discordant_for_power(decl.imbalance, decl.power, levels, [v / looks[-1] for v in looks])
+    split = f"{decl.imbalance:g}:1 loss:gain split"
+    if pairs is None:  # a lower bound of the n, past any budget
+        d.note = "; ".join(x for x in (d.note, f"sizing: a {split} needs over {MAX_DISCORDANT:,} discordant problems") if x)
+        return (MAX_DISCORDANT + 1) / discordance
+    need = pairs / discordance
     plan = f"{len(looks)} planned looks" if claim.looks else "one look"
-    sizing = (f"sizing: {lost + gained} of {n} discordant ({discordance:.1%}); a {split} loss:gain split needs "
-              f"{pairs} discordant problems for {decl.power:.0%} power ({plan}, one-sided, levels / {family_size} tests), "
-              f"n = {d.n_needed:,} at this discordance")
+    sizing = (f"sizing: {lost + gained} of {n} discordant ({discordance:.1%}); a {split} needs {pairs} discordant "
+              f"problems for {decl.power:.0%} power ({plan}, one-sided, levels / {family_size} tests), "
+              f"n = {max(n + 1, math.ceil(need)):,} at this discordance")
+    margin = margin_supported(looks[-1], discordance, right / n, levels[-1], decl.power)
     if margin is not None:
         sizing += (f"; n = {looks[-1]} excludes a loss of {margin:.1%} of the problems (retention "
                    f"{1 - margin / (right / n):.3f}) with {decl.power:.0%} power if the changes balance")
     d.note = "; ".join(x for x in (d.note, sizing) if x)
-    budget = decl.budget_factor * n
-    d.verdict = (f"not decidable at this scale (n = {d.n_needed:,} for {decl.power:.0%} power > {budget:,.0f})"
-                 if d.n_needed > budget else "undecided at this n")
+    return need
 
 
 def _size_lines(d: Decision) -> list[float]:
