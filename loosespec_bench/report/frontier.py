@@ -177,7 +177,7 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
         panels = [("tau", "tau (tokens per target step, 95% CI)")]
         if g["work_speedup"].notna().any():
             panels.append(("work_speedup", "speedup predicted from work counts (95% CI)"))
-        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.8), squeeze=False)
+        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5.2), squeeze=False, layout="constrained")
         # One colour and marker per rule, fixed by the rule's rank among all sets' rules, so that a
         # rule looks the same in every panel and file (tab10 alone repeats after ten rules).
         rules = sorted(front["rule"].dropna().unique())
@@ -201,10 +201,11 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
             ax.axvline(0, color="grey", linewidth=0.8)
             ax.set_xlabel("net answers lost per 100 problems (lost - gained vs target alone; 95% CI)")
             ax.set_ylabel(label)
-            ax.legend(fontsize=7, ncol=2)
+        # One legend below the panels: inside an axes it hid the intervals under it.
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 8), fontsize=7)
         n = g["n"].dropna()
         fig.suptitle(f"{dataset}: loose rules at matched quality (n = {int(n.max()) if len(n) else '?'} problems)")
-        fig.tight_layout()
         path = out_dir / f"frontier_{dataset}.png"
         fig.savefig(path, dpi=130)
         plt.close(fig)
