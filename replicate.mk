@@ -110,7 +110,8 @@ replicate-cpu: install-replicate  ## the 70B plan at scale=cpu on this machine, 
 	$(PLAN) $(MODE) --title cpu --fill $(FILL) $(CPU_SEQUENTIAL) $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
 
 # Issue 45's new CPU runs (results/cpu/evidence/README.md): float32 quality at planned look LOOK
-# (GSM8K 100 / 200 / 350 problems, HumanEval 82 / 164: the looks of results/cpu/evidence/claims.yaml),
+# (GSM8K 100 / 200 / 350 problems, HumanEval 82 / 164: the looks of results/cpu/evidence/claims.yaml;
+# GSM8K_LOOK / HUMANEVAL_LOOK set one set's look where the sets stop at different looks),
 # KoMT-bench tau, the cross-family pair, then the speed benchmark on two occasions (GSM8K and
 # HumanEval, 40 problems, 128 tokens, bf16; the cross-family pair, 30 problems). Resumable: finished
 # points and finished occasions are skipped. DRY_RUN=1 prints the sweeps' plan and the budget only.
@@ -121,14 +122,16 @@ EVIDENCE_OTHER_SWEEPS ?= cpu_komt_dropmatch cpu_xtok_fly
 GSM8K_LOOKS := 100 200 350
 HUMANEVAL_LOOKS := 82 164
 LOOK ?= 1
+GSM8K_LOOK ?= $(LOOK)
+HUMANEVAL_LOOK ?= $(LOOK)
 SPEED_CONFIGS ?= spd_k5,spd_k10,spd_k15,fly,fly_mla,dropmatch,pld
 SPEED_ARGS ?= --problems 40 --max-new-tokens 128 --occasions 2 --gap-s 300 --threads 2
 replicate-cpu-evidence: export LOOSESPEC_RESULTS_DIR = $(EVIDENCE_RESULTS)/runs
 replicate-cpu-evidence: install-replicate install-smollm  ## issue 45's float32 quality (LOOK=1..3), KoMT, cross-family and two-occasion speed runs (DRY_RUN=1: the budget)
-	$(PLAN) $(MODE) --title "cpu evidence, look $(LOOK): GSM8K" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_GSM8K_SWEEPS)) \
-		-- scale=cpu dataset.limit=$(word $(LOOK),$(GSM8K_LOOKS)) $(ARGS)
-	$(PLAN) $(MODE) --title "cpu evidence, look $(LOOK): HumanEval" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_HUMANEVAL_SWEEPS)) \
-		-- scale=cpu dataset.limit=$(word $(LOOK),$(HUMANEVAL_LOOKS)) $(ARGS)
+	$(PLAN) $(MODE) --title "cpu evidence, look $(GSM8K_LOOK): GSM8K" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_GSM8K_SWEEPS)) \
+		-- scale=cpu dataset.limit=$(word $(GSM8K_LOOK),$(GSM8K_LOOKS)) $(ARGS)
+	$(PLAN) $(MODE) --title "cpu evidence, look $(HUMANEVAL_LOOK): HumanEval" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_HUMANEVAL_SWEEPS)) \
+		-- scale=cpu dataset.limit=$(word $(HUMANEVAL_LOOK),$(HUMANEVAL_LOOKS)) $(ARGS)
 	$(PLAN) $(MODE) --title "cpu evidence: KoMT-bench, cross-family" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_OTHER_SWEEPS)) -- scale=cpu $(ARGS)
 	$(PY) scripts/bench_speed_evidence.py $(if $(filter plan,$(MODE)),--plan) --dataset gsm8k --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_gsm8k
 	$(PY) scripts/bench_speed_evidence.py $(if $(filter plan,$(MODE)),--plan) --dataset humaneval --configs $(SPEED_CONFIGS) $(SPEED_ARGS) --out $(EVIDENCE_RESULTS)/speed_humaneval
