@@ -62,6 +62,7 @@ def test_decide_on_two_tiny_runs(tmp_path):
     text = format_claims(decisions)
     assert "a longer draft raises tau (tau)" in text and f"**{tau.verdict}**" in text
     assert "sha256" in text and "number of tests" in text
+    assert "{" not in text and "}" not in text  # every placeholder of the footer formatted
     csv = pd.read_csv(decisions_to_csv(decisions, tmp_path / "c.csv"))
     assert list(csv["claim"]) == [d.claim.id for d in decisions]
 

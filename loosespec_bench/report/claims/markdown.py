@@ -84,7 +84,7 @@ def format_claims(decisions: list[Decision], decl: Declaration | None = None) ->
         "",
         "Every p is on the two-sided scale (2 x the one-sided p of the row's best-supported conclusion), so p < 0.05 is "
         f"\"the {LEVEL:.0%} interval excludes the line\" (not on an exact McNemar row: its interval is the exact bound's, "
-        "conservative, and can reach the line where McNemar's p is below 0.05). adj. p: within the row's family ({', '.join(sorted({ADJUST_TEXT[f.adjust] for f in decl.families.values()}))}); "
+        f"conservative, and can reach the line where McNemar's p is below 0.05). adj. p: within the row's family ({', '.join(sorted({ADJUST_TEXT[f.adjust] for f in decl.families.values()}))}); "
         "a conclusion stands when its adjusted p is below alpha (a planned look: below that look's nominal level). "
         "Direction claims: confirmed / contradicted. Size claims: confirmed when the interval lies inside the stated range, "
         "larger / smaller than claimed when outside it on the claimed side of no effect, contradicted on the other side. "
