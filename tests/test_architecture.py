@@ -486,9 +486,10 @@ def test_a_rules_knob_names_appear_only_in_its_own_module():
 REPORT_ROOMS = {
     0: ("render", "index", "compare"),  # cells and tables as text; the results index; two runs on their samples
     1: ("labels",),  # a configuration's name, asked of its rule (verifiers.rule_class)
-    2: ("grouping", "project", "frontier"),  # runs into rows, figures and notes; the hardware projection; the frontier
+    2: ("grouping", "project"),  # runs into rows, figures and notes; the hardware projection
     2.5: ("batches",),  # a batch sweep's points (serving figures per configuration and batch size), from grouping's runs
     3: ("tables", "plots", "claims"),  # the papers' tables, the figures, the claims' verdicts
+    3.5: ("frontier",),  # the loose rules' frontier: its tables and its figure in the figures' style (plots)
     4: ("__main__",),
 }
 

@@ -24,7 +24,8 @@ counts (summary.work_speedup_fields), the only speed figure of a point run with 
 (timing.subset=0, the CPU grids). --calibration FILE recomputes it for every point from the run
 folders' records with one calibration (results/_calibration/<pair>/<hash>.json), so that all
 points are predicted for one machine, whichever machine ran them.
-Outputs in --out: frontier.csv, frontier.md, matched.md, frontier_<set>.png.
+Outputs in --out: frontier.csv, frontier.md, matched.md, frontier_<set>.png / .pdf with its caption
+beside it (frontier_<set>.caption.md / .tex).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ import pandas as pd
 
 from ..schema import label_parts
 
+# Colours for rules outside plots.figure.METHOD_COLORS, told apart from those and each other.
+OTHER_RULE_COLORS = ("tab:purple", "tab:red", "tab:pink", "tab:olive", "tab:cyan", "black", "#8c564b", "#e6ab02",
+                     "#1b9e77", "#7570b3", "#66a61e", "#666666")
 DEFAULT_BUDGET = 0.02  # net answers lost per problem
 DEFAULT_ALPHA = 0.05
 COLUMNS = ["dataset", "rule", "setting", "tau", "tau_ci_low", "tau_ci_high", "speedup", "speedup_ci_low",
@@ -164,26 +168,63 @@ def matched_markdown(table: pd.DataFrame, budget: float, alpha: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Per set: tau (95% CI) against net answers lost per 100 problems, one line per rule
-    through its settings in order of tau; single-point rules (SPD, DropMatch, ...) as markers."""
+def rule_labels(front: pd.DataFrame, index: pd.DataFrame | None = None) -> dict[str, str]:
+    """Each rule's name as the paper figures write it ('FLy + MLA', 'DropMatch': plots.figure's
+    method_name of one of its runs); a name two rules would share keeps the rule beside it."""
+    from .plots.figure import method_name
+
+    rows = {}
+    if index is not None and not index.empty:
+        for _, r in index.iterrows():
+            rows.setdefault(rule_name(r), r.to_dict())
+    names = {rule: method_name(rows[rule]) if rule in rows else rule for rule in front["rule"].dropna().unique()}
+    shared = {n for n in names.values() if list(names.values()).count(n) > 1}
+    return {rule: f"{n} [{rule}]" if n in shared else n for rule, n in names.items()}
+
+
+def plot_frontier(front: pd.DataFrame, out_dir: Path, labels: dict[str, str] | None = None,
+                  speed_note: str = "", formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
+    """Per set, one figure two columns wide (_set_figure), saved with its caption beside it.
+    Returns the files written, each set's PNG first."""
+    from .plots.figure import MARKERS, METHOD_COLORS, save
+
+    labels = labels or {}
+    # One colour and marker per rule for every set's figure: a rule looks the same in every file.
+    # The papers' methods keep their colour of every figure; the other rules (a dozen on the
+    # loose-rule grid) take distinct colours from a list that leaves those out.
+    rules = sorted(front["rule"].dropna().unique())
+    used = {METHOD_COLORS[labels.get(r, r)] for r in rules if labels.get(r, r) in METHOD_COLORS}
+    spare = iter([c for c in OTHER_RULE_COLORS if c not in used])
+    colours = {r: METHOD_COLORS.get(labels.get(r, r)) or next(spare, "black") for r in rules}
+    style = {r: (colours[r], MARKERS[i % len(MARKERS)]) for i, r in enumerate(rules)}
+    paths: list[Path] = []
+    for dataset, g in front.groupby("dataset", sort=True):
+        paths += save(_set_figure(str(dataset), g, style, labels, speed_note), out_dir, f"frontier_{dataset}", formats)
+    return paths
+
+
+def _set_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]], labels: dict[str, str],
+                speed_note: str) -> Any:
+    """tau (95% CI) against net answers lost per 100 problems, and beside it the speedup
+    predicted from the work counts when the points have it; one line per rule through its
+    settings in order of the y value, single-point rules as markers. The caption says what the
+    axes and intervals are, n, and (`speed_note`) whose calibration predicts the speedup."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots.figure import PAPER_RC, TWO_COLUMNS, canvas, set_caption
+    from ..config import dataset_display_name
 
-    paths = []
-    for dataset, g in front.groupby("dataset", sort=True):
-        panels = [("tau", "tau (tokens per target step, 95% CI)")]
-        if g["work_speedup"].notna().any():
-            panels.append(("work_speedup", "speedup predicted from work counts (95% CI)"))
-        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5.2), squeeze=False, layout="constrained")
-        # One colour and marker per rule, fixed by the rule's rank among all sets' rules, so that a
-        # rule looks the same in every panel and file (tab10 alone repeats after ten rules).
-        rules = sorted(front["rule"].dropna().unique())
-        palette = plt.get_cmap("tab20").colors
-        style = {r: (palette[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20], "osD^vP*X<>"[i % 10]) for i, r in enumerate(rules)}
-        for ax, (col, label) in zip(axes[0], panels):
+    panels = [("tau", "tau (tokens per target step)")]
+    if g["work_speedup"].notna().any():
+        panels.append(("work_speedup", "speedup predicted from work counts"))
+    n = g["n"].dropna()
+    n_text = f"n = {int(n.min())}" if len(n) and n.min() == n.max() else (f"n = {int(n.min())}-{int(n.max())}" if len(n) else "n unknown")
+    name = dataset_display_name(dataset)
+    fig, axes = canvas(TWO_COLUMNS, 2.9, ncols=len(panels))
+    entries: dict[str, Any] = {}
+    # Text sizes are fixed when an artist is made: every artist under the paper's sizes.
+    with matplotlib.rc_context(PAPER_RC):
+        for ax, (col, ylabel) in zip(axes, panels):
             for rule, h in g.groupby("rule", sort=True):
                 h = h.dropna(subset=[col, "net_lost", "n"]).sort_values(col)
                 if h.empty:
@@ -194,23 +235,27 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path) -> list[Path]:
                 xerr = [(x + 100 * h["score_diff_ci_high"]).clip(lower=0).fillna(0), (-100 * h["score_diff_ci_low"] - x).clip(lower=0).fillna(0)]
                 yerr = [(h[col] - h[f"{col}_ci_low"]).clip(lower=0).fillna(0), (h[f"{col}_ci_high"] - h[col]).clip(lower=0).fillna(0)]
                 colour, marker = style[rule]
-                # The x intervals are wide at n ~ 30 and overlap; drawn faint so the points stay legible.
-                ax.errorbar(x, h[col], xerr=xerr, fmt="none", ecolor=colour, alpha=0.3, elinewidth=0.8, capsize=2)
-                ax.errorbar(x, h[col], yerr=yerr, marker=marker, color=colour, capsize=2, elinewidth=0.8,
-                            linestyle="-" if len(h) > 1 else "none", label=rule)
-            ax.axvline(0, color="grey", linewidth=0.8)
-            ax.set_xlabel("net answers lost per 100 problems (lost - gained vs target alone; 95% CI)")
-            ax.set_ylabel(label)
-        # One legend below the panels: inside an axes it hid the intervals under it.
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 8), fontsize=7)
-        n = g["n"].dropna()
-        fig.suptitle(f"{dataset}: loose rules at matched quality (n = {int(n.max()) if len(n) else '?'} problems)")
-        path = out_dir / f"frontier_{dataset}.png"
-        fig.savefig(path, dpi=130)
-        plt.close(fig)
-        paths.append(path)
-    return paths
+                # The x intervals are wide at n ~ 30-100 and overlap: drawn faint, the points stay legible.
+                ax.errorbar(x, h[col], xerr=xerr, fmt="none", ecolor=colour, alpha=0.35, elinewidth=0.8, capsize=2)
+                label = labels.get(rule, rule)
+                entries.setdefault(label, ax.errorbar(x, h[col], yerr=yerr, marker=marker, color=colour, capsize=2,
+                                                      elinewidth=0.8, linestyle="-" if len(h) > 1 else "none", label=label))
+            ax.axvline(0, color="grey", linewidth=0.6)
+            ax.set_xlabel("net answers lost per 100 problems")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{name}: {ylabel.split(' (')[0]}")
+            ax.grid(True, alpha=0.3)
+        speed = ("; the predicted speedup is the calibrated cost model's from every problem's work counts (forwards "
+                 "and rows, which depend only on the tokens), with its bootstrap interval" if len(panels) > 1 else "")
+        # Every rule in the legend (not add_legend's first eight): a frontier point without its
+        # rule's name says nothing.
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 6), frameon=False)
+        set_caption(fig, f"{name} ({n_text} problems): each rule's gain against the answers it changes",
+                    "Horizontal: answers lost minus answers gained against the target alone on the same problems, per "
+                    "100 problems, with the paired score difference's 95% interval (faint; exact for 0/1 scores). "
+                    f"Vertical: tau with its 95% paired bootstrap interval over problems{speed}. "
+                    "A line joins one rule's settings in order of the vertical value. " + speed_note)
+    return fig
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -251,7 +296,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     front.to_csv(out / "frontier.csv", index=False)
     (out / "frontier.md").write_text(frontier_markdown(front))
     (out / "matched.md").write_text(matched_markdown(table, args.budget, args.alpha))
-    for p in plot_frontier(front, out):
+    note = ""
+    if calibration is not None:
+        sig = getattr(calibration, "signature", None) or {}
+        note = (f"Predicted for the machine of calibration {Path(args.calibration).name} ({sig.get('cpu_signature', 'CPU not recorded')}, "
+                f"{sig.get('dtype', '?')}, {sig.get('threads', '?')} threads, made {str(sig.get('created', '?'))[:10]}), "
+                "whichever machine ran the points.")
+    elif front["work_speedup"].notna().any():
+        note = "Predicted with the calibration each run recorded (the machine that ran it)."
+    for p in plot_frontier(front, out, rule_labels(front, index), note):
         print(p)
     print(out / "frontier.md")
     print(out / "matched.md")

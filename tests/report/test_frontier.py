@@ -97,8 +97,15 @@ def test_the_figure_draws_tau_and_predicted_speedup_with_both_intervals(index, t
     calls = []
     real = matplotlib.axes.Axes.errorbar
     monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", lambda self, *a, **k: calls.append((a, k)) or real(self, *a, **k))
-    [path] = plot_frontier(frontier(index), tmp_path)
-    assert path.name == "frontier_gsm8k.png" and path.stat().st_size > 0
+    paths = plot_frontier(frontier(index), tmp_path)
+    assert [p.name for p in paths] == ["frontier_gsm8k.png", "frontier_gsm8k.pdf", "frontier_gsm8k.caption.md", "frontier_gsm8k.caption.tex"]
+    assert all(p.stat().st_size > 0 for p in paths)
+    # the paper's width and a caption beside the figure that says what the intervals are
+    from matplotlib.image import imread
+
+    assert imread(paths[0]).shape[1] == 7 * 300
+    caption = paths[2].read_text()
+    assert "GSM8K" in caption and "95% paired bootstrap interval" in caption and "exact for 0/1 scores" in caption
     # three rules, on the tau panel and the predicted-speedup panel, each drawn twice: the faint
     # x intervals, then the points with their y intervals
     assert len(calls) == 2 * 3 * 2
