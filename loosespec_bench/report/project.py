@@ -55,6 +55,30 @@ def lm_head_share_of_profile(prof: Mapping[str, Any]) -> float:
     return head / (_v(prof["target"], "params_b") * 1e9 - head)
 
 
+def target_head_share(run: Mapping[str, Any]) -> float | None:
+    """The LM head's share of a run's target's weight work (costmodel.lm_head_share), from its
+    config.json read offline; None where that cannot be read (hub model not cached, tiny pair).
+    `run`: an index row (its `config` holds the flat, dotted config keys)."""
+    from ..costmodel import lm_head_share
+    from ..models.loading import model_config
+
+    config = run.get("config") if isinstance(run.get("config"), dict) else {}
+    path = config.get("pair.target.path")
+    if not path:
+        return None
+    try:
+        cfg = model_config(str(path))
+    except ConfigError:
+        return None
+    return lm_head_share(cfg) if cfg else None
+
+
+def head_share_70b() -> float:
+    """A 70B target's LM-head share (the papers' H100 profile's target): DropMatch's cost in
+    units of the head's time, times this, is its projected share of a 70B's forwards."""
+    return lm_head_share_of_profile(load_profile(PAPERS_70B_PROFILE))
+
+
 def load_profile(name: str) -> dict[str, Any]:
     """A profile by name (report/profiles/<name>.yaml) or path; ConfigError naming the choices."""
     path = Path(name)

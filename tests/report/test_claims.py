@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from loosespec_bench.app import run
 from loosespec_bench.errors import ConfigError
@@ -425,3 +427,59 @@ def test_a_no_change_claim_is_mcnemar_and_is_sized_from_its_discordance():
     bound = _retention_row(Claim("r", "test", "keeps 99%", "retention", {"method": "x"}, None, margin=0.99, test="exact"),
                            run_of(pairs), "gsm8k", 0, 500)
     assert bound.test == "exact_retention"
+
+
+def _overhead_run(tmp_path):
+    """A DropMatch run folder with step timings and a target whose shape config.json gives:
+    DropMatch 0.15 s of 15 s decode (1%) and of 1.5 s of target forwards (10%)."""
+    model = tmp_path / "target"
+    model.mkdir()
+    shape = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 4, "vocab_size": 1000}
+    (model / "config.json").write_text(json.dumps(shape))
+    run = tmp_path / "run"
+    run.mkdir()
+    dm = [0.01, 0.03, 0.02, 0.05, 0.04] * 4
+    lines = [{"id": str(i), "output_text": "x", "steps": [{"accepted": 0, "dropmatch_s": dm[i]}],
+              "metrics": {"decode_s": 1.0 * (i % 5 + 1), "phase_s": {"target": 0.1 * (i % 5 + 1)}}} for i in range(20)]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return pd.Series({"run_dir": str(run), "config": {"pair.target.path": str(model)}}), shape
+
+
+def test_an_overhead_claim_tests_the_share_against_its_line(tmp_path):
+    """DropMatch's own cost as a claim: the share of decode time (1% here) and its projection to
+    a 70B's LM-head share, each against a declared line; decided by the BCa interval's p."""
+    from loosespec_bench.costmodel import lm_head_share
+    from loosespec_bench.report.claims.decide import _overhead_row
+    from loosespec_bench.report.project import head_share_70b
+
+    row, shape = _overhead_run(tmp_path)
+    below = Claim("o", "DropMatch", "DropMatch costs under 5% of decode", "overhead", {"method": "dropmatch"}, None,
+                  direction=-1, margin=0.05, estimand="decode_share")
+    d = _overhead_row(below, row, "gsm8k", 0, 2000)
+    assert d.n == 20 and d.diff[0] == pytest.approx(0.01) and d.b[0] == pytest.approx(0.01)
+    assert d.diff[1] < 0.01 < d.diff[2] < 0.05 and d.p["confirmed"] < 0.05 and d.p["contradicted"] > 0.5
+    # The same share against a line it sits above: contradicted, not confirmed.
+    above = replace(below, margin=0.005)
+    d = _overhead_row(above, row, "gsm8k", 0, 2000)
+    assert d.p["contradicted"] < 0.05 and d.p["confirmed"] > 0.5
+    # Projected: the share of the target's forwards (10%) x a 70B's head share / this target's.
+    proj = replace(below, estimand="projected_70b", margin=0.02)
+    d = _overhead_row(proj, row, "gsm8k", 0, 2000)
+    assert d.diff[0] == pytest.approx(0.1 * head_share_70b() / lm_head_share(shape))
+    text = format_claims([d])
+    assert "a 70B target's" in text and f"{d.diff[0]:.2%}" in text and "< 2.00%" in text
+    # A target whose shape cannot be read offline: no projection, and the row says why.
+    row["config"] = {"pair.target.path": "tiny:0"}
+    d = _overhead_row(proj, row, "gsm8k", 0, 2000)
+    assert d.verdict.startswith("undecided (the target's LM-head share is unknown")
+
+
+def test_an_overhead_claim_is_about_one_run_and_a_share(tmp_path):
+    base = {"id": "o", "paper": "DropMatch", "text": "t", "figure": "overhead", "estimand": "decode_share",
+            "b": {"method": "dropmatch"}, "direction": -1}
+    for bad in ({**base, "margin": 2.0}, {**base, "margin": 0.02, "a": {"method": "spd"}}, {**base, "estimand": "ratio", "margin": 0.02}):
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump({"families": {"claims": {"title": "t"}}, "claims": [bad]}))
+        with pytest.raises(ConfigError, match="overhead|estimand"):
+            load_declaration(path)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ...costmodel import SPEEDUP, TARGET_TPS
 from ...errors import ConfigError
+from ...metrics import dropmatch_cost_parts
 from ...stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
 from ...stats.intervals import paired_bootstrap, ratio_of_sums
 from ...stats.sizing import MAX_DISCORDANT, discordant_for_power, margin_supported
@@ -21,7 +22,9 @@ from ...stats.verdicts import (
 )
 from ...verifiers import FLy
 from ..compare import MIN_N_VERDICT, Run, compare_pair, difference_stat, load_run
+from ..index import read_records
 from ..labels import NO_WINDOW, is_rule
+from ..project import head_share_70b, target_head_share
 from .declaration import Claim, Declaration, Family, load_declaration
 
 
@@ -287,6 +290,38 @@ def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> D
     return d
 
 
+def _overhead_row(claim: Claim, row: pd.Series, ds: str, seed: int, n_boot: int) -> Decision | None:
+    """DropMatch's own cost in one run, from its step timings (metrics.dropmatch_cost_parts): the
+    ratio of sums over problems, its BCa interval and the p-values it implies against the
+    claim's line. projected_70b scales the share of the target's forwards by a 70B target's
+    LM-head share over this target's (report/project.py: a projection, not a measurement)."""
+    parts = dropmatch_cost_parts(read_records(str(row["run_dir"])))
+    if claim.estimand == "decode_share":
+        scale, base = 1.0, parts["decode_s"]
+    else:
+        head = target_head_share(row)
+        if not head:
+            return Decision(claim, ds, 0, (None, None, None), (None, None, None), (None, None, None),
+                            "undecided (the target's LM-head share is unknown: its config.json cannot be read offline)")
+        scale, base = head_share_70b() / head, parts["target_s"]
+    n = len(parts["dropmatch_s"])
+    if n < 2:
+        return None  # no step timings (record_steps off): no figure to test
+
+    def share(m: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return scale * ratio_of_sums(m, b, axis=axis)
+
+    bt = BootstrapTest([parts["dropmatch_s"], base], share, seed=seed, n_boot=n_boot)
+    measured = paired_bootstrap([parts["dropmatch_s"], parts["decode_s"]], ratio_of_sums, seed=seed, n_boot=n_boot)
+    p, contra = _conclusions_from(bt.p_above, bt.p_below, claim)
+    d = Decision(claim, ds, n, (None, None, None), measured, bt.interval, "", test="bootstrap", p=p, p_contra=contra,
+                 counts=f"DropMatch time {sum(parts['dropmatch_s']):.1f} s of {sum(parts['decode_s']):.0f} s decode")
+    if bt.p_above(claim.null) is None:
+        d.p, d.p_contra = {}, None
+        d.why_no_interval = "no spread in the resamples"
+    return d
+
+
 def _retention_floor(claim: Claim, index: pd.DataFrame, ds: str) -> tuple[float | None, float | None, float | None] | None:
     row = select(index, floor_selection(claim), ds)
     if row is None:
@@ -323,6 +358,11 @@ def _one(claim: Claim, index: pd.DataFrame, ds: str, *, seed: int, n_boot: int, 
     if rb is None or (claim.a is not None and ra is None):
         return None
     folders = [str(rb["run_dir"])] + ([str(ra["run_dir"])] if ra is not None else [])
+    if claim.figure == "overhead":
+        d = _overhead_row(claim, rb, ds, seed, n_boot)
+        if d is not None:
+            d.folders, d.dataset = folders, ds
+        return d
     run_b = load_run(Path(rb["run_dir"]))
     if claim.figure == "retention":
         d = _retention_row(claim, run_b, ds, seed, n_boot)
@@ -543,6 +583,8 @@ def _own(row: pd.Series, figure: str) -> tuple[float | None, float | None, float
 
 
 def spec_of(claim: Claim) -> str:
+    if claim.figure == "overhead":
+        return ".2%"
     return ".3f" if claim.figure in ("accuracy", "retention") or claim.estimand == "ratio" else ".2f"
 
 

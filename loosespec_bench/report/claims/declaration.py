@@ -15,10 +15,14 @@ from ...stats.verdicts import ADJUSTMENTS, PAIRED_TESTS, SPENDINGS, sequential_b
 
 DECLARATION = Path(__file__).parent.with_name("claims.yaml")  # the packaged declaration (report/claims.yaml)
 DECLARATION_NAME = "claims.yaml"  # its copy beside a report's results
-FIGURES = ("tau", "speedup", "accuracy", "retention")
-TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap",), "accuracy": ("exact",), "retention": ("exact",)}
+# overhead: one DropMatch run's own cost (its N-path LM-head passes and criterion), against a
+# stated line (`margin`): a share of decode time, or projected onto a 70B target's LM-head share.
+FIGURES = ("tau", "speedup", "accuracy", "retention", "overhead")
+TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap",), "accuracy": ("exact",), "retention": ("exact",),
+         "overhead": ("bootstrap",)}
 GRADED_TESTS = tuple(PAIRED_TESTS)  # a retention claim's test where the scores are graded
-ESTIMANDS = {"tau": ("difference", "ratio"), "speedup": ("difference", "ratio"), "accuracy": ("difference",), "retention": ("retention",)}
+ESTIMANDS = {"tau": ("difference", "ratio"), "speedup": ("difference", "ratio"), "accuracy": ("difference",), "retention": ("retention",),
+             "overhead": ("decode_share", "projected_70b")}
 
 # What each estimand and test is, in the words claims.md prints.
 ESTIMAND_TEXT = {
@@ -28,6 +32,9 @@ ESTIMAND_TEXT = {
     ("speedup", "ratio"): "speedup (ratio of summed rates), B / A",
     ("accuracy", "difference"): "accuracy, B - A (paired)",
     ("retention", "retention"): "retention: score / target alone's, same problems",
+    ("overhead", "decode_share"): "DropMatch's own time / decode time (ratio of sums over problems)",
+    ("overhead", "projected_70b"): ("DropMatch's own time / the target's verification forwards, / the target's LM-head share "
+                                    "x a 70B target's (ratio of sums over problems; a projection)"),
 }
 ADJUST_TEXT = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no adjustment"}
 TEST_TEXT = {
@@ -45,7 +52,7 @@ class Claim:
     id: str
     paper: str
     text: str  # the claim as the paper (or its rule) states it
-    figure: str  # tau | speedup | accuracy (compare) | retention (one run vs its target alone)
+    figure: str  # tau | speedup | accuracy (compare) | retention (one run vs its target alone) | overhead (one run)
     b: Mapping[str, Any]  # the configuration the claim is about
     a: Mapping[str, Any] | None = None  # what it is compared with (None: its own target alone)
     direction: int = +1  # the claimed sign of B - A (retention: of retention - margin)
@@ -70,8 +77,8 @@ class Claim:
 
     @property
     def null(self) -> float:
-        """The figure's value at no effect (retention: the claimed margin)."""
-        if self.figure == "retention":
+        """The figure's value at no effect (retention, overhead: the claimed margin)."""
+        if self.figure in ("retention", "overhead"):
             return self.margin
         return 1.0 if self.estimand == "ratio" else 0.0
 
@@ -142,6 +149,9 @@ def _claim(raw: Mapping[str, Any], families: Mapping[str, Family], where: str) -
     if direction not in (-1, 1):
         raise ConfigError(f"{where}: claim {cid!r}: direction must be +1 or -1")
     sets = raw.get("sets")
+    if figure == "overhead" and (raw.get("a") or not 0 < float(raw.get("margin", 0.0)) < 1):
+        raise ConfigError(f"{where}: claim {cid!r}: an overhead claim is about one run (b, no a) against a margin "
+                          "between 0 and 1 (a share, e.g. margin: 0.02)")
     return Claim(
         cid, str(need("paper")), str(need("text")), figure, dict(need("b")), dict(raw["a"]) if raw.get("a") else None,
         direction=direction, margin=float(raw.get("margin", 0.0)), source=str(raw.get("source", "")),

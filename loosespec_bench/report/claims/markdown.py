@@ -19,6 +19,8 @@ def _estimand(d: Decision) -> str:
         text += f", claimed {d.claim.size[2]}"
     elif d.claim.figure == "retention":
         text += f", >= {d.claim.margin:g}"
+    elif d.claim.figure == "overhead":
+        text += f", {'>' if d.claim.direction > 0 else '<'} {d.claim.margin:.2%}"
     else:
         text += f", {'> 0' if d.claim.estimand == 'difference' else '> 1'}" if d.claim.direction > 0 else \
             f", {'< 0' if d.claim.estimand == 'difference' else '< 1'}"
@@ -66,8 +68,9 @@ def format_claims(decisions: list[Decision], decl: Declaration | None = None) ->
     ]
     for d in decisions:
         spec = spec_of(d.claim)
-        side = ".3f" if d.claim.figure in ("accuracy", "retention") else ".2f"
-        est = fmt_iv(d.diff, spec if d.claim.figure == "retention" or d.claim.estimand == "ratio" else "+" + spec, d.n)
+        side = ".3f" if d.claim.figure in ("accuracy", "retention") else ".2%" if d.claim.figure == "overhead" else ".2f"
+        signed = d.claim.figure in ("retention", "overhead") or d.claim.estimand == "ratio"  # no "+": not a difference
+        est = fmt_iv(d.diff, spec if signed else "+" + spec, d.n)
         if d.claim.figure == "retention" and d.floor is not None:
             est += f" (SPD: {fmt_iv(d.floor, spec)})"
         need = str(d.n_needed) if d.n_needed is not None else "-"
@@ -93,7 +96,9 @@ def format_claims(decisions: list[Decision], decl: Declaration | None = None) ->
         f"an exact McNemar row: the n for that power over its looks against a {decl.imbalance:g}:1 loss:gain split at the "
         "discordance seen so far, with the non-inferiority margin its last look supports in its note; "
         "above budget x n: not decidable at this scale. A and B: each side's figure (quality: exact Clopper-Pearson "
-        f"intervals); tau and speed: {LEVEL:.0%} paired BCa bootstrap over the problems both runs answered (speed: timed in both). "
+        f"intervals); tau and speed: {LEVEL:.0%} paired BCa bootstrap over the problems both runs answered (speed: timed in both); "
+        "an overhead row (one DropMatch run): B is DropMatch's measured share of decode time, the estimate the declared "
+        "estimand with its BCa interval over problems. "
         f"No verdict below n = {MIN_N_VERDICT}. Costs: the runs' own CPU seconds per problem and, for {CLUSTER_PAIR} "
         f"({CLUSTER_GPUS} GPUs a job, {CLUSTER_NEW_TOKENS} new tokens), the planner's rates (loosespec_bench/costmodel.py). "
         "docs/algorithms.md 7.6 defines each verdict.",

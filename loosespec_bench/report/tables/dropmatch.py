@@ -27,15 +27,12 @@ from ..grouping import (
     source_key,
     source_notes,
 )
-from ...costmodel import lm_head_share
-from ...errors import ConfigError
 from ...metrics import dropmatch_cost_parts
-from ...models.loading import model_config
 from ...stats.intervals import paired_bootstrap_ratio
 from ...verifiers import DropMatch, SPD
 from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
 from ..index import read_records
-from ..project import PAPERS_70B_PROFILE, lm_head_share_of_profile, load_profile
+from ..project import head_share_70b, target_head_share
 from ..labels import dataset_label, is_eagle, is_exact, is_rule, method_label, rule_of, rule_setting
 from ..render import MIXED_CPUS, NA, NOT_RUN, Num, Table
 
@@ -149,20 +146,6 @@ def dropmatch_eagle3_table(index: pd.DataFrame, published: pd.DataFrame | None =
                          eagle=True, base_label="EAGLE-3")
 
 
-def _target_head_share(run: Any) -> float | None:
-    """The LM head's share of the run's target's weight work (costmodel.lm_head_share), from its
-    config.json read offline; None where that cannot be read (hub model not cached, tiny pair)."""
-    config = run.get("config") if isinstance(run.get("config"), dict) else {}  # index.flat_config: dotted keys
-    path = config.get("pair.target.path")
-    if not path:
-        return None
-    try:
-        cfg = model_config(str(path))
-    except ConfigError:
-        return None
-    return lm_head_share(cfg) if cfg else None
-
-
 def _overhead_cells(members: list) -> list[Any]:
     """DropMatch's cost in one configuration's runs, each with its paired bootstrap interval over
     problems: share of decode time, share of the target's verification forwards, that share in
@@ -183,11 +166,11 @@ def _overhead_cells(members: list) -> list[Any]:
         ci = (low * scale, high * scale) if low is not None and high is not None else None
         return Num(point * scale, kind, ci=ci, no_interval=ci is None)
 
-    head = _target_head_share(members[0])
+    head = target_head_share(members[0])
     target = cell(parts["target_s"])
     return [cell(parts["decode_s"]), target, Num(head, "percent") if head else NA,
             cell(parts["target_s"], 1 / head, "ratio") if head else NA,
-            cell(parts["target_s"], lm_head_share_of_profile(load_profile(PAPERS_70B_PROFILE)) / head) if head else NA]
+            cell(parts["target_s"], head_share_70b() / head) if head else NA]
 
 
 def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
@@ -197,7 +180,7 @@ def dropmatch_overhead_table(index: pd.DataFrame, published: pd.DataFrame | None
     published = load_published() if published is None else published
     runs = our_runs(index)
     runs = runs[runs["method"].map(lambda m: is_rule(m, DropMatch))] if not runs.empty else runs
-    head_70b = lm_head_share_of_profile(load_profile(PAPERS_70B_PROFILE))
+    head_70b = head_share_70b()
     columns = ["source", "pair", "data set", "drafter", "K", "DropMatch setting", "overhead (share of decode time)",
                "share of the target's forwards", "LM head's share of the target's weight work",
                "DropMatch time ÷ the target's LM-head time", f"projected: share of a 70B target's forwards (head {100 * head_70b:.1f}%)",
