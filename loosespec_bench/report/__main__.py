@@ -12,6 +12,8 @@
           each figure with its interval and the paired difference B - A (report/compare.py)
   speed [TITLE=]DIR ... --out DIR   the speed-over-occasions figure of speed-evidence folders
           (scripts/bench_speed_evidence.py's report.json), one panel each: speed_occasions.*
+  verdicts CSV ...   one table of verdicts per family over several claims.csv files (each
+          with the claims.yaml beside it): what a results README's verdict table prints
 
 A damaged run folder (config.yaml or summary.json unreadable or holding the wrong kind of value,
 a samples.jsonl line that is not a complete record: run_folder.RunFolder.damage) stops the
@@ -126,8 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--name", default="speed_occasions", help="file name stem (default: %(default)s)")
     p.add_argument("--formats", default="png,pdf", help="comma-separated (default: %(default)s)")
+    p = sub.add_parser("verdicts", help="verdicts per family over several claims.csv files (one markdown table)")
+    p.add_argument("csvs", nargs="+", type=Path, help="claims.csv files written by `claims` (each beside its claims.yaml)")
     args = parser.parse_args(argv)
 
+    if args.command == "verdicts":
+        missing = [str(c) for c in args.csvs if not c.is_file()]
+        if missing:
+            return _error(f"{', '.join(missing)}: no such file; name claims.csv files written by `python -m loosespec_bench.report claims`")
+        from .claims.markdown import verdict_table
+
+        try:
+            print(verdict_table(args.csvs), end="")
+        except (KeyError, ValueError) as err:
+            return _error(f"not a claims.csv written by `claims` ({err}); regenerate it")
+        return 0
     if args.command == "compare":
         return _compare(args)
     if args.command == "speed":

@@ -483,3 +483,27 @@ def test_an_overhead_claim_is_about_one_run_and_a_share(tmp_path):
         path.write_text(yaml.safe_dump({"families": {"claims": {"title": "t"}}, "claims": [bad]}))
         with pytest.raises(ConfigError, match="overhead|estimand"):
             load_declaration(path)
+
+
+def test_the_verdict_table_counts_each_family_over_several_files(tmp_path, capsys):
+    from loosespec_bench.report.__main__ import main
+
+    for name, rows in (("a", [("f1", "confirmed", 0.01, ""), ("f1", "undecided at this n", 0.3, ""),
+                              ("f1", "not comparable: speed measured on different CPUs", None, ""),
+                              ("f2", "confirmed", 0.001, "every set"), ("f2", "confirmed", 0.01, "member")]),
+                       ("b", [("g", "not decidable at this scale (n = 900 for 80% power > 300)", 0.4, "")])):
+        folder = tmp_path / name
+        folder.mkdir()
+        pd.DataFrame([{"family": f, "verdict": v, "p_raw": p, "iut": i} for f, v, p, i in rows]).to_csv(folder / "claims.csv", index=False)
+        fams = {f: {"title": f"title {f}"} for f, *_ in rows}
+        (folder / "claims.yaml").write_text(yaml.safe_dump({"families": fams, "claims": []}))
+    assert main(["verdicts", str(tmp_path / "a" / "claims.csv"), str(tmp_path / "b" / "claims.csv")]) == 0
+    out = capsys.readouterr().out
+    # f1: two tests (the not-comparable row has no p), one confirmed, one undecided, one not comparable;
+    # f2: the intersection-union row only, not its member.
+    assert "| title f1 | a/claims.yaml | 2 | 1 | 0 | 0 | 0 | 1 | 0 | 1 |" in out
+    assert "| title f2 | a/claims.yaml | 1 | 1 | 0 | 0 | 0 | 0 | 0 | 0 |" in out
+    assert "| title g | b/claims.yaml | 1 | 0 | 0 | 0 | 0 | 0 | 1 | 0 |" in out
+    assert "| **all** | | | **2** | **0** | **0** | **0** | **1** | **1** | **1** |" in out
+    assert main(["verdicts", str(tmp_path / "nope.csv")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")

@@ -9,7 +9,7 @@ import pandas as pd
 from ...stats.intervals import LEVEL
 from ..compare import MIN_N_VERDICT
 from .decide import CLUSTER_GPUS, CLUSTER_NEW_TOKENS, CLUSTER_PAIR, Decision, fmt_iv, fmt_p, spec_of
-from .declaration import ADJUST_TEXT, Declaration, ESTIMAND_TEXT, TEST_TEXT, load_declaration
+from .declaration import ADJUST_TEXT, DECLARATION_NAME, Declaration, ESTIMAND_TEXT, TEST_TEXT, load_declaration
 
 
 # ---- claims.md -----------------------------------------------------------------------------------
@@ -122,3 +122,31 @@ def decisions_to_csv(decisions: list[Decision], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
+
+
+VERDICT_COLUMNS = ("confirmed", "contradicted", "larger than claimed", "smaller than claimed", "undecided", "not decidable",
+                   "not comparable")
+
+
+def verdict_table(csvs: list[Path]) -> str:
+    """One markdown table of verdicts per family over several claims.csv files (each decided
+    under the claims.yaml beside it, whose family titles it prints): tests (rows with a p; an
+    intersection-union claim's members are not counted) and the rows in each verdict category."""
+    import pandas as pd
+
+    lines = ["| family | declared in | tests | " + " | ".join(VERDICT_COLUMNS) + " |",
+             "|---|---|---:|" + "---:|" * len(VERDICT_COLUMNS)]
+    total = dict.fromkeys(VERDICT_COLUMNS, 0)
+    for path in csvs:
+        df = pd.read_csv(path)
+        decl_path = Path(path).with_name(DECLARATION_NAME)
+        titles = {f.id: f.title for f in load_declaration(decl_path).families.values()} if decl_path.exists() else {}
+        df = df[df["iut"].astype(str) != "member"]
+        for family, g in df.groupby("family", sort=False):
+            cats = g["verdict"].map(verdict_category).value_counts()
+            for c in VERDICT_COLUMNS:
+                total[c] += int(cats.get(c, 0))
+            lines.append(f"| {titles.get(family, family)} | {decl_path.parent.name}/{DECLARATION_NAME} | {int(g['p_raw'].notna().sum())} | "
+                         + " | ".join(str(int(cats.get(c, 0))) for c in VERDICT_COLUMNS) + " |")
+    lines.append("| **all** | | | " + " | ".join(f"**{v}**" for v in total.values()) + " |")
+    return "\n".join(lines) + "\n"
