@@ -51,7 +51,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -325,14 +325,26 @@ def assign_owners(sweeps: Sequence[Sweep]) -> None:
                 own.needed_by.append(s.experiment)
 
 
+def folder_status(job: Job, folder: Path) -> PointStatus:
+    """`folder`'s state for this job: a finished folder holding fewer samples than the job asks
+    (its size known exactly) is "short", not done: a later planned look raises dataset.limit,
+    which the run id leaves out, so the launch extends that folder instead of skipping it."""
+    st = point_status(folder)
+    if st.state == "done" and job.samples_exact and job.samples and st.samples < job.samples:
+        return replace(st, state="short")
+    return st
+
+
 def job_status(job: Job) -> PointStatus:
     """The point's state in the folder that runs it; where that is not done, a finished run of the
     same configuration in another experiment's folder (e.g. from an earlier plan) counts."""
-    st = point_status(job.folder)
+    st = folder_status(job, job.folder)
     if st.state != "done":
         for other in sorted(job.folder.parent.parent.glob(f"*/{job.run_id}")):
             if other != job.folder and (other / "summary.json").exists():
-                return point_status(other)
+                found = folder_status(job, other)
+                if found.state == "done" or st.state == "pending":
+                    return found
     return st
 
 
@@ -470,6 +482,8 @@ def format_status(sweeps: Sequence[Sweep], title: str = "") -> str:
                 extra += f"{st.samples}/{j.samples} samples; {st.error}"
             elif st.state == "done":
                 extra += f"{st.samples} samples"
+            elif st.state == "short":
+                extra += f"finished at {st.samples}/{j.samples} samples: a launch extends it"
             lines.append(f"  {j.index:>3}  {st.state:<8} {point:<48} {extra}")
             if st.slurm:
                 lines.append(f"       {st.slurm}")
@@ -492,7 +506,7 @@ def budget_line(sweeps: Sequence[Sweep]) -> str:
         for j in (j for j in s.jobs if j.launched):
             points += 1
             total += j.hours * per
-            st = point_status(j.folder)
+            st = folder_status(j, j.folder)
             if st.state == "done":
                 done += 1
                 continue
@@ -519,7 +533,7 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
         env = dict(os.environ)
         # Left out of the array: points an earlier sweep runs, and points already done (a relaunch
         # after a cancelled or failed point runs only what is missing).
-        done = {j.run_id for j in s.jobs if j.launched and point_status(j.folder).state == "done"}
+        done = {j.run_id for j in s.jobs if j.launched and folder_status(j, j.folder).state == "done"}
         skip = sorted({j.run_id for j in s.jobs if not j.launched} | done)
         own = sum(j.launched and j.run_id not in done for j in s.jobs)
         if not own:

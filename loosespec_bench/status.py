@@ -23,7 +23,9 @@ from .safe_files import read_bytes
 ERROR = RunFolder.ERROR
 SUMMARY = RunFolder.SUMMARY
 SAMPLES = RunFolder.SAMPLES
-STATES = ("done", "running", "failed", "pending")
+# short: finished, but at fewer samples than the plan now asks (a planned look's larger
+# dataset.limit: the problem count is not part of a run id, so the run extends that folder).
+STATES = ("done", "short", "running", "failed", "pending")
 
 
 @dataclass

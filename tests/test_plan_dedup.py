@@ -21,11 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 ABLATIONS = ["fly_ablation_theta", "fly_ablation_window", "fly_ablation_mla"]
 
 
-def _done(folder: Path) -> None:
+def _done(folder: Path, samples: int = 1) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text("{}\n")
-    (folder / "samples.jsonl").write_text(json.dumps({"id": "a"}) + "\n")
-    (folder / "summary.json").write_text(json.dumps({"n_samples": 1}))
+    (folder / "samples.jsonl").write_text("".join(json.dumps({"id": f"s{i}"}) + "\n" for i in range(samples)))
+    (folder / "summary.json").write_text(json.dumps({"n_samples": samples}))
 
 
 def test_a_point_several_sweeps_share_is_planned_once_and_done_for_each(tmp_path):
@@ -44,7 +44,7 @@ def test_a_point_several_sweeps_share_is_planned_once_and_done_for_each(tmp_path
     assert f"total: 3 sweeps, {points - 4} jobs" in text
 
     # The owner finishes the shared point: every sweep that needs it reports it done.
-    _done(shared[0].folder)
+    _done(shared[0].folder, shared[0].samples)
     sweeps = build_plan(ABLATIONS, [f"paths.results_dir={tmp_path}"], with_status=True)
     rid = shared[0].run_id
     states = [j.status.state for s in sweeps for j in s.jobs if j.run_id == rid]
@@ -55,7 +55,7 @@ def test_a_point_several_sweeps_share_is_planned_once_and_done_for_each(tmp_path
 def test_a_point_done_in_another_experiments_folder_counts_as_done(tmp_path):
     (sweep,) = build_plan(["fly_ablation_window"], [f"paths.results_dir={tmp_path}"])
     job = sweep.jobs[0]
-    _done(tmp_path / "some_earlier_plan" / job.run_id)
+    _done(tmp_path / "some_earlier_plan" / job.run_id, job.samples)
     (sweep,) = build_plan(["fly_ablation_window"], [f"paths.results_dir={tmp_path}"], with_status=True)
     assert sweep.jobs[0].status.state == "done" and sweep.jobs[1].status.state == "pending"
 
@@ -190,7 +190,7 @@ def test_launch_prints_its_budget_before_it_starts(tmp_path, monkeypatch, capsys
     point costs its missing samples (and its model load)."""
     (sweep,) = build_plan(["fly_ablation_theta"], [f"paths.results_dir={tmp_path}"])
     first, second = sweep.jobs[0], sweep.jobs[1]
-    _done(first.folder)
+    _done(first.folder, first.samples)
     half = second.folder
     half.mkdir(parents=True)
     (half / "samples.jsonl").write_text("".join(json.dumps({"id": f"s{i}"}) + "\n" for i in range(second.samples // 2)))
@@ -212,3 +212,39 @@ def test_launch_prints_its_budget_before_it_starts(tmp_path, monkeypatch, capsys
     plan_mod.launch([sweep], sequential=True, log_dir=tmp_path / "launch")
     out = capsys.readouterr().out
     assert out.index("budget: ") < out.index("started")
+
+
+def test_a_later_look_extends_a_point_finished_at_fewer_samples(tmp_path, monkeypatch):
+    """A planned look raises dataset.limit, which the run id leaves out: the point finished at
+    the earlier look is "short", not done, so the launch runs it again (the run extends its
+    folder) instead of skipping it; at the look's size it is done."""
+    (sweep,) = build_plan(["fly_ablation_window"], [f"paths.results_dir={tmp_path}", "dataset.limit=20"])
+    job = sweep.jobs[0]
+    assert job.samples_exact and job.samples == 20
+    (small,) = build_plan(["fly_ablation_window"], [f"paths.results_dir={tmp_path}", "dataset.limit=10"])
+    assert small.jobs[0].run_id == job.run_id  # the limit is not part of the run id
+    _done(job.folder, 10)
+    (sweep,) = build_plan(["fly_ablation_window"], [f"paths.results_dir={tmp_path}", "dataset.limit=20"], with_status=True)
+    st = sweep.jobs[0].status
+    assert st.state == "short" and st.samples == 10
+    assert "finished at 10/20 samples: a launch extends it" in format_status([sweep])
+    line = plan_mod.budget_line([sweep])
+    n = len(sweep.jobs)
+    assert line.startswith(f"budget: {n} points, 0 done, {n} to run (1 of them resume")
+    started = []
+
+    class FakePopen:
+        def __init__(self, command, stdout=None, stderr=None, env=None):
+            started.append(command)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(plan_mod.subprocess, "Popen", FakePopen)
+    plan_mod.launch([sweep], sequential=True, log_dir=tmp_path / "launch")
+    # launched, and not left out of the array (the skip file lists the points left out)
+    skip = tmp_path / "launch" / "fly_ablation_window.skip"
+    assert len(started) == 1 and (not skip.exists() or job.run_id not in skip.read_text())
+    # At the earlier look's size the same folder is done.
+    (small,) = build_plan(["fly_ablation_window"], [f"paths.results_dir={tmp_path}", "dataset.limit=10"], with_status=True)
+    assert small.jobs[0].status.state == "done"
