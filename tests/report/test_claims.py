@@ -430,20 +430,12 @@ def test_a_no_change_claim_is_mcnemar_and_is_sized_from_its_discordance():
 
 
 def _overhead_run(tmp_path):
-    """A DropMatch run folder with step timings and a target whose shape config.json gives:
-    DropMatch 0.15 s of 15 s decode (1%) and of 1.5 s of target forwards (10%)."""
-    model = tmp_path / "target"
-    model.mkdir()
-    shape = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "num_key_value_heads": 4, "vocab_size": 1000}
-    (model / "config.json").write_text(json.dumps(shape))
-    run = tmp_path / "run"
-    run.mkdir()
-    dm = [0.01, 0.03, 0.02, 0.05, 0.04] * 4
-    lines = [{"id": str(i), "output_text": "x", "steps": [{"accepted": 0, "dropmatch_s": dm[i]}],
-              "metrics": {"decode_s": 1.0 * (i % 5 + 1), "phase_s": {"target": 0.1 * (i % 5 + 1)}}} for i in range(20)]
-    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    return pd.Series({"run_dir": str(run), "config": {"pair.target.path": str(model)}}), shape
+    """An index row of a DropMatch run (fixtures.dropmatch_run, 20 problems): DropMatch 1% of
+    decode time and 10% of the target's forwards."""
+    from .fixtures import TARGET_SHAPE, dropmatch_run
+
+    run, model = dropmatch_run(tmp_path, repeats=4)
+    return pd.Series({"run_dir": str(run), "config": {"pair.target.path": str(model)}}), TARGET_SHAPE
 
 
 def test_an_overhead_claim_tests_the_share_against_its_line(tmp_path):

@@ -541,18 +541,10 @@ def test_dropmatch_overhead_cells_project_the_measured_share_by_the_lm_head(tmp_
     from loosespec_bench.report.render import NA
     from loosespec_bench.report.tables.dropmatch import _overhead_cells
 
-    model = tmp_path / "target"
-    model.mkdir()
-    shape = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "num_key_value_heads": 4, "vocab_size": 1000}
-    (model / "config.json").write_text(json.dumps(shape))
-    run = tmp_path / "run"
-    run.mkdir()
+    from .fixtures import TARGET_SHAPE as shape, dropmatch_run
+
     # Summed over the problems: DropMatch 0.15 s, target forwards 1.5 s, decode 15 s -> 10% and 1%.
-    dm = [0.01, 0.03, 0.02, 0.05, 0.04]
-    lines = [{"id": str(i), "output_text": "x", "steps": [{"accepted": 0, "dropmatch_s": dm[i]}],
-              "metrics": {"decode_s": 1.0 * (i + 1), "phase_s": {"target": 0.1 * (i + 1)}}} for i in range(5)]
-    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    run, model = dropmatch_run(tmp_path)
     member = {"run_dir": str(run), "config": {"pair.target.path": str(model)}, "dropmatch_overhead": 0.01}
     decode, target, head, units, projected = _overhead_cells([member])
     head_share = lm_head_share(shape)
