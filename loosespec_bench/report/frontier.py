@@ -252,7 +252,8 @@ def _set_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]]
         fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 6), frameon=False)
         set_caption(fig, f"{name} ({n_text} problems): each rule's gain against the answers it changes",
                     "Horizontal: answers lost minus answers gained against the target alone on the same problems, per "
-                    "100 problems, with the paired score difference's 95% interval (faint; exact for 0/1 scores). "
+                    "100 problems, with the paired score difference's 95% interval (faint; exact for 0/1 scores, and "
+                    "conservative: it can reach 0 where the exact McNemar test on the lost / gained split rejects no change). "
                     f"Vertical: tau with its 95% paired bootstrap interval over problems{speed}. "
                     "A line joins one rule's settings in order of the vertical value. " + speed_note)
     return fig
