@@ -300,7 +300,7 @@ def test_failed_point_leaves_its_error_and_the_sweep_goes_on(tmp_path):
     (sweep,) = build_plan(["smoke_tiny"], [*TINY[1:], "pair.draft.path=tiny:x,tiny:1,tiny:2", f"paths.results_dir={tmp_path}"], with_status=True)
     assert [j.status.state for j in sweep.jobs] == ["failed", "done", "pending"]
     report = format_status([sweep])
-    assert "1 done, 0 running, 1 failed, 1 pending" in report and "tiny:x" in report
+    assert "1 done, 0 short, 0 running, 1 failed, 1 pending" in report and "tiny:x" in report
 
     # An attempt that succeeds clears the error an earlier attempt left.
     from loosespec_bench.app import run_recording_errors

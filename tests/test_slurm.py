@@ -1040,7 +1040,7 @@ def test_sweep_of_three_points_runs_as_one_array(tmp_path):
     assert len(tasks) == 3 and len({t.split("_")[0] for t in tasks}) == 1, tasks
 
     status = _cpu_make("status-cpu", results)
-    assert "[fly_ablation_k] 3 done, 0 running, 0 failed, 0 pending" in status.stdout, status.stdout
+    assert "[fly_ablation_k] 3 done, 0 short, 0 running, 0 failed, 0 pending" in status.stdout, status.stdout
 
 
 @slurm
