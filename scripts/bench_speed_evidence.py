@@ -59,6 +59,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from loosespec_bench.costmodel import Calibration  # noqa: E402
+from loosespec_bench.occasion_files import CALIBRATION, load_rows, occasion_done, unfinished_occasions  # noqa: E402
 from loosespec_bench.stats.intervals import paired_bootstrap, speedup_of_sums  # noqa: E402
 from loosespec_bench.stats.occasions import icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
 from loosespec_bench.stats.exact import count_sign_test  # noqa: E402
@@ -365,16 +366,6 @@ def prompt_lengths(cfg: Any, problems: int) -> list[int]:
     return [len(encode_prompt(tokenizer, s, True)[1]) for s in build_task(cfg).samples()[:problems]]
 
 # ---- the orchestrating parent ----------------------------------------------------------------
-def occasion_done(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    lines = path.read_text().splitlines()
-    try:
-        return bool(lines) and json.loads(lines[-1]).get("kind") == "done"
-    except json.JSONDecodeError:  # interrupted mid-line: unfinished (resume_state keeps its whole blocks)
-        return False
-
-
 def ensure_calibration(a: argparse.Namespace) -> None:
     from loosespec_bench.calibrate import find_calibration, pair_node
 
@@ -408,22 +399,6 @@ def run_occasions(a: argparse.Namespace) -> None:
         done = subprocess.run(cmd)
         if done.returncode:  # the child printed its own error line; its finished blocks are kept
             error(f"occasion {o} stopped (exit {done.returncode}); rerun the same command to resume it")
-
-
-def load_rows(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Final generations of every finished occasion, and the occasions' start and resume records."""
-    rows, starts = [], []
-    for path in sorted(out.glob("occasion-*.jsonl")):
-        if not occasion_done(path):
-            print(f"{path.name}: unfinished occasion, left out", file=sys.stderr)
-            continue
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if rec["kind"] in ("start", "resume"):
-                starts.append(rec)
-            elif rec["kind"] == "gen" and rec["final"]:
-                rows.append(rec)
-    return rows, starts
 
 
 def analyse(rows: list[dict[str, Any]], *, calibration: Calibration | None, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
@@ -591,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.analyse_only:
         run_occasions(a)
     out = Path(a.out)
+    for name in unfinished_occasions(out):
+        print(f"{name}: unfinished occasion, left out", file=sys.stderr)
     rows, starts = load_rows(out)
     if not rows:
         error(f"{out}: no finished occasion to analyse")
@@ -602,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     cal, source = find_calibration(os.environ.get("LOOSESPEC_RESULTS_DIR", str(REPO / "results")), pair_node(a.pair), threads)
     rep = analyse(rows, calibration=cal, n_boot=a.n_boot, seed=a.seed)
     rep["calibration"] = source
+    if cal is not None:  # a copy beside the timings: the claims price the counts with what this analysis used
+        (out / CALIBRATION).write_text(json.dumps({**cal.to_dict(), "source": source}, indent=1))
     rep["segments"] = {str(o): v for o, v in segments_of(starts).items() if o in rep["occasions"]}
     (out / "report.json").write_text(json.dumps(rep, indent=1))
     print_report(rep)

@@ -164,7 +164,8 @@ FLOORS = {
         "path_limits",  # path_limits: the kernel's NAME_MAX / PATH_MAX, checked before anything stats a path
         "interrupts"),  # interrupts: a stop a signal handler raised, kept until the loop raises it
     1: ("models", "metrics", "judges",  # judges: AutoJudge's classifier file, read by verifiers
-        "serving"),  # serving: a batched run's throughput and latency percentiles, intervals over batches
+        "serving",  # serving: a batched run's throughput and latency percentiles, intervals over batches
+        "occasion_files"),  # occasion_files: a speed-evidence folder's timings, read as data
     2: ("tasks", "drafters", "verifiers"),
     3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations
     4: ("checks", "run_folder", "build", "summary", "end_table"),  # end_table: the table a run ends with

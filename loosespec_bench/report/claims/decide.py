@@ -15,7 +15,9 @@ from ...costmodel import SPEEDUP, TARGET_TPS
 from ...errors import ConfigError
 from ...metrics import dropmatch_cost_parts
 from ...stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
+from ...safe_files import confined
 from ...stats.intervals import paired_bootstrap, ratio_of_sums
+from ...stats.occasions import percentile_p_above
 from ...stats.sizing import MAX_DISCORDANT, discordant_for_power, margin_supported
 from ...stats.verdicts import (
     PAIRED_TESTS, BootstrapTest, adjust_pvalues, n_for_power, sequential_boundaries, two_sided,
@@ -26,6 +28,7 @@ from ..index import read_records
 from ..labels import NO_WINDOW, is_rule
 from ..project import head_share_70b, target_head_share
 from .declaration import Claim, Declaration, Family, load_declaration
+from .speed import compare_occasions, sides
 
 
 # The 8B -> 70B cluster run that the CPU verdicts are priced for (replicate_fly_70b at paper scale).
@@ -58,6 +61,10 @@ class Decision:
     iut: str = ""  # "every set": the claim's intersection-union row; "member": one of its sets
     why_no_interval: str = ""
     paired01: tuple[int, int, int, int] | None = None  # (lost, gained, right, wrong): a 0/1 retention row
+    # A wall-clock row (test occasions): what the work counts say of B against A ("faster",
+    # "slower", "undecided"; None without a calibration), and the timed seconds per problem.
+    counts_side: str | None = None
+    per_problem_s: float | None = None
 
 
 def floor_selection(claim: Claim) -> dict[str, Any]:
@@ -406,6 +413,56 @@ def _one(claim: Claim, index: pd.DataFrame, ds: str, *, seed: int, n_boot: int, 
     return d
 
 
+def _side(iv: tuple[float | None, float | None, float | None] | None, line: float = 1.0) -> str | None:
+    """Where a ratio's interval lies against `line`: faster, slower or undecided (None: no interval)."""
+    if iv is None or iv[1] is None or iv[2] is None:
+        return None
+    return "faster" if iv[1] > line else "slower" if iv[2] < line else "undecided"
+
+
+def _occasions_row(claim: Claim, root: Path, *, seed: int, n_boot: int) -> Decision | None:
+    """A wall-clock claim from its speed-evidence folder (claims/speed.py); None while the folder
+    has no finished occasion."""
+    folder = confined(root, str(claim.folder), f"claim {claim.id!r}: folder")
+    if not folder.is_dir():
+        return None
+    cmp = compare_occasions(folder, sides(claim.b), sides(claim.a), seed=seed, n_boot=n_boot)
+    if cmp is None:
+        return None
+    if claim.datasets and cmp.dataset not in claim.datasets:
+        raise ConfigError(f"claim {claim.id!r}: its folder {claim.folder} timed {cmp.dataset!r}, not {list(claim.datasets)}; "
+                          "declare the folder's data set")
+
+    def below(x: float) -> float | None:
+        q = percentile_p_above(cmp.dist, x)
+        return None if q is None else 1.0 - q
+
+    p, contra = _conclusions_from(lambda x: percentile_p_above(cmp.dist, x), below, claim)
+    by_occ = ", ".join("-" if r is None else f"{r:.3f}" for r in cmp.by_occasion)
+    d = Decision(claim, cmp.dataset, cmp.n, cmp.a, cmp.b, cmp.ratio, "", test="occasions", p=p, p_contra=contra,
+                 folders=[str(folder)], counts=f"A = {cmp.a_best}; B / A by occasion {by_occ}",
+                 counts_side=_side(cmp.predicted, claim.null), per_problem_s=cmp.per_problem_s)
+    pred = "no counts' prediction: " + cmp.calibration if cmp.predicted is None else \
+        f"the work counts predict {fmt_iv(cmp.predicted, '.3f')} ({cmp.calibration})"
+    d.note = "; ".join(x for x in (f"{cmp.occasions} occasions x {cmp.n} problems", pred, cmp.load, cmp.segments) if x)
+    if cmp.ratio[1] is None or cmp.ratio[1] == cmp.ratio[2]:
+        d.p, d.p_contra = {}, None
+        d.why_no_interval = "no figure" if cmp.ratio[0] is None else "no spread in the resamples"
+    return d
+
+
+def _agree(d: Decision) -> None:
+    """A wall-clock verdict stands only where the work counts, priced by the same machine's
+    calibration, put B on the same side of A (docs/speed_evidence.md: two layers)."""
+    if d.test != "occasions" or d.verdict not in ("confirmed", "contradicted"):
+        return
+    wall = "faster" if (d.diff[0] or 0.0) > d.claim.null else "slower"
+    if d.counts_side is None:
+        d.verdict = f"undecided (wall-clock says {wall}; no work-count check: no calibration)"
+    elif d.counts_side != wall:
+        d.verdict = f"undecided (wall-clock says {wall}, the work counts say {d.counts_side})"
+
+
 def _best(d: Decision) -> tuple[str, float]:
     name = min(d.p, key=lambda k: (d.p[k], k != "confirmed"))
     return name, d.p[name]
@@ -426,6 +483,7 @@ def _settle(d: Decision, p_adj: float, decl: Declaration, family_size: int = 1) 
         multiplier = p_adj / d.p_raw if d.p_raw else 1.0
         if d.conclusion == "smaller than claimed" and d.p_contra is not None and d.p_contra * multiplier < alpha:
             d.verdict = "contradicted"
+        _agree(d)
         return
     if d.test == "exact_mcnemar" and d.paired01 and sum(d.paired01[:2]):
         # Sized for the declared loss:gain split at the discordance seen (its note says how).
@@ -506,9 +564,13 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] | Declaration | None =
         fams = {c.family: Family(c.family, c.family, "holm") for c in claims}
         decl = Declaration(tuple(claims), fams)
     out: list[Decision] = []
+    root = Path(decl.path).parent if decl.path else Path(".")  # wall-clock claims' folders sit beside the declaration
     for claim in decl.claims:
-        sets = claim.datasets or sorted(set(index.loc[index["status"] == "complete", "dataset"].dropna().astype(str)))
-        rows = [d for ds in sets if (d := _one(claim, index, ds, seed=seed, n_boot=n_boot, alpha=decl.alpha)) is not None]
+        if claim.test == "occasions":
+            rows = [d for d in (_occasions_row(claim, root, seed=seed, n_boot=n_boot),) if d is not None]
+        else:
+            sets = claim.datasets or sorted(set(index.loc[index["status"] == "complete", "dataset"].dropna().astype(str)))
+            rows = [d for ds in sets if (d := _one(claim, index, ds, seed=seed, n_boot=n_boot, alpha=decl.alpha)) is not None]
         for d in rows:
             if _testable(d):
                 d.conclusion, d.p_raw = _best(d)
@@ -545,7 +607,11 @@ def settle(decisions: list[Decision], decl: Declaration) -> None:
                 d.verdict = "undecided (before the first planned look)"
             else:
                 d.verdict = f"undecided ({d.why_no_interval or 'no test'})"
-        if d.n_needed is not None and d.folders:
+        if d.n_needed is not None and d.test == "occasions":
+            # The benchmark's timed seconds per problem (B's and A's, every occasion); no cluster
+            # figure: a CPU's wall-clock claim is not rerun on the 70B cluster.
+            d.cpu_hours = d.n_needed * d.per_problem_s / 3600 if d.per_problem_s else None
+        elif d.n_needed is not None and d.folders:
             per = seconds_per_problem(d.folders)
             d.cpu_hours = d.n_needed * per / 3600 if per else None
             methods = [d.claim.b["method"]] + ([d.claim.a["method"]] if d.claim.a else [])

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import ConfigError
+from ...safe_files import confined
+from .speed import check_selector
 from ...stats.intervals import LEVEL
 from ...stats.verdicts import ADJUSTMENTS, PAIRED_TESTS, SPENDINGS, sequential_boundaries
 
@@ -18,7 +20,9 @@ DECLARATION_NAME = "claims.yaml"  # its copy beside a report's results
 # overhead: one DropMatch run's own cost (its N-path LM-head passes and criterion), against a
 # stated line (`margin`): a share of decode time, or projected onto a 70B target's LM-head share.
 FIGURES = ("tau", "speedup", "accuracy", "retention", "overhead")
-TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap",), "accuracy": ("exact",), "retention": ("exact",),
+# speedup, test occasions: a wall-clock claim decided from a speed-evidence folder (claims/speed.py),
+# the configurations timed interleaved over several occasions, not from two run folders.
+TESTS = {"tau": ("bootstrap",), "speedup": ("bootstrap", "occasions"), "accuracy": ("exact",), "retention": ("exact",),
          "overhead": ("bootstrap",)}
 GRADED_TESTS = tuple(PAIRED_TESTS)  # a retention claim's test where the scores are graded
 ESTIMANDS = {"tau": ("difference", "ratio"), "speedup": ("difference", "ratio"), "accuracy": ("difference",), "retention": ("retention",),
@@ -36,9 +40,12 @@ ESTIMAND_TEXT = {
     ("overhead", "projected_70b"): ("DropMatch's own time / the target's verification forwards, / the target's LM-head share "
                                     "x a 70B target's (ratio of sums over problems; a projection)"),
 }
+# A wall-clock claim's estimand (figure speedup, test occasions; estimand ratio).
+OCCASIONS_ESTIMAND = "wall-clock rate (summed tokens / summed seconds), B / A (A: its best setting where several)"
 ADJUST_TEXT = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no adjustment"}
 TEST_TEXT = {
     "bootstrap": "paired BCa bootstrap",
+    "occasions": "two-way (problems x occasions) percentile bootstrap; the work counts' prediction must agree",
     "exact_accuracy": "exact McNemar (discordant split)",
     "exact_retention": "exact binomial (losses and gains, conditional on the target's answers)",
     "exact_mcnemar": "exact McNemar, one-sided (discordant split vs the target alone)",
@@ -67,6 +74,7 @@ class Claim:
     every_set: bool = False  # one intersection-union verdict over its sets
     looks: tuple[int, ...] | None = None  # planned looks (n per look), group-sequential
     spending: str = "obrien_fleming"
+    folder: str | None = None  # test occasions: the speed-evidence folder beside the declaration
 
     def __post_init__(self) -> None:
         # Quality is never bootstrapped for a verdict: a claim built in code gets its figure's test.
@@ -152,12 +160,23 @@ def _claim(raw: Mapping[str, Any], families: Mapping[str, Family], where: str) -
     if figure == "overhead" and (raw.get("a") or not 0 < float(raw.get("margin", 0.0)) < 1):
         raise ConfigError(f"{where}: claim {cid!r}: an overhead claim is about one run (b, no a) against a margin "
                           "between 0 and 1 (a share, e.g. margin: 0.02)")
+    folder = raw.get("folder")
+    if test == "occasions":
+        if estimand != "ratio" or not isinstance(folder, str):
+            raise ConfigError(f"{where}: claim {cid!r}: a wall-clock claim (test: occasions) needs estimand: ratio and "
+                              "folder: <a speed-evidence folder beside this file>")
+        confined(Path(where).parent, folder, f"claim {cid!r}: folder")
+        check_selector(need("b"), f"{where}: claim {cid!r}", "b")
+        if raw.get("a") is not None:
+            check_selector(raw["a"], f"{where}: claim {cid!r}", "a")
+    elif folder is not None:
+        raise ConfigError(f"{where}: claim {cid!r}: folder is for wall-clock claims (figure: speedup, test: occasions)")
     return Claim(
         cid, str(need("paper")), str(need("text")), figure, dict(need("b")), dict(raw["a"]) if raw.get("a") else None,
         direction=direction, margin=float(raw.get("margin", 0.0)), source=str(raw.get("source", "")),
         datasets=tuple(map(str, sets)) if sets else None, family=family, estimand=estimand, test=test,
         graded_test=graded, size=size, every_set=bool(raw.get("every_set", False)),
-        looks=looks, spending=spending,
+        looks=looks, spending=spending, folder=folder,
     )
 
 

@@ -9,12 +9,12 @@ import pandas as pd
 from ...stats.intervals import LEVEL
 from ..compare import MIN_N_VERDICT
 from .decide import CLUSTER_GPUS, CLUSTER_NEW_TOKENS, CLUSTER_PAIR, Decision, fmt_iv, fmt_p, spec_of
-from .declaration import ADJUST_TEXT, DECLARATION_NAME, Declaration, ESTIMAND_TEXT, TEST_TEXT, load_declaration
+from .declaration import ADJUST_TEXT, DECLARATION_NAME, OCCASIONS_ESTIMAND, Declaration, ESTIMAND_TEXT, TEST_TEXT, load_declaration
 
 
 # ---- claims.md -----------------------------------------------------------------------------------
 def _estimand(d: Decision) -> str:
-    text = ESTIMAND_TEXT[(d.claim.figure, d.claim.estimand)]
+    text = OCCASIONS_ESTIMAND if d.claim.test == "occasions" else ESTIMAND_TEXT[(d.claim.figure, d.claim.estimand)]
     if d.claim.size is not None:
         text += f", claimed {d.claim.size[2]}"
     elif d.claim.figure == "retention":
