@@ -81,16 +81,20 @@ def test_new_cache_gives_the_same_logits_as_the_dynamic_cache_through_rollbacks(
     model = load_model("tiny:0", dtype="float32").model.eval()
     ids = torch.randint(0, 250, (1, 120), generator=torch.Generator().manual_seed(6))
     runs = []
-    # past_key_values, not cache=: transformers 5.19 (vLLM's environment) knows only the old name.
+    # The cache's keyword as this transformers names it: `cache` (5.2x, which warns on the old name),
+    # `past_key_values` in 5.19 (vLLM's environment), which knows only that one.
+    import inspect
+
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     for make in (lambda: DynamicCache(config=model.config), lambda: new_cache(model.config)):
         outs = []
         with torch.inference_mode():
             cache = make()
-            outs.append(model(ids[:, :60], past_key_values=cache).logits)
+            outs.append(model(ids[:, :60], **{kw: cache}).logits)
             for s in range(60, 110, 7):  # verify 7, keep 3, feed the rest again
-                outs.append(model(ids[:, s : s + 7], past_key_values=cache).logits)
+                outs.append(model(ids[:, s : s + 7], **{kw: cache}).logits)
                 crop_to(cache, s + 3)
-                outs.append(model(ids[:, s + 3 : s + 7], past_key_values=cache).logits)
+                outs.append(model(ids[:, s + 3 : s + 7], **{kw: cache}).logits)
         runs.append(outs)
     assert all(isinstance(layer, InPlaceLayer) for layer in new_cache(model.config).layers)
     assert all(torch.equal(a, b) for a, b in zip(*runs))
