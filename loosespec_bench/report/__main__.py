@@ -11,7 +11,7 @@
   compare A B   two runs (or two folders of runs, matched by data set) on their common samples:
           each figure with its interval and the paired difference B - A (report/compare.py)
   speed [TITLE=]DIR ... --out DIR   the speed-over-occasions figure of speed-evidence folders
-          (scripts/bench_speed_evidence.py's report.json), one panel each: speed_occasions.*
+          (scripts/bench_speed_evidence.py's report.json), one panel each, and their table: speed_occasions.*
   verdicts CSV ...   one table of verdicts per family over several claims.csv files (each
           with the claims.yaml beside it): what a results README's verdict table prints
 
@@ -81,7 +81,11 @@ def _speed(args: argparse.Namespace) -> int:
     from .plots.figure import save
     from .plots.occasions import fig_speed_occasions
 
+    from .tables.speed import speed_occasions_table
+
     paths = save(fig_speed_occasions(reports), Path(args.out), args.name, formats)
+    # Its table beside it: the counts, each occasion's speedup, SPD at its best K beside the papers' K.
+    paths += speed_occasions_table(reports).write(Path(args.out))
     print(f"speed: {len(paths)} files in {args.out} ({', '.join(p.name for p in paths)})")
     return 0
 

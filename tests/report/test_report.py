@@ -301,7 +301,11 @@ def test_the_speed_command_draws_speed_evidence_folders_and_refuses_others(tmp_p
     folder = REPO / "results" / "bench" / "speed-evidence-2026-12-03"  # a committed two-occasion benchmark
     out = tmp_path / "fig"
     assert report_main(["speed", f"GSM8K={folder}", str(folder), "--out", str(out), "--formats", "png"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["speed_occasions.caption.md", "speed_occasions.caption.tex", "speed_occasions.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["speed_occasions.caption.md", "speed_occasions.caption.tex", "speed_occasions.csv",
+                                                     "speed_occasions.md", "speed_occasions.png", "speed_occasions.tex",
+                                                     "speed_occasions_long.csv"]
+    table = (out / "speed_occasions.md").read_text(encoding="utf-8")
+    assert "| GSM8K | FLy + MLA |" in table and "speed-evidence-2026-12-03: " in table  # a row per configuration, notes per folder
     capsys.readouterr()
     # a folder the script never analysed, and a report.json of another kind: one error line each
     for bad, why in ((tmp_path / "empty", "does not exist"), (tmp_path / "other", "not a speed-evidence report")):

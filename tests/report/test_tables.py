@@ -563,3 +563,29 @@ def test_dropmatch_overhead_cells_project_the_measured_share_by_the_lm_head(tmp_
     (run / "samples.jsonl").write_text(json.dumps({"id": "0", "output_text": "x", "metrics": {"decode_s": 1.0}}) + "\n")
     cells = _overhead_cells([member])
     assert cells[0].value == pytest.approx(0.01) and cells[1:] == [NA, NA, NA, NA]
+
+
+def _speed_entry(x: float, target_forwards: float, by: tuple[float, float] | None = None) -> dict:
+    return {"speedup": x, "speedup_ci_low": x - 0.1, "speedup_ci_high": x + 0.1, "speedup_by_occasion": list(by or (x, x)),
+            "predicted_speedup": x * 1.1, "predicted_speedup_ci_low": x, "predicted_speedup_ci_high": x * 1.2, "gap": 1 / 1.1 - 1,
+            "work_per_token": {"target_forwards": target_forwards, "draft_forwards": 4.0}, "tokens_same_across_occasions": 39}
+
+
+def test_the_speed_table_puts_spd_at_its_best_k_beside_the_papers_k():
+    from loosespec_bench.report.tables.speed import best_k_text, speed_occasions_table
+
+    configs = {"ar": {"work_per_token": {"target_forwards": 1.0}, "tokens_same_across_occasions": 40},
+               "spd_k5": _speed_entry(1.30, 0.25), "spd_k10": _speed_entry(1.10, 0.15, (1.05, 1.15)), "spd_k15": _speed_entry(0.95, 0.12),
+               "fly_mla": _speed_entry(1.20, 0.10)}
+    rep = {"n_problems": 40, "n_occasions": 2, "configs": configs, "calibration": "cal.json",
+           "load": {"others_share_median": 0.01, "others_share_max": 0.05, "contaminated_blocks": 2},
+           "target_alone_retest": {"tokens_per_s_by_occasion": [8.1, 8.3], "icc": 0.97}}
+    text = best_k_text("GSM8K", configs)
+    assert text.startswith("GSM8K: SPD at its best K here, K = 5: 1.30× [1.20, 1.40]")
+    assert "at FLy's K = 15: 0.95× [0.85, 1.05]" in text and "at DropMatch's K = 10: 1.10× [1.00, 1.20]" in text
+    assert best_k_text("x", {"spd_k5": configs["spd_k5"], "fly": configs["fly_mla"]}) is None  # one SPD length: no best K
+    md = speed_occasions_table({"GSM8K": rep}).to_markdown()
+    row = next(line for line in md.splitlines() if "| SPD, K = 10 |" in line)
+    assert "| 6.67 | 4.00 | 1.10× [1.00, 1.20] | 1.05× / 1.15× | 1.21× [1.10, 1.32] | -9.1% | 39 of 40 |" in row
+    assert "| GSM8K | target alone | 1.00 | - | 1 | - | - | - | 40 of 40 |" in md
+    assert "2 problem blocks contaminated; target alone 8.10 / 8.30 tokens/s by occasion (ICC 0.97); calibration: cal.json" in md

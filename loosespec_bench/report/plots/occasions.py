@@ -12,20 +12,11 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from ..labels import config_label
 from .figure import add_legend, draw_note, error_bars, panel_grid, paper_style
 
 TITLE = "Speedup over the target alone, measured on two or more occasions and predicted from the work counts"
-# The benchmark's configuration names (scripts/bench_speed_evidence.py: CONFIGS) as a reader knows them.
-CONFIG_LABELS = {
-    "spd": "SPD", "spd_k5": "SPD, K = 5", "spd_k10": "SPD, K = 10", "spd_k15": "SPD, K = 15", "fly": "FLy",
-    "fly_mla": "FLy + MLA", "dropmatch": "DropMatch", "pld": "PLD", "xtok_spd": "SPD (cross-family draft)",
-    "xtok_fly": "FLy (cross-family draft)",
-}
 OCCASION_MARKERS = "^vs<>Dp"
-
-
-def config_label(name: str) -> str:
-    return CONFIG_LABELS.get(name, name)
 
 
 def _interval(entry: Mapping[str, Any], key: str) -> tuple[float, float] | None:

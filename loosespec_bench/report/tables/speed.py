@@ -1,0 +1,89 @@
+"""The speed benchmark's table (scripts/bench_speed_evidence.py's report.json, one per data set):
+per configuration, the work counts per token, the speedup over the target alone measured over
+problems and occasions with its two-way interval, each occasion's speedup, the speedup the
+counts predict on this machine, and whether the tokens repeated across occasions. Its notes put
+SPD at its best K beside SPD at the papers' K (FLy 15, DropMatch 10), so that a reader can tell a
+weak baseline from a strong loose rule, and give the load each folder was timed under."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..labels import config_label
+from ..render import NA, Num, Table
+
+# The papers' draft lengths, which the benchmark's spd_k<K> rows stand beside.
+PAPER_K = {"FLy": 15, "DropMatch": 10}
+
+
+def _num(entry: Mapping[str, Any], key: str) -> Any:
+    value = entry.get(key)
+    if value is None:
+        return NA
+    lo, hi = entry.get(f"{key}_ci_low"), entry.get(f"{key}_ci_high")
+    ci = (float(lo), float(hi)) if lo is not None and hi is not None else None
+    return Num(float(value), "speedup", ci=ci, no_interval=ci is None)
+
+
+def _spd_k(name: str) -> int | None:
+    return int(name[len("spd_k"):]) if name.startswith("spd_k") and name[len("spd_k"):].isdigit() else None
+
+
+def best_k_text(title: str, configs: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """"GSM8K: SPD at its best K here, K = 5: 1.25x [...]; at FLy's K = 15: 0.95x [...]; ..." or
+    None where the folder timed fewer than two SPD draft lengths."""
+    spd = {k: configs[n] for n in configs if (k := _spd_k(n)) is not None and configs[n].get("speedup") is not None}
+    if len(spd) < 2:
+        return None
+    best = max(spd, key=lambda k: spd[k]["speedup"])
+    parts = [f"SPD at its best K here, K = {best}: {_num(spd[best], 'speedup').text()}"]
+    for paper, k in PAPER_K.items():
+        if k in spd:
+            parts.append(f"at {paper}'s K = {k}: {_num(spd[k], 'speedup').text()}")
+    return f"{title}: " + "; ".join(parts) + " (the measured speedups; the best K is chosen from these timings)"
+
+
+def speed_occasions_table(reports: Mapping[str, Mapping[str, Any]]) -> Table:
+    """One block of rows per report ({title: report.json}), the configurations in the report's
+    order, the target alone first (its tokens/s per occasion in the notes)."""
+    columns = ["set", "configuration", "tokens per target forward", "draft forwards per token",
+               "speedup (problems x occasions)", "speedup by occasion", "predicted from the counts", "gap",
+               "tokens same on every occasion"]
+    rows: list[list[Any]] = []
+    notes = [
+        "Speedup: the configuration's summed tokens over summed seconds, over the target alone's, pooled over problems and "
+        "occasions (problem blocks contaminated by other work left out); [low, high]: the 95% two-way bootstrap interval "
+        "(problems and occasions drawn independently). Predicted: the work counts (forwards and rows) priced by this machine's "
+        "calibration, 95% bootstrap over the timed cells; gap: measured / predicted - 1. Tokens per target forward: emitted "
+        "tokens over the target's decode forwards (tau, bonus token included).",
+    ]
+    for title, rep in reports.items():
+        configs = rep.get("configs") or {}
+        n_p, n_o = rep.get("n_problems"), rep.get("n_occasions")
+        for name, entry in configs.items():
+            per = entry.get("work_per_token") or {}
+            tf, df = per.get("target_forwards"), per.get("draft_forwards")
+            by_occ = entry.get("speedup_by_occasion") or []
+            rows.append([
+                title, config_label(name),
+                NA if not tf else f"{1 / tf:.2f}",
+                "-" if name == "ar" or df is None else f"{df:.2f}",
+                "1" if name == "ar" else _num(entry, "speedup"),
+                "-" if name == "ar" else " / ".join("-" if v is None else f"{v:.2f}×" for v in by_occ),
+                "-" if name == "ar" else _num(entry, "predicted_speedup"),
+                "-" if name == "ar" or entry.get("gap") is None else f"{entry['gap']:+.1%}",
+                f"{entry.get('tokens_same_across_occasions', '-')} of {n_p}",
+            ])
+        load = rep.get("load") or {}
+        retest = rep.get("target_alone_retest") or {}
+        tps = " / ".join(f"{v:.2f}" for v in retest.get("tokens_per_s_by_occasion") or [])
+        median, top, icc = load.get("others_share_median"), load.get("others_share_max"), retest.get("icc")
+        notes.append(
+            f"{title}: {n_p} problems x {n_o} occasions; other processes' CPU share median "
+            f"{'-' if median is None else format(median, '.1%')}, max {'-' if top is None else format(top, '.1%')}; "
+            f"{load.get('contaminated_blocks', 0)} problem blocks contaminated; target alone {tps} tokens/s by occasion"
+            f"{'' if icc is None else f' (ICC {icc:.2f})'}; calibration: {rep.get('calibration') or 'none'}.")
+        if (text := best_k_text(title, configs)) is not None:
+            notes.append(text)
+    return Table("speed_occasions", "Speed over two occasions: work counts, measured and predicted speedup over the target alone",
+                 columns, rows, notes, ids=2)
