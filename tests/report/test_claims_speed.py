@@ -168,3 +168,10 @@ def test_a_linked_occasion_file_is_refused(tmp_path):
     (folder / "occasion-1.jsonl").symlink_to(real)
     with pytest.raises(ConfigError, match="link"):
         decide(NO_RUNS, load_declaration(declaration(tmp_path, claim("c", "fly"))))
+
+
+def test_claims_without_data_are_listed_as_declared(tmp_path):
+    speed_folder(tmp_path / "speed_gsm8k", {"fly": (1.6, 1.4), "spd": (1.2, 1.1)}, {"fly": 8, "spd": 12})
+    decl = load_declaration(declaration(tmp_path, claim("here", "fly", "spd") + claim("later", "fly", "spd", folder="speed_humaneval")))
+    md = format_claims(decide(NO_RUNS, decl, n_boot=500), decl)
+    assert "Declared, no data yet (1): `later` (folder `speed_humaneval`)." in md

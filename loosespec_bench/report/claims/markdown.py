@@ -83,6 +83,13 @@ def format_claims(decisions: list[Decision], decl: Declaration | None = None) ->
             f"**{d.verdict}** | {need} | {'-' if d.cpu_hours is None else f'{d.cpu_hours:.1f}'} | "
             f"{'-' if d.cluster_gpu_hours is None else f'{d.cluster_gpu_hours:.0f}'} | {d.note or '-'} |"
         )
+    decided = {d.claim.id for d in decisions}
+    pending = [c for c in decl.claims if c.id not in decided]
+    if pending:
+        # Declared, but no run (or speed-evidence folder) they name exists yet: listed, so that a
+        # reader sees the whole declaration, not only the claims whose data came in.
+        lines += ["", f"Declared, no data yet ({len(pending)}): " + "; ".join(
+            f"`{c.id}`" + (f" (folder `{c.folder}`)" if c.folder else "") for c in pending) + "."]
     lines += [
         "",
         "Every p is on the two-sided scale (2 x the one-sided p of the row's best-supported conclusion), so p < 0.05 is "
