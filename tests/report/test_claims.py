@@ -289,6 +289,22 @@ def test_a_planned_look_uses_its_boundary():
     assert d.verdict != "confirmed" and d.p_adj == pytest.approx(min(1.0, 0.01 * factor))
 
 
+def test_a_claim_open_at_its_last_planned_look_is_not_decidable_at_this_scale():
+    # The same open row (p = 0.2, n for power within 10 x n) at look 2 of 3 and at look 3 of 3:
+    # the plan budgeted no look after the last, so there it cannot be decided by this plan.
+    from dataclasses import replace as _replace
+
+    rows = {}
+    for n in (20, 30):
+        d = _decision("s", {"confirmed": 0.2, "contradicted": 1.0}, diff=(0.3, -0.05, 0.65), n=n)
+        d.claim = _replace(d.claim, looks=(10, 20, 30))
+        settle([d], _decl())
+        rows[n] = d
+    assert rows[20].verdict == "undecided at this n" and rows[20].n_needed < 200
+    assert rows[30].verdict == (f"not decidable at this scale (open at the last planned look, n = 30; "
+                                f"n = {rows[30].n_needed:,} for 80% power)")
+
+
 def test_an_unplanned_top_up_is_left_out_of_the_first_look():
     from loosespec_bench.report.compare import Run
 

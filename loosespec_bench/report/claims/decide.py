@@ -505,6 +505,11 @@ def _settle(d: Decision, p_adj: float, decl: Declaration, family_size: int = 1) 
     d.n_needed = max(d.n + 1, math.ceil(need))
     if d.n_needed > budget:
         d.verdict = f"not decidable at this scale (n = {d.n_needed:,} for {decl.power:.0%} power > {budget:,.0f})"
+    elif d.claim.looks and d.n >= d.claim.looks[-1]:
+        # The plan's last look: no later look was budgeted, so a claim still open here cannot be
+        # decided by it (the declaration says so), whatever n would decide it.
+        d.verdict = (f"not decidable at this scale (open at the last planned look, n = {d.claim.looks[-1]}; "
+                     f"n = {d.n_needed:,} for {decl.power:.0%} power)")
     else:
         d.verdict = "undecided at this n"
 
