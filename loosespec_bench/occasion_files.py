@@ -55,8 +55,25 @@ def load_rows(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             if rec.get("kind") in ("start", "resume"):
                 starts.append(rec)
             elif rec.get("kind") == "gen" and rec.get("final"):
+                if why := _bad_gen(rec):
+                    raise ConfigError(f"{path}:{n}: a generation record {why}; a finished occasion is rewritten only by "
+                                      "the benchmark (move the file away and rerun the occasion)")
                 rows.append(rec)
     return rows, starts
+
+
+# What a timed generation must carry for the analysis and the claims (the benchmark writes more).
+_GEN_FIELDS = {"occasion": int, "problem": str, "config": str, "new_tokens": int, "wall_s": (int, float)}
+
+
+def _bad_gen(rec: dict[str, Any]) -> str | None:
+    for key, kind in _GEN_FIELDS.items():
+        value = rec.get(key)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return f"has no {key} of the right type ({key}={str(value)[:40]!r})"
+    if rec["new_tokens"] < 0 or not rec["wall_s"] >= 0:
+        return f"has a negative count or time (new_tokens={rec['new_tokens']}, wall_s={rec['wall_s']})"
+    return None
 
 
 def read_args(out: Path) -> dict[str, Any]:

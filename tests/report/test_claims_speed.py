@@ -175,3 +175,14 @@ def test_claims_without_data_are_listed_as_declared(tmp_path):
     decl = load_declaration(declaration(tmp_path, claim("here", "fly", "spd") + claim("later", "fly", "spd", folder="speed_humaneval")))
     md = format_claims(decide(NO_RUNS, decl, n_boot=500), decl)
     assert "Declared, no data yet (1): `later` (folder `speed_humaneval`)." in md
+
+
+@pytest.mark.parametrize("edit", [{"wall_s": "fast"}, {"config": None}, {"new_tokens": -1}, {"occasion": "1"}])
+def test_a_damaged_generation_record_is_one_clear_error(tmp_path, edit):
+    folder = speed_folder(tmp_path / "speed_gsm8k", {"fly": (1.5, 1.5)}, {})
+    path = folder / "occasion-1.jsonl"
+    lines = path.read_text().splitlines()
+    lines[1] = json.dumps({**json.loads(lines[1]), **edit})
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=r"occasion-1.jsonl:2: a generation record has"):
+        decide(NO_RUNS, load_declaration(declaration(tmp_path, claim("c", "fly"))))
