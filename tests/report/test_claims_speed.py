@@ -186,3 +186,10 @@ def test_a_damaged_generation_record_is_one_clear_error(tmp_path, edit):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigError, match=r"occasion-1.jsonl:2: a generation record has"):
         decide(NO_RUNS, load_declaration(declaration(tmp_path, claim("c", "fly"))))
+
+
+def test_a_linked_speed_folder_is_refused(tmp_path):
+    real = speed_folder(tmp_path / "elsewhere", {"fly": (1.5, 1.5)}, {})
+    (tmp_path / "speed_gsm8k").symlink_to(real)
+    with pytest.raises(ConfigError, match="is a link or not a folder"):
+        decide(NO_RUNS, load_declaration(declaration(tmp_path, claim("c", "fly"))))

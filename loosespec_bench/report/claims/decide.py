@@ -4,6 +4,7 @@ family's adjustment and the verdicts (docs/algorithms.md 7.6)."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -15,7 +16,7 @@ from ...costmodel import SPEEDUP, TARGET_TPS
 from ...errors import ConfigError
 from ...metrics import dropmatch_cost_parts
 from ...stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
-from ...safe_files import confined
+from ...safe_files import confined, is_real_dir
 from ...stats.intervals import paired_bootstrap, ratio_of_sums
 from ...stats.occasions import percentile_p_above
 from ...stats.sizing import MAX_DISCORDANT, discordant_for_power, margin_supported
@@ -424,8 +425,10 @@ def _occasions_row(claim: Claim, root: Path, *, seed: int, n_boot: int) -> Decis
     """A wall-clock claim from its speed-evidence folder (claims/speed.py); None while the folder
     has no finished occasion."""
     folder = confined(root, str(claim.folder), f"claim {claim.id!r}: folder")
-    if not folder.is_dir():
-        return None
+    if not os.path.lexists(folder):
+        return None  # not run yet
+    if not is_real_dir(folder):
+        raise ConfigError(f"claim {claim.id!r}: {folder} is a link or not a folder; a speed-evidence folder is read only where it lies")
     cmp = compare_occasions(folder, sides(claim.b), sides(claim.a), seed=seed, n_boot=n_boot)
     if cmp is None:
         return None
