@@ -589,3 +589,14 @@ def test_the_speed_table_puts_spd_at_its_best_k_beside_the_papers_k():
     assert "| 6.67 | 4.00 | 1.10× [1.00, 1.20] | 1.05× / 1.15× | 1.21× [1.10, 1.32] | -9.1% | 39 of 40 |" in row
     assert "| GSM8K | target alone | 1.00 | - | 1 | - | - | - | 40 of 40 |" in md
     assert "2 problem blocks contaminated; target alone 8.10 / 8.30 tokens/s by occasion (ICC 0.97); calibration: cal.json" in md
+
+
+def test_the_speed_table_reads_a_damaged_report_as_missing_figures_not_a_crash():
+    from loosespec_bench.report.tables.speed import speed_occasions_table
+
+    rep = {"n_problems": 2, "n_occasions": 2, "load": "busy", "target_alone_retest": {"tokens_per_s_by_occasion": ["x", 3]},
+           "configs": {"ar": {}, "spd_k5": {"speedup": "1.2", "speedup_by_occasion": "1.1", "work_per_token": {"target_forwards": 0}},
+                       "fly": {"speedup": float("nan"), "gap": "big"}, "bad": 7}}
+    md = speed_occasions_table({"S": rep}).to_markdown()
+    assert "| S | SPD, K = 5 | n/a | - | n/a | - | n/a | - |" in md and "| S | FLy | n/a | - | n/a | - | n/a | - |" in md
+    assert "target alone - / 3.00 tokens/s" in md

@@ -7,6 +7,7 @@ weak baseline from a strong loose rule, and give the load each folder was timed 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from ..labels import config_label
@@ -16,13 +17,20 @@ from ..render import NA, Num, Table
 PAPER_K = {"FLy": 15, "DropMatch": 10}
 
 
+def _float(value: Any) -> float | None:
+    """A number read from a report.json (data, perhaps someone else's): None unless finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def _num(entry: Mapping[str, Any], key: str) -> Any:
-    value = entry.get(key)
+    value = _float(entry.get(key))
     if value is None:
         return NA
-    lo, hi = entry.get(f"{key}_ci_low"), entry.get(f"{key}_ci_high")
-    ci = (float(lo), float(hi)) if lo is not None and hi is not None else None
-    return Num(float(value), "speedup", ci=ci, no_interval=ci is None)
+    lo, hi = _float(entry.get(f"{key}_ci_low")), _float(entry.get(f"{key}_ci_high"))
+    ci = (lo, hi) if lo is not None and hi is not None else None
+    return Num(value, "speedup", ci=ci, no_interval=ci is None)
 
 
 def _spd_k(name: str) -> int | None:
@@ -32,10 +40,10 @@ def _spd_k(name: str) -> int | None:
 def best_k_text(title: str, configs: Mapping[str, Mapping[str, Any]]) -> str | None:
     """"GSM8K: SPD at its best K here, K = 5: 1.25x [...]; at FLy's K = 15: 0.95x [...]; ..." or
     None where the folder timed fewer than two SPD draft lengths."""
-    spd = {k: configs[n] for n in configs if (k := _spd_k(n)) is not None and configs[n].get("speedup") is not None}
+    spd = {k: configs[n] for n in configs if (k := _spd_k(n)) is not None and _float(configs[n].get("speedup")) is not None}
     if len(spd) < 2:
         return None
-    best = max(spd, key=lambda k: spd[k]["speedup"])
+    best = max(spd, key=lambda k: float(spd[k]["speedup"]))
     parts = [f"SPD at its best K here, K = {best}: {_num(spd[best], 'speedup').text()}"]
     for paper, k in PAPER_K.items():
         if k in spd:
@@ -58,26 +66,28 @@ def speed_occasions_table(reports: Mapping[str, Mapping[str, Any]]) -> Table:
         "tokens over the target's decode forwards (tau, bonus token included).",
     ]
     for title, rep in reports.items():
-        configs = rep.get("configs") or {}
+        configs = {str(k): v for k, v in (rep.get("configs") or {}).items() if isinstance(v, Mapping)}
         n_p, n_o = rep.get("n_problems"), rep.get("n_occasions")
         for name, entry in configs.items():
-            per = entry.get("work_per_token") or {}
-            tf, df = per.get("target_forwards"), per.get("draft_forwards")
-            by_occ = entry.get("speedup_by_occasion") or []
+            per = entry.get("work_per_token") if isinstance(entry.get("work_per_token"), Mapping) else {}
+            tf, df = _float(per.get("target_forwards")), _float(per.get("draft_forwards"))
+            occ = entry.get("speedup_by_occasion")
+            by_occ = [_float(v) for v in occ] if isinstance(occ, list) else []
+            gap = _float(entry.get("gap"))
             rows.append([
                 title, config_label(name),
                 NA if not tf else f"{1 / tf:.2f}",
                 "-" if name == "ar" or df is None else f"{df:.2f}",
                 "1" if name == "ar" else _num(entry, "speedup"),
-                "-" if name == "ar" else " / ".join("-" if v is None else f"{v:.2f}×" for v in by_occ),
+                "-" if name == "ar" else " / ".join("-" if v is None else f"{v:.2f}×" for v in by_occ) or "-",
                 "-" if name == "ar" else _num(entry, "predicted_speedup"),
-                "-" if name == "ar" or entry.get("gap") is None else f"{entry['gap']:+.1%}",
+                "-" if name == "ar" or gap is None else f"{gap:+.1%}",
                 f"{entry.get('tokens_same_across_occasions', '-')} of {n_p}",
             ])
-        load = rep.get("load") or {}
-        retest = rep.get("target_alone_retest") or {}
-        tps = " / ".join(f"{v:.2f}" for v in retest.get("tokens_per_s_by_occasion") or [])
-        median, top, icc = load.get("others_share_median"), load.get("others_share_max"), retest.get("icc")
+        load = rep.get("load") if isinstance(rep.get("load"), Mapping) else {}
+        retest = rep.get("target_alone_retest") if isinstance(rep.get("target_alone_retest"), Mapping) else {}
+        tps = " / ".join("-" if (v := _float(x)) is None else f"{v:.2f}" for x in retest.get("tokens_per_s_by_occasion") or [])
+        median, top, icc = _float(load.get("others_share_median")), _float(load.get("others_share_max")), _float(retest.get("icc"))
         notes.append(
             f"{title}: {n_p} problems x {n_o} occasions; other processes' CPU share median "
             f"{'-' if median is None else format(median, '.1%')}, max {'-' if top is None else format(top, '.1%')}; "
