@@ -5,13 +5,14 @@
 #   make report                      both, plus reports/index.csv
 #   make index                       list the runs
 #   make report-cpu                  the CPU replication's tables, plots and index in results/cpu/
+#   make report-cpu-evidence         issue 45's claims, frontier and speed figures in results/cpu/evidence/
 # Options: RESULTS=<results dir> REPORTS=<output dir> EXPERIMENT='fly_*' (a name or glob)
 RESULTS ?= $(or $(LOOSESPEC_RESULTS_DIR),results)
 REPORTS ?= reports
 EXPERIMENT ?=
 REPORT_ARGS = --results $(RESULTS) $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)')
 
-.PHONY: install-report tables plots report index report-cpu
+.PHONY: install-report tables plots report index report-cpu report-cpu-evidence
 
 # pandas + matplotlib (the `report` extra); W&B and the notebook tools are separate extras.
 install-report: install
@@ -32,3 +33,20 @@ index: install-report  ## list the runs (reports/index.csv)
 # The committed CPU replication (make replicate-cpu): tables/, plots/ and index.csv beside its runs.
 report-cpu: install-report  ## the CPU replication's tables, plots and index in results/cpu/
 	$(PY) -m loosespec_bench.report all --results $(or $(CPU_RESULTS),results/cpu/runs) --out results/cpu
+
+# The CPU replication's evidence runs (make replicate-cpu-evidence; EVIDENCE_RESULTS in replicate.mk):
+# the claims under evidence/claims.yaml, the float32 frontier (its predicted speedups priced by
+# the float32 calibration in results/loose_rules/, which its caption names), the two-occasion speed
+# figure and table of every speed folder analysed so far, and the verdict table over the three
+# claims files that results/cpu/README.md prints.
+EVIDENCE_CALIBRATION ?= results/loose_rules/calibration_fp32.json
+SPEED_PANELS ?= GSM8K=speed_gsm8k HumanEval=speed_humaneval GSM8K/SmolLM2-135M-draft=speed_xtok
+report-cpu-evidence: install-report  ## issue 45's claims, float32 frontier, speed figure and table, verdict table
+	$(PY) -m loosespec_bench.report claims --results $(EVIDENCE_RESULTS)/runs --out $(EVIDENCE_RESULTS)
+	$(PY) -m loosespec_bench.report.frontier --results $(EVIDENCE_RESULTS)/runs --experiment 'cpu_quality_fp32*' \
+		--out $(EVIDENCE_RESULTS)/plots --calibration $(EVIDENCE_CALIBRATION)
+	$(if $(strip $(foreach p,$(SPEED_PANELS),$(wildcard $(EVIDENCE_RESULTS)/$(lastword $(subst =, ,$(p)))/report.json))),\
+		$(PY) -m loosespec_bench.report speed $(foreach p,$(SPEED_PANELS),$(if $(wildcard $(EVIDENCE_RESULTS)/$(lastword $(subst =, ,$(p)))/report.json),$(firstword $(subst =, ,$(p)))=$(EVIDENCE_RESULTS)/$(lastword $(subst =, ,$(p))))) \
+		--out $(EVIDENCE_RESULTS)/plots,\
+		@echo "speed: no speed folder analysed yet under $(EVIDENCE_RESULTS)")
+	$(PY) -m loosespec_bench.report verdicts results/cpu/claims.csv results/cpu/autojudge/claims.csv $(EVIDENCE_RESULTS)/claims.csv
