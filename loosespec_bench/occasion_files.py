@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from .errors import ConfigError
 from .safe_files import read_text
@@ -100,3 +102,16 @@ def read_calibration(out: Path) -> dict[str, Any] | None:
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path} is not JSON ({err.msg}); rerun the analysis (--analyse-only)") from None
     return data if isinstance(data, dict) else None
+
+
+def cell_table(cell: Mapping[tuple[Any, Any, str], dict[str, Any]], occasions: Sequence[Any], problems: Sequence[Any], config: str,
+               value: Callable[[dict[str, Any]], float], clean: bool = False) -> np.ndarray:
+    """[occasions, problems] of value(record) for one configuration, from {(occasion, problem,
+    config): record}; NaN where there is no record (or, with clean, a contaminated one)."""
+    t = np.full((len(occasions), len(problems)), np.nan)
+    for i, o in enumerate(occasions):
+        for j, q in enumerate(problems):
+            r = cell.get((o, q, config))
+            if r is not None and not (clean and r.get("contaminated")):
+                t[i, j] = float(value(r))
+    return t

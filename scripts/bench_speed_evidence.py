@@ -59,7 +59,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from loosespec_bench.costmodel import Calibration  # noqa: E402
-from loosespec_bench.occasion_files import CALIBRATION, load_rows, occasion_done, unfinished_occasions  # noqa: E402
+from loosespec_bench.occasion_files import CALIBRATION, cell_table, load_rows, occasion_done, unfinished_occasions  # noqa: E402
 from loosespec_bench.stats.intervals import paired_bootstrap, speedup_of_sums  # noqa: E402
 from loosespec_bench.stats.occasions import icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
 from loosespec_bench.stats.exact import count_sign_test  # noqa: E402
@@ -413,13 +413,7 @@ def analyse(rows: list[dict[str, Any]], *, calibration: Calibration | None, n_bo
     O, P = len(occasions), len(problems)
 
     def table(config: str, key: str, clean_only: bool = False) -> np.ndarray:
-        t = np.full((O, P), np.nan)
-        for i, o in enumerate(occasions):
-            for j, p in enumerate(problems):
-                r = cell.get((o, p, config))
-                if r is not None and not (clean_only and r["contaminated"]):
-                    t[i, j] = float(r[key])
-        return t
+        return cell_table(cell, occasions, problems, config, lambda r: r[key], clean=clean_only)
 
     report: dict[str, Any] = {"occasions": occasions, "problems": problems, "n_problems": P, "n_occasions": O, "configs": {}}
     shares = [r["others_share"] for r in rows if r["others_share"] is not None]

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...costmodel import Calibration
 from ...errors import ConfigError
-from ...occasion_files import load_rows, read_args, read_calibration, unfinished_occasions
+from ...occasion_files import cell_table, load_rows, read_args, read_calibration, unfinished_occasions
 from ...stats.intervals import LEVEL
 from ...stats.occasions import occasion_bootstrap, occasion_rate_ratio
 
@@ -87,18 +87,9 @@ def compare_occasions(folder: Path, b: list[str], a: list[str], *, seed: int = 0
                           "declare the benchmark's configuration names, or rerun it with --configs naming them")
     cell = {(r["occasion"], r["problem"], r["config"]): r for r in rows}
 
-    def table(config: str, key: str, clean: bool) -> np.ndarray:
-        t = np.full((len(occasions), len(problems)), np.nan)
-        for i, o in enumerate(occasions):
-            for j, p in enumerate(problems):
-                r = cell.get((o, p, config))
-                if r is not None and not (clean and r.get("contaminated")):
-                    t[i, j] = float(r[key])
-        return t
-
     names = sorted(set(b + a + [TARGET_ALONE]))
-    tok = {c: table(c, "new_tokens", True) for c in names}
-    sec = {c: table(c, "wall_s", True) for c in names}
+    tok = {c: cell_table(cell, occasions, problems, c, lambda r: r["new_tokens"], clean=True) for c in names}
+    sec = {c: cell_table(cell, occasions, problems, c, lambda r: r["wall_s"], clean=True) for c in names}
     point, dist = occasion_rate_ratio(tok, sec, b[0], a, n_boot=n_boot, seed=seed)
     ok = np.ones(tok[b[0]].shape, dtype=bool)  # the cells the ratio pools: clean for every side
     for c in {b[0], *a}:
@@ -140,16 +131,9 @@ def _predicted(folder: Path, cell: Mapping[tuple[Any, Any, str], dict[str, Any]]
         cal = Calibration.from_dict(raw)
     except (KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{folder}/calibration.json is not a calibration ({err}); rerun the analysis (--analyse-only)") from None
-    tok, sec = {}, {}
-    for c in {b, *a}:
-        t = np.full((len(occasions), len(problems)), np.nan)
-        s = np.full_like(t, np.nan)
-        for i, o in enumerate(occasions):
-            for j, p in enumerate(problems):
-                r = cell.get((o, p, c))
-                if r is not None and r.get("work"):
-                    t[i, j], s[i, j] = float(r["new_tokens"]), cal.predict_s(r["work"])
-        tok[c], sec[c] = t, s
+    # Every cell with counts, timed clean or not (a record without counts: NaN, left out).
+    tok = {c: cell_table(cell, occasions, problems, c, lambda r: r["new_tokens"] if r.get("work") else np.nan) for c in {b, *a}}
+    sec = {c: cell_table(cell, occasions, problems, c, lambda r: cal.predict_s(r["work"]) if r.get("work") else np.nan) for c in {b, *a}}
     point, dist = occasion_rate_ratio(tok, sec, b, a, n_boot=n_boot, seed=seed)
     return _interval(point, dist), str(raw.get("source") or "calibration.json")
 
