@@ -147,6 +147,11 @@ def _all_figures() -> dict:
     figs.update({f"{k} (three CPUs)": v for k, v in build_figures(_mixed_cpu_runs()).items()})
     figs["empty"] = fig_vs_param(_index([_run(BASE_CFG, tau=5.0, speedup=1.0)]), "W")
     figs["speed_occasions"] = fig_speed_occasions({"GSM8K": _speed_report(), "a cross-family pair": _speed_report(("xtok_spd", "xtok_fly"))})
+    # The three panels `make report-cpu-evidence` draws (SPEED_PANELS in report.mk), every configuration.
+    every = ("spd_k5", "spd_k10", "spd_k15", "fly", "fly_mla", "dropmatch", "pld")
+    figs["speed_occasions (three sets)"] = fig_speed_occasions({
+        "GSM8K": _speed_report(every), "HumanEval": _speed_report(every),
+        "GSM8K/SmolLM2-135M-draft": _speed_report(("xtok_spd", "xtok_fly"))})
     return figs
 
 
@@ -178,12 +183,15 @@ def test_every_figure_is_one_or_two_columns_wide_with_text_of_at_least_7_points(
 def test_nothing_is_drawn_outside_the_canvas():
     # The file is the figure's print size, not its content's bounding box: every text and
     # legend must lie inside it (the constrained layout makes room below for the legend).
+    # Named case: the speed figure's third panel (three sets in one row of 7 in) ran its
+    # left-aligned title and its axis label past the right edge.
     for name, fig in _all_figures().items():
         fig.draw_without_rendering()
         renderer = fig.canvas.get_renderer()
         canvas = fig.bbox
         for artist in [*fig.legends, *(t for ax in fig.axes if ax.get_visible() for t in
-                                        [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts])]:
+                                        [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label,
+                                         *ax.texts])]:
             if not artist.get_visible() or (hasattr(artist, "get_text") and not artist.get_text()):
                 continue
             box = artist.get_window_extent(renderer)

@@ -114,11 +114,14 @@ def width_for(ncols: int) -> float:
     return ONE_COLUMN if ncols <= 1 else TWO_COLUMNS
 
 
-def panel_grid(n_panels: int, panel_height: float, extra_height: float) -> tuple[Figure, list]:
-    """Panels up to MAX_COLUMNS a row, one column wide for one panel and two for more, wrapping
-    into rows (never wider): the figure and its axes as one flat list."""
+def panel_grid(n_panels: int, panel_height: float, extra_height: float,
+               max_columns: int = MAX_COLUMNS) -> tuple[Figure, list]:
+    """Panels up to max_columns a row, one column wide for one panel and two for more, wrapping
+    into rows (never wider): the figure and its axes as one flat list. A figure whose panels carry
+    long tick labels (a row per configuration) asks for fewer columns: three such panels in 7 in
+    left the third too narrow for its own title and axis label."""
     n = max(1, n_panels)
-    ncols = 2 if n == 4 else min(n, MAX_COLUMNS)  # four panels: two rows of two, not three and one
+    ncols = 2 if n == 4 else min(n, max_columns)  # four panels: two rows of two, not three and one
     nrows = math.ceil(n / ncols)
     fig, grid = canvas(width_for(ncols), panel_height * nrows + extra_height, ncols=ncols, nrows=nrows)
     return fig, [ax for row in grid for ax in row] if nrows > 1 else grid

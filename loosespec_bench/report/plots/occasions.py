@@ -30,7 +30,9 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
     target alone, in `order` (default: the report's). Filled circle and bar: the measured
     speedup and its 95% two-way bootstrap interval; small open markers: each occasion's speedup;
     grey diamond and bar: the predicted speedup and its 95% interval over problems."""
-    fig, axes = panel_grid(len(reports), 2.0, 0.7)
+    # At most two panels a row: each row is labelled by a configuration's name (up to ~25
+    # characters), which a third of 7 in cannot hold beside its axis.
+    fig, axes = panel_grid(len(reports), 2.0, 0.7, max_columns=2)
     if not reports:
         draw_note(axes[0], "no speed-evidence report\n(scripts/bench_speed_evidence.py)")
         add_legend(fig, {}, 0, TITLE, "no runs")
