@@ -13,7 +13,9 @@ machine and thread count, in a few minutes (seconds for the tiny pair):
 - the decode loop's per-step overhead (a target-alone generation's decode time minus its
   predicted forwards, per step).
 
-Each latency is the median of `repeats` timings after a warm-up. The result is stored as
+Each latency is the median of `repeats` timings after a warm-up; the forwards of a network are
+timed round-robin, every point once per round in a random order (interleaved_medians). The
+calibration checks itself against a timed target-alone decode and stores the ratio (`check`). The result is stored as
 <results_dir>/_calibration/<pair name>/<signature hash>.json with the machine signature (CPU,
 ISA, cores, torch threads and version, OpenMP wait policy, dtype, the pair's model paths), and reused by every
 run whose signature matches (find_calibration); rerun it after changing any of those.
@@ -49,6 +51,8 @@ CONF = Path(__file__).resolve().parent / "conf" / "pair"
 ROW_GRID = (1, 2, 3, 4, 5, 6, 8, 11, 12, 16, 17, 24, 32)
 PREFILL_GRID = (64, 128, 256, 512)  # prompts: a 2-shot GSM8K prompt with a chat template is ~300-500 tokens
 CTX0, CTX1 = 64, 512
+# A target-alone decode within this band of the calibration's price passes its check.
+CHECK_BAND = (0.9, 1.1)
 
 
 def pair_node(name: str) -> Any:
@@ -114,6 +118,30 @@ def _median_time(fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
+def interleaved_medians(fns: list[Callable[[], Any]], repeats: list[int], *, seed: int = 0,
+                        clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Median time of each of `fns`, timed round-robin: every round times each function once
+    (those with repeats left), in a fresh random order. A slow spell of the machine (a
+    neighbour, the frequency settling after the models load) then lands on every point of a
+    curve alike instead of on the few timed during it: the first calibration of the evidence
+    runs, timed point after point, priced the target's one-row forward at 220 ms against the
+    ~148 ms a step of its decode took, and three rows below one."""
+    import random
+
+    rng = random.Random(seed)
+    for fn in fns:
+        fn()  # warm-up: allocator, kernel choice
+    times: list[list[float]] = [[] for _ in fns]
+    for r in range(max(repeats, default=0)):
+        order = [i for i in range(len(fns)) if repeats[i] > r]
+        rng.shuffle(order)
+        for i in order:
+            t0 = clock()
+            fns[i]()
+            times[i].append(clock() - t0)
+    return [statistics.median(t) for t in times]
+
+
 def _head_of(model: Any) -> torch.nn.Module:
     head = model.get_output_embeddings()
     if head is None:
@@ -134,7 +162,7 @@ def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) 
     def ids(n: int) -> torch.Tensor:
         return torch.randint(0, vocab_ids, (1, n), generator=gen).to(dev)
 
-    def forward_at(ctx: int, rows: int) -> float:
+    def forward_at(ctx: int, rows: int) -> Callable[[], None]:
         cache = new_cache(model.config)  # the loop's in-place cache, so its costs are the loop's
         if ctx:
             model(ids(ctx), cache=cache, use_cache=True, logits_to_keep=1)
@@ -144,8 +172,7 @@ def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) 
             model(inp, cache=cache, use_cache=True, logits_to_keep=1)
             crop_to(cache, ctx)
 
-        # Prefill-sized forwards take seconds on a CPU and vary little: fewer timings.
-        return _median_time(once, repeats if rows < 256 else max(1, min(repeats, 3)))
+        return once
 
     # The LM head's cost per row: a least-squares slope over a few row counts.
     xs = [1, 8, 32]
@@ -155,13 +182,16 @@ def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) 
     head_row = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs))
 
     grid = sorted({r for r in ROW_GRID if r <= max_rows} | {max_rows} | set(PREFILL_GRID))
-    body = [max(0.0, forward_at(CTX0, r) - head_row) for r in grid]
-    # Attention's growth with context: per row and cached position, from 1 and max_rows rows.
+    # The context points (attention's growth: per row and cached position, from 1 and max_rows
+    # rows at ctx1) are timed in the same rounds as the grid, so their differences share its spells.
+    points = [(CTX0, r) for r in grid] + [(CTX1, r) for r in (1, max_rows)]
+    # Prefill-sized forwards take seconds on a CPU and vary little: fewer timings.
+    times = interleaved_medians([forward_at(c, r) for c, r in points],
+                                [repeats if r < 256 else max(1, min(repeats, 3)) for _, r in points])
+    body = [max(0.0, t - head_row) for t in times[:len(grid)]]
     slopes = []
-    for r in (1, max_rows):
-        t1 = forward_at(CTX1, r) - head_row
-        t0 = body[grid.index(r)]
-        slopes.append(max(0.0, (t1 - t0) / (r * (CTX1 - CTX0))))
+    for r, t in zip((1, max_rows), times[len(grid):]):
+        slopes.append(max(0.0, (t - head_row - body[grid.index(r)]) / (r * (CTX1 - CTX0))))
     return {"rows": grid, "body_s": body, "ctx0": CTX0, "ctx_row_s": statistics.fmean(slopes), "lm_head_row_s": head_row}
 
 
@@ -205,21 +235,26 @@ def measure_lookup(repeats: int, context: int = 400) -> float:
     return _median_time(lambda: prompt_lookup(tokens, 6, max_ngram=4, min_ngram=1, overlap=False), repeats * 5)
 
 
-def measure_step_overhead(model: Any, target_cost: ForwardCost, verify_row_s: float, *, vocab_ids: int, new_tokens: int = 32) -> float:
+def measure_step_overhead(model: Any, target_cost: ForwardCost, verify_row_s: float, *, vocab_ids: int,
+                          new_tokens: int = 32) -> tuple[float, float]:
     """(decode time - predicted target forwards and rows' verification work) / steps of a
-    target-alone generation."""
+    target-alone generation, and that decode time over its prediction: the calibration's own
+    check against the loop it prices (below 1: the forwards were priced too high, and the
+    overhead, which cannot be negative, hides it)."""
     from .decoding import generate
     from .verifiers.spd import SPD
 
     prompt = torch.randint(0, vocab_ids, (CTX0,), generator=torch.Generator().manual_seed(3))
     generate(model, prompt, verifier=SPD(), max_new_tokens=4)  # warm-up
-    vals = []
+    vals, ratios = [], []
     for _ in range(2):
         out = generate(model, prompt, verifier=SPD(), max_new_tokens=new_tokens)
         role = out.work["target_verify"]
         predicted = target_cost.role_s(role) + verify_row_s * role["lm_rows"]
         vals.append(max(0.0, (out.decode_s - predicted) / max(out.steps, 1)))
-    return min(vals)
+        if predicted > 0:
+            ratios.append(out.decode_s / predicted)
+    return min(vals), (min(ratios) if ratios else None)
 
 
 def calibrate(pair: Any, *, threads: int, max_rows: int = 17, repeats: int = 5, n_paths: int = 5,
@@ -255,7 +290,13 @@ def calibrate(pair: Any, *, threads: int, max_rows: int = 17, repeats: int = 5, 
         out["lookup_s"] = measure_lookup(repeats)
         out["verify_row_s"] = measure_verify_row(target, rows=max_rows, repeats=repeats)
     log("loop overhead ...")
-    out["step_overhead_s"] = measure_step_overhead(target, ForwardCost.from_dict(out["target"]), out["verify_row_s"], vocab_ids=vocab_ids)
+    out["step_overhead_s"], ratio = measure_step_overhead(target, ForwardCost.from_dict(out["target"]), out["verify_row_s"],
+                                                          vocab_ids=vocab_ids)
+    out["check"] = {} if ratio is None else {"target_alone_decode_over_predicted": ratio}
+    if ratio is not None and not CHECK_BAND[0] <= ratio <= CHECK_BAND[1]:
+        log(f"warning: a timed target-alone decode took {ratio:.2f}x what this calibration predicts "
+            f"(outside {CHECK_BAND[0]}-{CHECK_BAND[1]}): its predicted speedups are biased; "
+            "rerun it on a quiet machine")
     busy1, wall = read_proc_stat(), time.perf_counter() - wall0
     own = time.process_time() - cpu0
     sig = signature(pair, threads)
@@ -306,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  target 1-row forward {1e3 * t['body_s'][0]:.2f} ms, LM head {1e6 * t['lm_head_row_s']:.1f} us/row; "
           f"step overhead {1e3 * cal['step_overhead_s']:.2f} ms; lookup {1e6 * cal['lookup_s']:.1f} us; "
           f"took {cal['signature']['duration_s']} s, other processes {cal['signature']['others_share']}")
+    ratio = cal["check"].get("target_alone_decode_over_predicted")
+    if ratio is not None:
+        print(f"  check: a timed target-alone decode took {ratio:.2f}x its predicted time (band {CHECK_BAND[0]}-{CHECK_BAND[1]})")
     return 0
 
 

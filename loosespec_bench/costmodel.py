@@ -26,7 +26,7 @@ never constants of this module.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 
@@ -325,6 +325,9 @@ class Calibration:
     # A verification row's vocabulary-wide work after the forward (its logits to float32, a
     # softmax and an argmax: what every rule does per row); 0 in calibrations from before it.
     verify_row_s: float = 0.0
+    # The calibration's check against the loop it prices: a timed target-alone decode over its
+    # prediction ({"target_alone_decode_over_predicted": r}); empty in calibrations from before it.
+    check: dict[str, float] = field(default_factory=dict)
 
     def predict_s(self, work: dict[str, Any]) -> float:
         """Predicted seconds (prefill + decode) of a generation with these work counts."""
@@ -353,4 +356,5 @@ class Calibration:
             extra_lm_head_row_s=float(d["extra_lm_head_row_s"]), lookup_s=float(d["lookup_s"]),
             step_overhead_s=float(d["step_overhead_s"]), signature=dict(d.get("signature") or {}),
             verify_row_s=float(d.get("verify_row_s", 0.0)),
+            check={str(k): float(v) for k, v in (d.get("check") or {}).items()},
         )

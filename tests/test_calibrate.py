@@ -58,3 +58,64 @@ def test_unreadable_calibration_says_so(tmp_path):
 def test_bad_settings_are_refused_before_loading(args, capsys, tmp_path):
     assert main(["--pair", "tiny", "--results", str(tmp_path), *args]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_interleaved_medians_spread_a_slow_spell_over_every_point():
+    """Known answer: three points costing 1, 2 and 3 time units; the machine runs 3x slower for
+    the first four timed calls. Timed point after point, the first point's median is 3x its
+    cost; timed round-robin, each point sees at most two slow calls of five, so every median is
+    the true cost."""
+    from loosespec_bench.calibrate import interleaved_medians
+
+    state = {"now": 0.0, "timed": 0, "warm": 0}
+    costs = [1.0, 2.0, 3.0]
+
+    def clock() -> float:
+        return state["now"]
+
+    def make(i):
+        def fn():
+            if state["warm"] < len(costs):  # the warm-ups (one per point) are not timed
+                state["warm"] += 1
+                return
+            slow = 3.0 if state["timed"] < 4 else 1.0
+            state["timed"] += 1
+            state["now"] += costs[i] * slow
+        return fn
+
+    got = interleaved_medians([make(i) for i in range(3)], [5, 5, 5], seed=1, clock=clock)
+    assert got == costs
+    assert state["timed"] == 15  # every point timed its repeats, no more
+
+    # The sequential order the calibration used before: the first point takes the whole spell.
+    state.update(now=0.0, timed=0, warm=len(costs))
+    seq = []
+    for i in range(3):
+        times = []
+        for _ in range(5):
+            t0 = clock()
+            make(i)()
+            times.append(clock() - t0)
+        seq.append(sorted(times)[2])
+    assert seq[0] == 3.0 * costs[0]
+
+
+def test_interleaved_medians_times_each_point_its_own_repeats():
+    from loosespec_bench.calibrate import interleaved_medians
+
+    calls = [0, 0]
+    fns = [lambda: calls.__setitem__(0, calls[0] + 1), lambda: calls.__setitem__(1, calls[1] + 1)]
+    interleaved_medians(fns, [5, 2])
+    assert calls == [1 + 5, 1 + 2]  # a warm-up each, then its repeats
+
+
+def test_calibration_records_its_check_against_a_timed_decode(tmp_path, capsys):
+    assert main(["--pair", "tiny", "--threads", "1", "--results", str(tmp_path), "--repeats", "1", "--max-rows", "3"]) == 0
+    stored = json.loads(calibration_path(tmp_path, signature(pair_node("tiny"), 1)).read_text())
+    ratio = stored["check"]["target_alone_decode_over_predicted"]
+    assert ratio > 0
+    assert f"{ratio:.2f}x its predicted time" in capsys.readouterr().out
+    assert Calibration.from_dict(stored).check == {"target_alone_decode_over_predicted": ratio}
+    old = {k: v for k, v in stored.items() if k != "check"}  # a calibration from before the check
+    assert Calibration.from_dict(old).check == {}
+    torch.set_num_threads(1)
