@@ -34,6 +34,7 @@ default_wait_policy()
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
+import random  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -109,13 +110,7 @@ def find_calibration(results_dir: str | Path, pair: Any, threads: int | None = N
 
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm-up: allocator, kernel choice
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return interleaved_medians([fn], [repeats])[0]
 
 
 def interleaved_medians(fns: list[Callable[[], Any]], repeats: list[int], *, seed: int = 0,
@@ -126,8 +121,6 @@ def interleaved_medians(fns: list[Callable[[], Any]], repeats: list[int], *, see
     curve alike instead of on the few timed during it: the first calibration of the evidence
     runs, timed point after point, priced the target's one-row forward at 220 ms against the
     ~148 ms a step of its decode took, and three rows below one."""
-    import random
-
     rng = random.Random(seed)
     for fn in fns:
         fn()  # warm-up: allocator, kernel choice
@@ -177,7 +170,7 @@ def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) 
     # The LM head's cost per row: a least-squares slope over a few row counts.
     xs = [1, 8, 32]
     h = torch.randn(max(xs), hidden, generator=gen).to(device=dev, dtype=model.dtype)
-    ys = [_median_time(lambda n=n: head(h[:n]), repeats) for n in xs]
+    ys = interleaved_medians([lambda n=n: head(h[:n]) for n in xs], [repeats] * len(xs))
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     head_row = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs))
 
@@ -236,7 +229,7 @@ def measure_lookup(repeats: int, context: int = 400) -> float:
 
 
 def measure_step_overhead(model: Any, target_cost: ForwardCost, verify_row_s: float, *, vocab_ids: int,
-                          new_tokens: int = 32) -> tuple[float, float]:
+                          new_tokens: int = 32) -> tuple[float, float | None]:
     """(decode time - predicted target forwards and rows' verification work) / steps of a
     target-alone generation, and that decode time over its prediction: the calibration's own
     check against the loop it prices (below 1: the forwards were priced too high, and the
