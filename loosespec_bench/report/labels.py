@@ -121,8 +121,8 @@ def rule_setting(row: dict | pd.Series) -> str:
 # knows them: its figure (plots/occasions.py) and its table (tables/speed.py).
 CONFIG_LABELS = {
     "ar": "target alone", "spd": "SPD", "spd_k5": "SPD, K = 5", "spd_k10": "SPD, K = 10", "spd_k15": "SPD, K = 15", "fly": "FLy",
-    "fly_mla": "FLy + MLA", "dropmatch": "DropMatch", "pld": "PLD", "xtok_spd": "SPD (cross-family draft)",
-    "xtok_fly": "FLy (cross-family draft)",
+    "fly_mla": "FLy + MLA", "dropmatch": "DropMatch", "pld": "PLD", "xtok_spd": "SPD, K = 15 (cross-family draft)",
+    "xtok_fly": "FLy, K = 15 (cross-family draft)",
 }
 
 
