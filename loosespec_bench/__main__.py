@@ -57,10 +57,10 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
     points run here (points.precheck_points), so that a bad override or value is one
     ConfigError before Hydra starts a job, creates a folder or loads a model. Hydra's printing
     flags (--cfg, --resolve, --package) and another config (-cn) are checked the same way."""
-    from .checks import check_environment
-    from .points import precheck_points
+    from .settings.checks import check_environment
+    from .settings.points import precheck_points
 
-    from .advice import check_added_keys, check_drafter_used, check_flags, check_override_syntax
+    from .settings.advice import check_added_keys, check_drafter_used, check_flags, check_override_syntax
 
     check_environment()
     check_flags(argv)  # lm-eval's --tasks/--limit..., `--key value`: the equivalent overrides
@@ -94,7 +94,7 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
                         resources=False if printing else resources, data_check=None if printing else data_check,
                         settings_check=advice)
     except ConfigError as err:
-        from .advice import explain_composition_error  # Hydra's "+key" advice -> did-you-mean over the tree
+        from .settings.advice import explain_composition_error  # Hydra's "+key" advice -> did-you-mean over the tree
 
         message = explain_composition_error(str(err), list(args.overrides), args.config_name or "config")
         raise ConfigError(_scale_advice(message, list(args.overrides))) from None
@@ -104,7 +104,7 @@ def _scale_advice(message: str, overrides: list[str]) -> str:
     """An experiment at paper scale on a machine without CUDA: the fix is the experiment's CPU
     scale (scale=cpu, its experiment_scale/cpu/<name>.yaml), not pair.device=cpu (a 70B target
     on this CPU). Other messages pass unchanged."""
-    from .config import CONF_DIR, group_choices
+    from .settings.config import CONF_DIR, group_choices
 
     given = dict(o.lstrip("+").split("=", 1) for o in overrides if "=" in o)
     experiment, scale = given.get("experiment"), given.get("scale", "paper")
@@ -154,7 +154,7 @@ def main() -> None:
     from hydra.types import RunMode
     from omegaconf import DictConfig
 
-    from .config import CONF_DIR
+    from .settings.config import CONF_DIR
 
     argv = sys.argv[1:]
     if "--version" in argv:  # the harness's version (Hydra's own flag would print Hydra's)
@@ -165,7 +165,7 @@ def main() -> None:
         print(f"loosespec_bench {__version__} (hydra-core {dist_version('hydra-core')})")
         return
     try:
-        from .advice import check_declared_sweep, check_flags
+        from .settings.advice import check_declared_sweep, check_flags
 
         check_flags(argv)
         args = parse_cli(argv)
@@ -179,7 +179,7 @@ def main() -> None:
         sys.exit(2)
     # After the pre-check: torch and transformers (~4.5 s to import) load only for a command
     # that passed it, so a mistyped override answers in under a second.
-    from .app import run_recording_errors
+    from .run.app import run_recording_errors
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> float | None:

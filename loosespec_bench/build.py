@@ -17,7 +17,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .config import DEFAULT_ENGINE_TARGET, check_engine, class_or_none, drafter_class, engine_class, method_class, resolve_class, uses_drafter  # noqa: F401 (re-exported)
+from .settings.config import DEFAULT_ENGINE_TARGET, check_engine, class_or_none, drafter_class, engine_class, method_class, resolve_class, uses_drafter  # noqa: F401 (re-exported)
 from .drafters.base import Drafter
 from .errors import ConfigError, one_line
 from .models import LoadedModel, load_model

@@ -43,10 +43,10 @@ from typing import Any, Callable  # noqa: E402
 
 import torch  # noqa: E402
 
-from .costmodel import Calibration, ForwardCost  # noqa: E402
+from .measure.costmodel import Calibration, ForwardCost  # noqa: E402
 from .errors import ConfigError  # noqa: E402
-from .summary import machine  # noqa: E402
-from .timing import read_proc_stat  # noqa: E402
+from .store.summary import machine  # noqa: E402
+from .measure.timing import read_proc_stat  # noqa: E402
 
 CONF = Path(__file__).resolve().parent / "conf" / "pair"
 ROW_GRID = (1, 2, 3, 4, 5, 6, 8, 11, 12, 16, 17, 24, 32)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .config import DATA_DIR_ENV, data_dir_setting, default_data_dir
+from .settings.config import DATA_DIR_ENV, data_dir_setting, default_data_dir
 from .digest import file_sha256
 from .errors import ConfigError
 

@@ -58,16 +58,16 @@ from typing import Any, Sequence
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from .baselines import BaselineStore, baselines_root
-from .config import baseline_config
+from .store.baselines import BaselineStore, baselines_root
+from .settings.config import baseline_config
 # The planner's throughput assumptions (the claims report prices an n with them too).
-from .costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, FLOAT32_CPU_SLOWDOWN, LOAD_MIN, SPEEDUP, TARGET_TPS
+from .measure.costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, FLOAT32_CPU_SLOWDOWN, LOAD_MIN, SPEEDUP, TARGET_TPS
 from .errors import ConfigError
-from .points import varying_keys
-from .power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, format_hours,
+from .settings.points import varying_keys
+from .launch.power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, format_hours,
                     format_power, observed_discordance)
-from .run_folder import run_dir
-from .status import STATES, PointStatus, format_age, point_status
+from .store.run_folder import run_dir
+from .launch.status import STATES, PointStatus, format_age, point_status
 from .verifiers import rule_class
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
@@ -148,8 +148,8 @@ def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], 
     `python -m loosespec_bench -m OVERRIDES` would run, expanded by Hydra's own machinery
     (points.compose_points, the run's own pre-check), every point checked as a run checks it
     (checks.validate: a plan never lists a point the run would refuse)."""
-    from .checks import validate
-    from .points import compose_points
+    from .settings.checks import validate
+    from .settings.points import compose_points
 
     master, points = compose_points(list(overrides), multirun=True)
     varying = varying_keys(points)
@@ -374,7 +374,7 @@ def power_plan(sweeps: Sequence[Sweep], power: float = DEFAULT_POWER, assumed: f
     """Per data set of the plan: the paired n at which the exact McNemar test of method vs target
     alone rejects with probability `power` at the observed effect (stats.n_for_power_mcnemar),
     whether it is within budget_factor x the plan's n, and its cost."""
-    from .stats.verdicts import n_for_power_mcnemar
+    from .measure.stats.verdicts import n_for_power_mcnemar
 
     by_set: dict[str, list[tuple[Sweep, Job]]] = {}
     for s in sweeps:
@@ -626,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("give at least one --experiment")
     try:
         if args.mode == "status":
-            from .checks import check_environment
+            from .settings.checks import check_environment
 
             check_environment()
             results = os.environ.get("LOOSESPEC_RESULTS_DIR")

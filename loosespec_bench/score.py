@@ -35,12 +35,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from .baselines import judge_against_store
+from .store.baselines import judge_against_store
 from .errors import ConfigError
-from .run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, summary_json, utc_stamp
+from .store.run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, summary_json, utc_stamp
 from .safe_files import check_regular, read_text
-from .summary import DEFAULT_POWER_THRESHOLD, build_summary, paired_quality
-from .timing import timing_settings  # the run's own settings, defaults for old configs
+from .store.summary import DEFAULT_POWER_THRESHOLD, build_summary, paired_quality
+from .measure.timing import timing_settings  # the run's own settings, defaults for old configs
 from .tasks import Sample, Task
 
 RETENTION_KEYS = ("retention",)  # plus every key stats.retention_summary writes (retention_*)
@@ -51,7 +51,7 @@ def build_task(node: DictConfig, overrides: list[str], workers: int | None = Non
     """build.build_task of a stored dataset node after `--set` overrides, the node checked as a
     run's pre-check checks it (checks.check_group_node)."""
     from . import build
-    from .checks import check_group_node
+    from .settings.checks import check_group_node
 
     return build.build_task({"dataset": node}, overrides, workers=workers,
                             check=lambda data: check_group_node("dataset", data, require=False))
@@ -61,7 +61,7 @@ def compose_dataset(name: str, data_dir: str | None) -> DictConfig:
     """conf/dataset/<name>.yaml resolved within the root config (for ${paths...} and ${pair...})."""
     from hydra import compose, initialize_config_dir
 
-    from .config import CONF_DIR, check_group_overrides
+    from .settings.config import CONF_DIR, check_group_overrides
 
     check_group_overrides([f"dataset={name}"])
     overrides = [f"dataset={name}"]
@@ -80,7 +80,7 @@ def _calibration(cfg: Any, old: dict[str, Any]) -> dict[str, Any]:
     if cfg is None or not cfg.get("pair") or not cfg.get("paths"):
         return {"calibration": None, "calibration_source": "no run config to find a calibration for"}
     from .calibrate import find_calibration
-    from .summary import machine
+    from .store.summary import machine
 
     ran_on = old.get("cpu_signature")
     if ran_on is not None and ran_on != machine()["cpu_signature"]:
@@ -122,7 +122,7 @@ SANDBOX_LOCAL = ("workers", "hide_paths")  # this machine's
 
 def _packaged_datasets() -> dict[str, dict[str, Any]]:
     """conf/dataset/<name>.yaml of this installation: name -> its (unresolved) settings."""
-    from .config import CONF_DIR
+    from .settings.config import CONF_DIR
 
     out = {}
     for path in sorted((CONF_DIR / "dataset").glob("*.yaml")):
@@ -331,7 +331,7 @@ def rescore_folder(
         with RunFolder(folder, create=False) as run_folder:
             return _rescore_locked(run_folder, task, cfg, rescore=not summary_only, baselines_dir=baselines_dir)
     except ConfigError as err:
-        from .run_folder import FolderLocked
+        from .store.run_folder import FolderLocked
 
         if not had_lock and not isinstance(err, FolderLocked):
             lock_path.unlink(missing_ok=True)  # a refused re-score leaves no lock file behind

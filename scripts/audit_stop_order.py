@@ -20,8 +20,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from loosespec_bench.prompting import make_stop_fn
-from loosespec_bench.run_folder import RunFolder
+from loosespec_bench.tasks.prompting import make_stop_fn
+from loosespec_bench.store.run_folder import RunFolder
 from loosespec_bench.tasks.niah import load_tokenizer
 
 

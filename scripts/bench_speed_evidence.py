@@ -58,12 +58,12 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from loosespec_bench.costmodel import Calibration  # noqa: E402
-from loosespec_bench.occasion_files import CALIBRATION, cell_table, load_rows, occasion_done, unfinished_occasions  # noqa: E402
-from loosespec_bench.stats.intervals import paired_bootstrap, speedup_of_sums  # noqa: E402
-from loosespec_bench.stats.occasions import icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
-from loosespec_bench.stats.exact import count_sign_test  # noqa: E402
-from loosespec_bench.work import merge_work, per_token  # noqa: E402
+from loosespec_bench.measure.costmodel import Calibration  # noqa: E402
+from loosespec_bench.measure.occasion_files import CALIBRATION, cell_table, load_rows, occasion_done, unfinished_occasions  # noqa: E402
+from loosespec_bench.measure.stats.intervals import paired_bootstrap, speedup_of_sums  # noqa: E402
+from loosespec_bench.measure.stats.occasions import icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
+from loosespec_bench.measure.stats.exact import count_sign_test  # noqa: E402
+from loosespec_bench.measure.work import merge_work, per_token  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 # name -> the overrides `python -m loosespec_bench` would take for it (the conf defaults decide
@@ -161,8 +161,8 @@ def time_occasion(a: argparse.Namespace) -> None:
     from loosespec_bench.engines.hf import HFEngine
     from loosespec_bench.models import load_model
     from loosespec_bench.models.loading import load_options
-    from loosespec_bench.prompting import encode_prompt
-    from loosespec_bench.timing import Clocks, Probe
+    from loosespec_bench.tasks.prompting import encode_prompt
+    from loosespec_bench.measure.timing import Clocks, Probe
 
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -302,7 +302,7 @@ def segments_of(starts: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 
 def machine() -> dict[str, Any]:
-    from loosespec_bench.summary import machine as this_machine
+    from loosespec_bench.store.summary import machine as this_machine
 
     return {**this_machine(), "host": os.uname().nodename}
 
@@ -314,7 +314,7 @@ def target_alone_work(prompt_len: int, new_tokens: int) -> dict[str, Any]:
     forwards at their mean context (the cost model is linear in the context, so the mean prices
     the growing context, to within half a position a token)."""
     from loosespec_bench.report.project import target_alone_work as decode_work
-    from loosespec_bench.work import add_forward
+    from loosespec_bench.measure.work import add_forward
 
     work, _ = decode_work(new_tokens, ctx=prompt_len - 1 + (new_tokens - 1) // 2)
     add_forward(work, "target_prefill", prompt_len - 1, 1, 0)
@@ -331,7 +331,7 @@ def plan(a: argparse.Namespace) -> None:
 
     from loosespec_bench.bench.contestants import compose_config
     from loosespec_bench.calibrate import find_calibration, pair_node
-    from loosespec_bench.costmodel import DEFAULT_TPS, TARGET_TPS
+    from loosespec_bench.measure.costmodel import DEFAULT_TPS, TARGET_TPS
 
     cfg = compose_config(base_overrides(a) + CONFIGS["ar"])
     gens = a.problems * len(a.config_names) * a.occasions
@@ -361,7 +361,7 @@ def plan(a: argparse.Namespace) -> None:
 def prompt_lengths(cfg: Any, problems: int) -> list[int]:
     """Token counts of the first `problems` prompts, as an occasion encodes them (tokenizer only)."""
     from loosespec_bench.build import build_task
-    from loosespec_bench.prompting import encode_prompt
+    from loosespec_bench.tasks.prompting import encode_prompt
     from loosespec_bench.tasks.niah import load_tokenizer
 
     tokenizer = load_tokenizer(str(cfg.pair.target.path))

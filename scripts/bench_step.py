@@ -47,7 +47,7 @@ from transformers import DynamicCache  # noqa: E402
 
 from loosespec_bench.bench.analysis import fmt  # noqa: E402
 from loosespec_bench.bench.prompts import DEFAULT_SETS, TARGET, Prompt, build_prompts, data_dir, load_avg  # noqa: E402
-from loosespec_bench.prompting import eos_ids  # noqa: E402
+from loosespec_bench.tasks.prompting import eos_ids  # noqa: E402
 
 from loosespec_bench.decoding.cpu import cpu_fast_paths  # noqa: E402
 from loosespec_bench.engines.hf import HFEngine  # noqa: E402

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from loosespec_bench.app import Runner
+from loosespec_bench.run.app import Runner
 from loosespec_bench.build import build_engine, build_task
-from loosespec_bench.config import CONF_DIR
+from loosespec_bench.settings.config import CONF_DIR
 from loosespec_bench.errors import ConfigError
 
 

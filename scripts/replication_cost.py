@@ -33,8 +33,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from loosespec_bench.baselines import BaselineStore
-from loosespec_bench.run_folder import RunFolder, read_jsonl
+from loosespec_bench.store.baselines import BaselineStore
+from loosespec_bench.store.run_folder import RunFolder, read_jsonl
 
 
 def _wall(side: dict | None) -> float:

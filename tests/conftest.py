@@ -11,7 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from loosespec_bench.config import CONF_DIR
+from loosespec_bench.settings.config import CONF_DIR
 from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
 
 from .helpers import tiny_near_copy

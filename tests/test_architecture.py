@@ -93,19 +93,19 @@ def test_the_schema_reads_only_the_rules_and_their_params():
     assert {m for m in package_imports(PKG / "schema.py") if not m.startswith(allowed)} == set()
 
 
-@pytest.mark.parametrize("layer", ["step.py", "sampling.py", "generation.py", "drafters", "verifiers", "decoding", "models", "tasks", "metrics.py"])
+@pytest.mark.parametrize("layer", ["step.py", "sampling.py", "generation.py", "drafters", "verifiers", "decoding", "models", "tasks", "measure/metrics.py"])
 def test_nothing_below_build_imports_it(layer):
     assert _violations(layer, ("loosespec_bench.build",)) == {}
 
 
 def test_metrics_do_not_import_the_loop():
-    assert _violations("metrics.py", ("loosespec_bench.decoding",)) == {}
+    assert _violations("measure/metrics.py", ("loosespec_bench.decoding",)) == {}
 
 
 def test_the_app_reaches_models_and_rules_only_through_an_engine():
     forbidden = ("loosespec_bench.decoding", "loosespec_bench.drafters", "loosespec_bench.verifiers", "loosespec_bench.models",
                  "loosespec_bench.engines.hf")
-    assert _violations("app.py", forbidden) == {}
+    assert _violations("run/app.py", forbidden) == {}
 
 
 def test_the_engine_interface_imports_only_the_ground_floor():
@@ -143,7 +143,7 @@ def test_tests_mirror_the_package():
 
 def test_config_never_imports_checks():
     """checks imports config (the groups, run ids), never the other way round: no circle."""
-    assert _violations("config.py", ("loosespec_bench.checks",)) == {}
+    assert _violations("settings/config.py", ("loosespec_bench.settings.checks",)) == {}
 
 
 def test_params_is_a_ground_floor():
@@ -157,24 +157,23 @@ def test_params_is_a_ground_floor():
 FLOORS = {
     # The basement: ConfigError, which every floor raises (params, on the ground floor, too).
     -1: ("errors",),
-    0: ("loosespec_bench", "step", "sampling", "generation", "omp", "stats", "costmodel", "slurm", "timing", "params",
-        "work", "safe_files",  # safe_files: opening a run folder's files as data (no links, regular files only)
-        "digest",  # digest: a file's sha256 (data files, packaged models, judges)
-        "kv",  # kv: the in-place KV cache the loop and the model drafter write
-        "path_limits",  # path_limits: the kernel's NAME_MAX / PATH_MAX, checked before anything stats a path
-        "interrupts"),  # interrupts: a stop a signal handler raised, kept until the loop raises it
-    1: ("models", "metrics", "judges",  # judges: AutoJudge's classifier file, read by verifiers
-        "serving",  # serving: a batched run's throughput and latency percentiles, intervals over batches
-        "occasion_files"),  # occasion_files: a speed-evidence folder's timings, read as data
+    # The ground floor: the package's vocabulary, imported by everything, importing nothing above.
+    0: ("loosespec_bench", "step", "sampling", "generation", "omp", "params", "kv", "interrupts", "digest",
+        "safe_files",  # safe_files: opening a run folder's files as data (no links, regular files only)
+        "slurm"),  # slurm: the queue's vocabulary (Hydra's launcher plugin reads it too)
+    # measure/: timings, work counts, metrics, serving percentiles, the cost model, stats.
+    1: ("measure", "models", "judges"),
     2: ("tasks", "drafters", "verifiers"),
-    3: ("prompting", "config", "decoding", "schema"),  # schema reads the rules' knob declarations
-    4: ("checks", "run_folder", "build", "summary", "end_table"),  # end_table: the table a run ends with
-    5: ("engines", "status", "report", "sinks", "baselines", "calibrate",  # baselines: the shared target-alone store
-        "points", "power",  # points: a command line's points, composed by Hydra and pre-checked; power: the plan's power table
-        "sweep_table"),  # sweep_table: the table a -m sweep ends with (a Hydra callback reading the points' summaries)
-    5.5: ("resume",),  # resume and timing top-up: below the app, above the baseline store it reads
-    6: ("app", "score", "plan", "data", "advice"),  # data: `python -m loosespec_bench.data`; advice: the CLI's error lines
-    7: ("__main__", "bench", "train"),  # bench: `python -m loosespec_bench.bench`; train: EAGLE-3 and AutoJudge training
+    # settings/: config, the pre-check, points, advice, path limits; schema: the report's declarations.
+    3: ("settings", "decoding", "schema"),
+    # store/: the run folder, the shared target-alone store, the summary a run folder records.
+    4: ("store", "build"),
+    5: ("engines", "report", "sinks", "calibrate"),
+    # run/: the app, resume and the table a run ends with; score: `python -m loosespec_bench.score`.
+    6: ("run", "score", "data"),
+    # launch/: the plan's power table, the cluster status, the sweep table (reads run/'s end table).
+    7: ("launch", "__main__", "bench", "train"),
+    8: ("plan",),  # plan: `python -m loosespec_bench.plan`, the launcher over launch/
 }
 # No arrow runs up: config.validate's lazy import of checks is gone (the validation room, issue
 # 22 item 1, moved validate into checks.py). Kept as a set so a test names any new one.
@@ -371,7 +370,7 @@ def test_hydra_plugins_import_nothing_above_their_floor():
             bad[str(path.relative_to(REPO))] = high
     assert bad == {}
     # Guards the guard: the launcher's function-level imports are seen.
-    assert {"loosespec_bench.slurm", "loosespec_bench.run_folder", "loosespec_bench.config"} <= seen
+    assert {"loosespec_bench.slurm", "loosespec_bench.store.run_folder", "loosespec_bench.settings.config"} <= seen
     assert {p.name for p in files if _path_hacks(p)} == set()
 
 # ---- a rule's knob names live in its own module (issue 39 item 6) --------------------------------
@@ -417,7 +416,7 @@ def _settings_of_other_classes() -> set[str]:
 
     import loosespec_bench.drafters
     import loosespec_bench.tasks
-    from loosespec_bench.checks import GENERATION_RULES
+    from loosespec_bench.settings.checks import GENERATION_RULES
     from loosespec_bench.drafters.base import Drafter
     from loosespec_bench.judges.head import JudgeHead
     from loosespec_bench.params import declared_rules

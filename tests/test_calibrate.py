@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from loosespec_bench.calibrate import calibration_path, find_calibration, main, pair_node, signature
-from loosespec_bench.costmodel import Calibration
+from loosespec_bench.measure.costmodel import Calibration
 
 
 def test_calibrate_stores_a_calibration_that_runs_find_again(tmp_path, capsys):

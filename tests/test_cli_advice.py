@@ -113,7 +113,7 @@ WRONG = ("use +", "missing EQUAL", "To append", "unrecognized arguments", "choos
 
 
 def _run(argv: list[str], monkeypatch, capsys) -> tuple[int, str]:
-    import loosespec_bench.app as app
+    import loosespec_bench.run.app as app
 
     def no_run(*args, **kwargs):  # a mistake that passed the checks must not start a run
         raise AssertionError(f"{argv} passed the pre-check and would have run")
@@ -156,7 +156,7 @@ def test_paper_scale_experiment_without_cuda_is_told_scale_cpu(monkeypatch):
 
 def test_a_chosen_point_of_a_declared_sweep_runs():
     # Every swept key given one value: one run, on purpose (check_declared_sweep lets it through).
-    from loosespec_bench.advice import check_declared_sweep
+    from loosespec_bench.settings.advice import check_declared_sweep
 
     check_declared_sweep(["experiment=fly_main", "scale=cpu", "drafter.k=8"])
     check_declared_sweep(["experiment=smoke_tiny"])  # no sweep declared
@@ -165,8 +165,8 @@ def test_a_chosen_point_of_a_declared_sweep_runs():
 
 def test_a_new_option_file_is_suggested_without_code(tmp_path):
     # Did-you-mean reads the group's files: an option added through hydra.searchpath is offered.
-    from loosespec_bench.advice import bare_word_hint
-    from loosespec_bench.config import CONF_DIR
+    from loosespec_bench.settings.advice import bare_word_hint
+    from loosespec_bench.settings.config import CONF_DIR
 
     (tmp_path / "method").mkdir()
     (tmp_path / "method" / "myrule.yaml").write_text("name: myrule\n")

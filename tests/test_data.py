@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from loosespec_bench import data
-from loosespec_bench.config import data_dir_setting, default_data_dir
+from loosespec_bench.settings.config import data_dir_setting, default_data_dir
 
 from .conftest import REPO, compose_config, shared_data_dir
 
@@ -32,7 +32,7 @@ def test_the_data_folder_setting(monkeypatch):
 def test_the_composed_config_reads_the_same_setting(monkeypatch, tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from loosespec_bench.config import CONF_DIR
+    from loosespec_bench.settings.config import CONF_DIR
 
     def data_dir() -> object:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -115,7 +115,7 @@ def test_the_command_line(tmp_path, data_dir):
 
 
 def test_a_missing_data_folder_is_one_error_that_names_make_data(tmp_path, monkeypatch):
-    from loosespec_bench.checks import check_resources
+    from loosespec_bench.settings.checks import check_resources
     from loosespec_bench.errors import ConfigError
 
     cfg = compose_config(["experiment=smoke_tiny", f"paths.data_dir={tmp_path / 'absent'}"], results_dir=tmp_path / "r")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from loosespec_bench import app
-from loosespec_bench.config import CONF_DIR, catalog, check_group_overrides, search_dirs, searchpath_override
+from loosespec_bench.run import app
+from loosespec_bench.settings.config import CONF_DIR, catalog, check_group_overrides, search_dirs, searchpath_override
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.tasks.base import seeded_permutation
 

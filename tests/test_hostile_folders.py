@@ -231,7 +231,7 @@ def test_resume_refuses_another_runs_records_and_links(tmp_path):
     """Records carry their run's id: records copied from another run folder are refused on
     resume (one error line), old records without an id are the folder's own; a samples.jsonl
     linked outside is refused and the file it points to is left as it was."""
-    from loosespec_bench.app import run
+    from loosespec_bench.run.app import run
     from loosespec_bench.errors import ConfigError
 
     from .conftest import compose_config
@@ -265,7 +265,7 @@ def test_resume_refuses_another_runs_records_and_links(tmp_path):
 def test_the_index_walk_does_not_follow_links(tmp_path):
     """Two links to `.` made `report index` walk about 2^40 paths; links are not walked."""
     from loosespec_bench.report.index import find_run_dirs, load_index
-    from loosespec_bench.run_folder import DamagedRun
+    from loosespec_bench.store.run_folder import DamagedRun
 
     exp = tmp_path / "exp"
     run_dir = exp / "run1"
@@ -286,7 +286,7 @@ def test_the_index_walk_does_not_follow_links(tmp_path):
 
 
 def test_store_files_are_not_followed(tmp_path):
-    from loosespec_bench.baselines import judge_against_store
+    from loosespec_bench.store.baselines import judge_against_store
     from loosespec_bench.errors import ConfigError
 
     (tmp_path / "store_x").mkdir()
@@ -323,7 +323,7 @@ def test_item4_input_is_one_error_line(case, tmp_path, monkeypatch, capsys):
 
 
 def test_summary_json_is_standard_json_with_a_flag(tmp_path):
-    from loosespec_bench.run_folder import RunFolder
+    from loosespec_bench.store.run_folder import RunFolder
 
     folder = RunFolder(tmp_path / "run")
     folder.write_summary({"tau": float("nan"), "speedup": float("inf"), "by": {"x": [1.0, float("-inf")]}, "n": 3})

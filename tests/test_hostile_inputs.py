@@ -146,7 +146,7 @@ MAIN: list[Case] = [
 
 def _metrics() -> dict:
     from loosespec_bench.generation import GenerationOutput
-    from loosespec_bench.metrics import sample_metrics
+    from loosespec_bench.measure.metrics import sample_metrics
 
     gen = GenerationOutput(new_tokens=[1, 2], stop_reason="eos", drafted=[2], accepted=[1], emitted=[2], prefill_s=0.1, decode_s=0.2)
     return sample_metrics(gen, 5)
@@ -515,7 +515,7 @@ def test_make_dry_run_of_the_plan_runs_the_precheck(tmp_path):
 def test_resume_regenerates_incomplete_records(tmp_path, caplog):
     """A finished tiny run with three kinds of incomplete line (appendix 25): resume warns with
     file:line and regenerates those samples instead of crashing."""
-    from loosespec_bench.app import run
+    from loosespec_bench.run.app import run
 
     from .conftest import compose_config
 
@@ -551,7 +551,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_finished_samples(tm
     traceback, the two finished samples kept; the same command then resumes from them."""
     import errno
 
-    from loosespec_bench.run_folder import RunFolder
+    from loosespec_bench.store.run_folder import RunFolder
 
     real_append = RunFolder.append
     calls = {"n": 0}
@@ -575,7 +575,7 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_finished_samples(tm
 
 
 def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
-    from loosespec_bench.checks import FOLDER_BYTES, RECORD_BYTES, TOKEN_BYTES, estimated_results_bytes
+    from loosespec_bench.settings.checks import FOLDER_BYTES, RECORD_BYTES, TOKEN_BYTES, estimated_results_bytes
 
     data = {"dataset": {"limit": 4}, "generation": {"max_new_tokens": 48}, "baseline": "paired", "method": {"uses_drafter": True}}
     need, how = estimated_results_bytes(data)
@@ -589,9 +589,9 @@ def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
 def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_a_file_there(tmp_path):
     """check_baseline_store computes the store folder itself (baselines sits above checks):
     it must be BaselineStore's folder, for every point; a link or a file there is refused."""
-    from loosespec_bench.baselines import BaselineStore, baselines_root
-    from loosespec_bench.checks import check_baseline_store
-    from loosespec_bench.config import baseline_config
+    from loosespec_bench.store.baselines import BaselineStore, baselines_root
+    from loosespec_bench.settings.checks import check_baseline_store
+    from loosespec_bench.settings.config import baseline_config
     from loosespec_bench.errors import ConfigError
 
     from .conftest import compose_config
@@ -625,9 +625,9 @@ def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_
 
 def test_the_collision_check_names_the_folder_run_dir_names(tmp_path):
     """check_run_id_collisions computes the run folder itself (run_folder shares its floor)."""
-    from loosespec_bench.points import check_run_id_collisions
+    from loosespec_bench.settings.points import check_run_id_collisions
     from loosespec_bench.errors import ConfigError
-    from loosespec_bench.run_folder import run_dir
+    from loosespec_bench.store.run_folder import run_dir
 
     from .conftest import compose_config
 
@@ -640,7 +640,7 @@ def test_the_collision_check_names_the_folder_run_dir_names(tmp_path):
 
 
 def test_path_lengths_count_bytes_not_characters():
-    from loosespec_bench.path_limits import NAME_MAX, PATH_MAX, path_length_problem
+    from loosespec_bench.settings.path_limits import NAME_MAX, PATH_MAX, path_length_problem
 
     assert path_length_problem("/tmp/" + "a" * NAME_MAX) is None
     assert "256 bytes" in path_length_problem("/tmp/" + "a" * (NAME_MAX + 1))
@@ -663,7 +663,7 @@ def test_engine_vllm_without_vllm_is_one_line_before_any_model_loads(tmp_path, m
 
 def test_a_slurm_launcher_is_not_asked_for_a_single_run_or_a_printed_config(tmp_path, monkeypatch):
     """Without -m the launcher is not used, and --cfg prints without launching: no cluster needed."""
-    from loosespec_bench.points import precheck_points
+    from loosespec_bench.settings.points import precheck_points
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo
     monkeypatch.setenv("LOOSESPEC_RESULTS_DIR", str(tmp_path / "results"))

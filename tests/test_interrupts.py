@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from loosespec_bench import interrupts
-from loosespec_bench.app import Runner, run
-from loosespec_bench.run_folder import RunFolder
+from loosespec_bench.run.app import Runner, run
+from loosespec_bench.store.run_folder import RunFolder
 
 from .conftest import compose_config
 

@@ -250,7 +250,7 @@ def test_declared_options_pass_the_precheck(args):
 
 def test_every_experiment_at_every_scale_passes_the_precheck():
     from loosespec_bench.__main__ import precheck
-    from loosespec_bench.config import group_choices
+    from loosespec_bench.settings.config import group_choices
 
     import importlib.util
 

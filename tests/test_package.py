@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from loosespec_bench.config import CONF_DIR, HELP_GROUPS, description, group_choices, site_conf_dir
+from loosespec_bench.settings.config import CONF_DIR, HELP_GROUPS, description, group_choices, site_conf_dir
 
 from .conftest import REPO, shared_data_dir
 

@@ -16,9 +16,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from loosespec_bench.config import CONF_DIR, group_choices
+from loosespec_bench.settings.config import CONF_DIR, group_choices
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.status import ERROR, point_status
+from loosespec_bench.launch.status import ERROR, point_status
 
 from .conftest import REPO, compose_config, shared_data_dir
 
@@ -246,7 +246,7 @@ def test_the_evidence_looks_are_the_declared_ones():
 def test_a_float32_cpu_point_is_planned_at_the_float32_rate():
     from omegaconf import OmegaConf
 
-    from loosespec_bench.costmodel import FLOAT32_CPU_SLOWDOWN
+    from loosespec_bench.measure.costmodel import FLOAT32_CPU_SLOWDOWN
     from loosespec_bench.plan import estimate
 
     def cfg(dtype):
@@ -303,7 +303,7 @@ def test_failed_point_leaves_its_error_and_the_sweep_goes_on(tmp_path):
     assert "1 done, 0 short, 0 running, 1 failed, 1 pending" in report and "tiny:x" in report
 
     # An attempt that succeeds clears the error an earlier attempt left.
-    from loosespec_bench.app import run_recording_errors
+    from loosespec_bench.run.app import run_recording_errors
 
     (ok[0] / ERROR).write_text("failed: earlier\n")
     run_recording_errors(compose_config([*TINY, "pair.draft.path=tiny:1"], results_dir=tmp_path))
@@ -384,7 +384,7 @@ def test_killed_sweep_job_shows_as_running_and_a_rerun_resumes_it(tmp_path):
     before = text[: text.rfind("\n") + 1].splitlines()  # finished samples (a kill may cut the last line)
     assert point_status(samples.parent).state == "running"  # no summary, no error: killed or still running
     # Rerun the same point (here in-process, as the basic launcher would run it): it resumes.
-    from loosespec_bench.app import run_recording_errors
+    from loosespec_bench.run.app import run_recording_errors
 
     summary = run_recording_errors(compose_config([*TINY, *LONG], results_dir=tmp_path))
     assert summary["n_samples"] == 5
@@ -507,7 +507,7 @@ def test_power_table_is_the_80_percent_n_at_the_observed_effect(tmp_path):
     the exact McNemar test has 80% power at Connor's n = (1.96 x 0.5 + 0.8416 x sqrt(0.25 -
     0.0625))^2 / 0.0625 = 28.9 -> 29 pairs. No finished run: the assumed d and effect."""
     from loosespec_bench.plan import build_plan, power_plan
-    from loosespec_bench.power import format_power
+    from loosespec_bench.launch.power import format_power
 
     (sweep,) = build_plan(["smoke_tiny"], ["pair.draft.path=tiny:x,tiny:1", f"paths.results_dir={tmp_path}"])
     planned = max(j.samples for j in sweep.jobs)

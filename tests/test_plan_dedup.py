@@ -134,7 +134,7 @@ def test_qwen3_pair_turns_thinking_off_in_the_chat_template():
     from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from loosespec_bench.prompting import chat_template_kwargs, encode_messages
+    from loosespec_bench.tasks.prompting import chat_template_kwargs, encode_messages
 
     cfg = compose_config(["pair=qwen3_4b_32b"])
     assert chat_template_kwargs(cfg) == {"enable_thinking": False}

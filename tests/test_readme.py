@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench.config import CONF_DIR, default_data_dir, group_choices
+from loosespec_bench.settings.config import CONF_DIR, default_data_dir, group_choices
 from loosespec_bench.schema import figure
 
 from .conftest import REPO

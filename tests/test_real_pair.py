@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loosespec_bench.prompting import encode_prompt, eos_ids
+from loosespec_bench.tasks.prompting import encode_prompt, eos_ids
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter, PromptLookupDrafter
 from loosespec_bench.models import load_model

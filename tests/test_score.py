@@ -6,9 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 
-from loosespec_bench.app import run
+from loosespec_bench.run.app import run
 from loosespec_bench.score import main
-from loosespec_bench.run_folder import RunFolder
+from loosespec_bench.store.run_folder import RunFolder
 
 from .conftest import compose_config
 

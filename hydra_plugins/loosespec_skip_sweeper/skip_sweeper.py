@@ -39,7 +39,7 @@ class SkipSweeper(BasicSweeper):
     """BasicSweeper whose batches leave out the points listed in $LOOSESPEC_SKIP_RUN_IDS."""
 
     def _run_id(self, overrides: Sequence[str]) -> str:
-        from loosespec_bench.config import run_id
+        from loosespec_bench.settings.config import run_id
 
         assert self.hydra_context is not None and self.config is not None
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))

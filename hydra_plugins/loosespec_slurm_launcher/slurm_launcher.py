@@ -195,7 +195,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
         """Which job runs which run folder (slurm.JOBS_INDEX), for `make status`: each point's
         config composed as the job will compose it (Hydra's load_sweep_config), its folder named
         as app.run names it. Never stops a launch: a point it cannot name is left out, with a warning."""
-        from loosespec_bench.run_folder import run_dir
+        from loosespec_bench.store.run_folder import run_dir
         from loosespec_bench.slurm import record_jobs
 
         assert self.config is not None and self.hydra_context is not None

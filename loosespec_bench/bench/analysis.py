@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from loosespec_bench import costmodel
-from loosespec_bench.metrics import median_or_none as _median, pair_up, paired_ratio_stats
-from loosespec_bench.stats.intervals import median_stat, paired_bootstrap
+from loosespec_bench.measure import costmodel
+from loosespec_bench.measure.metrics import median_or_none as _median, pair_up, paired_ratio_stats
+from loosespec_bench.measure.stats.intervals import median_stat, paired_bootstrap
 
 from .contestants import Bench, Run
 

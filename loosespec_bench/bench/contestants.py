@@ -19,7 +19,7 @@ import torch
 from loosespec_bench.engines.base import Engine
 from loosespec_bench.engines.hf import HFEngine
 from loosespec_bench.generation import GenerationOutput
-from loosespec_bench.prompting import cut_at_stop, eos_ids
+from loosespec_bench.tasks.prompting import cut_at_stop, eos_ids
 from loosespec_bench.step import crop_to
 from loosespec_bench.drafters.lookup import PromptLookupDrafter
 from loosespec_bench.drafters.model import ModelDrafter
@@ -55,7 +55,7 @@ def compose_config(overrides: list[str]) -> Any:
     without its `hydra` node); a bad override is a ConfigError."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from loosespec_bench.points import compose_points
+    from loosespec_bench.settings.points import compose_points
 
     try:
         _, [(_, cfg)] = compose_points(list(overrides), multirun=False)
@@ -211,8 +211,8 @@ class Bench:
         run (build.build_engine; e.g. engine=vllm method=spd drafter=model), on the bench's
         target and draft paths and dtype, greedy, compared with our target alone."""
         from loosespec_bench.build import build_engine, check_engine
-        from loosespec_bench.checks import validate
-        from loosespec_bench.config import uses_drafter
+        from loosespec_bench.settings.checks import validate
+        from loosespec_bench.settings.config import uses_drafter
         from loosespec_bench.verifiers import rule_class
 
         name, _, overrides = spec.partition("=")

@@ -26,7 +26,7 @@ a vLLM engine as `--engine 'vllm-spd=engine=vllm method=spd drafter=model'`.
 
 Also printed: per-step overheads from GenerationOutput.phase_s (draft, target forward, rule,
 rollback, bookkeeping), the FLy-rule and DropMatch LM-head shares of step time (limit 2%), and
-the cost model's predicted speedup (loosespec_bench.costmodel) beside the measured one.
+the cost model's predicted speedup (loosespec_bench.measure.costmodel) beside the measured one.
 
 tau = emitted tokens / verification steps, bonus or correction token included. For transformers'
 contestants the steps are the target forwards counted by a hook (its first forward both
@@ -64,7 +64,7 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from loosespec_bench.config import check_group_overrides  # noqa: E402
+from loosespec_bench.settings.config import check_group_overrides  # noqa: E402
 from loosespec_bench.errors import ConfigError  # noqa: E402
 
 from .analysis import print_report, summarize  # noqa: E402

@@ -45,7 +45,7 @@ from loosespec_bench.decoding.cpu import cpu_fast_paths, prepack_available  # no
 from loosespec_bench.kv import new_cache  # noqa: E402
 from loosespec_bench.models.loading import load_model  # noqa: E402
 from loosespec_bench.omp import describe as omp_policy  # noqa: E402
-from loosespec_bench.timing import Clocks, Probe  # noqa: E402
+from loosespec_bench.measure.timing import Clocks, Probe  # noqa: E402
 
 from .prompts import DRAFT, TARGET, load_avg  # noqa: E402
 

@@ -12,8 +12,8 @@ import torch
 from omegaconf import OmegaConf
 
 from loosespec_bench.build import build_task as build_task_of
-from loosespec_bench.config import data_dir_setting
-from loosespec_bench.prompting import encode_prompt
+from loosespec_bench.settings.config import data_dir_setting
+from loosespec_bench.tasks.prompting import encode_prompt
 from loosespec_bench.score import compose_dataset
 
 TARGET = "embedded:qwen2.5-coder-1.5b-instruct"

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from loosespec_bench.engines import vllm as ve
-from loosespec_bench.metrics import pair_up, paired_ratio_stats
+from loosespec_bench.measure.metrics import pair_up, paired_ratio_stats
 
 # Our bench's prompts, Run record and summaries: the same code on both sides.
 from .analysis import fmt, paired, per_contestant, prompt_interval, speedup_vs_ar

@@ -26,7 +26,7 @@ from ..step import (
 )
 from ..verifiers.base import Verifier
 from ..verifiers.tree import verify
-from ..work import add_forward, add_lm_head, new_work
+from ..measure.work import add_forward, add_lm_head, new_work
 from .cpu import cpu_fast_paths
 
 # stop_fn(new_token_ids) -> True when a stop string has appeared in the decoded text.

@@ -19,7 +19,7 @@ from ..generation import GenerationOutput
 from ..models import LoadedModel, load_model
 from ..models.loading import load_options
 from ..params import is_int
-from ..prompting import eos_ids, make_stop_fn
+from ..tasks.prompting import eos_ids, make_stop_fn
 from ..tasks import Task
 from ..verifiers.base import Verifier
 from ..verifiers.spd import SPD
@@ -48,8 +48,8 @@ class HFEngine(Engine):
         """The devices, model files (paths, vocabularies, context length, device maps) and the
         EAGLE head our loop loads through transformers for the config; a ConfigError naming
         the setting before any model loads."""
-        from ..checks import resolved
-        from ..config import uses_drafter
+        from ..settings.checks import resolved
+        from ..settings.config import uses_drafter
         from ..models.loading import check_device, model_config
 
         data = resolved(cfg)

@@ -1,7 +1,7 @@
 """Batch-sweep points (experiment=batch_sweep, issue 47): one per (configuration, batch size,
 request rate) served in batches (engine=vllm; samples' metrics.serving), with throughput, the
 speedup over the target alone paired beside it, tau and latency percentiles, each with its
-interval recomputed from the run's samples (loosespec_bench.serving), and the target alone's own
+interval recomputed from the run's samples (loosespec_bench.measure.serving), and the target alone's own
 points: its paired runs at one batch size pooled (every method's point ran it beside itself).
 
 The table (tables/batch.py) and the figure (plots/batch.py) read these; so does the projection
@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..serving import serving_summary, side_summary, timed_served
-from ..stats.intervals import speed_baseline, tau_interval
+from ..measure.serving import serving_summary, side_summary, timed_served
+from ..measure.stats.intervals import speed_baseline, tau_interval
 from .grouping import machines_of, our_runs
 from .index import read_records
 from .labels import is_target_alone, method_label

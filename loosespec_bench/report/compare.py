@@ -34,13 +34,13 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ConfigError
-from ..run_folder import RunFolder
-from ..stats.intervals import (
+from ..store.run_folder import RunFolder
+from ..measure.stats.intervals import (
     CI_METHOD, LEVEL, N_BOOT, mean_stat, median_stat, method_text, paired_bootstrap, ratio_of_sums, speed_baseline, speedup_of_sums,
 )
-from ..stats.exact import count_sign_test, ExactPairedBinary, proportion_interval, sign_test_p
-from ..stats.verdicts import PAIRED_TESTS, two_sided
-from ..timing import counts_for_speed
+from ..measure.stats.exact import count_sign_test, ExactPairedBinary, proportion_interval, sign_test_p
+from ..measure.stats.verdicts import PAIRED_TESTS, two_sided
+from ..measure.timing import counts_for_speed
 
 
 @dataclass

@@ -68,8 +68,8 @@ def rule_name(row: pd.Series) -> str:
 def recomputed_work_speedup(run_dir: str | Path, calibration: Any, seed: int) -> dict[str, Any]:
     """work_speedup and its interval from a run folder's records under `calibration`
     (summary.work_speedup_fields); {} where the records carry no counts on both sides."""
-    from ..run_folder import RunFolder, first_per_id
-    from ..summary import work_speedup_fields
+    from ..store.run_folder import RunFolder, first_per_id
+    from ..store.summary import work_speedup_fields
 
     records = first_per_id(RunFolder(run_dir, create=False).records())
     return work_speedup_fields(records, calibration, seed=seed)
@@ -212,7 +212,7 @@ def _set_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]]
     import matplotlib
 
     from .plots.figure import PAPER_RC, TWO_COLUMNS, canvas, set_caption
-    from ..config import dataset_display_name
+    from ..settings.config import dataset_display_name
 
     panels = [("tau", "tau (tokens per target step)")]
     if g["work_speedup"].notna().any():
@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.calibration:
         import json
 
-        from ..costmodel import Calibration
+        from ..measure.costmodel import Calibration
 
         try:
             calibration = Calibration.from_dict(json.loads(Path(args.calibration).read_text()))

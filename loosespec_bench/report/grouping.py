@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from ..schema import FIGURE
-from ..stats.exact import sign_test_p
+from ..measure.stats.exact import sign_test_p
 from .index import REPEAT_KEYS, SUBSET_KEYS, config_signature, differing_keys
 from .labels import is_lossless, method_label
 from .render import MIXED_CPUS, NA, NOT_RUN, NO_INTERVAL, UNDERPOWERED_MARK, Num, is_missing
@@ -254,7 +254,7 @@ def interval_notes(runs: pd.DataFrame) -> list[str]:
     if runs.empty:
         return []
     old = int((~is_true(runs["intervals"])).sum())
-    notes = ["[low, high]: the 95% interval from the run's summary.json (loosespec_bench/stats/intervals.py): tau and "
+    notes = ["[low, high]: the 95% interval from the run's summary.json (loosespec_bench/measure/stats/intervals.py): tau and "
              "speed a paired bootstrap over samples; 0/1 quality (accuracy, pass@1, their difference from the target "
              "alone, retention) exact: Clopper-Pearson, and for the paired figures Clopper-Pearson on the lost and gained "
              "splits given the target alone's answers; graded quality (recall, IFEval loose, ratings) the paired "

@@ -24,11 +24,11 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from ..config import NON_SEMANTIC, NON_SEMANTIC_DATASET
+from ..settings.config import NON_SEMANTIC, NON_SEMANTIC_DATASET
 from ..errors import ConfigError
-from ..run_folder import DamagedRun, RunFolder, check_files, count_finished_lines, load_config_file, load_summary_file
+from ..store.run_folder import DamagedRun, RunFolder, check_files, count_finished_lines, load_config_file, load_summary_file
 from ..safe_files import is_real_dir
-from ..summary import headline_figure, paired_quality
+from ..store.summary import headline_figure, paired_quality
 from ..verifiers import rule_class
 from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
 
@@ -170,7 +170,7 @@ def read_records(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def summary_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Run figures recomputed from samples (a killed run), with the harness's definitions."""
-    from ..metrics import summarize
+    from ..measure.metrics import summarize
 
     def quality(recs: list[dict[str, Any]]) -> dict[str, Any]:
         scored = [r for r in recs if (r.get("score") or {}).get("correct") is not None]

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from ..config import dataset_display_name, engine_display_name
+from ..settings.config import dataset_display_name, engine_display_name
 from ..schema import KNOB_BY_KEY, label_parts
 from ..verifiers import FLy, Verifier, rule_class
 from .render import is_missing

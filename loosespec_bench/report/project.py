@@ -31,8 +31,8 @@ import numpy as np
 import yaml
 
 from ..errors import ConfigError
-from ..stats.intervals import speed_baseline
-from ..work import merge_work
+from ..measure.stats.intervals import speed_baseline
+from ..measure.work import merge_work
 from .labels import is_target_alone
 
 PROFILES = Path(__file__).resolve().parent / "profiles"
@@ -59,7 +59,7 @@ def target_head_share(run: Mapping[str, Any]) -> float | None:
     """The LM head's share of a run's target's weight work (costmodel.lm_head_share), from its
     config.json read offline; None where that cannot be read (hub model not cached, tiny pair).
     `run`: an index row (its `config` holds the flat, dotted config keys)."""
-    from ..costmodel import lm_head_share
+    from ..measure.costmodel import lm_head_share
     from ..models.loading import model_config
 
     config = run.get("config") if isinstance(run.get("config"), dict) else {}

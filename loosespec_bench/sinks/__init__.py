@@ -1,1 +1,1 @@
-"""Sinks record: trackers (W&B) beside the local result folder (loosespec_bench.run_folder)."""
+"""Sinks record: trackers (W&B) beside the local result folder (loosespec_bench.store.run_folder)."""

@@ -48,10 +48,10 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..metrics import sample_speedup
-from ..run_folder import RunFolder, atomic_write
+from ..measure.metrics import sample_speedup
+from ..store.run_folder import RunFolder, atomic_write
 from ..schema import FIGURES
-from ..stats.intervals import speed_baseline
+from ..measure.stats.intervals import speed_baseline
 
 log = logging.getLogger(__name__)
 MODES = ("offline", "online", "disabled")
@@ -151,7 +151,7 @@ def wandb_run_id(experiment: Any, run_id: str) -> str:
 
 
 def _default_experiment_name() -> Any:
-    from ..config import CONF_DIR  # config.yaml's experiment_name, declared there once
+    from ..settings.config import CONF_DIR  # config.yaml's experiment_name, declared there once
 
     return OmegaConf.load(CONF_DIR / "config.yaml").get("experiment_name")
 

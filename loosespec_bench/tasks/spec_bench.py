@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..metrics import paired_speedup
+from ..measure.metrics import paired_speedup
 from ..params import list_of, optional, string
 from .base import Sample, Task, read_jsonl, round_robin
 

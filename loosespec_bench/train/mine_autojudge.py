@@ -50,7 +50,7 @@ def compose(overrides: list[str]) -> Any:
     from hydra import compose as hydra_compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from loosespec_bench.config import CONF_DIR, check_group_overrides
+    from loosespec_bench.settings.config import CONF_DIR, check_group_overrides
 
     base = ["dataset=gsm8k", "method=spd", "drafter=model", "dataset.split=train", "dataset.limit=null"]
     check_group_overrides(base + overrides)
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from loosespec_bench.judges.mining import MinedStore, feature_rows, mine_problem, problem_record
     from loosespec_bench.models import load_model
     from loosespec_bench.models.loading import load_options
-    from loosespec_bench.prompting import chat_template_kwargs, cut_at_stop, encode_prompt, eos_ids
+    from loosespec_bench.tasks.prompting import chat_template_kwargs, cut_at_stop, encode_prompt, eos_ids
     from loosespec_bench.step import crop_to
     from loosespec_bench.tasks import Sample
     from loosespec_bench.verifiers.spd import SPD

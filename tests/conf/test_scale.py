@@ -7,7 +7,7 @@ import itertools
 import pytest
 from omegaconf import OmegaConf
 
-from loosespec_bench.config import group_choices
+from loosespec_bench.settings.config import group_choices
 from loosespec_bench.plan import expand, settings
 
 from ..conftest import compose_config, shared_data_dir
@@ -93,7 +93,7 @@ def test_scale_cpu_without_an_experiment_and_the_command_line_wins():
 
 
 def test_unknown_scale_is_a_one_line_error():
-    from loosespec_bench.config import check_group_overrides
+    from loosespec_bench.settings.config import check_group_overrides
     from loosespec_bench.errors import ConfigError
 
     with pytest.raises(ConfigError, match="scale='gpu' is not a known scale"):

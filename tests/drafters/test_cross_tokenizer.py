@@ -161,7 +161,7 @@ def test_smollm2_drafting_for_qwen_equals_target_alone():
 
 
 def test_app_passes_both_tokenizers(tmp_path, data_dir):
-    from loosespec_bench.app import run
+    from loosespec_bench.run.app import run
 
     from ..conftest import compose_config
 

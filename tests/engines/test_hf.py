@@ -7,7 +7,7 @@ import torch
 from omegaconf import OmegaConf
 
 from loosespec_bench.build import build_engine, build_task, check_engine, engine_class
-from loosespec_bench.config import run_id
+from loosespec_bench.settings.config import run_id
 from loosespec_bench.decoding import generate
 from loosespec_bench.engines.base import Engine
 from loosespec_bench.engines.hf import HFEngine
@@ -102,10 +102,10 @@ def test_engine_hf_keeps_the_run_ids_of_runs_made_before_the_engine_group():
 def test_the_engines_say_their_name_version_and_resources_themselves(tmp_path, monkeypatch):
     """Engine knowledge lives on the engine (issue 39 item 3): the report's tag, the version a
     summary records, and what this machine must provide (only our loop checks the model files)."""
-    from loosespec_bench.checks import check_resources
-    from loosespec_bench.config import engine_display_name
+    from loosespec_bench.settings.checks import check_resources
+    from loosespec_bench.settings.config import engine_display_name
     from loosespec_bench.engines.vllm import VLLMEngine
-    from loosespec_bench.summary import engine_metadata
+    from loosespec_bench.store.summary import engine_metadata
 
     assert (HFEngine.display_name, VLLMEngine.display_name) == ("", "vLLM")
     assert [engine_display_name(n) for n in ("hf", "vllm", "someone_elses", "../x")] == ["", "vLLM", "someone_elses", "../x"]

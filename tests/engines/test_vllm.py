@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import pytest
 
-from loosespec_bench.app import run
+from loosespec_bench.run.app import run
 from loosespec_bench.build import check_engine, engine_class
 from loosespec_bench.engines import vllm as ve
 from loosespec_bench.errors import ConfigError
@@ -439,7 +439,7 @@ def test_baseline_none_builds_and_warms_only_the_methods_engine(vllm_module, fak
 
 
 def test_a_separate_run_id_from_our_loops(vllm_module, tmp_path):
-    from loosespec_bench.config import run_id
+    from loosespec_bench.settings.config import run_id
 
     assert run_id(_cfg(tmp_path=tmp_path)) != run_id(compose_config(["experiment=smoke_tiny", f"pair.target.path={tmp_path}", f"pair.draft.path={tmp_path}"]))
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from loosespec_bench.app import run
+from loosespec_bench.run.app import run
 
 from ..conftest import compose_config
 

@@ -153,7 +153,7 @@ def test_cli_run_with_quantized_subvocab_draft(tmp_path, monkeypatch):
     still matches the target alone (fp32 tiny pair)."""
     import json
 
-    from ..test_config import _cli
+    from ..settings.test_config import _cli
 
     monkeypatch.setenv("LOOSESPEC_CACHE_DIR", str(tmp_path / "cache"))
     proc = _cli("experiment=smoke_tiny", "method=spd", f"pair.draft.quantize={MODES[0]}", "drafter.vocab_top=64",

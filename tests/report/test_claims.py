@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from loosespec_bench.app import run
+from loosespec_bench.run.app import run
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.report.claims.decide import Decision, _without_topups, decide, fmt_iv, select, settle
 from loosespec_bench.report.claims.declaration import Claim, Declaration, Family, load_declaration
@@ -276,7 +276,7 @@ def test_an_every_set_claim_is_one_intersection_union_test():
 
 def test_a_planned_look_uses_its_boundary():
     from loosespec_bench.report.claims.decide import _look
-    from loosespec_bench.stats.verdicts import sequential_boundaries
+    from loosespec_bench.measure.stats.verdicts import sequential_boundaries
 
     claim = Claim("s", "test", "faster", "speedup", {"method": "x"}, {"method": "y"}, family="f", looks=(10, 20, 30))
     factor, note = _look(claim, 10, 0.05)
@@ -333,7 +333,7 @@ def test_retention_on_0_1_scores_is_decided_exactly(tmp_path):
     claim = Claim("r", "test", "keeps accuracy", "retention", {"method": "spd"}, None, margin=0.99, test="exact",
                   estimand="retention")
     (d,) = decide(load_index(tmp_path), (claim,), n_boot=500)
-    from loosespec_bench.stats.exact import ExactPairedBinary
+    from loosespec_bench.measure.stats.exact import ExactPairedBinary
     ex = ExactPairedBinary(4, 0, 12, 0)
     assert d.diff == pytest.approx(ex.interval("retention")) and d.counts.startswith("lost / gained 4 / 0")
     assert d.test == "exact_retention" and d.p["contradicted"] == pytest.approx(2 * ex.p_below("retention", 0.99))
@@ -369,8 +369,8 @@ def test_the_committed_replication_reads_as_the_evidence_allows():
 def test_graded_retention_is_the_paired_t_and_no_change_takes_the_exact_bound():
     from loosespec_bench.report.claims.decide import _retention_row
     from loosespec_bench.report.compare import Run
-    from loosespec_bench.stats.exact import ExactPairedBinary
-    from loosespec_bench.stats.verdicts import paired_t_one_sided
+    from loosespec_bench.measure.stats.exact import ExactPairedBinary
+    from loosespec_bench.measure.stats.verdicts import paired_t_one_sided
 
     def run_of(pairs):
         recs = {f"s{i}": {"id": f"s{i}", "score": {"recall": m}, "baseline": {"score": {"recall": t}}} for i, (m, t) in enumerate(pairs)}
@@ -404,9 +404,9 @@ def test_a_no_change_claim_is_mcnemar_and_is_sized_from_its_discordance():
     sized for the declared 2:1 split at the discordance seen, with the margin its last look supports."""
     from loosespec_bench.report.claims.decide import _retention_row
     from loosespec_bench.report.compare import Run
-    from loosespec_bench.stats.exact import mcnemar_one_sided
-    from loosespec_bench.stats.sizing import discordant_for_power
-    from loosespec_bench.stats.verdicts import sequential_boundaries
+    from loosespec_bench.measure.stats.exact import mcnemar_one_sided
+    from loosespec_bench.measure.stats.sizing import discordant_for_power
+    from loosespec_bench.measure.stats.verdicts import sequential_boundaries
 
     def run_of(pairs):
         recs = {f"s{i}": {"id": f"s{i}", "score": {"correct": m}, "baseline": {"score": {"correct": t}}}
@@ -457,7 +457,7 @@ def _overhead_run(tmp_path):
 def test_an_overhead_claim_tests_the_share_against_its_line(tmp_path):
     """DropMatch's own cost as a claim: the share of decode time (1% here) and its projection to
     a 70B's LM-head share, each against a declared line; decided by the BCa interval's p."""
-    from loosespec_bench.costmodel import lm_head_share
+    from loosespec_bench.measure.costmodel import lm_head_share
     from loosespec_bench.report.claims.decide import _overhead_row
     from loosespec_bench.report.project import head_share_70b
 

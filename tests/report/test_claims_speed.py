@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from loosespec_bench.costmodel import Calibration, ForwardCost
+from loosespec_bench.measure.costmodel import Calibration, ForwardCost
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.report.claims.decide import decide
 from loosespec_bench.report.claims.declaration import load_declaration
 from loosespec_bench.report.claims.markdown import format_claims
-from loosespec_bench.work import add_forward, new_work
+from loosespec_bench.measure.work import add_forward, new_work
 
 NO_RUNS = pd.DataFrame(columns=["status", "dataset"])
 # One target forward costs 0.05 s in this calibration: a configuration's predicted time is its

@@ -114,7 +114,7 @@ def test_a_speedup_timed_on_some_groups_only_says_which(tmp_path):
 
 
 def test_work_counts_are_compared_with_an_exact_sign_test(tmp_path):
-    from loosespec_bench.work import add_forward, new_work
+    from loosespec_bench.measure.work import add_forward, new_work
 
     def with_counts(folder: Path, draft_forwards: list[int]) -> Path:
         lines = (folder / "samples.jsonl").read_text().splitlines()
@@ -182,7 +182,7 @@ def test_binary_quality_is_decided_by_exact_mcnemar_not_the_bootstrap(tmp_path):
     2 x P(Binomial(7, 1/2) <= 1) = 2 x 8 / 128 = 0.125: undecided. The interval is the
     exact interval of B - A given A's answers (stats.ExactPairedBinary), which straddles 0."""
     from loosespec_bench.report.compare import _excludes_zero, verdict
-    from loosespec_bench.stats.intervals import paired_bootstrap, mean_stat
+    from loosespec_bench.measure.stats.intervals import paired_bootstrap, mean_stat
 
     a, b = _split(30, 20, lost=1, gained=6)
     row = _quality_rows(tmp_path, a, b)["accuracy"]
@@ -190,7 +190,7 @@ def test_binary_quality_is_decided_by_exact_mcnemar_not_the_bootstrap(tmp_path):
     assert verdict(row) == "undecided"
     boot = paired_bootstrap([[float(x) for x in a], [float(x) for x in b]], lambda u, v, axis=-1: mean_stat(v, axis) - mean_stat(u, axis), n_boot=2000)
     assert _excludes_zero(boot, 30) == "B higher"  # what the old verdict said
-    from loosespec_bench.stats.exact import ExactPairedBinary
+    from loosespec_bench.measure.stats.exact import ExactPairedBinary
 
     assert row.diff == pytest.approx(ExactPairedBinary(1, 6, 20, 10).interval("difference"))
     assert row.diff[1] < 0 < row.diff[2]
@@ -224,7 +224,7 @@ def test_binary_retention_shares_the_target_alone_and_the_exact_machinery(tmp_pa
     2. Retention B - A = (B's accuracy - A's) / the target's = -2 / 25, decided by the same exact
     McNemar (p = 0.5); each side's retention interval is ExactPairedBinary's."""
     from loosespec_bench.report.compare import verdict
-    from loosespec_bench.stats.exact import ExactPairedBinary
+    from loosespec_bench.measure.stats.exact import ExactPairedBinary
 
     target = [i < 25 for i in range(30)]
     b = [i >= 2 and i < 25 for i in range(30)]

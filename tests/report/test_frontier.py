@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from loosespec_bench.report.frontier import detectable_loss, frontier, main, matched
-from loosespec_bench.stats.exact import sign_test_p
+from loosespec_bench.measure.stats.exact import sign_test_p
 
 
 def point(method, drafter, tau, lost, gained, n=30, **knobs):

@@ -19,7 +19,7 @@ pytest.importorskip("matplotlib")
 
 from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
 from loosespec_bench.report.index import load_index  # noqa: E402
-from loosespec_bench.run_folder import DamagedRun  # noqa: E402
+from loosespec_bench.store.run_folder import DamagedRun  # noqa: E402
 from loosespec_bench.report.plots import build_figures  # noqa: E402
 from loosespec_bench.report.grouping import load_published  # noqa: E402
 from loosespec_bench.report.tables.fly import fly_main_table  # noqa: E402
@@ -102,7 +102,7 @@ def test_a_malformed_summary_stops_the_report_or_is_skipped_when_asked(tmp_path,
 
 
 def test_a_healthy_folder_is_not_damaged_and_a_killed_runs_cut_off_line_is_not_damage(tmp_path):
-    from loosespec_bench.run_folder import RunFolder
+    from loosespec_bench.store.run_folder import RunFolder
 
     good = _folder(tmp_path, "exp", "good", _summary(retention=None, timing={"clean": 1}))
     record = {"id": "gsm8k/0", "output_text": "x", "metrics": {"tau": 1.0}}

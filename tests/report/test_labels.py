@@ -63,7 +63,7 @@ def test_a_data_set_is_named_by_its_task_class():
 
 
 def test_every_packaged_data_set_has_a_display_name():
-    from loosespec_bench.config import CONF_DIR, dataset_display_name
+    from loosespec_bench.settings.config import CONF_DIR, dataset_display_name
 
     names = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
     unnamed = [n for n in names if dataset_display_name(n) == n and n not in ("lm_eval", "acp_prog_gen")]

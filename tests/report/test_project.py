@@ -12,7 +12,7 @@ from loosespec_bench.report.project import (
     draw, forward_s, idealised_chain_work, load_profile, profile_names, project_s, projected_speedup, run_pairs, target_alone_work,
     validation,
 )
-from loosespec_bench.work import add_forward, new_work
+from loosespec_bench.measure.work import add_forward, new_work
 
 
 def test_shipped_profiles_cite_every_number():

@@ -13,7 +13,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-from loosespec_bench.app import run  # noqa: E402
+from loosespec_bench.run.app import run  # noqa: E402
 from loosespec_bench.report import load_index, load_published, write_plots  # noqa: E402
 from loosespec_bench.report.__main__ import main as report_main  # noqa: E402
 from loosespec_bench.report.render import NOT_RUN  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
-from loosespec_bench.config import CONF_DIR  # noqa: E402
+from loosespec_bench.settings.config import CONF_DIR  # noqa: E402
 from loosespec_bench.report.index import COLUMNS, NUMERIC, summary_row  # noqa: E402
 from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
 from loosespec_bench.report.grouping import combine, load_published  # noqa: E402
@@ -488,7 +488,7 @@ def _spec_record(i: int, group: str, tokens: int, steps: int, seconds: float, ba
 
 def test_spec_bench_table_gives_each_task_group_its_speedup_and_tau_with_intervals_from_the_samples():
     from loosespec_bench.report.tables.spec_bench import group_figures, spec_bench_table
-    from loosespec_bench.stats.intervals import paired_bootstrap, ratio_of_sums, speedup_of_sums
+    from loosespec_bench.measure.stats.intervals import paired_bootstrap, ratio_of_sums, speedup_of_sums
 
     qa = [_spec_record(i, "qa", t, s, sec, b) for i, (t, s, sec, b) in enumerate([(40, 10, 2.0, 4.0), (30, 12, 2.0, 3.0), (50, 10, 2.5, 5.0), (20, 8, 1.0, 2.2)])]
     rag = [_spec_record(i, "rag", t, s, sec, b) for i, (t, s, sec, b) in enumerate([(60, 30, 3.0, 3.3), (64, 16, 2.0, 3.2), (58, 29, 3.0, 3.0)])]
@@ -536,7 +536,7 @@ def test_dropmatch_overhead_cells_project_the_measured_share_by_the_lm_head(tmp_
     70B's head share, with the target's shape read from its config.json."""
     import json
 
-    from loosespec_bench.costmodel import lm_head_share
+    from loosespec_bench.measure.costmodel import lm_head_share
     from loosespec_bench.report.project import PAPERS_70B_PROFILE, lm_head_share_of_profile, load_profile
     from loosespec_bench.report.render import NA
     from loosespec_bench.report.tables.dropmatch import _overhead_cells

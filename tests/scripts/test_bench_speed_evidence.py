@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loosespec_bench.costmodel import Calibration, ForwardCost
-from loosespec_bench.work import add_forward, new_work
+from loosespec_bench.measure.costmodel import Calibration, ForwardCost
+from loosespec_bench.measure.work import add_forward, new_work
 
 from . import load_script
 
@@ -191,7 +191,7 @@ def test_each_added_configuration_composes_and_passes_the_checks(bench, name):
     # The SPD draft lengths on the embedded pair and the cross-family drafters on their pair: what
     # an occasion builds its engines from (a bad override would fail hours into a benchmark).
     from loosespec_bench.bench.contestants import compose_config
-    from loosespec_bench.checks import validate
+    from loosespec_bench.settings.checks import validate
 
     pair = "smollm2_to_qwen25_coder" if name.startswith("xtok") else "qwen25_coder_embedded"
     cfg = compose_config([f"pair={pair}", "dataset=gsm8k", *bench.CONFIGS[name]])

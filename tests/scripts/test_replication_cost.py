@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loosespec_bench.app import run
-from loosespec_bench.run_folder import RunFolder
+from loosespec_bench.run.app import run
+from loosespec_bench.store.run_folder import RunFolder
 
 from ..conftest import compose_config
 from . import load_script

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench import app
-from loosespec_bench.app import run, tracker_extras
+from loosespec_bench.run import app
+from loosespec_bench.run.app import run, tracker_extras
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.sinks.trackers import SafeTracker, TrackerWarning, build_tracker
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from loosespec_bench.metrics import sample_speedup
+from loosespec_bench.measure.metrics import sample_speedup
 from loosespec_bench.sinks.wandb import SAMPLE_COLUMNS, WandbTracker, run_figures, sample_log, wandb_run_id
 
 

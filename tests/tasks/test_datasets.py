@@ -13,8 +13,8 @@ import pytest
 from loosespec_bench.build import build_task
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_tokenizer
-from loosespec_bench.prompting import encode_messages
-from loosespec_bench.stats.intervals import paired_bootstrap_ratio, retention_summary
+from loosespec_bench.tasks.prompting import encode_messages
+from loosespec_bench.measure.stats.intervals import paired_bootstrap_ratio, retention_summary
 from loosespec_bench.tasks import Sample
 from loosespec_bench.tasks.gsm8k import GSM8K
 from loosespec_bench.tasks.ifeval import IFEval

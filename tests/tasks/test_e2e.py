@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from loosespec_bench.app import run
-from loosespec_bench.run_folder import RunFolder
+from loosespec_bench.run.app import run
+from loosespec_bench.store.run_folder import RunFolder
 from loosespec_bench.tasks.gsm8k import GSM8K
 
 from ..conftest import compose_config

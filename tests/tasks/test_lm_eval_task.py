@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from loosespec_bench.app import run
+from loosespec_bench.run.app import run
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_tokenizer
-from loosespec_bench.prompting import encode_messages
-from loosespec_bench.run_folder import RunFolder
+from loosespec_bench.tasks.prompting import encode_messages
+from loosespec_bench.store.run_folder import RunFolder
 from loosespec_bench.tasks.gsm8k import GSM8K
 from loosespec_bench.tasks.lm_eval_task import LmEvalTask
 

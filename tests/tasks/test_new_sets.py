@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench.app import run
+from loosespec_bench.run.app import run
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.run_folder import RunFolder
+from loosespec_bench.store.run_folder import RunFolder
 from loosespec_bench.tasks.livecodebench import LiveCodeBench, decode_tests
 from loosespec_bench.tasks.mbpp_plus import MBPPPlus
 from loosespec_bench.tasks.mgsm import MGSM

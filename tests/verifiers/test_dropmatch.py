@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loosespec_bench.config import CONF_DIR
+from loosespec_bench.settings.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
-from loosespec_bench.metrics import loose_summary
+from loosespec_bench.measure.metrics import loose_summary
 from loosespec_bench.sampling import SamplingParams
 from ..conftest import compose_config
 from ..helpers import code_prompt, make_drafter
@@ -321,6 +321,6 @@ DROPMATCH_EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("d
 
 @pytest.mark.parametrize("name", DROPMATCH_EXPERIMENTS)
 def test_dropmatch_experiment_files_run_dropmatch(name):
-    # Composition and sweep keys of every experiment: tests/test_config.py.
+    # Composition and sweep keys of every experiment: tests/settings/test_config.py.
     cfg = compose_config([f"experiment={name}"])
     assert cfg.experiment_name == name and cfg.method.name == "dropmatch"

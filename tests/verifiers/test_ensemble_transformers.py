@@ -59,7 +59,7 @@ def test_tiny_pair_token_identical_to_transformers(models, w):
 @pytest.mark.timeout(3600)  # two 1.5B / 0.5B float32 models on CPU, each prompt decoded twice
 def test_embedded_pair_token_identical_to_transformers_on_real_prompts(data_dir):
     from loosespec_bench.models import load_model
-    from loosespec_bench.prompting import encode_prompt, eos_ids
+    from loosespec_bench.tasks.prompting import encode_prompt, eos_ids
     from loosespec_bench.tasks.gsm8k import GSM8K
     from loosespec_bench.tasks.humaneval import HumanEval
 

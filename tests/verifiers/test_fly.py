@@ -10,10 +10,10 @@ import pytest
 import torch
 
 
-from loosespec_bench.config import CONF_DIR
+from loosespec_bench.settings.config import CONF_DIR
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import ModelDrafter
-from loosespec_bench.metrics import loose_summary, summarize
+from loosespec_bench.measure.metrics import loose_summary, summarize
 from loosespec_bench.sampling import SamplingParams
 from ..conftest import compose_config
 from ..helpers import code_prompt, make_drafter
@@ -309,7 +309,7 @@ FLY_EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("fly_*.y
 
 @pytest.mark.parametrize("name", FLY_EXPERIMENTS)
 def test_fly_experiment_files_run_fly_with_deferral_possible(name):
-    # Composition and sweep keys of every experiment: tests/test_config.py.
+    # Composition and sweep keys of every experiment: tests/settings/test_config.py.
     cfg = compose_config([f"experiment={name}"])
     assert cfg.experiment_name == name and cfg.method.name == "fly"
     assert cfg.drafter.k > cfg.method.window or name.startswith("fly_ablation_window")

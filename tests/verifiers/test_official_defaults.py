@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import TopKLogitsWarper, TopPLogitsWarper
 
-from loosespec_bench.checks import validate
-from loosespec_bench.config import run_id
+from loosespec_bench.settings.checks import validate
+from loosespec_bench.settings.config import run_id
 from loosespec_bench.decoding import generate
 from loosespec_bench.drafters import MLADrafter, ModelDrafter, prompt_lookup
 from loosespec_bench.errors import ConfigError

@@ -12,15 +12,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from ...costmodel import SPEEDUP, TARGET_TPS
+from ...measure.costmodel import SPEEDUP, TARGET_TPS
 from ...errors import ConfigError
-from ...metrics import dropmatch_cost_parts
-from ...stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
+from ...measure.metrics import dropmatch_cost_parts
+from ...measure.stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
 from ...safe_files import confined, is_real_dir
-from ...stats.intervals import paired_bootstrap, ratio_of_sums
-from ...stats.occasions import percentile_p_above
-from ...stats.sizing import MAX_DISCORDANT, discordant_for_power, margin_supported
-from ...stats.verdicts import (
+from ...measure.stats.intervals import paired_bootstrap, ratio_of_sums
+from ...measure.stats.occasions import percentile_p_above
+from ...measure.stats.sizing import MAX_DISCORDANT, discordant_for_power, margin_supported
+from ...measure.stats.verdicts import (
     PAIRED_TESTS, BootstrapTest, adjust_pvalues, n_for_power, sequential_boundaries, two_sided,
 )
 from ...verifiers import FLy

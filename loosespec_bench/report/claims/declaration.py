@@ -11,8 +11,8 @@ from typing import Any, Mapping
 from ...errors import ConfigError
 from ...safe_files import confined
 from .speed import check_selector
-from ...stats.intervals import LEVEL
-from ...stats.verdicts import ADJUSTMENTS, PAIRED_TESTS, SPENDINGS, sequential_boundaries
+from ...measure.stats.intervals import LEVEL
+from ...measure.stats.verdicts import ADJUSTMENTS, PAIRED_TESTS, SPENDINGS, sequential_boundaries
 
 
 DECLARATION = Path(__file__).parent.with_name("claims.yaml")  # the packaged declaration (report/claims.yaml)

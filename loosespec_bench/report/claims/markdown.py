@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...stats.intervals import LEVEL
+from ...measure.stats.intervals import LEVEL
 from ..compare import MIN_N_VERDICT
 from .decide import CLUSTER_GPUS, CLUSTER_NEW_TOKENS, CLUSTER_PAIR, Decision, fmt_iv, fmt_p, spec_of
 from .declaration import ADJUST_TEXT, DECLARATION_NAME, OCCASIONS_ESTIMAND, Declaration, ESTIMAND_TEXT, TEST_TEXT, load_declaration
@@ -107,7 +107,7 @@ def format_claims(decisions: list[Decision], decl: Declaration | None = None) ->
         "an overhead row (one DropMatch run): B is DropMatch's measured share of decode time, the estimate the declared "
         "estimand with its BCa interval over problems. "
         f"No verdict below n = {MIN_N_VERDICT}. Costs: the runs' own CPU seconds per problem and, for {CLUSTER_PAIR} "
-        f"({CLUSTER_GPUS} GPUs a job, {CLUSTER_NEW_TOKENS} new tokens), the planner's rates (loosespec_bench/costmodel.py). "
+        f"({CLUSTER_GPUS} GPUs a job, {CLUSTER_NEW_TOKENS} new tokens), the planner's rates (loosespec_bench/measure/costmodel.py). "
         "docs/algorithms.md 7.6 defines each verdict.",
     ]
     return "\n".join(lines)

@@ -15,11 +15,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...costmodel import Calibration
+from ...measure.costmodel import Calibration
 from ...errors import ConfigError
-from ...occasion_files import cell_table, load_rows, read_args, read_calibration, unfinished_occasions
-from ...stats.intervals import LEVEL
-from ...stats.occasions import occasion_bootstrap, occasion_rate_ratio
+from ...measure.occasion_files import cell_table, load_rows, read_args, read_calibration, unfinished_occasions
+from ...measure.stats.intervals import LEVEL
+from ...measure.stats.occasions import occasion_bootstrap, occasion_rate_ratio
 
 TARGET_ALONE = "ar"  # the benchmark's name for the target alone
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ...errors import ConfigError
-from ...serving import CI_TEXT
+from ...measure.serving import CI_TEXT
 from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, paying_text
 from ..project import batch_projection, load_profile
 from ..render import NA, Num, Table

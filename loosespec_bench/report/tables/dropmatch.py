@@ -27,8 +27,8 @@ from ..grouping import (
     source_key,
     source_notes,
 )
-from ...metrics import dropmatch_cost_parts
-from ...stats.intervals import paired_bootstrap_ratio
+from ...measure.metrics import dropmatch_cost_parts
+from ...measure.stats.intervals import paired_bootstrap_ratio
 from ...verifiers import DropMatch, SPD
 from ...verifiers.autojudge import AutoJudge, DropMatchAutoJudge
 from ..index import read_records

@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ...stats.intervals import speedup_interval, tau_interval
+from ...measure.stats.intervals import speedup_interval, tau_interval
 from ...tasks.spec_bench import GROUPS
-from ...timing import counts_for_speed
+from ...measure.timing import counts_for_speed
 from ..grouping import group_by_config, machines_of, our_runs, paper_set, partial_notes, samples_text
 from ..index import read_records
 from ..labels import dataset_label, is_target_alone, method_label

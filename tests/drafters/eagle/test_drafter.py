@@ -89,7 +89,7 @@ def test_loose_verifier_and_one_tokenprompt_ids(checkpoint, tiny_pair):
 
 
 def test_app_runs_eagle3_from_a_head_folder(checkpoint, tmp_path, data_dir):
-    from loosespec_bench.app import run
+    from loosespec_bench.run.app import run
 
     cfg = compose_config(
         ["experiment=smoke_tiny", "drafter=eagle3", f"drafter.head_path={checkpoint}", "drafter.k=3",

@@ -1,0 +1,1 @@
+"""launch: see docs/architecture.md."""
