@@ -214,3 +214,29 @@ def test_a_method_configs_uses_drafter_key_agrees_with_its_class(name, monkeypat
     monkeypatch.setenv("LOOSESPEC_AUTOJUDGE_DIR", "/nonexistent")  # no judge file is read composing
     cfg = compose_config([f"method={name}"])
     assert bool(cfg.method.get("uses_drafter", True)) == (not method_class(cfg).target_alone) == uses_drafter(cfg)
+
+
+# Run ids (and baseline-store digests) of composed configs, computed with the code from before
+# issue 71's run-level settings (commit 62491a7): declaring the settings once (settings/run_settings.py,
+# engines/settings.py) must leave every folder where it was.
+RUN_IDS_BEFORE_ISSUE_71 = [
+    ([], 'spd_model-k5_qwen2.5-coder-0.5b-1.5b_mgsm_bd5eed2b', '9112a191065f'),
+    (['method=ar'], 'ar_none_qwen2.5-coder-0.5b-1.5b_mgsm_568e1aa7', '9112a191065f'),
+    (['method=fly', 'pair=tiny', 'dataset=humaneval'], 'fly_model-k15_tiny_humaneval_b65c4bd6', '035db10c7046'),
+    (['drafter=pld', 'generation.temperature=0.7', 'generation.top_k=20'], 'spd_pld-k10_qwen2.5-coder-0.5b-1.5b_mgsm_2ad73558', 'c5e5d630fff6'),
+    (['engine=vllm', 'engine.batch_size=4', 'engine.request_rate=2.0'], 'spd_model-k5_qwen2.5-coder-0.5b-1.5b_mgsm_c7096fd2', '22ad29cba07f'),
+    (['engine=vllm', 'method=fly', 'method.mode=vllm', 'drafter=pld'], 'fly_pld-k15_qwen2.5-coder-0.5b-1.5b_mgsm_c404e4e9', 'b224c7387d13'),
+    (['timing.subset=5', 'baseline=shared', 'timing.tolerance=0.1'], 'spd_model-k5_qwen2.5-coder-0.5b-1.5b_mgsm_f54f6051', '9112a191065f'),
+    (['method=dropmatch', 'pair=tiny', 'seed=3', 'threads=2'], 'dropmatch_model-k5_tiny_mgsm_77ddba87', '343f26d7f58a'),
+]
+
+
+@pytest.mark.parametrize("overrides, rid, store_digest", RUN_IDS_BEFORE_ISSUE_71)
+def test_run_ids_are_those_from_before_the_settings_were_declared(overrides, rid, store_digest):
+    import json
+
+    from loosespec_bench.settings.config import baseline_config
+
+    cfg = compose_config(overrides)
+    assert run_id(cfg) == rid
+    assert hashlib.sha256(json.dumps(baseline_config(cfg), sort_keys=True, default=str).encode()).hexdigest()[:12] == store_digest
