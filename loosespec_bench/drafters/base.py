@@ -67,6 +67,12 @@ class Drafter:
     needs_model: ClassVar[bool] = False
     needs_tokenizers: ClassVar[bool] = False
     needs_target: ClassVar[bool] = False
+    # How the batched loop (engine.batch_size > 1, decoding/batch.py) drafts for B problems at
+    # once: "stateless" (propose() per row: nothing is kept between calls), "model" / "mla" (the
+    # drafter's per-row program in decoding/ragged.py, its draft model's forwards batched over
+    # rows). None: it cannot batch, and batch_refusal says why (the pre-check's error line).
+    batch_drafting: ClassVar[str | None] = None
+    batch_refusal: ClassVar[str] = "it declares no batch program (Drafter.batch_drafting)"
 
     @classmethod
     def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:

@@ -55,6 +55,7 @@ class PromptLookupDrafter(Drafter):
     name = "pld"
     config_names = ("pld",)
     Params = PromptLookupParams
+    batch_drafting = "stateless"  # a lookup in the row's own tokens; nothing kept
 
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)

@@ -59,6 +59,7 @@ class MLADrafter(ModelDrafter):
     name = "mla"
     config_names = ("mla",)
     Params = MLAParams
+    batch_drafting = "mla"  # decoding/ragged.py: mla_program, this propose() per row
 
     def __init__(self, model: PreTrainedModel, **knobs: Any) -> None:
         super().__init__(model, **knobs)

@@ -18,6 +18,7 @@ class ModelDrafter(Drafter):
     name = "model"
     config_names = ("model",)
     needs_model = True  # build passes the pair's draft model (model=)
+    batch_drafting = "model"  # decoding/ragged.py: model_program, this propose() per row
 
     def __init__(self, model: PreTrainedModel, k: int | None = None, **knobs: Any) -> None:
         super().__init__(k, **knobs)
