@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .asd import ASD
 from .autojudge import AutoJudge, DropMatchAutoJudge
 from .base import Verifier
 from .cascade import Cascade
@@ -17,7 +18,7 @@ from .typical import Typical
 # The package's rules in the order reports list their knobs (index columns, label parts):
 # the papers' rules first, then the positionwise baselines, then the exact ones.
 PACKAGE_RULES: tuple[type[Verifier], ...] = (
-    FLy, DropMatch, DropMatchAutoJudge, AutoJudge, FSD, Typical, Threshold, Cascade, Ensemble, Lenient, SPD, TargetAlone,
+    FLy, DropMatch, DropMatchAutoJudge, AutoJudge, FSD, Typical, Threshold, Cascade, Ensemble, Lenient, ASD, SPD, TargetAlone,
 )
 
 __all__ = ["SPD", "DropMatch", "FLy", "TargetAlone", "Verifier", "rule_class", "rules"]
