@@ -30,11 +30,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from .errors import ConfigError
 
 Rule = Callable[[Any], "str | None"]
+P = TypeVar("P", bound="Params")
 RULE_KEY = "rule"
 DOC_KEY = "doc"
 SHOWN_KEY = "shown"
@@ -262,6 +263,22 @@ class Params:
         if unknown:
             raise ConfigError(f"{cls.group}.{unknown[0]} is not a setting here; known: {', '.join(sorted(names)) or '(none)'}")
         return cls(**knobs)
+
+    @classmethod
+    def read(cls: type[P], node: Mapping[str, Any] | None) -> P:
+        """The knobs of a stored node (a run folder's config.yaml, written by any version):
+        the declared defaults for the keys it lacks, keys the class does not declare left
+        aside; the values still checked. What the pre-check refuses (a missing or unknown key)
+        is for a composed config, not for one read back."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (node or {}).items() if k in names})
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Each knob's declared default (the config files restate them; a test pins the two equal)."""
+        return dict(cls().values()) if all(
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING for f in dataclasses.fields(cls)
+        ) else {}
 
     def values(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

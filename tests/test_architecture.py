@@ -109,8 +109,12 @@ def test_the_app_reaches_models_and_rules_only_through_an_engine():
 
 
 def test_the_engine_interface_imports_only_the_ground_floor():
+    """engines/base.py: the ground floor, and the engine settings' declaration beside it (which
+    imports only params.py)."""
     assert _violations("engines/base.py", ("loosespec_bench",)).get("loosespec_bench/engines/base.py") == [
+        "loosespec_bench.engines.settings", "loosespec_bench.engines.settings.EngineParams",
         "loosespec_bench.generation", "loosespec_bench.generation.GenerationOutput"]
+    assert {m for m in package_imports(PKG / "engines" / "settings.py") if not m.startswith("loosespec_bench.params")} == set()
 
 
 def test_sinks_do_not_import_the_report():
@@ -416,7 +420,7 @@ def _settings_of_other_classes() -> set[str]:
 
     import loosespec_bench.drafters
     import loosespec_bench.tasks
-    from loosespec_bench.settings.checks import GENERATION_RULES
+    from loosespec_bench.settings.run_settings import GenerationParams
     from loosespec_bench.drafters.base import Drafter
     from loosespec_bench.judges.head import JudgeHead
     from loosespec_bench.params import declared_rules
@@ -425,7 +429,7 @@ def _settings_of_other_classes() -> set[str]:
     for package in (loosespec_bench.drafters, loosespec_bench.tasks):  # every class, not only those imported so far
         for mod in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             importlib.import_module(mod.name)
-    names = set(GENERATION_RULES) | {f.name for f in dataclasses.fields(JudgeHead)}
+    names = set(declared_rules(GenerationParams)) | {f.name for f in dataclasses.fields(JudgeHead)}
     for base in (Drafter, Task):
         todo = [base]
         while todo:

@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ..generation import GenerationOutput
+from .settings import EngineParams
 
 
 class Engine(ABC):
@@ -33,14 +34,17 @@ class Engine(ABC):
     tokenizer: Any
     eos_ids: list[int]
     context_length: int | None = None
+    # The engine node's settings (engines/settings.py), declared once: the pre-check asks the
+    # class for them. An engine that takes more names its own subclass (VLLMEngine: VLLMParams).
+    Params: type[EngineParams] = EngineParams
     # Requests an engine runs at once (engine.batch_size; only engines with prefetch honour > 1).
-    batch_size: int = 1
+    batch_size: int = EngineParams.batch_size
     # Whether the engine serves batches (prefetch) at every batch size, batch 1 included, so that
     # every point of a batch sweep is measured by the same serving loop (vLLM). Our loop: no.
     serves_batches: bool = False
     # At least this many timed batches per run (engine.timed_batches): a run with fewer distinct
     # batches submits each again (prefetch's repeat), so throughput has an interval.
-    timed_batches: int = 1
+    timed_batches: int = EngineParams.timed_batches
     # The models run in child processes (vLLM's engine core and workers): the run's timing then
     # counts the CPU of the whole process tree as its own (timing.process_tree_cpu).
     out_of_process: bool = False

@@ -45,6 +45,8 @@ from ..verifiers import SPD, DropMatch, FLy, Verifier, rule_class
 from ..verifiers.fly import FLyParams
 from ..generation import GenerationOutput
 from .base import Engine
+from ..settings.run_settings import GenerationParams
+from .settings import VLLMParams
 
 # Our drafter name -> vLLM's speculative method.
 SPEC_METHODS = {"model": "draft_model", "pld": "ngram", "eagle3": "eagle3"}
@@ -109,8 +111,11 @@ def _refuse_in_memory(path: str) -> None:
         raise ConfigError(f"engine=vllm loads models from folders or hub ids; {path!r} is an in-memory test model (use engine=hf)")
 
 
-def _engine_node(cfg: DictConfig) -> Any:
-    return cfg.get("engine") or {}
+def engine_settings(cfg: DictConfig) -> VLLMParams:
+    """The engine node's settings (engines/settings.py VLLMParams: defaults for what it lacks)."""
+    node = cfg.get("engine")
+    node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
+    return VLLMParams.read(node)
 
 
 def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> dict[str, Any] | None:
@@ -154,7 +159,7 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
         if not head or str(head) == "random":
             raise ConfigError("engine=vllm drafter=eagle3 needs a trained head folder (drafter.head_path); 'random' heads are our loop's")
         spec["model"] = os.path.expanduser(str(head))
-    tp = _engine_node(cfg).get("draft_tensor_parallel_size")
+    tp = engine_settings(cfg).draft_tensor_parallel_size
     if tp:
         spec["draft_tensor_parallel_size"] = int(tp)
     if rule is FLy:
@@ -162,7 +167,6 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
     return spec
 
 
-FLY_RULES = ("vllm", "ours")  # engine.fly_rule: vLLM's own FLy kernels, or our verifier as its sampler
 FLY_WORKER = "loosespec_bench.engines.vllm_fly.FLyCPUWorker"
 # vLLM's FLy kernels compute the entropy over the top 3 probabilities (vllm/v1/spec_decode/fly.py).
 VLLM_FLY_ENTROPY_TOP_K = 3
@@ -181,10 +185,8 @@ def fly_params(cfg: DictConfig) -> FLyParams:
 
 
 def fly_rule(cfg: DictConfig) -> str:
-    rule = str(_engine_node(cfg).get("fly_rule") or "vllm")
-    if rule not in FLY_RULES:
-        raise ConfigError(f"engine.fly_rule={rule}: choose vllm (vLLM's own FLy) or ours (our verifier as vLLM's rejection sampler)")
-    return rule
+    """engine.fly_rule (VLLMParams: one of FLY_RULES, checked there)."""
+    return str(engine_settings(cfg).fly_rule)
 
 
 def fly_options(cfg: DictConfig) -> dict[str, Any]:
@@ -243,13 +245,13 @@ def sampling_options(cfg: DictConfig, *, max_new_tokens: int, seed: int, stop: S
     output ids, as we do) and at the task's stop strings (vLLM keeps the tokens up to the one
     that completes the string, and so do we). top_k 0 and top_p 1.0 are "off" in both.
     """
-    gen = cfg.generation
-    top_k = int(gen.get("top_k", 0))
+    gen = GenerationParams.read(OmegaConf.to_container(cfg.generation, resolve=True))  # type: ignore[arg-type]
+    top_k = int(gen.top_k)
     return {
         "n": 1,
         "temperature": float(gen.temperature),
         "top_k": top_k if top_k > 0 else -1,
-        "top_p": float(gen.get("top_p", 1.0)),
+        "top_p": float(gen.top_p),
         "max_tokens": int(max_new_tokens),
         "seed": int(seed) % 2**63,
         "stop": list(stop),
@@ -260,24 +262,24 @@ def sampling_options(cfg: DictConfig, *, max_new_tokens: int, seed: int, stop: S
 
 def llm_options(cfg: DictConfig, target_source: str) -> dict[str, Any]:
     """vLLM LLM(...) keywords shared by the method's engine and the target-alone engine."""
-    eng = _engine_node(cfg)
+    eng = engine_settings(cfg)
     opts: dict[str, Any] = {
         "model": target_source,
         "tokenizer": target_source,
         "dtype": str(cfg.pair.dtype),
         "seed": int(cfg.seed),
-        "tensor_parallel_size": int(eng.get("tensor_parallel_size") or 1),
-        "max_num_seqs": max(1, int(eng.get("batch_size") or 1)),
+        "tensor_parallel_size": eng.tensor_parallel_size,
+        "max_num_seqs": eng.batch_size,  # vLLM's name for engine.batch_size (spelled only here)
         # Torch compilation of the CPU graph took > 6 min on this 2-core machine and did not finish
         # (measured): eager by default; engine.enforce_eager=false turns it on (GPU: CUDA graphs).
-        "enforce_eager": bool(eng.get("enforce_eager", True)),
+        "enforce_eager": eng.enforce_eager,
         "per_request_spec_decode_metrics": "detailed",
         "disable_log_stats": False,  # get_metrics() counters
     }
     for key in ("max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes"):
-        if eng.get(key) is not None:
-            opts[key] = eng[key]
-    if eng.get("enable_prefix_caching") is not None:
+        if getattr(eng, key) is not None:
+            opts[key] = getattr(eng, key)
+    if eng.enable_prefix_caching is not None:
         opts["enable_prefix_caching"] = bool(eng.enable_prefix_caching)
     return opts
 
@@ -285,11 +287,11 @@ def llm_options(cfg: DictConfig, target_source: str) -> dict[str, Any]:
 def engine_environment(cfg: DictConfig) -> dict[str, str]:
     """vLLM's CPU settings, read from the environment by its engine processes: the KV cache in
     GiB (engine.cpu_kvcache_gib) and the OpenMP thread binding (engine.cpu_threads_bind)."""
-    eng = _engine_node(cfg)
+    eng = engine_settings(cfg)
     env: dict[str, str] = {}
-    if eng.get("cpu_kvcache_gib") is not None:
+    if eng.cpu_kvcache_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(int(eng.cpu_kvcache_gib))
-    if eng.get("cpu_threads_bind") is not None:
+    if eng.cpu_threads_bind is not None:
         env["VLLM_CPU_OMP_THREADS_BIND"] = str(eng.cpu_threads_bind)
     return env
 
@@ -494,6 +496,7 @@ class VLLMEngine(Engine):
 
     name = "vllm"
     display_name = "vLLM"
+    Params = VLLMParams  # engine.* settings, declared once (engines/settings.py)
     out_of_process = True  # vLLM's engine core and workers are child processes of this one
     serves_batches = True  # every request goes through the serving loop (serve), batch 1 included
     # check_resources is the base's (nothing to check here): vLLM reads the model files itself,
@@ -512,23 +515,7 @@ class VLLMEngine(Engine):
 
     @classmethod
     def check(cls, cfg: DictConfig) -> None:
-        eng = _engine_node(cfg)
-        bs = eng.get("batch_size", 1)
-        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
-            raise ConfigError(f"engine.batch_size={bs!r}: a positive integer (1 = one request at a time)")
-        rate = eng.get("request_rate")
-        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < float("inf")):
-            raise ConfigError(f"engine.request_rate={rate!r}: requests per second (> 0) arriving while others run, or null (a batch arrives at once)")
-        tb = eng.get("timed_batches", 1)
-        if not isinstance(tb, int) or isinstance(tb, bool) or tb < 1:
-            raise ConfigError(f"engine.timed_batches={tb!r}: a positive integer (timed batches per run; fewer distinct ones are repeated)")
-        tp = eng.get("tensor_parallel_size", 1)
-        if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
-            raise ConfigError(f"engine.tensor_parallel_size={tp!r}: a positive integer (GPUs the target is split over)")
-        for key in ("cpu_kvcache_gib", "max_model_len"):
-            v = eng.get(key)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise ConfigError(f"engine.{key}={v!r}: a positive integer or null")
+        engine_settings(cfg)  # every engine.* value in its range (VLLMParams, engines/settings.py)
         _refuse_in_memory(str(cfg.pair.target.path))
         # The mapping first (no vLLM needed to refuse DropMatch or a tree), resolving no paths
         # (an embedded model would be converted by resolving it).
@@ -562,12 +549,13 @@ class VLLMEngine(Engine):
         self.eos_ids = sorted(eos)
         # vLLM serves at most engine.max_model_len tokens per request: the app's length check
         # must use the smaller of that and the model's own context.
-        limit = _engine_node(cfg).get("max_model_len")
+        self.settings = engine_settings(cfg)
+        limit = self.settings.max_model_len
         self.context_length = min(x for x in (ctx, limit) if x) if (ctx or limit) else None
-        self.batch_size = int(_engine_node(cfg).get("batch_size") or 1)
-        rate = _engine_node(cfg).get("request_rate")
+        self.batch_size = self.settings.batch_size
+        rate = self.settings.request_rate
         self.request_rate = float(rate) if rate is not None else None
-        self.timed_batches = int(_engine_node(cfg).get("timed_batches") or 1)
+        self.timed_batches = self.settings.timed_batches
         self._calls = 0
         self.spec = speculative_config(cfg)
         self.stop = list(task.stop_strings or [])
@@ -653,8 +641,8 @@ class VLLMEngine(Engine):
         for g in gens:
             g.serving = {
                 "batch": name,
-                "batch_size": len(prompts),
-                "max_num_seqs": self.batch_size,
+                "requests": len(prompts),  # this batch's (the last one may hold fewer)
+                "batch_size": self.batch_size,  # engine.batch_size (records before issue 71: max_num_seqs)
                 "request_rate": self.request_rate,
                 # Per repeat of the batch (prefetch appends the repeats'):
                 "makespan_s": [makespan],

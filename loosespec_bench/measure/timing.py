@@ -31,21 +31,68 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
-DEFAULT_TOLERANCE = 0.25
+from ..params import Params, integer, knob, optional, real
+
 TICK_S = 0.01  # /proc/stat counts in clock ticks (USER_HZ = 100 on Linux): a short side's share is coarse
-DEFAULT_MAX_RETIMES = 2
 CLEAN, RETIMED, EXCLUDED = "clean", "retimed", "excluded"
 # baseline=shared: a sample outside the timing subset whose target alone came from the store
 # (baselines.py): the method's time is its own, but nothing was timed beside it.
 UNTIMED = "untimed"
+RETIME_MODES = (True, False, "auto")
+
+
+def _retime_mode(v: Any) -> str | None:
+    return None if any(v is m for m in RETIME_MODES[:2]) or v == "auto" else "must be true, false or auto"
+
+
+@dataclass(frozen=True)
+class TimingParams(Params):
+    """The `timing` node (config.yaml's timing: restates these defaults; a test pins the two
+    equal): declared once here, beside the rule that reads them. A stored config from before a
+    key existed reads its default (TimingParams.read)."""
+
+    group: ClassVar[str] = "timing"
+    retime: Any = knob("auto", _retime_mode, "auto = on where the models run on the CPU")
+    tolerance: float = knob(0.25, real(0, lo_open=True), "how far two sides' machine conditions may differ")
+    max_retimes: int = knob(2, integer(0, 100), "re-timings of a contaminated paired sample")
+    # 0: none timed, speed from the work counts only
+    subset: Any = knob(None, optional(integer(0)), "baseline=shared: samples timed paired; null = all")
+    side_limit: Any = knob(None, optional(real(0, 1, lo_open=True)), "the most other processes may use during either side")
+
+    @classmethod
+    def of(cls, cfg: Any) -> "TimingParams":
+        """A config's timing settings (composed or stored: defaults for the keys it lacks)."""
+        node = cfg.get("timing") if cfg is not None else None
+        return cls.read(_plain(node))
+
+    def retime_on(self, device: Any) -> bool:
+        """timing.retime: true/false, or auto: on where the models run on the CPU (`device`),
+        whose time this process's CPU share and the machine's load describe; on a GPU they do
+        not (the measurements are still recorded)."""
+        if isinstance(self.retime, bool):
+            return self.retime
+        return str(device or "cpu").startswith("cpu")
+
+
+def _plain(node: Any) -> dict[str, Any]:
+    if node is None:
+        return {}
+    if hasattr(node, "_metadata"):  # an omegaconf node
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+    return dict(node)
+
+
+DEFAULT_TOLERANCE = TimingParams.tolerance  # the declared default (the rule's functions' default argument)
 
 
 def timing_settings(cfg: Any) -> tuple[float, int]:
-    """(tolerance, max_retimes) of a config's `timing` node (defaults for configs from before it)."""
-    node = cfg.get("timing") or {}
-    return float(node.get("tolerance", DEFAULT_TOLERANCE)), int(node.get("max_retimes", DEFAULT_MAX_RETIMES))
+    """(tolerance, max_retimes) of a config's `timing` node (TimingParams: defaults for configs from before it)."""
+    t = TimingParams.of(cfg)
+    return float(t.tolerance), int(t.max_retimes)
 
 
 def side_limit(cfg: Any) -> float | None:
@@ -53,18 +100,13 @@ def side_limit(cfg: Any) -> float | None:
     of a paired sample, judged on each side's own share (null = off: only the difference
     between the sides is judged). Issue 46: a method timed beside 25% of other work and a
     baseline beside 2% differ by less than tolerance 0.25 and passed, reading 0.78x."""
-    v = (cfg.get("timing") or {}).get("side_limit")
+    v = TimingParams.of(cfg).side_limit
     return None if v is None else float(v)
 
 
 def retime_enabled(cfg: Any) -> bool:
-    """timing.retime: true/false, or auto (default): on where the models run on the CPU, whose
-    time this process's CPU share and the machine's load describe; on a GPU they do not (the
-    measurements are still recorded)."""
-    mode = (cfg.get("timing") or {}).get("retime", "auto")
-    if isinstance(mode, bool):
-        return mode
-    return str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu")
+    """timing.retime (TimingParams.retime_on) for a config's pair.device."""
+    return TimingParams.of(cfg).retime_on((cfg.get("pair") or {}).get("device", "cpu"))
 
 
 def read_proc_stat() -> float | None:

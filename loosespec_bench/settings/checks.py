@@ -33,50 +33,22 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from .config import CONF_DIR, GROUPS, ALL_GROUPS, safe_name, safe_path_name, site_conf_dir
+from .config import CONF_DIR, GROUPS, ALL_GROUPS, baselines_root, class_or_none, key_digest, resolve_class, safe_name, site_conf_dir
 from ..errors import ConfigError
 from .path_limits import HYDRA_TAIL, RUN_FILE_TAIL, STORE_TAIL, check_environment_path_lengths, path_length_problem, shown
 from ..params import (
-    MAX_NEW_TOKENS_CAP,
     Rule,
     boolean,
     check_node,
-    choice,
     declared_rules,
     integer,
     is_int,
     optional,
     params_of,
-    real,
     string,
-    temperature,
 )
+from .run_settings import ENGINE_BOOKKEEPING, SECTIONS, RunSettings, engine_settings
 
-ROOT_RULES: dict[str, Rule] = {
-    "seed": integer(0),
-    "baseline": choice("paired", "shared", "none"),
-    "warmup": boolean,
-    "chat_template": boolean,
-    "record_steps": boolean,
-    "progress": boolean,
-    "threads": optional(integer(1, 4096)),
-    "experiment_name": safe_path_name,
-    "power_threshold": real(0, lo_open=True),
-}
-TIMING_RULES: dict[str, Rule] = {
-    "retime": lambda v: None if v in (True, False, "auto") else "must be true, false or auto",
-    "tolerance": real(0, lo_open=True),
-    "max_retimes": integer(0, 100),
-    "subset": optional(integer(0)),  # 0: none timed, speed from the work counts only
-    "side_limit": optional(real(0, 1, lo_open=True)),
-}
-GENERATION_RULES: dict[str, Rule] = {
-    "temperature": temperature,  # params.MIN_TEMPERATURE: tiny ones overflow
-    "top_k": integer(0),
-    "top_p": real(0, 1, lo_open=True),
-    "max_new_tokens": optional(integer(1, MAX_NEW_TOKENS_CAP)),
-}
-PATHS_RULES: dict[str, Rule] = {"results_dir": string, "data_dir": optional(string), "baselines_dir": optional(string)}
 # Keys of an instantiated node that the harness reads itself (build.BOOKKEEPING_KEYS), not
 # arguments of its class; their ranges. `name` is checked against the class (config_names).
 HARNESS_RULES: dict[str, Rule] = {
@@ -104,64 +76,45 @@ def _bases() -> dict[str, type]:
 
 
 # --- the plain sections ---------------------------------------------------------------------
-# Plain mappings of config.yaml whose every key it declares (an unknown one is refused).
-PLAIN_SECTIONS = ("generation", "paths", "timing")
+# The top level and generation/paths/timing: their keys, defaults and ranges are declared once
+# (run_settings.py: RootParams, GenerationParams, PathsParams, TimingParams); RunSettings.build
+# refuses a missing or unknown key of a section. The top level's other keys are config.yaml's
+# own nodes (resources) and the groups.
 
 
 @functools.lru_cache(maxsize=1)
-def declared() -> dict[str, frozenset[str]]:
-    """The keys the packaged config.yaml declares at the top level and under generation/paths/timing."""
+def declared() -> frozenset[str]:
+    """The keys the packaged config.yaml declares at the top level."""
     base = OmegaConf.load(CONF_DIR / "config.yaml")
-    top = frozenset(k for k in base if k not in ("defaults", "hydra"))
-    return {"": top, **{section: frozenset(base[section]) for section in PLAIN_SECTIONS}}
+    return frozenset(k for k in base if k not in ("defaults", "hydra"))
 
 
 def _check_plain(data: dict[str, Any]) -> None:
-    known = declared()
-    top_known = known[""] | frozenset(ALL_GROUPS) | {"hydra"}
+    top_known = declared() | frozenset(ALL_GROUPS) | {"hydra"}
     for key in data:
         if key not in top_known:
             raise ConfigError(f"{key} is not a known setting; remove it (known: {', '.join(sorted(top_known - {'hydra'}))})")
-    for key in sorted(known[""]):
+    for key in sorted(declared() - set(SECTIONS)):
         if key not in data:
             raise ConfigError(f"{key} is missing: it is a required setting (config.yaml declares it); drop the ~{key} override")
-    for section in PLAIN_SECTIONS:
-        node = data.get(section)
-        if not isinstance(node, dict):
-            raise ConfigError(f"{section}={node!r} must be a mapping of settings ({', '.join(sorted(known[section]))})")
-        for key in node:
-            if key not in known[section]:
-                raise ConfigError(f"{section}.{key} is not a known setting; remove it (known in {section}: {', '.join(sorted(known[section]))})")
-        for key in sorted(known[section]):
-            if key not in node:
-                raise ConfigError(f"{section}.{key} is missing: it is a required setting; drop the ~{section}.{key} override")
     for group in ("method", "pair", "dataset") + (("drafter",) if _uses_drafter(data) else ()):
         if not isinstance(data.get(group), dict):
             raise ConfigError(f"{group} is missing or not a mapping of settings: choose one ({group}=NAME)")
 
 
 def _uses_drafter(data: Mapping[str, Any]) -> bool:
+    """Whether the method verifies a drafter's drafts: its class says (Verifier.target_alone);
+    a class that cannot be resolved is the method check's to report."""
     method = data.get("method")
-    return bool(method.get("uses_drafter", True)) if isinstance(method, dict) else True
+    cls = class_or_none(method.get("_target_")) if isinstance(method, dict) else None
+    return not bool(getattr(cls, "target_alone", False))
 
 
 # --- the instantiated nodes -----------------------------------------------------------------
 def target_class(group: str, node: Mapping[str, Any]) -> type:
     """The class a node's `_target_` names; a ConfigError unless it is a class of the group's
     kind (a Verifier for method, a Drafter for drafter, a Task for dataset)."""
-    from hydra._internal.utils import _locate
-
-    target = node.get("_target_")
-    if not isinstance(target, str) or not target:
-        raise ConfigError(f"{group}._target_ is missing: the {group} config file must name its class")
-    base = _bases()[group]
-    try:
-        cls = _locate(target)
-    except Exception:
-        raise ConfigError(f"{group}._target_={target!r} cannot be imported; check the {group} config file") from None
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise ConfigError(f"{group}._target_={target!r} is not a {base.__name__} class; name one (e.g. {base.__module__}.{base.__name__} subclasses)")
-    return cls
+    return resolve_class(node.get("_target_"), group, _bases()[group])
 
 
 def _signature_keys(cls: type) -> set[str]:
@@ -271,16 +224,14 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
     return data
 
 
-def validate(cfg: DictConfig) -> None:
-    """Every setting's key, range and cross rule (module docstring); pure."""
+def validate(cfg: DictConfig) -> RunSettings:
+    """Every setting's key, range and cross rule (module docstring); pure. Returns the run's
+    settings, typed (run_settings.RunSettings), for the app to read."""
     from ..models.loading import pair_settings
 
     data = resolved(cfg)
     _check_plain(data)
-    check_node("", data, ROOT_RULES)
-    check_node("generation", data["generation"], GENERATION_RULES)
-    check_node("paths", data["paths"], PATHS_RULES)
-    check_node("timing", data.get("timing") or {}, TIMING_RULES)
+    sections = RunSettings.sections(data)  # the top level, generation, paths, timing (run_settings.py)
     pair = data["pair"]
     for key in REQUIRED_PAIR:
         if key not in pair:
@@ -312,24 +263,22 @@ def validate(cfg: DictConfig) -> None:
                                       "drop the drafter override, or fix its value)") from None
             continue
         classes[group] = check_group_node(group, data[group])
-    _check_cross(data, classes)
     from .config import check_engine
 
     check_engine_node(data)  # engine name, class and keys (issue 41)
+    settings = RunSettings(**sections, engine=engine_settings(cfg, data.get("engine")))  # type: ignore[arg-type]
+    _check_cross(data, classes, settings)
     check_engine(cfg)  # what the chosen engine cannot honour (engines/base.py Engine.check)
     check_path_lengths(cfg, data)  # NAME_MAX / PATH_MAX of every path the run makes (issue 41)
+    return settings
 
 
 def _check_logger_mode(node: Any) -> None:
     """logger.mode against the modes the tracker's class declares (its MODES), when it has both."""
-    from hydra._internal.utils import _locate
-
     if not isinstance(node, dict) or "mode" not in node or not isinstance(node.get("_target_"), str):
         return
-    try:
-        modes = getattr(_locate(node["_target_"]), "MODES", None)
-    except Exception:  # a tracker that cannot be imported warns and turns itself off (trackers.py)
-        return
+    # A tracker that cannot be imported warns and turns itself off (trackers.py): None here.
+    modes = getattr(class_or_none(node["_target_"]), "MODES", None)
     mode = node["mode"]
     if modes and mode not in modes:
         env = os.environ.get("WANDB_MODE")
@@ -346,10 +295,10 @@ def _with_defaults(cls: type, node: Mapping[str, Any]) -> dict[str, Any]:
     return {**defaults, **node}
 
 
-def _check_cross(data: dict[str, Any], classes: dict[str, type]) -> None:
+def _check_cross(data: dict[str, Any], classes: dict[str, type], settings: RunSettings) -> None:
     gen, method = data["generation"], data["method"]
-    batch = (data.get("engine") or {}).get("batch_size") or 1
-    if data.get("baseline") == "shared" and is_int(batch) and batch > 1:
+    batch = settings.engine.batch_size  # type: ignore[attr-defined]
+    if settings.root.baseline == "shared" and batch > 1:
         raise ConfigError(
             f"baseline=shared times a subset of samples one request at a time, but engine.batch_size={batch} "
             "submits requests in batches (throughput mode): use baseline=paired with engine.batch_size > 1"
@@ -546,12 +495,11 @@ def check_path_lengths(cfg: DictConfig, data: Mapping[str, Any] | None = None) -
 
 
 def check_engine_node(data: Mapping[str, Any]) -> None:
-    """The engine node: a mapping whose `_target_` is an Engine class, whose `name` is the name
-    that class is filed under (engine.name=vllm on the HF engine labelled the run vLLM, skipped
-    the HF resource checks and ran transformers), and whose keys are the ones its config file
-    (conf/engine/<name>.yaml) declares (an unknown key such as engine.foo was ignored)."""
-    from hydra._internal.utils import _locate
-
+    """The engine node: a mapping whose `_target_` is an engine class (one that declares engine
+    settings: Engine.Params, engines/settings.py; asked of the class, never its name), whose
+    `name` is the name that class is filed under (engine.name=vllm on the HF engine labelled the
+    run vLLM, skipped the HF resource checks and ran transformers), and whose keys are the
+    settings its class declares (an unknown key such as engine.foo was ignored)."""
     node = data.get("engine")
     if node is None:
         return  # the default engine (hf)
@@ -559,28 +507,24 @@ def check_engine_node(data: Mapping[str, Any]) -> None:
     if not isinstance(node, dict):
         raise ConfigError(f"engine={node!r} must be a mapping of settings; choose an engine (engine={' or engine='.join(known)})")
     target = node.get("_target_")
-    try:
-        cls = _locate(str(target)) if isinstance(target, str) and target else None
-    except Exception:
-        cls = None
-    # By name: engines sit above this floor (tests/test_architecture.py), so engines.base is not imported.
-    if not (isinstance(cls, type) and any(c.__name__ == "Engine" and c.__module__.endswith("engines.base") for c in cls.__mro__)):
+    cls = class_or_none(target)
+    params = params_of(cls) if cls is not None else None
+    if params is None or params.group != "engine":
         raise ConfigError(f"engine._target_={target!r} is not an Engine class (engines/base.py); choose an engine "
                           f"(engine={' or engine='.join(known)}) instead of setting engine._target_")
     filed = getattr(cls, "name", None)
     name = node.get("name")
     if name != filed:
         if name in known:
-            raise ConfigError(f"engine.name={name!r} does not match engine._target_ ({cls.__name__}, which is engine={filed}): "
+            raise ConfigError(f"engine.name={name!r} does not match engine._target_ ({cls.__name__}, which is engine={filed}): "  # type: ignore[union-attr]
                               f"the name labels the run, the class runs it; choose engine={name} instead of renaming, "
                               "or drop the engine.name override")
         raise ConfigError(f"engine.name={name!r} is not a known engine; choose one with engine=NAME ({', '.join(known)})")
-    if filed in known:
-        declared = _engine_file_keys(filed)
-        for key in node:
-            if key not in declared:
-                raise ConfigError(f"engine.{key} is not a setting of engine={filed} ({cls.__name__}); remove it"
-                                  f" (settings of engine={filed}: {', '.join(sorted(declared - {'_target_', 'name'})) or 'none'})")
+    declared_keys = {f.name for f in dataclasses.fields(params)}
+    for key in node:
+        if key not in declared_keys and key not in ENGINE_BOOKKEEPING:
+            raise ConfigError(f"engine.{key} is not a setting of engine={filed} ({cls.__name__}); remove it"  # type: ignore[union-attr]
+                              f" (settings of engine={filed}: {', '.join(sorted(declared_keys)) or 'none'})")
 
 
 @functools.lru_cache(maxsize=1)
@@ -591,21 +535,12 @@ def _engine_names() -> list[str]:
     return group_choices("engine")
 
 
-@functools.lru_cache(maxsize=None)
-def _engine_file_keys(name: str) -> frozenset[str]:
-    """The keys conf/engine/<name>.yaml declares (the engine's settings, declared once there)."""
-    return frozenset(OmegaConf.load(CONF_DIR / "engine" / f"{name}.yaml"))
-
-
 def check_baseline_store(cfg: DictConfig) -> None:
     """baseline=shared: the store root (paths.baselines_dir, else results_dir/_baselines, which
     was never checked) is a writable folder on a writable file system, a default root that is a
     symbolic link leads nowhere outside paths.results_dir, and this point's store folder (its
     name depends on the pair, data set and generation settings: each sweep point its own) is a
     real writable folder if it exists. Nothing is created (check_results_dir removes its probes)."""
-    import hashlib
-    import json
-
     from .config import baseline_config
 
     data = resolved(cfg)
@@ -613,7 +548,7 @@ def check_baseline_store(cfg: DictConfig) -> None:
         return  # no store: the target alone runs beside the method, or is the method
     explicit = data["paths"].get("baselines_dir")
     where = "paths.baselines_dir" if explicit else "the baseline store root (paths.results_dir/_baselines)"
-    root = Path(explicit or Path(str(data["paths"]["results_dir"])) / "_baselines").expanduser()  # baselines.baselines_root
+    root = baselines_root(data)  # the folder the store opens (store/baselines.py reads the same)
     if not explicit and root.is_symlink():
         results = os.path.realpath(os.path.expanduser(str(data["paths"]["results_dir"])))
         target = os.path.realpath(root)
@@ -622,9 +557,8 @@ def check_baseline_store(cfg: DictConfig) -> None:
                               f"written there; replace the link by a folder, or name that folder (paths.baselines_dir={target})")
     check_results_dir(str(root), where)
     pair, dataset = data["pair"], data["dataset"]
-    # baselines.BaselineStore's folder (baselines sits above this floor; a test pins the two equal).
-    digest = hashlib.sha256(json.dumps(baseline_config(cfg), sort_keys=True, default=str).encode()).hexdigest()[:12]
-    store = root / f"{pair.get('name')}_{dataset.get('name')}_{digest}"
+    # BaselineStore's folder: its digest is config.key_digest, which the store names its folder by.
+    store = root / f"{pair.get('name')}_{dataset.get('name')}_{key_digest(baseline_config(cfg))}"
     if store.is_symlink():
         raise ConfigError(f"the baseline store {store} is a symbolic link; a store is a folder of its own under {where}: "
                           "remove the link (the run makes the folder)")

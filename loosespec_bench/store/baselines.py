@@ -29,7 +29,6 @@ at once) is harmless.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -38,16 +37,14 @@ from typing import Any, Sequence
 from ..errors import ConfigError
 from .run_folder import atomic_write, read_jsonl
 from ..safe_files import check_regular, confined, open_fd, open_regular, read_text
+# The stores' folder and a store's digest are the settings' (the pre-check checks the same folder).
+from ..settings.config import baselines_root, key_digest  # noqa: F401  (baselines_root re-exported: app, score)
 
 # What a store record keeps beside the side's own fields (output_text, output_ids, metrics,
 # score, turns): which run computed it and how it was timed there.
 STORE_KEYS = ("id", "prompt_sha256", "computed_by", "timing")
 
 
-def baselines_root(cfg: Any) -> Path:
-    """The folder of a config's target-alone stores: paths.baselines_dir, else results_dir/_baselines."""
-    paths = cfg.paths
-    return Path(paths.get("baselines_dir") or Path(str(paths.results_dir)) / "_baselines").expanduser()
 
 
 def timed_indices(n: int, subset: int | None, groups: Sequence[Any] | None = None) -> set[int]:
@@ -104,8 +101,7 @@ class BaselineStore:
     LOCK = ".append.lock"
 
     def __init__(self, root: str | Path, key: dict[str, Any], name: str) -> None:
-        text = json.dumps(key, sort_keys=True, default=str)
-        self.digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        self.digest = key_digest(key)
         self.path = Path(root).expanduser() / f"{name}_{self.digest}"
         self.key = key
         self._fh: Any = None

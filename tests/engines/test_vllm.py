@@ -287,7 +287,7 @@ def test_our_fly_rule_runs_inside_vllm_where_vllm_lacks_fly(vllm_module, fake_ta
 @pytest.mark.parametrize("overrides, says", [
     (["generation.temperature=0.7"], "greedy decoding only"),
     (["pair.device=cuda"], "CPU worker"),
-    (["engine.fly_rule=theirs"], "engine.fly_rule=theirs"),
+    (["engine.fly_rule=theirs"], "engine.fly_rule='theirs' must be one of vllm, ours"),
 ])
 def test_our_fly_rule_inside_vllm_refuses_what_it_cannot_do(vllm_module, tmp_path, overrides, says):
     over = [o for o in overrides if o.startswith("engine.fly_rule")] or ["engine.fly_rule=ours"]

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from loosespec_bench.settings.checks import HARNESS_RULES, GENERATION_RULES, PATHS_RULES, ROOT_RULES, target_class, validate
+from loosespec_bench.settings.checks import HARNESS_RULES, target_class, validate
+from loosespec_bench.settings.run_settings import SECTIONS, RootParams
+from loosespec_bench.engines.settings import VLLMParams
 from loosespec_bench.settings.config import ALL_GROUPS, CONF_DIR, GROUPS, group_choices
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.params import declared_rules, params_of, rule_sources
@@ -49,7 +51,8 @@ def test_no_range_message_is_written_twice_in_the_package():
     once at most (a cross rule); drafter.k used to be checked in three files."""
     sources = {p: p.read_text() for p in PKG.rglob("*.py")}
     keys = {(g, k) for (g, _), cls in CLASSES.items() for k in declared_rules(cls)}
-    keys |= {("", k) for k in ROOT_RULES} | {("generation", k) for k in GENERATION_RULES} | {("paths", k) for k in PATHS_RULES}
+    keys |= {("", k) for k in declared_rules(RootParams)} | {("engine", k) for k in declared_rules(VLLMParams)}
+    keys |= {(section, k) for section, params in SECTIONS.items() for k in declared_rules(params)}
     counts = {}
     for group, key in sorted(keys):
         where = f"{group}.{key}" if group else key
