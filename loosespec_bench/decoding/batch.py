@@ -5,7 +5,8 @@ with ragged acceptance: every row keeps its own draft, its own accepted length a
 target and draft cache lengths (kv.RaggedCache; a rollback is a per-row pointer move). What is
 batched is the forwards: the target's verification forward over every row's [pending, d_1..]
 and the draft model's forwards (ragged.BatchDrafting). What stays per row is everything a rule
-decides: the verifier is called on each row's draft and scores alone, with the row's own
+decides: the verifier is called on each row's draft and scores alone (a shallow copy of it per
+problem, so that state a rule keeps for one request stays that request's), with the row's own
 seeded generator, exactly as at batch 1, so a row's tokens, steps and decisions are the ones
 it gets alone (in float32; up to float rounding of the batched kernels, see docs/batching.md).
 
@@ -20,6 +21,7 @@ hidden states per layer for its drafter (EAGLE's taps) comes with those drafters
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -69,6 +71,7 @@ class BatchStats:
 @dataclass
 class _Row:
     index: int  # the request's position
+    verifier: Verifier  # the row's own shallow copy: a rule's per-request state (ASD's ledger) stays the row's
     tokens: torch.Tensor  # [n] committed tokens (host)
     out: GenerationOutput
     sampling: SamplingParams
@@ -79,6 +82,8 @@ class _Row:
 
 def check_batchable(verifier: Verifier, drafter: Drafter | None) -> None:
     """ValueError saying why this rule / drafter pair cannot run in a batch."""
+    if verifier.batch_refusal:
+        raise ValueError(f"rule {type(verifier).__name__} cannot run in a batch: {verifier.batch_refusal}")
     why = batch_refusal(drafter)
     if why is not None:
         raise ValueError(f"drafter {getattr(drafter, 'name', '?')} cannot run in a batch: {why}")
@@ -159,7 +164,7 @@ def _run(
         sampling = SamplingParams(temperature=base.temperature, top_k=base.top_k, top_p=base.top_p, generator=req.generator)
         out = GenerationOutput(new_tokens=[], stop_reason="max_new_tokens", phase_s={}, work=work)
         phase["prefill"] += time.perf_counter() - t0
-        return _Row(i, tokens, out, sampling, sampling.at(verifier.draft_temperature(base.temperature)), req.max_new_tokens, t0)
+        return _Row(i, copy.copy(verifier), tokens, out, sampling, sampling.at(verifier.draft_temperature(base.temperature)), req.max_new_tokens, t0)
 
     def finish(b: int) -> None:
         row = slots[b]
@@ -226,7 +231,7 @@ def _run(
             lm_head = _CountedHead(head, out.work) if head is not None else None
             scores = TargetScores(logits=logits[b][: kk + 1], hidden=hidden.get(b), lm_head=lm_head)
             tv = time.perf_counter()
-            verdict = verify(verifier, draft, scores, row.sampling)
+            verdict = verify(row.verifier, draft, scores, row.sampling)
             t_verify += time.perf_counter() - tv
             n = verdict.num_accepted
             chunk = draft.tokens[:n].tolist() + [verdict.next_token]

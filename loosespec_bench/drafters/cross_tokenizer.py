@@ -52,6 +52,8 @@ class CrossTokenizerDrafter(Drafter):
     Params = CrossTokenizerParams
     needs_model = True  # build passes the draft model (model=) ...
     needs_tokenizers = True  # ... and both tokenizers (draft_tokenizer=, target_tokenizer=)
+    batch_refusal = ("it re-tokenizes each row's text for its draft model and maps the draft back; "
+                     "no batch program for that yet (decoding/ragged.py)")
 
     def __init__(
         self,

@@ -62,6 +62,8 @@ class LookaheadDrafter(Drafter):
     name = "lookahead"
     config_names = ("lookahead",)
     Params = LookaheadParams
+    batch_refusal = ("its draft is a tree plus a Jacobi window scored in the same forward (per-row tree masks, "
+                     "cache compaction and n-gram pools per problem): not implemented for a batch")
 
     @classmethod
     def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:

@@ -59,6 +59,9 @@ class ReferenceDrafter(ModelDrafter):
     `k` is the lookup's longest proposal (the loop drafts at most k per step)."""
 
     name = "reference"
+    # Its own propose (a reference lookup first) is not ModelDrafter's: no batch program.
+    batch_drafting = None
+    batch_refusal = "it drafts from one problem's reference answer (AutoJudge's mining), one problem at a time"
 
     def __init__(
         self, model: PreTrainedModel, *, k: int = 16, model_k: int = 5, max_ngram: int = 4, min_ngram: int = 2

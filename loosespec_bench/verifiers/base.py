@@ -77,6 +77,11 @@ class Verifier:
     # full K and the loop cuts the committed chunk at the limit, so a rule whose decision depends
     # on K (FLy's "no deferral in the last W positions") decides as it does far from the limit.
     drafts_full_k_near_limit: bool = False
+    # Why the rule cannot run in the batched loop (engine.batch_size > 1, decoding/batch.py);
+    # None: it can. The loop calls a rule per row, on a shallow copy per problem, so a pure rule
+    # and one whose state lasts one request (ASD's ledger) both batch; a rule whose state spans
+    # problems would say so here (the pre-check's error line).
+    batch_refusal: ClassVar[str | None] = None
 
     @classmethod
     def check_artefacts(cls, knobs: Mapping[str, Any]) -> None:

@@ -46,6 +46,8 @@ class Eagle3Drafter(Drafter):
     config_names = ("eagle3", "eagle2")  # drafter=eagle2: the same class, the checkpoint decides the head
     Params = Eagle3Params
     needs_target = True  # build passes the target model (target=: embedding, config, device, dtype)
+    batch_refusal = ("its head drafts from the target's hidden states of each row (observe) over a cache of its own, "
+                     "and its trees need per-row tree masks and cache compaction: not implemented for a batch")
 
     @staticmethod
     def longest_path(depth: int) -> int:
