@@ -178,6 +178,7 @@ FLOORS = {
     # launch/: the plan's power table, the cluster status, the sweep table (reads run/'s end table).
     7: ("launch", "__main__", "bench", "train"),
     8: ("plan",),  # plan: `python -m loosespec_bench.plan`, the launcher over launch/
+    9: ("certify",),  # certify: `python -m loosespec_bench.certify`, over the planner and the run
 }
 # No arrow runs up: config.validate's lazy import of checks is gone (the validation room, issue
 # 22 item 1, moved validate into checks.py). Kept as a set so a test names any new one.

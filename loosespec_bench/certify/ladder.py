@@ -1,0 +1,199 @@
+"""The certification's request, checked before any model loads: the ladder of settings (from an
+experiment's one-key sweep, or --ladder KEY=V1,V2,...), every (setting, split) point composed
+by Hydra as a run composes it and checked by the run's own pre-check, the split sizes against
+the planned looks, the planner's cost, and the n a margin needs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..errors import ConfigError
+from ..measure.stats.sequential import Design, n_for_certify
+
+SCORES = ("task", "identical")  # the 0/1 quality: the task's own score, or "same tokens as the target alone"
+
+
+@dataclass
+class Request:
+    """What the command was asked: the ladder, the design and where to measure."""
+
+    experiment: str | None
+    key: str
+    values: list[str]
+    overrides: list[str]
+    design: Design
+    split: str = "train"
+    report_split: str = "test"
+    holdout: int = 0
+    score: str = "task"
+    speed: int = 0
+    results_dir: str | None = None
+    experiment_name: str = ""
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def setting_label(self, i: int) -> str:
+        return f"{self.key}={self.values[i]}"
+
+    def point_overrides(self, i: int, split: str, limit: int, name_suffix: str = "") -> list[str]:
+        """The overrides of setting i run on `limit` problems of `split`: the command line a user
+        could type (python -m loosespec_bench ...) to get the same run folder."""
+        out = [f"experiment={self.experiment}"] if self.experiment else []
+        out += [f"{self.key}={self.values[i]}", *self.overrides, f"dataset.split={split}", f"dataset.limit={limit}",
+                "progress=false"]
+        out.append(f"experiment_name={self.experiment_name}{name_suffix}")
+        if self.results_dir:
+            out.append(f"paths.results_dir={self.results_dir}")
+        return out
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """One run's config, composed and checked as `python -m loosespec_bench OVERRIDES` does."""
+    from ..settings.checks import validate
+    from ..settings.points import compose_points
+
+    _, points = compose_points(list(overrides), multirun=False)
+    (_, cfg), = points
+    validate(cfg)
+    return cfg
+
+
+def experiment_ladder(experiment: str, overrides: Sequence[str]) -> tuple[str, list[str]]:
+    """(key, values in order) of an experiment's sweep: exactly one swept key, its values as the
+    file lists them (the strictest first, by the file's own declaration)."""
+    from ..settings.points import compose_points
+
+    master, _ = compose_points([f"experiment={experiment}", *overrides], multirun=True)
+    params = dict(OmegaConf.select(master, "hydra.sweeper.params") or {})
+    swept = {k: [v.strip() for v in str(vals).split(",")] for k, vals in params.items()}
+    swept = {k: v for k, v in swept.items() if len(v) > 1}
+    if len(swept) != 1:
+        raise ConfigError(f"experiment={experiment} sweeps {len(swept)} keys ({', '.join(swept) or 'none'}); "
+                          "a ladder is one key's values, strictest first: give --ladder KEY=V1,V2,... or an experiment that sweeps one key")
+    (key, values), = swept.items()
+    return key, values
+
+
+def parse_ladder(text: str) -> tuple[str, list[str]]:
+    key, sep, vals = text.partition("=")
+    values = [v.strip() for v in vals.split(",") if v.strip()]
+    if not sep or not key.strip() or len(values) < 1:
+        raise ConfigError(f"--ladder {text!r}: give KEY=V1,V2,... (the settings, strictest first)")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"--ladder {text!r}: a setting appears twice")
+    return key.strip(), values
+
+
+def split_size(cfg: DictConfig) -> int:
+    """Problems in the configured split (the data file read, nothing else)."""
+    from ..build import build_task
+
+    task = build_task(cfg)
+    task.limit = None
+    return len({s.problem for s in task.samples()})
+
+
+def check_request(req: Request) -> list[DictConfig]:
+    """Compose and check every setting at the last look on the calibration split (and on the
+    report split where held-out problems are asked), the split sizes against the looks; returns
+    the last look's configs (the planner prices them). Any bad input: one ConfigError."""
+    if req.split == req.report_split and req.holdout:
+        raise ConfigError(f"--split {req.split} and --report-split {req.report_split}: certify on one split and report on another")
+    n_max = req.design.looks[-1]
+    cfgs = []
+    for i in range(len(req.values)):
+        cfg = compose(req.point_overrides(i, req.split, n_max))
+        if str(cfg.generation.temperature) not in ("0", "0.0"):
+            raise ConfigError("certify: give greedy decoding (generation.temperature=0): one output per problem and setting")
+        cfgs.append(cfg)
+    rule = str(cfgs[0].method.name)
+    from ..verifiers import rule_class
+
+    cls = rule_class(rule)
+    if cls is not None and cls.target_alone:
+        raise ConfigError("certify: method=ar is the target alone; certify a rule against it (method=fly, threshold, ...)")
+    if len({str(c.dataset.name) for c in cfgs}) != 1:
+        raise ConfigError("certify: every setting must run on one data set")
+    size = split_size(cfgs[0])
+    req.sizes[req.split] = size
+    if n_max > size:
+        raise ConfigError(f"--looks: the last look plans {n_max} problems, but {cfgs[0].dataset.name}'s {req.split} split has {size}")
+    if req.holdout:
+        held = compose(req.point_overrides(0, req.report_split, req.holdout))
+        req.sizes[req.report_split] = size_r = split_size(held)
+        if req.holdout > size_r:
+            raise ConfigError(f"--holdout {req.holdout}: {held.dataset.name}'s {req.report_split} split has {size_r} problems")
+    return cfgs
+
+
+def plan_cost(req: Request, cfgs: Sequence[DictConfig], fill: float = 1.0) -> dict[str, Any]:
+    """The planner's cost (plan.estimate: its cost model's upper bound, every answer to
+    max_new_tokens) of every setting to the last look, of the held-out report and of the
+    optional speed occasions, in CPU hours (node-hours on a CPU)."""
+    from ..measure.costmodel import LOAD_MIN, SPEEDUP, TARGET_TPS
+    from ..plan import estimate
+
+    rows = []
+    for i, cfg in enumerate(cfgs):
+        est = estimate(cfg, fill, dict(TARGET_TPS), dict(SPEEDUP), dict(LOAD_MIN))
+        # baseline=shared: the store's pass is paid once for the ladder (the first point's bill).
+        hours = est["hours"] + (est["store_h"] if i == 0 else 0.0)
+        rows.append({"setting": req.setting_label(i), "samples": est["samples"], "hours": hours})
+    total = sum(r["hours"] for r in rows)
+    extra = 0.0
+    if req.holdout:
+        est = estimate(compose(req.point_overrides(0, req.report_split, req.holdout)), fill, dict(TARGET_TPS), dict(SPEEDUP),
+                       dict(LOAD_MIN))
+        extra += est["hours"] + est["store_h"]
+    if req.speed:
+        est = estimate(compose(req.point_overrides(0, req.report_split, req.speed)), fill, dict(TARGET_TPS), dict(SPEEDUP),
+                       dict(LOAD_MIN))
+        extra += 2 * (est["hours"] + est["tokens"] / 3600 / max(TARGET_TPS.get(est["pair"], 1.0), 1e-9))
+    return {"rows": rows, "ladder_h": total, "extra_h": extra, "total_h": total + extra}
+
+
+def format_cost(req: Request, cost: dict[str, Any]) -> str:
+    from ..launch.power import format_hours
+
+    d = req.design
+    lines = [f"planner's cost (upper bound: every setting to the last look, n = {d.looks[-1]}, every answer to max_new_tokens; "
+             f"the sequence stops at its first failure, usually far sooner):"]
+    for r in cost["rows"]:
+        lines.append(f"  {r['setting']:<40} {r['samples']:>6} problems  {format_hours(r['hours']):>8} CPU h")
+    if cost["extra_h"]:
+        lines.append(f"  {'held-out report / speed occasions':<40} {'':>6}           {format_hours(cost['extra_h']):>8} CPU h")
+    lines.append(f"  total {format_hours(cost['total_h'])} CPU h")
+    return "\n".join(lines)
+
+
+def sizing_line(req: Request, dataset: str, size: int, accuracy: float, discordance: float) -> str:
+    """Whether `size` problems let a balanced setting (true loss 0, `discordance` of the problems
+    changed, half each way) be certified at the design's margin with 80% power."""
+    d = req.design
+    n = n_for_certify(d.delta, accuracy, discordance, alpha=d.alpha, looks=len(d.looks), spending=d.spending,
+                      estimand=d.estimand, limit=max(4 * size, 1000), families=1000)
+    unit = "points" if d.estimand == "difference" else "% retention"
+    head = f"{dataset} at delta {d.delta * 100:g} {unit}: 80% power at discordance {discordance:g}, accuracy {accuracy:.2f} needs"
+    if n is None:
+        return f"{head} more than {max(4 * size, 1000):,} problems; the {size:,} available do not allow it"
+    verdict = "allows it" if n <= size else "does not allow it"
+    return f"{head} n = {n:,}; the {size:,} problems available: {verdict}"
+
+
+def plan_for(looks: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(x) for x in looks)
+
+
+def check_margin(delta: float | None, retention: float | None) -> tuple[float, str]:
+    """(margin as a share, estimand) from --delta (accuracy points) or --retention-margin (%)."""
+    if (delta is None) == (retention is None):
+        raise ConfigError("give one margin: --delta POINTS (accuracy points lost) or --retention-margin PERCENT")
+    value, estimand = (delta, "difference") if delta is not None else (retention, "retention")
+    assert value is not None
+    if not (math.isfinite(value) and 0 < value < 100):
+        flag = "--delta" if delta is not None else "--retention-margin"
+        raise ConfigError(f"{flag} {value:g}: give a margin in (0, 100) (points / percent)")
+    return value / 100, estimand

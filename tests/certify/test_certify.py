@@ -1,0 +1,72 @@
+"""`python -m loosespec_bench.certify`: its help, its refusals (one `error:` line before any model
+loads), and a tiny-pair certification with a known answer: a lossless setting (threshold 0.5 at
+T = 0, token for token the target alone's) certifies, a setting made lossy by construction
+(threshold 0: every draft token kept, the draft a different random model) fails at the first look
+and ends the sequence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from loosespec_bench.certify.__main__ import main
+
+from ..conftest import REPO, shared_data_dir
+
+TINY = ["--", "method=threshold", "pair=tiny", "drafter.k=4", "generation.max_new_tokens=12", "dataset=gsm8k", "warmup=false"]
+
+
+def test_help_and_the_console_script():
+    out = subprocess.run([sys.executable, "-m", "loosespec_bench.certify", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--delta" in out.stdout and "--ladder" in out.stdout
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["loosespec-certify"] == "loosespec_bench.certify.__main__:main"
+
+
+@pytest.mark.parametrize("argv, says", [
+    ([], "give the settings"),
+    (["--ladder", "method.threshold_single=0.5", "--delta", "150"], "--delta 150"),
+    (["--ladder", "method.threshold_single=0.5", "--delta", "2", "--retention-margin", "5"], "give one margin"),
+    (["--ladder", "method.threshold_single=0.5", "--delta", "2", "--looks", "20,10"], "--looks"),
+    (["--ladder", "method.threshold_single=0.5,0.5", "--delta", "2"], "appears twice"),
+    (["--ladder", "method.threshold_single=0.5", "--delta", "2", "--alpha", "0.9"], "--alpha"),
+    (["--ladder", "method.threshold_single=0.5", "--delta", "2", "--looks", "9000"], "split has 7473"),
+    (["--ladder", "method.threshold_single=7", "--delta", "2"], "method.threshold_single=7"),
+    (["--ladder", "method.threshold_single=0.5", "--delta", "2", "--split", "test"], "certify on one split and report on another"),
+    (["-e", "loose_rules_typical", "--delta", "2"], "sweeps 2 keys"),
+])
+def test_bad_input_is_one_error_line_before_any_model_loads(argv, says, capsys, monkeypatch):
+    monkeypatch.setenv("LOOSESPEC_DATA_DIR", str(shared_data_dir()))
+    import loosespec_bench.certify.procedure as procedure
+
+    monkeypatch.setattr(procedure, "_run", lambda cfg: pytest.fail("a run started on bad input"))
+    tail = TINY if argv and argv[0] != "-e" else []
+    try:
+        rc = main([*argv, "--dry-run", *tail])
+    except SystemExit as stop:
+        rc = stop.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
+
+
+def test_tiny_pair_known_answer(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LOOSESPEC_DATA_DIR", str(shared_data_dir()))
+    rc = main(["--ladder", "method.threshold_single=0.5,0.0,0.2", "--delta", "30", "--looks", "12", "--holdout", "4",
+               "--score", "identical", "--results", str(tmp_path), *TINY])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.index("planner's cost") < out.index("[certify] running")  # the cost comes first
+    (js,) = (tmp_path / "certify").glob("certification_*.json")
+    res = json.loads(js.read_text())
+    first, lossy, after = res["settings"]
+    assert res["certified"] == 1 and res["loosest_certified"] == "method.threshold_single=0.5"
+    assert first["certified"] and first["lost"] == 0 and first["loss_upper"] < 0.30
+    assert lossy["outcome"].startswith("failed (loss shown") and lossy["look"] == 1 and lossy["lost"] == 12
+    assert after["outcome"].startswith("not tested")
+    assert res["held_out"]["lost"] == 0 and res["held_out"]["n"] == 4
+    md = (tmp_path / "certify" / js.name.replace(".json", ".md")).read_text()
+    assert "Loosest certified setting: method.threshold_single=0.5" in md
