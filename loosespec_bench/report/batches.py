@@ -49,6 +49,10 @@ class BatchPoint:
     identical: float | None = None  # fraction of outputs token-identical to the target alone's
     n_requests: int = 0
     n_timed_batches: int = 0
+    # Distinct batches behind the timed ones (timed = distinct x repeats): an interval over the
+    # repeats of fewer than MIN_UNITS distinct batches measures timing repeatability only, not
+    # the spread over prompts (issue 70), and the table flags it.
+    n_distinct_batches: int | None = None
     others_share_max: float | None = None
     machines: tuple[str, ...] = ()
     runs: list[str] = field(default_factory=list)
@@ -84,6 +88,7 @@ def batch_points(index: pd.DataFrame, records_of: Callable[[Any], list[dict[str,
             tau=tau_interval(records, seed=seed),
             identical=None if pd.isna(row.get("identical_to_target")) else float(row["identical_to_target"]),  # the run summary's
             n_requests=len(timed), n_timed_batches=int(summary["n_timed_batches"]),
+            n_distinct_batches=_distinct(summary),
             others_share_max=summary.get("others_share_max"), machines=tuple(machines_of([row])), runs=[str(row["run_dir"])],
         )
         points.append(point)
@@ -106,6 +111,21 @@ def batch_points(index: pd.DataFrame, records_of: Callable[[Any], list[dict[str,
         ))
     points.sort(key=lambda p: (p.label != TARGET_ALONE, p.label, p.rate or 0.0, p.batch))
     return points
+
+
+def _distinct(summary: dict[str, Any]) -> int | None:
+    """Distinct batches of a point: its timed batches over its repeats of each."""
+    timed, repeats = summary.get("n_timed_batches"), summary.get("repeats")
+    if not timed or not repeats:
+        return None
+    return max(1, round(int(timed) / int(repeats)))
+
+
+def repeats_only(p: BatchPoint) -> bool:
+    """The point's intervals resample repeats of fewer than MIN_UNITS distinct batches."""
+    from ..measure.serving import MIN_UNITS
+
+    return p.n_distinct_batches is not None and p.n_distinct_batches < MIN_UNITS and p.n_timed_batches >= MIN_UNITS
 
 
 def stops_paying(points: list[BatchPoint]) -> dict[str, int | None]:
@@ -149,4 +169,4 @@ def paying_text(points: list[BatchPoint]) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["BatchPoint", "batch_points", "stops_paying", "paying", "paying_text", "FIGURES", "TARGET_ALONE"]
+__all__ = ["BatchPoint", "batch_points", "stops_paying", "paying", "paying_text", "repeats_only", "FIGURES", "TARGET_ALONE"]

@@ -60,6 +60,12 @@ def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0, claims: Path 
     decl = declaration_for(out, claims)
     decisions = decide(index, decl, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
+    from . import provenance
+    from .decide import _LAST_PROVENANCE
+
+    rec = _LAST_PROVENANCE.get(str(decl.path))
+    if rec is not None:  # git's answer kept beside the declaration, for a copy without git
+        provenance.write(Path(decl.path), rec)
     md = out / "claims.md"
     md.write_text("# The papers' claims, decided\n\n" + format_claims(decisions, decl) + "\n", encoding="utf-8")
     paths = [md, decisions_to_csv(decisions, out / "claims.csv")]

@@ -66,6 +66,21 @@ class Decision:
     # "slower", "undecided"; None without a calibration), and the timed seconds per problem.
     counts_side: str | None = None
     per_problem_s: float | None = None
+    # Issue 70: the scale the p is on, its Monte Carlo error (resampling tests), the verdict's
+    # provenance and what an undecided row leans to.
+    scale: str = "two-sided"  # of p_raw: "one-sided" where the claim was declared one-sided
+    n_boot: int | None = None  # resamples behind p (None: an exact or analytic test)
+    p_mc: float | None = None  # Monte Carlo standard error of p_raw (resampling tests)
+    seed_note: str = ""  # re-run with more resamples / seed-dependent
+    p_adj_family: float | None = None  # the secondary, per-family view (its adjusted p)
+    family_view: str = ""  # the family (or merged families) of that view
+    verdict_family: str = ""  # the conclusion the per-family view would draw, or "open"
+    lean: str = ""  # an undecided row: which conclusion its estimate points to
+    declared_at: str | None = None
+    data_at: str | None = None
+    registration: str = ""  # pre-registered / declared after the data / ...
+    per_problem: dict[str, int] | None = None  # a 0/1 retention row: problem -> gained (+1), lost (-1), same (0)
+    redo: Callable[[int, int], tuple[dict[str, float], float | None]] | None = field(default=None, repr=False)
 
 
 def floor_selection(claim: Claim) -> dict[str, Any]:
@@ -149,6 +164,34 @@ def _discordant(run_a: Any, run_b: Any) -> tuple[int, int, int, int]:
     return a_only, b_only, n, right
 
 
+def _per_problem(run: Any) -> dict[str, int]:
+    """A 0/1 run against its target alone, per problem: +1 gained, -1 lost, 0 the same."""
+    key = (getattr(run, "summary", None) or {}).get("retention_key") or "correct"
+    out: dict[str, int] = {}
+    for sid, r in run.records.items():
+        m, t = (r.get("score") or {}).get(key), ((r.get("baseline") or {}).get("score") or {}).get(key)
+        if isinstance(m, (bool, int, float)) and isinstance(t, (bool, int, float)):
+            out[str(sid)] = int(bool(m)) - int(bool(t))
+    return out
+
+
+# Targets whose config.json the report knows without the model installed (the embedded pair's
+# target, Qwen2.5-Coder-1.5B-Instruct's published config): its LM-head share, 15.1%, is what a
+# projected overhead claim scales by, so the report re-decides it on a machine without the weights.
+KNOWN_TARGET_CONFIGS = {
+    "embedded:qwen2.5-coder-1.5b-instruct": {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+                                             "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936},
+}
+
+
+def _known_head_share(row: Any) -> float | None:
+    from ...measure.costmodel import lm_head_share
+
+    config = row.get("config") if isinstance(row.get("config"), dict) else {}
+    cfg = KNOWN_TARGET_CONFIGS.get(str(config.get("pair.target.path")))
+    return lm_head_share(cfg) if cfg else None
+
+
 _proportion = proportion_interval  # k of n with its exact (Clopper-Pearson) 95% interval
 
 
@@ -158,14 +201,20 @@ def _is_binary(pairs: list[tuple[float, float]]) -> bool:
 
 # ---- the tests of one row ------------------------------------------------------------------------
 def _conclusions_from(p_above: Callable[[float], float | None], p_below: Callable[[float], float | None],
-                      claim: Claim) -> tuple[dict[str, float], float | None]:
-    """Each conclusion the claim allows with its p (two-sided scale), and for a size claim the p
-    of "on the other side of no effect" (contradicted)."""
+                      claim: Claim, floor: float = 0.0) -> tuple[dict[str, float], float | None]:
+    """Each conclusion the claim allows with its p, and for a size claim the p of "on the other
+    side of no effect" (contradicted). Scale: a claim declared one-sided tests its declared
+    direction one-sided at alpha (its "confirmed" p is the one-sided p); every other conclusion
+    is on the two-sided scale (2 x one-sided). `floor`: the smallest one-sided p the test can
+    resolve (a resampling test: 1 / (B + 1))."""
     def ts(p: float | None) -> float:
-        return 1.0 if p is None else two_sided(p)
+        return 1.0 if p is None else two_sided(max(p, floor))
 
     up, down = (p_above, p_below) if claim.direction > 0 else (p_below, p_above)
     if claim.size is None:
+        if claim.one_sided:
+            got = up(claim.null)
+            return {"confirmed": 1.0 if got is None else min(1.0, max(got, floor)), "contradicted": ts(down(claim.null))}, None
         return {"confirmed": ts(up(claim.null)), "contradicted": ts(down(claim.null))}, None
     low, high, _ = claim.size
     if claim.direction < 0:
@@ -214,9 +263,17 @@ def _paired_row(claim: Claim, ra: Run, rb: Run, *, seed: int, n_boot: int) -> De
     row = rows[0]
     k = len(row.cols_a)
     fn = (_quotient if claim.estimand == "ratio" else difference_stat)(row.stat, k)
-    bt = BootstrapTest([*row.cols_a, *row.cols_b], fn, seed=seed, n_boot=n_boot)
-    p, contra = _conclusions_from(bt.p_above, bt.p_below, claim)
-    d = Decision(claim, row.dataset, row.n, row.a, row.b, bt.interval, "", groups=row.groups, test="bootstrap", p=p, p_contra=contra)
+    cols = [*row.cols_a, *row.cols_b]
+    bt = BootstrapTest(cols, fn, seed=seed, n_boot=n_boot)
+    p, contra = _conclusions_from(bt.p_above, bt.p_below, claim, floor=1 / (n_boot + 1))
+    d = Decision(claim, row.dataset, row.n, row.a, row.b, bt.interval, "", groups=row.groups, test="bootstrap", p=p, p_contra=contra,
+                 n_boot=n_boot)
+
+    def redo(nb: int, s: int) -> tuple[dict[str, float], float | None]:
+        again = BootstrapTest(cols, fn, seed=s, n_boot=nb)
+        return _conclusions_from(again.p_above, again.p_below, claim, floor=1 / (nb + 1))
+
+    d.redo = redo
     if bt.p_above(claim.null) is None:  # no test: not counted in the family
         d.p, d.p_contra = {}, None
         d.why_no_interval = ("no figure" if bt.point is None else "no interval: too many undefined resamples"
@@ -228,8 +285,7 @@ def _accuracy_row(claim: Claim, ra: Run, rb: Run, ds: str) -> Decision:
     lost, gained, n, right_a = _discordant(ra, rb)
     right_b = right_a - lost + gained
     up, down = mcnemar_one_sided(lost, gained)
-    p_up, p_down = two_sided(up), two_sided(down)
-    p = ({"confirmed": p_up, "contradicted": p_down} if claim.direction > 0 else {"confirmed": p_down, "contradicted": p_up})
+    p, _ = _conclusions_from(lambda x: up, lambda x: down, claim)
     # The exact interval of the difference given A's answers (not conditional on the number of
     # discordant pairs: 4 lost / 0 gained must not print a bound equal to the estimate).
     iv = ExactPairedBinary(lost, gained, right_a, n - right_a).interval("difference") if n else (None, None, None)
@@ -270,6 +326,7 @@ def _retention_row(claim: Claim, run: Run, ds: str, seed: int, n_boot: int) -> D
         ex = ExactPairedBinary(lost, gained, right, n - right)
         d.diff = ex.interval("retention")
         d.paired01 = (lost, gained, right, n - right)
+        d.per_problem = _per_problem(run)
         if math.isclose(claim.margin, 1.0) and claim.size is None:
             # "Retention below 1" is "more answers lost than gained": McNemar's exact conditional
             # test on the discordant split is exact for it and far stronger than the bound, which
@@ -307,7 +364,7 @@ def _overhead_row(claim: Claim, row: pd.Series, ds: str, seed: int, n_boot: int)
     if claim.estimand == "decode_share":
         scale, base = 1.0, parts["decode_s"]
     else:
-        head = target_head_share(row)
+        head = target_head_share(row) or _known_head_share(row)
         if not head:
             return Decision(claim, ds, 0, (None, None, None), (None, None, None), (None, None, None),
                             "undecided (the target's LM-head share is unknown: its config.json cannot be read offline)")
@@ -321,9 +378,15 @@ def _overhead_row(claim: Claim, row: pd.Series, ds: str, seed: int, n_boot: int)
 
     bt = BootstrapTest([parts["dropmatch_s"], base], share, seed=seed, n_boot=n_boot)
     measured = paired_bootstrap([parts["dropmatch_s"], parts["decode_s"]], ratio_of_sums, seed=seed, n_boot=n_boot)
-    p, contra = _conclusions_from(bt.p_above, bt.p_below, claim)
+    p, contra = _conclusions_from(bt.p_above, bt.p_below, claim, floor=1 / (n_boot + 1))
     d = Decision(claim, ds, n, (None, None, None), measured, bt.interval, "", test="bootstrap", p=p, p_contra=contra,
-                 counts=f"DropMatch time {sum(parts['dropmatch_s']):.1f} s of {sum(parts['decode_s']):.0f} s decode")
+                 counts=f"DropMatch time {sum(parts['dropmatch_s']):.1f} s of {sum(parts['decode_s']):.0f} s decode", n_boot=n_boot)
+
+    def redo(nb: int, s: int) -> tuple[dict[str, float], float | None]:
+        again = BootstrapTest([parts["dropmatch_s"], base], share, seed=s, n_boot=nb)
+        return _conclusions_from(again.p_above, again.p_below, claim, floor=1 / (nb + 1))
+
+    d.redo = redo
     if bt.p_above(claim.null) is None:
         d.p, d.p_contra = {}, None
         d.why_no_interval = "no spread in the resamples"
@@ -436,17 +499,26 @@ def _occasions_row(claim: Claim, root: Path, *, seed: int, n_boot: int) -> Decis
         raise ConfigError(f"claim {claim.id!r}: its folder {claim.folder} timed {cmp.dataset!r}, not {list(claim.datasets)}; "
                           "declare the folder's data set")
 
-    def below(x: float) -> float | None:
-        q = percentile_p_above(cmp.dist, x)
-        return None if q is None else 1.0 - q
+    def from_dist(dist: np.ndarray, nb: int) -> tuple[dict[str, float], float | None]:
+        def below(x: float) -> float | None:
+            q = percentile_p_above(dist, x)
+            return None if q is None else 1.0 - q
+        return _conclusions_from(lambda x: percentile_p_above(dist, x), below, claim, floor=1 / (nb + 1))
 
-    p, contra = _conclusions_from(lambda x: percentile_p_above(cmp.dist, x), below, claim)
+    p, contra = from_dist(cmp.dist, n_boot)
     by_occ = ", ".join("-" if r is None else f"{r:.3f}" for r in cmp.by_occasion)
     d = Decision(claim, cmp.dataset, cmp.n, cmp.a, cmp.b, cmp.ratio, "", test="occasions", p=p, p_contra=contra,
                  folders=[str(folder)], counts=f"A = {cmp.a_best}; B / A by occasion {by_occ}",
                  counts_side=_side(cmp.predicted, claim.null), per_problem_s=cmp.per_problem_s)
     pred = "no counts' prediction: " + cmp.calibration if cmp.predicted is None else \
         f"the work counts predict {fmt_iv(cmp.predicted, '.3f')} ({cmp.calibration})"
+    d.n_boot = n_boot
+
+    def redo(nb: int, s: int) -> tuple[dict[str, float], float | None]:
+        again = compare_occasions(folder, sides(claim.b), sides(claim.a), seed=s, n_boot=nb, predict=False)
+        return from_dist(again.dist, nb) if again is not None else ({}, None)
+
+    d.redo = redo
     d.note = "; ".join(x for x in (f"{cmp.occasions} occasions x {cmp.n} problems", pred, cmp.load, cmp.segments) if x)
     if cmp.ratio[1] is None or cmp.ratio[1] == cmp.ratio[2]:
         d.p, d.p_contra = {}, None
@@ -527,7 +599,7 @@ def _mcnemar_need(d: Decision, decl: Declaration, family_size: int) -> float:
     n, claim = d.n, d.claim
     looks = claim.looks or (n,)
     nominal = sequential_boundaries(looks, decl.alpha, claim.spending) if claim.looks else [decl.alpha]  # type: ignore[arg-type]
-    levels = [v / 2 / family_size for v in nominal]
+    levels = [v / (1 if claim.one_sided else 2) / family_size for v in nominal]
     discordance = (lost + gained) / n
     pairs = discordant_for_power(decl.imbalance, decl.power, levels, [v / looks[-1] for v in looks])
     split = f"{decl.imbalance:g}:1 loss:gain split"
@@ -537,7 +609,8 @@ def _mcnemar_need(d: Decision, decl: Declaration, family_size: int) -> float:
     need = pairs / discordance
     plan = f"{len(looks)} planned looks" if claim.looks else "one look"
     sizing = (f"sizing: {lost + gained} of {n} discordant ({discordance:.1%}); a {split} needs {pairs} discordant "
-              f"problems for {decl.power:.0%} power ({plan}, one-sided, levels / {family_size} tests), "
+              f"problems for {decl.power:.0%} power ({plan}, one-sided at {'alpha' if claim.one_sided else 'alpha / 2'}, "
+              f"levels / {family_size} tests), "
               f"n = {max(n + 1, math.ceil(need)):,} at this discordance")
     margin = margin_supported(looks[-1], discordance, right / n, levels[-1], decl.power)
     if margin is not None:
@@ -580,30 +653,156 @@ def decide(index: pd.DataFrame, claims: tuple[Claim, ...] | Declaration | None =
             sets = claim.datasets or sorted(set(index.loc[index["status"] == "complete", "dataset"].dropna().astype(str)))
             rows = [d for ds in sets if (d := _one(claim, index, ds, seed=seed, n_boot=n_boot, alpha=decl.alpha)) is not None]
         for d in rows:
-            if _testable(d):
-                d.conclusion, d.p_raw = _best(d)
+            _set_test(d)
         if claim.every_set and rows:
             out.append(_intersection_union(claim, rows))
             for d in rows:
                 d.iut = "member"
         out.extend(rows)
-    settle(out, decl)
+    attach_provenance(out, decl)
+    settle(out, decl, seed=seed)
     return out
 
 
-def settle(decisions: list[Decision], decl: Declaration) -> None:
-    """Multiplicity and verdicts: within each family the tests' p-values (an intersection-union
-    claim is one test; a planned look's p scaled by alpha / its nominal level) are adjusted by
-    the family's rule, and each row gets its verdict (docs/algorithms.md 7.6)."""
-    out = decisions
+def attach_provenance(out: list[Decision], decl: Declaration) -> None:
+    """Each row's declaration date, its data's first record and whether it was pre-registered
+    (provenance.py); a wall-clock row whose work-count gate was calibrated after its timings says so."""
+    from . import provenance as prov
+
+    if not decl.path:
+        return
+    folders = {f for d in out for f in d.folders}
+    speed = {f for d in out if d.test == "occasions" for f in d.folders}
+    rec = prov.collect(Path(decl.path), folders, speed)
+    base = Path(decl.path).resolve().parent
+    for d in out:
+        declared = rec.declared.get(d.claim.id, {}).get("at") or (prov.now_iso() + " (not committed)")
+        times = [rec.data.get(prov._rel(f, base), {}).get("at") for f in d.folders]
+        times = [t for t in times if t]
+        d.declared_at = declared
+        d.data_at = min(times) if times else None
+        d.registration = prov.status(declared.split(" ")[0], d.data_at)
+        if d.test == "occasions":
+            cal = [rec.calibration.get(prov._rel(f, base)) for f in d.folders]
+            cal = [c for c in cal if c]
+            if cal and d.data_at and prov.parse_time(max(cal)) > prov.parse_time(d.data_at):  # type: ignore[operator]
+                d.note = "; ".join(x for x in (d.note, (
+                    f"the work counts' calibration was taken at {max(cal)}, after the first timing ({d.data_at}): "
+                    "the gate and the predicted speedups are in-sample")) if x)
+    _LAST_PROVENANCE[str(decl.path)] = rec
+
+
+_LAST_PROVENANCE: dict[str, Any] = {}
+
+
+RESEED_FACTOR = 10  # a row within Monte Carlo error of its level is re-run with this many times the resamples
+RESEED_MAX = 100_000 * 4  # ... up to this many
+BORDER_SE = 3.0  # "within Monte Carlo error": |adjusted p - alpha| under this many standard errors
+
+
+def _scale(d: Decision) -> str:
+    return "one-sided" if d.claim.one_sided and d.claim.size is None and d.conclusion == "confirmed" else "two-sided"
+
+
+def _mc(d: Decision) -> float | None:
+    """The Monte Carlo standard error of a resampling row's p (on the p's own scale): the
+    one-sided p is a share of B resamples, sqrt(p (1 - p) / B)."""
+    if not d.n_boot or d.p_raw is None:
+        return None
+    one = d.p_raw if d.scale == "one-sided" else d.p_raw / 2
+    se = math.sqrt(max(one * (1 - one), 1 / d.n_boot) / d.n_boot)
+    return se if d.scale == "one-sided" else 2 * se
+
+
+def _set_test(d: Decision) -> None:
+    if _testable(d):
+        d.conclusion, d.p_raw = _best(d)
+        d.scale = _scale(d)
+        d.p_mc = _mc(d)
+
+
+def _tests(out: list[Decision]) -> list[Decision]:
+    return [d for d in out if d.iut != "member" and d.p_raw is not None]
+
+
+def _eff(d: Decision) -> float:
+    return min(1.0, d.p_raw * d.level_factor)  # type: ignore[operator]
+
+
+def _primary_groups(out: list[Decision], decl: Declaration) -> list[tuple[list[Decision], str, int]]:
+    """The sets of tests adjusted together, their rule and the size the sizing plans for: one over
+    the whole declaration (multiplicity: report, the default) or one per family."""
+    tests = _tests(out)
+    if decl.multiplicity == "report":
+        declared = sum(1 if c.every_set or not c.datasets else len(c.datasets) for c in decl.claims)
+        return [(tests, decl.adjust, max(len(tests), declared))]
+    groups = []
     for fam in decl.families.values():
-        tests = [d for d in out if d.claim.family == fam.id and d.iut != "member" and d.p_raw is not None]
-        adj = adjust_pvalues([min(1.0, d.p_raw * d.level_factor) for d in tests], fam.adjust)  # type: ignore[arg-type]
-        # Sizing plans for the family as declared (a set whose runs have not finished is still
-        # one of its tests), or as tested where the runs reach sets no claim names.
+        mine = [d for d in tests if d.claim.family == fam.id]
         declared = sum(1 if c.every_set or not c.datasets else len(c.datasets) for c in decl.claims if c.family == fam.id)
-        for d, p in zip(tests, adj):
-            _settle(d, p, decl, family_size=max(len(tests), declared))
+        groups.append((mine, fam.adjust, max(len(mine), declared)))
+    return groups
+
+
+def _adjusted(out: list[Decision], decl: Declaration) -> dict[int, tuple[float, int]]:
+    got: dict[int, tuple[float, int]] = {}
+    for tests, how, size in _primary_groups(out, decl):
+        for d, p in zip(tests, adjust_pvalues([_eff(d) for d in tests], how)):  # type: ignore[arg-type]
+            got[id(d)] = (p, size)
+    return got
+
+
+def _borderline(d: Decision, p_adj: float, alpha: float, k: float) -> bool:
+    if d.p_mc is None or not d.p_raw:
+        return False
+    multiplier = p_adj / _eff(d) if _eff(d) > 0 else 1.0
+    return abs(p_adj - alpha) < k * d.p_mc * d.level_factor * multiplier
+
+
+def _reseed(out: list[Decision], decl: Declaration, seed: int) -> None:
+    """A resampling row whose adjusted p lies within Monte Carlo error of alpha (its verdict could
+    turn on the seed) is re-run with RESEED_FACTOR x the resamples, up to RESEED_MAX; one still
+    within 2 standard errors there is marked seed-dependent (and decided as undecided)."""
+    for _ in range(3):
+        adj = _adjusted(out, decl)
+        fam = _family_adjusted(out, decl)
+        border = [d for d in _tests(out) if d.redo is not None and d.n_boot and d.n_boot < RESEED_MAX
+                  and (_borderline(d, adj[id(d)][0], decl.alpha, BORDER_SE) or _borderline(d, fam[id(d)][0], decl.alpha, BORDER_SE))]
+        if not border:
+            break
+        for d in border:
+            before, b0 = d.p_raw, d.n_boot
+            nb = min(RESEED_MAX, d.n_boot * RESEED_FACTOR)  # type: ignore[operator]
+            d.p, d.p_contra = d.redo(nb, seed)  # type: ignore[misc]
+            d.n_boot = nb
+            _set_test(d)
+            d.seed_note = (f"{d.seed_note}; " if d.seed_note else "") + \
+                f"p within Monte Carlo error of the level at B = {b0:,} (p = {fmt_p(before)}): re-run with B = {nb:,}"
+    adj = _adjusted(out, decl)
+    fam = _family_adjusted(out, decl)
+    for d in _tests(out):
+        if d.n_boot and _borderline(d, adj[id(d)][0], decl.alpha, 2.0):
+            d.seed_note = (f"{d.seed_note}; " if d.seed_note else "") + \
+                f"seed-dependent: adjusted p {fmt_p(adj[id(d)][0])} within 2 Monte Carlo SE of alpha at B = {d.n_boot:,}"
+        elif d.n_boot and _borderline(d, fam[id(d)][0], decl.alpha, 2.0):
+            d.seed_note = (f"{d.seed_note}; " if d.seed_note else "") + \
+                f"seed-dependent in the per-family view: adjusted p {fmt_p(fam[id(d)][0])} within 2 Monte Carlo SE of alpha at B = {d.n_boot:,}"
+
+
+def settle(decisions: list[Decision], decl: Declaration, *, seed: int = 0) -> None:
+    """Multiplicity and verdicts (docs/algorithms.md 7.6). Primary: one adjustment (the file's,
+    Holm by default) over every confirmatory test of the declaration (an intersection-union
+    claim is one test; a planned look's p scaled by alpha / its nominal level); a declaration
+    with `multiplicity: family` adjusts within each family instead. Secondary, printed beside:
+    the per-family view, families that test one hypothesis merged. A resampling row within Monte
+    Carlo error of its level is re-run with more resamples first (_reseed)."""
+    out = decisions
+    _reseed(out, decl, seed)
+    for d, (p, size) in ((d, _adjusted(out, decl)[id(d)]) for d in _tests(out)):
+        _settle(d, p, decl, family_size=size)
+        if "seed-dependent" in d.seed_note and verdict_is_conclusion(d.verdict):
+            d.verdict = f"undecided (seed-dependent: reads {d.verdict} at this seed)"
+    _family_view(out, decl)
     for d in out:
         if d.iut == "member" and d.p_raw is not None:
             _settle(d, min(1.0, d.p_raw * d.level_factor), decl)
@@ -615,6 +814,8 @@ def settle(decisions: list[Decision], decl: Declaration) -> None:
                 d.verdict = "undecided (before the first planned look)"
             else:
                 d.verdict = f"undecided ({d.why_no_interval or 'no test'})"
+        if not verdict_is_conclusion(d.verdict) and not d.lean:
+            d.lean = _lean(d)
         if d.n_needed is not None and d.test == "occasions":
             # The benchmark's timed seconds per problem (B's and A's, every occasion); no cluster
             # figure: a CPU's wall-clock claim is not rerun on the 70B cluster.
@@ -624,6 +825,155 @@ def settle(decisions: list[Decision], decl: Declaration) -> None:
             d.cpu_hours = d.n_needed * per / 3600 if per else None
             methods = [d.claim.b["method"]] + ([d.claim.a["method"]] if d.claim.a else [])
             d.cluster_gpu_hours = cluster_gpu_hours(d.n_needed, methods)
+
+
+CONCLUSIONS = ("confirmed", "contradicted", "larger than claimed", "smaller than claimed")
+
+
+def verdict_is_conclusion(verdict: str) -> bool:
+    return any(verdict.startswith(c) for c in CONCLUSIONS)
+
+
+def _lean(d: Decision) -> str:
+    """Which conclusion an undecided row's estimate points to, with the estimate: "not
+    decidable" must not hide a direction."""
+    point = d.diff[0] if d.diff else None
+    if point is None:
+        return ""
+    c, null = d.claim, d.claim.null
+    if c.size is not None:
+        low, high, _ = c.size
+        side = ("contradicted" if point < null else "smaller than claimed" if point < low
+                else "larger than claimed" if point > high else "confirmed")
+    elif point == null:
+        return f"no lean: estimate at the line ({fmt_iv(d.diff, spec_of(c), d.n)})"
+    else:
+        side = "confirmed" if (point - null) * c.direction > 0 else "contradicted"
+    what = d.counts if d.test in ("exact_mcnemar", "exact_retention", "exact_accuracy") and d.counts else ""
+    return f"leans {side}: {fmt_iv(d.diff, spec_of(c), d.n)}" + (f" ({what})" if what else "")
+
+
+def hypothesis_key(d: Decision) -> tuple[Any, ...]:
+    """What a row tests, whatever claim and family declare it: the figure's kind, the set and the
+    two sides' identity (method, drafter, K). A loss claim and a retention claim of one run on one
+    set test one hypothesis (the run keeps the target's answers); so do a one-occasion and a
+    two-occasion speed claim of the same two configurations."""
+    c = d.claim
+    if c.hypothesis:
+        return ("declared", c.hypothesis)
+    kind = "quality" if c.figure in ("retention", "accuracy") else c.figure
+
+    def ident(sel: Mapping[str, Any] | None) -> Any:
+        if sel is None:
+            return "target alone"
+        if c.test == "occasions":
+            names = sides(sel)
+            return tuple(sorted(_config_identity(d, n) for n in names))
+        return (str(sel.get("method")), str(sel.get("drafter", "model")), str(sel.get("K", "")))
+
+    return (kind, str(d.dataset), ident(c.b), ident(c.a))
+
+
+def _config_identity(d: Decision, name: str) -> Any:
+    """A speed benchmark configuration's (method, drafter, K), from its occasion file's settings."""
+    import json
+
+    if name == "ar":
+        return "target alone"
+    for folder in d.folders:
+        for occ in sorted(Path(folder).glob("occasion-*.jsonl")):
+            try:
+                first = json.loads(occ.open(encoding="utf-8").readline())
+                cfg = first["settings"][name]
+                return (str(cfg["method"]["name"]), str(cfg["drafter"]["name"]), str(cfg["drafter"].get("k", "")))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return name
+
+
+def _family_adjusted(out: list[Decision], decl: Declaration) -> dict[int, tuple[float, str]]:
+    """The secondary view's adjusted p of each test and its (merged) family."""
+    tests = _tests(out)
+    parent = {f: f for f in decl.families}
+    parent.update({d.claim.family: d.claim.family for d in tests})
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    first: dict[Any, str] = {}
+    for d in tests:
+        key = hypothesis_key(d)
+        if key in first and find(first[key]) != find(d.claim.family):
+            parent[find(d.claim.family)] = find(first[key])
+        first.setdefault(key, d.claim.family)
+    groups: dict[str, list[Decision]] = {}
+    got: dict[int, tuple[float, str]] = {}
+    for d in tests:
+        groups.setdefault(find(d.claim.family), []).append(d)
+    for root, mine in groups.items():
+        fams = sorted({d.claim.family for d in mine}, key=list(decl.families).index if all(
+            f in decl.families for f in {d.claim.family for d in mine}) else str)
+        fam = decl.families.get(root)
+        how = fam.adjust if fam else "holm"
+        for d, p in zip(mine, adjust_pvalues([_eff(d) for d in mine], how)):
+            got[id(d)] = (p, " + ".join(fams))
+    return got
+
+
+def _family_view(out: list[Decision], decl: Declaration) -> None:
+    """The secondary view: each family adjusted alone (its own rule), families that test one
+    hypothesis merged into one, so that no hypothesis sits in two families."""
+    fam = _family_adjusted(out, decl)
+    for d in _tests(out):
+        p, d.family_view = fam[id(d)]
+        d.p_adj_family = p
+        ok = bool(d.conclusion) and p < decl.alpha and "seed-dependent" not in d.seed_note
+        gate = ""
+        if ok and d.test == "occasions" and d.conclusion in ("confirmed", "contradicted"):
+            wall = "faster" if (d.diff[0] or 0.0) > d.claim.null else "slower"
+            ok = d.counts_side == wall
+            gate = "" if ok else f" (wall-clock {wall}, work counts {d.counts_side or 'unpriced'})"
+        d.verdict_family = d.conclusion if ok else "open" + gate
+
+
+def pooled(decisions: list[Decision], *, n_perm: int = 100_000, seed: int = 0) -> list[dict[str, Any]]:
+    """Exploratory pooling of undecided 0/1 retention rows of loose rules that share a set and
+    lean the same way (issue 70): per problem, the configurations' net change against the one
+    target alone (gains - losses) summed; under "no rule changes the answers' odds" each
+    problem's net change is as likely negative as positive, so the p is a sign-flip
+    randomisation test over problems (which keeps the rows' dependence: they share problems and
+    the target's answers). Not a verdict: no claim declared it."""
+    from ..labels import is_lossless
+
+    rows = [d for d in decisions if d.per_problem and d.iut != "member" and not verdict_is_conclusion(d.verdict)
+            and not is_lossless(str(d.claim.b.get("method"))) and d.paired01 and d.paired01[0] != d.paired01[1]]
+    by: dict[tuple[str, str], list[Decision]] = {}
+    for d in rows:
+        lean = "loss" if d.paired01[0] > d.paired01[1] else "gain"  # type: ignore[index]
+        by.setdefault((d.dataset, lean), []).append(d)
+    out = []
+    rng = np.random.default_rng(seed)
+    for (ds, lean), mine in sorted(by.items()):
+        # one row per configuration: a run decided by two claims (loss and retention) counts once
+        seen: dict[str, Decision] = {}
+        for d in mine:
+            seen.setdefault(d.folders[0] if d.folders else d.claim.id, d)
+        mine = list(seen.values())
+        if len(mine) < 2:
+            continue
+        problems = sorted(set.intersection(*(set(d.per_problem) for d in mine)))  # type: ignore[arg-type]
+        net = np.array([sum(d.per_problem[p] for d in mine) for p in problems], dtype=float)  # type: ignore[index]
+        stat = float(net.sum())
+        signs = rng.choice([-1.0, 1.0], size=(n_perm, len(net)))
+        sims = signs @ np.abs(net)
+        p = ((np.sum(sims <= stat) if lean == "loss" else np.sum(sims >= stat)) + 1) / (n_perm + 1)
+        lost = sum(d.paired01[0] for d in mine)  # type: ignore[index]
+        gained = sum(d.paired01[1] for d in mine)  # type: ignore[index]
+        out.append({"dataset": ds, "lean": lean, "rows": [f"{d.claim.id} ({d.paired01[0]}/{d.paired01[1]})" for d in mine],  # type: ignore[index]
+                    "problems": len(problems), "lost": lost, "gained": gained, "p": float(p), "n_perm": n_perm})
+    return out
 
 
 def _intersection_union(claim: Claim, rows: list[Decision]) -> Decision:
@@ -638,6 +988,9 @@ def _intersection_union(claim: Claim, rows: list[Decision]) -> Decision:
     contra = min(1.0, len(rows) * min(d.p.get("contradicted", 1.0) for d in rows))
     iut.p = {"confirmed": conf, "contradicted": contra}
     iut.conclusion, iut.p_raw = _best(iut)
+    iut.scale = _scale(iut)
+    mcs = [d.p_mc for d in rows if d.p_mc is not None]
+    iut.p_mc = max(mcs) if mcs else None
     iut.why_no_interval = "an intersection-union test has no single interval"
     iut.note = "intersection-union test: confirmed only if every set confirms at the unadjusted level (its p: the largest)"
     return iut

@@ -75,6 +75,18 @@ class Claim:
     looks: tuple[int, ...] | None = None  # planned looks (n per look), group-sequential
     spending: str = "obrien_fleming"
     folder: str | None = None  # test occasions: the speed-evidence folder beside the declaration
+    # The declared scale of the test: "one" (one-sided toward the claimed direction, at alpha),
+    # "two" (each conclusion one-sided at alpha / 2: p printed on the two-sided scale), or "" (the
+    # default: one-sided for a 0/1 no-change claim, McNemar at margin 1, whose declaration reads
+    # "one-sided toward loss"; two-sided for every other).
+    sided: str = ""
+    hypothesis: str = ""  # claims that test one hypothesis share it (one family in the per-family view)
+
+    @property
+    def one_sided(self) -> bool:
+        if self.sided:
+            return self.sided == "one"
+        return self.figure == "retention" and self.size is None and abs(self.margin - 1.0) < 1e-9
 
     def __post_init__(self) -> None:
         # Quality is never bootstrapped for a verdict: a claim built in code gets its figure's test.
@@ -112,6 +124,10 @@ class Declaration:
     path: str = ""
     version: Any = None
     declared: str = ""
+    adjust: str = "holm"  # the report-wide adjustment (the file's default `adjust`)
+    # report: one adjustment over every confirmatory test of the file (the primary verdicts; the
+    # per-family view is printed beside them); family: within each family only (the pre-issue-70 scheme).
+    multiplicity: str = "report"
 
 
 def _claim(raw: Mapping[str, Any], families: Mapping[str, Family], where: str) -> Claim:
@@ -176,8 +192,18 @@ def _claim(raw: Mapping[str, Any], families: Mapping[str, Family], where: str) -
         direction=direction, margin=float(raw.get("margin", 0.0)), source=str(raw.get("source", "")),
         datasets=tuple(map(str, sets)) if sets else None, family=family, estimand=estimand, test=test,
         graded_test=graded, size=size, every_set=bool(raw.get("every_set", False)),
-        looks=looks, spending=spending, folder=folder,
+        looks=looks, spending=spending, folder=folder, sided=_sided(raw, cid, where), hypothesis=str(raw.get("hypothesis") or ""),
     )
+
+
+def _sided(raw: Mapping[str, Any], cid: str, where: str) -> str:
+    value = raw.get("sided")
+    if value is None:
+        return ""
+    text = str(value).lower().replace("-sided", "")
+    if text not in ("one", "two"):
+        raise ConfigError(f"{where}: claim {cid!r}: sided {value!r}: use one or two")
+    return text
 
 
 def load_declaration(path: Path = DECLARATION) -> Declaration:
@@ -219,7 +245,14 @@ def load_declaration(path: Path = DECLARATION) -> Declaration:
         raise ConfigError(f"{where}: imbalance ({data.get('imbalance')!r}) is the losses per gain to size for; give a number > 1, e.g. 2")
     return Declaration(claims, fams, alpha=alpha, power=power, budget_factor=float(data.get("budget_factor", 10)), imbalance=imbalance,
                        digest=hashlib.sha256(text).hexdigest()[:12], path=where, version=data.get("version"),
-                       declared=str(data.get("declared", "")))
+                       declared=str(data.get("declared", "")), adjust=default, multiplicity=_multiplicity(data, where))
+
+
+def _multiplicity(data: Mapping[str, Any], where: str) -> str:
+    value = str(data.get("multiplicity", "report"))
+    if value not in ("report", "family"):
+        raise ConfigError(f"{where}: multiplicity {value!r}: use report (one adjustment over the file's tests) or family")
+    return value
 
 
 CLAIMS: tuple[Claim, ...] = load_declaration().claims

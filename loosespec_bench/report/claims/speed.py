@@ -71,7 +71,8 @@ def _interval(point: float | None, dist: np.ndarray) -> tuple[float | None, floa
     return point, float(np.quantile(dist, alpha)), float(np.quantile(dist, 1 - alpha))
 
 
-def compare_occasions(folder: Path, b: list[str], a: list[str], *, seed: int = 0, n_boot: int = 10_000) -> OccasionComparison | None:
+def compare_occasions(folder: Path, b: list[str], a: list[str], *, seed: int = 0, n_boot: int = 10_000,
+                      predict: bool = True) -> OccasionComparison | None:
     """B against A (their best, where several) in one speed-evidence folder; None while it has
     no finished occasion."""
     rows, starts = load_rows(folder)
@@ -97,6 +98,9 @@ def compare_occasions(folder: Path, b: list[str], a: list[str], *, seed: int = 0
     # A's figure: its best setting over those cells (the one the ratio's point divides by).
     rates = {c: tok[c][ok].sum() / sec[c][ok].sum() if ok.any() else 0.0 for c in a}
     a_best = max(a, key=lambda c: rates[c])
+    if not predict:  # the wall-clock ratio's distribution only (a re-run with more resamples)
+        return OccasionComparison(dataset=str(args.get("dataset", "")), n=int(ok.any(axis=0).sum()), occasions=len(occasions),
+                                  ratio=_interval(point, dist), dist=dist, a=(None, None, None), b=(None, None, None), a_best="")
     speedup = {c: occasion_bootstrap(tok[c], sec[c], tok[TARGET_ALONE], sec[TARGET_ALONE], n_boot=min(n_boot, 2000), seed=seed)
                for c in {b[0], a_best}}
     by_occ = []
@@ -135,7 +139,45 @@ def _predicted(folder: Path, cell: Mapping[tuple[Any, Any, str], dict[str, Any]]
     tok = {c: cell_table(cell, occasions, problems, c, lambda r: r["new_tokens"] if r.get("work") else np.nan) for c in {b, *a}}
     sec = {c: cell_table(cell, occasions, problems, c, lambda r: cal.predict_s(r["work"]) if r.get("work") else np.nan) for c in {b, *a}}
     point, dist = occasion_rate_ratio(tok, sec, b, a, n_boot=n_boot, seed=seed)
-    return _interval(point, dist), str(raw.get("source") or "calibration.json")
+    iv = _interval(point, dist)
+    err, how = calibration_error(folder, raw, against_target=a == [TARGET_ALONE])
+    if err and iv[1] is not None and iv[2] is not None:
+        counts = f"{iv[0]:.3f} [{iv[1]:.3f}, {iv[2]:.3f}] from the counts alone"
+        iv = (iv[0], iv[1] * float(np.exp(-err)), iv[2] * float(np.exp(err)))
+        return iv, f"{raw.get('source') or 'calibration.json'}; widened by the calibration's error, x/÷ {np.exp(err):.3f} ({how}; {counts})"
+    return iv, str(raw.get("source") or "calibration.json")
+
+
+def calibration_error(folder: Path, raw: Mapping[str, Any], *, against_target: bool) -> tuple[float, str]:
+    """The calibration's error on the log scale, which a predicted speedup's interval leaves out
+    unless it is added: for a speedup over the target alone, the larger of its own check (a timed
+    target-alone decode over its price) and the worst measured / predicted gap of the folder's
+    configurations (report.json); for a ratio of two configurations, priced by one calibration,
+    the error common to both cancels and what is left is the spread of those gaps across the
+    configurations. 0 where neither is recorded. The gaps are in-sample where the calibration was
+    taken after the timings (provenance.py says so in the row's note)."""
+    import json
+
+    check = ((raw.get("check") or {}) if isinstance(raw.get("check"), Mapping) else {}).get("target_alone_decode_over_predicted")
+    gaps: list[float] = []
+    try:
+        rep = json.loads((Path(folder) / "report.json").read_text(encoding="utf-8"))
+        for name, entry in (rep.get("configs") or {}).items():
+            g = entry.get("gap") if isinstance(entry, Mapping) else None
+            if name != TARGET_ALONE and isinstance(g, (int, float)) and g > -1:
+                gaps.append(float(np.log1p(g)))
+    except (OSError, ValueError, AttributeError):
+        pass
+    if against_target:
+        parts = [abs(float(np.log(check)))] if isinstance(check, (int, float)) and check > 0 else []
+        parts += [max(abs(g) for g in gaps)] if gaps else []
+        if not parts:
+            return 0.0, ""
+        return max(parts), (f"its check {check:.3f}" if isinstance(check, (int, float)) else "no check") + \
+            (f", measured / predicted {np.expm1(min(gaps)):+.1%} to {np.expm1(max(gaps)):+.1%} over the configurations" if gaps else "")
+    if len(gaps) < 2:
+        return 0.0, ""
+    return max(gaps) - min(gaps), f"the spread of measured / predicted over the folder's configurations, {np.expm1(min(gaps)):+.1%} to {np.expm1(max(gaps)):+.1%}"
 
 
 def _segments(starts: list[dict[str, Any]]) -> str:

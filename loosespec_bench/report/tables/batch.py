@@ -12,7 +12,7 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...measure.serving import CI_TEXT
-from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, paying_text
+from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, paying_text, repeats_only
 from ..project import batch_projection, load_profile
 from ..render import NA, Num, Table
 
@@ -53,7 +53,8 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
             *[_cell(p.figures.get(key), kind, scale) if key in p.figures else "-" for key, _, kind, scale in FIGURES],
             projected(p, profile),
             "-" if p.label == TARGET_ALONE else NA if p.identical is None else f"{p.identical:.2f}",
-            p.n_timed_batches,
+            (f"{p.n_timed_batches} ({p.n_distinct_batches} distinct x {p.n_timed_batches // max(1, p.n_distinct_batches or 1)} "
+             f"repeats) ‡" if repeats_only(p) else p.n_timed_batches),
             NA if p.others_share_max is None else f"{p.others_share_max:.1%}",
         ])
     said = paying_text(points)
@@ -63,6 +64,10 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
         "'target alone' rows pool those paired runs at each batch size. Throughput = the point's new tokens ÷ its batches' summed makespans "
         "(first arrival to last token); TPOT = (end-to-end − TTFT) ÷ (new tokens − 1) per request; percentiles over every request and repeat.",
         f"[low, high]: {CI_TEXT}; a point with fewer than 3 timed batches has none. tau: paired bootstrap over samples.",
+        *(["‡ The point's intervals resample repeats of fewer than 3 distinct batches (" +
+           ", ".join(sorted({f"{p.label} at batch {p.batch}" for p in points if repeats_only(p)})) +
+           "): they measure how well the same batch re-times, not the spread over prompts; read those points "
+           "without an interval."] if any(repeats_only(p) for p in points) else []),
         f"Projected speedup: the cost model's roofline for Llama-3.1 8B → 70B on H100 (report/profiles/{PROFILE}.yaml; "
         "project.batch_projection) at the row's batch size, K and measured tau; interval from the profile's stated uncertainties only.",
         *([f"The speedup's interval, requests arriving at once: {said}."] if said else []),

@@ -51,11 +51,38 @@ def best_k_text(title: str, configs: Mapping[str, Mapping[str, Any]]) -> str | N
     return f"{title}: " + "; ".join(parts) + " (the measured speedups; the best K is chosen from these timings)"
 
 
+def _calibration_error(rep: Mapping[str, Any], configs: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """The calibration's error on the log scale for a speedup over the target alone: the larger of
+    its own check (read from the calibration file the report names, where it can be) and the
+    worst measured / predicted gap of the report's configurations."""
+    import json
+    from pathlib import Path
+
+    parts = [abs(math.log1p(g)) for c, e in configs.items() if c != "ar" and (g := _float(e.get("gap"))) is not None and g > -1]
+    try:
+        raw = json.loads(Path(str(rep.get("calibration"))).read_text(encoding="utf-8"))
+        check = _float((raw.get("check") or {}).get("target_alone_decode_over_predicted"))
+        if check and check > 0:
+            parts.append(abs(math.log(check)))
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return max(parts) if parts else None
+
+
+def _widened(entry: Mapping[str, Any], err: float | None) -> Any:
+    value = _float(entry.get("predicted_speedup"))
+    lo, hi = _float(entry.get("predicted_speedup_ci_low")), _float(entry.get("predicted_speedup_ci_high"))
+    if value is None or err is None or lo is None or hi is None:
+        return NA
+    return Num(value, "speedup", ci=(lo * math.exp(-err), hi * math.exp(err)))
+
+
 def speed_occasions_table(reports: Mapping[str, Mapping[str, Any]]) -> Table:
     """One block of rows per report ({title: report.json}), the configurations in the report's
     order, the target alone first (its tokens/s per occasion in the notes)."""
     columns = ["set", "configuration", "tokens per target forward", "draft forwards per token",
-               "speedup (problems x occasions)", "speedup by occasion", "predicted from the counts", "gap",
+               "speedup (problems x occasions)", "speedup by occasion", "predicted from the counts",
+               "predicted, with the calibration's error", "gap",
                "tokens same on every occasion"]
     rows: list[list[Any]] = []
     notes = [
@@ -64,9 +91,14 @@ def speed_occasions_table(reports: Mapping[str, Mapping[str, Any]]) -> Table:
         "(problems and occasions drawn independently). Predicted: the work counts (forwards and rows) priced by this machine's "
         "calibration, 95% bootstrap over the timed cells; gap: measured / predicted - 1. Tokens per target forward: emitted "
         "tokens over the target's decode forwards (tau, bonus token included).",
+        "Predicted, with the calibration's error: the counts' interval widened (x/÷) by the larger of the calibration's own "
+        "check (a timed target-alone decode over its price) and the folder's worst measured / predicted gap; where the "
+        "calibration was taken after the timings (results/cpu/evidence: re-taken after a 28% miss), that gap is in-sample "
+        "and the error it gives is a floor, not a bound.",
     ]
     for title, rep in reports.items():
         configs = {str(k): v for k, v in (rep.get("configs") or {}).items() if isinstance(v, Mapping)}
+        err = _calibration_error(rep, configs)
         n_p, n_o = rep.get("n_problems"), rep.get("n_occasions")
         for name, entry in configs.items():
             per = entry.get("work_per_token") if isinstance(entry.get("work_per_token"), Mapping) else {}
@@ -81,6 +113,7 @@ def speed_occasions_table(reports: Mapping[str, Mapping[str, Any]]) -> Table:
                 "1" if name == "ar" else _num(entry, "speedup"),
                 "-" if name == "ar" else " / ".join("-" if v is None else f"{v:.2f}×" for v in by_occ) or "-",
                 "-" if name == "ar" else _num(entry, "predicted_speedup"),
+                "-" if name == "ar" else _widened(entry, err),
                 "-" if name == "ar" or gap is None else f"{gap:+.1%}",
                 f"{entry.get('tokens_same_across_occasions', '-')} of {n_p}",
             ])
