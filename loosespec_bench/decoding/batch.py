@@ -43,6 +43,10 @@ from .loop import StopFn, _CountedHead, _first_stop
 from .ragged import BatchDrafting, alone_forward, batch_refusal, ragged_forward
 
 
+# The most rows our loop decodes at once (engine.batch_size on engine=hf; the pre-check's range).
+MAX_BATCH = 16
+
+
 @dataclass
 class BatchRequest:
     """One problem of a batch: its prompt ([P] int64, P >= 1), its seeded generator (the one

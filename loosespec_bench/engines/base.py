@@ -42,6 +42,9 @@ class Engine(ABC):
     # Whether the engine serves batches (prefetch) at every batch size, batch 1 included, so that
     # every point of a batch sweep is measured by the same serving loop (vLLM). Our loop: no.
     serves_batches: bool = False
+    # Problems per prefetch, in batches: an engine that refills finished rows from the waiting
+    # problems (our loop, engine=hf) gets several batches' worth so its batch stays full.
+    prefetch_batches: int = 1
     # At least this many timed batches per run (engine.timed_batches): a run with fewer distinct
     # batches submits each again (prefetch's repeat), so throughput has an interval.
     timed_batches: int = EngineParams.timed_batches

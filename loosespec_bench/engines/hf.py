@@ -1,6 +1,14 @@
 """Our engine: the one decoding loop (decoding.generate) on transformers models, with the
 configured drafter and acceptance rule; the target alone is the same loop with no drafter and
-the exact rule (SPD at K = 0), so both contestants run through identical code."""
+the exact rule (SPD at K = 0), so both contestants run through identical code.
+
+engine.batch_size > 1 (at most decoding.batch.MAX_BATCH): quality runs decode B problems
+together in the batched loop (decoding/batch.py; docs/batching.md), each problem's tokens,
+steps and decisions those it gets alone. The app hands the engine a chunk of problems at a
+time (prefetch; `prefetch_batches` batches' worth, so finished rows are refilled and the batch
+stays full), and generate() returns each problem's output from it. Rows share every forward,
+so a problem's time is not its own: batched runs are quality-only (check), speed is measured
+at batch 1 or by the throughput bench (python -m loosespec_bench.bench.batch)."""
 
 from __future__ import annotations
 
@@ -13,6 +21,8 @@ from omegaconf import DictConfig
 
 from ..build import build_drafter, build_verifier
 from ..decoding import generate
+from ..decoding.batch import MAX_BATCH, BatchRequest, BatchStats, generate_batch
+from ..decoding.ragged import batch_refusal
 from ..drafters.base import Drafter
 from ..errors import ConfigError
 from ..generation import GenerationOutput
@@ -31,17 +41,51 @@ class HFEngine(Engine):
     `from_parts` wraps components already loaded (the engine benchmark's contestants)."""
 
     name = "hf"
+    # Problems per prefetch = batch_size x this: the batched loop refills finished rows from the
+    # chunk, so only the chunk's last problems run in a batch that is no longer full.
+    prefetch_batches = 4
 
     def __init__(self, cfg: DictConfig, task: Task) -> None:
         pair = cfg.pair
+        self.batch_size = int((cfg.get("engine") or {}).get("batch_size") or 1)
         target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device, **load_options(pair.target))
         gen = cfg.generation
         drafter = build_drafter(cfg, target)  # None for method=ar
         self._setup(
             target, verifier=build_verifier(cfg), drafter=drafter,
             temperature=float(gen.temperature), top_k=int(gen.get("top_k", 0)), top_p=float(gen.get("top_p", 1.0)),
-            stop_strings=task.stop_strings, record_steps=bool(cfg.record_steps),
+            stop_strings=task.stop_strings, record_steps=bool(cfg.record_steps), batch_size=self.batch_size,
         )
+
+    @classmethod
+    def check(cls, cfg: DictConfig) -> None:
+        """engine.batch_size > 1: at most MAX_BATCH rows; a rule and drafter that can batch (their
+        classes' batch_refusal); a quality-only protocol (nothing timed: baseline=shared with
+        timing.subset=0, or baseline=none), because rows share every forward."""
+        from ..settings.config import class_or_none, uses_drafter
+
+        node = cfg.get("engine") or {}
+        batch = node.get("batch_size") or 1
+        if not is_int(batch) or batch <= 1:
+            return  # the range itself (an integer >= 1) is the engine settings' check
+        where = f"engine.batch_size={batch}"
+        if batch > MAX_BATCH:
+            raise ConfigError(f"{where}: our loop batches at most {MAX_BATCH} problems (decoding.batch.MAX_BATCH)")
+        rule = class_or_none(str((cfg.get("method") or {}).get("_target_") or ""))
+        if rule is not None and getattr(rule, "batch_refusal", None):
+            raise ConfigError(f"{where}: method={cfg.method.get('name')} cannot batch: {rule.batch_refusal}; use engine.batch_size=1")
+        if uses_drafter(cfg):
+            drafter = class_or_none(str(cfg.drafter.get("_target_") or ""))
+            why = batch_refusal(drafter) if drafter is not None else None
+            if why is not None:
+                raise ConfigError(f"{where}: drafter={cfg.drafter.get('name')} cannot batch: {why}; use engine.batch_size=1")
+        subset = (cfg.get("timing") or {}).get("subset")
+        if not (cfg.get("baseline") == "none" or (cfg.get("baseline") == "shared" and subset == 0)):
+            raise ConfigError(
+                f"{where}: our loop batches quality-only runs (baseline=shared timing.subset=0, or baseline=none): "
+                "rows share every forward, so no sample has a time of its own; time speed at engine.batch_size=1, "
+                "or measure throughput with python -m loosespec_bench.bench.batch"
+            )
 
     @classmethod
     def check_resources(cls, cfg: DictConfig) -> None:
@@ -108,17 +152,18 @@ class HFEngine(Engine):
         top_p: float = 1.0,
         stop_strings: Sequence[str] = (),
         record_steps: bool = False,
+        batch_size: int = 1,
     ) -> "HFEngine":
         """An engine over a loaded target and built rule/drafter (drafter None: the method is the
         target alone), without a config: several engines can share one loaded target."""
         engine = cls.__new__(cls)
         engine._setup(target, verifier=verifier, drafter=drafter, temperature=temperature, top_k=top_k, top_p=top_p,
-                      stop_strings=stop_strings, record_steps=record_steps)
+                      stop_strings=stop_strings, record_steps=record_steps, batch_size=batch_size)
         return engine
 
     def _setup(
         self, target: LoadedModel, *, verifier: Verifier, drafter: Drafter | None, temperature: float, top_k: int,
-        top_p: float, stop_strings: Sequence[str], record_steps: bool,
+        top_p: float, stop_strings: Sequence[str], record_steps: bool, batch_size: int = 1,
     ) -> None:
         self.target = target
         self.verifier = verifier
@@ -132,8 +177,46 @@ class HFEngine(Engine):
         self.stop_fn = make_stop_fn(self.tokenizer, list(stop_strings))
         n = getattr(getattr(target.model, "config", None), "max_position_embeddings", None)
         self.context_length = n if isinstance(n, int) and n > 0 else None  # max_position_embeddings
+        self.batch_size = int(batch_size)
+        # Outputs of the batched loop (prefetch) that generate() hands out: (prompt, method, seed, budget) -> output.
+        self._ready: dict[tuple[tuple[int, ...], bool, int, int], GenerationOutput] = {}
+        self.last_batch: BatchStats | None = None
+
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput] | None:
+        """The requests through the batched loop, batch_size rows at once (finished rows refilled
+        from the rest); generate() then returns each output. Each output's decode_s is its share
+        of the batch's wall time (wall / requests) and e2e_s its own finish from the batch's start:
+        the rows share every forward, so neither is a per-problem latency. repeat > 0 (timed
+        repeats) does nothing: batched runs here are quality-only (check)."""
+        if repeat or not requests:
+            return None
+        stats = BatchStats()
+        outs = self.generate_batch(requests, method=method, max_new_tokens=max_new_tokens, stats=stats)
+        share = stats.wall_s / len(outs)
+        for (ids, seed), out in zip(requests, outs):
+            out.prefill_s, out.decode_s = 0.0, share
+            out.phase_s = {}  # the batch's phases are the batch's (last_batch), not a problem's
+            self._ready[(tuple(ids), method, seed, max_new_tokens)] = out
+        self.last_batch = stats
+        return outs
+
+    def generate_batch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int,
+                       stats: BatchStats | None = None) -> list[GenerationOutput]:
+        """(prompt ids, seed) requests through the batched loop, in their order: what generate()
+        gives for each alone (tokens, steps, decisions), batch_size rows at once."""
+        reqs = [BatchRequest(torch.tensor(ids, dtype=torch.long), torch.Generator().manual_seed(seed), max_new_tokens)
+                for ids, seed in requests]
+        return generate_batch(
+            self.target.model, reqs, verifier=self.verifier if method else self.ar_verifier,
+            drafter=self.drafter if method else None, batch_size=self.batch_size, temperature=self.temperature,
+            top_k=self.top_k, top_p=self.top_p, eos_token_ids=self._eos, stop_fn=self.stop_fn,
+            record_steps=self.record_steps and method, stats=stats,
+        )
 
     def generate(self, prompt_ids: list[int], *, method: bool, seed: int, max_new_tokens: int) -> GenerationOutput:
+        ready = self._ready.pop((tuple(prompt_ids), method, seed, max_new_tokens), None)
+        if ready is not None:  # decoded in a batch by prefetch
+            return ready
         gen = torch.Generator().manual_seed(seed)
         return generate(
             self.target.model,

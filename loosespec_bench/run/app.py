@@ -61,6 +61,9 @@ class Runner:
         self.retime = retime_enabled(cfg)
         # Throughput mode: batches of batch_size through the engine's prefetch (vLLM: at every size).
         self.batched = engine.batch_size > 1 or engine.serves_batches
+        # Our loop's batches (engine=hf, batch_size > 1): rows share every forward, so a sample
+        # has no time of its own; its records are quality-only (UNTIMED, HFEngine.check).
+        self.untimed_batches = self.batched and not engine.serves_batches
         self.side_limit = side_limit(cfg)
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.
@@ -131,20 +134,35 @@ class Runner:
                 "multi-turn samples: use engine.batch_size=1"
             )
 
-    def prefetch(self, samples: list[Sample], chunk: int, repeats: int = 1) -> None:
+    def runs_baseline(self, sample: Sample, index: int) -> bool:
+        """Whether the target alone runs beside the method on this sample: paired, or under
+        baseline=shared where the store lacks the sample or the sample is in the timing subset."""
+        if not self.paired:
+            return False
+        if self.store is None or self.timed is None or index in self.timed:
+            return True
+        return self.store.get(sample.id, sample_hash(sample)) is None
+
+    def prefetch(self, samples: list[Sample], chunk: int, repeats: int = 1, indices: list[int] | None = None) -> None:
         """Throughput mode: the chunk's prompts go to the engine as one batch, per contestant
         (the order alternates between chunks and repeats, as between samples at batch 1);
         run_sample then reads the outputs. Each output's time is its batch's wall time / the
-        batch size. repeats > 1: the batch runs again, interleaved the same way, for timing."""
+        batch size. repeats > 1: the batch runs again, interleaved the same way, for timing.
+        The target alone runs only on the samples it runs on one at a time (runs_baseline;
+        indices: the samples' positions in the run, for baseline=shared's timing subset)."""
         requests = [(list(self.encode(s)[1]), self.seed(s)) for s in samples]
+        where = indices if indices is not None else list(range(len(samples)))
+        baseline = [req for req, s, i in zip(requests, samples, where) if self.runs_baseline(s, i)]
         for r in range(repeats):
             order = (True, False) if (chunk + r) % 2 == 0 else (False, True)
             for method in order if self.paired else (True,):
+                if not method and not baseline:
+                    continue
                 # The machine's load over the batch, recorded beside its times (the per-sample
                 # probes in run_sample time only the read of a prefetched output).
                 probe = Probe(self.clocks)
                 probe.start()
-                outs = self.engine.prefetch(requests, method=method, max_new_tokens=self.max_new, repeat=r)
+                outs = self.engine.prefetch(requests if method else baseline, method=method, max_new_tokens=self.max_new, repeat=r)
                 probe.stop()
                 load = probe.record()
                 for gen in outs or []:
@@ -181,6 +199,8 @@ class Runner:
             log.warning("sample %s: still contaminated after %d re-timing(s) (%s); left out of the speed figures",
                         sample.id, self.max_retimes, "; ".join(reasons))
         verdict = EXCLUDED if reasons else RETIMED if history else CLEAN if timed or not self.paired else UNTIMED
+        if self.untimed_batches:
+            verdict = UNTIMED  # decoded in our loop's batch: no time of its own (quality only)
         rec = {
             "id": sample.id,
             "prompt_sha256": prompt_sha,  # resume reuses the record only for this prompt
@@ -210,6 +230,7 @@ class Runner:
             "rule": "applied" if self.retime else "recorded only (timing.retime)",
             "method": sides[True],
             **({"baseline": sides[False]} if timed else {}),
+            **({"batch_size": self.engine.batch_size} if self.untimed_batches else {}),
         }
         steps = [
             {**step, "turn": t} if sample.followups else step
@@ -335,10 +356,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
             batch = engine.batch_size
             repeats = batch_repeats(len(todo), batch, engine.timed_batches)
+            # Problems per prefetch: a batch (vLLM), or several for our loop, which refills
+            # finished rows from them (Engine.prefetch_batches).
+            chunk = batch * (engine.prefetch_batches if runner.untimed_batches else 1)
             for pos, (index, sample) in enumerate(bar):
                 interrupts.raise_pending()  # a cluster's stop that something swallowed ends the run here
-                if runner.batched and pos % batch == 0:  # throughput mode: the next chunk at once
-                    runner.prefetch([s for _, s in todo[pos : pos + batch]], pos // batch, repeats)
+                if runner.batched and pos % chunk == 0:  # throughput mode: the next chunk at once
+                    part = todo[pos : pos + chunk]
+                    runner.prefetch([s for _, s in part], pos // chunk, repeats, [i for i, _ in part])
                 rec = runner.run_sample(sample, index)
                 rec["run_id"] = folder.path.name  # whose record it is: resume refuses another run's (reusable_records)
                 if sample.id in done:  # a timing top-up: the timed record replaces the untimed one

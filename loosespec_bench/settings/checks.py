@@ -298,7 +298,7 @@ def _with_defaults(cls: type, node: Mapping[str, Any]) -> dict[str, Any]:
 def _check_cross(data: dict[str, Any], classes: dict[str, type], settings: RunSettings) -> None:
     gen, method = data["generation"], data["method"]
     batch = settings.engine.batch_size  # type: ignore[attr-defined]
-    if settings.root.baseline == "shared" and batch > 1:
+    if settings.root.baseline == "shared" and batch > 1 and settings.timing.subset != 0:  # subset 0: nothing timed
         raise ConfigError(
             f"baseline=shared times a subset of samples one request at a time, but engine.batch_size={batch} "
             "submits requests in batches (throughput mode): use baseline=paired with engine.batch_size > 1"

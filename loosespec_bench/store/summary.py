@@ -427,6 +427,9 @@ def engine_metadata(cfg: Any) -> dict[str, Any]:
     timing = "per-request latency (batch 1)" if batch == 1 else (
         f"throughput at batch size {batch}: {batch} requests at once, each timed as its batch's wall time / {batch}; "
         "not per-request latency"
+    ) if engine.serves_batches else (
+        # Our loop's batches (engine=hf): rows share every forward, so the run is quality only.
+        f"none: quality only, {batch} problems decoded at once by our loop (samples untimed)"
     )
     return {"engine": name, "engine_version": version, "batch_size": batch, "timing_mode": timing}
 

@@ -1,0 +1,125 @@
+"""engine=hf with engine.batch_size > 1: quality runs decode problems together in our loop
+(decoding/batch.py) and write the run folder batch 1 writes (same run id, records in problem
+order, the same tokens, steps, decisions and scores); resume works across batch sizes and
+mid-batch; the pre-check refuses what cannot batch with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loosespec_bench.errors import ConfigError
+from loosespec_bench.run.app import run
+from loosespec_bench.settings.checks import validate
+from loosespec_bench.settings.config import run_id
+from loosespec_bench.store.run_folder import RunFolder
+
+from ..conftest import compose_config
+from ..decoding.test_batch import close
+
+QUALITY = ["experiment=smoke_tiny", "warmup=false", "baseline=shared", "timing.subset=0", "generation.max_new_tokens=16",
+]
+
+
+def cfg_for(tmp: Path, *extra: str):
+    return compose_config([*QUALITY, *extra], results_dir=tmp)
+
+
+def records(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    path = Path(summary["run_dir"]) / RunFolder.SAMPLES
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def content(rec: dict[str, Any]) -> dict[str, Any]:
+    """What a record says about the problem, not about the clock: tokens, texts, steps,
+    decisions, scores (timings and timing verdicts are clocks)."""
+    def side(s: dict[str, Any] | None) -> dict[str, Any] | None:
+        if s is None:
+            return None
+        m = s["metrics"]
+        return {"ids": s["output_ids"], "text": s["output_text"], "score": s["score"],
+                "steps": (m["steps"], m["accepted"], m["drafted"], m["stop_reason"], m["new_tokens"]), "work": m.get("work")}
+
+    steps = [{k: v for k, v in st.items() if not k.endswith("_s")} for st in rec.get("steps", [])]
+    return {"id": rec["id"], "prompt": rec["prompt_ids"], "method": side(rec), "baseline": side(rec.get("baseline")),
+            "steps": steps, "run_id": rec["run_id"]}
+
+
+def same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
+    """Record for record the same content; the rule's recorded floats (entropies) to float32
+    rounding (close), since the batched kernels sum in another order."""
+    return len(got) == len(want) and all(close(content(a), content(b)) for a, b in zip(got, want))
+
+
+# Summary keys about the clock, the machine, the moment or the folder, not the problems'
+# outcome. Batch 1 also times the target alone where the store lacks it (beside the method);
+# a batched run times nothing, so its speed and latency figures are empty: quality, tau, the
+# loose-decision counts and the work counts must match, not the clocks.
+CLOCK_WORDS = ("speedup", "ttft", "tpot", "e2e", "phase", "tokens_per_s", "timing", "date", "time", "batch_size",
+               "run_dir", "hostname", "machine", "hardware", "git_", "version")
+
+
+def outcome(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in summary.items() if not any(w in k for w in CLOCK_WORDS) and not k.endswith("_s")}
+
+
+@pytest.mark.parametrize("method", ["fly", "spd"])
+def test_a_quality_run_at_batch_4_writes_what_batch_1_writes(tmp_path, method):
+    one = run(cfg_for(tmp_path / "b1", f"method={method}", "dataset.limit=7"))
+    four = run(cfg_for(tmp_path / "b4", f"method={method}", "dataset.limit=7", "engine.batch_size=4"))
+    assert Path(one["run_dir"]).name == Path(four["run_dir"]).name  # the run id ignores the batch size
+    r1, r4 = records(one), records(four)
+    assert [r["id"] for r in r4] == [r["id"] for r in r1]  # problem order
+    assert same(r4, r1)
+    assert all(r["timing"]["status"] == "untimed" and r["timing"]["batch_size"] == 4 for r in r4)
+    assert outcome(four) == outcome(one)
+    assert four["batch_size"] == 4 and "quality only" in four["timing_mode"]
+
+
+def test_a_folder_started_at_batch_1_resumes_at_batch_8_and_mid_batch(tmp_path):
+    ref = records(run(cfg_for(tmp_path / "ref", "method=fly", "dataset.limit=9")))
+    first = run(cfg_for(tmp_path / "mix", "method=fly", "dataset.limit=3"))  # batch 1, three problems
+    folder = Path(first["run_dir"])
+    again = run(cfg_for(tmp_path / "mix", "method=fly", "dataset.limit=9", "engine.batch_size=8"))
+    assert Path(again["run_dir"]) == folder
+    got = records(again)
+    assert same(got, ref)
+    # Killed mid-chunk: two of the batch's records kept, the third cut mid-line; resumed at batch 8.
+    lines = (folder / RunFolder.SAMPLES).read_text().splitlines(keepends=True)
+    (folder / RunFolder.SAMPLES).write_text("".join(lines[:5]) + lines[5][: len(lines[5]) // 2])
+    resumed = run(cfg_for(tmp_path / "mix", "method=fly", "dataset.limit=9", "engine.batch_size=8"))
+    assert same(records(resumed), ref)
+    assert resumed["n_samples"] == 9
+
+
+def test_the_run_id_does_not_change_with_the_batch_size():
+    a = compose_config([*QUALITY, "method=fly"])
+    b = compose_config([*QUALITY, "method=fly", "engine.batch_size=8"])
+    assert run_id(a) == run_id(b)
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["drafter=lookahead"], "drafter=lookahead cannot batch: its draft is a tree"),
+    (["drafter=eagle3", "drafter.head_path=random"], "drafter=eagle3 cannot batch"),
+    (["drafter=model_xtok"], "drafter=model_xtok cannot batch: it re-tokenizes"),
+    (["baseline=paired"], "quality-only runs"),
+    (["baseline=shared", "timing.subset=5"], "baseline=shared times a subset"),
+    (["engine.batch_size=17"], "at most 16"),
+])
+def test_what_cannot_batch_is_refused_before_any_model_loads(overrides, says):
+    base = [o for o in QUALITY if not o.startswith(("baseline=", "timing."))]
+    has = {o.split("=")[0] for o in overrides}
+    extra = [o for o in ("baseline=shared", "timing.subset=0") if o.split("=")[0] not in has]
+    cfg = compose_config([*base, *extra, "engine.batch_size=8", *overrides])
+    with pytest.raises(ConfigError, match=says) as err:
+        validate(cfg)
+    assert "\n" not in str(err.value)  # one line
+
+
+def test_batchable_settings_pass_the_precheck():
+    for extra in (["method=fly", "drafter=mla"], ["method=dropmatch"], ["method=spd", "drafter=pld"], ["method=ar"],
+                  ["baseline=none", "method=fly"]):
+        validate(compose_config([*QUALITY, "engine.batch_size=16", *extra]))
