@@ -58,8 +58,8 @@ from typing import Any, Sequence
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from .store.baselines import BaselineStore, baselines_root
-from .settings.config import baseline_config
+from .settings.config import baseline_config, key_digest, uses_drafter
+from .settings.run_settings import RunSettings
 # The planner's throughput assumptions (the claims report prices an n with them too).
 from .measure.costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, FLOAT32_CPU_SLOWDOWN, LOAD_MIN, SPEEDUP, TARGET_TPS
 from .errors import ConfigError
@@ -135,7 +135,7 @@ def settings(cfg: DictConfig) -> dict[str, Any]:
     for k, v in cfg.method.items():
         if k not in ("_target_", "name", "uses_drafter"):
             out[f"method.{k}"] = v
-    if cfg.method.get("uses_drafter", True):
+    if uses_drafter(cfg):  # the rule's class says (Verifier.target_alone), not the file
         out["drafter"] = cfg.drafter.name
         out["drafter.k"] = cfg.drafter.k
     out["dataset"] = cfg.dataset.name
@@ -193,19 +193,20 @@ def turns_per_sample(d: DictConfig) -> float:
 def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[str, float], load_min: dict[str, float]) -> dict[str, Any]:
     pair, method, dataset = str(cfg.pair.name), str(cfg.method.name), str(cfg.dataset.name)
     samples, exact = _set_size(cfg.dataset)
-    max_new = cfg.generation.max_new_tokens or cfg.dataset.get("max_new_tokens") or 1024
+    settings = RunSettings.read(cfg)  # the run's own settings, typed (settings/run_settings.py)
+    max_new = settings.generation.max_new_tokens or cfg.dataset.get("max_new_tokens") or 1024
     tokens = samples * turns_per_sample(cfg.dataset) * int(max_new) * fill
     rate = tps.get(pair, DEFAULT_TPS)
     if str(cfg.pair.get("dtype")) == "float32" and str(cfg.pair.get("device") or "cpu") == "cpu":
         rate /= FLOAT32_CPU_SLOWDOWN  # the table's rates are bf16 ones
     gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
-    mode = cfg.get("baseline")
+    mode = settings.root.baseline
     rule = rule_class(method)  # the target alone (method=ar) has no paired target-alone side
     paired = mode in ("paired", "shared") and not (rule is not None and rule.target_alone)
     # baseline=shared: the target alone runs beside the method on the timing subset only; the
     # rest of its samples come from the store, filled once per store (build_plan shares that
     # pass among the store's points: store_h).
-    subset = (cfg.get("timing") or {}).get("subset") if mode == "shared" else None
+    subset = settings.timing.subset if mode == "shared" else None
     timed = 1.0 if subset is None or not samples else min(1.0, int(subset) / samples)
     seconds = tokens / (rate * gain) + (tokens / rate * timed if paired else 0.0) + 60 * load_min.get(pair, DEFAULT_LOAD_MIN)
     load_h = load_min.get(pair, DEFAULT_LOAD_MIN) / 60
@@ -248,7 +249,7 @@ def build_plan(
             folder = run_dir(cfg)  # the folder app.run writes: results_dir/experiment_name/run id
             rid = folder.name
             est = estimate(cfg, fill, tps, speedup, load_min)
-            store = BaselineStore(baselines_root(cfg), baseline_config(cfg), "").digest if est["store_h"] else ""
+            store = key_digest(baseline_config(cfg)) if est["store_h"] else ""
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.lstrip("+~").split("=", 1)[0] in varying], folder=folder,
                 gpus=gpus, settings=settings(cfg), run_id=rid, store=store, **est,

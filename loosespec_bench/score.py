@@ -39,7 +39,8 @@ from .store.baselines import judge_against_store
 from .errors import ConfigError
 from .store.run_folder import RunFolder, atomic_write, check_files, first_per_id, read_jsonl, summary_json, utc_stamp
 from .safe_files import check_regular, read_text
-from .store.summary import DEFAULT_POWER_THRESHOLD, build_summary, paired_quality
+from .store.summary import build_summary, paired_quality
+from .settings.run_settings import RootParams  # the defaults a config from before a key existed reads
 from .measure.timing import timing_settings  # the run's own settings, defaults for old configs
 from .tasks import Sample, Task
 
@@ -346,7 +347,7 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
                     baselines_dir: str | None = None) -> dict[str, Any]:
     folder = run_folder.path
     # The folder's numbers, checked before anything is rewritten (a refusal changes nothing).
-    seed, threshold = _number(cfg, "seed", 0, int), _number(cfg, "power_threshold", DEFAULT_POWER_THRESHOLD, float)
+    seed, threshold = _number(cfg, "seed", RootParams.seed, int), _number(cfg, "power_threshold", RootParams.power_threshold, float)
     # The lock: a run still appending (or another re-score) would lose samples to the rewrite.
     run_folder.lock("re-score")
     lines = run_folder.lines()  # every readable line; an unreadable one is skipped with a warning

@@ -41,6 +41,13 @@ def batch_repeats(n_requests: int, batch_size: int, timed_batches: int) -> int:
     return max(1, math.ceil(timed_batches / distinct))
 
 
+def batch_size_of(serving: Mapping[str, Any]) -> int:
+    """A record's engine.batch_size. Records served before issue 71 named it max_num_seqs (vLLM's
+    keyword) and kept the batch's own request count under batch_size; theirs is read as it was."""
+    legacy = serving.get("max_num_seqs")
+    return int(legacy if legacy else serving["batch_size"])
+
+
 def _units(metrics: Sequence[Mapping[str, Any]], tag: str = "") -> dict[tuple[str, str, int], dict[str, Any]]:
     """(tag, batch, repeat) -> {makespan, tokens, requests: [(ttft, tpot, e2e)]} from samples'
     metrics; tag keeps apart batches of different runs pooled together (side_summary)."""
@@ -139,7 +146,7 @@ def serving_summary(records: list[dict[str, Any]], *, seed: int = 0) -> dict[str
     keys = sorted(mine)
     first = timed[0]["metrics"]["serving"]
     out: dict[str, Any] = {
-        "batch_size": int(first.get("max_num_seqs") or first["batch_size"]),
+        "batch_size": batch_size_of(first),
         "request_rate": first.get("request_rate"),
         "n_batches": len({k[1] for k in keys}),
         "repeats": 1 + max(k[2] for k in keys),
@@ -168,4 +175,4 @@ def serving_summary(records: list[dict[str, Any]], *, seed: int = 0) -> dict[str
     return out
 
 
-__all__ = ["batch_repeats", "serving_summary", "side_summary", "timed_served", "load_fields", "CI_TEXT", "MIN_UNITS"]
+__all__ = ["batch_repeats", "batch_size_of", "serving_summary", "side_summary", "timed_served", "load_fields", "CI_TEXT", "MIN_UNITS"]

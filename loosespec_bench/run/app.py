@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from ..store.baselines import BaselineStore, baselines_root, timed_indices
 from ..build import build_engine, build_task, check_artefacts
 from ..settings.checks import precheck_config
+from ..settings.run_settings import RunSettings
 from ..engines.base import Engine
 from .. import interrupts
 from ..errors import ConfigError
@@ -33,12 +34,12 @@ from .resume import check_topup_machine, reusable_records, sample_groups, timing
 from ..measure.serving import batch_repeats
 from ..store.run_folder import DISK_ERRNOS, FolderLocked, RunFolder, check_files, run_dir, summary_json, write_error
 from ..sinks.trackers import build_tracker
-from ..store.summary import DEFAULT_POWER_THRESHOLD, RUN_PROVENANCE, build_summary, data_files, run_metadata
+from ..store.summary import RUN_PROVENANCE, build_summary, data_files, run_metadata
 from ..tasks import Sample, Task
 from ..calibrate import find_calibration
 from ..measure.work import merge_work
 from ..measure.timing import (
-    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, differ, process_tree_cpu, retime_enabled, side_limit, timing_settings,
+    CLEAN, EXCLUDED, RETIMED, UNTIMED, Clocks, Probe, differ, process_tree_cpu,
 )
 
 log = logging.getLogger(__name__)
@@ -53,28 +54,30 @@ class Runner:
         self.cfg = cfg
         self.task = task
         self.engine = engine
-        self.max_new = cfg.generation.max_new_tokens or task.max_new_tokens
+        # The run's own settings, typed (settings/run_settings.py): read here, never as raw keys.
+        self.settings = settings = RunSettings.read(cfg)
+        self.max_new = settings.generation.max_new_tokens or task.max_new_tokens
         # Tests inject fake clocks (timing.py). An engine whose models run in child processes
         # (vLLM) is timed by the CPU of the whole process tree, not of this process alone.
         self.clocks = Clocks(cpu=process_tree_cpu) if getattr(engine, "out_of_process", False) else Clocks()
-        self.tolerance, self.max_retimes = timing_settings(cfg)
-        self.retime = retime_enabled(cfg)
+        self.tolerance, self.max_retimes = settings.timing.tolerance, settings.timing.max_retimes
+        self.retime = settings.timing.retime_on((cfg.get("pair") or {}).get("device"))
         # Throughput mode: batches of batch_size through the engine's prefetch (vLLM: at every size).
         self.batched = engine.batch_size > 1 or engine.serves_batches
         # Our loop's batches (engine=hf, batch_size > 1): rows share every forward, so a sample
         # has no time of its own; its records are quality-only (UNTIMED, HFEngine.check).
         self.untimed_batches = self.batched and not engine.serves_batches
-        self.side_limit = side_limit(cfg)
+        self.side_limit = settings.timing.side_limit
         # A target-alone side beside the method: paired (every sample) or shared (the store's,
         # re-run beside the method on the timing subset). method=ar is the target alone itself.
-        self.paired = cfg.baseline in ("paired", "shared") and not target_alone(cfg)
+        self.paired = settings.root.baseline in ("paired", "shared") and not target_alone(cfg)
         self.store: BaselineStore | None = None  # baseline=shared: run() opens it
         self.timed: set[int] | None = None  # baseline=shared: the timing subset's sample positions
         self.run_name = ""
 
     def encode(self, sample: Sample) -> tuple[str, list[int]]:
         """A sample's first-turn prompt text and ids, as the engine's target reads them."""
-        return encode_prompt(self.engine.tokenizer, sample, bool(self.cfg.chat_template), chat_template_kwargs(self.cfg))
+        return encode_prompt(self.engine.tokenizer, sample, self.settings.root.chat_template, chat_template_kwargs(self.cfg))
 
     def check_lengths(self, samples: list[Sample]) -> None:
         """A prompt that, with max_new_tokens, does not fit the target's context is a
@@ -88,7 +91,7 @@ class Runner:
                 f"generation.max_new_tokens={self.max_new} does not fit the target's context of {ctx} tokens "
                 "(max_position_embeddings); lower it"
             )
-        chat = bool(self.cfg.chat_template)
+        chat = self.settings.root.chat_template
         for sample in samples:
             n = len(encode_prompt(self.engine.tokenizer, sample, chat)[1])
             if n + self.max_new > ctx:
@@ -124,7 +127,7 @@ class Runner:
 
     def seed(self, sample: Sample) -> int:
         """The sample's generation seed (its first turn's; turn t uses seed + t)."""
-        return (int(self.cfg.seed) * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
+        return (self.settings.root.seed * 1_000_003 + zlib.crc32(sample.id.encode())) % 2**63
 
     def check_batch(self, samples: list[Sample]) -> None:
         """engine.batch_size > 1 batches first turns only: multi-turn samples are refused."""
@@ -263,7 +266,7 @@ class Runner:
         self, sample: Sample, ids: list[int], contestants: tuple[bool, ...], seed: int
     ) -> tuple[dict[bool, list[tuple[GenerationOutput, int, str]]], dict[bool, Probe]]:
         """Every contestant's turns of one sample, each generation timed by its side's probe."""
-        chat = bool(self.cfg.chat_template)
+        chat = self.settings.root.chat_template
         probes = {method: Probe(self.clocks) for method in contestants}
         # Multi-turn samples: each contestant's conversation goes on with its own answers.
         convs = {method: list(sample.messages) for method in contestants}
@@ -304,10 +307,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """
     # Every setting (the engine's own check included) and what this machine must provide,
     # before anything loads.
-    precheck_config(cfg)
+    settings = precheck_config(cfg)  # the run's settings, typed (RunSettings)
     check_artefacts(cfg)  # trained files the rule reads (AutoJudge's judge), per run point
-    if cfg.get("threads"):
-        torch.set_num_threads(int(cfg.threads))
+    if settings.root.threads:
+        torch.set_num_threads(settings.root.threads)
     # The task and its samples load before the folder exists: a rejected config or bad data
     # (ConfigError) leaves no result folder behind.
     task = build_task(cfg)
@@ -333,7 +336,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         print(
             f"[loosespec_bench] {cfg.method.name} on {task.name}: {len(samples)} samples "
             f"(dataset.limit={cfg.dataset.get('limit')}), {len(samples) - len(todo)} already done"
-            + (f", {len(topup)} of them re-run timed (timing.subset={'null' if cfg.timing.subset is None else cfg.timing.subset} tops up the timing subset)" if topup else "")
+            + (f", {len(topup)} of them re-run timed (timing.subset={'null' if settings.timing.subset is None else settings.timing.subset} tops up the timing subset)" if topup else "")
             + f" -> {folder.path}",
             flush=True,
         )
@@ -344,16 +347,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if todo:
             engine = build_engine(cfg, task)  # the models load here
             runner = Runner(cfg, task, engine)
-            runner.run_name = f"{cfg.experiment_name}/{folder.path.name}"
-            if cfg.baseline == "shared" and runner.paired:
+            runner.run_name = f"{settings.root.experiment_name}/{folder.path.name}"
+            if settings.root.baseline == "shared" and runner.paired:
                 runner.store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
-                subset = cfg.timing.get("subset")
+                subset = settings.timing.subset
                 runner.timed = timed_indices(len(samples), None if subset is None else int(subset), sample_groups(task, samples))
             runner.check_lengths([s for _, s in todo])  # before any generation
             runner.check_batch([s for _, s in todo])
-            if cfg.warmup:
+            if settings.root.warmup:
                 runner.warmup(todo[0][1])
-            bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not cfg.progress)
+            bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not settings.root.progress)
             batch = engine.batch_size
             repeats = batch_repeats(len(todo), batch, engine.timed_batches)
             # Problems per prefetch: a batch (vLLM), or several for our loop, which refills
@@ -380,8 +383,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         records = [done[s.id] for s in samples if s.id in done]
         cal, cal_source = run_calibration(cfg)
         summary = build_summary(
-            task, records, seed=int(cfg.seed), power_threshold=float(cfg.get("power_threshold", DEFAULT_POWER_THRESHOLD)),
-            timing_tolerance=timing_settings(cfg)[0], calibration=cal, calibration_source=cal_source,
+            task, records, seed=settings.root.seed, power_threshold=settings.root.power_threshold,
+            timing_tolerance=settings.timing.tolerance, calibration=cal, calibration_source=cal_source,
         )
         summary.update(run_metadata(cfg, task.name, folder.path))
         previous = folder.read_summary() if not todo else None

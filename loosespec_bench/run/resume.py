@@ -18,6 +18,7 @@ from ..safe_files import read_text
 from ..store.summary import machine
 from ..tasks import Sample
 from ..measure.timing import UNTIMED
+from ..settings.run_settings import RunSettings
 from ..verifiers import rule_class
 
 log = logging.getLogger(__name__)
@@ -82,9 +83,10 @@ def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[st
     before groups were spread) keeps its timed samples instead of gaining some at every resume,
     perhaps on another CPU."""
     rule = rule_class(str(cfg.method.name))  # the target alone (method=ar) has no method side to time
-    if cfg.baseline != "shared" or (rule is not None and rule.target_alone):
+    settings = RunSettings.read(cfg)  # the run's settings, typed (settings/run_settings.py)
+    if settings.root.baseline != "shared" or (rule is not None and rule.target_alone):
         return []
-    subset = cfg.timing.get("subset")
+    subset = settings.timing.subset
     untimed = {sid for sid, rec in done.items() if (rec.get("timing") or {}).get("status") == UNTIMED}
     already = sum(1 for s in samples if s.id in done and s.id not in untimed)
     if subset is not None and already >= min(int(subset), len(samples)):

@@ -444,11 +444,13 @@ def check_free_space(value: str, data: Mapping[str, Any], where: str = "paths.re
                           f"{need // 1024} KiB ({how}); free space there or choose another folder")
 
 
-def precheck_config(cfg: DictConfig, *, resources: bool = True) -> None:
-    """validate, then (resources) check_resources: what the CLI and app.run call."""
-    validate(cfg)
+def precheck_config(cfg: DictConfig, *, resources: bool = True) -> RunSettings:
+    """validate, then (resources) check_resources: what the CLI and app.run call. Returns the
+    run's settings, typed (RunSettings), as validate built them."""
+    settings = validate(cfg)
     if resources:
         check_resources(cfg)
+    return settings
 
 
 # --- issue 41: the paths a run makes, the engine node, the shared baseline store -------------

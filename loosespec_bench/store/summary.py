@@ -21,8 +21,9 @@ from ..measure.stats.intervals import (
 )
 from ..measure.stats.exact import is_binary, sign_test_p
 from ..measure.timing import counts_for_speed, timing_summary
+from ..settings.run_settings import RootParams
 
-DEFAULT_POWER_THRESHOLD = 0.05  # accuracy difference half-width: 5 points
+DEFAULT_POWER_THRESHOLD = RootParams.power_threshold  # declared once (settings/run_settings.py): 5 points
 
 TAU_DEFINITION = "emitted tokens / verification steps, bonus or correction token included"
 
@@ -418,11 +419,12 @@ def engine_metadata(cfg: Any) -> dict[str, Any]:
     """Which engine generated (engine=hf: our loop), its version, and how timing reads: at
     engine.batch_size > 1 requests ran B at once, so tokens/s is throughput, not latency."""
     from ..settings.config import engine_class
+    from ..settings.run_settings import RunSettings  # noqa: F811
 
     node = cfg.get("engine") or {}
     engine = engine_class(cfg)  # the engine says its own version (Engine.version: None for our loop)
     name = str(node.get("name") or engine.name)
-    batch = int(node.get("batch_size") or 1)
+    batch = RunSettings.read(cfg).engine.batch_size  # engine.batch_size, its default declared once (EngineParams)
     version = engine.version()
     timing = "per-request latency (batch 1)" if batch == 1 else (
         f"throughput at batch size {batch}: {batch} requests at once, each timed as its batch's wall time / {batch}; "
