@@ -1,23 +1,26 @@
-"""The loose rules at matched quality (issue 44): the frontier of tau and speedup against the
-answers each setting changes, and the "matched" table.
+"""The loose rules at matched quality (issues 44, 68): the frontier of tau and speedup against
+the answers each setting changes, and the matched table at stated non-inferiority margins.
 
     python -m loosespec_bench.report.frontier [--results DIR] [--experiment loose_rules] [--out DIR]
-                                              [--budget 0.02] [--alpha 0.05]
+                                              [--margins 5,10,20] [--alpha 0.05] [--certified DIR]
 
 Reads the index (report/index.py) of the experiment's runs. A point is one run: a rule at one
 knob setting on one set. Its quality change is paired against the target alone on the same
 problems: `lost` = problems the target alone got right and the rule wrong, `gained` the
-reverse, `p` = the exact two-sided sign test on (lost, gained) (stats.sign_test_p, the exact
-McNemar test), beside the paired score difference with its interval.
+reverse, with the exact interval of the accuracy difference (ExactPairedBinary, two-sided 95%)
+and the loss's one-sided upper bound at alpha (`loss_upper`, in points: the smallest margin the
+point is non-inferior at), beside the exact two-sided sign test p.
 
-The matched table, per set and rule (a rule = method, with its drafter when not the draft model):
-  best tau, no detectable loss  the largest tau among the rule's points whose loss is not
-      distinguishable from zero at the run's n: NOT (lost > gained and p < alpha). With n ~ 30
-      this is a weak filter (a loss of a few answers is not detectable): the table prints n
-      and lost/gained beside every entry so that the reader sees how weak;
-  tau at the loss budget  the largest tau among the points whose net loss (lost - gained) / n is
-      at most --budget (a point estimate: choosing the best of several points at a budget
-      favours rules with more points; the frontier figure shows all of them).
+The matched table, per set, rule and margin delta (accuracy points, --margins): non-inferiority
+(H0: loss >= delta) of each of the rule's m points by the exact paired bound at alpha / m
+(Bonferroni over the rule's points: all m verdicts hold together with probability >= 1 - alpha),
+so that naming the highest-tau point among the non-inferior ones is a selection the test
+accounts for. It prints how many points are non-inferior and that point with its tau,
+predicted speedup, lost / gained and the exact interval of the difference (every figure with its
+interval); "none" where no point is. No point is called lossless, and none is chosen without
+its selection accounted for. (A ladder tested strictest first, with planned looks, certifies at
+full alpha instead: `python -m loosespec_bench.certify`, docs/certify.md; --certified DIR adds
+the certifications found there to `certified.md`.)
 Speed: `speedup` is the measured one (paired wall clock, on the run's timed samples, where it
 timed any); `work_speedup` is the calibrated cost model's prediction from every sample's work
 counts (summary.work_speedup_fields), the only speed figure of a point run with no timed sample
@@ -25,7 +28,7 @@ counts (summary.work_speedup_fields), the only speed figure of a point run with 
 folders' records with one calibration (results/_calibration/<pair>/<hash>.json), so that all
 points are predicted for one machine, whichever machine ran them.
 Outputs in --out: frontier.csv, frontier.md, matched.md, frontier_<set>.png / .pdf with its caption
-beside it (frontier_<set>.caption.md / .tex).
+beside it (frontier_<set>.caption.md / .tex), certified.md (with --certified).
 """
 
 from __future__ import annotations
@@ -39,16 +42,17 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from ..measure.stats.exact import ExactPairedBinary
 from ..schema import label_parts
 
 # Colours for rules outside plots.figure.METHOD_COLORS, told apart from those and each other.
 OTHER_RULE_COLORS = ("tab:purple", "tab:red", "tab:pink", "tab:olive", "tab:cyan", "black", "#8c564b", "#e6ab02",
                      "#1b9e77", "#7570b3", "#66a61e", "#666666")
-DEFAULT_BUDGET = 0.02  # net answers lost per problem
+DEFAULT_MARGINS = (5.0, 10.0, 20.0)  # accuracy points
 DEFAULT_ALPHA = 0.05
 COLUMNS = ["dataset", "rule", "setting", "tau", "tau_ci_low", "tau_ci_high", "speedup", "speedup_ci_low",
-           "speedup_ci_high", "work_speedup", "work_speedup_ci_low", "work_speedup_ci_high", "lost", "gained", "net_lost", "n", "sign_p", "score_diff", "score_diff_ci_low",
-           "score_diff_ci_high", "run_id"]
+           "speedup_ci_high", "work_speedup", "work_speedup_ci_low", "work_speedup_ci_high", "lost", "gained", "net_lost", "n",
+           "right", "sign_p", "score_diff", "score_diff_ci_low", "score_diff_ci_high", "loss_upper", "run_id"]
 
 
 def _num(x: Any) -> float:
@@ -91,44 +95,66 @@ def frontier(index: pd.DataFrame, calibration: Any = None) -> pd.DataFrame:
         if calibration is not None:
             seed = _num(r.get("seed"))
             work = recomputed_work_speedup(r["run_dir"], calibration, 0 if math.isnan(seed) else int(seed)) or dict.fromkeys(work)
+        right = round(_num(r.get("baseline_accuracy")) * n) if not math.isnan(_num(r.get("baseline_accuracy"))) else math.nan
+        diff = (_num(r.get("score_diff")), _num(r.get("score_diff_ci_low")), _num(r.get("score_diff_ci_high")))
+        loss_upper = math.nan
+        if not any(math.isnan(v) for v in (lost, gained, n, right)) and lost <= right and gained <= n - right:
+            # The exact paired interval of the difference from the counts (0/1 scores), and the
+            # loss's one-sided upper bound at alpha = 0.05 (ExactPairedBinary, as the runs' own).
+            e = ExactPairedBinary(int(lost), int(gained), int(right), int(n - right))
+            diff = e.interval("difference")
+            loss_upper = -e.lower("difference", DEFAULT_ALPHA)
         rows.append({
             "dataset": r.get("dataset"), "rule": rule_name(r), "setting": ", ".join(parts) or "-",
             "tau": _num(r.get("tau")), "tau_ci_low": _num(r.get("tau_ci_low")), "tau_ci_high": _num(r.get("tau_ci_high")),
             "speedup": _num(r.get("speedup")), "speedup_ci_low": _num(r.get("speedup_ci_low")),
             "speedup_ci_high": _num(r.get("speedup_ci_high")), **{k: _num(v) for k, v in work.items()}, "lost": lost, "gained": gained,
-            "net_lost": lost - gained, "n": n, "sign_p": _num(r.get("quality_sign_p")),
-            "score_diff": _num(r.get("score_diff")), "score_diff_ci_low": _num(r.get("score_diff_ci_low")),
-            "score_diff_ci_high": _num(r.get("score_diff_ci_high")), "run_id": r.get("run_id"),
+            "net_lost": lost - gained, "n": n, "right": right, "sign_p": _num(r.get("quality_sign_p")),
+            "score_diff": diff[0], "score_diff_ci_low": diff[1], "score_diff_ci_high": diff[2], "loss_upper": loss_upper,
+            "run_id": r.get("run_id"),
         })
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values(["dataset", "rule", "tau"], kind="stable").reset_index(drop=True)
 
 
-def detectable_loss(row: pd.Series, alpha: float = DEFAULT_ALPHA) -> bool:
-    """A loss the exact sign test tells from zero at level alpha (two-sided)."""
-    return bool(row["lost"] > row["gained"] and row["sign_p"] < alpha)
+def loss_bound(row: pd.Series, alpha: float) -> float:
+    """The loss's one-sided exact upper bound at level alpha (accuracy share; nan without counts)."""
+    vals = [row.get(c) for c in ("lost", "gained", "right", "n")]
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
+        return math.nan
+    lost, gained, right, n = (int(v) for v in vals)
+    if lost > right or gained > n - right:
+        return math.nan
+    return -ExactPairedBinary(lost, gained, right, n - right).lower("difference", alpha)
 
 
-def matched(front: pd.DataFrame, budget: float = DEFAULT_BUDGET, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
-    """Per set and rule: the best tau with no detectable loss, and the best tau within the budget."""
+def non_inferior(row: pd.Series, margin: float, alpha: float) -> bool:
+    """H0: loss >= margin (accuracy share) rejected by the exact paired bound at alpha."""
+    bound = loss_bound(row, alpha)
+    return bool(not math.isnan(bound) and bound < margin)
+
+
+def matched(front: pd.DataFrame, margins: Sequence[float] = DEFAULT_MARGINS, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+    """Per set, rule and margin (accuracy points): the rule's points non-inferior at the margin,
+    each tested at alpha / m (m: the rule's points with counts; Bonferroni: the m verdicts hold
+    together), and the highest-tau one among them (a selection the simultaneous test covers)."""
     out = []
+    figures = ["tau", "tau_ci_low", "tau_ci_high", "work_speedup", "work_speedup_ci_low", "work_speedup_ci_high",
+               "lost", "gained", "n", "score_diff", "score_diff_ci_low", "score_diff_ci_high"]
     for (dataset, rule), g in front.groupby(["dataset", "rule"], sort=True):
-        g = g.dropna(subset=["tau", "lost", "gained", "n"])
-        ok = g[[not detectable_loss(r, alpha) for _, r in g.iterrows()]]
-        within = g[(g["net_lost"] / g["n"]) <= budget + 1e-12]
-        entry: dict[str, Any] = {"dataset": dataset, "rule": rule, "points": len(g)}
-        for prefix, sel in (("undetected", ok), ("budget", within)):
-            # The chosen point's figures with their intervals (every figure carries one).
-            figures = ["tau", "tau_ci_low", "tau_ci_high", "work_speedup", "work_speedup_ci_low", "work_speedup_ci_high"]
-            if sel.empty:
-                entry.update({f"{prefix}_setting": "none", f"{prefix}_lost": math.nan, f"{prefix}_gained": math.nan,
-                              f"{prefix}_n": math.nan, f"{prefix}_p": math.nan, **{f"{prefix}_{c}": math.nan for c in figures}})
-                continue
-            best = sel.loc[sel["tau"].idxmax()]
-            entry.update({f"{prefix}_setting": best["setting"], f"{prefix}_lost": best["lost"],
-                          f"{prefix}_gained": best["gained"], f"{prefix}_n": best["n"], f"{prefix}_p": best["sign_p"],
-                          **{f"{prefix}_{c}": best.get(c, math.nan) for c in figures}})
-        out.append(entry)
+        g = g.dropna(subset=["tau", "lost", "gained", "n", "right"])
+        m = len(g)
+        for margin in margins:
+            entry: dict[str, Any] = {"dataset": dataset, "rule": rule, "points": m, "margin": float(margin),
+                                     "alpha_each": alpha / m if m else math.nan}
+            ok = g[[non_inferior(r, margin / 100, alpha / m) for _, r in g.iterrows()]] if m else g
+            entry["non_inferior"] = len(ok)
+            if ok.empty:
+                entry.update({"setting": "none", **dict.fromkeys(figures, math.nan)})
+            else:
+                pick = ok.loc[ok["tau"].idxmax()]
+                entry.update({"setting": pick["setting"], **{c: pick.get(c, math.nan) for c in figures}})
+            out.append(entry)
     return pd.DataFrame(out)
 
 
@@ -143,29 +169,49 @@ def _ci(row: pd.Series, col: str) -> str:
     return f"{_f(row[col])} [{_f(lo)}, {_f(hi)}]"
 
 
-def frontier_markdown(front: pd.DataFrame) -> str:
-    lines = ["| set | rule | setting | tau [95% CI] | predicted speedup [95% CI] | measured speedup [95% CI] "
-             "| lost / gained (n) | sign-test p | score diff [95% CI] |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def frontier_markdown(front: pd.DataFrame, alpha: float = DEFAULT_ALPHA) -> str:
+    lines = [f"| set | rule | setting | tau [95% CI] | predicted speedup [95% CI] | measured speedup [95% CI] "
+             f"| lost / gained (n) | accuracy difference, points [exact 95% CI] | loss upper bound, points (one-sided {1 - alpha:.0%}) "
+             "| sign-test p |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in front.iterrows():
+        bound = loss_bound(r, alpha)
         lines.append(f"| {r['dataset']} | {r['rule']} | {r['setting']} | {_ci(r, 'tau')} | {_ci(r, 'work_speedup')} | {_ci(r, 'speedup')} "
                      f"| {_f(r['lost'], '{:.0f}')} / {_f(r['gained'], '{:.0f}')} ({_f(r['n'], '{:.0f}')}) "
-                     f"| {_f(r['sign_p'], '{:.3g}')} | {_ci(r, 'score_diff')} |")
+                     f"| {_points(r, 'score_diff')} | {_f(100 * bound, '{:.1f}')} | {_f(r['sign_p'], '{:.3g}')} |")
     return "\n".join(lines) + "\n"
 
 
-def matched_markdown(table: pd.DataFrame, budget: float, alpha: float) -> str:
-    lines = [f"| set | rule | points | best tau, no detectable loss (sign test, alpha = {alpha:g}) [95% CI] | predicted speedup [95% CI] | setting "
-             f"| lost / gained (n), p | tau at net loss <= {budget:.0%} [95% CI] | predicted speedup [95% CI] | setting | lost / gained (n) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+def _points(row: pd.Series, col: str) -> str:
+    """A share and its interval in accuracy points: +3.3 [-10.1, +16.2]."""
+    v, lo, hi = (row.get(col), row.get(f"{col}_ci_low"), row.get(f"{col}_ci_high"))
+    if _f(v) == "-":
+        return "-"
+    return f"{100 * v:+.1f} [{_f(100 * lo, '{:+.1f}')}, {_f(100 * hi, '{:+.1f}')}]"
+
+
+def matched_markdown(table: pd.DataFrame, alpha: float) -> str:
+    lines = [f"Non-inferiority at each margin (H0: the rule loses >= delta accuracy points against the target alone), "
+             f"each of a rule's m points tested by its exact paired bound at alpha / m (alpha = {alpha:g}, one-sided; the m "
+             "verdicts hold together), so the highest-tau non-inferior point is a selection the test covers. \"none\": no "
+             "point of the rule is shown to lose less than delta at this n; it is no evidence of a loss.",
+             "",
+             "| set | rule | margin (points) | points non-inferior / m | highest-tau non-inferior point | tau [95% CI] "
+             "| predicted speedup [95% CI] | lost / gained (n) | accuracy difference, points [exact 95% CI] |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
-        lines.append(
-            f"| {r['dataset']} | {r['rule']} | {r['points']} | {_ci(r, 'undetected_tau')} | {_ci(r, 'undetected_work_speedup')} "
-            f"| {r['undetected_setting']} "
-            f"| {_f(r['undetected_lost'], '{:.0f}')} / {_f(r['undetected_gained'], '{:.0f}')} ({_f(r['undetected_n'], '{:.0f}')}), "
-            f"{_f(r['undetected_p'], '{:.3g}')} | {_ci(r, 'budget_tau')} | {_ci(r, 'budget_work_speedup')} | {r['budget_setting']} "
-            f"| {_f(r['budget_lost'], '{:.0f}')} / {_f(r['budget_gained'], '{:.0f}')} ({_f(r['budget_n'], '{:.0f}')}) |")
+        lg = f"{_f(r['lost'], '{:.0f}')} / {_f(r['gained'], '{:.0f}')} ({_f(r['n'], '{:.0f}')})" if r["setting"] != "none" else "-"
+        lines.append(f"| {r['dataset']} | {r['rule']} | {r['margin']:g} | {r['non_inferior']} / {r['points']} | {r['setting']} "
+                     f"| {_ci(r, 'tau')} | {_ci(r, 'work_speedup')} | {lg} | {_points(r, 'score_diff')} |")
     return "\n".join(lines) + "\n"
+
+
+def certified_markdown(folder: Path) -> str:
+    """The certifications (certification_*.md, python -m loosespec_bench.certify) under a folder."""
+    found = sorted(folder.rglob("certification_*.md")) if folder.is_dir() else []
+    if not found:
+        return f"No certification under {folder} yet (python -m loosespec_bench.certify; docs/certify.md).\n"
+    return "\n\n".join(f"<!-- {p} -->\n" + p.read_text().strip() for p in found) + "\n"
 
 
 def rule_labels(front: pd.DataFrame, index: pd.DataFrame | None = None) -> dict[str, str]:
@@ -183,7 +229,7 @@ def rule_labels(front: pd.DataFrame, index: pd.DataFrame | None = None) -> dict[
 
 
 def plot_frontier(front: pd.DataFrame, out_dir: Path, labels: dict[str, str] | None = None,
-                  speed_note: str = "", formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
+                  speed_note: str = "", formats: Sequence[str] = ("png", "pdf"), margins: Sequence[float] = ()) -> list[Path]:
     """Per set, one figure two columns wide (_set_figure), saved with its caption beside it.
     Returns the files written, each set's PNG first."""
     from .plots.figure import MARKERS, METHOD_COLORS, save
@@ -199,12 +245,12 @@ def plot_frontier(front: pd.DataFrame, out_dir: Path, labels: dict[str, str] | N
     style = {r: (colours[r], MARKERS[i % len(MARKERS)]) for i, r in enumerate(rules)}
     paths: list[Path] = []
     for dataset, g in front.groupby("dataset", sort=True):
-        paths += save(_set_figure(str(dataset), g, style, labels, speed_note), out_dir, f"frontier_{dataset}", formats)
+        paths += save(_set_figure(str(dataset), g, style, labels, speed_note, margins), out_dir, f"frontier_{dataset}", formats)
     return paths
 
 
 def _set_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]], labels: dict[str, str],
-                speed_note: str) -> Any:
+                speed_note: str, margins: Sequence[float] = ()) -> Any:
     """tau (95% CI) against net answers lost per 100 problems, and beside it the speedup
     predicted from the work counts when the points have it; one line per rule through its
     settings in order of the y value, single-point rules as markers. The caption says what the
@@ -241,6 +287,8 @@ def _set_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]]
                 entries.setdefault(label, ax.errorbar(x, h[col], yerr=yerr, marker=marker, color=colour, capsize=2,
                                                       elinewidth=0.8, linestyle="-" if len(h) > 1 else "none", label=label))
             ax.axvline(0, color="grey", linewidth=0.6)
+            for m in margins:  # the non-inferiority margins of matched.md, in the axis's units
+                ax.axvline(m, color="grey", linewidth=0.6, linestyle=":")
             ax.set_xlabel("net answers lost per 100 problems")
             ax.set_ylabel(ylabel)
             ax.set_title(f"{name}: {ylabel.split(' (')[0]}")
@@ -255,7 +303,10 @@ def _set_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]]
                     "100 problems, with the paired score difference's 95% interval (faint; exact for 0/1 scores, and "
                     "conservative: it can reach 0 where the exact McNemar test on the lost / gained split rejects no change). "
                     f"Vertical: tau with its 95% paired bootstrap interval over problems{speed}. "
-                    "A line joins one rule's settings in order of the vertical value. " + speed_note)
+                    "A line joins one rule's settings in order of the vertical value. "
+                    + (f"Dotted: the non-inferiority margins ({', '.join(f'{m:g}' for m in margins)} points) of the matched "
+                       "table, which tests each point's exact upper bound on its loss against them. " if margins else "")
+                    + speed_note)
     return fig
 
 
@@ -264,13 +315,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--results", default=os.environ.get("LOOSESPEC_RESULTS_DIR", "results"))
     ap.add_argument("--experiment", default="loose_rules")
     ap.add_argument("--out", default="reports/loose_rules")
-    ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="net answers lost per problem (default %(default)s)")
-    ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="sign-test level (default %(default)s)")
+    ap.add_argument("--margins", default=",".join(f"{m:g}" for m in DEFAULT_MARGINS),
+                    help="non-inferiority margins in accuracy points, comma-separated (default %(default)s)")
+    ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="one-sided level of each rule's family (default %(default)s)")
+    ap.add_argument("--certified", default=None, help="a folder with certifications (certification_*.md): certified.md")
     ap.add_argument("--calibration", default=None,
                     help="a calibration file (results/_calibration/<pair>/<hash>.json): every point's predicted speedup under it")
     args = ap.parse_args(argv)
-    if not (0 <= args.budget < 1) or not (0 < args.alpha < 1):
-        print(f"error: --budget={args.budget} must be in [0, 1) and --alpha={args.alpha} in (0, 1)", file=sys.stderr)
+    try:
+        margins = tuple(float(m) for m in args.margins.split(","))
+    except ValueError:
+        margins = ()
+    if not margins or not all(0 < m < 100 for m in margins) or not (0 < args.alpha < 0.5):
+        print(f"error: --margins={args.margins} must be accuracy points in (0, 100), comma-separated, and "
+              f"--alpha={args.alpha} in (0, 0.5)", file=sys.stderr)
         return 2
     calibration = None
     if args.calibration:
@@ -293,10 +351,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     front = frontier(index, calibration)
-    table = matched(front, args.budget, args.alpha)
+    table = matched(front, margins, args.alpha)
     front.to_csv(out / "frontier.csv", index=False)
-    (out / "frontier.md").write_text(frontier_markdown(front))
-    (out / "matched.md").write_text(matched_markdown(table, args.budget, args.alpha))
+    (out / "frontier.md").write_text(frontier_markdown(front, args.alpha))
+    (out / "matched.md").write_text(matched_markdown(table, args.alpha))
+    if args.certified:
+        (out / "certified.md").write_text(certified_markdown(Path(args.certified)))
     note = ""
     if calibration is not None:
         sig = getattr(calibration, "signature", None) or {}
@@ -305,10 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "whichever machine ran the points.")
     elif front["work_speedup"].notna().any():
         note = "Predicted with the calibration each run recorded (the machine that ran it)."
-    for p in plot_frontier(front, out, rule_labels(front, index), note):
+    for p in plot_frontier(front, out, rule_labels(front, index), note, margins=margins):
         print(p)
     print(out / "frontier.md")
     print(out / "matched.md")
+    if args.certified:
+        print(out / "certified.md")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The loose-rules frontier and matched table on a hand-made index with known answers."""
+"""The loose-rules frontier and its matched table at non-inferiority margins (issue 68) on a
+hand-made index with known answers."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import math
 import pandas as pd
 import pytest
 
-from loosespec_bench.report.frontier import detectable_loss, frontier, main, matched
+from loosespec_bench.report.frontier import frontier, loss_bound, main, matched, non_inferior
+from loosespec_bench.measure.stats.exact import ExactPairedBinary
 from loosespec_bench.measure.stats.exact import sign_test_p
 
 
-def point(method, drafter, tau, lost, gained, n=30, **knobs):
+def point(method, drafter, tau, lost, gained, n=30, right=None, **knobs):
+    right = n // 2 if right is None else right
     return dict(status="complete", method=method, drafter=drafter, dataset="gsm8k", tau=tau, tau_ci_low=tau - 0.1,
+                baseline_accuracy=right / n,
                 tau_ci_high=tau + 0.1, speedup=tau / 2, work_speedup=tau / 3, work_speedup_ci_low=tau / 3 - 0.1,
                 work_speedup_ci_high=tau / 3 + 0.1, quality_lost=lost, quality_gained=gained,
                 quality_sign_p=sign_test_p(lost, gained), n_problems=n, score_diff=(gained - lost) / n,
@@ -24,8 +28,8 @@ def index():
     return pd.DataFrame([
         point("spd", "model", 3.0, 0, 0),
         point("cascade", "model", 3.5, 1, 1, alpha=0.9),
-        point("cascade", "model", 4.0, 2, 0, alpha=0.5),   # net loss 2/30 = 6.7%: over a 2% budget
-        point("cascade", "model", 5.0, 9, 0, alpha=0.05),  # 9 vs 0: p = 2^-8 < 0.05, a detectable loss
+        point("cascade", "model", 4.0, 2, 0, alpha=0.5),
+        point("cascade", "model", 5.0, 9, 0, alpha=0.05),  # 9 of 15 right answers lost
         point("fly", "mla", 4.2, 0, 0, theta=0.3),
     ])
 
@@ -38,24 +42,46 @@ def test_frontier_names_rules_with_their_drafter_and_sorts_by_tau(index):
     assert cas["net_lost"].tolist() == [0, 2, 9]
 
 
-def test_matched_table_known_answers(index):
-    front = frontier(index)
-    row = matched(front, budget=0.02, alpha=0.05).set_index("rule").loc["cascade"]
-    # 9 lost vs 0 gained is detectable (p = 0.0039); 2 vs 0 is not (p = 0.5): best undetected tau = 4.0.
-    assert sign_test_p(9, 0) < 0.05 < sign_test_p(2, 0)
-    assert row["undetected_tau"] == 4.0 and row["undetected_lost"] == 2
-    # Within a net loss of 2% of 30 problems (0.6 answers): only the point with 1 lost, 1 gained.
-    assert row["budget_tau"] == 3.5
-    assert matched(front, budget=0.1, alpha=0.05).set_index("rule").loc["cascade", "budget_tau"] == 4.0
-    # Each chosen point carries its predicted speedup (here tau / 3).
-    assert row["undetected_work_speedup"] == pytest.approx(4.0 / 3) and row["budget_work_speedup"] == pytest.approx(3.5 / 3)
-    # ... and the chosen point's intervals, which the markdown prints beside each figure.
-    assert (row["undetected_tau_ci_low"], row["undetected_tau_ci_high"]) == pytest.approx((3.9, 4.1))
-    assert row["budget_work_speedup_ci_low"] == pytest.approx(3.5 / 3 - 0.1)
+def test_every_point_carries_the_exact_interval_of_the_difference(index):
+    front = frontier(index).set_index("run_id")
+    e = ExactPairedBinary(9, 0, 15, 15)
+    row = front.loc["cascade-5.0"]
+    assert (row["score_diff"], row["score_diff_ci_low"], row["score_diff_ci_high"]) == pytest.approx(e.interval("difference"))
+    assert row["loss_upper"] == pytest.approx(-e.lower("difference", 0.05))
+    from loosespec_bench.report.frontier import frontier_markdown
+
+    md = frontier_markdown(frontier(index))
+    assert "| 9 / 0 (30) | -30.0 [" in md and "no detectable" not in md and "best" not in md
+
+
+def test_matched_table_known_answers():
+    """n = 400, the target alone right on 200: a rule with three points, each tested at 0.05 / 3."""
+    ix = pd.DataFrame([
+        point("cascade", "model", 3.5, 0, 0, n=400, right=200, alpha=0.9),   # bound 0.9 points at 0.05 / 3
+        point("cascade", "model", 4.0, 4, 0, n=400, right=200, alpha=0.5),   # bound 2.5 points
+        point("cascade", "model", 5.0, 40, 0, n=400, right=200, alpha=0.1),  # a 10-point loss: never
+        point("spd", "model", 3.0, 0, 0, n=400, right=200),
+    ])
+    front = frontier(ix)
+    table = matched(front, margins=(2, 5, 20), alpha=0.05).set_index(["rule", "margin"])
+    cas = table.loc[("cascade", 5.0)]
+    assert cas["points"] == 3 and cas["alpha_each"] == pytest.approx(0.05 / 3)
+    assert cas["non_inferior"] == 2 and cas["tau"] == 4.0 and cas["lost"] == 4  # the highest-tau non-inferior point
+    assert table.loc[("cascade", 2.0), "non_inferior"] == 1 and table.loc[("cascade", 2.0), "tau"] == 3.5
+    assert matched(front, margins=(0.5,), alpha=0.05).set_index("rule").loc["cascade", "setting"] == "none"
+    assert table.loc[("cascade", 20.0), "non_inferior"] == 3 and table.loc[("cascade", 20.0), "tau"] == 5.0
+    # the per-point verdict is the exact bound at alpha / m against the margin
+    row = front.set_index("run_id").loc["cascade-4.0"]
+    bound = loss_bound(row, 0.05 / 3)
+    assert bound == pytest.approx(-ExactPairedBinary(4, 0, 200, 200).lower("difference", 0.05 / 3))
+    assert non_inferior(row, 0.05, 0.05 / 3) == (bound < 0.05) is True
+    # SPD alone (m = 1) is tested at the full alpha.
+    assert table.loc[("spd", 2.0), "non_inferior"] == 1
     from loosespec_bench.report.frontier import matched_markdown
 
-    md = matched_markdown(matched(front, budget=0.02, alpha=0.05), 0.02, 0.05)
-    assert "| cascade | 3 | 4.00 [3.90, 4.10] | 1.33 [1.23, 1.43] |" in md
+    md = matched_markdown(matched(front, margins=(5,), alpha=0.05), 0.05)
+    assert "| gsm8k | cascade | 5 | 2 / 3 |" in md and "| 4.00 [3.90, 4.10] | 1.33 [1.23, 1.43] | 4 / 0 (400) | -1.0 [" in md
+    assert "no detectable" not in md.lower() and "best tau" not in md
 
 
 def test_a_calibration_recomputes_every_points_work_speedup(index, monkeypatch):
@@ -76,14 +102,11 @@ def test_cli_refuses_an_unreadable_calibration(tmp_path, capsys):
     assert "error: --calibration" in capsys.readouterr().err
 
 
-def test_detectable_loss_needs_more_lost_than_gained():
-    assert not detectable_loss(pd.Series(dict(lost=0, gained=9, sign_p=sign_test_p(0, 9))))  # a gain is no loss
-    assert detectable_loss(pd.Series(dict(lost=9, gained=0, sign_p=sign_test_p(9, 0))))
-
-
-def test_cli_refuses_a_bad_budget_and_an_empty_results_folder(tmp_path, capsys):
-    assert main(["--results", str(tmp_path), "--budget", "2"]) == 2
-    assert "error: --budget=2.0" in capsys.readouterr().err
+def test_cli_refuses_bad_margins_and_an_empty_results_folder(tmp_path, capsys):
+    assert main(["--results", str(tmp_path), "--margins", "2,x"]) == 2
+    assert "error: --margins=2,x" in capsys.readouterr().err
+    assert main(["--results", str(tmp_path), "--margins", "150"]) == 2
+    capsys.readouterr()
     assert main(["--results", str(tmp_path)]) == 2
     assert "no finished runs" in capsys.readouterr().err
     assert not math.isnan(sign_test_p(1, 1))
@@ -109,10 +132,14 @@ def test_the_figure_draws_tau_and_predicted_speedup_with_both_intervals(index, t
     # three rules, on the tau panel and the predicted-speedup panel, each drawn twice: the faint
     # x intervals, then the points with their y intervals
     assert len(calls) == 2 * 3 * 2
-    # cascade's points: net lost per 100 = 0, 6.7, 30; the score difference's interval [d - 0.1, d + 0.05]
-    # becomes [x - 5, x + 10] on the net-lost axis.
+    # cascade's points: net lost per 100 = 0, 6.7, 30; x intervals: the exact interval of the difference
+    # (net lost = -difference), from the counts.
     (x, y), kw = next((a, k) for a, k in calls if list(a[1]) == [3.5, 4.0, 5.0] and "xerr" in k)
     lo, hi = kw["xerr"]
-    assert list(lo) == pytest.approx([5.0] * 3) and list(hi) == pytest.approx([10.0] * 3)
+    f = frontier(index).set_index("run_id")
+    for i, rid in enumerate(["cascade-3.5", "cascade-4.0", "cascade-5.0"]):
+        r = f.loc[rid]
+        assert x.iloc[i] - lo.iloc[i] == pytest.approx(-100 * r["score_diff_ci_high"])
+        assert x.iloc[i] + hi.iloc[i] == pytest.approx(-100 * r["score_diff_ci_low"])
     (_, _), kw = next((a, k) for a, k in calls if list(a[1]) == [3.5, 4.0, 5.0] and "yerr" in k)
     assert kw["label"] == "cascade" and kw["color"] != next(k["color"] for a, k in calls if k.get("label") == "spd")
