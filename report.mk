@@ -6,13 +6,14 @@
 #   make index                       list the runs
 #   make report-cpu                  the CPU replication's tables, plots and index in results/cpu/
 #   make report-cpu-evidence         issue 45's claims, frontier and speed figures in results/cpu/evidence/
+#   make report-cpu-claims           re-decide the three committed claims files (no figure) and print the verdict table
 # Options: RESULTS=<results dir> REPORTS=<output dir> EXPERIMENT='fly_*' (a name or glob)
 RESULTS ?= $(or $(LOOSESPEC_RESULTS_DIR),results)
 REPORTS ?= reports
 EXPERIMENT ?=
 REPORT_ARGS = --results $(RESULTS) $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)')
 
-.PHONY: install-report tables plots report index report-cpu report-cpu-evidence
+.PHONY: install-report tables plots report index report-cpu report-cpu-evidence report-cpu-claims
 
 # pandas + matplotlib (the `report` extra); W&B and the notebook tools are separate extras.
 install-report: install
@@ -43,6 +44,10 @@ EVIDENCE_CALIBRATION ?= results/loose_rules/calibration_fp32.json
 SPEED_PANELS ?= GSM8K=speed_gsm8k HumanEval=speed_humaneval GSM8K/SmolLM2-135M-draft=speed_xtok
 report-cpu-evidence: install-report  ## issue 45's claims, float32 frontier, speed figure and table, verdict table
 	$(PY) -m loosespec_bench.report claims --results $(EVIDENCE_RESULTS)/runs --out $(EVIDENCE_RESULTS)
+	$(PY) -m loosespec_bench.report.claims.losses \
+		"FLy + MLA, GSM8K float32=$(firstword $(wildcard $(EVIDENCE_RESULTS)/runs/cpu_quality_fp32/fly_mla-*_gsm8k_*))" \
+		"DropMatch, GSM8K float32=$(firstword $(wildcard $(EVIDENCE_RESULTS)/runs/cpu_quality_fp32/dropmatch_*_gsm8k_*))" \
+		--out $(EVIDENCE_RESULTS)/loss_breakdown.md
 	$(PY) -m loosespec_bench.report.frontier --results $(EVIDENCE_RESULTS)/runs --experiment 'cpu_quality_fp32*' \
 		--out $(EVIDENCE_RESULTS)/plots --calibration $(EVIDENCE_CALIBRATION)
 	$(if $(strip $(foreach p,$(SPEED_PANELS),$(wildcard $(EVIDENCE_RESULTS)/$(lastword $(subst =, ,$(p)))/report.json))),\
@@ -50,3 +55,17 @@ report-cpu-evidence: install-report  ## issue 45's claims, float32 frontier, spe
 		--out $(EVIDENCE_RESULTS)/plots,\
 		@echo "speed: no speed folder analysed yet under $(EVIDENCE_RESULTS)")
 	$(PY) -m loosespec_bench.report verdicts results/cpu/claims.csv results/cpu/autojudge/claims.csv $(EVIDENCE_RESULTS)/claims.csv
+
+# Issue 70: the three committed claims files re-decided (provenance, p on the declared scale, one
+# Holm per file), the loss breakdown, and the verdict table results/cpu/README.md prints; then the
+# reviewer check. No figure is redrawn.
+report-cpu-claims: install-report  ## re-decide results/cpu's three claims files, the verdict table, the reviewer check
+	$(PY) -m loosespec_bench.report claims --results results/cpu/runs --out results/cpu
+	$(PY) -m loosespec_bench.report claims --results results/cpu/autojudge/runs --out results/cpu/autojudge
+	$(PY) -m loosespec_bench.report claims --results $(EVIDENCE_RESULTS)/runs --out $(EVIDENCE_RESULTS)
+	$(PY) -m loosespec_bench.report.claims.losses \
+		"FLy + MLA, GSM8K float32=$(firstword $(wildcard $(EVIDENCE_RESULTS)/runs/cpu_quality_fp32/fly_mla-*_gsm8k_*))" \
+		"DropMatch, GSM8K float32=$(firstword $(wildcard $(EVIDENCE_RESULTS)/runs/cpu_quality_fp32/dropmatch_*_gsm8k_*))" \
+		--out $(EVIDENCE_RESULTS)/loss_breakdown.md
+	$(PY) -m loosespec_bench.report verdicts results/cpu/claims.csv results/cpu/autojudge/claims.csv $(EVIDENCE_RESULTS)/claims.csv
+	$(PY) -m pytest -q tests/report/claims/test_reviewer.py

@@ -7,8 +7,11 @@ looks. A claim compares two configurations on the same problems (report/compare.
 configuration with its own target alone (retention). docs/algorithms.md 7.6 says what each
 verdict means; in short, per row (a claim on one set):
 
-- a test gives one-sided p-values for each conclusion the claim allows, on the two-sided scale
-  (2 x one-sided, so p < 0.05 is "the 95% interval excludes the line"): tau and speed by the
+- a test gives one-sided p-values for each conclusion the claim allows, printed on the scale the
+  claim declared (issue 70): one-sided for a claim declared one-sided (the 0/1 no-change claims,
+  McNemar toward loss), else the two-sided scale (2 x one-sided, so p < 0.05 is "the 95% interval
+  excludes the line"); a resampling p is floored at 1/(B+1) and carries its Monte Carlo error:
+  tau and speed by the
   paired BCa bootstrap (stats.BootstrapTest), paired 0/1 quality exactly (McNemar on the
   discordant split; the intervals of difference and retention by stats.ExactPairedBinary),
   graded quality by the declared paired test (t by default, or Wilcoxon signed-rank);
@@ -17,10 +20,14 @@ verdict means; in short, per row (a claim on one set):
   on the claimed side of no effect) or contradicted (on the other side of no effect);
 - the row's p is its best-supported conclusion's; a claim "on every set" is one
   intersection-union test (its p the largest of its sets'; each set at the unadjusted level);
-  within a family the p-values are adjusted (Holm by default; Benjamini-Hochberg or none), and a
-  conclusion stands when its adjusted p is below alpha;
+  the p-values of every test of the file are adjusted together (Holm by default; Benjamini-
+  Hochberg or none; `multiplicity: family` adjusts within each family instead), the per-family
+  view printed beside as secondary, and a conclusion stands when its adjusted p is below alpha;
+- each claim carries its provenance (provenance.py): declared before its data (pre-registered)
+  or after it, from git and the data's own records;
 - otherwise: undecided at this n, with the n for 80% power at the observed effect, or not
-  decidable at this scale when that n is over budget_factor x the run's n;
+  decidable at this scale when that n is over budget_factor x the run's n; either says which
+  conclusion its estimate leans to;
 - planned looks (a group-sequential plan with O'Brien-Fleming or Pocock alpha spending) set the
   level at each look; a top-up that no claim planned leaves the verdict at the first look, and the
   topped-up figure is reported beside it as exploratory.
@@ -75,6 +82,12 @@ def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0, claims: Path 
     examples = {f"{r['experiment']}/{r['run_id']}: {method_label(r)} on {r['dataset']}": loose_examples(Path(r["run_dir"]))
                 for _, r in loose.iterrows()}
     ex = out / "loose_examples.md"
-    ex.write_text(format_examples({k: v for k, v in examples.items() if v}) + "\n", encoding="utf-8")
+    undecoded = any(not e.get("decoded", True) for v in examples.values() for e in v)
+    if undecoded and ex.is_file():
+        # No tokenizer here (the model is not installed): ids instead of text would replace a
+        # readable file written where it was; keep that one.
+        print(f"claims: {ex} kept (the runs' tokenizer cannot be loaded offline here: it would print token ids)")
+    else:
+        ex.write_text(format_examples({k: v for k, v in examples.items() if v}) + "\n", encoding="utf-8")
     paths.append(ex)
     return paths

@@ -867,8 +867,8 @@ def hypothesis_key(d: Decision) -> tuple[Any, ...]:
         if sel is None:
             return "target alone"
         if c.test == "occasions":
-            names = sides(sel)
-            return tuple(sorted(_config_identity(d, n) for n in names))
+            ids = sorted((_config_identity(d, n) for n in sides(sel)), key=str)
+            return ids[0] if len(ids) == 1 else ("best of", tuple(ids))
         return (str(sel.get("method")), str(sel.get("drafter", "model")), str(sel.get("K", "")))
 
     return (kind, str(d.dataset), ident(c.b), ident(c.a))

@@ -23,9 +23,13 @@ def _decoder(run_dir: Path) -> Any:
         from transformers import AutoTokenizer
 
         if path.startswith("embedded:"):
+            from ...models.embedded import EMBEDDED_MODELS, is_converted
             from ...models.loading import embedded_dir
 
-            path = str(embedded_dir(path.split(":", 1)[1]))
+            name = path.split(":", 1)[1]
+            if name in EMBEDDED_MODELS and not is_converted(name):
+                return None  # a report never converts a model (minutes of CPU, GBs of disk): ids instead
+            path = str(embedded_dir(name))
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception:  # no config, a tiny model, no offline copy: ids instead of text
         return None
@@ -64,6 +68,7 @@ def loose_examples(run_dir: Path, limit: int = 3) -> list[dict[str, Any]]:
                         "answer": _answer(rec.get("score") or {}, rec.get("reference")),
                         "target_answer": _answer(base.get("score") or {}, rec.get("reference")),
                         "reference": _reference(rec.get("reference")),
+                        "decoded": decode is not None,
                     })
                     found += 1
                     break
