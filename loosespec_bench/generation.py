@@ -35,7 +35,7 @@ class GenerationOutput:
     # from prefill_s + decode_s: in a batch, those are the request's share of the batch's wall
     # time (throughput), this its own latency. None: prefill_s + decode_s is the latency.
     e2e_s: float | None = None
-    # Serving measures of a batched engine (engines/vllm.py: serving_record): the batch the
+    # Serving measures of a batched engine (engines/vllm_serving.py: serving_record): the batch the
     # request ran in and its repeats' times. None at batch 1 in our loop.
     serving: dict[str, Any] | None = None
 

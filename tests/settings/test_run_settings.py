@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
 from omegaconf import OmegaConf
 
-from loosespec_bench.engines.base import Engine
 from loosespec_bench.engines.settings import EngineParams, VLLMParams
-from loosespec_bench.errors import ConfigError
-from loosespec_bench.params import params_of
 from loosespec_bench.settings.checks import validate
 from loosespec_bench.settings.config import CONF_DIR
-from loosespec_bench.settings.run_settings import SECTIONS, RootParams, RunSettings, engine_params
+from loosespec_bench.settings.run_settings import SECTIONS, RootParams, RunSettings
 
 from ..conftest import compose_config
 
@@ -37,23 +33,6 @@ def test_config_yaml_restates_the_declared_keys_and_defaults():
             assert base[key] == default, key
 
 
-@pytest.mark.parametrize("name, params", [("hf", EngineParams), ("vllm", VLLMParams)])
-def test_engine_files_restate_their_class_settings(name, params):
-    node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "engine" / f"{name}.yaml"))
-    keys = set(node) - {"_target_", "name"}
-    assert keys <= {f.name for f in dataclasses.fields(params)}
-    if params is VLLMParams:
-        assert keys == {f.name for f in dataclasses.fields(params)}  # every vLLM setting is in its file
-    for key in keys:
-        assert node[key] == params.defaults()[key], key
-    assert engine_params({"engine": node}) is params  # asked of the class its _target_ names
-
-
-def test_the_batch_size_default_is_declared_once():
-    assert Engine.batch_size == EngineParams.batch_size == VLLMParams().batch_size == 1
-    assert params_of(Engine) is EngineParams
-
-
 def test_the_precheck_returns_the_typed_settings():
     s = validate(compose_config(["pair=tiny", "timing.tolerance=0.1", "generation.top_k=5", "seed=3"]))
     assert isinstance(s, RunSettings)
@@ -69,19 +48,3 @@ def test_a_stored_config_reads_its_missing_settings_from_the_declaration():
     assert (s.root.seed, s.root.power_threshold, s.generation.temperature, s.generation.top_p) == (2, 0.05, 0.5, 1.0)
     assert type(s.engine) is VLLMParams and s.engine.batch_size == 1  # unknown keys left aside
     assert type(RunSettings.read(OmegaConf.create({})).engine) is EngineParams  # no engine node: our loop
-
-
-@pytest.mark.parametrize("override, says", [
-    ("engine.batch_size=0", "engine.batch_size=0 must be an integer >= 1"),
-    ("engine.request_rate=0", "engine.request_rate=0 must be > 0"),
-    ("engine.timed_batches=0", "engine.timed_batches=0 must be an integer >= 1"),
-    ("engine.tensor_parallel_size=0", "engine.tensor_parallel_size=0 must be an integer >= 1"),
-    ("engine.max_model_len=0", "engine.max_model_len=0 must be an integer >= 1"),
-    ("engine.fly_rule=x", "engine.fly_rule='x' must be one of vllm, ours"),
-])
-def test_engine_settings_out_of_range_are_one_line(override, says):
-    from loosespec_bench.settings.run_settings import engine_settings
-
-    cfg = compose_config(["engine=vllm", override])
-    with pytest.raises(ConfigError, match=says.replace(".", r"\.")):
-        engine_settings(cfg)
