@@ -42,7 +42,7 @@ from ..verifiers import SPD, DropMatch, FLy, Verifier, rule_class
 from ..verifiers.fly import FLyParams
 from ..generation import GenerationOutput
 from .base import Engine
-from ..settings.run_settings import GenerationParams
+from ..settings.run_settings import RunSettings
 from .settings import VLLMParams
 # The serving loop and what vLLM's outputs say (engines/vllm_serving.py), named here as before.
 from .vllm_serving import (  # noqa: F401
@@ -118,7 +118,7 @@ def _refuse_in_memory(path: str) -> None:
         raise ConfigError(f"engine=vllm loads models from folders or hub ids; {path!r} is an in-memory test model (use engine=hf)")
 
 
-def engine_settings(cfg: DictConfig) -> VLLMParams:
+def vllm_settings(cfg: DictConfig) -> VLLMParams:
     """The engine node's settings (engines/settings.py VLLMParams: defaults for what it lacks)."""
     node = cfg.get("engine")
     node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
@@ -166,7 +166,7 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
         if not head or str(head) == "random":
             raise ConfigError("engine=vllm drafter=eagle3 needs a trained head folder (drafter.head_path); 'random' heads are our loop's")
         spec["model"] = os.path.expanduser(str(head))
-    tp = engine_settings(cfg).draft_tensor_parallel_size
+    tp = vllm_settings(cfg).draft_tensor_parallel_size
     if tp:
         spec["draft_tensor_parallel_size"] = int(tp)
     if rule is FLy:
@@ -192,14 +192,14 @@ def fly_params(cfg: DictConfig) -> FLyParams:
 
 def fly_rule(cfg: DictConfig) -> str:
     """engine.fly_rule (VLLMParams: one of FLY_RULES, checked there)."""
-    return str(engine_settings(cfg).fly_rule)
+    return str(vllm_settings(cfg).fly_rule)
 
 
 def fly_options(cfg: DictConfig) -> dict[str, Any]:
     """vLLM's FLy settings for method=fly (mode=vllm only: vLLM implements that variant); with
     engine.fly_rule=ours none (our sampler decides: ours_fly_options), greedy only."""
     if fly_rule(cfg) == "ours":
-        if float(cfg.generation.temperature) > 0:
+        if RunSettings.read(cfg).generation.temperature > 0:
             raise ConfigError("engine.fly_rule=ours runs our FLy inside vLLM for greedy decoding only (generation.temperature=0); "
                               "use engine=hf at T > 0")
         return {}
@@ -251,7 +251,7 @@ def sampling_options(cfg: DictConfig, *, max_new_tokens: int, seed: int, stop: S
     output ids, as we do) and at the task's stop strings (vLLM keeps the tokens up to the one
     that completes the string, and so do we). top_k 0 and top_p 1.0 are "off" in both.
     """
-    gen = GenerationParams.read(OmegaConf.to_container(cfg.generation, resolve=True))  # type: ignore[arg-type]
+    gen = RunSettings.read(cfg).generation
     top_k = int(gen.top_k)
     return {
         "n": 1,
@@ -268,12 +268,13 @@ def sampling_options(cfg: DictConfig, *, max_new_tokens: int, seed: int, stop: S
 
 def llm_options(cfg: DictConfig, target_source: str) -> dict[str, Any]:
     """vLLM LLM(...) keywords shared by the method's engine and the target-alone engine."""
-    eng = engine_settings(cfg)
+    eng = vllm_settings(cfg)
+    run = RunSettings.read(cfg)
     opts: dict[str, Any] = {
         "model": target_source,
         "tokenizer": target_source,
         "dtype": str(cfg.pair.dtype),
-        "seed": int(cfg.seed),
+        "seed": run.root.seed,
         "tensor_parallel_size": eng.tensor_parallel_size,
         "max_num_seqs": eng.batch_size,  # vLLM's name for engine.batch_size (spelled only here)
         # Torch compilation of the CPU graph took > 6 min on this 2-core machine and did not finish
@@ -293,7 +294,7 @@ def llm_options(cfg: DictConfig, target_source: str) -> dict[str, Any]:
 def engine_environment(cfg: DictConfig) -> dict[str, str]:
     """vLLM's CPU settings, read from the environment by its engine processes: the KV cache in
     GiB (engine.cpu_kvcache_gib) and the OpenMP thread binding (engine.cpu_threads_bind)."""
-    eng = engine_settings(cfg)
+    eng = vllm_settings(cfg)
     env: dict[str, str] = {}
     if eng.cpu_kvcache_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(int(eng.cpu_kvcache_gib))
@@ -327,7 +328,7 @@ class VLLMEngine(Engine):
 
     @classmethod
     def check(cls, cfg: DictConfig) -> None:
-        engine_settings(cfg)  # every engine.* value in its range (VLLMParams, engines/settings.py)
+        vllm_settings(cfg)  # every engine.* value in its range (VLLMParams, engines/settings.py)
         _refuse_in_memory(str(cfg.pair.target.path))
         # The mapping first (no vLLM needed to refuse DropMatch or a tree), resolving no paths
         # (an embedded model would be converted by resolving it).
@@ -361,7 +362,8 @@ class VLLMEngine(Engine):
         self.eos_ids = sorted(eos)
         # vLLM serves at most engine.max_model_len tokens per request: the app's length check
         # must use the smaller of that and the model's own context.
-        self.settings = engine_settings(cfg)
+        self.settings = vllm_settings(cfg)
+        self.run = RunSettings.read(cfg)  # the run's own settings (seed, baseline, generation), typed
         limit = self.settings.max_model_len
         self.context_length = min(x for x in (ctx, limit) if x) if (ctx or limit) else None
         self.batch_size = self.settings.batch_size
@@ -378,7 +380,7 @@ class VLLMEngine(Engine):
         # Our FLy as vLLM's sampler goes to the method's engine only (the target alone verifies nothing).
         extra = ours_fly_options(cfg) if runs_fly(cfg) and fly_rule(cfg) == "ours" else {}
         self.method_llm = self._make({**opts, **extra}, self.spec) if self.spec is not None else None
-        need_target = self.spec is None or cfg.get("baseline") in ("paired", "shared")
+        need_target = self.spec is None or self.run.root.baseline in ("paired", "shared")
         self.target_llm = self._make(opts, None) if need_target else None
 
     def _make(self, opts: dict[str, Any], spec: dict[str, Any] | None) -> Any:
@@ -442,7 +444,7 @@ class VLLMEngine(Engine):
             params.append(sp)
         inputs = [{"prompt_token_ids": [int(t) for t in ids]} for ids in prompts]
         name = batch_id(prompts)
-        offsets = arrival_offsets(len(prompts), self.request_rate, zlib.crc32(name.encode()) + int(self.cfg.seed))
+        offsets = arrival_offsets(len(prompts), self.request_rate, zlib.crc32(name.encode()) + self.run.root.seed)
         before = counter_snapshot(llm) if speculative and len(prompts) == 1 else None
         self._calls += 1
         outs, times, makespan = serve(llm.llm_engine, inputs, params, offsets, tag=f"ls{self._calls}")

@@ -432,7 +432,8 @@ def run_calibration(cfg: DictConfig) -> tuple[Any, str]:
     (calibrate.find_calibration), or (None, why)."""
     if not str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu"):
         return None, "calibrations are measured on the CPU only (calibrate.py)"
-    return find_calibration(cfg.paths.results_dir, cfg.pair, int(cfg.threads) if cfg.get("threads") else None)
+    settings = RunSettings.read(cfg)
+    return find_calibration(settings.paths.results_dir, cfg.pair, settings.root.threads or None)
 
 
 class DiskError(ConfigError):

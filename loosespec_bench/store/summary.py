@@ -21,7 +21,7 @@ from ..measure.stats.intervals import (
 )
 from ..measure.stats.exact import is_binary, sign_test_p
 from ..measure.timing import counts_for_speed, timing_summary
-from ..settings.run_settings import RootParams
+from ..settings.run_settings import RootParams, RunSettings
 
 DEFAULT_POWER_THRESHOLD = RootParams.power_threshold  # declared once (settings/run_settings.py): 5 points
 
@@ -291,6 +291,7 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
 
     drafts = uses_drafter(cfg)
     cls = drafter_class(cfg)
+    settings = RunSettings.read(cfg)  # the run's settings, typed (a stored config's lacking ones: their defaults)
     return dict(
         method=cfg.method.name,
         drafter=cfg.drafter.name if drafts else None,
@@ -299,10 +300,10 @@ def run_metadata(cfg: Any, task_name: str, run_dir: Path) -> dict[str, Any]:
         tree=bool(cls is not None and cls.drafts_tree(cfg.drafter)),
         pair=cfg.pair.name,
         dataset=task_name,
-        temperature=float(cfg.generation.temperature),
-        seed=int(cfg.seed),
-        baseline=str(cfg.get("baseline", "paired")),
-        experiment=cfg.experiment_name,
+        temperature=float(settings.generation.temperature),
+        seed=settings.root.seed,
+        baseline=settings.root.baseline,
+        experiment=settings.root.experiment_name,
         run_dir=str(run_dir),
         harness_version=__version__,
         git_commit=git_commit(),
@@ -419,7 +420,6 @@ def engine_metadata(cfg: Any) -> dict[str, Any]:
     """Which engine generated (engine=hf: our loop), its version, and how timing reads: at
     engine.batch_size > 1 requests ran B at once, so tokens/s is throughput, not latency."""
     from ..settings.config import engine_class
-    from ..settings.run_settings import RunSettings  # noqa: F811
 
     node = cfg.get("engine") or {}
     engine = engine_class(cfg)  # the engine says its own version (Engine.version: None for our loop)
