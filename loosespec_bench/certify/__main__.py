@@ -24,7 +24,6 @@ from typing import Sequence
 
 from ..errors import ConfigError
 
-DEFAULT_LOOKS = "200,400,600"
 
 
 def _looks(text: str) -> tuple[int, ...]:
@@ -45,8 +44,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--delta", type=float, help="the margin: accuracy points the target alone may lose at most (e.g. 2)")
     ap.add_argument("--retention-margin", type=float, help="the margin as retention: percent of the target alone's accuracy (e.g. 5)")
     ap.add_argument("--alpha", type=float, default=0.05, help="family-wise one-sided error (default %(default)s)")
-    ap.add_argument("--looks", type=_looks, default=_looks(DEFAULT_LOOKS),
-                    help="planned looks: cumulative problems (default %(default)s)")
+    ap.add_argument("--looks", type=_looks, default=None,
+                    help="planned looks: cumulative problems, e.g. 1500,3000,4500 (default: three equal looks ending at "
+                         "the n that certifies a balanced setting with 80%% power, capped at the split's size)")
     ap.add_argument("--spending", default="obrien_fleming", choices=["obrien_fleming", "pocock"],
                     help="Lan-DeMets alpha spending over the looks (default %(default)s)")
     ap.add_argument("--split", default="train", help="the calibration split the settings are certified on (default %(default)s)")
@@ -81,13 +81,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         req = build_request(args, overrides)
-        from .ladder import check_request, format_cost, plan_cost, sizing_line
+        from dataclasses import replace
+
+        from .ladder import auto_looks, check_request, format_cost, plan_cost, sized_n, sizing_line
 
         cfgs = check_request(req)  # every point composed and checked: nothing loads before this passes
-        print(format_cost(req, plan_cost(req, cfgs)))
-        dataset = str(cfgs[0].dataset.name)
+        dataset = str(cfgs[0].dataset.name) + (f" ({req.split})" if req.has_split else "")
         acc = args.accuracy if args.accuracy is not None else 0.5
-        print(sizing_line(req, f"{dataset} ({req.split})", req.sizes[req.split], acc, args.discordance))
+        size = req.sizes[req.split]
+        n = sized_n(req, size, acc, args.discordance, 3 if args.looks is None else len(args.looks))
+        if args.looks is None:  # the looks the margin needs, within the split
+            req.design = replace(req.design, looks=auto_looks(n, size))
+            cfgs = check_request(req)
+            print(f"looks (auto): n = {', '.join(map(str, req.design.looks))}")
+        print(format_cost(req, plan_cost(req, cfgs)))
+        print(sizing_line(req, dataset, size, acc, args.discordance, n))
         sys.stdout.flush()
         if args.dry_run:
             return 0
@@ -125,7 +133,7 @@ def build_request(args: argparse.Namespace, overrides: list[str]):
     for o in overrides:
         if o.split("=", 1)[0].lstrip("+~") in ("dataset.split", "dataset.limit", "experiment_name", "experiment"):
             raise ConfigError(f"override {o}: certify sets it (use --split / --looks / -e)")
-    design = Design(looks=args.looks, delta=delta, alpha=args.alpha, spending=args.spending, estimand=estimand)
+    design = Design(looks=args.looks or (1,), delta=delta, alpha=args.alpha, spending=args.spending, estimand=estimand)
     if args.ladder:
         key, values = parse_ladder(args.ladder)
     else:

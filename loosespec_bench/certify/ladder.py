@@ -34,19 +34,23 @@ class Request:
     results_dir: str | None = None
     experiment_name: str = ""
     sizes: dict[str, int] = field(default_factory=dict)
+    # False for a data set with one split (MBPP+, HumanEval): no dataset.split override, and no
+    # held-out report (certify on one split, report on another needs two).
+    has_split: bool = True
 
     def setting_label(self, i: int) -> str:
         return f"{self.key}={self.values[i]}"
 
-    def point_overrides(self, i: int, split: str, limit: int, name_suffix: str = "") -> list[str]:
+    def point_overrides(self, i: int, split: str, limit: int, name_suffix: str = "", with_split: bool | None = None) -> list[str]:
         """The overrides of setting i run on `limit` problems of `split`: the command line a user
         could type (python -m loosespec_bench ...) to get the same run folder."""
         out = [f"experiment={self.experiment}"] if self.experiment else []
-        out += [f"{self.key}={self.values[i]}", *self.overrides, f"dataset.split={split}", f"dataset.limit={limit}",
-                "progress=false"]
-        out.append(f"experiment_name={self.experiment_name}{name_suffix}")
+        out += [f"{self.key}={self.values[i]}", *self.overrides, f"dataset.limit={limit}", "progress=false",
+                f"experiment_name={self.experiment_name}{name_suffix}"]
         if self.results_dir:
             out.append(f"paths.results_dir={self.results_dir}")
+        if self.has_split if with_split is None else with_split:
+            out.append(f"dataset.split={split}")
         return out
 
 
@@ -103,6 +107,15 @@ def check_request(req: Request) -> list[DictConfig]:
     if req.split == req.report_split and req.holdout:
         raise ConfigError(f"--split {req.split} and --report-split {req.report_split}: certify on one split and report on another")
     n_max = req.design.looks[-1]
+    req.has_split = True
+    probe = compose(req.point_overrides(0, req.split, n_max, with_split=False))
+    if "split" not in probe.dataset:
+        req.has_split = False
+        if req.holdout:
+            raise ConfigError(f"dataset={probe.dataset.name} has one split: certify on one split and report on another needs "
+                              "two (give --holdout 0, and certify on its problems only)")
+        if req.split != "train":
+            raise ConfigError(f"--split {req.split}: dataset={probe.dataset.name} has no splits")
     cfgs = []
     for i in range(len(req.values)):
         cfg = compose(req.point_overrides(i, req.split, n_max))
@@ -120,7 +133,8 @@ def check_request(req: Request) -> list[DictConfig]:
     size = split_size(cfgs[0])
     req.sizes[req.split] = size
     if n_max > size:
-        raise ConfigError(f"--looks: the last look plans {n_max} problems, but {cfgs[0].dataset.name}'s {req.split} split has {size}")
+        where = f"{cfgs[0].dataset.name}'s {req.split} split" if req.has_split else str(cfgs[0].dataset.name)
+        raise ConfigError(f"--looks: the last look plans {n_max} problems, but {where} has {size}")
     if req.holdout:
         held = compose(req.point_overrides(0, req.report_split, req.holdout))
         req.sizes[req.report_split] = size_r = split_size(held)
@@ -136,21 +150,29 @@ def plan_cost(req: Request, cfgs: Sequence[DictConfig], fill: float = 1.0) -> di
     from ..measure.costmodel import LOAD_MIN, SPEEDUP, TARGET_TPS
     from ..plan import estimate
 
+    def estimate_n(cfg: DictConfig, n: int) -> dict[str, Any]:
+        """plan.estimate at n problems: the planner sizes a set by its declared size (GSM8K's
+        test split, 1,319), so a larger train-split limit is scaled up from it (linear in n)."""
+        est = estimate(cfg, fill, dict(TARGET_TPS), dict(SPEEDUP), dict(LOAD_MIN))
+        if est["samples"] and est["samples"] != n:
+            f = n / est["samples"]
+            est["hours"] = est["load_h"] + (est["hours"] - est["load_h"]) * f
+            est.update(store_h=est["store_h"] * f, tokens=est["tokens"] * f, samples=n)
+        return est
+
     rows = []
     for i, cfg in enumerate(cfgs):
-        est = estimate(cfg, fill, dict(TARGET_TPS), dict(SPEEDUP), dict(LOAD_MIN))
+        est = estimate_n(cfg, int(cfg.dataset.limit))
         # baseline=shared: the store's pass is paid once for the ladder (the first point's bill).
         hours = est["hours"] + (est["store_h"] if i == 0 else 0.0)
         rows.append({"setting": req.setting_label(i), "samples": est["samples"], "hours": hours})
     total = sum(r["hours"] for r in rows)
     extra = 0.0
     if req.holdout:
-        est = estimate(compose(req.point_overrides(0, req.report_split, req.holdout)), fill, dict(TARGET_TPS), dict(SPEEDUP),
-                       dict(LOAD_MIN))
+        est = estimate_n(compose(req.point_overrides(0, req.report_split, req.holdout)), req.holdout)
         extra += est["hours"] + est["store_h"]
     if req.speed:
-        est = estimate(compose(req.point_overrides(0, req.report_split, req.speed)), fill, dict(TARGET_TPS), dict(SPEEDUP),
-                       dict(LOAD_MIN))
+        est = estimate_n(compose(req.point_overrides(0, req.report_split, req.speed)), req.speed)
         extra += 2 * (est["hours"] + est["tokens"] / 3600 / max(TARGET_TPS.get(est["pair"], 1.0), 1e-9))
     return {"rows": rows, "ladder_h": total, "extra_h": extra, "total_h": total + extra}
 
@@ -169,12 +191,19 @@ def format_cost(req: Request, cost: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def sizing_line(req: Request, dataset: str, size: int, accuracy: float, discordance: float) -> str:
-    """Whether `size` problems let a balanced setting (true loss 0, `discordance` of the problems
-    changed, half each way) be certified at the design's margin with 80% power."""
+def sized_n(req: Request, size: int, accuracy: float, discordance: float, looks: int = 3) -> int | None:
+    """The n at which a balanced setting (true loss 0, `discordance` of the problems changed,
+    half each way) is certified at the design's margin with 80% power (simulated)."""
     d = req.design
-    n = n_for_certify(d.delta, accuracy, discordance, alpha=d.alpha, looks=len(d.looks), spending=d.spending,
-                      estimand=d.estimand, limit=max(4 * size, 1000), families=1000)
+    return n_for_certify(d.delta, accuracy, discordance, alpha=d.alpha, looks=looks, spending=d.spending,
+                         estimand=d.estimand, limit=max(4 * size, 1000), families=1000)
+
+
+def sizing_line(req: Request, dataset: str, size: int, accuracy: float, discordance: float, n: int | None = None) -> str:
+    """Whether `size` problems let a balanced setting be certified at the margin with 80% power."""
+    d = req.design
+    if n is None:
+        n = sized_n(req, size, accuracy, discordance, len(d.looks))
     unit = "points" if d.estimand == "difference" else "% retention"
     head = f"{dataset} at delta {d.delta * 100:g} {unit}: 80% power at discordance {discordance:g}, accuracy {accuracy:.2f} needs"
     if n is None:
@@ -183,8 +212,10 @@ def sizing_line(req: Request, dataset: str, size: int, accuracy: float, discorda
     return f"{head} n = {n:,}; the {size:,} problems available: {verdict}"
 
 
-def plan_for(looks: Sequence[int]) -> tuple[int, ...]:
-    return tuple(int(x) for x in looks)
+def auto_looks(n: int | None, size: int, looks: int = 3) -> tuple[int, ...]:
+    """`looks` equally spaced looks ending at n (the sized n, capped at the split's size)."""
+    end = min(n or size, size)
+    return tuple(sorted({max(1, round(end * (i + 1) / looks)) for i in range(looks)}))
 
 
 def check_margin(delta: float | None, retention: float | None) -> tuple[float, str]:
