@@ -11,7 +11,7 @@ trees and Lookahead):
   path with the longest accepted prefix (ties: the first leaf in node order) and emits that
   path's correction / bonus token.
 
-For exact greedy SPD this is the usual tree walk (at each node follow the child equal to the
+For a lossless rule at T = 0 (exact SPD: Verifier.lossless) this is the usual tree walk (at each node follow the child equal to the
 target's argmax), computed here as such in one pass. For FLy the gate and the deferral window
 are read along the path (a window may look at nodes below the mismatch on that path only);
 DropMatch's criterion is per node and so path-independent, but its masks are drawn per path.
@@ -28,7 +28,6 @@ from ..errors import ConfigError
 from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, TargetScores, Verdict, root_to_leaf_paths
 from .base import Verifier
-from .spd import SPD
 
 
 def _greedy_walk(draft: Draft, logits: torch.Tensor) -> Verdict:
@@ -60,7 +59,10 @@ def verify(verifier: Verifier, draft: Draft, scores: TargetScores, sampling: Sam
         )
     if draft.k == 0:
         return verifier(draft, scores, sampling)
-    if type(verifier) is SPD:
+    if type(verifier).lossless:
+        # Declared by the rule (Verifier.lossless: its output is the target's own): at T = 0 it
+        # accepts exactly the draft's prefix that matches the target's argmax, so the best path
+        # is the argmax walk down the tree, found without verifying every path.
         return _greedy_walk(draft, scores.logits)
     best: Verdict | None = None
     best_path: list[int] = []
