@@ -73,6 +73,14 @@ class Drafter:
     # rows). None: it cannot batch, and batch_refusal says why (the pre-check's error line).
     batch_drafting: ClassVar[str | None] = None
     batch_refusal: ClassVar[str] = "it declares no batch program (Drafter.batch_drafting)"
+    # drafter.vocab_top (models/subvocab.py): why this drafter's LM head cannot be restricted to
+    # the most frequent ids (None: it can, through vocab_network). Declared, never probed.
+    vocab_top_refusal: ClassVar[str | None] = None
+
+    def vocab_network(self) -> Any:
+        """The draft network whose LM head drafter.vocab_top restricts (a transformers model);
+        None: this drafter has none (prompt lookup), and vocab_top changes nothing."""
+        return None
 
     @classmethod
     def drafts_tree(cls, settings: Mapping[str, Any]) -> bool:

@@ -49,6 +49,7 @@ class CrossTokenizerParams(DrafterParams):
 class CrossTokenizerDrafter(Drafter):
     name = "model_xtok"
     config_names = ("model_xtok",)
+    vocab_top_refusal = "it applies to drafts with the target's tokenizer (not drafter=model_xtok)"
     Params = CrossTokenizerParams
     needs_model = True  # build passes the draft model (model=) ...
     needs_tokenizers = True  # ... and both tokenizers (draft_tokenizer=, target_tokenizer=)

@@ -31,6 +31,9 @@ class ModelDrafter(Drafter):
     def modules(self) -> list[torch.nn.Module]:
         return [self.model]
 
+    def vocab_network(self) -> PreTrainedModel:
+        return self.model  # drafter.vocab_top restricts the draft model's LM head
+
     def reset(self, prompt_ids: torch.Tensor) -> None:
         self.cache = new_cache(self.model.config)  # in place: _rollback's crop is a pointer move
         self.seen = torch.empty(0, dtype=torch.long)

@@ -137,13 +137,14 @@ def restrict_draft_vocab(drafter: Any, top: int | None, tokenizer: Any, data_dir
         return 0
     if not isinstance(top, int) or top < 1:
         raise ConfigError(f"drafter.vocab_top={top!r} must be a positive integer or null")
-    if getattr(drafter, "head", None) is not None:
-        raise ConfigError("drafter.vocab_top: the EAGLE-3 head has its own reduced vocabulary; leave it null")
-    if getattr(drafter, "draft_tokenizer", None) is not None:
-        raise ConfigError("drafter.vocab_top applies to drafts with the target's tokenizer (not drafter=model_xtok)")
-    model = getattr(drafter, "model", None)
+    # What the drafter declares (drafters/base.py Drafter.vocab_top_refusal, vocab_network): why
+    # its head cannot be restricted, or the network whose head is restricted.
+    refusal = type(drafter).vocab_top_refusal
+    if refusal:
+        raise ConfigError(f"drafter.vocab_top: {refusal}")
+    model = drafter.vocab_network()
     if not isinstance(model, torch.nn.Module):
-        return restrict_draft_vocab(getattr(drafter, "inner", None), top, tokenizer, data_dir)
+        return 0  # no draft network (prompt lookup): nothing to restrict
     head = model.get_output_embeddings()
     if isinstance(head, SubVocabHead):
         return head.ids.numel()

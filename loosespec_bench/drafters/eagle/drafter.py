@@ -44,6 +44,7 @@ class Eagle3Drafter(Drafter):
 
     name = "eagle3"
     config_names = ("eagle3", "eagle2")  # drafter=eagle2: the same class, the checkpoint decides the head
+    vocab_top_refusal = "the EAGLE-3 head has its own reduced vocabulary; leave it null"
     Params = Eagle3Params
     needs_target = True  # build passes the target model (target=: embedding, config, device, dtype)
     batch_refusal = ("its head drafts from the target's hidden states of each row (observe) over a cache of its own, "
