@@ -3,11 +3,13 @@
 Offline by default: no account, no network. The W&B run is written inside the run folder,
     results/<experiment>/<run id>/wandb/offline-run-<time>-<wandb id>/run-<wandb id>.wandb
 (under $WANDB_DIR/wandb/ instead when WANDB_DIR is set) and uploaded later with
-`wandb sync <that folder>` (a whole sweep: `wandb sync results/<experiment>/*/wandb/offline-run-*`).
+`wandb sync --id <W&B id> <that folder>` (a whole sweep: `wandb sync results/<experiment>/*/wandb/offline-run-*`).
 A resumed run folder writes a second offline folder under the same W&B id; its steps go on
 from the first one's (the last step is kept in the run folder, wandb.json), so `wandb sync
 <first> <second>`, which uploads one run's folders in order of start time, gives one history.
-The end of the run prints that command with its folders.
+The end of the run prints that command with its id, project, entity and folders. The group is
+decided when the folder's first process starts and kept in wandb.json, so a point of a sweep
+resumed alone (outside the sweep) stays in its sweep's group.
 `logger.mode=online` logs live (needs `wandb login` or WANDB_API_KEY).
 
 What is logged:
@@ -180,10 +182,14 @@ def sweep_group(experiment: Any) -> str | None:
 STATE = "wandb.json"  # in the run folder: the W&B id, the next step, the offline folders so far
 
 
-def sync_command(folders: list[str]) -> str:
+def sync_command(folders: list[str], wid: str, project: str | None = None, entity: str | None = None) -> str:
     """`wandb sync` of one run's offline folders: W&B uploads a run's folders in order of start
-    time, so a resumed run's folders become one history."""
-    return "wandb sync " + " ".join(folders)
+    time, so a resumed run's folders become one history; --id names the run they upload to (the
+    deterministic id this harness gave it), so a later upload of another process's folder lands
+    in the same run, and -p / -e the project and entity it was logged under."""
+    where = [f"-p {project}"] if project else []
+    where += [f"-e {entity}"] if entity else []
+    return " ".join(["wandb sync", f"--id {wid}", *where, *folders])
 
 
 def run_figures(summary: dict[str, Any]) -> dict[str, Any]:
@@ -250,6 +256,7 @@ class WandbTracker:
         self.entity = entity
         self.mode = mode
         self.group = group
+        self._group: str | None = None  # the group this run logs under (start: stored, given or the sweep's)
         self.tags = [str(t) for t in (tags or [])]
         self.job_type = job_type
         self.notes = notes
@@ -311,10 +318,15 @@ class WandbTracker:
         state = self._read_state(wid)
         self._step = int(state.get("next_step", 0))
         self._folders = [str(f) for f in state.get("folders", [])]
+        # The group is the sweep's, decided when the folder's first process started: a point of an
+        # ad-hoc -m sweep resumed later as a single run (no sweep folder then) keeps that group.
+        stored = state.get("group")
+        self._group = self.group or (stored if isinstance(stored, str) and stored else None) \
+            or sweep_group(config.get("experiment_name"))
         self.run = wandb.init(
             project=self.project,
             entity=self.entity,
-            group=self.group or sweep_group(config.get("experiment_name")),
+            group=self._group,
             job_type=self.job_type or method,
             name=run_id,
             id=wid,
@@ -354,7 +366,10 @@ class WandbTracker:
     def _write_state(self) -> None:
         if self.run_dir is None or self.run is None:
             return
-        atomic_write(self.run_dir / STATE, json.dumps({"id": self.run.id, "next_step": self._step, "folders": self._folders}) + "\n")
+        state: dict[str, Any] = {"id": self.run.id, "next_step": self._step, "folders": self._folders}
+        if self._group:
+            state["group"] = self._group
+        atomic_write(self.run_dir / STATE, json.dumps(state) + "\n")
 
     def log_sample(self, record: dict[str, Any]) -> None:
         index = self._n_samples
@@ -396,7 +411,8 @@ class WandbTracker:
         self._flush(wandb)
         if self.mode == "offline" and self._folders:
             what = "W&B offline run" if len(self._folders) == 1 else f"W&B offline run in {len(self._folders)} folders (resumed)"
-            print(f"[loosespec_bench] {what}: upload with `{sync_command(self._folders)}`", flush=True)
+            print(f"[loosespec_bench] {what}: upload with `{sync_command(self._folders, run.id, self.project, self.entity)}`",
+                  flush=True)
         elif url:
             print(f"[loosespec_bench] W&B run: {url}", flush=True)
 

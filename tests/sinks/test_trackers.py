@@ -121,8 +121,10 @@ def test_wandb_offline_resume_writes_one_runs_folders_with_steps_that_go_on(tiny
     assert len(offline) == 2 and len(ids) == 1, offline  # one W&B id
     state = json.loads((run_dir / "wandb.json").read_text())
     assert state["folders"] == [str(p) for p in offline] and state["next_step"] == 3  # sample 0 | sample 1, table
-    assert f"wandb sync {offline[0]} {offline[1]}" in capsys.readouterr().out
-    dry = subprocess.run([sys.executable, "-m", "wandb", "sync", "--dry-run", *map(str, offline)],
+    # The printed upload names the run's id, then both folders in order; W&B's own CLI takes it.
+    printed = re.search(r"upload with `(wandb sync [^`]+)`", capsys.readouterr().out).group(1).split()
+    assert printed[2:4] == ["--id", state["id"]] and printed[-2:] == [str(p) for p in offline]
+    dry = subprocess.run([sys.executable, "-m", "wandb", "sync", "--dry-run", *printed[2:]],
                          capture_output=True, text=True, timeout=120)
     assert dry.returncode == 0, dry.stdout + dry.stderr
 
@@ -147,7 +149,7 @@ def test_wandb_offline_with_wandb_dir_writes_wandbs_files_there_not_into_the_run
     assert len(offline) == 1 and list(offline[0].glob("run-*.wandb")), list(home.rglob("*"))
     assert not (run_dir / "wandb").exists() and sorted(p.name for p in run_dir.iterdir()) == [
         "config.yaml", "samples.jsonl", "summary.json", "wandb.json"]
-    assert f"wandb sync {offline[0]}" in capsys.readouterr().out
+    assert re.search(rf"wandb sync --id \S+ .*{re.escape(str(offline[0]))}`", capsys.readouterr().out)
 
 
 def test_invalid_mode_warns_once_and_turns_the_tracker_off(tiny_run):

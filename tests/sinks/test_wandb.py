@@ -175,8 +175,31 @@ def test_an_offline_resume_continues_the_steps_and_prints_one_sync_of_both_folde
     assert b.logged[0]["sample/index"] == 2
     state = json.loads((run_dir / "wandb.json").read_text())
     folders = [str(Path(a.dir).parent), str(Path(b.dir).parent)]
-    assert state == {"id": a.init["id"], "next_step": 4, "folders": folders}
-    assert f"wandb sync {folders[0]} {folders[1]}" in capsys.readouterr().out
+    assert state == {"id": a.init["id"], "next_step": 4, "folders": folders, "group": "sweep_a"}
+    # The upload names the run it goes to (--id) and its project, then the folders in order.
+    assert f"wandb sync --id {a.init['id']} -p {a.init['project']} {folders[0]} {folders[1]}" in capsys.readouterr().out
+
+
+def test_a_sweep_point_resumed_alone_keeps_its_sweeps_group(fake_wandb, tmp_path, monkeypatch):
+    # An ad-hoc -m sweep under the default name: the group is the sweep's start (its folder).
+    import loosespec_bench.sinks.wandb as wb
+
+    monkeypatch.setattr(wb, "sweep_group", lambda experiment: "default_2026-12-07_02-00-00")
+    cfg = OmegaConf.merge(CFG, {"experiment_name": "default"})
+    run_dir = _folder(tmp_path, [])
+    first = WandbTracker(plots=False)
+    first.start(cfg, run_dir, run_dir.name)
+    first.log_sample(RECORDS[0])
+    with (run_dir / "samples.jsonl").open("a") as f:
+        f.write(json.dumps(RECORDS[0]) + "\n")
+    first.close()
+    # Resumed as a single run: no sweep folder now, so the sweep's group is not known again.
+    monkeypatch.setattr(wb, "sweep_group", lambda experiment: None)
+    WandbTracker(plots=False).start(cfg, run_dir, run_dir.name)
+    assert [r.init["group"] for r in fake_wandb] == ["default_2026-12-07_02-00-00"] * 2
+    # A group given on the command line (logger.group) still wins.
+    WandbTracker(plots=False, group="mine").start(cfg, run_dir, run_dir.name)
+    assert fake_wandb[-1].init["group"] == "mine"
 
 
 def test_wandb_dir_is_respected(fake_wandb, tmp_path, monkeypatch):
