@@ -87,6 +87,9 @@ def build_summary(
         # pass@1 is the accuracy of greedy answers: the same interval under both names.
         qual.update({k.replace(figure, "accuracy", 1): v for k, v in qual.items() if k.startswith((figure, f"baseline_{figure}"))})
     summary.update(qual)
+    # lm-eval's results fields, keyed by the data set as lm-eval keys them by task.
+    summary["n-shot"] = {task.name: int(task.num_fewshot)}
+    summary["versions"] = {task.name: str(task.version)}
     counts = quality_counts(records, task.quality_key)
     if counts:
         summary["quality_counts"] = counts

@@ -98,6 +98,12 @@ class Task:
     full_size: int | None = None
     full_size_exact: bool = True  # False: an approximate count (a hub split the plan cannot count)
     turns_per_sample: float = 1.0
+    # lm-eval's per-task fields of a results file, recorded in summary.json ("n-shot",
+    # "versions"): the exemplars the prompt carries (a task with a shot setting sets it from
+    # that setting), and the version of the task's prompt and scoring, raised when either
+    # changes so that figures of two versions are never read as one (lm-eval: VERSION).
+    num_fewshot: int = 0
+    version: str = "1.0"
 
     def __init__(
         self,

@@ -217,6 +217,8 @@ class LmEvalTask(Task):
         cfg_shots = lm_task.config.num_fewshot
         shots = opts["num_fewshot"]
         self.num_fewshot = int(shots if shots is not None else (cfg_shots or 0))
+        # lm-eval's own task version (its YAML's metadata.version), as lm-eval reports it.
+        self.version = str(getattr(lm_task, "VERSION", None) or self.version)
         fixed_shots = getattr(lm_task.fewshot_cfg, "samples", None)  # exemplars in the task file
         if self.num_fewshot > 0 and missing and not fixed_shots:
             # lm-eval would quietly draw exemplars from the test split instead: refuse.

@@ -186,3 +186,11 @@ def test_cost_model_fields_predict_from_counts():
     assert out["cost_model"]["method_time_measured_over_predicted"] == pytest.approx(0.6 / 0.5)
     none = cost_model_fields(recs, recs, None, "no calibration for pair tiny", seed=0)
     assert none["predicted_speedup"] is None and "no calibration" in none["cost_model"]["why"]
+
+
+def test_the_summary_records_lm_evals_n_shot_and_task_version_per_data_set():
+    recs = [_rec(i, True, i % 2 == 0) for i in range(4)]
+    gsm8k = GSM8K(num_fewshot=2)  # the CPU replication's 2-shot prompt
+    s = build_summary(gsm8k, recs, seed=0)
+    assert s["n-shot"] == {"gsm8k": 2} and s["versions"] == {"gsm8k": GSM8K.version}
+    assert build_summary(Task(), recs, seed=0)["n-shot"] == {"task": 0}  # a zero-shot task
