@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -147,14 +146,12 @@ def two_occasion_speed(req: Request, i: int, log: Log) -> dict[str, Any]:
     occasion not yet on disk runs now; the pooled speedup over the occasions on disk, with the
     two-way (occasions x problems) bootstrap."""
     from ..measure.stats.occasions import occasion_bootstrap
-    from ..store.run_folder import RunFolder
+    from ..store.run_folder import RunFolder, run_dir
 
     folders = []
     for occ in (1, 2):
         ov = req.point_overrides(i, req.report_split, req.speed, f"_speed_occ{occ}") + ["baseline=paired", "timing.subset=null"]
         cfg = compose(ov)
-        from ..store.run_folder import run_dir
-
         folder = run_dir(cfg)
         if not (folder / RunFolder.SUMMARY).is_file():
             log(f"[certify] speed occasion {occ}: timing {req.setting_label(i)} and the target alone on {req.speed} "
@@ -210,7 +207,8 @@ def certify(req: Request, log: Log = print) -> dict[str, Any]:
         settings.append(row)
     result: dict[str, Any] = {
         "experiment": req.experiment, "ladder_key": req.key, "ladder": req.values, "overrides": req.overrides,
-        "design": {k: v for k, v in asdict(d).items()}, "split": req.split, "report_split": req.report_split,
+        "design": {"looks": list(d.looks), "margin": d.delta, "alpha": d.alpha, "spending": d.spending, "estimand": d.estimand,
+                   "alphas": list(d.alphas), "futility": d.futility}, "split": req.split, "report_split": req.report_split,
         "score": req.score, "settings": settings, "certified": proc.certified,
         "loosest_certified": settings[proc.certified - 1]["setting"] if proc.certified else None,
     }
@@ -250,9 +248,9 @@ def format_result(result: dict[str, Any]) -> str:
     its held-out loss beside its bound."""
     d = result["design"]
     unit = "points" if d["estimand"] == "difference" else "% of the target alone's accuracy"
-    lines = [f"## Certification: {result['ladder_key']} (strictest first), margin {100 * d['delta']:g} {unit}",
+    lines = [f"## Certification: {result['ladder_key']} (strictest first), margin {100 * d['margin']:g} {unit}",
              "",
-             f"Non-inferiority (H0: loss >= {100 * d['delta']:g}) per setting by the exact paired bound, looks at n = "
+             f"Non-inferiority (H0: loss >= {100 * d['margin']:g}) per setting by the exact paired bound, looks at n = "
              f"{', '.join(map(str, d['looks']))} ({d['spending'].replace('_', '-')} spending, one-sided alpha {d['alpha']:g}), "
              f"fixed-sequence across settings: family-wise error <= {d['alpha']:g}. Calibration split: {result['split']}; "
              f"quality: {'the task score' if result['score'] == 'task' else 'identical output to the target alone'}.",
@@ -277,7 +275,7 @@ def format_result(result: dict[str, Any]) -> str:
         h = result["held_out"]
         lo, hi = h["loss_ci"]
         lines += ["", f"Held out ({result['report_split']}, n = {h['n']}): {h['setting']} lost {h['lost']} / gained {h['gained']}: "
-                      f"loss {100 * h['loss']:+.2f} points, 95% exact interval [{100 * lo:+.2f}, {100 * hi:+.2f}], beside the "
+                      f"loss {100 * h['loss'] + 0.0:+.2f} points, 95% exact interval [{100 * lo + 0.0:+.2f}, {100 * hi + 0.0:+.2f}], beside the "
                       f"certified upper bound {100 * h['certified_bound']:.2f}."]
     if "speed" in result:
         s = result["speed"]

@@ -56,7 +56,7 @@ def test_bad_input_is_one_error_line_before_any_model_loads(argv, says, capsys, 
 def test_tiny_pair_known_answer(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LOOSESPEC_DATA_DIR", str(shared_data_dir()))
     rc = main(["--ladder", "method.threshold_single=0.5,0.0,0.2", "--delta", "30", "--looks", "12", "--holdout", "4",
-               "--score", "identical", "--results", str(tmp_path), *TINY])
+               "--score", "identical", "--speed", "3", "--results", str(tmp_path), *TINY])
     out = capsys.readouterr().out
     assert rc == 0
     assert out.index("planner's cost") < out.index("[certify] running")  # the cost comes first
@@ -68,5 +68,9 @@ def test_tiny_pair_known_answer(tmp_path, capsys, monkeypatch):
     assert lossy["outcome"].startswith("failed (loss shown") and lossy["look"] == 1 and lossy["lost"] == 12
     assert after["outcome"].startswith("not tested")
     assert res["held_out"]["lost"] == 0 and res["held_out"]["n"] == 4
+    assert res["speed"]["occasions"] == 1 and res["speed"]["problems"] == 3 and res["speed"]["point"] > 0
+    assert "second" in res["speed"]["note"]  # one occasion per invocation
+    pc = first["per_cpu_hour"]
+    assert pc["method"]["low"] <= pc["method"]["per_cpu_h"] <= pc["method"]["high"] and pc["target_alone"]["n"] == 12
     md = (tmp_path / "certify" / js.name.replace(".json", ".md")).read_text()
     assert "Loosest certified setting: method.threshold_single=0.5" in md

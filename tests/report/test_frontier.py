@@ -143,3 +143,12 @@ def test_the_figure_draws_tau_and_predicted_speedup_with_both_intervals(index, t
         assert x.iloc[i] + hi.iloc[i] == pytest.approx(-100 * r["score_diff_ci_low"])
     (_, _), kw = next((a, k) for a, k in calls if list(a[1]) == [3.5, 4.0, 5.0] and "yerr" in k)
     assert kw["label"] == "cascade" and kw["color"] != next(k["color"] for a, k in calls if k.get("label") == "spd")
+
+
+def test_certifications_join_the_report(tmp_path):
+    from loosespec_bench.report.frontier import certified_markdown
+
+    assert "No certification" in certified_markdown(tmp_path)
+    (tmp_path / "certify_gsm8k").mkdir()
+    (tmp_path / "certify_gsm8k" / "certification_method_theta_delta5pts_train.md").write_text("## Certification: method.theta\n")
+    assert "## Certification: method.theta" in certified_markdown(tmp_path)
