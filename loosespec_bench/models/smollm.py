@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
-import shutil
-import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..digest import file_sha256
-from .embedded import _file_lock, _make_shareable, default_cache_dir, strip_gguf_quantizer
+from .embedded import default_cache_dir
+from .gguf import convert_gguf, file_lock
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -
         return hf_dir
     src = gguf_path()
     root.mkdir(parents=True, exist_ok=True)
-    with _file_lock(root / ".lock"):
+    with file_lock(root / ".lock"):
         if is_converted(name, cache_dir):  # another process converted it while this one waited
             return hf_dir
         actual = file_sha256(src)
@@ -78,38 +77,13 @@ def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -
 
 
 def _convert(src: Path, hf_dir: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """The package's GGUF as a float32 folder (models/gguf.convert_gguf: saved, reloaded and compared)."""
 
-    from transformers.utils import logging as hf_logging
+    def prepare(lm: Any, tokenizer: Any) -> None:
+        if not tokenizer.chat_template:
+            raise RuntimeError(f"{src.name}: the GGUF tokenizer has no chat template")
+        # The GGUF's eos is <|im_end|> (the end of an assistant turn in ChatML); keep generation on it.
+        if tokenizer.eos_token_id is not None:
+            lm.generation_config.eos_token_id = tokenizer.eos_token_id
 
-    hf_logging.disable_progress_bar()  # per-tensor bars would bury the run's own output
-    log.info("converting %s (GGUF -> float32 safetensors)", src.name)
-    tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
-    lm = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name, dtype=torch.float32).eval()
-    strip_gguf_quantizer(lm)
-    if not tokenizer.chat_template:
-        raise RuntimeError(f"{src.name}: the GGUF tokenizer has no chat template")
-    # The GGUF's eos is <|im_end|> (the end of an assistant turn in ChatML); keep generation on it.
-    if tokenizer.eos_token_id is not None:
-        lm.generation_config.eos_token_id = tokenizer.eos_token_id
-    probe = tokenizer("def fib(n):", return_tensors="pt").input_ids
-    with torch.no_grad():
-        ref = lm(probe).logits
-    tmp = Path(tempfile.mkdtemp(dir=hf_dir.parent, prefix=".hf.", suffix=".partial"))
-    try:
-        lm.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        back = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
-        with torch.no_grad():
-            if not torch.equal(back(probe).logits, ref):
-                raise RuntimeError(f"{tmp}: the saved model differs from the GGUF load")
-        if AutoTokenizer.from_pretrained(tmp)("def fib(n):").input_ids != tokenizer("def fib(n):").input_ids:
-            raise RuntimeError(f"{tmp}: the saved tokenizer differs from the GGUF one")
-        _make_shareable(tmp)
-        (tmp / ".complete").write_text(GGUF_SHA256 + "\n")
-        if hf_dir.exists():
-            shutil.rmtree(hf_dir)
-        os.replace(tmp, hf_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    convert_gguf(src, hf_dir, marker=".complete", marker_text=GGUF_SHA256, probe=lambda tokenizer: "def fib(n):", prepare=prepare)
