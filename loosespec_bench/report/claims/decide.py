@@ -991,6 +991,8 @@ def _intersection_union(claim: Claim, rows: list[Decision]) -> Decision:
     iut.scale = _scale(iut)
     mcs = [d.p_mc for d in rows if d.p_mc is not None]
     iut.p_mc = max(mcs) if mcs else None
+    boots = [d.n_boot for d in rows if d.n_boot]
+    iut.n_boot = min(boots) if boots else None  # its p is one member's: that member's resolution
     iut.why_no_interval = "an intersection-union test has no single interval"
     iut.note = "intersection-union test: confirmed only if every set confirms at the unadjusted level (its p: the largest)"
     return iut
