@@ -71,6 +71,25 @@ def test_family_wise_error_is_at_most_alpha_over_simulated_families(spending, lo
         assert share[0] > 0.5  # and it has power where the loss is nil
 
 
+@pytest.mark.parametrize("estimand", ["difference", "retention"])
+def test_family_wise_error_with_gains_beside_the_losses(estimand):
+    """Settings that lose and gain (net loss at the margin: loss = p_lost acc - p_gained (1 - acc),
+    or 1 - retention = p_lost - p_gained (1 - acc) / acc), behind a balanced one."""
+    acc, delta = 0.6, 0.05
+    design = Design(looks=(200, 400, 600), delta=delta, alpha=0.05, estimand=estimand)
+    p_gained = [0.05, 0.05, 0.10]
+    if estimand == "difference":
+        p_lost = [0.05 * (1 - acc) / acc, (delta + 0.05 * (1 - acc)) / acc, (delta + 0.10 * (1 - acc)) / acc]
+    else:
+        p_lost = [0.05 * (1 - acc) / acc, delta + 0.05 * (1 - acc) / acc, delta + 0.10 * (1 - acc) / acc]
+    counts = simulate_counts(np.random.default_rng(11), FAMILIES, design.looks, acc, p_lost, p_gained)
+    res = fixed_sequence(design, *counts)
+    fwer = float((res.outcome[:, 1:] == CERTIFIED).any(axis=1).mean())
+    print(f"\n[{estimand}, gains beside losses] FWER {fwer:.4f} over {FAMILIES} families (alpha 0.05); "
+          f"balanced setting certified in {(res.outcome[:, 0] == CERTIFIED).mean():.3f}")
+    assert fwer <= design.alpha
+
+
 def test_error_at_a_liberal_level_is_still_bounded_and_the_bound_is_not_vacuous():
     """At alpha = 0.2 with one look the exact-conservative test's error is below alpha but not 0."""
     design = Design(looks=(400,), delta=0.05, alpha=0.2)
