@@ -92,12 +92,13 @@ def parse_ladder(text: str) -> tuple[str, list[str]]:
 
 
 def split_size(cfg: DictConfig) -> int:
-    """Problems in the configured split (the data file read, nothing else)."""
+    """Samples in the configured split, the unit dataset.limit (and so a look) counts (the data
+    file read, nothing else; one sample per problem for GSM8K, MBPP+, HumanEval)."""
     from ..build import build_task
 
     task = build_task(cfg)
     task.limit = None
-    return len({s.problem for s in task.samples()})
+    return len(task.samples())
 
 
 def check_request(req: Request) -> list[DictConfig]:
