@@ -21,14 +21,17 @@ charged to the request. B = 0, g = 0 or m = 0 is strict greedy verification (the
 
 Departures and readings:
   - the budget is per request (the reference's RequestRiskState): our loop has no request hook,
-    so the rule opens a fresh ledger whenever the step's sampling generator is a new object
-    (the engine seeds one per request and per sample: engines/hf.py) and on begin_request();
+    so the rule keeps one ledger per sampling generator (the engine seeds one per request:
+    engines/hf.py; a batch's rows each carry their own, so interleaved rows keep separate
+    ledgers), held weakly (a finished request's ledger goes with its generator); steps without
+    a generator share one ledger, which begin_request() reopens;
   - ASD is defined for greedy decoding only (the reference refuses temperature != 0): at T > 0
     this rule refuses the step with a ValueError; chains only (a tree draft is refused).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,24 +104,37 @@ class ASD(Verifier):
 
     def __init__(self, **knobs: Any) -> None:
         self.params = self.Params.build(knobs)
-        self._request: object = None  # the generator of the request the ledger belongs to
+        # Regret spent per request, keyed by the request's generator (weakly: a request's ledger
+        # lives as long as its generator); `spent` is the last request's, for records and tests.
+        self._ledgers: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+        self._key: Any = None
         self.spent = 0.0
 
     def begin_request(self) -> None:
-        """Open a fresh ledger (the loop's generator change does the same)."""
-        self._request, self.spent = None, 0.0
+        """Open a fresh ledger for steps without a generator (direct calls)."""
+        if self._key is not None:
+            self._ledgers[self._key] = self.spent
+        self._key, self.spent = None, 0.0
 
     @property
     def remaining(self) -> float:
         return max(0.0, float(self.params.risk_budget) - self.spent)
+
+    def _open(self, generator: Any) -> None:
+        """Make `spent` the ledger of the step's request."""
+        if generator is self._key:
+            return
+        if self._key is not None:
+            self._ledgers[self._key] = self.spent
+        self._key = generator
+        self.spent = self._ledgers.get(generator, 0.0) if generator is not None else 0.0
 
     def __call__(self, draft: Draft, scores: TargetScores, sampling: SamplingParams = GREEDY) -> Verdict:
         if not sampling.greedy:
             raise ValueError("method=asd is defined for greedy decoding only (generation.temperature=0), as its reference code")
         if draft.is_tree:
             raise ValueError("method=asd verifies chains only (its suffix values K - i are a chain's)")
-        if sampling.generator is not self._request:  # a new request: the engine seeds one generator each
-            self._request, self.spent = sampling.generator, 0.0
+        self._open(sampling.generator)  # the engine seeds one generator per request
         dec, spent = asd_decide(draft.tokens, scores.logits, self.params, self.remaining)
         self.spent += spent
         record = dec.record()

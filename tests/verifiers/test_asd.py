@@ -103,6 +103,7 @@ def test_the_ledger_is_per_request():
     assert step(req).num_accepted == 0  # regret 1.0 > the 0.5 left in this request
     other = SamplingParams(temperature=0.0, generator=torch.Generator().manual_seed(0))
     assert step(other).num_accepted == 1  # a new request (a new generator): a fresh budget
+    assert step(req).num_accepted == 0  # back to the first request: its ledger is kept (interleaved batch rows)
     rule.begin_request()
     assert rule.remaining == 1.5
 
