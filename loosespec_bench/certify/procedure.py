@@ -257,7 +257,9 @@ def format_result(result: dict[str, Any]) -> str:
              "",
              f"**Loosest certified setting: {result['loosest_certified'] or 'none'}**",
              "",
-             "| setting | outcome | look | n | lost / gained | loss (points) | upper bound | tau [95% CI] | predicted speedup [with calibration error] | correct / CPU h [95% CI] | target alone correct / CPU h |",
+             f"| setting | outcome | look | n | lost / gained | loss ({'points' if d['estimand'] == 'difference' else '% retention'}) "
+             "| upper bound | tau [95% CI] | predicted speedup [with calibration error] | correct / CPU h [95% CI] "
+             "| target alone correct / CPU h |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["settings"]:
         if "n" not in r:
