@@ -14,7 +14,8 @@ import yaml
 
 from loosespec_bench.run.app import run
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.report.claims.decide import Decision, _without_topups, decide, fmt_iv, select, settle
+from loosespec_bench.report.claims.decide import Decision, _without_topups, fmt_iv, select
+from loosespec_bench.report.claims.verdicts import decide, settle
 from loosespec_bench.report.claims.declaration import Claim, Declaration, Family, load_declaration
 from loosespec_bench.report.claims.examples import format_examples, loose_examples
 from loosespec_bench.report.claims.markdown import decisions_to_csv, format_claims
@@ -258,7 +259,7 @@ def test_power_and_budget_name_the_undecidable():
 
 
 def test_an_every_set_claim_is_one_intersection_union_test():
-    from loosespec_bench.report.claims.decide import _intersection_union
+    from loosespec_bench.report.claims.verdicts import _intersection_union
 
     claim = Claim("all", "test", "above on every set", "tau", {"method": "x"}, {"method": "y"}, family="f", every_set=True)
     rows = [Decision(claim, s, 30, None, (None, None, None), (1.0, 0.5, 1.5), "", p={"confirmed": p, "contradicted": 1.0})

@@ -12,7 +12,7 @@ import pytest
 
 from loosespec_bench.measure.costmodel import Calibration, ForwardCost
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.report.claims.decide import decide
+from loosespec_bench.report.claims.verdicts import decide
 from loosespec_bench.report.claims.declaration import load_declaration
 from loosespec_bench.report.claims.markdown import format_claims
 from loosespec_bench.measure.work import add_forward, new_work

@@ -41,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..labels import is_lossless, method_label, rule_of
-from .decide import decide
+from .verdicts import decide
 from .declaration import DECLARATION, DECLARATION_NAME, Declaration, load_declaration
 from .examples import format_examples, loose_examples
 from .markdown import decisions_to_csv, format_claims
@@ -68,9 +68,9 @@ def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0, claims: Path 
     decisions = decide(index, decl, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     from . import provenance
-    from .decide import _LAST_PROVENANCE
+    from .verdicts import LAST_PROVENANCE
 
-    rec = _LAST_PROVENANCE.get(str(decl.path))
+    rec = LAST_PROVENANCE.get(str(decl.path))
     if rec is not None:  # git's answer kept beside the declaration, for a copy without git
         provenance.write(Path(decl.path), rec)
     md = out / "claims.md"

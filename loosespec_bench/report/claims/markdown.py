@@ -9,7 +9,8 @@ import pandas as pd
 
 from ...measure.stats.intervals import LEVEL
 from ..compare import MIN_N_VERDICT
-from .decide import CLUSTER_GPUS, CLUSTER_NEW_TOKENS, CLUSTER_PAIR, Decision, fmt_iv, fmt_p, pooled, spec_of
+from .decide import CLUSTER_GPUS, CLUSTER_NEW_TOKENS, CLUSTER_PAIR, Decision, fmt_iv, fmt_p, spec_of
+from .verdicts import pooled
 from .provenance import AFTER_DATA, PRE_REGISTERED
 from .declaration import ADJUST_TEXT, DECLARATION_NAME, OCCASIONS_ESTIMAND, Declaration, ESTIMAND_TEXT, TEST_TEXT, load_declaration
 

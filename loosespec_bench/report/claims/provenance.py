@@ -179,7 +179,7 @@ class Record:
     source: str = "git"
 
 
-def _rel(folder: str | Path, base: Path) -> str:
+def rel_path(folder: str | Path, base: Path) -> str:
     p = Path(folder).resolve()
     try:
         return p.relative_to(base.resolve()).as_posix()
@@ -202,7 +202,7 @@ def collect(decl_path: Path, folders: Iterable[str], speed_folders: Iterable[str
         rec = Record({k: {"at": v[1], "commit": v[0]} for k, v in (declared_git or {}).items()}, {}, {},
                      source="git" if declared_git is not None else "none")
     for folder in {*folders, *speed_folders}:
-        key = _rel(folder, base)
+        key = rel_path(folder, base)
         if key in rec.data and rec.source != "git":
             continue
         got = data_first(Path(folder), root)
@@ -211,7 +211,7 @@ def collect(decl_path: Path, folders: Iterable[str], speed_folders: Iterable[str
         elif got is not None:
             rec.data[key] = {"at": got[0], "how": got[1]}
     for folder in speed_folders:
-        key = _rel(folder, base)
+        key = rel_path(folder, base)
         t = calibration_time(Path(folder))
         if t:
             rec.calibration[key] = t

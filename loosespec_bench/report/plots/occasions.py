@@ -19,6 +19,29 @@ TITLE = "Speedup over the target alone, measured on two or more occasions and pr
 OCCASION_MARKERS = "^vs<>Dp"
 
 
+def calibration_error(rep: Mapping[str, Any]) -> float | None:
+    """The calibration's error on the log scale (issue 70), as the speed table states it: the larger
+    of its own check (the calibration file the report names, where it can be read) and the worst
+    measured / predicted gap of the report's configurations. None where neither is recorded."""
+    import json
+    import math
+    from pathlib import Path
+
+    parts = []
+    for name, entry in (rep.get("configs") or {}).items():
+        gap = entry.get("gap") if isinstance(entry, Mapping) else None
+        if name != "ar" and isinstance(gap, (int, float)) and not isinstance(gap, bool) and -1 < gap < math.inf:
+            parts.append(abs(math.log1p(gap)))
+    try:
+        raw = json.loads(Path(str(rep.get("calibration"))).read_text(encoding="utf-8"))
+        check = (raw.get("check") or {}).get("target_alone_decode_over_predicted")
+        if isinstance(check, (int, float)) and check > 0:
+            parts.append(abs(math.log(check)))
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return max(parts) if parts else None
+
+
 def _interval(entry: Mapping[str, Any], key: str) -> tuple[float, float] | None:
     lo, hi = entry.get(f"{key}_ci_low"), entry.get(f"{key}_ci_high")
     return (float(lo), float(hi)) if lo is not None and hi is not None else None
@@ -39,8 +62,10 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
         return fig
     n_occ = max(int(r.get("n_occasions") or 0) for r in reports.values())
     notes = []
+    widened_any = False
     for ax, (title, rep) in zip(axes, reports.items()):
         configs = rep.get("configs") or {}
+        err = calibration_error(rep)
         names = [c for c in (order or list(configs)) if c in configs and c != "ar"]
         for row, name in enumerate(reversed(names)):
             entry = configs[name]
@@ -54,6 +79,13 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
                             ms=3.2, mew=0.7)
             predicted, pci = entry.get("predicted_speedup"), _interval(entry, "predicted_speedup")
             if predicted is not None:
+                if err and pci is not None:  # the calibration's error, behind the counts' own interval
+                    import math
+
+                    wide = (pci[0] * math.exp(-err), pci[1] * math.exp(err))
+                    ax.errorbar([predicted], [row - 0.18], xerr=error_bars([predicted], [wide]),
+                                fmt="none", color="0.8", capsize=0, elinewidth=2.4)
+                    widened_any = True
                 ax.errorbar([predicted], [row - 0.18], xerr=error_bars([predicted], [pci]),
                             fmt="D", color="0.55", ms=2.6, capsize=1.5, elinewidth=0.8)
         ax.axvline(1.0, color="0.4", lw=0.7, ls=":")
@@ -73,10 +105,14 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
         **{f"occasion {o + 1}": Line2D([], [], marker=OCCASION_MARKERS[o % len(OCCASION_MARKERS)], mfc="none", mec="tab:blue",
                                        ls="none", ms=3.2) for o in range(n_occ)},
         "predicted from work counts (95% CI)": Line2D([], [], marker="D", color="0.55", ls="-", ms=2.6),
+        **({"... with the calibration's error": Line2D([], [], color="0.8", lw=2.4)} if widened_any else {}),
     }
     add_legend(fig, entries, len(entries), TITLE,
                "measured: ratio of summed token rates over problems, interval a two-way bootstrap over problems and "
                "occasions; each occasion timed in its own process, configurations interleaved per problem in a random "
                "order\npredicted: each configuration's forwards, rows and context priced by one calibration of this "
-               "machine, interval a bootstrap over problems\n" + "\n".join(notes))
+               "machine, interval a bootstrap over problems" + (
+                   "; pale bar: that interval widened by the calibration's error (the larger of its own check and the "
+                   "worst measured / predicted gap; in-sample where the calibration was taken after the timings)"
+                   if widened_any else "") + "\n" + "\n".join(notes))
     return fig

@@ -51,7 +51,7 @@ def test_registration_is_what_the_records_say(decl: Path) -> None:
     for _, r in df.iterrows():
         declared = (rec.declared.get(r["claim"]) or {}).get("at")
         folders = [f for f in str(r.get("runs") or "").split(";") if f and f != "nan"]
-        times = [(rec.data.get(prov._rel(f, base)) or {}).get("at") for f in folders]
+        times = [(rec.data.get(prov.rel_path(f, base)) or {}).get("at") for f in folders]
         times = [t for t in times if t]
         want = prov.status(declared, min(times) if times else None)
         got = r["registration"]
