@@ -33,6 +33,7 @@ from ..tasks.prompting import eos_ids, make_stop_fn
 from ..tasks import Task
 from ..verifiers.base import Verifier
 from ..verifiers.spd import SPD
+from ..settings.run_settings import RunSettings
 from .base import Engine
 
 
@@ -47,14 +48,15 @@ class HFEngine(Engine):
 
     def __init__(self, cfg: DictConfig, task: Task) -> None:
         pair = cfg.pair
-        self.batch_size = int((cfg.get("engine") or {}).get("batch_size") or 1)
+        settings = RunSettings.read(cfg)  # the run's settings, typed (settings/run_settings.py)
+        self.batch_size = settings.engine.batch_size
         target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device, **load_options(pair.target))
-        gen = cfg.generation
+        gen = settings.generation
         drafter = build_drafter(cfg, target)  # None for method=ar
         self._setup(
             target, verifier=build_verifier(cfg), drafter=drafter,
-            temperature=float(gen.temperature), top_k=int(gen.get("top_k", 0)), top_p=float(gen.get("top_p", 1.0)),
-            stop_strings=task.stop_strings, record_steps=bool(cfg.record_steps), batch_size=self.batch_size,
+            temperature=float(gen.temperature), top_k=gen.top_k, top_p=float(gen.top_p),
+            stop_strings=task.stop_strings, record_steps=settings.root.record_steps, batch_size=self.batch_size,
         )
 
     @classmethod
@@ -64,10 +66,10 @@ class HFEngine(Engine):
         timing.subset=0, or baseline=none), because rows share every forward."""
         from ..settings.config import class_or_none, uses_drafter
 
-        node = cfg.get("engine") or {}
-        batch = node.get("batch_size") or 1
-        if not is_int(batch) or batch <= 1:
-            return  # the range itself (an integer >= 1) is the engine settings' check
+        settings = RunSettings.read(cfg)  # every value in its range (EngineParams: an integer >= 1)
+        batch = settings.engine.batch_size
+        if batch <= 1:
+            return
         where = f"engine.batch_size={batch}"
         if batch > MAX_BATCH:
             raise ConfigError(f"{where}: our loop batches at most {MAX_BATCH} problems (decoding.batch.MAX_BATCH)")
@@ -79,8 +81,8 @@ class HFEngine(Engine):
             why = batch_refusal(drafter) if drafter is not None else None
             if why is not None:
                 raise ConfigError(f"{where}: drafter={cfg.drafter.get('name')} cannot batch: {why}; use engine.batch_size=1")
-        subset = (cfg.get("timing") or {}).get("subset")
-        if not (cfg.get("baseline") == "none" or (cfg.get("baseline") == "shared" and subset == 0)):
+        subset, baseline = settings.timing.subset, settings.root.baseline
+        if not (baseline == "none" or (baseline == "shared" and subset == 0)):
             raise ConfigError(
                 f"{where}: our loop batches quality-only runs (baseline=shared timing.subset=0, or baseline=none): "
                 "rows share every forward, so no sample has a time of its own; time speed at engine.batch_size=1, "
