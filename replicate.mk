@@ -127,7 +127,7 @@ HUMANEVAL_LOOK ?= $(LOOK)
 SPEED_CONFIGS ?= spd_k5,spd_k10,spd_k15,fly,fly_mla,dropmatch,pld
 SPEED_ARGS ?= --problems 40 --max-new-tokens 128 --occasions 2 --gap-s 300 --threads 2
 replicate-cpu-evidence: export LOOSESPEC_RESULTS_DIR = $(EVIDENCE_RESULTS)/runs
-replicate-cpu-evidence: install-replicate install-smollm  ## issue 45's float32 quality (LOOK=1..3), KoMT, cross-family and two-occasion speed runs (DRY_RUN=1: the budget)
+replicate-cpu-evidence: install-replicate install-smollm  ## the CPU evidence runs: float32 quality (LOOK=1..3), KoMT, cross-family and two-occasion speed runs (DRY_RUN=1: the budget)
 	$(PLAN) $(MODE) --title "cpu evidence, look $(GSM8K_LOOK): GSM8K" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_GSM8K_SWEEPS)) \
 		-- scale=cpu dataset.limit=$(word $(GSM8K_LOOK),$(GSM8K_LOOKS)) $(ARGS)
 	$(PLAN) $(MODE) --title "cpu evidence, look $(HUMANEVAL_LOOK): HumanEval" --fill 0.6 $(CPU_SEQUENTIAL) $(addprefix -e ,$(EVIDENCE_HUMANEVAL_SWEEPS)) \
@@ -140,12 +140,12 @@ replicate-cpu-evidence: install-replicate install-smollm  ## issue 45's float32 
 
 # Reads result folders only (same sweeps and overrides as the launch, so the same run ids).
 status: status-70b status-405b status-cpu  ## done / running / failed / pending points of every replication sweep
-status-70b:
+status-70b:  ## the 70B sweeps' points: done / running / failed / pending (ENGINE=vllm adds the vLLM sweeps)
 	$(PLAN) status --title 70b $(addprefix -e ,$(HF_70B_SWEEPS)) -- $(ARGS_70B)
 	$(if $(filter vllm,$(ENGINE)),$(VLLM_PY) -m loosespec_bench.plan status --title "70b engine=vllm" $(addprefix -e ,$(VLLM_70B_SWEEPS)) -- $(ARGS_70B_VLLM))
-status-405b:
+status-405b:  ## the 405B sweeps' points: done / running / failed / pending
 	$(PLAN) status --title 405b $(addprefix -e ,$(REPLICATE_405B_SWEEPS)) -- $(ARGS_405B)
-status-cpu:
+status-cpu:  ## the CPU replication's points: done / running / failed / pending
 	$(PLAN) status --title cpu $(addprefix -e ,$(REPLICATE_CPU_SWEEPS)) -- $(ARGS_CPU)
 
 # A Slurm cluster on this machine (two virtual nodes n1, n2 in partition `cpu`, accounting on

@@ -5,7 +5,7 @@
 #   make report                      both, plus reports/index.csv
 #   make index                       list the runs
 #   make report-cpu                  the CPU replication's tables, plots and index in results/cpu/
-#   make report-cpu-evidence         issue 45's claims, frontier and speed figures in results/cpu/evidence/
+#   make report-cpu-evidence         the CPU evidence's claims, frontier and speed figures in results/cpu/evidence/
 #   make report-cpu-claims           re-decide the three committed claims files (no figure) and print the verdict table
 # Options: RESULTS=<results dir> REPORTS=<output dir> EXPERIMENT='fly_*' (a name or glob)
 RESULTS ?= $(or $(LOOSESPEC_RESULTS_DIR),results)
@@ -42,7 +42,7 @@ report-cpu: install-report  ## the CPU replication's tables, plots and index in 
 # claims files that results/cpu/README.md prints.
 EVIDENCE_CALIBRATION ?= results/loose_rules/calibration_fp32.json
 SPEED_PANELS ?= GSM8K=speed_gsm8k HumanEval=speed_humaneval GSM8K/SmolLM2-135M-draft=speed_xtok
-report-cpu-evidence: install-report  ## issue 45's claims, float32 frontier, speed figure and table, verdict table
+report-cpu-evidence: install-report  ## the CPU evidence's claims, float32 frontier, speed figure and table, verdict table
 	$(PY) -m loosespec_bench.report claims --results $(EVIDENCE_RESULTS)/runs --out $(EVIDENCE_RESULTS)
 	$(PY) -m loosespec_bench.report.claims.losses \
 		"FLy + MLA, GSM8K float32=$(firstword $(wildcard $(EVIDENCE_RESULTS)/runs/cpu_quality_fp32/fly_mla-*_gsm8k_*))" \

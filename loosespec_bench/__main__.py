@@ -96,7 +96,7 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
     except ConfigError as err:
         from .settings.advice import explain_composition_error  # Hydra's "+key" advice -> did-you-mean over the tree
 
-        message = explain_composition_error(str(err), list(args.overrides), args.config_name or "config")
+        message = explain_composition_error(err, list(args.overrides), args.config_name or "config")
         raise ConfigError(_scale_advice(message, list(args.overrides))) from None
 
 
@@ -208,6 +208,18 @@ def setup_logging() -> None:
     logging.basicConfig(level=level.upper())
 
 
+def _closed_pipe() -> None:
+    """The reader of our output went away (`--help | head`): end quietly, as a Unix tool does.
+    stdout is pointed at /dev/null first so that the interpreter's flush at exit does not raise
+    a second time (the recipe of Python's signal module documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(141)  # 128 + SIGPIPE: what a shell reports for a writer cut off by its reader
+
+
 if __name__ == "__main__":
     setup_logging()
-    main()
+    try:
+        main()
+    except BrokenPipeError:
+        _closed_pipe()

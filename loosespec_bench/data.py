@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .settings.config import DATA_DIR_ENV, data_dir_setting, default_data_dir
+from .settings.config import CONF_DIR, DATA_DIR_ENV, data_dir_setting, default_data_dir
 from .digest import file_sha256
 from .errors import ConfigError
 
@@ -178,6 +178,13 @@ def resolve_target(to: str | None) -> Path:
     return Path(setting).expanduser()
 
 
+def hub_only(files: Iterable[DataFile]) -> list[str]:
+    """The data sets a run can name (conf/dataset/*.yaml) that this command does not prepare:
+    they load from the Hugging Face hub (mmlu, livecodebench, lm_eval's tasks...)."""
+    prepared = set(datasets(files))
+    return sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml") if p.stem not in prepared)
+
+
 def select(files: list[DataFile], names: str | None) -> list[DataFile]:
     if not names:
         return files
@@ -186,7 +193,7 @@ def select(files: list[DataFile], names: str | None) -> list[DataFile]:
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise ConfigError(f"--sets: {', '.join(unknown)} not among the data sets prepared here; choose from {', '.join(known)} "
-                          "(mmlu, livecodebench and lm_eval's other tasks load from the hub)")
+                          f"({', '.join(hub_only(files))} load from the hub: nothing to prepare)")
     return [f for f in files if f.dataset in wanted]
 
 
@@ -216,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     where = "web (pinned upstream sources)" if args.source == WEB else str(Path(args.source).expanduser())
     print(f"[loosespec_bench.data] {'checking' if args.check else 'preparing'} {len(files)} files of "
-          f"{', '.join(datasets(files))} in {root}" + ("" if args.check else f" from {where}"), flush=True)
+          f"{', '.join(datasets(files))} in {root}" + ("" if args.check else f" from {where}")
+          + f"; hub only, not prepared here: {', '.join(hub_only(manifest()))}", flush=True)
     out = prepare(root, args.source, files, check_only=args.check)
     for line in out.failed:
         print(f"error: {line}", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -44,9 +45,19 @@ def test_help_lists_every_option_with_its_description_line():
             assert text, f"{group}/{name}.yaml has no description line"
             assert any(line.split(None, 1) == [name, text] for line in out.splitlines()), f"{group}={name} not listed"
     # Groups that other configs compose are not offered.
-    for hidden in ("paper_dataset", "pair_drafter", "experiment_scale", "launcher"):
+    for hidden in ("pair_drafter", "experiment_scale", "paper_dataset_scale", "launcher"):
         assert hidden not in out.lower().replace("hydra/launcher=slurm|local", "")
     assert "Scales (scale=NAME" in out and "$FLAGS_HELP" not in out
+    assert "paper_dataset=NAME" in out  # the sweepable bundles users name (paper_dataset=gsm8k,mgsm)
+    # The help speaks to users: no tracker issue numbers in it.
+    assert not re.search(r"\bissues? \d+", out), re.search(r".*\bissues? \d+.*", out).group(0)
+
+
+def test_help_into_a_closed_pipe_ends_quietly():
+    # `--help | head`: the reader goes away after a few lines; no traceback on stderr.
+    proc = subprocess.run(f"{sys.executable} -m loosespec_bench --help | head -3", shell=True, cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert len(proc.stdout.splitlines()) == 3 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_every_listed_config_has_an_explicit_description():
@@ -72,6 +83,14 @@ def test_make_help_lists_the_targets():
     assert proc.returncode == 0, proc.stderr
     listed = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
     assert {"help", "run", "test", "replicate-70b", "replicate-cpu", "status", "report", "bench"} <= listed
+    # Every target a README tells users to run is listed (slurm/README.md: make status-cpu ...).
+    told = set()
+    for doc in (REPO / "README.md", REPO / "slurm" / "README.md", *sorted((REPO / "docs").glob("*.md"))):
+        told |= set(re.findall(r"(?<![\w-])make ([a-z][a-z0-9-]+)", doc.read_text()))
+    phony = {t for mk in ("Makefile", *map(str, REPO.glob("*.mk")))
+             for line in (REPO / mk).read_text().splitlines() if line.startswith(".PHONY:") for t in line.split()[1:]}
+    assert sorted((told & phony) - listed) == []
+    assert not [line for line in proc.stdout.splitlines() if re.search(r"\bissues? \d+", line)]
     assert all(len(line.split(None, 1)) == 2 for line in proc.stdout.splitlines() if line.strip())
 
 

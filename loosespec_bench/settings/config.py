@@ -79,11 +79,12 @@ def _site_searchpath() -> str:
 
 
 # The groups `--help` lists, in this order, with a title each; the others (hydra/launcher,
-# paper_dataset, pair_drafter, experiment_scale, paper_dataset_scale) are composed by these and not chosen directly.
+# pair_drafter, experiment_scale, paper_dataset_scale) are composed by these and not chosen directly.
 HELP_GROUPS = {
     "method": "Methods (method=NAME): the acceptance rule",
     "drafter": "Drafters (drafter=NAME): who proposes the K draft tokens",
     "dataset": "Data sets (dataset=NAME)",
+    "paper_dataset": "Data sets as the papers ran them (paper_dataset=NAME: the set with its paper prompt and size; sweepable)",
     "pair": "Model pairs (pair=NAME): target + draft",
     "experiment": "Experiments (-m experiment=NAME: the paper's run and its sweep)",
     "scale": "Scales (scale=NAME, with an experiment)",
