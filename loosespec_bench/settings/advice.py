@@ -441,13 +441,14 @@ def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose,
     return f"{key} is not a setting {where}; {'known: ' + _listing(sorted(keys)) if keys else 'remove it'}"
 
 
-# Hydra's messages (after errors.one_line: first letter lowered, lines joined by "; ").
-_NOT_TAKEN = re.compile(r"^(?:sweep point [^:]*: )?([\w.]+) is not a setting of \w+=")
+# Hydra's messages where its exception carries no field to read (after errors.one_line: first
+# letter lowered, lines joined by "; "). The rest is read from the error's type and fields: our
+# UnknownSetting's key, Hydra's MissingConfigException (missing_cfg_file), omegaconf's key error
+# under a failed override (full_key).
 _OVERRIDE = re.compile(r"[Cc]ould not override '([^']+)'")
 _APPEND = re.compile(r"[Aa]n item is already at '([^']+)'")
 _DELETE = re.compile(r"[Cc]ould not delete from config\. '([^']+)' does not exist")
 _MULTIPLE = re.compile(r"[Mm]ultiple values for ([\w/]+)\.")
-_FIND = re.compile(r"[Cc]ould not find '([\w/]+)/([^']*)'")
 
 
 def _first_points(overrides: Sequence[str]) -> list[str]:
@@ -485,18 +486,43 @@ def _composer(config_name: str) -> Iterator[Compose]:
         GlobalHydra.instance().clear()
 
 
-def explain_composition_error(message: str, overrides: Sequence[str], config_name: str = "config") -> str:
-    """The pre-check's line for a Hydra composition error (its text, made one line by
-    errors.one_line) as advice: did-you-mean over the node's real keys and the group's real
-    options, never Hydra's `+key`. The config is composed without the offending override to
-    read the tree the user meant to change. Other messages come back unchanged."""
+def _override_key(cause: BaseException | None, message: str) -> str | None:
+    """The key of a failed override: omegaconf's key error under Hydra's says it (full_key);
+    Hydra's own text where it has none (`method@foo=fly`)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from hydra.errors import ConfigCompositionException
+
+    if not isinstance(cause, ConfigCompositionException):
+        return None
+    inner = cause.__cause__ or cause.__context__
+    if isinstance(inner, OmegaConfBaseException) and getattr(inner, "full_key", None):
+        return str(inner.full_key)
+    m = _OVERRIDE.search(message)
+    return m.group(1) if m else None
+
+
+def explain_composition_error(error: BaseException, overrides: Sequence[str], config_name: str = "config") -> str:
+    """The pre-check's line for a composition error as advice: did-you-mean over the node's real
+    keys and the group's real options, never Hydra's `+key`. Read from the error's type and
+    fields (checks.UnknownSetting's key; points.CompositionError's cause and point: Hydra's
+    MissingConfigException, omegaconf's key error), Hydra's text only where its exception has
+    no field. The config is composed without the offending override to read the tree the user
+    meant to change. Other errors come back as their message."""
+    from hydra.errors import MissingConfigException
+
+    from .checks import UnknownSetting
+
+    message = str(error)
     dirs = _dirs(overrides)
     original = list(overrides)
     prefix = ""
-    if m := re.match(r"(sweep point ([^:]*): )", message):
+    point = getattr(error, "point", None)
+    if point is not None:
         # A point of a -m sweep: its own overrides (one value each) say what was composed.
-        prefix, overrides = m.group(1), m.group(2).split()
+        prefix, overrides = f"sweep point {point}: ", point.split()
     overrides = _first_points(overrides)
+    cause = getattr(error, "cause", None)
 
     def by_key(key: str) -> tuple[str, str]:
         """The override (as composed) that names key, and its value as the user typed it."""
@@ -515,8 +541,7 @@ def explain_composition_error(message: str, overrides: Sequence[str], config_nam
             except Exception:
                 return None
 
-        if m := _OVERRIDE.search(message):
-            key = m.group(1)
+        if key := _override_key(cause, message):
             line, value = by_key(key)
             if "@" in key or "/" in key:
                 base = re.split(r"[@/]", key, maxsplit=1)[0]
@@ -527,10 +552,10 @@ def explain_composition_error(message: str, overrides: Sequence[str], config_nam
             if "it is one of" in advice and group in ALL_GROUPS and any(o.startswith(f"{group}=") and "," in o for o in original):
                 advice += f"; a -m sweep over {group} sets it for every point: sweep the {group}s that have it on their own"
             return advice
-        if (m := _NOT_TAKEN.search(message)) and any(o.startswith(f"+{m.group(1)}=") for o in original):
+        if isinstance(error, UnknownSetting) and any(o.startswith(f"+{error.key}=") for o in original):
             # `+method.<a FLy knob>=...` under spd: the checks refuse it ("use one of: (none)"); the
             # advice says where the key does live, or its close spelling.
-            key = m.group(1)
+            key = error.key
             line, value = by_key(key)
             advice = _missing_key(key, value, without(line), compose, dirs)
             if "did you mean" in advice or "it is one of" in advice:
@@ -548,8 +573,8 @@ def explain_composition_error(message: str, overrides: Sequence[str], config_nam
             group = m.group(1)
             line, value = by_key(group)
             return f"{prefix}{line}: {group} already has an option; drop the +: {group}={value}"
-        if m := _FIND.search(message):
-            group, option = m.group(1), m.group(2)
+        if isinstance(cause, MissingConfigException) and "/" in str(cause.missing_cfg_file or ""):
+            group, option = str(cause.missing_cfg_file).rsplit("/", 1)
             options = group_choices(group, dirs)
             near = _near(option, options) if option else []
             hint = f" (did you mean {near[0]!r}?)" if near else ""

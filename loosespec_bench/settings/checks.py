@@ -49,6 +49,15 @@ from ..params import (
 )
 from .run_settings import ENGINE_BOOKKEEPING, SECTIONS, RunSettings, engine_settings
 
+class UnknownSetting(ConfigError):
+    """A key that a node's class does not take; `key` is its full name (method.theta), which
+    the command line's advice reads (settings/advice.py) instead of parsing the message."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 # Keys of an instantiated node that the harness reads itself (build.BOOKKEEPING_KEYS), not
 # arguments of its class; their ranges. `name` is checked against the class (config_names).
 HARNESS_RULES: dict[str, Rule] = {
@@ -178,9 +187,9 @@ def check_group_node(group: str, node: dict[str, Any], *, require: bool = True) 
     accepted = accepted_keys(cls)
     for key in node:
         if key not in accepted and key not in HARNESS_RULES:
-            raise ConfigError(
+            raise UnknownSetting(
                 f"{group}.{key} is not a setting of {group}={node.get('name')} ({cls.__name__}); "
-                f"remove it or use one of: {', '.join(sorted(accepted)) or '(none)'}"
+                f"remove it or use one of: {', '.join(sorted(accepted)) or '(none)'}", f"{group}.{key}"
             )
     check_node(group, node, HARNESS_RULES)
     if routes_to_params(cls) or params_of(cls) is None:
@@ -525,8 +534,8 @@ def check_engine_node(data: Mapping[str, Any]) -> None:
     declared_keys = {f.name for f in dataclasses.fields(params)}
     for key in node:
         if key not in declared_keys and key not in ENGINE_BOOKKEEPING:
-            raise ConfigError(f"engine.{key} is not a setting of engine={filed} ({cls.__name__}); remove it"  # type: ignore[union-attr]
-                              f" (settings of engine={filed}: {', '.join(sorted(declared_keys)) or 'none'})")
+            raise UnknownSetting(f"engine.{key} is not a setting of engine={filed} ({cls.__name__}); remove it"  # type: ignore[union-attr]
+                                 f" (settings of engine={filed}: {', '.join(sorted(declared_keys)) or 'none'})", f"engine.{key}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,6 +17,27 @@ from omegaconf import DictConfig, OmegaConf
 from .checks import check_baseline_store, check_environment, check_resources, validate
 from .config import ALL_GROUPS, CONF_DIR
 from ..errors import ConfigError, one_line
+
+
+class CompositionError(ConfigError):
+    """Hydra could not compose a point: `cause` is Hydra's exception (its type and fields are
+    what the command line's advice reads, settings/advice.py), `point` the sweep point's
+    overrides (None: the whole command line)."""
+
+    def __init__(self, message: str, cause: BaseException, point: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.point = point
+
+
+def at_point(err: ConfigError, where: str) -> ConfigError:
+    """The same error (its type and fields kept: UnknownSetting's key, a CompositionError's
+    cause) prefixed with the sweep point it belongs to."""
+    out = type(err).__new__(type(err))  # not copy.copy: a subclass's __init__ takes its own fields
+    out.__dict__.update(err.__dict__)
+    out.args = (f"sweep point {where}: {err}",)
+    out.point = where  # type: ignore[attr-defined]
+    return out
 from .path_limits import path_length_problem, shown
 
 # A sweep larger than this is refused: checking it would take minutes, running it weeks.
@@ -98,7 +119,7 @@ def compose_points(
             except ConfigError:
                 raise
             except Exception as err:  # composition: unknown key, missing option, type, interpolation
-                raise ConfigError(one_line(err)) from None
+                raise CompositionError(one_line(err), err) from None
             if not multirun:
                 cfg = master.copy()
                 with open_dict(cfg):
@@ -135,7 +156,8 @@ def compose_points(
                 try:
                     cfg = hydra.config_loader.load_sweep_config(master, list(job_overrides))
                 except Exception as err:
-                    raise ConfigError(f"sweep point {' '.join(job_overrides)}: {one_line(err)}") from None
+                    where = " ".join(job_overrides)
+                    raise CompositionError(f"sweep point {where}: {one_line(err)}", err, where) from None
                 with open_dict(cfg):
                     del cfg["hydra"]  # as run_job hands the task its config
                 jobs.append((list(job_overrides), cfg))
@@ -169,7 +191,8 @@ def _compose_fast(hydra: Any, parser: Any, master: DictConfig, points: list[list
             cfg = base[groups].copy()
             ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not is_group(o)], cfg)
         except Exception as err:
-            raise ConfigError(f"sweep point {' '.join(point)}: {one_line(err)}") from None
+            where = " ".join(point)
+            raise CompositionError(f"sweep point {where}: {one_line(err)}", err, where) from None
         jobs.append((point, cfg))
     return jobs
 
@@ -207,7 +230,7 @@ def precheck_points(overrides: list[str], *, multirun: bool, config_name: str = 
         except ConfigError as err:
             if len(points) > 1:
                 where = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point)
-                raise ConfigError(f"sweep point {where}: {err}") from None
+                raise at_point(err, where) from None
             raise
 
     for point, cfg in points:
