@@ -54,15 +54,40 @@ class Request:
         return out
 
 
+_COMPOSED: dict[tuple[str, ...], DictConfig] = {}
+
+
 def compose(overrides: list[str]) -> DictConfig:
-    """One run's config, composed and checked as `python -m loosespec_bench OVERRIDES` does."""
+    """One run's config, composed and checked as `python -m loosespec_bench OVERRIDES` does
+    (each distinct command line composed once per process; a copy is returned)."""
     from ..settings.checks import validate
     from ..settings.points import compose_points
 
-    _, points = compose_points(list(overrides), multirun=False)
-    (_, cfg), = points
-    validate(cfg)
-    return cfg
+    key = tuple(overrides)
+    if key not in _COMPOSED:
+        _, points = compose_points(list(overrides), multirun=False)
+        (_, cfg), = points
+        validate(cfg)
+        _COMPOSED[key] = cfg
+    return _COMPOSED[key].copy()
+
+
+_ORDERS: dict[str, list[str]] = {}
+
+
+def sample_order(cfg: DictConfig) -> list[str]:
+    """Every sample id of the configured split in the order dataset.limit cuts it (a fixed
+    function of the data and the seed: a look of n reads the first n), read once per process."""
+    from ..build import build_task
+
+    node = dict(OmegaConf.to_container(cfg.dataset, resolve=True))  # type: ignore[arg-type]
+    node.pop("limit", None)
+    key = repr(sorted(node.items(), key=lambda kv: kv[0]))
+    if key not in _ORDERS:
+        task = build_task(cfg)
+        task.limit = None
+        _ORDERS[key] = [s.id for s in task.samples()]
+    return _ORDERS[key]
 
 
 def experiment_ladder(experiment: str, overrides: Sequence[str]) -> tuple[str, list[str]]:
@@ -94,11 +119,7 @@ def parse_ladder(text: str) -> tuple[str, list[str]]:
 def split_size(cfg: DictConfig) -> int:
     """Samples in the configured split, the unit dataset.limit (and so a look) counts (the data
     file read, nothing else; one sample per problem for GSM8K, MBPP+, HumanEval)."""
-    from ..build import build_task
-
-    task = build_task(cfg)
-    task.limit = None
-    return len(task.samples())
+    return len(sample_order(cfg))
 
 
 def check_request(req: Request) -> list[DictConfig]:

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from ..errors import ConfigError
 from ..measure.stats.exact import LEVEL, ExactPairedBinary
 from ..measure.stats.sequential import CERTIFIED, OUTCOMES, Certification, loss_point
-from .ladder import Request, compose
+from .ladder import Request, compose, sample_order
 
 Log = Callable[[str], None]
 
@@ -28,9 +28,10 @@ def _run(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _sample_ids(cfg: DictConfig) -> list[str]:
-    from ..build import build_task
-
-    return [s.id for s in build_task(cfg).samples()]
+    """The run's selection: the first dataset.limit ids of the split's order."""
+    order = sample_order(cfg)
+    limit = cfg.dataset.get("limit")
+    return order if limit is None else order[: int(limit)]
 
 
 def paired_scores(req: Request, cfg: DictConfig, folder: Path) -> tuple[list[int], list[int], list[dict[str, Any]]]:
