@@ -6,6 +6,7 @@ the planned looks, the planner's cost, and the n a margin needs."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -63,7 +64,8 @@ def compose(overrides: list[str]) -> DictConfig:
     from ..settings.checks import validate
     from ..settings.points import compose_points
 
-    key = tuple(overrides)
+    # The environment the config reads (${oc.env:...}) is part of what a command line means.
+    key = (os.environ.get("LOOSESPEC_DATA_DIR", ""), os.environ.get("LOOSESPEC_RESULTS_DIR", ""), *overrides)
     if key not in _COMPOSED:
         _, points = compose_points(list(overrides), multirun=False)
         (_, cfg), = points
