@@ -196,8 +196,10 @@ def plan_cost(req: Request, cfgs: Sequence[DictConfig], fill: float = 1.0) -> di
         est = estimate_n(compose(req.point_overrides(0, req.report_split, req.holdout)), req.holdout)
         extra += est["hours"] + est["store_h"]
     if req.speed:
-        est = estimate_n(compose(req.point_overrides(0, req.report_split, req.speed)), req.speed)
-        extra += 2 * (est["hours"] + est["tokens"] / 3600 / max(TARGET_TPS.get(est["pair"], 1.0), 1e-9))
+        # two occasions, each timing the target alone beside every problem (as procedure.two_occasion_speed runs them)
+        ov = req.point_overrides(0, req.report_split, req.speed, "_speed_occ1") + ["baseline=paired", "timing.subset=null"]
+        est = estimate_n(compose(ov), req.speed)
+        extra += 2 * est["hours"]
     return {"rows": rows, "ladder_h": total, "extra_h": extra, "total_h": total + extra}
 
 
