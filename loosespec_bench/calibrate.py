@@ -33,6 +33,7 @@ default_wait_policy()
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
+import os  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import statistics  # noqa: E402
@@ -92,21 +93,30 @@ def signature_hash(sig: dict[str, Any]) -> str:
 
 
 def calibration_path(results_dir: str | Path, sig: dict[str, Any]) -> Path:
-    return Path(results_dir) / "_calibration" / sig["pair"] / f"{signature_hash(sig)}.json"
+    """results_dir/_calibration/<pair name>/<hash>.json; a pair name that is not one plain path
+    component (`../x`: a folder's config is data) is a ConfigError (safe_files.confined)."""
+    from .safe_files import confined
+
+    return confined(Path(results_dir) / "_calibration", sig["pair"], "pair.name") / f"{signature_hash(sig)}.json"
 
 
 def find_calibration(results_dir: str | Path, pair: Any, threads: int | None = None) -> tuple[Calibration | None, str]:
     """The stored calibration matching this machine, threads and pair, with where it came from;
     (None, why) when there is none."""
+    from .safe_files import check_regular
+    from .store.declarations import read_calibration
+
     sig = signature(pair, threads or torch.get_num_threads())
-    path = calibration_path(results_dir, sig)
-    if not path.is_file():
-        return None, (f"no calibration for pair {sig['pair']} on this machine with {sig['threads']} threads "
-                      f"(run: python -m loosespec_bench.calibrate --pair <pair file> --threads {sig['threads']})")
+    rerun = f"python -m loosespec_bench.calibrate --pair <pair file> --threads {sig['threads']}"
     try:
-        return Calibration.from_dict(json.loads(path.read_text())), str(path)
-    except (ValueError, KeyError, TypeError) as err:
-        return None, f"{path}: unreadable calibration ({err}); rerun the calibration"
+        path = calibration_path(results_dir, sig)
+        if not check_regular(path):  # a link or a FIFO: ConfigError below (never followed, never read)
+            return None, (f"no calibration for pair {sig['pair']} on this machine with {sig['threads']} threads "
+                          f"(run: {rerun})")
+        # Kinds and ranges checked (finite costs, positive forwards), and measured under this signature.
+        return Calibration.from_dict(read_calibration(path, expected=sig)), str(path)
+    except (ConfigError, ValueError, KeyError, TypeError) as err:
+        return None, f"{str(err)[:300]}; no calibration used (rerun: {rerun})"
 
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> float:
@@ -304,6 +314,18 @@ def calibrate(pair: Any, *, threads: int, max_rows: int = 17, repeats: int = 5, 
     return out
 
 
+def _check_results_folder(results: Path) -> None:
+    """--results must be a folder (or not exist yet) whose every name fits the file system."""
+    for part in results.parts:
+        if len(part.encode("utf-8", "surrogatepass")) > 255:
+            raise ConfigError(f"--results {str(results)[:80]!r}...: a name in it is over 255 bytes")
+    walk = Path(results.anchor) if results.is_absolute() else Path(".")
+    for part in results.parts[1 if results.is_absolute() else 0:]:
+        walk = walk / part
+        if os.path.lexists(walk) and not os.path.isdir(walk):
+            raise ConfigError(f"--results {results}: {walk} is a file, not a folder; name a results folder")
+
+
 def main(argv: list[str] | None = None) -> int:
     import os
 
@@ -317,10 +339,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-rows", type=int, default=17, help="largest verification forward to measure: K + 1 (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
-        if args.repeats < 1 or args.max_rows < 2:
-            raise ConfigError("--repeats must be >= 1 and --max-rows >= 2")
-        if args.threads is not None and args.threads < 1:
-            raise ConfigError("--threads must be >= 1")
+        if not 1 <= args.repeats <= 1000 or not 2 <= args.max_rows <= 256:
+            raise ConfigError("--repeats must be 1 to 1000 and --max-rows 2 to 256 (a verification forward of K + 1 rows)")
+        if args.threads is not None and not 1 <= args.threads <= 4096:
+            raise ConfigError("--threads must be 1 to 4096")
+        _check_results_folder(Path(args.results))
         pair = pair_node(args.pair)
         if args.dtype:
             pair.dtype = args.dtype  # part of the signature: a float32 run finds only a float32 calibration
@@ -330,11 +353,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from .safe_files import atomic_write_text
+    from .store.declarations import check_calibration
+
     path = calibration_path(args.results, {k: cal["signature"][k] for k in signature(pair, threads)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cal, indent=1))
-    tmp.replace(path)
+    try:
+        check_calibration(json.loads(json.dumps(cal)), str(path))  # never store what find_calibration would refuse
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(cal, indent=1), root=args.results)  # never through a link, never half a file
+    except (ConfigError, OSError) as err:
+        print(f"error: the calibration was not written: {str(err)[:300]} (a quiet machine and --repeats 9 steady it)", file=sys.stderr)
+        return 2
     t = cal["target"]
     print(f"calibration written: {path}")
     print(f"  target 1-row forward {1e3 * t['body_s'][0]:.2f} ms, LM head {1e6 * t['lm_head_row_s']:.1f} us/row; "

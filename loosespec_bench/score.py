@@ -74,7 +74,7 @@ def compose_dataset(name: str, data_dir: str | None) -> DictConfig:
     return cfg.dataset
 
 
-def _calibration(cfg: Any, old: dict[str, Any]) -> dict[str, Any]:
+def _calibration(cfg: Any, old: dict[str, Any], folder: Path | None = None) -> dict[str, Any]:
     """build_summary's calibration arguments: the stored one for the run's pair on this
     machine (calibrate.find_calibration), or none with the reason. A run timed on another CPU
     than this one gets none: this machine's costs would not predict that run's times."""
@@ -87,7 +87,17 @@ def _calibration(cfg: Any, old: dict[str, Any]) -> dict[str, Any]:
     if ran_on is not None and ran_on != machine()["cpu_signature"]:
         return {"calibration": None, "calibration_source": f"the run was timed on another CPU ({ran_on})"}
 
-    cal, source = find_calibration(cfg.paths.results_dir, cfg.pair, int(cfg.threads) if cfg.get("threads") else None)
+    # The results folder the run folder sits in (results/<experiment>/<run id>), never the
+    # folder's own paths.results_dir (data from elsewhere: it could name any folder); the
+    # calibration must then match the run's signature (store/declarations.py).
+    root = folder.resolve().parent.parent if folder is not None else Path(str(cfg.paths.results_dir))
+    threads = cfg.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 4096):
+        return {"calibration": None, "calibration_source": f"threads={str(threads)[:40]!r} in the run's config is not a thread count"}
+    try:
+        cal, source = find_calibration(root, cfg.pair, int(threads) if threads else None)
+    except (ConfigError, ValueError, TypeError, KeyError, AttributeError) as err:  # a pair node that is not one
+        return {"calibration": None, "calibration_source": f"no calibration: {str(err)[:200]}"}
     return {"calibration": cal, "calibration_source": source}
 
 
@@ -385,7 +395,7 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
         task, records, seed=seed,
         power_threshold=threshold,
         timing_tolerance=timing_settings(cfg)[0] if cfg is not None else None,
-        **_calibration(cfg, old),
+        **_calibration(cfg, old, folder),
     ))
     summary.setdefault("dataset", task.name)
     summary["rescored"] = {"at": stamp, "by": "loosespec_bench.score", "backup": backup.name if backup else None,

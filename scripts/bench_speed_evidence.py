@@ -64,6 +64,8 @@ from loosespec_bench.measure.stats.intervals import paired_bootstrap, speedup_of
 from loosespec_bench.measure.stats.occasions import icc_agreement, occasion_bootstrap, occasion_effects  # noqa: E402
 from loosespec_bench.measure.stats.exact import count_sign_test  # noqa: E402
 from loosespec_bench.measure.work import merge_work, per_token  # noqa: E402
+from loosespec_bench.errors import ConfigError  # noqa: E402
+from loosespec_bench.safe_files import atomic_write_text, check_regular, open_regular, read_text  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 # name -> the overrides `python -m loosespec_bench` would take for it (the conf defaults decide
@@ -200,10 +202,8 @@ def time_occasion(a: argparse.Namespace) -> None:
         error(f"{out}: an interrupted occasion with other settings (problems, tokens, pair or configurations); "
               "move it away to start this occasion afresh")
     # The kept lines only (a line cut mid-write goes), swapped in whole so that no finished block is lost.
-    tmp = out.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(rec) + "\n" for rec in kept))
-    os.replace(tmp, out)
-    with out.open("a") as f:
+    atomic_write_text(out, "".join(json.dumps(rec) + "\n" for rec in kept), root=Path(a.out))  # never through a link
+    with open_regular(out, "a", encoding="utf-8") as f:
         def write(rec: dict[str, Any]) -> None:
             f.write(json.dumps(rec) + "\n")
             f.flush()
@@ -257,11 +257,11 @@ def resume_state(path: Path) -> tuple[list[dict[str, Any]], set[str], int]:
     them, and how many segments (processes) wrote it. A file that is absent or holds no start
     record starts afresh (segment 0)."""
     kept: list[dict[str, Any]] = []
-    if path.is_file():
-        for line in path.read_text().splitlines():
+    if check_regular(path):  # a link or a FIFO: ConfigError (safe_files)
+        for line in read_text(path).splitlines():
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 break
             if not isinstance(rec, dict) or rec.get("kind") == "done":
                 break
@@ -385,7 +385,7 @@ def ensure_calibration(a: argparse.Namespace) -> None:
 def run_occasions(a: argparse.Namespace) -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "args.json").write_text(json.dumps({k: v for k, v in vars(a).items()}, indent=1))
+    atomic_write_text(out / "args.json", json.dumps({k: v for k, v in vars(a).items()}, indent=1), root=out)
     ensure_calibration(a)
     plan(a)  # the budget, priced by the calibration just found or taken
     for o in range(1, a.occasions + 1):
@@ -576,13 +576,33 @@ def main(argv: list[str] | None = None) -> int:
     rep = analyse(rows, calibration=cal, n_boot=a.n_boot, seed=a.seed)
     rep["calibration"] = source
     if cal is not None:  # a copy beside the timings: the claims price the counts with what this analysis used
-        (out / CALIBRATION).write_text(json.dumps({**cal.to_dict(), "source": source}, indent=1))
+        atomic_write_text(out / CALIBRATION, json.dumps({**cal.to_dict(), "source": source}, indent=1), root=out)
     rep["segments"] = {str(o): v for o, v in segments_of(starts).items() if o in rep["occasions"]}
-    (out / "report.json").write_text(json.dumps(rep, indent=1))
+    atomic_write_text(out / "report.json", json.dumps(rep, indent=1), root=out)
     print_report(rep)
     print(f"calibration: {source}\nreport: {out / 'report.json'}")
     return 0
 
 
+def _main(argv: list[str] | None = None) -> int:
+    """main() with a bad input (a link, a FIFO, a damaged record: ConfigError) as one line, exit 2,
+    and an interrupt (SIGINT / SIGTERM) as one line: finished occasions and blocks are on disk, the
+    same command resumes."""
+    import signal
+
+    def _term(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    try:
+        return main(argv)
+    except ConfigError as err:
+        error(str(err))
+    except KeyboardInterrupt:
+        print("interrupted: the finished blocks are kept; the same command resumes", file=sys.stderr)
+        return 130
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())

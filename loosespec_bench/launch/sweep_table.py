@@ -22,12 +22,15 @@ import atexit
 import csv
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from ..errors import ConfigError
 from ..run.end_table import count_rate
+from ..safe_files import check_regular, is_real_dir, load_json_declaration, load_yaml_declaration
 from ..store.run_folder import RunFolder, atomic_write, load_summary_file, run_dir
 from ..schema import format_interval, format_value, number
 from ..store.summary import headline_figure
@@ -46,30 +49,93 @@ def _job_num(path: Path) -> tuple[int, str]:
     return (int(path.name), "") if path.name.isdigit() else (1 << 30, path.name)
 
 
-def read_points(sweep_dir: Path) -> list[dict[str, Any]]:
+def _results_root(sweep_dir: Path, results_dir: str | Path | None) -> Path:
+    """The results folder a point's run folder must be inside: the sweep's paths.results_dir when
+    the callback knows it, else the folder above the sweep's `_hydra` (conf/config.yaml puts
+    sweeps at <results_dir>/_hydra/multirun/...), else the sweep folder's parent."""
+    if results_dir is not None:
+        return Path(results_dir)
+    parts = Path(sweep_dir).parts
+    if "_hydra" in parts:
+        i = len(parts) - 1 - parts[::-1].index("_hydra")
+        return Path(*parts[:i]) if i else Path(".")
+    return Path(sweep_dir).parent
+
+
+def _job_folders(sweep_dir: Path, depth: int = 4) -> list[Path]:
+    """The sweep's own job folders: real folders (never a link) below sweep_dir holding a regular
+    .hydra/overrides.yaml, found without following links."""
+    found = []
+    for top, dirs, _files in os.walk(sweep_dir, followlinks=False):
+        here = Path(top)
+        if len(here.relative_to(sweep_dir).parts) >= depth:
+            dirs[:] = []
+        dirs[:] = [d for d in dirs if d != ".hydra" and is_real_dir(here / d)]
+        hydra = here / ".hydra"
+        try:
+            if here != sweep_dir and is_real_dir(hydra) and check_regular(hydra / "overrides.yaml"):
+                found.append(here)
+        except ConfigError:
+            continue
+    return sorted(found, key=_job_num)
+
+
+def _point_problem(point: Any) -> str | None:
+    """Why a point.json cannot be used (its declaration: job/status texts, overrides a list of
+    texts, run_folder and error a text or null), or None."""
+    if not isinstance(point, dict):
+        return "it is not a JSON object"
+    for key in ("job", "status"):
+        if key in point and not isinstance(point[key], str):
+            return f"{key} is not a text"
+    for key in ("run_folder", "error"):
+        if point.get(key) is not None and not isinstance(point[key], str):
+            return f"{key} is not a text or null"
+    if "overrides" in point and not (isinstance(point["overrides"], list) and all(isinstance(o, str) for o in point["overrides"])):
+        return "overrides is not a list of texts"
+    return None
+
+
+def read_points(sweep_dir: Path, results_dir: str | Path | None = None) -> list[dict[str, Any]]:
     """Every point of the sweep folder, in job order: {job, overrides, status, run_folder,
-    summary, error}. status: COMPLETED (its summary read), FAILED, or "not finished" (a job
-    folder without point.json: the job was killed, or never reached its end)."""
+    summary, error}. status: COMPLETED (its summary read), FAILED, "not finished" (a job
+    folder without point.json: the job was killed, or never reached its end) or "skipped" (a
+    point.json that is a link, a FIFO, not a point, or names a run folder outside the results
+    folder: its numbers are never read; `error` says why).
+
+    Points are read only from the sweep's own job folders (real folders, no link followed), each
+    file through the gate (safe_files: bounded, never a link or a FIFO)."""
     points = []
-    jobs = sorted({p.parent.parent for p in sweep_dir.glob("**/.hydra/overrides.yaml")}, key=_job_num)
-    for job in jobs:
+    sweep_dir = Path(sweep_dir)
+    root = Path(os.path.realpath(_results_root(sweep_dir, results_dir)))
+    for job in _job_folders(sweep_dir):
         point: dict[str, Any] = {"job": job.name, "overrides": [], "status": "not finished", "run_folder": None,
                                  "summary": None, "error": None}
         try:
-            point.update(json.loads((job / POINT).read_text()))
-        except (OSError, ValueError):
-            try:
-                import yaml
-
-                point["overrides"] = [str(o) for o in yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or []]
-            except Exception:  # noqa: BLE001 (an unreadable file: the point is listed without its overrides)
-                pass
-        if point["status"] == FINISHED and point.get("run_folder"):
-            summary, problems = load_summary_file(Path(point["run_folder"]) / RunFolder.SUMMARY)
-            if summary is None:
-                point["status"] = "FAILED"
-                point["error"] = "; ".join(problems) or f"no {RunFolder.SUMMARY} in {point['run_folder']}"
-            point["summary"] = summary
+            point["overrides"] = [str(o) for o in load_yaml_declaration(job / ".hydra" / "overrides.yaml", "overrides file") or []]
+        except (ConfigError, TypeError):
+            pass  # an unreadable file: the point is listed without its overrides
+        try:
+            if os.path.lexists(job / POINT):
+                found = load_json_declaration(job / POINT, "sweep point", limit=1 << 20)
+                why = _point_problem(found)
+                if why:
+                    raise ConfigError(f"{job / POINT}: {why}")
+                point.update({k: found[k] for k in ("overrides", "status", "run_folder", "error") if k in found})
+                point["job"] = job.name
+        except ConfigError as err:
+            point.update(status="skipped", run_folder=None, error=str(err)[:300])
+        folder = point.get("run_folder")
+        if point["status"] == FINISHED and folder:
+            real = Path(os.path.realpath(folder))
+            if not real.is_relative_to(root) or not is_real_dir(folder):
+                point.update(status="skipped", error=f"its run folder {folder} is not a folder inside {root}; not read")
+            else:
+                summary, problems = load_summary_file(Path(folder) / RunFolder.SUMMARY)
+                if summary is None:
+                    point["status"] = "FAILED"
+                    point["error"] = "; ".join(problems) or f"no {RunFolder.SUMMARY} in {folder}"
+                point["summary"] = summary
         points.append(point)
     return points
 
@@ -186,17 +252,18 @@ def format_csv(points: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def report(sweep_dir: Path) -> str | None:
+def report(sweep_dir: Path, results_dir: str | Path | None = None) -> str | None:
     """Print the sweep's table and write sweep_summary.md / .csv into its folder; the text, or
-    None for a folder without points."""
+    None for a folder without points. Points whose run folder is outside results_dir (read_points)
+    are skipped, each with a line."""
     sweep_dir = Path(sweep_dir)
-    points = read_points(sweep_dir)
+    points = read_points(sweep_dir, results_dir)
     if not points:
         return None
     text = format_text(sweep_dir, points)
     try:
-        atomic_write(sweep_dir / MARKDOWN, format_markdown(sweep_dir, points))
-        atomic_write(sweep_dir / CSV, format_csv(points))
+        atomic_write(sweep_dir / MARKDOWN, format_markdown(sweep_dir, points), root=sweep_dir)
+        atomic_write(sweep_dir / CSV, format_csv(points), root=sweep_dir)
     except OSError as err:
         text = text.rsplit("\n", 1)[0] + f"\n({MARKDOWN} and {CSV} could not be written: {err})"
     print(text, flush=True)
@@ -209,15 +276,25 @@ def _error_line(err: Any) -> str:
     return first[:300]
 
 
+def _config_results_dir(config: Any) -> str | None:
+    try:
+        value = config.paths.results_dir
+        return value if isinstance(value, str) and value else None
+    except Exception:  # noqa: BLE001 (a config without paths: read_points infers the folder)
+        return None
+
+
 class SweepTable(Callback):
     """conf/config.yaml's hydra.callbacks.sweep_table: the sweep's table (module doc)."""
 
     def __init__(self) -> None:
         self._sweep_dir: Path | None = None
+        self._results_dir: str | None = None
         self._done = True
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         self._sweep_dir = Path(str(config.hydra.sweep.dir))
+        self._results_dir = _config_results_dir(config)
         self._done = False
         atexit.register(self._at_exit)  # a failed point: Hydra raises before on_multirun_end
 
@@ -234,7 +311,7 @@ class SweepTable(Callback):
                 folder = None
             status = getattr(job_return.status, "name", str(job_return.status))
             error = None if status == FINISHED else _error_line(getattr(job_return, "_return_value", None))
-            atomic_write(out / POINT, json.dumps({
+            atomic_write(out / POINT, json.dumps({  # never through a link (safe_files)
                 "job": out.name, "overrides": [str(o) for o in (job_return.overrides or [])], "status": status,
                 "run_folder": folder, "error": error,
             }) + "\n")
@@ -244,7 +321,7 @@ class SweepTable(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         self._done = True
         try:
-            report(Path(str(config.hydra.sweep.dir)))
+            report(Path(str(config.hydra.sweep.dir)), _config_results_dir(config) or self._results_dir)
         except Exception as err:  # noqa: BLE001 (every point's results are in its run folder already)
             print(f"[loosespec_bench] the sweep's table could not be made ({type(err).__name__}: {err})", flush=True)
 
@@ -253,6 +330,6 @@ class SweepTable(Callback):
             return
         self._done = True
         try:
-            report(self._sweep_dir)
+            report(self._sweep_dir, self._results_dir)
         except Exception:  # noqa: BLE001 (at exit: nothing to add to the error Hydra printed)
             pass

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..safe_files import read_text
+from ..safe_files import check_regular, load_json_declaration, read_text
 
 ARGS = "args.json"
 CALIBRATION = "calibration.json"  # the calibration the analysis priced the counts with (a copy)
@@ -24,7 +24,7 @@ CALIBRATION = "calibration.json"  # the calibration the analysis priced the coun
 
 def occasion_done(path: Path) -> bool:
     """Whether an occasion's file ends with its `done` record (an interrupted one does not)."""
-    if not path.is_file():
+    if not check_regular(path):  # a link, a FIFO or a device: ConfigError (safe_files)
         return False
     lines = read_text(path).splitlines()
     try:
@@ -36,6 +36,12 @@ def occasion_done(path: Path) -> bool:
 def unfinished_occasions(out: Path) -> list[str]:
     """The names of the occasion files in `out` that have not finished."""
     return [p.name for p in sorted(Path(out).glob("occasion-*.jsonl")) if not occasion_done(p)]
+
+
+def _finite(value: Any) -> bool:
+    import math
+
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def load_rows(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -73,20 +79,22 @@ def _bad_gen(rec: dict[str, Any]) -> str | None:
         value = rec.get(key)
         if isinstance(value, bool) or not isinstance(value, kind):
             return f"has no {key} of the right type ({key}={str(value)[:40]!r})"
-    if rec["new_tokens"] < 0 or not rec["wall_s"] >= 0:
-        return f"has a negative count or time (new_tokens={rec['new_tokens']}, wall_s={rec['wall_s']})"
+    if not 0 <= rec["occasion"] < 1 << 31 or not 0 <= rec["new_tokens"] < 1 << 31 or not _finite(rec["wall_s"]) or rec["wall_s"] <= 0:
+        return (f"has a count out of range or a wall time that is not a positive finite number "
+                f"(occasion={str(rec['occasion'])[:20]}, new_tokens={str(rec['new_tokens'])[:20]}, wall_s={str(rec['wall_s'])[:20]})")
+    for key in ("cpu_share", "others_share", "ttft_s", "prefill_s", "decode_s"):
+        value = rec.get(key)
+        if value is not None and (not _finite(value) or value < 0):
+            return f"has {key}={str(value)[:40]!r}, not a finite number >= 0 or null"
     return None
 
 
 def read_args(out: Path) -> dict[str, Any]:
     """The benchmark's arguments (args.json: pair, dataset, problems, max_new_tokens, ...)."""
     path = Path(out) / ARGS
-    try:
-        data = json.loads(read_text(path))
-    except FileNotFoundError:
-        raise ConfigError(f"{out} has no {ARGS}: not a speed-evidence folder (scripts/bench_speed_evidence.py writes one)") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not JSON ({err.msg}); rerun the benchmark into a fresh folder") from None
+    if not check_regular(path):  # a link or a FIFO: ConfigError (safe_files)
+        raise ConfigError(f"{out} has no {ARGS}: not a speed-evidence folder (scripts/bench_speed_evidence.py writes one)")
+    data = load_json_declaration(path, "speed-evidence arguments")  # bounded; bad JSON is one line
     if not isinstance(data, dict):
         raise ConfigError(f"{path} is not a JSON object; rerun the benchmark into a fresh folder")
     return data
@@ -95,12 +103,9 @@ def read_args(out: Path) -> dict[str, Any]:
 def read_calibration(out: Path) -> dict[str, Any] | None:
     """The calibration the folder's analysis used (its copy), or None where there is none."""
     path = Path(out) / CALIBRATION
-    if not path.is_file():
+    if not check_regular(path):  # a link or a FIFO: ConfigError (safe_files)
         return None
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not JSON ({err.msg}); rerun the analysis (--analyse-only)") from None
+    data = load_json_declaration(path, "calibration")  # bounded; bad JSON is one line
     return data if isinstance(data, dict) else None
 
 

@@ -58,7 +58,8 @@ def _writable_dir(path: Path) -> str | None:
 
 def _speed(args: argparse.Namespace) -> int:
     """The speed-over-occasions figure (plots/occasions.py) from speed-evidence folders."""
-    import json
+    from ..errors import ConfigError
+    from ..safe_files import load_json_declaration
 
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
     if not formats or any(f not in FORMATS for f in formats):
@@ -69,10 +70,12 @@ def _speed(args: argparse.Namespace) -> int:
     for panel in args.panels:
         title, _, folder = panel.rpartition("=") if "=" in panel else ("", "", panel)
         path = Path(folder) / "report.json"
-        try:
-            rep = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return _error(f"{path} does not exist: name a folder scripts/bench_speed_evidence.py has analysed")
+        try:  # through the gate: never a link or a FIFO, bounded, one line for bad JSON
+            rep = load_json_declaration(path, "speed-evidence report")
+        except ConfigError as err:
+            return _error(f"{err}; rerun the script with --analyse-only")
         except (OSError, ValueError) as err:
             return _error(f"{path}: unreadable ({err}); rerun the script with --analyse-only")
         if not isinstance(rep, dict) or not isinstance(rep.get("configs"), dict):

@@ -392,12 +392,17 @@ def format_comparison(pairs: list[tuple[Run, Run]], rows: list[Row]) -> str:
 def rows_to_csv(rows: list[Row], path: Path) -> Path:
     import csv
 
+    import io
+
+    from ..safe_files import atomic_write_text
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
+    with io.StringIO(newline="") as f:
         w = csv.writer(f)
         w.writerow(["dataset", "figure", "n", "a", "a_ci_low", "a_ci_high", "b", "b_ci_low", "b_ci_high",
                     "diff", "diff_ci_low", "diff_ci_high", "test", "p", "counts", "verdict"])
         for r in rows:
             w.writerow([r.dataset, r.figure, r.n, *r.a, *r.b, *r.diff, r.test, r.p, r.counts, verdict(r)])
+        atomic_write_text(path, f.getvalue())  # never through a link, never half a file (safe_files)
     return path
 

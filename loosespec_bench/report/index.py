@@ -27,7 +27,7 @@ import pandas as pd
 from ..settings.config import NON_SEMANTIC, NON_SEMANTIC_DATASET
 from ..errors import ConfigError
 from ..store.run_folder import DamagedRun, RunFolder, check_files, count_finished_lines, load_config_file, load_summary_file
-from ..safe_files import is_real_dir
+from ..safe_files import atomic_output, is_real_dir
 from ..store.summary import headline_figure, paired_quality
 from ..verifiers import rule_class
 from ..schema import BASELINE_SCORE, FIGURES, KNOBS, RUN_FIELDS, SCORE, SCORE_DIFF, TIMING_FIELDS, has_intervals, knob_value, knobs_of, number
@@ -381,5 +381,6 @@ def index_to_csv(df: pd.DataFrame, path: str | Path) -> Path:
     for col in ("acceptance_by_position", *ACCEPTANCE_CI):
         out[col] = out[col].map(lambda v: json.dumps([None if x is None else round(x, 6) for x in v]) if isinstance(v, list) else "")
     out["extra_knobs"] = out["extra_knobs"].map(lambda v: ",".join(v) if isinstance(v, list) else "")
-    out.to_csv(path, index=False)
+    with atomic_output(path) as tmp:  # never through a link, never half a file (safe_files)
+        out.to_csv(tmp, index=False)
     return path

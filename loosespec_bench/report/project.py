@@ -33,6 +33,8 @@ import yaml
 from ..errors import ConfigError
 from ..measure.stats.intervals import speed_baseline
 from ..measure.work import merge_work
+from ..safe_files import check_regular, read_text
+from ..store.run_folder import read_jsonl
 from .labels import is_target_alone
 
 PROFILES = Path(__file__).resolve().parent / "profiles"
@@ -86,10 +88,11 @@ def load_profile(name: str) -> dict[str, Any]:
         path = PROFILES / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"--profile {name!r} is neither a file nor one of: {', '.join(profile_names())}")
-    try:
-        prof = yaml.safe_load(path.read_text())  # data, never code
-    except yaml.YAMLError as err:
-        raise ConfigError(f"profile {path}: not YAML ({str(err).splitlines()[0]})") from None
+    from ..store.declarations import read_profile
+
+    # Through the gate (never a link or a FIFO, bounded, no alias bomb), every {value:} leaf a
+    # finite number >= 0 with a finite uncertainty >= 0 (store/declarations.py).
+    prof = read_profile(path)
     if not isinstance(prof, dict):
         raise ConfigError(f"profile {path}: not a mapping of settings")
     missing = [k for k in ("name", "gpu", "target", "lm_head", "lookup_ms", "step_overhead_ms") if k not in prof]
@@ -241,26 +244,31 @@ def _target_alone(method: Any) -> bool:
     return isinstance(method, dict) and is_target_alone(method.get("name"))
 
 
+def _count(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < 1 << 40
+
+
 def run_pairs(run_dir: Path) -> dict[str, list[Any]]:
     """{label: per-sample ((method work, tokens), (target-alone work, tokens))} from a run folder
     (samples.jsonl: the method against its paired target alone) or a speed-evidence folder
     (occasion-*.jsonl of scripts/bench_speed_evidence.py: each configuration against the target alone's,
     the contestant whose method is the target-alone rule in the start record's settings)."""
     samples = run_dir / "samples.jsonl"
-    if samples.is_file():
+    if check_regular(samples):  # a link or a FIFO: ConfigError (safe_files)
         seen, pairs = set(), []
-        for line in samples.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a partial last line
+        # read_jsonl: through the gate, every record complete (a damaged line is skipped, named).
+        for lineno, rec in read_jsonl(samples):
             if rec.get("id") in seen:
                 continue
             seen.add(rec.get("id"))
             base = speed_baseline(rec) or {}  # the fresh target alone a shared-store run timed beside it
             mw, bw = (rec.get("metrics") or {}).get("work"), (base.get("metrics") or {}).get("work")
             if mw and bw:
-                pairs.append(((mw, rec["metrics"]["new_tokens"]), (bw, base["metrics"]["new_tokens"])))
+                mt, bt = rec["metrics"].get("new_tokens"), (base.get("metrics") or {}).get("new_tokens")
+                if not (isinstance(mw, dict) and isinstance(bw, dict) and _count(mt) and _count(bt)):
+                    raise ConfigError(f"{samples} line {lineno}: metrics.work is not a mapping of counts or "
+                                      "metrics.new_tokens not a whole number")
+                pairs.append(((mw, mt), (bw, bt)))
         return {"method": pairs}
     files = sorted(run_dir.glob("occasion-*.jsonl"))
     if not files:
@@ -268,15 +276,22 @@ def run_pairs(run_dir: Path) -> dict[str, list[Any]]:
     cells: dict[tuple[Any, Any, str], dict[str, Any]] = {}
     alone: set[str] = set()  # the target-alone contestants, by their rule (the start record's settings)
     for path in files:
-        for line in path.read_text().splitlines():
+        for n, line in enumerate(read_text(path).splitlines(), 1):  # never a link or a FIFO
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
+                continue
+            if not isinstance(rec, dict):
                 continue
             if rec.get("kind") == "start" and isinstance(rec.get("settings"), dict):
                 alone |= {c for c, s in rec["settings"].items() if isinstance(s, dict) and _target_alone(s.get("method"))}
             if rec.get("kind") == "gen" and rec.get("final") and rec.get("work"):
-                cells[(rec["occasion"], rec["problem"], rec["config"])] = rec
+                key = (rec.get("occasion"), rec.get("problem"), rec.get("config"))
+                if not (_count(key[0]) and isinstance(key[1], str) and isinstance(key[2], str)
+                        and isinstance(rec["work"], dict) and _count(rec.get("new_tokens"))):
+                    raise ConfigError(f"{path} line {n}: a generation record without occasion / problem / config / "
+                                      "work / new_tokens of the right kind")
+                cells[key] = rec
     if len(alone) != 1:
         raise ConfigError(f"{run_dir}: the occasion files' start records name {len(alone) or 'no'} target-alone "
                           "contestant(s) (settings: method.name of a target-alone rule); the projection needs one")

@@ -241,10 +241,13 @@ class Table:
                 p.unlink(missing_ok=True)
             return []
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        paths[0].write_text(self.to_markdown(), encoding="utf-8")
-        paths[1].write_text(self.to_latex(), encoding="utf-8")
-        self.to_frame().to_csv(paths[2], index=False)
-        self.to_long().to_csv(paths[3], index=False)
+        from ..safe_files import atomic_output, atomic_write_text  # never through a link, never half a file
+
+        atomic_write_text(paths[0], self.to_markdown(), root=out_dir)
+        atomic_write_text(paths[1], self.to_latex(), root=out_dir)
+        for path, frame in ((paths[2], self.to_frame()), (paths[3], self.to_long())):
+            with atomic_output(path, root=out_dir) as tmp:
+                frame.to_csv(tmp, index=False)
         return paths
 
 

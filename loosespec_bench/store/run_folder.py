@@ -36,7 +36,6 @@ import logging
 import os
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -44,7 +43,7 @@ from ..errors import ConfigError
 
 # A write that fails because of the disk, not the program: out of space or quota, read-only.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
-from ..safe_files import check_regular, open_fd, open_regular, read_text
+from ..safe_files import atomic_write_text, check_regular, open_fd, open_regular, read_text
 
 log = logging.getLogger(__name__)
 
@@ -76,22 +75,10 @@ def utc_stamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` via a unique temp file in the same folder, fsync, os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600: result files are for the group to read too
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+def atomic_write(path: Path, text: str, *, root: Path | None = None) -> None:
+    """Write `text` to `path` via a unique temp file in the same folder, fsync, os.replace; never
+    through a link, never over a special file, inside `root` when given (safe_files)."""
+    atomic_write_text(path, text, root=root)
 
 
 def incomplete(rec: dict[str, Any]) -> str | None:

@@ -35,7 +35,6 @@ verdict means; in short, per row (a claim on one set):
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -45,6 +44,7 @@ from .verdicts import decide
 from .declaration import DECLARATION, DECLARATION_NAME, Declaration, load_declaration
 from .examples import format_examples, loose_examples
 from .markdown import decisions_to_csv, format_claims
+from ...safe_files import atomic_write_bytes, atomic_write_text
 
 
 def declaration_for(out: Path, claims: Path | None = None) -> Declaration:
@@ -56,7 +56,7 @@ def declaration_for(out: Path, claims: Path | None = None) -> Declaration:
     beside = out / DECLARATION_NAME
     if not beside.is_file():
         out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(DECLARATION, beside)
+        atomic_write_bytes(beside, DECLARATION.read_bytes(), root=out)  # never through a (dangling) link
     return load_declaration(beside)
 
 
@@ -74,7 +74,7 @@ def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0, claims: Path 
     if rec is not None:  # git's answer kept beside the declaration, for a copy without git
         provenance.write(Path(decl.path), rec)
     md = out / "claims.md"
-    md.write_text("# The papers' claims, decided\n\n" + format_claims(decisions, decl) + "\n", encoding="utf-8")
+    atomic_write_text(md, "# The papers' claims, decided\n\n" + format_claims(decisions, decl) + "\n", root=out)
     paths = [md, decisions_to_csv(decisions, out / "claims.csv")]
     # The package's loose rules (of a name no rule claims nothing is known: no examples).
     loose = index[(index["status"] == "complete") & index["method"].map(lambda m: rule_of(m) is not None and not is_lossless(m))]
@@ -88,6 +88,6 @@ def write_claims(index: pd.DataFrame, out: Path, *, seed: int = 0, claims: Path 
         # readable file written where it was; keep that one.
         print(f"claims: {ex} kept (the runs' tokenizer cannot be loaded offline here: it would print token ids)")
     else:
-        ex.write_text(format_examples({k: v for k, v in examples.items() if v}) + "\n", encoding="utf-8")
+        atomic_write_text(ex, format_examples({k: v for k, v in examples.items() if v}) + "\n", root=out)
     paths.append(ex)
     return paths

@@ -210,9 +210,10 @@ def load_declaration(path: Path = DECLARATION) -> Declaration:
     """The claims declared in `path` (a claims.yaml), with the file's sha256 (first 12 hex)."""
     import yaml
 
+    from ...store.declarations import read_claims_declaration
+
     try:
-        text = Path(path).read_bytes()
-        data = yaml.safe_load(text.decode("utf-8")) or {}
+        text, data = read_claims_declaration(path)  # through the gate, kinds and ranges checked (store/declarations.py)
     except OSError as err:
         raise ConfigError(f"cannot read the claims declaration {path}: {err.strerror or err}; pass --claims FILE") from None
     except yaml.YAMLError as err:

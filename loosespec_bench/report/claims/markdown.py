@@ -188,7 +188,10 @@ def decisions_to_csv(decisions: list[Decision], path: Path) -> Path:
             "cluster_gpu_hours_at_n": d.cluster_gpu_hours, "note": d.note or None, "runs": ";".join(d.folders), "source": d.claim.source,
         })
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(path, index=False)
+    from ...safe_files import atomic_output
+
+    with atomic_output(path, root=path.parent) as tmp:  # never through a link, never half a file
+        pd.DataFrame(rows).to_csv(tmp, index=False)
     return path
 
 

@@ -242,7 +242,9 @@ def write(decl_path: Path, rec: Record) -> Path:
         "data": dict(sorted(rec.data.items())),
         "calibration": dict(sorted(rec.calibration.items())),
     }
-    path.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+    from ...safe_files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(body, indent=1) + "\n")  # never through a link, never half a file
     return path
 
 

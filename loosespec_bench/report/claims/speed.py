@@ -161,12 +161,14 @@ def calibration_error(folder: Path, raw: Mapping[str, Any], *, against_target: b
     check = ((raw.get("check") or {}) if isinstance(raw.get("check"), Mapping) else {}).get("target_alone_decode_over_predicted")
     gaps: list[float] = []
     try:
-        rep = json.loads((Path(folder) / "report.json").read_text(encoding="utf-8"))
+        from ...safe_files import load_json_declaration  # never a link or a FIFO, bounded
+
+        rep = load_json_declaration(Path(folder) / "report.json", "speed-evidence report")
         for name, entry in (rep.get("configs") or {}).items():
             g = entry.get("gap") if isinstance(entry, Mapping) else None
             if name != TARGET_ALONE and isinstance(g, (int, float)) and g > -1:
                 gaps.append(float(np.log1p(g)))
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # ConfigError is a ValueError
         pass
     if against_target:
         parts = [abs(float(np.log(check)))] if isinstance(check, (int, float)) and check > 0 else []

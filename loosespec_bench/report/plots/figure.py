@@ -138,8 +138,10 @@ def caption_files(caption: str, out_dir: str | Path, name: str) -> list[Path]:
     """<name>.caption.md (the text) and <name>.caption.tex (one \\caption{...} line, escaped)."""
     out = Path(out_dir)
     md, tex = out / f"{name}.caption.md", out / f"{name}.caption.tex"
-    md.write_text(caption + "\n", encoding="utf-8")
-    tex.write_text(f"\\caption{{{latex_escape(caption)}}}\n", encoding="utf-8")
+    from ...safe_files import atomic_write_text
+
+    atomic_write_text(md, caption + "\n", root=out)  # never through a link, never half a file
+    atomic_write_text(tex, f"\\caption{{{latex_escape(caption)}}}\n", root=out)
     return [md, tex]
 
 
@@ -155,7 +157,10 @@ def save(fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = (
     for fmt in formats:
         path = out / f"{name}.{fmt}"
         meta = {"CreationDate": None} if fmt == "pdf" else None
-        fig.savefig(path, dpi=dpi, metadata=meta)
+        from ...safe_files import atomic_output
+
+        with atomic_output(path, root=out) as tmp:  # never through a link, never half a file
+            fig.savefig(tmp, dpi=dpi, metadata=meta, format=fmt)
         paths.append(path)
     if captions and caption_of(fig):
         paths += caption_files(caption_of(fig), out, name)

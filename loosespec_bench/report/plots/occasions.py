@@ -33,7 +33,9 @@ def calibration_error(rep: Mapping[str, Any]) -> float | None:
         if name != "ar" and isinstance(gap, (int, float)) and not isinstance(gap, bool) and -1 < gap < math.inf:
             parts.append(abs(math.log1p(gap)))
     try:
-        raw = json.loads(Path(str(rep.get("calibration"))).read_text(encoding="utf-8"))
+        from ...safe_files import load_json_declaration  # never a link or a FIFO, bounded
+
+        raw = load_json_declaration(Path(str(rep.get("calibration"))), "calibration")
         check = (raw.get("check") or {}).get("target_alone_decode_over_predicted")
         if isinstance(check, (int, float)) and check > 0:
             parts.append(abs(math.log(check)))

@@ -78,5 +78,7 @@ def write_tables(index: pd.DataFrame, out_dir: str | Path, published: pd.DataFra
     skipped = [t.name for t in tables if not t.has_ours()]
     combined = out / "tables.md"
     head = "# Paper tables\n\n" + (f"Not written (no run of ours): {', '.join(skipped)}.\n\n" if skipped else "")
-    combined.write_text(head + "\n".join(t.to_markdown() for t in shown), encoding="utf-8")
+    from ...safe_files import atomic_write_text
+
+    atomic_write_text(combined, head + "\n".join(t.to_markdown() for t in shown), root=out)  # never through a link
     return [combined, *paths]

@@ -60,7 +60,9 @@ def _calibration_error(rep: Mapping[str, Any], configs: Mapping[str, Mapping[str
 
     parts = [abs(math.log1p(g)) for c, e in configs.items() if c != "ar" and (g := _float(e.get("gap"))) is not None and g > -1]
     try:
-        raw = json.loads(Path(str(rep.get("calibration"))).read_text(encoding="utf-8"))
+        from ...safe_files import load_json_declaration  # never a link or a FIFO, bounded
+
+        raw = load_json_declaration(Path(str(rep.get("calibration"))), "calibration")
         check = _float((raw.get("check") or {}).get("target_alone_decode_over_predicted"))
         if check and check > 0:
             parts.append(abs(math.log(check)))
