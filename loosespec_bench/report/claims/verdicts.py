@@ -19,7 +19,7 @@ from .decide import (
     Decision, best_conclusion, cluster_gpu_hours, decide_on_set, fmt_iv, fmt_p, occasions_row, seconds_per_problem,
     settle_row, spec_of, testable,
 )
-from .declaration import Claim, Declaration, Family, load_declaration
+from .declaration import DECLARATION, Claim, Declaration, Family, load_declaration
 from .provenance import collect, now_iso, parse_time, rel_path, status
 from .speed import sides
 
@@ -78,7 +78,10 @@ def attach_provenance(out: list[Decision], decl: Declaration) -> None:
                 d.note = "; ".join(x for x in (d.note, (
                     f"the work counts' calibration was taken at {max(cal)}, after the first timing ({d.data_at}): "
                     "the gate and the predicted speedups are in-sample")) if x)
-    LAST_PROVENANCE[str(decl.path)] = rec
+    # Kept for write_claims to store beside the declaration, unless that is the packaged one (a
+    # report never writes into the package; its copy beside the results is what is decided).
+    if Path(decl.path).resolve() != DECLARATION.resolve():
+        LAST_PROVENANCE[str(decl.path)] = rec
 
 
 LAST_PROVENANCE: dict[str, Any] = {}
