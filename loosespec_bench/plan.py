@@ -502,6 +502,7 @@ def budget_line(sweeps: Sequence[Sweep]) -> str:
     load counted whole)."""
     left = total = 0.0
     points = done = started = 0
+    classes = point_classes(sweeps)
     for s in sweeps:
         per = max(s.gpus, 1)  # GPU-hours: each job's hours times its GPUs, as the plan prints them
         for j in (j for j in s.jobs if j.launched):
@@ -515,14 +516,52 @@ def budget_line(sweeps: Sequence[Sweep]) -> str:
             started += frac > 0
             left += (j.load_h + (j.hours - j.load_h) * (1 - frac)) * per
     unit = "GPU-hours" if any(s.gpus for s in sweeps) else "CPU node-hours"
-    return (f"budget: {points} points, {done} done, {points - done} to run ({started} of them resume from their "
+    running = sum(1 for c in classes.values() if c == "running")
+    pending = sum(1 for c in classes.values() if c == "pending")
+    attach = f", {running} running and {pending} pending in Slurm (attached to, not submitted again)" if running or pending else ""
+    return (f"budget: {points} points, {done} done{attach}, {points - done - running - pending} to run ({started} of them resume from their "
             f"samples on disk); est. {format_hours(left)} {unit} left of {format_hours(total)} "
             "(the planner's rates; `plan` mode prints each point)")
 
 
+def point_classes(sweeps: Sequence[Sweep]) -> dict[Path, str]:
+    """Each launched point's class before a launch (slurm.classify_point): done, running or
+    pending (the job recorded for its folder alive in squeue: the launcher attaches to it), or to
+    run. One squeue call; without squeue every unfinished point is to run."""
+    from .slurm import classify_point, query_queue, recorded_jobs
+
+    own = [j for s in sweeps for j in s.jobs if j.launched]
+    done = {j.folder.resolve(): folder_status(j, j.folder).state == "done" for j in own}
+    records = recorded_jobs({j.folder.parent.parent.resolve() for j in own}) if own else {}
+    ids = sorted({records[f] for f, d in done.items() if not d and f in records})
+    queue = query_queue(ids) if ids and shutil.which("squeue") else None
+    return {f: classify_point(d, records.get(f), queue) for f, d in done.items()}
+
+
 def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
     """Run every sweep's `-m` command. In parallel (submitit: each blocks until its array ends,
-    so all arrays are queued at once), or one after the other. Returns the number that failed."""
+    so all arrays are queued at once), or one after the other. Returns the number that failed,
+    -1 when stopped (Ctrl-C, SIGTERM, SIGHUP: one line says what keeps running; no traceback)."""
+    import signal as _signal
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    live: list[tuple[Sweep, subprocess.Popen[bytes], Path]] = []
+    old = {sig: _signal.signal(sig, stop) for sig in (_signal.SIGTERM, _signal.SIGHUP)}
+    try:
+        return _launch(sweeps, sequential=sequential, log_dir=log_dir, live=live)
+    except KeyboardInterrupt:
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # a second Ctrl-C must not cut the line short
+        print(interrupt_launch(sweeps, live), file=sys.stderr, flush=True)
+        return -1
+    finally:
+        for sig, handler in old.items():
+            _signal.signal(sig, handler)
+
+
+def _launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path,
+            live: list[tuple[Sweep, "subprocess.Popen[bytes]", Path]]) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     print(budget_line(sweeps), flush=True)
     failed = 0
@@ -551,7 +590,10 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
               + (f" ({len(s.jobs) - own} left out, done or run by earlier sweeps: {skip_file})" if skip else "")
               + f", log {log}", flush=True)
         with log.open("ab") as fh:
-            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env)
+            # Its own session: a Ctrl-C in the terminal reaches this process only, which then
+            # stops each driver once (SIGINT) and prints one line for all (interrupt_launch).
+            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        live.append((s, proc, log))
         if sequential:
             rc = proc.wait()
             failed += rc != 0
@@ -566,6 +608,52 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
         failed += rc != 0
         print(f"[{s.experiment}] {'done' if rc == 0 else f'exit {rc}: some points failed or ended without a result (error.txt in their folders; the log says which: {log})'}", flush=True)
     return failed
+
+
+def interrupt_launch(sweeps: Sequence[Sweep], live: Sequence[tuple[Sweep, "subprocess.Popen[bytes]", Path]]) -> str:
+    """A launch stopped (Ctrl-C, SIGTERM, SIGHUP): each driver still running is stopped with
+    SIGINT (it exits at once, leaving its jobs to Slurm), then one line: the points finished, the
+    arrays that keep running with the scancel that stops them, and what a relaunch does."""
+    import re
+    import signal as _signal
+
+    from .slurm import ALIVE, interrupt_line, query_queue, recorded_jobs
+
+    for _, proc, _ in live:
+        if proc.poll() is None:
+            try:
+                proc.send_signal(_signal.SIGINT)
+            except OSError:
+                pass
+    for _, proc, _ in live:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    own = [j for s in sweeps for j in s.jobs if j.launched]
+    finished = sum(1 for j in own if point_status(j.folder).state == "done")
+    records = recorded_jobs({j.folder.parent.parent.resolve() for j in own})
+    ids: dict[str, str] = {}
+    for j in own:
+        job = records.get(j.folder.resolve())
+        if job:
+            ids[job] = j.sweep
+    for s, _, log in live:  # arrays the drivers named, in case a record was not written
+        try:
+            for m in re.finditer(r"job array (\d+):", log.read_text(errors="replace")):
+                ids.setdefault(m.group(1), s.experiment)
+        except OSError:
+            pass
+    queue = query_queue(sorted(ids)) if ids and shutil.which("squeue") else {}
+    arrays: dict[str, str] = {}
+    alive = 0
+    for job, sweep in ids.items():
+        base = job.split("_")[0]
+        entries = [] if queue is None else [e for k, e in queue.items() if k == job or ("_" not in job and k.split("_")[0] == base)]
+        if queue is None or any(e.state in ALIVE for e in entries):
+            alive += 1 if queue is None else sum(e.state in ALIVE for e in entries)
+            arrays[base] = sweep
+    return interrupt_line(arrays, finished, len(own), alive)
 
 
 def _pairs(items: Sequence[str], flag: str) -> dict[str, float]:
@@ -669,7 +757,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     results = os.environ.get("LOOSESPEC_RESULTS_DIR", "results")
     log_dir = Path(args.log_dir or Path(results) / "_launch" / stamp)
-    return 1 if launch(sweeps, sequential=args.sequential, log_dir=log_dir) else 0
+    failed = launch(sweeps, sequential=args.sequential, log_dir=log_dir)
+    return 130 if failed < 0 else (1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -175,8 +175,22 @@ PENDING_REASONS = {
     "ReqNodeNotAvail": "the nodes it may run on are down, drained or reserved",
     "PartitionTimeLimit": "its time limit is above the partition's: it waits for the partition's limit to change; "
                           "lower hydra.launcher.timeout_min to start now",
+    "PartitionInactive": "the partition is inactive (an admin set it INACTIVE or DRAIN): nothing starts there until it is UP again",
+    "PartitionDown": "the partition is down (an admin set it DOWN): nothing starts there until it is UP again",
     "QOSMaxJobsPerUserLimit": "your QOS's job limit is reached: it starts when one of your jobs ends",
+    "QOSMaxSubmitJobPerUserLimit": "your QOS's limit of queued jobs is reached: it starts when one of your jobs ends",
+    "QOSGrpCpuLimit": "the QOS's CPU limit is reached: it starts when some of its jobs end",
+    "QOSGrpGRES": "the QOS's GPU limit is reached: it starts when some of its jobs end",
+    "QOSGrpNodeLimit": "the QOS's node limit is reached: it starts when some of its jobs end",
+    "QOSMaxWallDurationPerJobLimit": "its time limit is above the QOS's: it waits for the QOS to change; lower hydra.launcher.timeout_min "
+                                     "(or choose another hydra.launcher.qos) to start now",
     "AssocGrpCpuLimit": "your account's CPU limit is reached: it starts when some of its jobs end",
+    "AssocGrpGRES": "your account's GPU limit is reached: it starts when some of its jobs end",
+    "AssocGrpJobsLimit": "your account's job limit is reached: it starts when some of its jobs end",
+    "AssocMaxJobsLimit": "your account's per-user job limit is reached: it starts when one of your jobs ends",
+    "AssocGrpBillingMinutes": "your account's billing minutes are spent: it waits for the allocation to be renewed",
+    "AssocGrpCPUMinutesLimit": "your account's CPU minutes are spent: it waits for the allocation to be renewed",
+    "AssocMaxWallDurationPerJobLimit": "its time limit is above your account's: lower hydra.launcher.timeout_min to start now",
     "Dependency": "waiting for the jobs it depends on",
     "JobArrayTaskLimit": "the array runs hydra.launcher.array_parallelism tasks at once: it starts when one ends",
     "NodeDown": "a node it needs is down",
@@ -192,7 +206,41 @@ NEVER_CLEARS = {
     "InvalidAccount": "the account is not valid here: change hydra.launcher.account (or LOOSESPEC_SLURM_ACCOUNT)",
     "InvalidQOS": "the QOS is not valid here: change hydra.launcher.qos (or LOOSESPEC_SLURM_QOS)",
     "DependencyNeverSatisfied": "a job it depends on failed: the dependency can never be met",
+    "InvalidPartition": "the partition does not exist (deleted or renamed): change hydra.launcher.partition "
+                        "(or LOOSESPEC_SLURM_PARTITION)",
+    "QOSNotAllowed": "the QOS may not be used in this partition or account: change hydra.launcher.qos (or LOOSESPEC_SLURM_QOS)",
+    "AccountNotAllowed": "the account may not use this partition: change hydra.launcher.account or hydra.launcher.partition",
 }
+# Pending reasons that clear only when someone changes the cluster (an admin resumes a partition,
+# raises a limit): told at once with their meaning; after hydra.launcher.held_grace_min the point
+# ends (its job cancelled, so that nothing starts it unwatched) with this line naming the setting.
+STUCK = {
+    "PartitionInactive": "its partition is inactive: ask the admins, or set hydra.launcher.partition (or LOOSESPEC_SLURM_PARTITION) "
+                         "to an UP partition and launch again (it resumes)",
+    "PartitionDown": "its partition is down: ask the admins, or set hydra.launcher.partition (or LOOSESPEC_SLURM_PARTITION) "
+                     "to an UP partition and launch again (it resumes)",
+    "PartitionTimeLimit": "its time limit is above the partition's: lower hydra.launcher.timeout_min (the job requeues and "
+                          "resumes past it) and launch again",
+    "QOSMaxWallDurationPerJobLimit": "its time limit is above the QOS's: lower hydra.launcher.timeout_min or change "
+                                     "hydra.launcher.qos, and launch again",
+    "AssocMaxWallDurationPerJobLimit": "its time limit is above your account's: lower hydra.launcher.timeout_min and launch again",
+    "AssocGrpBillingMinutes": "your account's billing minutes are spent: change hydra.launcher.account or renew the allocation, "
+                              "and launch again",
+    "AssocGrpCPUMinutesLimit": "your account's CPU minutes are spent: change hydra.launcher.account or renew the allocation, "
+                               "and launch again",
+}
+
+
+def reason_line(reason: str) -> str:
+    """A Slurm reason with its meaning and its end: 'PartitionDown: the partition is down ...;
+    ends after hydra.launcher.held_grace_min'. Unknown reasons are told as Slurm gives them."""
+    key = reason.split(",")[0].strip()
+    if key in NEVER_CLEARS:
+        return f"{key}: {NEVER_CLEARS[key]} (never clears: the point ends at once, its job cancelled)"
+    meaning = PENDING_REASONS.get(key)
+    if key in STUCK:
+        return f"{key}: {meaning}; clears only when the cluster changes: the point ends after hydra.launcher.held_grace_min ({STUCK[key]})"
+    return f"{key}: {meaning} (clears by itself)" if meaning else key
 
 
 @dataclass(frozen=True)
@@ -282,7 +330,10 @@ def describe(entry: QueueEntry) -> str:
     """One line for a state and reason: 'PENDING (Resources: waiting for free resources)'."""
     if entry.reason in ("", "None"):
         return entry.state
-    meaning = PENDING_REASONS.get(entry.reason.split(",")[0].strip())
+    key = entry.reason.split(",")[0].strip()
+    meaning = PENDING_REASONS.get(key)
+    if key in STUCK and entry.state == "PENDING":
+        meaning = f"{meaning}; the point ends after hydra.launcher.held_grace_min unless it clears"
     return f"{entry.state} ({entry.reason}{': ' + meaning if meaning else ''})"
 
 
@@ -306,6 +357,7 @@ class QueueWatch:
         self.known_nodes = known_nodes
         self.last: tuple[str, str] | None = None
         self.held_since: float | None = None
+        self.stuck_since: float | None = None
 
     def held_line(self, entry: QueueEntry) -> str:
         return (f"job {self.job_id} is held by Slurm ({entry.reason}, priority {entry.priority}): nothing starts it "
@@ -327,7 +379,18 @@ class QueueWatch:
         if not held:
             self.held_since = None
             why = never_clears(entry, self.known_nodes)
-            return lines, (Verdict("never", f"job {self.job_id} can never start: {why}") if why else None)
+            if why:
+                return lines, Verdict("never", f"job {self.job_id} can never start: {why}")
+            key = entry.reason.split(",")[0].strip()
+            if entry.state != "PENDING" or key not in STUCK:
+                self.stuck_since = None
+                return lines, None
+            if self.stuck_since is None:
+                self.stuck_since = now
+            if now - self.stuck_since >= self.held_grace_s:
+                return lines, Verdict("stuck", f"job {self.job_id} still pending ({key}) after hydra.launcher.held_grace_min="
+                                               f"{self.held_grace_s / 60:g}: {STUCK[key]}")
+            return lines, None
         if self.held_since is None:
             self.held_since = now
         if now - self.held_since >= self.held_grace_s:
@@ -344,16 +407,20 @@ class QueueWatch:
 JOBS_INDEX = Path("_launch") / "slurm_jobs.jsonl"
 
 
-def record_jobs(rows: list[tuple[Path, str]]) -> None:
-    """Append (run folder, Slurm job id) rows to the index of each folder's results directory."""
+def record_jobs(rows: list[tuple[Any, ...]]) -> None:
+    """Append (run folder, Slurm job id[, submitit folder]) rows to the index of each folder's
+    results directory (the submitit folder, with its %j, lets a relaunch attach to the job)."""
     import datetime
     import json
 
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     by_index: dict[Path, list[str]] = {}
-    for folder, job in rows:
+    for folder, job, *rest in rows:
         folder = Path(folder).resolve()
-        line = json.dumps({"folder": str(folder), "job": job, "submitted": stamp})
+        record = {"folder": str(folder), "job": job, "submitted": stamp}
+        if rest and rest[0]:
+            record["submitit"] = str(rest[0])
+        line = json.dumps(record)
         by_index.setdefault(folder.parent.parent / JOBS_INDEX, []).append(line)
     for index, lines in by_index.items():
         index.parent.mkdir(parents=True, exist_ok=True)
@@ -361,12 +428,12 @@ def record_jobs(rows: list[tuple[Path, str]]) -> None:
             f.write("".join(f"{ln}\n" for ln in lines))
 
 
-def recorded_jobs(results_dirs: set[Path]) -> dict[Path, str]:
-    """Run folder -> the Slurm job last submitted for it, from these results directories' indexes
-    (data: a line that is not a record is skipped)."""
+def recorded_entries(results_dirs: set[Path]) -> dict[Path, dict[str, str]]:
+    """Run folder -> the last record of the index for it ({"job", "submitit"?, "submitted"}),
+    from these results directories' indexes (data: a line that is not a record is skipped)."""
     import json
 
-    out: dict[Path, str] = {}
+    out: dict[Path, dict[str, str]] = {}
     for results in results_dirs:
         index = Path(results) / JOBS_INDEX
         if not index.is_file():
@@ -374,10 +441,48 @@ def recorded_jobs(results_dirs: set[Path]) -> dict[Path, str]:
         for line in index.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 row = json.loads(line)
-                out[Path(row["folder"])] = str(row["job"])
-            except (ValueError, KeyError, TypeError):
+                out[Path(row["folder"])] = {k: str(v) for k, v in row.items() if k != "folder"} | {"job": str(row["job"])}
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
     return out
+
+
+def recorded_jobs(results_dirs: set[Path]) -> dict[Path, str]:
+    """Run folder -> the Slurm job last submitted for it, from these results directories' indexes."""
+    return {folder: row["job"] for folder, row in recorded_entries(results_dirs).items()}
+
+
+# ---------------------------------------------------------------------------- what a relaunch does with a point
+
+# A point before a launch: done (summary.json in its folder), running / pending (the job last
+# recorded for its folder is alive in Slurm: the launch attaches to it instead of submitting a
+# second job that would find the folder locked), or to run (submitted).
+POINT_CLASSES = ("done", "running", "pending", "to run")
+
+
+def classify_point(done: bool, job_id: str | None, queue: Mapping[str, QueueEntry] | None) -> str:
+    """One point's class (POINT_CLASSES). Without an answer from squeue (queue None) a recorded
+    job cannot be confirmed alive: the point is to run (the run folder's lock still keeps a
+    second writer out)."""
+    if done:
+        return "done"
+    if job_id and queue:
+        entry = queue.get(job_id)
+        if entry is not None and entry.state in ALIVE:
+            return "running" if entry.state in ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "SIGNALING", "STAGE_OUT") else "pending"
+    return "to run"
+
+
+def interrupt_line(arrays: Mapping[str, str], finished: int, total: int, alive: int) -> str:
+    """What a Ctrl-C (or SIGTERM) of a launch says, in one line: the points finished, the arrays
+    that keep running and the scancel that stops them, and what a relaunch does meanwhile."""
+    head = f"interrupted: {finished} of {total} points finished"
+    if not arrays or not alive:
+        return head + "; no job of this launch is left in Slurm; launching again submits only the points not done"
+    ids = " ".join(sorted(arrays, key=lambda a: (len(a), a)))
+    named = ", ".join(f"{a} ({arrays[a]})" if arrays[a] else a for a in sorted(arrays, key=lambda a: (len(a), a)))
+    return (f"{head}, {alive} still running or pending in Slurm: the job array(s) {named} keep running without this driver; "
+            f"`scancel {ids}` stops them; launching again attaches to the points still running and submits only the rest")
 
 
 def status_line(job_id: str, entry: QueueEntry | None) -> str:

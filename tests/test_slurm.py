@@ -197,8 +197,9 @@ class _FakeJob:
         return [self.result]
 
 
-def _await(jobs, script, grace_s=120.0, known=None):
-    """await_jobs over a fake clock; script(now) -> squeue's answer {job id: QueueEntry}."""
+def _await(jobs, script, grace_s=120.0, known=None, cancelled=None, partitions=None, params=None):
+    """await_jobs over a fake clock; script(now) -> squeue's answer {job id: QueueEntry}; the jobs
+    it cancels go to `cancelled` (never a real scancel: a local cluster may have jobs of these ids)."""
     from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
 
     clock = [0.0]
@@ -210,7 +211,8 @@ def _await(jobs, script, grace_s=120.0, known=None):
             j.now = clock[0]
 
     out = await_jobs(jobs, held_grace_s=grace_s, known_nodes=known, query=lambda ids: script(clock[0]), clock=lambda: clock[0],
-                     sleep=sleep, echo=echoed.append)
+                     sleep=sleep, echo=echoed.append, cancel=(cancelled if cancelled is not None else []).append,
+                     partitions=partitions or (lambda: None), params=params)
     return out, clock[0], echoed
 
 
@@ -238,13 +240,12 @@ def test_await_jobs_tells_a_held_point_at_once_while_another_runs_and_ends_it_af
 def test_await_jobs_ends_a_point_that_can_never_start_with_one_error_line(monkeypatch):
     from hydra_plugins.loosespec_slurm_launcher import slurm_launcher as sl
 
-    cancelled: list[list[str]] = []
-    monkeypatch.setattr(sl.subprocess, "run", lambda args, **kw: cancelled.append(args))
+    cancelled: list[str] = []
     jobs = [_FakeJob("9")]
-    out, end, echoed = _await(jobs, lambda now: {"9": QueueEntry("9", "PENDING", "BadConstraints", 10)})
+    out, end, echoed = _await(jobs, lambda now: {"9": QueueEntry("9", "PENDING", "BadConstraints", 10)}, cancelled=cancelled)
     assert isinstance(out[0], sl.Unfinished) and end == 0
     assert len(echoed) == 1 and echoed[0].startswith("error: job 9 can never start: BadConstraints") and "hydra.launcher.constraint" in echoed[0]
-    assert cancelled == [["scancel", "9"]]
+    assert cancelled == ["9"]
 
 
 def test_await_jobs_waits_through_a_requeue_and_names_a_job_gone_from_slurm():
@@ -285,7 +286,7 @@ def test_await_jobs_names_the_memory_setting_of_a_job_killed_out_of_memory():
     from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
 
     job = _FakeJob("5", done_at=0, result=UncompletedJobError("job 5 has not produced any output (state: OUT_OF_MEMORY)"))
-    out = await_jobs([job], held_grace_s=60, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "OUT_OF_MEMORY", "OutOfMemory", 1)},
+    out = await_jobs([job], held_grace_s=60, cancel=lambda j: None, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "OUT_OF_MEMORY", "OutOfMemory", 1)},
                      sleep=lambda s: None)
     assert str(out[0]).startswith("OUT_OF_MEMORY:") and "raise hydra.launcher.mem_gb (now 2)" in str(out[0])
 
@@ -308,7 +309,7 @@ def test_await_jobs_reads_a_failed_jobs_steps_for_an_out_of_memory_kill(steps, e
     from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import await_jobs
 
     job = _FakeJob("5", done_at=0, result=UncompletedJobError("job 5 has not produced any output (state: FAILED)"))
-    out = await_jobs([job], held_grace_s=60, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "FAILED", "NonZeroExitCode", 1)},
+    out = await_jobs([job], held_grace_s=60, cancel=lambda j: None, params={"mem_gb": 2}, query=lambda ids: {"5": QueueEntry("5", "FAILED", "NonZeroExitCode", 1)},
                      steps=lambda j: steps, sleep=lambda s: None)
     assert str(out[0]).startswith(expect)
     assert ("hydra.launcher.mem_gb (now 2)" in str(out[0])) is (expect != "FAILED")
@@ -324,7 +325,7 @@ def test_await_jobs_names_max_num_timeout_when_submitit_runs_out_of_requeues():
     trace = ("Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent call last):\n"
              "submitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too many times.\n")
     job = _FakeJob("8", done_at=0, result=FailedJobError(trace))
-    out = await_jobs([job], held_grace_s=60, params={"timeout_min": 3, "max_num_timeout": 0},
+    out = await_jobs([job], held_grace_s=60, cancel=lambda j: None, params={"timeout_min": 3, "max_num_timeout": 0},
                      query=lambda ids: {"8": QueueEntry("8", "FAILED", "NonZeroExitCode", 1)}, steps=lambda j: [("FAILED", "1:0")],
                      sleep=lambda s: None)
     assert str(out[0]) == ("TIMEOUT: it hit hydra.launcher.timeout_min=3 more often than hydra.launcher.max_num_timeout=0 requeues allow; "
@@ -1100,3 +1101,120 @@ def test_a_request_the_cluster_cannot_meet_is_one_error_line(tmp_path, override,
     assert len(errors) == 1 and errors[0].startswith(f"error: {setting}"), proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not any(tmp_path.rglob("*")), list(tmp_path.rglob("*"))  # no sweep folder left behind
+
+
+# ---------------------------------------------------------------------------- stop, relaunch, attach (issue 73)
+
+
+def _launch_cmd(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "loosespec_bench.plan", "launch", "-e", "fly_ablation_k", "--", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
+            *extra]
+
+
+# The array waits this long before it may start (sbatch --begin): a Ctrl-C and a relaunch then
+# find it pending whatever the machine's speed.
+BEGIN = "+hydra.launcher.additional_parameters.begin=now+45"
+
+
+def _alive(name: str) -> list[tuple[str, str, str]]:
+    return [j for j in _squeue(name) if j[1] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")]
+
+
+def _check_samples(results: Path, points: int) -> tuple[int, int]:
+    """(lost, duplicated) samples over the sweep's run folders: each point runs dataset.limit=1."""
+    lost = duplicated = 0
+    folders = [p for p in results.glob("fly_ablation_k/*") if p.is_dir()]
+    assert len(folders) == points, folders
+    for folder in folders:
+        ids = [json.loads(line)["id"] for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
+        lost += max(0, 1 - len(set(ids)))
+        duplicated += len(ids) - len(set(ids))
+    return lost, duplicated
+
+
+@slurm
+def test_ctrl_c_of_a_launch_then_relaunch_while_running_and_after_done(tmp_path):
+    """Ctrl-C of `plan launch`: one line naming the array and its scancel, exit 130, no traceback,
+    no sweep table; a relaunch while the jobs run attaches to them (no second job, no error.txt);
+    once done, a relaunch (plan or the plain -m) submits nothing."""
+    results = tmp_path / "runs"
+    env = {**_env(), "LOOSESPEC_RESULTS_DIR": str(results)}
+    driver = subprocess.Popen(_launch_cmd(BEGIN), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        jobs = _wait(lambda: _alive("lsb-fly_ablation_k"), 180, "the array in squeue")
+        array = jobs[0][0].split("_")[0]
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert driver.returncode == 130, out + err
+    assert len(lines) == 1 and lines[0].startswith("interrupted: "), err
+    assert f"scancel {array}" in lines[0] and "of 3 points finished" in lines[0] and "attaches" in lines[0], lines[0]
+    log = next(results.glob("_launch/*/fly_ablation_k.log")).read_text()
+    assert "Traceback" not in out + err + log and "KeyboardInterrupt" not in log and "sweep of" not in log, log[-3000:]
+    assert "interrupted: " in log  # the driver's own line, in its log
+
+    # Relaunch while the jobs still run: they are attached to, not submitted again.
+    assert _alive("lsb-fly_ablation_k"), "the jobs ended before the relaunch: the test machine is too fast for this test"
+    again = subprocess.run(_launch_cmd(BEGIN), cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "budget: 3 points, 0 done, 0 running and 3 pending in Slurm (attached to" in again.stdout, again.stdout
+    log2 = sorted(results.glob("_launch/*/fly_ablation_k.log"))[-1].read_text()
+    assert log2.count("pending in Slurm as job") == 3 and "job array" not in log2, log2[-3000:]
+    submitted = {p.name.split("_")[0] for p in results.glob("_launch/*/fly_ablation_k/.submitit/*") if re.fullmatch(r"\d+(_\d+)?", p.name)}
+    assert submitted == {array}, submitted  # one array in all
+    assert not list(results.rglob("error.txt")), list(results.rglob("error.txt"))
+    assert len(list(results.glob("fly_ablation_k/*/summary.json"))) == 3
+    lost, duplicated = _check_samples(results, 3)
+    print(f"\nRELAUNCH while running: samples lost {lost}, duplicated {duplicated}")
+    assert lost == duplicated == 0
+
+    # After done: plan launch launches nothing; the plain -m relaunch submits no job either.
+    done = subprocess.run(_launch_cmd(), cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "all 3 points done" in done.stdout, done.stdout
+    plain = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
+                  f"paths.results_dir={results}", f"hydra.sweep.dir={tmp_path / 'plain'}"], timeout=600)
+    assert plain.returncode == 0, plain.stdout[-2000:] + plain.stderr[-2000:]
+    assert (plain.stdout + plain.stderr).count("not submitted") == 3 and "job array" not in plain.stdout + plain.stderr
+    assert not _alive("lsb-fly_ablation_k") and not list((tmp_path / "plain").glob(".submitit/*"))
+    assert _check_samples(results, 3) == (0, 0)
+
+
+@slurm
+def test_a_partition_made_inactive_ends_the_point_with_its_job_cancelled_and_a_deleted_one_is_named(tmp_path):
+    part = f"t73p{os.getpid()}"
+    subprocess.run(["scontrol", "create", f"PartitionName={part}", "Nodes=n1,n2", "State=DOWN"], check=True, timeout=30)
+    try:
+        args = [sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
+                "drafter.k=10", f"hydra.launcher.partition={part}", "hydra.launcher.held_grace_min=0.2",
+                f"paths.results_dir={tmp_path / 'runs'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+        log = tmp_path / "driver.log"
+        with log.open("w") as fh:
+            driver = subprocess.Popen(args, cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True)
+        try:
+            _wait(lambda: "PartitionDown" in log.read_text() or driver.poll() is not None, 180, "PartitionDown told")
+            assert "the partition is down" in log.read_text(), log.read_text()[-2000:]
+            subprocess.run(["scontrol", "update", f"PartitionName={part}", "State=INACTIVE"], check=True, timeout=30)
+            driver.wait(timeout=180)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        text = log.read_text()
+        assert driver.returncode == 1, text[-2000:]
+        errors = [ln for ln in text.splitlines() if ln.startswith("error: job")]
+        assert len(errors) == 1 and "hydra.launcher.partition" in errors[0] and "(job cancelled)" in errors[0], text[-2000:]
+        assert re.search(r"Partition(Inactive|Down)", errors[0]), errors[0]
+        assert "Traceback" not in text
+        assert not _alive("lsb-fly_ablation_k"), _squeue("lsb-fly_ablation_k")  # cancelled: nothing starts it unwatched
+        assert not list((tmp_path / "runs").rglob("error.txt"))
+    finally:
+        for j in _squeue("lsb-fly_ablation_k"):
+            subprocess.run(["scancel", j[0]], timeout=30)
+        time.sleep(1)
+        subprocess.run(["scontrol", "delete", f"PartitionName={part}"], timeout=30)
+    # Deleted: the launch names the setting before submitting anything.
+    gone = _run([*args[:-2], f"paths.results_dir={tmp_path / 'runs2'}", f"hydra.sweep.dir={tmp_path / 'sweep2'}"], timeout=300)
+    lines = [ln for ln in gone.stderr.splitlines() if ln.strip()]
+    assert gone.returncode == 2 and len(lines) == 1 and f"the cluster has no partition {part}" in lines[0], gone.stderr

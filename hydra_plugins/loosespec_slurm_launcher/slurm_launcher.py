@@ -20,7 +20,9 @@ Selected by loosespec_bench/conf/hydra/launcher/slurm.yaml (`hydra/launcher=slur
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -76,7 +78,9 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
                query: Callable[[list[str]], dict[str, Any] | None] | None = None,
                steps: Callable[[str], list[tuple[str, str]] | None] | None = None,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-               echo: Callable[[str], None] | None = None) -> list[Any]:
+               echo: Callable[[str], None] | None = None,
+               cancel: Callable[[str], None] | None = None,
+               partitions: Callable[[], set[str] | None] | None = None) -> list[Any]:
     """Every job's JobReturn, or an Unfinished saying why it has none, in the jobs' order.
 
     All jobs are watched at once (one squeue call per poll): a held or stuck point is told as soon
@@ -92,10 +96,25 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
 
     query = query or query_queue
     steps = steps or job_steps
+    cancel = cancel or _scancel
 
     def final(job_id: str, state: str) -> str:
         # FAILED says too little: an out-of-memory kill of step 0 leaves the job FAILED (srun's exit code).
+        if state == "NODE_FAIL" and (params or {}).get("partition"):
+            # A partition deleted or renamed under its jobs ends them NODE_FAIL: say so.
+            have = (partitions or _partitions)()
+            wanted = [p.strip() for p in str((params or {})["partition"]).split(",") if p.strip()]
+            gone = [p for p in wanted if have is not None and p not in have]
+            if gone:
+                return (f"NODE_FAIL: partition {gone[0]} is gone from the cluster (deleted or renamed; it has: "
+                        f"{', '.join(sorted(have or ())) or 'none'}): set hydra.launcher.partition (or LOOSESPEC_SLURM_PARTITION) "
+                        "to one of them and launch again (it resumes)")
         return failed_why(steps(job_id)) if state == "FAILED" else state
+
+    def ended(job_id: str) -> None:
+        # Declared ended here: cancelled too, so that a requeue Slurm may still do (NODE_FAIL with
+        # --requeue) never runs the point with no driver watching it.
+        cancel(job_id)
 
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     out: list[Any] = [None] * len(jobs)
@@ -127,6 +146,8 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
                         # COMPLETED without a result: submitit's own verdict (e.g. out of requeues) says why.
                         why = final(job.job_id, state) if state and state != "COMPLETED" else (last[-1] if last else type(err).__name__)
                         out[i] = Unfinished(ended_without_result(why, params or {}, str(err)))
+                        if state and state != "COMPLETED":
+                            ended(job.job_id)
                         del waiting[i]
                         continue
                     if i not in requeued:
@@ -138,6 +159,8 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
                 if i in gone_since and clock() - gone_since[i] >= poll_s:
                     out[i] = Unfinished(ended_without_result(final(job.job_id, state), params or {}) if state
                                         else "no record left in Slurm: cancelled while pending?")
+                    if state:
+                        ended(job.job_id)
                     del waiting[i]
                     continue
                 gone_since.setdefault(i, clock())
@@ -149,15 +172,38 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
             for level, line in lines:
                 log.log(level, line)
             if verdict is not None:
-                if verdict.kind == "never":
-                    # It would pend for ever: cancelled, so that nothing starts it behind the user's back.
-                    subprocess.run(["scancel", job.job_id], capture_output=True, timeout=60)
+                if verdict.kind in ("never", "stuck"):
+                    # It would pend for ever (or until an admin acts): cancelled, so that nothing
+                    # starts it behind the user's back.
+                    cancel(job.job_id)
                     echo(f"error: {verdict.message} (job cancelled)")
                 out[i] = Unfinished(verdict.message)
                 del waiting[i]
         if waiting:
             sleep(poll_s)
     return out
+
+
+def _scancel(job_id: str) -> None:
+    try:
+        subprocess.run(["scancel", job_id], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def _partitions() -> set[str] | None:
+    from loosespec_bench.slurm import cluster_nodes
+
+    nodes = cluster_nodes()
+    return None if nodes is None else {n.partition for n in nodes}
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 class CheckedSlurmLauncher(SlurmLauncher):
@@ -191,27 +237,87 @@ class CheckedSlurmLauncher(SlurmLauncher):
                     break
         raise SystemExit(2)
 
-    def _record_jobs(self, points: List[tuple[int, List[str]]], jobs: Sequence[Any]) -> None:
-        """Which job runs which run folder (slurm.JOBS_INDEX), for `make status`: each point's
-        config composed as the job will compose it (Hydra's load_sweep_config), its folder named
-        as app.run names it. Never stops a launch: a point it cannot name is left out, with a warning."""
+    def _run_folders(self, points: List[tuple[int, List[str]]]) -> List[Path | None]:
+        """Each point's run folder, its config composed as the job will compose it (Hydra's
+        load_sweep_config), named as app.run names it; None for a point it cannot name (the job
+        itself reports a config it cannot run)."""
         from loosespec_bench.store.run_folder import run_dir
-        from loosespec_bench.slurm import record_jobs
 
         assert self.config is not None and self.hydra_context is not None
-        rows = []
-        for (_, overrides), job in zip(points, jobs):
+        out: List[Path | None] = []
+        for _, overrides in points:
             try:
                 cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
                 with open_dict(cfg):
                     del cfg["hydra"]  # as run_job hands the task its config (hydra.* needs the job's number)
-                rows.append((run_dir(cfg), job.job_id))
-            except Exception as err:  # the job itself reports a config it cannot run
-                log.warning(f"job {job.job_id}: its run folder is not recorded for `make status` ({type(err).__name__}: {err})")
+                out.append(run_dir(cfg).resolve())
+            except Exception as err:  # noqa: BLE001
+                log.warning(f"{' '.join(overrides)}: its run folder cannot be named here ({type(err).__name__}: {err})")
+                out.append(None)
+        return out
+
+    def _record_jobs(self, folders: Sequence[Path | None], jobs: Sequence[Any]) -> None:
+        """Which job runs which run folder (slurm.JOBS_INDEX), for `make status` and for a
+        relaunch to attach to (submitit's folder recorded with it). Never stops a launch."""
+        from loosespec_bench.slurm import record_jobs
+
+        rows = []
+        for folder, job in zip(folders, jobs):
+            if folder is None:
+                log.warning(f"job {job.job_id}: its run folder is not recorded for `make status`")
+                continue
+            rows.append((folder, job.job_id, str(job.paths._folder)))
         try:
             record_jobs(rows)
         except OSError as err:
             log.warning(f"the jobs' index for `make status` could not be written ({err})")
+
+    def _classify(self, folders: Sequence[Path | None]) -> tuple[List[str], List[Any]]:
+        """Each point's class (slurm.classify_point: done / running / pending / to run) and, for a
+        running or pending one, the submitit job to attach to (None where its record predates
+        attaching: it is then only left alone)."""
+        from loosespec_bench.store.run_folder import RunFolder
+        from loosespec_bench.slurm import classify_point, query_queue, recorded_entries
+
+        known = [f for f in folders if f is not None]
+        records = recorded_entries({f.parent.parent for f in known}) if known else {}
+        ids = sorted({records[f]["job"] for f in known if f in records and not (f / RunFolder.SUMMARY).exists()})
+        queue = query_queue(ids) if ids and shutil.which("squeue") else ({} if not ids else None)
+        classes, attach = [], []
+        for folder in folders:
+            rec = records.get(folder) if folder is not None else None
+            done = folder is not None and (folder / RunFolder.SUMMARY).exists()
+            cls = classify_point(done, rec["job"] if rec else None, queue)
+            job = None
+            if cls in ("running", "pending") and rec is not None and rec.get("submitit"):
+                import submitit
+
+                job = submitit.SlurmJob(folder=rec["submitit"], job_id=rec["job"])
+            classes.append(cls)
+            attach.append(job)
+        return classes, attach
+
+    def _interrupted(self, points: List[tuple[int, List[str]]], folders: Sequence[Path | None], jobs: Sequence[Any],
+                     sweep: str) -> None:
+        """Ctrl-C / SIGTERM / SIGHUP of the driver: one line, no traceback, no sweep table (its
+        points are still running), exit 130. The jobs are not cancelled."""
+        from loosespec_bench.store.run_folder import RunFolder
+        from loosespec_bench.slurm import ALIVE, interrupt_line, query_queue
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            finished = sum(1 for f in folders if f is not None and (f / RunFolder.SUMMARY).exists())
+            ids = [j.job_id for j in jobs if j is not None]
+            queue = query_queue(ids) if ids else {}
+            alive = [i for i in ids if queue is None or (i in queue and queue[i].state in ALIVE)]
+            arrays = {i.split("_")[0]: sweep for i in alive}
+            line = interrupt_line(arrays, finished, len(points), len(alive))
+        except BaseException as err:  # noqa: BLE001 (a second Ctrl-C: still one line)
+            line = f"interrupted ({type(err).__name__}); the submitted jobs keep running: `squeue --me` lists them"
+        print(line, file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        logging.shutdown()
+        os._exit(130)  # not Hydra's traceback nor the at-exit sweep table of points still running
 
     def _executor(self) -> Any:
         """submitit's AutoExecutor for the launcher's params (as hydra-submitit-launcher builds it)."""
@@ -242,39 +348,70 @@ class CheckedSlurmLauncher(SlurmLauncher):
             if problem:
                 self._refuse(problem)
         quiet_sacct()
-        executor = self._executor()
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        log.info(f"Submitit 'slurm' sweep output dir : {sweep_dir}")
-        points: List[tuple[int, List[str]]] = []
-        job_params: List[Any] = []
-        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
-            points.append((idx, list(overrides)))
-            job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+        points: List[tuple[int, List[str]]] = [(idx, list(ov)) for idx, ov in enumerate(job_overrides, start=initial_job_idx)]
+        folders = self._run_folders(points)
+        classes, attached = self._classify(folders)
+        label = lambda idx, ov: f"#{idx} {' '.join(filter_overrides(ov))}"  # noqa: E731
+        todo: List[int] = []
+        watch: List[tuple[int, Any]] = []  # (point's position, job) of the jobs this driver awaits
+        for k, ((idx, ov), cls, job) in enumerate(zip(points, classes, attached)):
+            if cls == "done":
+                log.info(f"\t{label(idx, ov)}: done (summary.json in {folders[k]}): not submitted")
+            elif cls in ("running", "pending"):
+                if job is not None:
+                    log.info(f"\t{label(idx, ov)}: {cls} in Slurm as job {job.job_id}: attached, not submitted again")
+                    watch.append((k, job))
+                else:
+                    log.info(f"\t{label(idx, ov)}: {cls} in Slurm (its job's record predates attaching): not submitted; "
+                             "`make status` follows it")
+            else:
+                todo.append(k)
+                log.info(f"\t{label(idx, ov)}")
+        counts = {c: classes.count(c) for c in ("done", "running", "pending", "to run")}
+        log.info(f"{len(points)} points: {counts['done']} done, {counts['running']} running, {counts['pending']} pending in Slurm, "
+                 f"{counts['to run']} to run")
+        old_handlers = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        new_jobs: List[Any] = []
         try:
-            jobs = executor.map_array(self, *zip(*job_params))
-        except FailedJobError as err:
-            self._refuse(sbatch_refusal(str(err)))
-        log.info(f"job array {jobs[0].job_id.split('_')[0]}: {len(jobs)} jobs")
-        self._record_jobs(points, jobs)
+            if todo:
+                executor = self._executor()
+                sweep_dir.mkdir(parents=True, exist_ok=True)
+                log.info(f"Submitit 'slurm' sweep output dir : {sweep_dir}")
+                job_params = [(points[k][1], "hydra.sweep.dir", points[k][0], f"job_id_for_{points[k][0]}", Singleton.get_state())
+                              for k in todo]
+                try:
+                    new_jobs = executor.map_array(self, *zip(*job_params))
+                except FailedJobError as err:
+                    self._refuse(sbatch_refusal(str(err)))
+                log.info(f"job array {new_jobs[0].job_id.split('_')[0]}: {len(new_jobs)} jobs")
+                self._record_jobs([folders[k] for k in todo], new_jobs)
+                watch += list(zip(todo, new_jobs))
+            watch.sort(key=lambda kj: kj[0])
+            results = await_jobs([j for _, j in watch], held_grace_s=float(grace),
+                                 known_nodes={n.name for n in nodes} if nodes else None, params=dict(self.params))
+        except KeyboardInterrupt:
+            self._interrupted(points, folders, [j for _, j in watch] + [j for j in new_jobs if all(j is not w for _, w in watch)],
+                              str(OmegaConf.select(self.config, "experiment_name", default=None) or sweep_dir.name))
+            raise  # not reached: _interrupted exits
+        finally:
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
         returns: List[JobReturn] = []
         missing: List[str] = []
-        assert isinstance(grace, float)
-        results = await_jobs(jobs, held_grace_s=grace,
-                             known_nodes={n.name for n in nodes} if nodes else None, params=dict(self.params))
-        for (idx, overrides), job, result in zip(points, jobs, results):
+        for (k, job), result in zip(watch, results):
+            idx, overrides = points[k]
             if isinstance(result, Unfinished):
-                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {result})")
+                missing.append(f"{label(idx, overrides)} (job {job.job_id}: {result})")
             elif result.status == JobStatus.FAILED and isinstance(result._return_value, BaseException):
                 # The job ran and its point raised (out of requeues, a full disk, a bug): one line
                 # here, instead of Hydra's traceback of the first failed point in the driver.
                 why = failed_point(result._return_value, dict(self.params))
-                missing.append(f"#{idx} {' '.join(filter_overrides(overrides))} (job {job.job_id}: {why})")
+                missing.append(f"{label(idx, overrides)} (job {job.job_id}: {why})")
             else:
                 returns.append(result)
         if missing:
-            print(f"error: {len(missing)} of {len(jobs)} points ended without a result: " + "; ".join(missing)
+            print(f"error: {len(missing)} of {len(points)} points ended without a result: " + "; ".join(missing)
                   + ". Their run folders keep the finished samples; `make status` lists them; launching again resumes them",
                   file=sys.stderr, flush=True)
             raise SystemExit(1)
