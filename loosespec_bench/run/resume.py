@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from ..store.baselines import timed_indices
 from ..errors import ConfigError
 from ..tasks.prompting import sample_hash
-from ..store.run_folder import RunFolder, first_per_id, utc_stamp
+from ..store.run_folder import RunFolder, first_per_id, read_jsonl, record_problem, utc_stamp
 from ..safe_files import read_text
 from ..store.summary import machine
 from ..tasks import Sample
@@ -39,7 +39,12 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
     kept: list[dict[str, Any]] = []
     stale: list[dict[str, Any]] = []
     own = folder.path.name
-    for rec in folder.lines():
+    damaged: list[dict[str, Any]] = []
+    for lineno, rec in read_jsonl(folder.path / folder.SAMPLES):  # each record checked by kind (run_folder.incomplete)
+        if why := record_problem(rec, need_ids=True):  # resume compares and re-scores a kept record's tokens
+            log.warning("%s line %d: %s; regenerating sample %r", folder.path / folder.SAMPLES, lineno, why, rec["id"][:60])
+            damaged.append(rec)
+            continue
         # A record names the run it belongs to (records from before that are taken as the
         # folder's own): another run's records copied in (a target alone's into an SPD folder)
         # would be reported as this method's output.
@@ -54,6 +59,9 @@ def reusable_records(folder: RunFolder, samples: list[Sample]) -> dict[str, dict
             stale.append(rec)
         else:
             kept.append(rec)
+    if damaged and not stale:
+        backup = folder.rewrite_samples(kept, utc_stamp())  # readers' first record per id is then the new one
+        log.warning("%s: %d damaged record(s) kept only in %s", folder.path, len(damaged), backup.name)
     if stale:
         for rec in first_per_id(stale):
             log.warning(

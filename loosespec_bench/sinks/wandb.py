@@ -50,6 +50,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from ..errors import ConfigError
+from ..safe_files import check_regular, is_real_dir, load_json_declaration
 from ..measure.metrics import sample_speedup
 from ..store.run_folder import RunFolder, atomic_write
 from ..schema import FIGURES
@@ -316,8 +318,17 @@ class WandbTracker:
         # An offline resume starts a new offline folder whose steps would restart at 0 (and the
         # upload would drop them as out of order): the steps go on from the last process's.
         state = self._read_state(wid)
-        self._step = int(state.get("next_step", 0))
-        self._folders = [str(f) for f in state.get("folders", [])]
+        step = state.get("next_step", 0)
+        self._step = step if isinstance(step, int) and not isinstance(step, bool) and 0 <= step < 1 << 40 else 0
+        folders = state.get("folders", [])
+        self._folders = [str(f) for f in folders] if isinstance(folders, list) else []
+        # W&B writes under <dir>/wandb/: in the run folder that must be a real folder, never a
+        # link (a folder from elsewhere would have W&B write through it, outside results/).
+        if not os.environ.get("WANDB_DIR"):
+            own = self.run_dir / "wandb"
+            if os.path.lexists(own) and not is_real_dir(own):
+                raise ConfigError(f"{own} is a symbolic link or not a folder: W&B would write through it; "
+                                  "remove it (the tracker writes its offline folders there)")
         # The group is the sweep's, decided when the folder's first process started: a point of an
         # ad-hoc -m sweep resumed later as a single run (no sweep folder then) keeps that group.
         stored = state.get("group")
@@ -357,9 +368,9 @@ class WandbTracker:
 
     def _read_state(self, wid: str) -> dict[str, Any]:
         path = self.run_dir / STATE if self.run_dir is not None else None
-        try:
-            state = json.loads(path.read_text()) if path is not None and path.is_file() else {}
-        except (OSError, ValueError):
+        try:  # through the gate: never a link or a FIFO, bounded
+            state = load_json_declaration(path, "W&B state") if path is not None and check_regular(path) else {}
+        except (OSError, ValueError):  # ConfigError is a ValueError
             return {}  # unreadable: W&B's own steps from 0, as before
         return state if isinstance(state, dict) and state.get("id") == wid else {}
 

@@ -81,12 +81,92 @@ def atomic_write(path: Path, text: str, *, root: Path | None = None) -> None:
     atomic_write_text(path, text, root=root)
 
 
+# A record's fields by kind (issue 74): what a run writes, checked before any reader uses it.
+# Counts are whole numbers in [0, 2**31) (a 5,000-digit integer is no count); times and rates
+# finite numbers or null; token ids whole numbers in [0, 2**31).
+MAX_COUNT = 1 << 31
+RECORD_TEXTS = ("run_id", "prompt_sha256", "prompt_text", "computed_by")
+RECORD_MAPPINGS = ("meta", "timing", "baseline_source")
+RECORD_LISTS = ("steps",)
+METRIC_COUNTS = ("new_tokens", "steps", "prompt_tokens")
+METRIC_NUMBERS = ("tau", "prefill_s", "decode_s", "total_s", "tokens_per_s", "ttft_s", "tpot_s", "e2e_s")
+METRIC_COUNT_LISTS = ("accepted", "drafted")
+METRIC_MAPPINGS = ("phase_s", "serving", "work", "work_per_token")
+
+
+def _is_count(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < MAX_COUNT
+
+
+def _is_finite(value: Any) -> bool:
+    import math
+
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, int) else str(value)[:20]
+    return text[:40]
+
+
+def _side_problem(side: str, part: dict[str, Any]) -> str | None:
+    metrics = part.get("metrics")
+    if isinstance(metrics, dict):
+        if not metrics:
+            return f"{side}metrics is empty"
+        if not _is_count(metrics.get("new_tokens")):
+            return f"{side}metrics.new_tokens={_shown(metrics.get('new_tokens'))} is not a count"
+        for key in METRIC_COUNTS[1:]:
+            if metrics.get(key) is not None and not _is_count(metrics[key]):
+                return f"{side}metrics.{key}={_shown(metrics[key])} is not a count"
+        for key in METRIC_NUMBERS:
+            if metrics.get(key) is not None and not _is_finite(metrics[key]):
+                return f"{side}metrics.{key}={_shown(metrics[key])} is not a finite number"
+        for key in METRIC_COUNT_LISTS:
+            value = metrics.get(key)
+            if value is not None and not (isinstance(value, list) and all(_is_count(v) for v in value)):
+                return f"{side}metrics.{key} is not a list of counts"
+        for key in METRIC_MAPPINGS:
+            if metrics.get(key) is not None and not isinstance(metrics[key], dict):
+                return f"{side}metrics.{key}={_shown(metrics[key])} is not an object"
+    ids = part.get("output_ids")
+    if ids is not None and not (isinstance(ids, list) and all(_is_count(v) for v in ids)):
+        return f"{side}output_ids is not a list of token ids"
+    return None
+
+
+def record_problem(rec: dict[str, Any], *, need_ids: bool = False) -> str | None:
+    """Why a sample record cannot be used (`incomplete`), or None; need_ids (resume: a kept
+    record's tokens are compared and re-scored) also asks for each side's output_ids."""
+    why = incomplete(rec)
+    if why or not need_ids:
+        return why
+    for side, part in (("", rec), ("baseline.", rec.get("baseline")), ("baseline_timed.", rec.get("baseline_timed"))):
+        if isinstance(part, dict) and not isinstance(part.get("output_ids"), list):
+            return f"{side}output_ids is missing"
+    return None
+
+
 def incomplete(rec: dict[str, Any]) -> str | None:
     """Why a sample record (a line a run appended) cannot be used, or None: every reader (resume,
-    re-score, the index) needs a text id, the output text and the metrics of each side."""
+    re-score, the index) needs a text id, the output text and the metrics of each side, and every
+    field it holds of its kind (RECORD_*, METRIC_*: a number where a number belongs, counts
+    bounded)."""
     rid = rec.get("id")
     if not isinstance(rid, str) or not rid:
         return f"its id is {json.dumps(rid)[:40]}, not a text"
+    for key in RECORD_TEXTS:
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            return f"{key}={_shown(rec[key])} is not a text"
+    for key in RECORD_MAPPINGS:
+        if rec.get(key) is not None and not isinstance(rec[key], dict):
+            return f"{key}={_shown(rec[key])} is not an object"
+    for key in RECORD_LISTS:
+        if rec.get(key) is not None and not isinstance(rec[key], list):
+            return f"{key}={_shown(rec[key])} is not a list"
+    ids = rec.get("prompt_ids")
+    if ids is not None and not (isinstance(ids, list) and all(_is_count(v) for v in ids)):
+        return "prompt_ids is not a list of token ids"
     for side, part in (("", rec), ("baseline.", rec.get("baseline")), ("baseline_timed.", rec.get("baseline_timed"))):
         if side and part is None:
             continue
@@ -101,6 +181,8 @@ def incomplete(rec: dict[str, Any]) -> str | None:
         if "turns" in part and not (isinstance(part["turns"], list) and all(
                 isinstance(t, dict) and isinstance(t.get("output_text"), str) for t in part["turns"])):
             return f"{side}turns is not a list of turns with their output_text"
+        if why := _side_problem(side, part):
+            return why
     return None
 
 
@@ -130,8 +212,8 @@ def read_jsonl(path: Path, *, run_file: bool = True, damaged: list[str] | None =
                 continue
             try:
                 obj = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-                log.warning("%s line %d: unreadable (%s); skipped", path, lineno, err)
+            except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, an integer over 4300 digits
+                log.warning("%s line %d: unreadable (%s); skipped", path, lineno, str(err)[:80])
                 if damaged is not None:
                     damaged.append(f"line {lineno} is not JSON ({str(err)[:60]})")
                 continue

@@ -268,10 +268,13 @@ def read_jsonl(
     line; a file that cannot be read (a folder in its place) names the file."""
     rows = []
     try:
-        f = opener(path) if opener else path.open("rb")
+        from ..safe_files import open_regular  # never a link, a FIFO (a run would hang) or a device
+
+        handle = open_regular(path, "rb")
+        f = opener(handle) if opener else handle
     except OSError as err:
         raise ConfigError(f"{path}: cannot be read ({err.strerror or err}); fix or replace the data file") from None
-    with f:
+    with handle, f:  # the opener's wrapper (gzip) leaves the file it wraps open: both closed
         lineno = 0
         try:
             for lineno, raw in enumerate(f, 1):

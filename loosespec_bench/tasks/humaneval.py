@@ -89,7 +89,7 @@ class HumanEval(Task):
             try:
                 return read_jsonl(
                     path,
-                    opener=lambda p: gzip.open(p, "rt", encoding="utf-8"),
+                    opener=lambda f: gzip.open(f, "rt", encoding="utf-8"),  # f: opened through safe_files
                     required=("task_id", "prompt", "test", "entry_point"),
                     types={"task_id": str, "prompt": str, "test": str, "entry_point": str},
                 )

@@ -45,7 +45,9 @@ def _gsm8k(data_dir: Path, name: str | None) -> dict[str, list[dict[str, Any]]]:
 def _mgsm(data_dir: Path, name: str | None) -> dict[str, list[dict[str, Any]]]:
     # juletxara/mgsm's test split: question, answer (None on test rows: the prompt templates
     # test `answer is not none` to tell exemplars from test questions), answer_number.
-    with (data_dir / "mgsm" / f"mgsm_{name}.tsv").open(encoding="utf-8", newline="") as f:
+    from ..safe_files import open_regular  # never a link, a FIFO or a device
+
+    with open_regular(data_dir / "mgsm" / f"mgsm_{name}.tsv", "r", encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     out = []
     for question, number in rows:

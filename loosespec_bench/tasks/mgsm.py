@@ -114,7 +114,9 @@ class MGSM(Task):
         if self.data_dir is not None:
             path = self.local_path("mgsm", f"mgsm_{lang}.tsv")
             # No header, no quoting: a question may contain quote characters.
-            with path.open(encoding="utf-8", newline="") as f:
+            from ..safe_files import open_regular  # never a link, a FIFO (a run would hang) or a device
+
+            with open_regular(path, "r", encoding="utf-8", newline="") as f:
                 rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
             out = []
             for lineno, row in enumerate(rows, 1):

@@ -44,7 +44,7 @@ from .verdicts import decide
 from .declaration import DECLARATION, DECLARATION_NAME, Declaration, load_declaration
 from .examples import format_examples, loose_examples
 from .markdown import decisions_to_csv, format_claims
-from ...safe_files import atomic_write_bytes, atomic_write_text
+from ...safe_files import atomic_write_bytes, atomic_write_text, read_bounded
 
 
 def declaration_for(out: Path, claims: Path | None = None) -> Declaration:
@@ -56,7 +56,7 @@ def declaration_for(out: Path, claims: Path | None = None) -> Declaration:
     beside = out / DECLARATION_NAME
     if not beside.is_file():
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(beside, DECLARATION.read_bytes(), root=out)  # never through a (dangling) link
+        atomic_write_bytes(beside, read_bounded(DECLARATION), root=out)  # never through a (dangling) link
     return load_declaration(beside)
 
 
