@@ -31,7 +31,7 @@ _KIND = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device"
 
 def _refusal(path: Path, mode: int) -> ConfigError:
     kind = _KIND.get(stat.S_IFMT(mode), "not a regular file")
-    return ConfigError(f"{path} is {kind}, not a regular file: a run folder's files must be plain files "
+    return ConfigError(f"{path} is {kind}, not a regular file: the files the harness reads and writes must be plain files "
                        "(links and special files are refused; they could lead outside results/ or block the reader)")
 
 
@@ -171,9 +171,12 @@ def read_declaration_text(path: str | os.PathLike[str], what: str = "file", limi
         raise ConfigError(f"{p}: the {what} is not UTF-8 text (byte {err.start})") from None
 
 
-def load_json_declaration(path: str | os.PathLike[str], what: str = "file", limit: int = MAX_DECLARATION_BYTES) -> Any:
-    """json.loads of a declaration read through the gate; bad JSON (or nesting too deep) is one
-    ConfigError naming the file; NaN and Infinity are refused (not JSON numbers)."""
+def load_json_declaration(path: str | os.PathLike[str], what: str = "file", limit: int = MAX_DECLARATION_BYTES,
+                          *, allow_nan: bool = True) -> Any:
+    """json.loads of a declaration read through the gate; bad JSON (or nesting too deep, or an
+    integer over 4300 digits) is one ConfigError naming the file. NaN and Infinity (Python's
+    json writes them) are parsed unless allow_nan=False: the declaration's typed check
+    (store/declarations.py) then names the field that holds one."""
     import json
 
     text = read_declaration_text(path, what, limit)
@@ -182,7 +185,7 @@ def load_json_declaration(path: str | os.PathLike[str], what: str = "file", limi
         raise ValueError(f"{name} is not a JSON number")
 
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, **({} if allow_nan else {"parse_constant": _no_constant}))
     except (ValueError, RecursionError) as err:
         raise ConfigError(f"{path}: the {what} is not valid JSON ({str(err)[:80]})") from None
 

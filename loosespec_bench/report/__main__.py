@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                       "point --results at a results folder")
     try:
         return _write(args, df, formats)
+    except ConfigError as err:  # an output that is a link or a special file, or outside --out (safe_files)
+        return _error(str(err))
     except OSError as err:  # an output path that cannot be written (read-only, /proc, disk full)
         return _error(f"cannot write the report: {err.strerror or err} ({err.filename or args.command}): choose another --out/--csv")
 
@@ -289,7 +291,12 @@ def _compare(args: argparse.Namespace) -> int:
         return _error(str(err))
     print(format_comparison(pairs, rows))
     if args.csv:
-        print(f"csv: {rows_to_csv(rows, Path(args.csv))} ({len(rows)} rows)")
+        try:
+            print(f"csv: {rows_to_csv(rows, Path(args.csv))} ({len(rows)} rows)")
+        except ConfigError as err:  # --csv a link or a special file (safe_files)
+            return _error(str(err))
+        except OSError as err:
+            return _error(f"cannot write --csv {args.csv}: {err.strerror or err}")
     return 0
 
 
