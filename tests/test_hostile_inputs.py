@@ -577,10 +577,11 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_keeps_the_finished_samples(tm
 def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
     from loosespec_bench.settings.checks import FOLDER_BYTES, RECORD_BYTES, TOKEN_BYTES, estimated_results_bytes
 
-    data = {"dataset": {"limit": 4}, "generation": {"max_new_tokens": 48}, "baseline": "paired", "method": {"uses_drafter": True}}
+    data = {"dataset": {"limit": 4}, "generation": {"max_new_tokens": 48}, "baseline": "paired", "method": {"_target_": "loosespec_bench.verifiers.spd.SPD"}}
     need, how = estimated_results_bytes(data)
     assert need == FOLDER_BYTES + 4 * (RECORD_BYTES + 2 * 48 * TOKEN_BYTES) and "4 sample(s) x 48 new tokens x 2 side(s)" == how
-    alone, _ = estimated_results_bytes({**data, "method": {"uses_drafter": False}})
+    # The rule's class says whether the target runs alone (Verifier.target_alone), not the file's uses_drafter.
+    alone, _ = estimated_results_bytes({**data, "method": {"_target_": "loosespec_bench.verifiers.spd.TargetAlone"}})
     assert alone == FOLDER_BYTES + 4 * (RECORD_BYTES + 48 * TOKEN_BYTES)
     assert 20 * 1024 < need  # the 20 KiB disk is refused before a model loads
 

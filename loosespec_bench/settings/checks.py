@@ -50,7 +50,7 @@ from ..params import (
 from .run_settings import ENGINE_BOOKKEEPING, SECTIONS, RunSettings, engine_settings
 
 class UnknownSetting(ConfigError):
-    """A key that a node's class does not take; `key` is its full name (method.theta), which
+    """A key that a node's class does not take; `key` is its full name (drafter.k), which
     the command line's advice reads (settings/advice.py) instead of parsing the message."""
 
     def __init__(self, message: str, key: str) -> None:
