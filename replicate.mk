@@ -87,13 +87,23 @@ VLLM_70B_SWEEPS ?= replicate_ar_70b spd_k15_70b pld_70b spd_temp1_70b eagle3_lla
 ARGS_70B_VLLM = $(call launcher_args,$(LAUNCHER),$(GPUS_70B),$(CPUS_70B),$(MEM_70B),$(TIMEOUT_70B)) \
 	engine=vllm engine.tensor_parallel_size=$(GPUS_70B) engine.max_model_len=null engine.enforce_eager=false \
 	engine.gpu_memory_utilization=$(VLLM_GPU_UTIL_70B) $(ARGS)
+# The FLy replication itself through vLLM (vLLM >= 0.33 carries FLy: rejection_sample_method="fly"):
+# experiment replicate_fly_70b_vllm (draft = the 8B model; tensor parallel over GPUS_70B GPUs)
+# beside the lossless vLLM sweeps. `make replicate-70b-vllm` (DRY_RUN=1: its plan, then the same
+# rows priced on the HF pipeline, for the choice docs/replication.md explains). The planner's
+# rate for the 70B target under vLLM TP: an assumption (VLLM_TPS_70B, tokens/s at batch 1:
+# 141 GB of weights read by GPUS_70B GPUs at once, ~50% of an H100 node's bandwidth); the HF
+# pipeline's is TARGET_TPS's 12 (one GPU busy at a time).
+VLLM_TPS_70B ?= 40
+VLLM_LOAD_MIN_70B ?= 15
+VLLM_FLY_70B_SWEEPS ?= replicate_fly_70b_vllm
 HF_70B_SWEEPS = $(if $(filter vllm,$(ENGINE)),$(filter-out $(VLLM_70B_SWEEPS),$(REPLICATE_70B_SWEEPS)),$(REPLICATE_70B_SWEEPS))
 # Slurm arrays are all queued at once; on one machine the sweeps run one after the other.
 SEQUENTIAL = $(if $(filter slurm,$(LAUNCHER)),,--sequential)
 CPU_SEQUENTIAL = $(if $(filter slurm,$(CPU_LAUNCHER)),,--sequential)
 MODE = $(if $(filter 1 yes true,$(DRY_RUN)),plan,launch)
 
-.PHONY: install-replicate replicate-70b replicate-405b replicate-cpu replicate-cpu-evidence status status-70b status-405b status-cpu slurm-local slurm-stop
+.PHONY: install-replicate models-list replicate-70b replicate-70b-vllm replicate-405b replicate-cpu replicate-cpu-evidence status status-70b status-405b status-cpu slurm-local slurm-stop
 
 install-replicate: install  ## + the Slurm / submitit launcher and accelerate
 	$(PY) -m pip install -q $(REPLICATE_DEPS)
@@ -101,6 +111,17 @@ install-replicate: install  ## + the Slurm / submitit launcher and accelerate
 replicate-70b: install-replicate $(if $(filter vllm,$(ENGINE)),install-vllm)  ## FLy + DropMatch at 70B scale on Slurm (DRY_RUN=1: print the plan; ENGINE=vllm: lossless rows via vLLM)
 	$(PLAN) $(MODE) --title "70b$(if $(filter vllm,$(ENGINE)), engine=hf: loose rules / trees / ablations (our loop only))" --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(HF_70B_SWEEPS)) -- $(ARGS_70B)
 	$(if $(filter vllm,$(ENGINE)),$(VLLM_PY) -m loosespec_bench.plan $(MODE) --title "70b engine=vllm: lossless rows (vLLM, tensor parallel over $(GPUS_70B) GPUs)" --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(VLLM_70B_SWEEPS)) -- $(ARGS_70B_VLLM))
+
+replicate-70b-vllm: install-replicate install-vllm  ## FLy 8B->70B through vLLM (tensor parallel over GPUS_70B GPUs, vLLM's own FLy) + the lossless rows (DRY_RUN=1: plan, and the same rows priced on the HF pipeline)
+	$(VLLM_PY) -m loosespec_bench.plan $(MODE) --title "70b via vLLM: FLy and lossless rows, tensor parallel over $(GPUS_70B) GPUs" --fill $(FILL) $(SEQUENTIAL) \
+		--tps llama31-8b-70b=$(VLLM_TPS_70B) --tps llama33-70b-eagle3=$(VLLM_TPS_70B) --load-min llama31-8b-70b=$(VLLM_LOAD_MIN_70B) \
+		$(addprefix -e ,$(VLLM_FLY_70B_SWEEPS) $(VLLM_70B_SWEEPS)) -- $(ARGS_70B_VLLM)
+	$(if $(filter plan,$(MODE)),$(PLAN) plan --title "the same rows on the HF pipeline (device_map over $(GPUS_70B) GPUs), for comparison" --fill $(FILL) \
+		$(addprefix -e ,replicate_fly_70b $(VLLM_70B_SWEEPS)) -- $(ARGS_70B) | grep -E '^(== plan|total:|time limit:)')
+
+# slurm/README.md's download list is this output (tests/test_plan_models.py compares them).
+models-list:  ## the huggingface-cli download line of every model and head the 70B and 405B plans load (offline caches)
+	@$(PLAN) models $(addprefix -e ,$(REPLICATE_70B_SWEEPS) $(REPLICATE_405B_SWEEPS))
 
 replicate-405b: install-replicate  ## FLy at 405B scale on Slurm (DRY_RUN=1: print the plan)
 	$(PLAN) $(MODE) --title 405b --fill $(FILL) $(SEQUENTIAL) $(addprefix -e ,$(REPLICATE_405B_SWEEPS)) -- $(ARGS_405B)

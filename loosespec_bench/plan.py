@@ -68,6 +68,7 @@ from .launch.power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_E
                     format_power, observed_discordance)
 from .store.run_folder import run_dir
 from .launch.status import STATES, PointStatus, format_age, point_status
+from .launch.dry_run import models_of, requeues_needed
 from .verifiers import rule_class
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
 
@@ -95,6 +96,8 @@ class Job:
     run_id: str = ""
     owner: "Job | None" = None  # the job of an earlier sweep that runs this configuration (None: this one runs it)
     needed_by: list[str] = field(default_factory=list)  # every sweep of the plan that needs this configuration (owners)
+    models: list[tuple[str, str]] = field(default_factory=list)  # (hub id, role) the point loads (launch/dry_run.models_of)
+    set_size: int = 0           # the data set's full size (0: unknown offline), whatever dataset.limit says
 
     @property
     def launched(self) -> bool:
@@ -111,6 +114,7 @@ class Sweep:
     max_requeue: int
     jobs: list[Job] = field(default_factory=list)
     request: str = ""           # what one job asks a cluster launcher for besides GPUs (CPUs, memory, partition)
+    params: dict[str, Any] = field(default_factory=dict)  # the launcher's settings (hydra.launcher), for the dry run's cluster check
 
     def settings(self) -> dict[str, Any]:
         """The settings the jobs of the sweep share ('swept' where they differ; a key that only
@@ -184,6 +188,13 @@ def _set_size(d: DictConfig) -> tuple[int, bool]:
     return full, exact
 
 
+def _full_size(d: DictConfig) -> int:
+    """The data set's own size (Task.size_of, its limit not applied) where known exactly, else 0."""
+    cls = _task_class(d)
+    full, exact = cls.size_of(d) if cls is not None else (None, False)
+    return int(full) if full and exact else 0
+
+
 def turns_per_sample(d: DictConfig) -> float:
     """Turns per sample of a data set config (Task.turns_per_sample), for the token estimate."""
     cls = _task_class(d)
@@ -243,6 +254,8 @@ def build_plan(
             timeout_min=launcher.get("timeout_min"),
             max_requeue=int(launcher.get("max_num_timeout") or 0),
             request=_request(launcher),
+            params={k: v for k, v in OmegaConf.to_container(launcher, resolve=True).items() if not str(k).startswith("_")}
+            if "cpus_per_task" in launcher else {},
         )
         varying = varying_keys(points)
         for i, (ov, cfg) in enumerate(points):
@@ -252,7 +265,8 @@ def build_plan(
             store = key_digest(baseline_config(cfg)) if est["store_h"] else ""
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.lstrip("+~").split("=", 1)[0] in varying], folder=folder,
-                gpus=gpus, settings=settings(cfg), run_id=rid, store=store, **est,
+                gpus=gpus, settings=settings(cfg), run_id=rid, store=store, models=models_of(cfg), set_size=_full_size(cfg.dataset),
+                **est,
             )
             sweep.jobs.append(job)
         sweeps.append(sweep)
@@ -397,9 +411,10 @@ def power_plan(sweeps: Sequence[Sweep], power: float = DEFAULT_POWER, assumed: f
             d, delta = assumed, effect
         n_needed = n_for_power_mcnemar(d, delta, power)
         n_planned = max(j.samples for _, j in jobs)
+        set_size = max((j.set_size for _, j in jobs), default=0)
         gpus = {s.gpus for s, _ in jobs}
         hours = 0.0
-        if n_needed is not None and math.isfinite(n_needed):
+        if n_needed is not None and math.isfinite(n_needed) and not (set_size and n_needed > set_size):
             for s, j in jobs:
                 if not j.launched:
                     continue
@@ -409,7 +424,7 @@ def power_plan(sweeps: Sequence[Sweep], power: float = DEFAULT_POWER, assumed: f
             dataset=name, discordance=d, effect=delta, observed_pairs=pairs, runs=runs,
             n_needed=None if n_needed is None else (n_needed if math.isinf(n_needed) else float(math.ceil(n_needed))),
             n_planned=n_planned, budget=budget_factor * n_planned if n_planned else None,
-            hours_at_n=hours, unit="GPU-h" if any(gpus) else "CPU node-h",
+            hours_at_n=hours, unit="GPU-h" if any(gpus) else "CPU node-h", set_size=set_size,
         ))
     return out
 
@@ -437,8 +452,12 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
                 continue
             shared = f"  (shared: {', '.join(j.needed_by)})" if len(j.needed_by) > 1 else ""
             lines.append(f"  {j.index:>3}  {point:<48} {n:>8} {j.tokens:>10,.0f} {j.hours:>7.1f}  {j.folder}{shared}")
-            if s.timeout_min and j.hours * 60 > s.timeout_min * (s.max_requeue + 1):
+            need = requeues_needed(j.hours, s.timeout_min)
+            if need and need > s.max_requeue:
                 lines.append(f"       ! est. {j.hours:.0f} h > timeout_min x (max_num_timeout + 1) = {s.timeout_min * (s.max_requeue + 1) / 60:.0f} h")
+            elif need:
+                lines.append(f"       requeues: est. {j.hours:.1f} h > the {s.timeout_min / 60:g} h limit: ~{need} requeue(s) "
+                             f"(max_num_timeout={s.max_requeue}), each resuming from the samples on disk")
         tot_jobs += len(own)
         tot_gpuh += sweep_gpuh
         all_gpuh += sum(j.hours * max(s.gpus, 1) for j in s.jobs)
@@ -455,12 +474,60 @@ def format_plan(sweeps: Sequence[Sweep], title: str = "", fill: float = 1.0) -> 
     lines.append(f"total: {len(sweeps)} sweeps, {int(tot_jobs)} jobs, est. {format_hours(tot_gpuh)} {unit} (job-hours {format_hours(tot_hours)})")
     gpus = sorted({s.gpus for s in sweeps})
     lines.append(f"GPUs per job: {', '.join(map(str, gpus))}")
+    long = [(s, j, requeues_needed(j.hours, s.timeout_min)) for s in sweeps for j in s.jobs if j.launched]
+    long = [x for x in long if x[2]]
+    if long:
+        limit = {s.timeout_min for s, _, _ in long}
+        lines.append(f"time limit: {len(long)} points exceed hydra.launcher.timeout_min ("
+                     + ", ".join(f"{t / 60:g} h" for t in sorted(limit)) + ") and rely on requeues "
+                     "(each resumes from its samples on disk; max_num_timeout bounds them):")
+        for s, j, need in sorted(long, key=lambda x: -x[1].hours):
+            over = "  ! more than max_num_timeout allows" if need > s.max_requeue else ""
+            lines.append(f"  [{s.experiment}] #{j.index} {' '.join(j.overrides) or '(single point)'}: est. {j.hours:.1f} h, "
+                         f"~{need} requeue(s){over}")
     for folder, jobs in dup.items():
         lines.append(f"WARNING: {len(jobs)} jobs write {folder}: " + ", ".join(f"{j.sweep}#{j.index}" for j in jobs))
     lines.append(
         f"cost model: hours = load + samples x turns x max_new_tokens x fill({fill}) / (tps x speedup) "
         "[+ same / tps for the paired target alone]; * = upper bound or approximate size; ? = size unknown offline (load time only)"
     )
+    return "\n".join(lines)
+
+
+def model_needs(sweeps: Sequence[Sweep]) -> list[Any]:
+    """Every hub model and head the plan's launched points load (launch/dry_run.ModelNeed)."""
+    from .launch.dry_run import ModelNeed
+
+    needs: dict[str, ModelNeed] = {}
+    for s in sweeps:
+        for j in s.jobs:
+            if not j.launched:
+                continue
+            for repo, role in j.models:
+                need = needs.setdefault(repo, ModelNeed(repo, [], []))
+                need.roles += [role] if role not in need.roles else []
+                need.sweeps += [s.experiment] if s.experiment not in need.sweeps else []
+    return sorted(needs.values(), key=lambda n: n.repo.lower())
+
+
+def format_checks(sweeps: Sequence[Sweep], cluster: tuple[Any, Any] | None = None) -> str:
+    """The dry run's checks (launch/dry_run.py): the models against the local cache, each
+    Slurm sweep's request against the cluster where sinfo answers."""
+    from .launch.dry_run import check_cache, check_cluster, format_models, query_cluster
+
+    needs = model_needs(sweeps)
+    check_cache(needs)
+    lines = [format_models(needs)]
+    slurm = [s for s in sweeps if "Slurm" in s.launcher and s.params]
+    if slurm:
+        nodes, limits = cluster if cluster is not None else query_cluster()
+        seen: dict[str, list[str]] = {}
+        for s in slurm:
+            keys = {k: s.params.get(k) for k in ("partition", "gpus_per_node", "gpus_per_task", "tasks_per_node", "mem_gb",
+                                                 "cpus_per_task", "timeout_min")}
+            seen.setdefault(check_cluster(keys, nodes, limits), []).append(s.experiment)
+        for verdict, names in seen.items():
+            lines.append(f"cluster: {verdict} ({len(names)} sweep{'s' if len(names) > 1 else ''})")
     return "\n".join(lines)
 
 
@@ -687,7 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cut = argv.index("--")
         argv, common = argv[:cut], argv[cut + 1 :]
     ap = argparse.ArgumentParser(prog="python -m loosespec_bench.plan", description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", nargs="?", default="plan", choices=["plan", "status", "launch"])
+    ap.add_argument("mode", nargs="?", default="plan", choices=["plan", "status", "launch", "models"])
     ap.add_argument("--experiment", "-e", action="append", default=[], help="one -m sweep: experiment=NAME (repeat)")
     ap.add_argument("--title", default="")
     ap.add_argument("--fill", type=_fill, default=1.0, help="mean fraction of max_new_tokens generated (default 1: upper bound)")
@@ -746,7 +813,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(format_power(power_plan(sweeps, args.power, args.discordance, args.effect, args.budget_factor),
                            args.power, args.budget_factor))
+        print()
+        print(format_checks(sweeps))
         return 1 if duplicates(sweeps) else 0
+    if args.mode == "models":
+        from .launch.dry_run import download_lines
+
+        print("\n".join(download_lines(model_needs(sweeps))))
+        return 0
     if args.mode == "status":
         print(format_status(sweeps, args.title))
         return 0

@@ -55,10 +55,15 @@ class Power:
     budget: float | None        # budget_factor x n_planned (None: the set's size is unknown offline)
     hours_at_n: float           # every launched point of the set at n samples
     unit: str
+    set_size: int = 0           # the data set's full size (0: unknown offline); an n above it is not reachable on this set
+
+    @property
+    def reachable(self) -> bool:
+        return not (self.set_size and self.n_needed is not None and math.isfinite(self.n_needed) and self.n_needed > self.set_size)
 
     @property
     def decidable(self) -> bool:
-        return self.n_needed is not None and math.isfinite(self.n_needed) and (self.budget is None or self.n_needed <= self.budget)
+        return self.n_needed is not None and math.isfinite(self.n_needed) and (self.budget is None or self.n_needed <= self.budget) and self.reachable
 
 
 def power_verdict(r: Power) -> str:
@@ -69,6 +74,8 @@ def power_verdict(r: Power) -> str:
     if math.isinf(r.n_needed):
         return "not decidable at this scale (no effect seen)"
     n = f"{int(r.n_needed):,}"
+    if not r.reachable:
+        return f"not reachable on this set (n = {n} > its {r.set_size:,} problems)"
     if r.budget is not None and r.n_needed > r.budget:
         return f"not decidable at this scale (n = {n})"
     return n
@@ -81,12 +88,13 @@ def format_power(rows: Sequence[Power], power: float = DEFAULT_POWER, budget_fac
              f"{'n for ' + format(power, '.0%') + ' power':<42}  est. cost of the set at n"]
     for r in rows:
         src = f"{r.observed_pairs} pairs in {r.runs} run(s)" if r.observed_pairs else "assumed (no finished run)"
-        cost = f"{format_hours(r.hours_at_n)} {r.unit}" if r.n_needed is not None and math.isfinite(r.n_needed) else "-"
+        cost = f"{format_hours(r.hours_at_n)} {r.unit}" if r.n_needed is not None and math.isfinite(r.n_needed) and r.reachable else "-"
         lines.append(f"  {r.dataset:<14} {r.discordance:>11.3f} {r.effect:>+7.3f}  {src:<26} {r.n_planned:>8}  "
                      f"{power_verdict(r):<42}  {cost}")
     lines.append("  n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987), d = share of pairs where exactly one "
                  "side is right (0 observed: 3/pairs), e = method's accuracy - target's; "
-                 f"above {budget_factor:g} x the planned n: not decidable at this scale; "
+                 f"above {budget_factor:g} x the planned n: not decidable at this scale; above the set's size: not reachable on this set "
+                 "(a larger effect, or another set, is needed to decide it); "
                  "--power P, --effect E, --discordance D, --budget-factor F")
     return "\n".join(lines)
 
