@@ -375,5 +375,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def main_ending_on_signals(argv: list[str] | None = None) -> int:
+    """main(), where SIGINT (Ctrl-C) and SIGTERM end with one line (exit 130 / 143), never a traceback."""
+    import signal
+
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signum)
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return main(argv)
+    except KeyboardInterrupt as err:
+        signum = err.args[0] if err.args and isinstance(err.args[0], int) else signal.SIGINT
+        print(f"stopped ({signal.Signals(signum).name}): the calibration: nothing was stored (it is written whole at its end); the same command measures again", file=sys.stderr)
+        return 128 + int(signum)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_ending_on_signals())

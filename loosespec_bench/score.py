@@ -385,7 +385,7 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
     old_records = first_per_id(lines)
     records = first_per_id(new_lines)
     old = run_folder.read_summary() or {}  # a damaged one (schema.summary_problems) is rebuilt, not carried over
-    run_folder.backup(RunFolder.SUMMARY, stamp)  # whatever it held, damaged or not
+    summary_backup = run_folder.backup(RunFolder.SUMMARY, stamp)  # whatever it held, damaged or not
     stale = set(quality_fields(task, old_records)) | {k for k in old if k in RETENTION_KEYS or k.startswith("retention_")}
     summary = {k: v for k, v in old.items() if k not in stale}
     # Every figure and its interval again (speed ones included: the same records give the
@@ -402,7 +402,12 @@ def _rescore_locked(run_folder: RunFolder, task: Task, cfg: DictConfig | None, *
                            "scores": "recomputed" if rescore else "kept (--summary-only)",
                            **({"judged_against_store": judged} if judged else {}),
                            **({"before": old["rescored"]} if isinstance(old.get("rescored"), dict) else {})}
-    run_folder.write_summary(summary)
+    try:
+        run_folder.write_summary(summary)
+    except BaseException:  # a full disk: summary.json is untouched (atomic), so its copy goes too
+        if summary_backup is not None:
+            summary_backup.unlink(missing_ok=True)
+        raise
     return summary
 
 

@@ -590,17 +590,19 @@ def _main(argv: list[str] | None = None) -> int:
     same command resumes."""
     import signal
 
-    def _term(*_: Any) -> None:
-        raise KeyboardInterrupt
+    def _term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signum)
 
     signal.signal(signal.SIGTERM, _term)
     try:
         return main(argv)
     except ConfigError as err:
         error(str(err))
-    except KeyboardInterrupt:
-        print("interrupted: the finished blocks are kept; the same command resumes", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        signum = err.args[0] if err.args and isinstance(err.args[0], int) else signal.SIGINT
+        print(f"stopped ({signal.Signals(signum).name}): the finished occasions and blocks are kept; the same command resumes",
+              file=sys.stderr)
+        return 128 + int(signum)
     return 0
 
 

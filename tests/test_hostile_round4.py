@@ -473,3 +473,41 @@ def test_json_declarations_refuse_nan_and_deep_nesting(tmp_path):
     for name in ("b.json", "c.json"):
         with pytest.raises(ConfigError, match="not valid JSON"):
             load_json_declaration(tmp_path / name)
+
+
+# --- 5. signals: one line, finished work kept ---------------------------------------------------
+
+@pytest.mark.parametrize("module", ["loosespec_bench.report.__main__", "loosespec_bench.calibrate"])
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_report_or_a_calibration_ends_with_one_line(module, signum, monkeypatch, capsys):
+    import importlib
+    import signal
+
+    mod = importlib.import_module(module)
+    previous = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(mod, "main", lambda argv=None: os.kill(os.getpid(), getattr(signal, signum)) or 0)
+    try:
+        code = mod.main_ending_on_signals([])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capsys.readouterr().err
+    assert code == 128 + getattr(signal, signum) and "Traceback" not in err
+    assert err.strip().count("\n") == 0 and err.startswith(f"stopped ({signum})")
+
+
+def test_a_rescore_on_a_full_disk_leaves_no_backup(tmp_path, monkeypatch):
+    from loosespec_bench.store.run_folder import RunFolder
+
+    folder = tmp_path / "exp" / "run1"
+    folder.mkdir(parents=True)
+    (folder / "samples.jsonl").write_text('{"id": "a", "output_text": "x", "metrics": {"new_tokens": 1}}\n')
+    with RunFolder(folder, create=False) as rf:
+        rf.lock("test")
+
+        def full(*a, **k):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr("loosespec_bench.store.run_folder.atomic_write", full)
+        with pytest.raises(OSError):
+            rf.rewrite_samples([], "20261207T000000Z")
+    assert sorted(p.name for p in folder.iterdir() if p.name != ".lock") == ["samples.jsonl"]

@@ -481,7 +481,12 @@ class RunFolder:
             self._fh.close()
             self._fh = None
         backup = self.backup(self.SAMPLES, stamp)
-        atomic_write(self.path / self.SAMPLES, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        try:
+            atomic_write(self.path / self.SAMPLES, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        except BaseException:  # a full disk: the old file is untouched, so its copy goes too
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+            raise
         assert backup is not None
         return backup
 
