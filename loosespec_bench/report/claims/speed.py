@@ -18,6 +18,7 @@ import numpy as np
 from ...measure.costmodel import Calibration
 from ...errors import ConfigError
 from ...measure.occasion_files import cell_table, load_rows, read_args, read_calibration, unfinished_occasions
+from ...store.declarations import check_calibration
 from ...measure.stats.intervals import LEVEL
 from ...measure.stats.occasions import occasion_bootstrap, occasion_rate_ratio
 
@@ -131,6 +132,7 @@ def _predicted(folder: Path, cell: Mapping[tuple[Any, Any, str], dict[str, Any]]
     raw = read_calibration(folder)
     if raw is None:
         return None, "no calibration.json in the folder (the analysis found no calibration for its machine)"
+    check_calibration(raw, f"{folder}/calibration.json")  # finite, positive costs: never a prediction from NaN (store/declarations.py)
     try:
         cal = Calibration.from_dict(raw)
     except (KeyError, TypeError, ValueError) as err:
