@@ -19,7 +19,7 @@ from loosespec_bench.verifiers.spd import SPD, TargetAlone
 
 from .test_batch import close
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # fp32 1.5B on 2 cores: minutes per case
 
 PROMPTS = 8
 MAX_NEW = 16
