@@ -44,6 +44,8 @@ def test_collect_lists_each_model_once_with_its_sweeps_and_download_lines():
     assert draft.roles == ["draft", "pair draft"] and draft.sweeps == ["a", "b"]
     lines = download_lines(needs)
     assert lines[1].startswith("huggingface-cli download org/eagle3-head") and lines[1].endswith("# eagle3 head: b")
+    many = download_lines([ModelNeed("o/m", ["target"], ["s1", "s2", "s3", "s4"])])
+    assert many == ["huggingface-cli download o/m  # target: s1, s2 +2 more"]
 
 
 def test_cache_state_reads_the_hf_cache(tmp_path):
@@ -173,3 +175,31 @@ def test_the_vllm_70b_plan_without_vllm_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ConfigError, match="make install-vllm"):
         build_plan(["replicate_fly_70b_vllm"], [*LAUNCH_70B, "dataset.limit=2"])
+
+
+def _make_list(name: str) -> list[str]:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "replicate.mk").read_text().replace("\\\n", " ")
+    m = re.search(rf"^{name} \?= (.*)$", text, flags=re.M)
+    assert m, name
+    return m.group(1).split()
+
+
+def test_slurm_readmes_download_list_is_the_plans():
+    """slurm/README.md's `huggingface-cli download` lines are `make models-list`'s: every model and
+    head the 70B and 405B plans name (composed by Hydra as a launch composes them)."""
+    from pathlib import Path
+
+    from loosespec_bench.launch.dry_run import download_lines
+    from loosespec_bench.plan import build_plan, model_needs
+
+    sweeps = build_plan([*_make_list("REPLICATE_70B_SWEEPS"), *_make_list("REPLICATE_405B_SWEEPS")])
+    want = download_lines(model_needs(sweeps))
+    readme = (Path(__file__).resolve().parents[1] / "slurm" / "README.md").read_text().splitlines()
+    have = [ln for ln in readme if ln.startswith("huggingface-cli download ")]
+    assert have == want, "regenerate slurm/README.md's list with `make models-list`:\n" + "\n".join(want)
+    repos = {ln.split()[2] for ln in want}
+    assert {"meta-llama/Llama-3.3-70B-Instruct", "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "meta-llama/Llama-3.2-1B-Instruct",
+            "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"} <= repos

@@ -96,9 +96,15 @@ def check_cache(needs: Sequence[ModelNeed], cache_dir: str | None = None) -> Non
 
 
 def download_lines(needs: Sequence[ModelNeed]) -> list[str]:
-    """One `huggingface-cli download` line per model, with the sweeps that need it."""
+    """One `huggingface-cli download` line per model, with its roles and the sweeps that need it
+    (the first two named)."""
     width = max((len(n.repo) for n in needs), default=0)
-    return [f"huggingface-cli download {n.repo:<{width}}  # {', '.join(n.roles)}: {', '.join(n.sweeps)}" for n in needs]
+
+    def who(n: ModelNeed) -> str:
+        named = ", ".join(n.sweeps[:2]) + (f" +{len(n.sweeps) - 2} more" if len(n.sweeps) > 2 else "")
+        return f"{', '.join(n.roles)}: {named}"
+
+    return [f"huggingface-cli download {n.repo:<{width}}  # {who(n)}" for n in needs]
 
 
 def format_models(needs: Sequence[ModelNeed]) -> str:
