@@ -46,6 +46,14 @@ def _error(message: str) -> int:
 
 def _writable_dir(path: Path) -> str | None:
     """Why `path` cannot be an output folder, or None when it can."""
+    raw = str(path)
+    if len(raw.encode("utf-8", "surrogatepass")) >= 4096 or any(len(p.encode("utf-8", "surrogatepass")) > 255 for p in path.parts):
+        return f"--out {raw[:60]!r}...: a name over 255 bytes or a path over 4096: name a shorter folder"
+    walk = Path(path.anchor) if path.is_absolute() else Path(".")
+    for part in path.parts[1 if path.is_absolute() else 0:]:
+        walk = walk / part
+        if os.path.lexists(walk) and not os.path.isdir(walk):
+            return f"--out {raw!r}: {str(walk)!r} is a file, not a folder: name a folder"
     if path.exists() and not path.is_dir():
         return f"--out {str(path)!r} is a file, not a folder: name a folder"
     probe = path
