@@ -31,6 +31,10 @@ class GenerationOutput:
     work: dict[str, Any] = field(default_factory=dict)
     # Time to the first new token (prefill + the first step), seconds; None: not measured.
     ttft_s: float | None = None
+    # Inter-token latency: seconds between successive emissions, one per verification step after
+    # the first (a step emits its tokens at once, as a speculative engine streams one chunk per
+    # step). Empty where the engine does not time its steps (batched or served runs).
+    itl_s: list[float] = field(default_factory=list)
     # End-to-end latency, the request's arrival to its last token (seconds), where it differs
     # from prefill_s + decode_s: in a batch, those are the request's share of the batch's wall
     # time (throughput), this its own latency. None: prefill_s + decode_s is the latency.
@@ -67,4 +71,5 @@ def merge_turns(gens: list[GenerationOutput]) -> GenerationOutput:
         phase_s=phase,
         # work: summed by the caller (work.merge_work; this floor imports nothing)
         ttft_s=gens[0].ttft_s,
+        itl_s=[x for g in gens for x in g.itl_s],  # within each turn: no gap spans a user's turn
     )

@@ -208,6 +208,7 @@ def generate(
 
     sync(device)
     t_start = time.perf_counter()
+    t_emit = t_start  # the last emission's time (the ITL of the next step is measured from it)
     tokens = prompt_ids.to("cpu", torch.long)  # [n] all committed tokens, kept on the host
     reused = 0
     if prefix_cache is not None and prefix_cache.cache is not None:
@@ -330,6 +331,9 @@ def generate(
         phase["commit"] += t4 - t3 - rollback
         if out.ttft_s is None:  # the first new token exists once the first step has run
             out.ttft_s = t4 - t_start
+        else:  # the gap since the last step's emission (vllm bench's ITL, one per chunk)
+            out.itl_s.append(t4 - t_emit)
+        t_emit = t4
         if reason is not None:
             out.stop_reason = reason
             break

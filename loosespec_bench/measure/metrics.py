@@ -18,6 +18,7 @@ import statistics
 from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
 from ..generation import GenerationOutput
+from .latency import latency_stats
 from .stats.intervals import speed_baseline
 from .timing import counts_for_speed
 from .work import merge_work, per_token
@@ -44,6 +45,7 @@ def sample_metrics(gen: GenerationOutput, prompt_tokens: int) -> dict[str, Any]:
         "phase_s": gen.phase_s,
         "stop_reason": gen.stop_reason,
         **latency(gen),
+        **({"itl_s": [round(x, 6) for x in gen.itl_s]} if gen.itl_s else {}),  # per step after the first
         **({"serving": gen.serving} if gen.serving else {}),
         **({"work": gen.work, "work_per_token": per_token(gen.work)} if gen.work else {}),
     }
@@ -61,19 +63,15 @@ def latency(gen: GenerationOutput) -> dict[str, float | None]:
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e}
 
 
-def percentiles(xs: Sequence[float | None], name: str) -> dict[str, float | None]:
-    """<name>_median, <name>_p90, <name>_p99 (linear interpolation between order statistics,
-    numpy's default) over the values that are not None; None for all without any."""
-    vals = sorted(x for x in xs if x is not None)
+def latency_summary(ms: Sequence[Mapping[str, Any]], prefix: str = "") -> dict[str, float | None]:
+    """Every latency's statistics (latency.STATS: vllm bench serve's set) over one side's samples'
+    metrics: TTFT, TPOT and end-to-end one value per request; ITL pooled over every request's
+    steps, as vllm bench pools its inter-token latencies."""
     out: dict[str, float | None] = {}
-    for label, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99)):
-        if not vals:
-            out[f"{name}_{label}"] = None
-            continue
-        pos = q * (len(vals) - 1)
-        lo = int(pos)
-        hi = min(lo + 1, len(vals) - 1)
-        out[f"{name}_{label}"] = vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        out.update(latency_stats([m.get(name) for m in ms], f"{prefix}{name}"))
+    gaps = [x for m in ms if isinstance(m.get("itl_s"), list) for x in m["itl_s"] if isinstance(x, (int, float))]
+    out.update(latency_stats(gaps, f"{prefix}itl_s"))
     return out
 
 
@@ -245,9 +243,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
     out["phase_fraction"] = {k: v / decode for k, v in phase_tot.items()} if decode else {}
     out.update(loose_summary(records))
     out.update(work_summary(records))
-    out.update(percentiles([m.get("ttft_s") for m in ms], "ttft_s"))
-    out.update(percentiles([m.get("tpot_s") for m in ms], "tpot_s"))
-    out.update(percentiles([m.get("e2e_s") for m in ms], "e2e_s"))
+    out.update(latency_summary(ms))
 
     paired = [r for r in records if r.get("baseline")]
     if paired:
@@ -263,9 +259,7 @@ def summarize(records: list[dict[str, Any]], quality: dict[str, Any], baseline_q
         )
         out.update(work_summary(paired, "baseline"))
         bms = [speed_baseline(r)["metrics"] for r in timed]
-        out.update(percentiles([m.get("ttft_s") for m in bms], "baseline_ttft_s"))
-        out.update(percentiles([m.get("tpot_s") for m in bms], "baseline_tpot_s"))
-        out.update(percentiles([m.get("e2e_s") for m in bms], "baseline_e2e_s"))
+        out.update(latency_summary(bms, "baseline_"))
         for key, value in baseline_quality.items():
             out[f"baseline_{key}"] = value
         if "accuracy" in quality and baseline_quality.get("accuracy") is not None:

@@ -18,14 +18,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .latency import STAT_NAMES, stat
 from .stats.exact import LEVEL
 from .stats.intervals import speed_baseline
 from .timing import counts_for_speed
 
 N_BOOT = 2000
 MIN_UNITS = 3
+# Per request; each printed with latency.STATS (vllm bench serve's set). A served request has no
+# per-step times here, so no ITL (the batch-1 loop measures it: metrics.latency_summary).
 LATENCIES = ("ttft_s", "tpot_s", "e2e_s")
-QUANTILES = (("median", 50.0), ("p90", 90.0), ("p99", 99.0))
 CI_TEXT = (
     "cluster bootstrap over timed batches (batch x repeat; a batch's requests share its wall time), "
     f"percentile interval, {N_BOOT} resamples, level {LEVEL}"
@@ -69,9 +71,8 @@ def _throughput(units: list[dict[str, Any]]) -> float | None:
     return sum(u["tokens"] for u in units) / span if span > 0 else None
 
 
-def _percentile(units: list[dict[str, Any]], which: int, q: float) -> float | None:
-    vals = [req[which] for u in units for req in u["requests"] if req[which] is not None]
-    return float(np.percentile(vals, q)) if vals else None
+def _latency_stat(units: list[dict[str, Any]], which: int, name: str) -> float | None:
+    return stat([req[which] for u in units for req in u["requests"] if req[which] is not None], name)
 
 
 def _interval(draws: list[float | None]) -> tuple[float | None, float | None]:
@@ -86,8 +87,8 @@ def _side(units: list[dict[str, Any]], picks: list[np.ndarray], prefix: str) -> 
     out: dict[str, Any] = {}
     stats: list[tuple[str, Any]] = [("throughput_tok_s", _throughput)]
     for i, name in enumerate(LATENCIES):
-        for label, q in QUANTILES:
-            stats.append((f"{name}_{label}", lambda us, i=i, q=q: _percentile(us, i, q)))
+        for label in STAT_NAMES:
+            stats.append((f"{name}_{label}", lambda us, i=i, label=label: _latency_stat(us, i, label)))
     for name, fn in stats:
         out[f"{prefix}{name}"] = fn(units)
         lo, hi = _interval([fn([units[j] for j in p]) for p in picks]) if picks else (None, None)

@@ -16,22 +16,23 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..measure.serving import serving_summary, side_summary, timed_served
+from ..measure.latency import LABELS as LATENCY_LABELS, STAT_NAMES
+from ..measure.serving import LATENCIES, serving_summary, side_summary, timed_served
 from ..measure.stats.intervals import speed_baseline, tau_interval
 from .grouping import machines_of, our_runs
 from .index import read_records
 from .labels import is_target_alone, method_label
 
 TARGET_ALONE = "target alone"
-# (figure key in serving's fields, label, kind, scale): the figures a point carries.
+# Each latency in the unit it is read in (TPOT per token in ms; TTFT and end-to-end in s).
+LATENCY_UNITS = {"ttft_s": ("s", 1.0), "tpot_s": ("ms", 1e3), "e2e_s": ("s", 1.0)}
+# (figure key in serving's fields, label, kind, scale): the figures a point carries: speed, then
+# every latency with vllm bench serve's statistics (measure/latency.py: the one declared set).
 FIGURES = (
     ("throughput_tok_s", "throughput (tok/s)", "tok_s", 1.0),
     ("throughput_speedup", "speedup over target alone", "speedup", 1.0),
-    ("tpot_s_median", "TPOT median (ms)", "ms", 1e3),
-    ("tpot_s_p90", "TPOT p90 (ms)", "ms", 1e3),
-    ("ttft_s_median", "TTFT median (s)", "s", 1.0),
-    ("ttft_s_p99", "TTFT p99 (s)", "s", 1.0),
-    ("e2e_s_p90", "end-to-end p90 (s)", "s", 1.0),
+    *((f"{lat}_{s}", f"{LATENCY_LABELS[lat]} {s} ({LATENCY_UNITS[lat][0]})", LATENCY_UNITS[lat][0], LATENCY_UNITS[lat][1])
+      for lat in LATENCIES for s in STAT_NAMES),
 )
 Interval = tuple[float | None, float | None, float | None]
 

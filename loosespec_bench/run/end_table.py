@@ -8,6 +8,7 @@ import textwrap
 from typing import Any
 
 from ..schema import figure, format_interval, format_value
+from ..measure.latency import LABELS, LATENCIES, STAT_NAMES
 from ..measure.timing import contamination_warning, timing_line
 
 WIDTH = 100  # the table's rows and its own notes wrap at this many characters
@@ -176,14 +177,17 @@ def _work_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _latency_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """TTFT and TPOT, median / p90 / p99 in milliseconds, method and target alone."""
+    """TTFT, TPOT, ITL and end-to-end latency in milliseconds, method and target alone, with vllm
+    bench serve's statistics (measure/latency.py: mean, std, median, p90, p95, p99)."""
     rows = []
-    for name, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT")):
+    head = "/".join("med" if n == "median" else n for n in STAT_NAMES)
+    for name in LATENCIES:
         for prefix, who in (("", "method"), ("baseline_", "target alone")):
             if s.get(f"{prefix}{name}_median") is None:
                 continue
-            vals = " / ".join(_fmt(1e3 * s[f"{prefix}{name}_{q}"], ".1f") for q in ("median", "p90", "p99"))
-            rows.append((f"{label} ms med/p90/p99 ({who})", vals))
+            vals = " / ".join(_fmt(None if s.get(f"{prefix}{name}_{q}") is None else 1e3 * s[f"{prefix}{name}_{q}"], ".1f")
+                              for q in STAT_NAMES)
+            rows.append((f"{LABELS[name]} ms {head} ({who})", vals))
     return rows
 
 

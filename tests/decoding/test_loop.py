@@ -57,6 +57,14 @@ def test_spd_with_draft_model_equals_target_alone(tiny_pair, k):
     assert out.steps <= ref.steps
 
 
+def test_the_loop_times_one_inter_token_gap_per_step_after_the_first(tiny_pair):
+    # vllm bench's ITL is per streamed chunk; a verification step emits one chunk.
+    target, draft, tok = tiny_pair
+    out = generate(target, _prompt(tok), verifier=SPD(), drafter=ModelDrafter(draft, k=3), max_new_tokens=20)
+    assert len(out.itl_s) == out.steps - 1 and all(x > 0 for x in out.itl_s)
+    assert out.ttft_s + sum(out.itl_s) <= out.prefill_s + out.decode_s + 1e-3  # gaps lie inside the decode
+
+
 def test_spd_with_perfect_draft_accepts_everything(tiny_pair):
     target, _, tok = tiny_pair
     prompt = _prompt(tok)

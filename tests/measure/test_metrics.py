@@ -66,18 +66,32 @@ def test_sample_speedup_is_the_median_of_samples_definition():
 import numpy as np  # noqa: E402
 
 from loosespec_bench.generation import GenerationOutput  # noqa: E402
-from loosespec_bench.measure.metrics import latency, percentiles, sample_metrics, work_summary  # noqa: E402
+from loosespec_bench.measure.latency import STAT_NAMES, latency_stats  # noqa: E402
+from loosespec_bench.measure.metrics import latency, latency_summary, sample_metrics, work_summary  # noqa: E402
 from loosespec_bench.measure.work import add_forward, new_work  # noqa: E402
 
 
-def test_percentiles_match_numpy_linear_interpolation():
+def test_latency_statistics_are_vllm_bench_serves_set_and_match_numpy():
     xs = [0.5, 0.1, 0.9, 0.3, 0.7, 0.2, None]
-    got = percentiles(xs, "ttft_s")
+    got = latency_stats(xs, "ttft_s")
     vals = [x for x in xs if x is not None]
-    for q, key in ((50, "median"), (90, "p90"), (99, "p99")):
+    assert STAT_NAMES == ("mean", "std", "median", "p90", "p95", "p99")
+    for q, key in ((50, "median"), (90, "p90"), (95, "p95"), (99, "p99")):
         assert got[f"ttft_s_{key}"] == pytest.approx(float(np.percentile(vals, q)))
-    assert percentiles([None], "x") == {"x_median": None, "x_p90": None, "x_p99": None}
-    assert percentiles([2.0], "x")["x_p99"] == 2.0
+    assert got["ttft_s_mean"] == pytest.approx(float(np.mean(vals)))
+    assert got["ttft_s_std"] == pytest.approx(float(np.std(vals)))  # population std, as vllm bench prints
+    assert latency_stats([None], "x") == {f"x_{k}": None for k in STAT_NAMES}
+    assert latency_stats([2.0], "x")["x_p99"] == 2.0 and latency_stats([2.0], "x")["x_std"] == 0.0
+
+
+def test_itl_pools_every_requests_step_gaps_as_vllm_bench_does():
+    # Two requests: ITL is per step after the first, pooled over requests (not a mean of means).
+    ms = [{"ttft_s": 0.1, "tpot_s": 0.02, "e2e_s": 0.3, "itl_s": [0.1, 0.1]},
+          {"ttft_s": 0.2, "tpot_s": 0.05, "e2e_s": 0.6, "itl_s": [0.4]}]
+    out = latency_summary(ms)
+    assert out["itl_s_mean"] == pytest.approx(0.2) and out["itl_s_median"] == pytest.approx(0.1)
+    assert out["e2e_s_mean"] == pytest.approx(0.45)
+    assert latency_summary([{"ttft_s": None}], "baseline_")["baseline_itl_s_mean"] is None  # not measured
 
 
 def test_ttft_and_tpot_of_one_generation():

@@ -86,7 +86,8 @@ def test_the_table_has_a_row_per_point_and_says_where_each_stops_paying():
     assert "SPD on vLLM (model, K=5): above 1 at batch 1, 2; at or below 1 from batch 4 on" in md
     assert "PLD on vLLM (K=10): above 1 at batch 4; not at or below 1" in md and "projected speedup" in md
     # Two printed blocks (speed; latency and conditions), every column in the CSV.
-    assert [title for title, _, _ in table.blocks()] == ["Throughput and speedup", "Latency percentiles and conditions"]
+    assert [title for title, _, _ in table.blocks()] == [
+        "Throughput and speedup", "TTFT latency", "TPOT latency", "end-to-end latency", "Conditions"]
 
 
 def test_the_figure_draws_three_panels_and_keeps_the_caption_beside_it():

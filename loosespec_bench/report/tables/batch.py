@@ -11,7 +11,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from ...errors import ConfigError
-from ...measure.serving import CI_TEXT
+from ...measure.latency import LABELS as LATENCY_LABELS
+from ...measure.serving import CI_TEXT, LATENCIES
 from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, paying_text, repeats_only
 from ..project import batch_projection, load_profile
 from ..render import NA, Num, Table
@@ -62,7 +63,8 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
     notes = [
         "Every point runs through vLLM with the target alone paired beside it on the same batches (alternating order); "
         "'target alone' rows pool those paired runs at each batch size. Throughput = the point's new tokens ÷ its batches' summed makespans "
-        "(first arrival to last token); TPOT = (end-to-end − TTFT) ÷ (new tokens − 1) per request; percentiles over every request and repeat.",
+        "(first arrival to last token); TPOT = (end-to-end − TTFT) ÷ (new tokens − 1) per request; each latency's mean, standard deviation (np.std, as vllm bench serve) "
+        "and percentiles over every request and repeat (vllm bench serve's set; no ITL: a served request has no per-step times here).",
         f"[low, high]: {CI_TEXT}; a point with fewer than 3 timed batches has none. tau: paired bootstrap over samples.",
         *(["‡ The point's intervals resample repeats of fewer than 3 distinct batches (" +
            ", ".join(sorted({f"{p.label} at batch {p.batch}" for p in points if repeats_only(p)})) +
@@ -73,9 +75,12 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
         *([f"The speedup's interval, requests arriving at once: {said}."] if said else []),
         *([f"CPU: {', '.join(machines)}."] if machines else []),
     ]
-    # Printed in two blocks (render.MAX_COLUMNS): speed, then latency and the run's conditions.
+    # Printed in blocks (render.MAX_COLUMNS): speed, each latency's statistics (vllm bench serve's
+    # set: mean, std, median, p90, p95, p99), then the run's conditions.
     speed = {"tau", "throughput (tok/s)", "speedup over target alone", "projected speedup, 70B on H100", "identical to target alone"}
-    block_of = {c: ("speed" if c in speed else "latency") for c in columns[3:]}
+    latency_of = {label: lat for key, label, _, _ in FIGURES for lat in LATENCIES if key.startswith(f"{lat}_")}
+    block_of = {c: ("speed" if c in speed else latency_of.get(c, "conditions")) for c in columns[3:]}
     return Table("batch_sweep", "Speculative decoding under load: throughput, latency and speedup against batch size", columns, rows, notes,
                  ids=3, block_of=block_of,
-                 block_titles={"speed": "Throughput and speedup", "latency": "Latency percentiles and conditions"})
+                 block_titles={"speed": "Throughput and speedup", **{lat: f"{LATENCY_LABELS[lat]} latency" for lat in LATENCIES},
+                               "conditions": "Conditions"})
