@@ -425,7 +425,6 @@ def test_records_are_checked_by_kind_and_named_by_line(tmp_path, caplog):
 
     good = {"id": "a", "output_text": "x", "output_ids": [1, 2], "metrics": {"new_tokens": 2, "steps": 2, "tau": 1.0}}
     bad = [
-        {**good, "metrics": {}},
         {**good, "metrics": {**good["metrics"], "tau": "fast"}},
         {**good, "metrics": {**good["metrics"], "new_tokens": "2"}},
         {**good, "meta": "text"},
@@ -442,6 +441,7 @@ def test_records_are_checked_by_kind_and_named_by_line(tmp_path, caplog):
     assert [n for n, _ in kept] == [1]
     assert len(damaged) == len(bad) + 1 and all(d.startswith("line ") for d in damaged)
     assert record_problem({k: v for k, v in good.items() if k != "output_ids"}, need_ids=True) == "output_ids is missing"
+    assert record_problem({**good, "metrics": {}}, need_ids=True) == "metrics is empty"  # resume regenerates it
 
 
 def test_a_rescore_never_reads_a_calibration_its_folder_names(tmp_path):

@@ -112,11 +112,7 @@ def _shown(value: Any) -> str:
 def _side_problem(side: str, part: dict[str, Any]) -> str | None:
     metrics = part.get("metrics")
     if isinstance(metrics, dict):
-        if not metrics:
-            return f"{side}metrics is empty"
-        if not _is_count(metrics.get("new_tokens")):
-            return f"{side}metrics.new_tokens={_shown(metrics.get('new_tokens'))} is not a count"
-        for key in METRIC_COUNTS[1:]:
+        for key in METRIC_COUNTS:
             if metrics.get(key) is not None and not _is_count(metrics[key]):
                 return f"{side}metrics.{key}={_shown(metrics[key])} is not a count"
         for key in METRIC_NUMBERS:
@@ -137,13 +133,16 @@ def _side_problem(side: str, part: dict[str, Any]) -> str | None:
 
 def record_problem(rec: dict[str, Any], *, need_ids: bool = False) -> str | None:
     """Why a sample record cannot be used (`incomplete`), or None; need_ids (resume: a kept
-    record's tokens are compared and re-scored) also asks for each side's output_ids."""
+    record's tokens are compared and re-scored, its counts summed) also asks for each side's
+    output_ids and metrics.new_tokens."""
     why = incomplete(rec)
     if why or not need_ids:
         return why
     for side, part in (("", rec), ("baseline.", rec.get("baseline")), ("baseline_timed.", rec.get("baseline_timed"))):
         if isinstance(part, dict) and not isinstance(part.get("output_ids"), list):
             return f"{side}output_ids is missing"
+        if isinstance(part, dict) and "new_tokens" not in (part.get("metrics") or {}):
+            return f"{side}metrics has no new_tokens" if part.get("metrics") else f"{side}metrics is empty"
     return None
 
 
