@@ -116,7 +116,7 @@ def find_calibration(results_dir: str | Path, pair: Any, threads: int | None = N
         # Kinds and ranges checked (finite costs, positive forwards), and measured under this signature.
         return Calibration.from_dict(read_calibration(path, expected=sig)), str(path)
     except (ConfigError, ValueError, KeyError, TypeError) as err:
-        return None, f"{str(err)[:300]}; no calibration used (rerun: {rerun})"
+        return None, f"unreadable calibration: {str(err)[:300]}; no calibration used (rerun: {rerun})"
 
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> float:

@@ -80,7 +80,7 @@ def _bad_gen(rec: dict[str, Any]) -> str | None:
         if isinstance(value, bool) or not isinstance(value, kind):
             return f"has no {key} of the right type ({key}={str(value)[:40]!r})"
     if not 0 <= rec["occasion"] < 1 << 31 or not 0 <= rec["new_tokens"] < 1 << 31 or not _finite(rec["wall_s"]) or rec["wall_s"] <= 0:
-        return (f"has a count out of range or a wall time that is not a positive finite number "
+        return (f"has a negative count or time, a count out of range or a wall time that is not a positive finite number "
                 f"(occasion={str(rec['occasion'])[:20]}, new_tokens={str(rec['new_tokens'])[:20]}, wall_s={str(rec['wall_s'])[:20]})")
     for key in ("cpu_share", "others_share", "ttft_s", "prefill_s", "decode_s"):
         value = rec.get(key)
