@@ -151,12 +151,18 @@ def main(argv: list[str] | None = None) -> int:
         missing = [str(c) for c in args.csvs if not c.is_file()]
         if missing:
             return _error(f"{', '.join(missing)}: no such file; name claims.csv files written by `python -m loosespec_bench.report claims`")
+        from ..errors import ConfigError
+        from ..safe_files import check_regular
         from .claims.markdown import verdict_table
 
         try:
+            for c in args.csvs:
+                check_regular(c)  # a link or a FIFO (pandas would block on it): one line
             print(verdict_table(args.csvs), end="")
-        except (KeyError, ValueError) as err:
-            return _error(f"not a claims.csv written by `claims` ({err}); regenerate it")
+        except ConfigError as err:
+            return _error(str(err))
+        except (KeyError, ValueError, TypeError, AttributeError) as err:  # a column of the wrong kind
+            return _error(f"not a claims.csv written by `claims` ({str(err)[:120]}); regenerate it")
         return 0
     if args.command == "compare":
         return _compare(args)
