@@ -286,8 +286,9 @@ def read_jsonl(
                     continue
                 try:
                     row = json.loads(line)
-                except ValueError as err:
-                    raise ConfigError(f"{path} line {lineno}: not valid JSON ({err}); fix or replace the data file") from None
+                except (ValueError, RecursionError) as err:  # RecursionError: nested deeper than the parser goes
+                    raise ConfigError(f"{path} line {lineno}: not valid JSON ({str(err)[:80] or 'nested too deeply'}); "
+                                      "fix or replace the data file") from None
                 if not isinstance(row, dict):
                     raise ConfigError(f"{path} line {lineno}: not a JSON object; fix or replace the data file")
                 missing = [k for k in required if k not in row]
