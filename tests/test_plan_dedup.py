@@ -65,7 +65,7 @@ def test_launch_leaves_shared_points_out_of_later_sweeps(tmp_path, monkeypatch, 
     started = []
 
     class FakePopen:
-        def __init__(self, command, stdout=None, stderr=None, env=None):
+        def __init__(self, command, stdout=None, stderr=None, env=None, **kw):
             started.append((command, env))
 
         def wait(self):
@@ -202,7 +202,7 @@ def test_launch_prints_its_budget_before_it_starts(tmp_path, monkeypatch, capsys
     assert f"est. {plan_mod.format_hours(left)} CPU node-hours left of {plan_mod.format_hours(sum(j.hours for j in sweep.jobs))}" in line
 
     class FakePopen:
-        def __init__(self, command, stdout=None, stderr=None, env=None):
+        def __init__(self, command, stdout=None, stderr=None, env=None, **kw):
             print("started")
 
         def wait(self):
@@ -234,7 +234,7 @@ def test_a_later_look_extends_a_point_finished_at_fewer_samples(tmp_path, monkey
     started = []
 
     class FakePopen:
-        def __init__(self, command, stdout=None, stderr=None, env=None):
+        def __init__(self, command, stdout=None, stderr=None, env=None, **kw):
             started.append(command)
 
         def wait(self):

@@ -243,8 +243,10 @@ class CheckedSlurmLauncher(SlurmLauncher):
         itself reports a config it cannot run)."""
         from loosespec_bench.store.run_folder import run_dir
 
-        assert self.config is not None and self.hydra_context is not None
+        assert self.config is not None
         out: List[Path | None] = []
+        if self.hydra_context is None:  # no config loader (a launcher built by hand): nothing to classify
+            return [None] * len(points)
         for _, overrides in points:
             try:
                 cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
