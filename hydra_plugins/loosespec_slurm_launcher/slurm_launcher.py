@@ -184,6 +184,18 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
     return out
 
 
+def _samples_asked(cfg: Any) -> int:
+    """The samples a point's config asks for where the count is exact (plan.folder_status's rule),
+    else 0 (any finished folder counts as done)."""
+    try:
+        from loosespec_bench.plan import _set_size
+
+        n, exact = _set_size(cfg.dataset)
+        return int(n) if exact else 0
+    except Exception:  # noqa: BLE001 (a set whose size is unknown here)
+        return 0
+
+
 def _scancel(job_id: str) -> None:
     try:
         subprocess.run(["scancel", job_id], capture_output=True, timeout=60)
@@ -245,6 +257,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
 
         assert self.config is not None
         out: List[Path | None] = []
+        self._expected: dict[Path, int] = {}
         if self.hydra_context is None:  # no config loader (a launcher built by hand): nothing to classify
             return [None] * len(points)
         for _, overrides in points:
@@ -253,6 +266,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
                 with open_dict(cfg):
                     del cfg["hydra"]  # as run_job hands the task its config (hydra.* needs the job's number)
                 out.append(run_dir(cfg).resolve())
+                self._expected[out[-1]] = _samples_asked(cfg)
             except Exception as err:  # noqa: BLE001
                 log.warning(f"{' '.join(overrides)}: its run folder cannot be named here ({type(err).__name__}: {err})")
                 out.append(None)
@@ -278,17 +292,24 @@ class CheckedSlurmLauncher(SlurmLauncher):
         """Each point's class (slurm.classify_point: done / running / pending / to run) and, for a
         running or pending one, the submitit job to attach to (None where its record predates
         attaching: it is then only left alone)."""
-        from loosespec_bench.store.run_folder import RunFolder
+        from loosespec_bench.launch.status import point_status
         from loosespec_bench.slurm import classify_point, query_queue, recorded_entries
 
+        def finished(folder: Path) -> bool:
+            # Done, and not short of the samples the point now asks (a later look's larger
+            # dataset.limit extends a finished folder: plan.folder_status's "short").
+            st = point_status(folder)
+            return st.state == "done" and st.samples >= getattr(self, "_expected", {}).get(folder, 0)
+
         known = [f for f in folders if f is not None]
+        done_of = {f: finished(f) for f in known}
         records = recorded_entries({f.parent.parent for f in known}) if known else {}
-        ids = sorted({records[f]["job"] for f in known if f in records and not (f / RunFolder.SUMMARY).exists()})
+        ids = sorted({records[f]["job"] for f in known if f in records and not done_of[f]})
         queue = query_queue(ids) if ids and shutil.which("squeue") else ({} if not ids else None)
         classes, attach = [], []
         for folder in folders:
             rec = records.get(folder) if folder is not None else None
-            done = folder is not None and (folder / RunFolder.SUMMARY).exists()
+            done = folder is not None and done_of[folder]
             cls = classify_point(done, rec["job"] if rec else None, queue)
             job = None
             if cls in ("running", "pending") and rec is not None and rec.get("submitit"):

@@ -83,3 +83,25 @@ def test_await_jobs_cancels_a_stuck_point_and_names_a_deleted_partition():
                        partitions=lambda: {"cpu"}, params={"partition": "gpu_old"})
     assert isinstance(out[0], Unfinished) and "partition gpu_old is gone" in str(out[0]) and "hydra.launcher.partition" in str(out[0])
     assert cancelled == ["9"]  # declared ended: cancelled, so that a requeue never runs it unwatched
+
+
+def test_the_launcher_counts_a_finished_folder_short_of_its_samples_as_to_run(tmp_path):
+    """A later look's larger dataset.limit extends a finished folder (plan's "short"): the plain
+    -m relaunch must submit it, not skip it as done."""
+    import json
+
+    from hydra_plugins.loosespec_slurm_launcher.slurm_launcher import CheckedSlurmLauncher
+
+    results = tmp_path / "results" / "exp"
+    folders = []
+    for name, lines, summary in (("full", 2, True), ("short", 1, True), ("started", 1, False)):
+        folder = results / name
+        folder.mkdir(parents=True)
+        (folder / "samples.jsonl").write_text("".join(json.dumps({"id": f"s{i}"}) + "\n" for i in range(lines)))
+        if summary:
+            (folder / "summary.json").write_text("{}")
+        folders.append(folder.resolve())
+    launcher = CheckedSlurmLauncher.__new__(CheckedSlurmLauncher)
+    launcher._expected = {f: 2 for f in folders}
+    classes, attach = launcher._classify([*folders, None])
+    assert classes == ["done", "to run", "to run", "to run"] and attach == [None] * 4
