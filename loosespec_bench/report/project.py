@@ -256,12 +256,17 @@ def run_pairs(run_dir: Path) -> dict[str, list[Any]]:
     samples = run_dir / "samples.jsonl"
     if check_regular(samples):  # a link or a FIFO: ConfigError (safe_files)
         seen, pairs = set(), []
-        # read_jsonl: through the gate, every record complete (a damaged line is skipped, named).
-        for lineno, rec in read_jsonl(samples):
+        # read_jsonl: through the gate, every line a JSON object (a damaged line is skipped, named);
+        # the projection needs only each side's work counts and new_tokens, checked below.
+        for lineno, rec in read_jsonl(samples, run_file=False):
             if rec.get("id") in seen:
                 continue
             seen.add(rec.get("id"))
+            if not isinstance(rec.get("metrics") or {}, dict) or not isinstance(speed_baseline(rec) or {}, dict):
+                raise ConfigError(f"{samples} line {lineno}: metrics or baseline is not an object")
             base = speed_baseline(rec) or {}  # the fresh target alone a shared-store run timed beside it
+            if not isinstance(base.get("metrics") or {}, dict):
+                raise ConfigError(f"{samples} line {lineno}: baseline.metrics is not an object")
             mw, bw = (rec.get("metrics") or {}).get("work"), (base.get("metrics") or {}).get("work")
             if mw and bw:
                 mt, bt = rec["metrics"].get("new_tokens"), (base.get("metrics") or {}).get("new_tokens")
