@@ -229,7 +229,7 @@ def parse_yaml_declaration(text: str, path: str | os.PathLike[str], what: str = 
             size(root)
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: the {what} is not valid YAML ({str(err).splitlines()[0][:80]})") from None
+        raise ConfigError(f"{path}: the {what} is not YAML ({str(err).splitlines()[0][:80]})") from None
     except RecursionError:
         raise ConfigError(f"{path}: the {what} is nested too deeply") from None
 
