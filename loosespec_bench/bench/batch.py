@@ -258,9 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         eos |= {int(i) for i in (getattr(target.generation_config, "eos_token_id", None) or []) if isinstance(i, int)} \
             if isinstance(getattr(target.generation_config, "eos_token_id", None), list) else set()
         cs = contestants(args.contestants, draft, args.spd_k, args.fly_k)
-        for c in cs:  # untimed warm-up: first-call allocations at batch 1 and at the largest batch
-            run_cell(target, c, prompts[:2], 1, 4, eos)
-            run_cell(target, c, prompts[: max(args.batch_sizes)], max(args.batch_sizes), 4, eos)
+        for c in cs:  # untimed warm-up: first-call allocations at batch 1 and in a batch (two short prompts)
+            run_cell(target, c, [p[-16:] for p in prompts[:2]], 1, 3, eos)
+            run_cell(target, c, [p[-16:] for p in prompts[:2]], 2, 3, eos)
         cells: dict[tuple[str, int], Cell] = {(c.name, b): Cell() for c in cs for b in args.batch_sizes}
         for r in range(args.repeats):
             for c in cs:
