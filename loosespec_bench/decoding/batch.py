@@ -25,7 +25,7 @@ import copy
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 from transformers import PreTrainedModel
