@@ -12,7 +12,8 @@ keyword for it (LLM(max_num_seqs=...)) is spelled only where engines/vllm.py han
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+import json
+from typing import Any, ClassVar, Mapping
 
 from ..params import Params, boolean, choice, integer, knob, optional, real
 
@@ -30,6 +31,39 @@ class EngineParams(Params):
 def _threads_bind(v: Any) -> str | None:
     return None if (isinstance(v, str) and v) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) else \
         "must be a CPU list such as 0-1, or nobind"
+
+
+def raw_speculative_config(v: Any) -> dict[str, Any]:
+    """engine.speculative_config as a plain dict: a mapping, or its JSON text (as `vllm serve
+    --speculative-config '{...}'` takes it). Raises ValueError naming what is wrong."""
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"is not a JSON object ({err.msg})") from None
+    if not isinstance(v, Mapping) or not v:
+        raise ValueError("must be a non-empty mapping (or its JSON text), as vllm serve's --speculative-config")
+    out = dict(v)
+    if any(not isinstance(k, str) for k in out):
+        raise ValueError("must have text keys")
+    if not isinstance(out.get("method"), str) or not out["method"]:
+        raise ValueError("needs its 'method' (e.g. draft_model, ngram, eagle3)")
+    n = out.get("num_speculative_tokens")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError("needs 'num_speculative_tokens', an integer >= 1")
+    try:
+        json.dumps(out)
+    except (TypeError, ValueError):
+        raise ValueError("must hold JSON values only (text, numbers, booleans, lists, mappings)") from None
+    return out
+
+
+def _speculative_config(v: Any) -> str | None:
+    try:
+        raw_speculative_config(v)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 FLY_RULES = ("vllm", "ours")  # engine.fly_rule: vLLM's own FLy kernels, or our verifier as its sampler
@@ -52,6 +86,9 @@ class VLLMParams(EngineParams):
     kv_cache_memory_bytes: Any = knob(None, optional(integer(1)), "the KV cache in bytes on a GPU")
     cpu_threads_bind: Any = knob(None, optional(_threads_bind), "VLLM_CPU_OMP_THREADS_BIND; null = vLLM's auto")
     fly_rule: str = knob("vllm", choice(*FLY_RULES), "method=fly: vLLM's own FLy, or ours as vLLM's rejection sampler")
+    speculative_config: Any = knob(None, optional(_speculative_config),
+                                   "a raw vLLM speculative_config (vllm serve's --speculative-config), passed as is; "
+                                   "null = the one method and drafter map to")
 
 
-__all__ = ["EngineParams", "FLY_RULES", "VLLMParams"]
+__all__ = ["EngineParams", "FLY_RULES", "VLLMParams", "raw_speculative_config"]

