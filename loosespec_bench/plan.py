@@ -55,7 +55,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from .settings.config import baseline_config, key_digest, uses_drafter
@@ -67,7 +66,8 @@ from .settings.points import varying_keys
 from .launch.power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, format_hours,
                     format_power, observed_discordance)
 from .store.run_folder import run_dir
-from .launch.status import STATES, PointStatus, format_age, point_status
+from .store.status import STATES, PointStatus, format_age, point_status
+from .tasks.sizing import full_size, set_size, turns_per_sample
 from .launch.dry_run import models_of, requeues_needed
 from .verifiers import rule_class
 from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
@@ -168,42 +168,9 @@ def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], 
     return master, points
 
 
-def _task_class(d: DictConfig) -> Any:
-    """The task class a data set node names (not built: nothing loads), or None."""
-    try:
-        return get_class(str(d.get("_target_")))
-    except Exception:
-        return None
-
-
-def _set_size(d: DictConfig) -> tuple[int, bool]:
-    """Samples of a data set config (its `limit` applied) and whether the count is exact; the
-    full set's size is the task's own declaration (Task.size_of)."""
-    cls = _task_class(d)
-    full, exact = cls.size_of(d) if cls is not None else (None, False)
-    full = full or 0
-    limit = d.get("limit")
-    if limit is not None:
-        return (min(int(limit), full), exact) if full else (int(limit), False)
-    return full, exact
-
-
-def _full_size(d: DictConfig) -> int:
-    """The data set's own size (Task.size_of, its limit not applied) where known exactly, else 0."""
-    cls = _task_class(d)
-    full, exact = cls.size_of(d) if cls is not None else (None, False)
-    return int(full) if full and exact else 0
-
-
-def turns_per_sample(d: DictConfig) -> float:
-    """Turns per sample of a data set config (Task.turns_per_sample), for the token estimate."""
-    cls = _task_class(d)
-    return float(cls.turns_per_sample) if cls is not None else 1.0
-
-
 def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[str, float], load_min: dict[str, float]) -> dict[str, Any]:
     pair, method, dataset = str(cfg.pair.name), str(cfg.method.name), str(cfg.dataset.name)
-    samples, exact = _set_size(cfg.dataset)
+    samples, exact = set_size(cfg.dataset)
     settings = RunSettings.read(cfg)  # the run's own settings, typed (settings/run_settings.py)
     max_new = settings.generation.max_new_tokens or cfg.dataset.get("max_new_tokens") or 1024
     tokens = samples * turns_per_sample(cfg.dataset) * int(max_new) * fill
@@ -265,7 +232,7 @@ def build_plan(
             store = key_digest(baseline_config(cfg)) if est["store_h"] else ""
             job = Job(
                 sweep=exp, index=i, overrides=[o for o in ov if o.lstrip("+~").split("=", 1)[0] in varying], folder=folder,
-                gpus=gpus, settings=settings(cfg), run_id=rid, store=store, models=models_of(cfg), set_size=_full_size(cfg.dataset),
+                gpus=gpus, settings=settings(cfg), run_id=rid, store=store, models=models_of(cfg), set_size=full_size(cfg.dataset),
                 **est,
             )
             sweep.jobs.append(job)

@@ -15,6 +15,9 @@ run (--device cpu) exercises every line but the CUDA placement itself.
 Writes gpu_batch_check.json (and the bench's JSON) into $OUT when set, else the current
 folder; exit status 1 when any identity check fails, 2 when no GPU is visible (unless --device cpu).
 
+The package must be installed where it runs (it finds no path by hand), e.g. on the lent machine:
+  pip install -q -e . && python scripts/gpu_batch_check.py
+
   python scripts/gpu_batch_check.py                 # on the GPU machine
   python scripts/gpu_batch_check.py --device cpu    # the same checks on the CPU (dry run)
 """
@@ -29,9 +32,6 @@ import time
 from pathlib import Path
 
 import torch
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 RULES = ("ar", "spd", "fly", "dropmatch", "typical", "fsd", "ensemble", "threshold", "cascade", "lenient")
 

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from loosespec_bench.settings.config import CONF_DIR, group_choices
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.launch.status import ERROR, point_status
+from loosespec_bench.store.status import ERROR, point_status
 
 from .conftest import REPO, compose_config, shared_data_dir
 
@@ -148,7 +148,7 @@ def test_paper_dataset_bundles_load_the_sizes_the_plan_assumes(bundle, data_dir)
     """Each paper-scale data set bundle instantiates its task, with the sample count the plan's
     cost model uses (NIAH on a smaller grid: building 32k-token haystacks takes a while)."""
     from loosespec_bench.build import build_task
-    from loosespec_bench.plan import _set_size, turns_per_sample
+    from loosespec_bench.tasks.sizing import set_size as _set_size, turns_per_sample
 
     if bundle in HUB_ONLY_BUNDLES:
         pytest.skip(f"{bundle}: hub only (no local copy under shared/datasets); its size in the plan is marked approximate")

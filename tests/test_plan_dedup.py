@@ -14,6 +14,7 @@ import pytest
 
 from loosespec_bench import plan as plan_mod
 from loosespec_bench.plan import build_plan, duplicates, format_plan, format_status, shared_points
+from loosespec_bench.tasks.sizing import set_size
 
 from .conftest import compose_config
 
@@ -124,7 +125,7 @@ def test_official_ablation_and_niah_settings():
     assert (k.pair.name, k.method.window, k.dataset.name) == ("llama31-8b-405b", 8, "humaneval")
     niah = compose_config(["experiment=replicate_fly_70b", "paper_dataset=niah"])
     assert list(niah.dataset.context_lengths) == [4096] and niah.dataset.num_values == 20
-    assert plan_mod._set_size(niah.dataset) == (500, True)
+    assert set_size(niah.dataset) == (500, True)
     # At scale=cpu the paper's NIAH keeps its task (20 values per key, five depths) with a 1k haystack.
     cpu = compose_config(["experiment=replicate_fly_70b", "paper_dataset=niah", "scale=cpu"])
     assert list(cpu.dataset.context_lengths) == [1024] and cpu.dataset.num_values == 20 and len(cpu.dataset.depths) == 5

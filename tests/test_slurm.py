@@ -369,7 +369,7 @@ def test_query_queue_reads_a_faked_squeue(tmp_path, monkeypatch):
 def test_the_jobs_index_maps_each_run_folder_to_its_last_job_and_status_shows_state_and_reason(tmp_path):
     from loosespec_bench.plan import Job, Sweep, format_status
     from loosespec_bench.slurm import record_jobs, recorded_jobs, status_line
-    from loosespec_bench.launch.status import point_status
+    from loosespec_bench.store.status import point_status
 
     a, b = tmp_path / "exp" / "run_a", tmp_path / "exp" / "run_b"
     record_jobs([(a, "12_0"), (b, "12_1")])

@@ -188,9 +188,9 @@ def _samples_asked(cfg: Any) -> int:
     """The samples a point's config asks for where the count is exact (plan.folder_status's rule),
     else 0 (any finished folder counts as done)."""
     try:
-        from loosespec_bench.plan import _set_size
+        from loosespec_bench.tasks.sizing import set_size
 
-        n, exact = _set_size(cfg.dataset)
+        n, exact = set_size(cfg.dataset)
         return int(n) if exact else 0
     except Exception:  # noqa: BLE001 (a set whose size is unknown here)
         return 0
@@ -292,7 +292,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
         """Each point's class (slurm.classify_point: done / running / pending / to run) and, for a
         running or pending one, the submitit job to attach to (None where its record predates
         attaching: it is then only left alone)."""
-        from loosespec_bench.launch.status import point_status
+        from loosespec_bench.store.status import point_status
         from loosespec_bench.slurm import classify_point, query_queue, recorded_entries
 
         def finished(folder: Path) -> bool:

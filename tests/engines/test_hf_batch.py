@@ -58,7 +58,7 @@ def same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
 # outcome. Batch 1 also times the target alone where the store lacks it (beside the method);
 # a batched run times nothing, so its speed and latency figures are empty: quality, tau, the
 # loose-decision counts and the work counts must match, not the clocks.
-CLOCK_WORDS = ("speedup", "ttft", "tpot", "e2e", "phase", "tokens_per_s", "timing", "date", "time", "batch_size",
+CLOCK_WORDS = ("speedup", "ttft", "tpot", "itl", "e2e", "phase", "tokens_per_s", "timing", "date", "time", "batch_size",
                "run_dir", "hostname", "machine", "hardware", "git_", "version")
 
 

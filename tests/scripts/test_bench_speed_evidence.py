@@ -225,9 +225,11 @@ def test_the_plan_prices_with_this_machines_calibration_or_the_planners_rate(ben
     assert "= 8 timed generations" in out and "est. ~0.0 CPU h at the planner's assumed 300 tokens/s" in out
 
     # 1 s per forward row, nothing else: each generation costs its prompt's prefill rows + 100 s
+    # Stamped with this run's signature: a calibration is used only for what it was measured on.
+    sig = signature(pair_node("tiny"), 1)
     cal = Calibration(target=ForwardCost(rows=[1, 2], body_s=[1.0, 2.0], ctx0=0, ctx_row_s=0, lm_head_row_s=0),
-                      draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature={})
-    path = calibration_path(tmp_path, signature(pair_node("tiny"), 1))
+                      draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature=sig)
+    path = calibration_path(tmp_path, sig)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(cal.to_dict()))
     bench.plan(a)
