@@ -72,3 +72,21 @@ def keep_what_handlers_raise(signals: Iterable[int]) -> list[int]:
         signal.signal(sig, _keeping(handler))
         wrapped.append(sig)
     return wrapped
+
+
+def ending_on_signals(main: Callable[[Any], int], argv: Any, what: str) -> int:
+    """main(argv), where SIGINT (Ctrl-C) and SIGTERM end with one line on stderr naming `what`
+    survives the stop (exit 128 + the signal), never a traceback: the command-line tools that
+    write files (report, calibrate) share this one ending."""
+    import sys
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signum)
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return main(argv)
+    except KeyboardInterrupt as err:
+        signum = err.args[0] if err.args and isinstance(err.args[0], int) else signal.SIGINT
+        print(f"stopped ({signal.Signals(signum).name}): {what}", file=sys.stderr)
+        return 128 + int(signum)

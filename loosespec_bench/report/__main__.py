@@ -316,18 +316,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 def main_ending_on_signals(argv: list[str] | None = None) -> int:
     """main(), where SIGINT (Ctrl-C) and SIGTERM end with one line (exit 130 / 143), never a traceback."""
-    import signal
+    from ..interrupts import ending_on_signals
 
-    def _stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signum)
-
-    signal.signal(signal.SIGTERM, _stop)
-    try:
-        return main(argv)
-    except KeyboardInterrupt as err:
-        signum = err.args[0] if err.args and isinstance(err.args[0], int) else signal.SIGINT
-        print(f"stopped ({signal.Signals(signum).name}): the report: the files written so far are whole (each written atomically); the same command writes them again", file=sys.stderr)
-        return 128 + int(signum)
+    return ending_on_signals(main, argv, "the report: the files written so far are whole (each written atomically); the same command writes them again")
 
 
 if __name__ == "__main__":
