@@ -83,7 +83,10 @@ def ending_on_signals(main: Callable[[Any], int], argv: Any, what: str) -> int:
     def _stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(signum)
 
+    # SIGINT explicitly: started in the background by a non-interactive shell (`cmd &`) a process
+    # inherits SIGINT ignored, and Python then raises no KeyboardInterrupt for it.
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     try:
         return main(argv)
     except KeyboardInterrupt as err:

@@ -582,7 +582,11 @@ def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
         raise KeyboardInterrupt
 
     live: list[tuple[Sweep, subprocess.Popen[bytes], Path]] = []
-    old = {sig: _signal.signal(sig, stop) for sig in (_signal.SIGTERM, _signal.SIGHUP)}
+    # SIGINT too, not only Python's default: a process started in the background by a
+    # non-interactive shell (`cmd &`, as CI runs the slurm tests) inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt for it. A handler set here is also reset to the
+    # default in the drivers started below (exec), so that interrupt_launch's SIGINT stops them.
+    old = {sig: _signal.signal(sig, stop) for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)}
     try:
         return _launch(sweeps, sequential=sequential, log_dir=log_dir, live=live)
     except KeyboardInterrupt:

@@ -130,3 +130,56 @@ def test_a_swallowed_stop_ends_the_run_at_the_next_sample_keeping_the_finished_o
     summary = run(cfg)
     ids = [json.loads(line)["id"] for line in (folder / RunFolder.SAMPLES).read_text().splitlines()]
     assert summary["n_samples"] == 4 and len(ids) == len(set(ids)) == 4
+
+
+_BACKGROUND_CHILD = """
+import signal, sys, time
+from loosespec_bench.interrupts import ending_on_signals
+def main(argv):
+    print("ready", flush=True)
+    time.sleep(60)
+    return 0
+sys.exit(ending_on_signals(main, [], "nothing to keep"))
+"""
+
+
+def test_ctrl_c_ends_a_command_started_with_sigint_ignored_as_a_background_shell_job_is():
+    """`cmd &` in a non-interactive shell (CI's slurm tests) starts cmd with SIGINT ignored, and
+    Python then installs no KeyboardInterrupt: ending_on_signals sets SIGINT itself, so the stop
+    is still one line and exit 130 (the CI failure of session 34's plan-launch Ctrl-C test)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _BACKGROUND_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip() == "stopped (SIGINT): nothing to keep", err
+
+
+def test_plan_launch_handles_sigint_itself_and_its_drivers_get_the_default(monkeypatch, tmp_path):
+    """plan.launch installs its own SIGINT handler (not Python's default, absent when SIGINT was
+    inherited ignored), so a driver it starts gets SIGINT at its default (handlers reset on exec)."""
+    from loosespec_bench import plan
+
+    seen = {}
+
+    def fake(sweeps, *, sequential, log_dir, live):
+        seen["int"] = signal.getsignal(signal.SIGINT)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan, "_launch", fake)
+    monkeypatch.setattr(plan, "interrupt_launch", lambda sweeps, live: "interrupted: test")
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert plan.launch([], sequential=True, log_dir=tmp_path) == -1
+        assert callable(seen["int"]) and seen["int"] not in (signal.SIG_IGN, signal.SIG_DFL, signal.default_int_handler)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # put back as it was
+    finally:
+        signal.signal(signal.SIGINT, before)
