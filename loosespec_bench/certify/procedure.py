@@ -124,13 +124,19 @@ def predicted_speedup(summary: dict[str, Any]) -> dict[str, Any] | None:
         return None
     cm = summary.get("cost_model") or {}
     r_m = cm.get("method_time_measured_over_predicted")
-    r_b = None
+    r_b, unread = None, None
     cal = cm.get("calibration")
-    if cal and Path(cal).is_file():
+    if cal:
+        from ..store.declarations import read_calibration
+
+        # Through the gate and the calibration's declaration (a link, a FIFO or a damaged file is
+        # refused); the run checked its signature when it priced itself with it. A calibration
+        # gone or damaged since leaves its own check unknown, said in the note, rather than
+        # ending a certification whose decisions never read it.
         try:
-            r_b = (json.loads(Path(cal).read_text()).get("check") or {}).get("target_alone_decode_over_predicted")
-        except (OSError, ValueError):
-            r_b = None
+            r_b = (read_calibration(cal).get("check") or {}).get("target_alone_decode_over_predicted")
+        except ConfigError as err:
+            unread = str(err)
     factor = (r_b or 1.0) / r_m if r_m else None
     lo2, hi2 = lo, hi
     if factor is not None and lo is not None and hi is not None:
@@ -138,7 +144,8 @@ def predicted_speedup(summary: dict[str, Any]) -> dict[str, Any] | None:
     return {"point": point, "low": lo2, "high": hi2, "counts_low": lo, "counts_high": hi, "error_factor": factor,
             "method_measured_over_predicted": r_m, "target_alone_check": r_b,
             "note": "calibration error unknown (no measured method time): the counts' interval only" if factor is None else
-            "interval widened by the calibration's measured error"}
+            "interval widened by the calibration's measured error"
+            + (f" (the method's side only: the calibration's own check was not read: {unread})" if unread else "")}
 
 
 def two_occasion_speed(req: Request, i: int, log: Log) -> dict[str, Any]:
@@ -291,10 +298,13 @@ def format_result(result: dict[str, Any]) -> str:
 
 
 def write_result(req: Request, result: dict[str, Any], root: Path) -> tuple[Path, Path]:
+    from ..safe_files import atomic_write_text
+
     folder = root / req.experiment_name
     folder.mkdir(parents=True, exist_ok=True)
     base = folder / f"certification_{tag(req)}"
     js, md = base.with_suffix(".json"), base.with_suffix(".md")
-    js.write_text(json.dumps(result, indent=1, default=float) + "\n")
-    md.write_text(format_result(result) + "\n")
+    # Atomic, never through a link, inside the results folder: a kill mid-write keeps the old file.
+    atomic_write_text(js, json.dumps(result, indent=1, default=float) + "\n", root=root)
+    atomic_write_text(md, format_result(result) + "\n", root=root)
     return js, md
