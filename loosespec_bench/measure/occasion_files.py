@@ -1,11 +1,12 @@
-"""A speed-evidence folder (scripts/bench_speed_evidence.py), read as data: its arguments, its
-finished occasions' final generations and their start records, and the calibration its analysis
-used. The script writes these files and reads them back through here; the claims
+"""A speed-evidence folder (python -m loosespec_bench.bench.speed), read as data: its arguments,
+its finished occasions' final generations and their start records, and the calibration its
+analysis used. The benchmark writes these files and reads them back through here; the claims
 (report/claims) decide wall-clock claims from the same generations, so both see one reading.
 
 A folder holds `args.json`, `occasion-<o>.jsonl` (one JSON object a line: `start` / `resume`
-records, one `gen` record per timed generation, `done` at the end of a finished occasion) and,
-once analysed, `report.json` and `calibration.json`."""
+records, one `gen` record per timed generation, its `config` a configuration's name as
+measure/speed_configs.py declares it, `done` at the end of a finished occasion) and, once
+analysed, `report.json` and `calibration.json`."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def read_args(out: Path) -> dict[str, Any]:
     """The benchmark's arguments (args.json: pair, dataset, problems, max_new_tokens, ...)."""
     path = Path(out) / ARGS
     if not check_regular(path):  # a link or a FIFO: ConfigError (safe_files)
-        raise ConfigError(f"{out} has no {ARGS}: not a speed-evidence folder (scripts/bench_speed_evidence.py writes one)")
+        raise ConfigError(f"{out} has no {ARGS}: not a speed-evidence folder (python -m loosespec_bench.bench.speed writes one)")
     data = load_json_declaration(path, "speed-evidence arguments")  # bounded; bad JSON is one line
     if not isinstance(data, dict):
         raise ConfigError(f"{path} is not a JSON object; rerun the benchmark into a fresh folder")

@@ -1,4 +1,4 @@
-"""Wall-clock claims decided from a speed-evidence folder (scripts/bench_speed_evidence.py):
+"""Wall-clock claims decided from a speed-evidence folder (python -m loosespec_bench.bench.speed):
 configurations timed interleaved per problem, in one process per occasion, over several
 occasions. A claim's selectors name the benchmark's configurations (`b: {config: fly_mla}`;
 `a: {config: spd_k15}`, `a: {best_of: [spd_k5, spd_k10, spd_k15]}`, or no `a`: the target
@@ -18,11 +18,10 @@ import numpy as np
 from ...measure.costmodel import Calibration
 from ...errors import ConfigError
 from ...measure.occasion_files import cell_table, load_rows, read_args, read_calibration, unfinished_occasions
+from ...measure.speed_configs import TARGET_ALONE  # the benchmark's name for the target alone (declared once)
 from ...store.declarations import check_calibration
 from ...measure.stats.intervals import LEVEL
 from ...measure.stats.occasions import occasion_bootstrap, occasion_rate_ratio
-
-TARGET_ALONE = "ar"  # the benchmark's name for the target alone
 
 
 def sides(sel: Mapping[str, Any] | None) -> list[str]:

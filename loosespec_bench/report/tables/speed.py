@@ -1,4 +1,4 @@
-"""The speed benchmark's table (scripts/bench_speed_evidence.py's report.json, one per data set):
+"""The speed benchmark's table (python -m loosespec_bench.bench.speed's report.json, one per data set):
 per configuration, the work counts per token, the speedup over the target alone measured over
 problems and occasions with its two-way interval, each occasion's speedup, the speedup the
 counts predict on this machine, and whether the tokens repeated across occasions. Its notes put
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from ..labels import config_label
+from ...measure.speed_configs import TARGET_ALONE, config_label, spd_draft_length
 from ..render import NA, Num, Table
 
 # The papers' draft lengths, which the benchmark's spd_k<K> rows stand beside.
@@ -33,14 +33,11 @@ def _num(entry: Mapping[str, Any], key: str) -> Any:
     return Num(value, "speedup", ci=ci, no_interval=ci is None)
 
 
-def _spd_k(name: str) -> int | None:
-    return int(name[len("spd_k"):]) if name.startswith("spd_k") and name[len("spd_k"):].isdigit() else None
-
-
 def best_k_text(title: str, configs: Mapping[str, Mapping[str, Any]]) -> str | None:
     """"GSM8K: SPD at its best K here, K = 5: 1.25x [...]; at FLy's K = 15: 0.95x [...]; ..." or
     None where the folder timed fewer than two SPD draft lengths."""
-    spd = {k: configs[n] for n in configs if (k := _spd_k(n)) is not None and _float(configs[n].get("speedup")) is not None}
+    spd = {k: configs[n] for n in configs
+           if (k := spd_draft_length(n)) is not None and _float(configs[n].get("speedup")) is not None}
     if len(spd) < 2:
         return None
     best = max(spd, key=lambda k: float(spd[k]["speedup"]))
@@ -58,7 +55,8 @@ def _calibration_error(rep: Mapping[str, Any], configs: Mapping[str, Mapping[str
     import json
     from pathlib import Path
 
-    parts = [abs(math.log1p(g)) for c, e in configs.items() if c != "ar" and (g := _float(e.get("gap"))) is not None and g > -1]
+    parts = [abs(math.log1p(g)) for c, e in configs.items()
+             if c != TARGET_ALONE and (g := _float(e.get("gap"))) is not None and g > -1]
     try:
         from ...safe_files import load_json_declaration  # never a link or a FIFO, bounded
 
@@ -111,12 +109,12 @@ def speed_occasions_table(reports: Mapping[str, Mapping[str, Any]]) -> Table:
             rows.append([
                 title, config_label(name),
                 NA if not tf else f"{1 / tf:.2f}",
-                "-" if name == "ar" or df is None else f"{df:.2f}",
-                "1" if name == "ar" else _num(entry, "speedup"),
-                "-" if name == "ar" else " / ".join("-" if v is None else f"{v:.2f}×" for v in by_occ) or "-",
-                "-" if name == "ar" else _num(entry, "predicted_speedup"),
-                "-" if name == "ar" else _widened(entry, err),
-                "-" if name == "ar" or gap is None else f"{gap:+.1%}",
+                "-" if name == TARGET_ALONE or df is None else f"{df:.2f}",
+                "1" if name == TARGET_ALONE else _num(entry, "speedup"),
+                "-" if name == TARGET_ALONE else " / ".join("-" if v is None else f"{v:.2f}×" for v in by_occ) or "-",
+                "-" if name == TARGET_ALONE else _num(entry, "predicted_speedup"),
+                "-" if name == TARGET_ALONE else _widened(entry, err),
+                "-" if name == TARGET_ALONE or gap is None else f"{gap:+.1%}",
                 f"{entry.get('tokens_same_across_occasions', '-')} of {n_p}",
             ])
         load = rep.get("load") if isinstance(rep.get("load"), Mapping) else {}
