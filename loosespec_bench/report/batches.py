@@ -1,8 +1,10 @@
-"""Batch-sweep points (experiment=batch_sweep, issue 47): one per (configuration, batch size,
-request rate) served in batches (engine=vllm; samples' metrics.serving), with throughput, the
-speedup over the target alone paired beside it, tau and latency percentiles, each with its
-interval recomputed from the run's samples (loosespec_bench.measure.serving), and the target alone's own
-points: its paired runs at one batch size pooled (every method's point ran it beside itself).
+"""Batch-sweep points (experiment=batch_sweep, issue 47; batch_sweep_hf, issue 69): one per
+(configuration, batch size, request rate) served in batches (engine=vllm, or our loop as
+engine=hf_serve; samples' metrics.serving), with throughput, the speedup over the target alone
+paired beside it, tau and latency percentiles, each with its interval recomputed from the run's
+samples (loosespec_bench.measure.serving), and the target alone's own points: its paired runs at
+one batch size pooled per engine (every method's point ran it beside itself), labelled as the
+methods are ("target alone" for our loop, "target alone on vLLM").
 
 The table (tables/batch.py) and the figure (plots/batch.py) read these; so does the projection
 onto the papers' hardware (project.batch_projection), from each point's tau.
@@ -19,6 +21,7 @@ import pandas as pd
 from ..measure.latency import LABELS as LATENCY_LABELS, STAT_NAMES
 from ..measure.serving import LATENCIES, serving_summary, side_summary, timed_served
 from ..measure.stats.intervals import speed_baseline, tau_interval
+from ..settings.config import DEFAULT_ENGINE, engine_display_name
 from .grouping import machines_of, our_runs
 from .index import read_records
 from .labels import is_target_alone, method_label
@@ -39,7 +42,7 @@ Interval = tuple[float | None, float | None, float | None]
 
 @dataclass
 class BatchPoint:
-    label: str  # the configuration's name (labels.method_label), TARGET_ALONE for the pooled baselines
+    label: str  # the configuration's name (labels.method_label); TARGET_ALONE (on <engine>) for the pooled baselines
     method: str | None
     drafter: str | None
     k: int | None
@@ -57,6 +60,12 @@ class BatchPoint:
     others_share_max: float | None = None
     machines: tuple[str, ...] = ()
     runs: list[str] = field(default_factory=list)
+    engine: str = ""  # the engine=<name> that served it
+
+    @property
+    def target_alone(self) -> bool:
+        """A pooled target-alone point (no draft: no tau, no speedup, no projection)."""
+        return self.method == "ar"
 
 
 def _fig(summary: dict[str, Any], key: str, prefix: str = "") -> Interval:
@@ -71,10 +80,12 @@ def batch_points(index: pd.DataFrame, records_of: Callable[[Any], list[dict[str,
     runs = our_runs(index)
     if runs.empty or "engine" not in runs:
         return []
-    runs = runs[runs["engine"].astype(str) == "vllm"]
+    # Our batch-1 loop (engine=hf) never serves batches; every other engine's runs are read, and
+    # those whose samples were served (metrics.serving: vLLM, engine=hf_serve) become points.
+    runs = runs[runs["engine"].astype(str) != DEFAULT_ENGINE]
     runs = runs[~runs["method"].map(is_target_alone)]
     points: list[BatchPoint] = []
-    baselines: dict[tuple[int, float | None], list[tuple[list[dict[str, Any]], dict[str, Any]]]] = {}
+    baselines: dict[tuple[str, int, float | None], list[tuple[list[dict[str, Any]], dict[str, Any]]]] = {}
     for _, row in runs.iterrows():
         records = records_of(row["run_dir"])
         timed = timed_served(records)
@@ -91,26 +102,28 @@ def batch_points(index: pd.DataFrame, records_of: Callable[[Any], list[dict[str,
             n_requests=len(timed), n_timed_batches=int(summary["n_timed_batches"]),
             n_distinct_batches=_distinct(summary),
             others_share_max=summary.get("others_share_max"), machines=tuple(machines_of([row])), runs=[str(row["run_dir"])],
+            engine=str(row["engine"]),
         )
         points.append(point)
         sides = [speed_baseline(r) for r in timed]
         base = [s["metrics"] for s in sides if s and s.get("metrics", {}).get("serving")]
         if base:
-            baselines.setdefault((batch, rate), []).append((base, {"row": row, "summary": summary}))
-    for (batch, rate), members in baselines.items():
+            baselines.setdefault((str(row["engine"]), batch, rate), []).append((base, {"row": row, "summary": summary}))
+    for (engine, batch, rate), members in baselines.items():
         pooled = side_summary([m for m, _ in members], seed=seed)
         if pooled is None:
             continue
+        tag = engine_display_name(engine)  # as method_label tags a method: our loop's untagged
         points.append(BatchPoint(
-            label=TARGET_ALONE, method="ar", drafter=None, k=None, batch=batch, rate=rate,
+            label=f"{TARGET_ALONE} on {tag}" if tag else TARGET_ALONE, method="ar", drafter=None, k=None, batch=batch, rate=rate,
             figures={key: _fig(pooled, key) for key, *_ in FIGURES if key != "throughput_speedup"},
             tau=None, identical=None,  # no draft: tau is 1 by definition, the outputs are the reference
             n_requests=sum(len(m) for m, _ in members), n_timed_batches=int(pooled["n_timed_batches"]),
             others_share_max=max((x["summary"].get("others_share_max") or 0.0) for _, x in members),
             machines=tuple(sorted({m for _, x in members for m in machines_of([x["row"]])})),
-            runs=[str(x["row"]["run_dir"]) for _, x in members],
+            runs=[str(x["row"]["run_dir"]) for _, x in members], engine=engine,
         ))
-    points.sort(key=lambda p: (p.label != TARGET_ALONE, p.label, p.rate or 0.0, p.batch))
+    points.sort(key=lambda p: (not p.target_alone, p.label, p.rate or 0.0, p.batch))
     return points
 
 
@@ -142,7 +155,7 @@ def paying(points: list[BatchPoint]) -> dict[str, tuple[list[int], int | None]]:
     out: dict[str, tuple[list[int], int | None]] = {}
     by: dict[str, list[BatchPoint]] = {}
     for p in points:
-        if p.label != TARGET_ALONE and p.rate is None:
+        if not p.target_alone and p.rate is None:
             by.setdefault(p.label, []).append(p)
     for label, ps in by.items():
         ps.sort(key=lambda p: p.batch)
