@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # `make test`: the default test suite, and, when the local Slurm cluster answers (partition cpu of
-# n1 and n2: slurm/local_cluster.sh, `make slurm-local`), the tests marked `slurm` in a second
-# pytest process beside it. Those mostly wait on Slurm (requeues, a time limit, a lost node, job
-# arrays of one-second jobs). In fresh-clone CI runs on a 2-core Xeon (2026-12-04): the suite 765 s
-# in two workers at nice 10, the slurm tests 1031 s beside it (their waits on Slurm's timers, not
-# the CPU: 1025 s at equal priority), the whole run 1145 s. Their output is kept apart and printed
-# after the suite's, under its own header; the command fails if either process fails.
+# n1 and n2: slurm/local_cluster.sh, `make slurm-local`), the tests marked `slurm` in pytest
+# processes of their own beside it: those mostly wait on Slurm (requeues, a time limit, a lost
+# node, job arrays of one-second jobs). Where the cluster also has partition side (n3, n4), they run
+# in two processes at once: the tests that fault n1 or n2, and those marked slurm_side, whose jobs
+# run on n3 and n4, which no fault reaches (tests/test_slurm.py says how they share the cluster).
+# Before the split, in a fresh-clone CI run on a 2-core Xeon: the suite 1036 s in two workers at
+# nice 10, the slurm tests 1000 s in one process beside it, the whole run 1157 s, over the 15
+# minutes. Their output is kept apart and printed after the suite's, under a header per process;
+# the command fails if any process fails.
 # The fault matrix (marked slurm_faults; docs/cluster.md lists each fault and what the user sees):
 # nine tests (node DOWN with a live slurmd, node drained, a lingering step, a held job, preemption,
 # slurmctld restart, the requeue limit, a full results disk, an out-of-memory kill), 45-115 s each
@@ -45,14 +48,32 @@ if [ $# -gt 0 ] || [ "${LOCAL_SLURM_TESTS:-1}" = 0 ] || ! cluster_up; then
     exec "$py" -m pytest -q "${WORKERS[@]}"
 fi
 
-log=$(mktemp -t loosespec-slurm-tests.XXXXXX)
+# Partition side (n3, n4; slurm/local_cluster.sh) takes the slurm tests that fault no node, in a
+# second slurm process beside those that do (on cpu: n1, n2): the two mostly wait on Slurm's timers,
+# so together they take about as long as the longer. A cluster started before side existed runs
+# them in one process, as before. They share one uninterrupted reference run (LOOSESPEC_SLURM_SHARED).
+side_up() {
+    [ "$(timeout 20 sinfo -h -N -p side -o %N 2>/dev/null | sort -u | tr '\n' ' ')" = "n3 n4 " ]
+}
+shared=$(mktemp -d -t loosespec-slurm-tests.XXXXXX)
+if side_up; then
+    names=(cpu side)
+    selections=("$SLURM and not slurm_side" "$SLURM and slurm_side")
+else
+    names=(all)
+    selections=("$SLURM")
+fi
 start=$(date +%s)
-echo "[test] local Slurm cluster up: the tests marked slurm run beside the suite (their output at the end; live in $log)"
-# Own session and process group (so that an interrupt can stop it and everything it started);
-# -w: setsid waits for it, so `wait` gets its exit status.
-setsid -w "$py" -m pytest -q -s -p no:cacheprovider --durations=25 -m "$SLURM" tests/test_slurm.py >"$log" 2>&1 </dev/null &
-bg=$!
-trap 'kill -- -"$bg" 2>/dev/null; exit 130' INT TERM
+echo "[test] local Slurm cluster up: the tests marked slurm run beside the suite in ${#names[@]} process(es) (${names[*]}; their output at the end; live in $shared)"
+pids=()
+for i in "${!names[@]}"; do
+    # Own session and process group (so that an interrupt can stop it and everything it started);
+    # -w: setsid waits for it, so `wait` gets its exit status.
+    LOOSESPEC_SLURM_SHARED=$shared setsid -w "$py" -m pytest -q -s -p no:cacheprovider --durations=25 -m "${selections[$i]}" \
+        tests/test_slurm.py >"$shared/${names[$i]}.log" 2>&1 </dev/null &
+    pids+=($!)
+done
+trap 'for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null; done; exit 130' INT TERM
 
 # The suite at a lower CPU priority than the slurm tests: those are the longer process (their
 # faults wait on Slurm's timers, and their jobs decode), so the whole run ends when they end; at
@@ -60,15 +81,23 @@ trap 'kill -- -"$bg" 2>/dev/null; exit 130' INT TERM
 nice -n 10 "$py" -m pytest -q -m "$MAIN" "${WORKERS[@]}"
 main_rc=$?
 main_s=$(( $(date +%s) - start ))
-if kill -0 "$bg" 2>/dev/null; then
-    echo "[test] suite done in ${main_s} s; waiting for the slurm tests"
-fi
-wait "$bg"
-slurm_rc=$?
+for p in "${pids[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then echo "[test] suite done in ${main_s} s; waiting for the slurm tests"; break; fi
+done
+slurm_rc=0
+rcs=()
+for i in "${!names[@]}"; do
+    wait "${pids[$i]}"
+    rc=$?
+    rcs+=("${names[$i]}: exit $rc")
+    [ "$rc" -eq 0 ] || slurm_rc=$rc
+done
 trap - INT TERM
-echo
-echo "================ tests marked slurm (beside the suite; $(( $(date +%s) - start )) s in all) ================"
-cat "$log"
-rm -f "$log"
-echo "[test] suite: exit $main_rc (${main_s} s); slurm tests: exit $slurm_rc"
+for i in "${!names[@]}"; do
+    echo
+    echo "================ tests marked slurm: ${names[$i]} (beside the suite) ================"
+    cat "$shared/${names[$i]}.log"
+done
+rm -rf "$shared"
+echo "[test] suite: exit $main_rc (${main_s} s); slurm tests: ${rcs[*]} ($(( $(date +%s) - start )) s in all)"
 [ "$main_rc" -eq 0 ] && [ "$slurm_rc" -eq 0 ]

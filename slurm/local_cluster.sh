@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A Slurm cluster on this one machine, for development and the tests marked `slurm`:
 # Debian's own Slurm (slurm-wlm) and munge, a `cpu` partition of two virtual nodes n1 and n2
-# (two slurmd on this host, on their own ports; each offers this machine's cores and memory,
-# which they share), slurmdbd on MariaDB so that `sacct` answers as on a real cluster.
+# (slurmd on this host, on their own ports; each offers this machine's cores and memory, which
+# they share), slurmdbd on MariaDB so that `sacct` answers as on a real cluster. A second
+# partition `side` of two more such nodes, n3 and n4, runs the tests that fault no node beside
+# those that fault n1 or n2 (scripts/run_tests.sh: two slurm test processes at once).
 #
 #   slurm/local_cluster.sh start        install what is missing, write the configs, start (idempotent)
 #   slurm/local_cluster.sh stop         stop every daemon it started (idempotent)
@@ -23,8 +25,12 @@ CGROUP_CONF=$CONF_DIR/cgroup.conf
 STATE=/var/lib/slurm
 LOGS=/var/log/slurm
 CLUSTER=loosespec
-NODES=(n1 n2)
-NODE_PORTS=(6821 6822)
+# The partitions' nodes: cpu (the default; the node faults of tests/test_slurm.py strike these,
+# and partition urgent preempts on them) and side (the other slurm tests' jobs, untouched by them).
+CPU_NODES=(n1 n2)
+SIDE_NODES=(n3 n4)
+NODES=("${CPU_NODES[@]}" "${SIDE_NODES[@]}")
+NODE_PORTS=(6821 6822 6823 6824)
 DB=${LOCAL_SLURM_DB:-1}
 PACKAGES=(slurmctld slurmd slurm-client munge)
 DB_PACKAGES=(slurmdbd mariadb-server)
@@ -66,8 +72,9 @@ write_if_changed() {
 write_configs() {
     mkdir -p "$CONF_DIR" "$LOGS" "$STATE/slurmctld" /run/munge
     chown slurm:slurm "$LOGS" "$STATE" "$STATE/slurmctld"
-    # Weight: an idle cluster places a job on n1 first (the tests' lost node). This machine as slurmd sees it (CPUs, sockets, cores, threads, RealMemory in MB), minus
-    # its name: both virtual nodes offer it. 5% of the memory stays for the OS and the daemons.
+    # Weight: an idle cluster places a job on n1 first (the tests' lost node; n3 in side). This
+    # machine as slurmd sees it (CPUs, sockets, cores, threads, RealMemory in MB), minus its name:
+    # every virtual node offers it. 5% of the memory stays for the OS and the daemons.
     local hw mem
     hw=$(slurmd -C | head -1 | sed -e 's/^NodeName=[^ ]* //' -e 's/ RealMemory=[0-9]*//')
     mem=$(( $(slurmd -C | head -1 | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p') * 95 / 100 ))
@@ -147,8 +154,9 @@ JobCompType=jobcomp/none
 # the cpu jobs it needs room from (the tests' preemption fault).
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
-${nodes}PartitionName=cpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP PriorityTier=1
-PartitionName=urgent Nodes=$(IFS=,; echo "${NODES[*]}") Default=NO MaxTime=INFINITE State=UP PriorityTier=2" && CONF_CHANGED=1
+${nodes}PartitionName=cpu Nodes=$(IFS=,; echo "${CPU_NODES[*]}") Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=$(IFS=,; echo "${CPU_NODES[*]}") Default=NO MaxTime=INFINITE State=UP PriorityTier=2
+PartitionName=side Nodes=$(IFS=,; echo "${SIDE_NODES[*]}") Default=NO MaxTime=INFINITE State=UP PriorityTier=1" && CONF_CHANGED=1
     # The SlurmUser, not root, runs slurmctld: its config must be readable by it.
     chmod 644 "$CONF"
 }
@@ -228,17 +236,18 @@ start_slurm() {
         fi
     done
     # A node that was lost (fail-node) comes back DOWN; ReturnToService=2 revives it on
-    # registration, resume makes sure.
+    # registration, resume makes sure. A node completing a job (comp) is in service: the tests on
+    # partition side may be ending one while a fault test on cpu calls start.
     for _ in $(seq 60); do
         local states
-        states=$(sinfo -h -N -p cpu -o '%N %t' | sort -u)
-        if ! grep -qvE ' (idle|mix|alloc)$' <<<"$states"; then break; fi
+        states=$(sinfo -h -N -o '%N %t' | sort -u)
+        if ! grep -qvE ' (idle|mix|alloc|comp)$' <<<"$states"; then break; fi
         for node in $(awk '$2 ~ /^(down|drain|drng|unk)/ {print $1}' <<<"$states"); do
             scontrol update nodename="$node" state=resume 2>/dev/null || true
         done
         sleep 0.5
     done
-    sinfo -p cpu
+    sinfo
 }
 
 stop_pid() {
@@ -291,7 +300,8 @@ fail_node() {
 status() {
     local d
     for d in munged:/run/munge/munged.pid mariadb:/run/mysqld/mysqld.pid slurmdbd:/run/slurmdbd.pid \
-             slurmctld:/run/slurmctld.pid slurmd-n1:/run/slurmd-n1.pid slurmd-n2:/run/slurmd-n2.pid; do
+             slurmctld:/run/slurmctld.pid "${NODES[@]/#/slurmd-}"; do
+        [[ $d == *:* ]] || d="$d:/run/$d.pid"
         if running "${d#*:}"; then echo "${d%%:*}: running (pid $(cat "${d#*:}"))"; else echo "${d%%:*}: stopped"; fi
     done
     running /run/slurmctld.pid && sinfo -N -l || true

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from loosespec_bench.safe_files import append_text
 from loosespec_bench.settings.config import CONF_DIR
 from loosespec_bench.models.tiny import tiny_model, tiny_tokenizer
 
@@ -72,3 +74,33 @@ def _no_logging_to_closed_streams():
         stream = getattr(h, "stream", None)
         if isinstance(h, logging.StreamHandler) and getattr(stream, "closed", False):
             logging.root.removeHandler(h)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Declared here, not in pyproject's marker list: only tests/test_slurm.py and
+    # scripts/run_tests.sh (which runs these in their own process) use it.
+    config.addinivalue_line(
+        "markers", "slurm_side: a slurm test whose jobs run on the local cluster's partition side (n3, n4), never "
+        "on cpu (n1, n2) where the node faults strike: make test runs these in a second slurm process beside them")
+
+
+def _cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """LOOSESPEC_TEST_CPU=FILE appends one line per test: its node id, then the CPU seconds (user +
+    sys) of this process and of the child processes it waited for (the CLI tests' subprocesses),
+    setup and teardown included (a module fixture counts in its module's first test). On a
+    shared machine wall times measure the neighbours; CPU time measures the test."""
+    out = os.environ.get("LOOSESPEC_TEST_CPU")
+    if not out:
+        yield
+        return
+    own, kids = _cpu_s(resource.RUSAGE_SELF), _cpu_s(resource.RUSAGE_CHILDREN)
+    yield
+    own, kids = _cpu_s(resource.RUSAGE_SELF) - own, _cpu_s(resource.RUSAGE_CHILDREN) - kids
+    # One short line per write with O_APPEND: the lines of two xdist workers do not interleave.
+    append_text(out, f"{item.nodeid}\t{own:.2f}\t{kids:.2f}\n")

@@ -23,11 +23,18 @@ faked squeue answers, jobs and clock, the status line, and the one line for a jo
 without a result (out of memory from its steps, out of requeues, a point that raised).
 
 Without a cluster the marked tests skip, saying how to start one.
+
+Two processes at once (scripts/run_tests.sh): the tests that fault a node (or preempt on it) run on
+partition cpu (n1, n2) one after another; those marked `slurm_side` run on partition side (n3, n4),
+which no fault reaches, in a second process beside them. The slurmctld restart, which every job
+and command sees, waits until it has the cluster alone (a lock each test holds a share of).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import logging
 import math
@@ -37,11 +44,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from loosespec_bench.safe_files import atomic_write_text, open_fd, read_text
 from loosespec_bench.slurm import (Node, QueueEntry, QueueWatch, check_request, failed_why, is_held, job_steps, never_clears, parse_sinfo,
                                    parse_squeue, query_queue, sbatch_refusal)
 
@@ -410,14 +419,105 @@ def _cluster_up() -> str | None:
     return None
 
 
+def _side_partition() -> str | None:
+    """'side' where the local cluster has it (nodes n3 and n4, which no test faults), else None (a
+    cluster started before slurm/local_cluster.sh made it: every test then runs on cpu, one at a time)."""
+    if _WHY_NOT is not None:
+        return None
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-p", "side", "-o", "%N"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return None
+    return "side" if out.returncode == 0 and {"n3", "n4"} <= set(out.stdout.split()) else None
+
+
 _WHY_NOT = _cluster_up()
 _SKIP = pytest.mark.skipif(_WHY_NOT is not None, reason=f"{_WHY_NOT}; `make slurm-local` (root, Debian) starts a local cluster")
+SIDE = _side_partition()
 
 
 def slurm(test):
     """Marked `slurm` (so `make test` can run these beside the rest: they mostly wait on Slurm)
     and skipped, saying why, when no local cluster answers."""
     return pytest.mark.slurm(_SKIP(test))
+
+
+def side(test):
+    """A slurm test that faults no node and whose jobs run on partition side (n3, n4) when the
+    cluster has it: `make test` runs these in a second process beside the node faults on cpu (n1,
+    n2), which cannot reach their jobs. Tests that share a job name (lsb-fly_ablation_k: the
+    sweep, scancel, Ctrl-C and partition tests) must stay on the same side: one process runs them
+    one after another."""
+    return pytest.mark.slurm_side(slurm(test))
+
+
+# Two slurm test processes share one cluster (scripts/run_tests.sh). Each test holds a share of it
+# for its whole run; the slurmctld restart takes all of it, since no process can sbatch, squeue or
+# scontrol while the controller is down. Without partition side every test takes all of it: the
+# node faults would strike the other process's jobs. A gate before the shared lock lets a waiting
+# exclusive test in ahead of the next shared ones (the other process never leaves a gap to take).
+LOCKS = Path(tempfile.gettempdir())
+CLUSTER_GATE, CLUSTER_LOCK = "loosespec-slurm-tests.gate", "loosespec-slurm-tests.lock"
+# A test holds the cluster at most this long (the fault tests' own limits: 300 + 600 s).
+CLUSTER_WAIT_S = 1800.0
+_TURN: dict[str, str | None] = {"partition": None}
+
+
+def _flock(name: str, mode: int, what: str) -> int:
+    """The lock file's descriptor, locked in `mode` (fcntl.LOCK_SH / LOCK_EX) within CLUSTER_WAIT_S."""
+    fd = open_fd(LOCKS / name, os.O_RDWR | os.O_CREAT)
+    end = time.monotonic() + CLUSTER_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > end:
+                os.close(fd)
+                raise AssertionError(f"timed out after {CLUSTER_WAIT_S:.0f} s waiting for {what} ({LOCKS / name})") from None
+            time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def _cluster_share(exclusive: bool):
+    gate = _flock(CLUSTER_GATE, fcntl.LOCK_EX, "the cluster's gate")
+    try:
+        lock = _flock(CLUSTER_LOCK, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH,
+                      "the whole cluster" if exclusive else "a share of the cluster")
+    finally:
+        if not exclusive:
+            os.close(gate)  # closing the descriptor releases its lock
+    try:
+        yield
+    finally:
+        os.close(lock)
+        if exclusive:
+            os.close(gate)
+
+
+@pytest.fixture
+def whole_cluster():
+    """The cluster to this test alone (it stops slurmctld): the other process's tests wait."""
+    with _cluster_share(exclusive=True):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _cluster_turn(request):
+    """A slurm test's share of the cluster, and its partition: side for the tests marked so (where
+    the cluster has it), else cpu (the default: the environment's LOOSESPEC_SLURM_PARTITION aside)."""
+    if request.node.get_closest_marker("slurm") is None or _WHY_NOT is not None or "whole_cluster" in request.fixturenames:
+        yield
+        return
+    on_side = SIDE is not None and request.node.get_closest_marker("slurm_side") is not None
+    with _cluster_share(exclusive=SIDE is None):
+        _TURN["partition"] = SIDE if on_side else None
+        try:
+            yield
+        finally:
+            _TURN["partition"] = None
+
+
 SCRIPT = REPO / "slurm" / "local_cluster.sh"
 # One CPU and 2 GB per job, so that the jobs of a sweep run side by side on the two nodes.
 SMALL = ["hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2"]
@@ -430,7 +530,10 @@ TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    if _TURN["partition"]:
+        env["LOOSESPEC_SLURM_PARTITION"] = _TURN["partition"]  # hydra.launcher.partition (conf/hydra/launcher/slurm.yaml)
+    return env
 
 
 def _run(args: list[str], timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -497,15 +600,247 @@ def _job_pids(sweep_dir: Path) -> list[int]:
     return pids
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict[str, list[int]]:
-    """The uninterrupted run (this process's launcher, no cluster): output tokens by sample id."""
-    results = tmp_path_factory.mktemp("reference")
+# ---------------------------------------------------------------------------- sweeps
+
+
+def _cpu_make(target: str, results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _make(target, "REPLICATE_CPU_SWEEPS=fly_ablation_k", "LAUNCHER=slurm", f"CPU_RESULTS={results}",
+                 f"ARGS={' '.join(SWEEP)}", *extra)
+
+
+def _planned_folders(plan_out: str) -> list[str]:
+    return re.findall(r"^\s+\d+\s+drafter\.k=\d+\s.*?(/\S+)$", plan_out, flags=re.M)
+
+
+@side
+def test_sweep_of_three_points_runs_as_one_array(tmp_path):
+    results = tmp_path / "runs"
+    plan = _cpu_make("replicate-cpu", results, "DRY_RUN=1")
+    assert plan.returncode == 0, plan.stderr
+    assert "3 jobs (one Slurm job array), 0 GPU(s)/job, 1 CPUs, 2 GB" in plan.stdout
+    planned = _planned_folders(plan.stdout)
+    assert len(planned) == 3
+
+    launch = _cpu_make("replicate-cpu", results)
+    assert launch.returncode == 0, launch.stdout[-2000:] + launch.stderr[-2000:]
+    done = sorted(str(p.parent) for p in results.glob("*/*/summary.json"))
+    assert done == sorted(planned)
+    for folder in done:
+        lines = (Path(folder) / "samples.jsonl").read_text().splitlines()
+        assert len(lines) == 1 and (Path(folder) / "config.yaml").exists()
+    # One array: three tasks <array id>_0..2 in submitit's folders.
+    tasks = sorted(p.name for p in results.glob("_launch/*/fly_ablation_k/.submitit/*") if re.fullmatch(r"\d+_\d+", p.name))
+    assert len(tasks) == 3 and len({t.split("_")[0] for t in tasks}) == 1, tasks
+
+    status = _cpu_make("status-cpu", results)
+    assert "[fly_ablation_k] 3 done, 0 short, 0 running, 0 failed, 0 pending" in status.stdout, status.stdout
+
+
+@side
+def test_scancel_of_one_task_is_named_and_a_relaunch_runs_only_it(tmp_path):
+    results = tmp_path / "runs"
+    launch = [sys.executable, "-m", "loosespec_bench.plan", "launch", "-e", "fly_ablation_k", "--",
+              "hydra/launcher=slurm", "scale=cpu", *SWEEP]
+    env = {**_env(), "LOOSESPEC_RESULTS_DIR": str(results)}
+    driver = subprocess.Popen(launch, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        jobs = _wait(lambda: [j for j in _squeue("lsb-fly_ablation_k") if j[0].endswith("_1") or "[" in j[0]], 120, "the array")
+        array = jobs[0][0].split("_")[0]
+        subprocess.run(["scancel", f"{array}_1"], check=True, timeout=30)
+        driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 1
+    log = next(results.glob("_launch/*/fly_ablation_k.log")).read_text()
+    # Cancelled while pending, an array task leaves no record in Slurm; started, it says CANCELLED.
+    assert re.search(r"^error: 1 of 3 points ended without a result: #1 drafter\.k=15 .*\(job \d+_1: (CANCELLED|no record left)", log, flags=re.M), log[-2000:]
+    assert "Traceback" not in log
+
+    status = _run([sys.executable, "-m", "loosespec_bench.plan", "status", "-e", "fly_ablation_k", "--", "hydra/launcher=slurm", "scale=cpu", *SWEEP],
+                  env=env)
+    rows = {m.group(2): m.group(1) for m in re.finditer(r"^\s+\d+\s+(\w+)\s+drafter\.k=(\d+)", status.stdout, flags=re.M)}
+    assert rows["10"] == rows["20"] == "done" and rows["15"] in ("pending", "running"), status.stdout
+
+    again = subprocess.run(launch, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert "-> 1 jobs (2 left out" in again.stdout
+    stamps = sorted(results.glob("_launch/*/fly_ablation_k/.submitit"))
+    # One point left: submitit submits it as a plain job (folder <id>) rather than an array of one.
+    second = [p.name for p in stamps[1].glob("*") if re.fullmatch(r"\d+(_\d+)?", p.name)]
+    assert len(stamps) == 2 and len(second) == 1, second
+    assert len(list(results.glob("fly_ablation_k/*/summary.json"))) == 3
+
+
+@slurm
+@pytest.mark.parametrize(
+    "override, setting",
+    [
+        ("hydra.launcher.gpus_per_node=1", "hydra.launcher.gpus_per_node=1: partition cpu has no GPUs"),
+        ("hydra.launcher.partition=gpu", "hydra.launcher.partition=gpu: the cluster has no partition gpu"),
+        ("hydra.launcher.mem_gb=100000", "hydra.launcher.mem_gb=100000: the nodes of partition cpu have at most"),
+    ],
+    ids=["gpus-on-cpu-partition", "unknown-partition", "more-memory-than-a-node"],
+)
+def test_a_request_the_cluster_cannot_meet_is_one_error_line(tmp_path, override, setting):
+    # A key is given once (the pre-check refuses a repeated one): the override replaces SWEEP's.
+    key = override.split("=", 1)[0]
+    base = [a for a in SWEEP if a.split("=", 1)[0] != key]
+    proc = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "scale=cpu", "hydra/launcher=slurm",
+                 *base, override, f"paths.results_dir={tmp_path}"], timeout=300)
+    assert proc.returncode == 2
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {setting}"), proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not any(tmp_path.rglob("*")), list(tmp_path.rglob("*"))  # no sweep folder left behind
+
+
+# ---------------------------------------------------------------------------- stop, relaunch, attach (issue 73)
+
+
+def _launch_cmd(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "loosespec_bench.plan", "launch", "-e", "fly_ablation_k", "--", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
+            *extra]
+
+
+# The array waits this long before it may start (sbatch --begin): a Ctrl-C and a relaunch then
+# find it pending whatever the machine's speed.
+BEGIN = "+hydra.launcher.additional_parameters.begin=now+45"
+
+
+def _alive(name: str) -> list[tuple[str, str, str]]:
+    return [j for j in _squeue(name) if j[1] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")]
+
+
+def _check_samples(results: Path, points: int) -> tuple[int, int]:
+    """(lost, duplicated) samples over the sweep's run folders: each point runs dataset.limit=1."""
+    lost = duplicated = 0
+    folders = [p for p in results.glob("fly_ablation_k/*") if p.is_dir()]
+    assert len(folders) == points, folders
+    for folder in folders:
+        ids = [json.loads(line)["id"] for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
+        lost += max(0, 1 - len(set(ids)))
+        duplicated += len(ids) - len(set(ids))
+    return lost, duplicated
+
+
+@side
+def test_ctrl_c_of_a_launch_then_relaunch_while_running_and_after_done(tmp_path):
+    """Ctrl-C of `plan launch`: one line naming the array and its scancel, exit 130, no traceback,
+    no sweep table; a relaunch while the jobs run attaches to them (no second job, no error.txt);
+    once done, a relaunch (plan or the plain -m) submits nothing."""
+    results = tmp_path / "runs"
+    env = {**_env(), "LOOSESPEC_RESULTS_DIR": str(results)}
+    driver = subprocess.Popen(_launch_cmd(BEGIN), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        jobs = _wait(lambda: _alive("lsb-fly_ablation_k"), 180, "the array in squeue")
+        array = jobs[0][0].split("_")[0]
+        driver.send_signal(signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert driver.returncode == 130, out + err
+    assert len(lines) == 1 and lines[0].startswith("interrupted: "), err
+    assert f"scancel {array}" in lines[0] and "of 3 points finished" in lines[0] and "attaches" in lines[0], lines[0]
+    log = next(results.glob("_launch/*/fly_ablation_k.log")).read_text()
+    assert "Traceback" not in out + err + log and "KeyboardInterrupt" not in log and "sweep of" not in log, log[-3000:]
+    assert "interrupted: " in log  # the driver's own line, in its log
+
+    # Relaunch while the jobs still run: they are attached to, not submitted again.
+    assert _alive("lsb-fly_ablation_k"), "the jobs ended before the relaunch: the test machine is too fast for this test"
+    again = subprocess.run(_launch_cmd(BEGIN), cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "budget: 3 points, 0 done, 0 running and 3 pending in Slurm (attached to" in again.stdout, again.stdout
+    log2 = sorted(results.glob("_launch/*/fly_ablation_k.log"))[-1].read_text()
+    assert log2.count("pending in Slurm as job") == 3 and "job array" not in log2, log2[-3000:]
+    submitted = {p.name.split("_")[0] for p in results.glob("_launch/*/fly_ablation_k/.submitit/*") if re.fullmatch(r"\d+(_\d+)?", p.name)}
+    assert submitted == {array}, submitted  # one array in all
+    assert not list(results.rglob("error.txt")), list(results.rglob("error.txt"))
+    assert len(list(results.glob("fly_ablation_k/*/summary.json"))) == 3
+    lost, duplicated = _check_samples(results, 3)
+    print(f"\nRELAUNCH while running: samples lost {lost}, duplicated {duplicated}")
+    assert lost == duplicated == 0
+
+    # After done: plan launch launches nothing; the plain -m relaunch submits no job either.
+    done = subprocess.run(_launch_cmd(), cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "all 3 points done" in done.stdout, done.stdout
+    plain = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
+                  f"paths.results_dir={results}", f"hydra.sweep.dir={tmp_path / 'plain'}"], timeout=600)
+    assert plain.returncode == 0, plain.stdout[-2000:] + plain.stderr[-2000:]
+    assert (plain.stdout + plain.stderr).count("not submitted") == 3 and "job array" not in plain.stdout + plain.stderr
+    assert not _alive("lsb-fly_ablation_k") and not list((tmp_path / "plain").glob(".submitit/*"))
+    assert _check_samples(results, 3) == (0, 0)
+
+
+@side
+def test_a_partition_made_inactive_ends_the_point_with_its_job_cancelled_and_a_deleted_one_is_named(tmp_path):
+    part = f"t73p{os.getpid()}"
+    subprocess.run(["scontrol", "create", f"PartitionName={part}", "Nodes=n1,n2", "State=DOWN"], check=True, timeout=30)
+    try:
+        args = [sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
+                "drafter.k=10", f"hydra.launcher.partition={part}", "hydra.launcher.held_grace_min=0.2",
+                f"paths.results_dir={tmp_path / 'runs'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+        log = tmp_path / "driver.log"
+        with log.open("w") as fh:
+            driver = subprocess.Popen(args, cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True)
+        try:
+            _wait(lambda: "PartitionDown" in log.read_text() or driver.poll() is not None, 180, "PartitionDown told")
+            assert "the partition is down" in log.read_text(), log.read_text()[-2000:]
+            subprocess.run(["scontrol", "update", f"PartitionName={part}", "State=INACTIVE"], check=True, timeout=30)
+            driver.wait(timeout=180)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        text = log.read_text()
+        assert driver.returncode == 1, text[-2000:]
+        errors = [ln for ln in text.splitlines() if ln.startswith("error: job")]
+        assert len(errors) == 1 and "hydra.launcher.partition" in errors[0] and "(job cancelled)" in errors[0], text[-2000:]
+        assert re.search(r"Partition(Inactive|Down)", errors[0]), errors[0]
+        assert "Traceback" not in text
+        assert not _alive("lsb-fly_ablation_k"), _squeue("lsb-fly_ablation_k")  # cancelled: nothing starts it unwatched
+        assert not list((tmp_path / "runs").rglob("error.txt"))
+    finally:
+        for j in _squeue("lsb-fly_ablation_k"):
+            subprocess.run(["scancel", j[0]], timeout=30)
+        time.sleep(1)
+        subprocess.run(["scontrol", "delete", f"PartitionName={part}"], timeout=30)
+    # Deleted: the launch names the setting before submitting anything.
+    gone = _run([*args[:-2], f"paths.results_dir={tmp_path / 'runs2'}", f"hydra.sweep.dir={tmp_path / 'sweep2'}"], timeout=300)
+    lines = [ln for ln in gone.stderr.splitlines() if ln.strip()]
+    assert gone.returncode == 2 and len(lines) == 1 and f"the cluster has no partition {part}" in lines[0], gone.stderr
+
+
+# ---------------------------------------------------------------------------- faults
+
+def _reference_run(results: Path) -> dict[str, list[int]]:
     proc = _run([sys.executable, "-m", "loosespec_bench", *FAULT, f"paths.results_dir={results}", "experiment_name=fault"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = _records(results)
     assert len(recs) == FAULT_SAMPLES
     return {r["id"]: r["output_ids"] for r in recs}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, list[int]]:
+    """The uninterrupted run (this process's launcher, no cluster): output tokens by sample id.
+    scripts/run_tests.sh's two slurm processes share one (LOOSESPEC_SLURM_SHARED, a folder made
+    for that run): the first to need it runs it, the other waits for it and reads it."""
+    shared = os.environ.get("LOOSESPEC_SLURM_SHARED")
+    if not shared:
+        return _reference_run(tmp_path_factory.mktemp("reference"))
+    fd = open_fd(Path(shared) / "reference.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the run takes minutes at most: the other process waits that long
+        saved = Path(shared) / "reference.json"
+        if saved.exists():
+            return json.loads(read_text(saved))
+        ref = _reference_run(tmp_path_factory.mktemp("reference"))
+        atomic_write_text(saved, json.dumps(ref))
+        return ref
+    finally:
+        os.close(fd)
 
 
 
@@ -555,7 +890,7 @@ def _check_resumed(fault: str, recs: list[dict], before: int, reference: dict[st
     assert not lost and duplicated == 0 and identical
 
 
-@slurm
+@side
 def test_requeue_mid_run_resumes(tmp_path, reference):
     def inject(job: str, sweep: Path) -> int:
         n = len(_records(tmp_path / "results"))
@@ -756,8 +1091,8 @@ def test_requeued_job_on_the_other_node_waits_for_a_step_that_outlives_the_cance
 def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_when_released(tmp_path, reference):
     """`scontrol requeuehold` (as Slurm does after a failed launch: `launch failed requeued held`):
     the launcher prints the release command within a minute, ends the point after
-    held_grace_min=0.5 with that line in its summary; released afterwards, the job resumes from its
-    folder on its own."""
+    held_grace_min=0.25 (15 s) with that line in its summary; released afterwards, the job resumes
+    from its folder on its own."""
     told: list[float] = []
     jobs: list[str] = []
 
@@ -772,12 +1107,12 @@ def test_held_job_is_told_at_once_ends_unfinished_after_the_grace_and_resumes_wh
 
     t0 = time.monotonic()
     try:
-        recs, _, before, out = _fault_run(tmp_path, "fault_held", inject, ["hydra.launcher.held_grace_min=0.5"], keep_jobs=True)
+        recs, _, before, out = _fault_run(tmp_path, "fault_held", inject, ["hydra.launcher.held_grace_min=0.25"], keep_jobs=True)
         ended = time.monotonic() - t0
         line = next(ln for ln in out.splitlines() if "is held by Slurm" in ln)
         summary = [ln for ln in out.splitlines() if ln.startswith("error:")]
         assert len(summary) == 1 and "ended without a result" in summary[0] and f"scontrol release {jobs[0]}" in summary[0], out[-2000:]
-        assert "held_grace_min=0.5" in summary[0] and "Traceback" not in out
+        assert "held_grace_min=0.25" in summary[0] and "Traceback" not in out
         assert told[0] < 60
         print(f"\nHELD: the release line {told[0]:.1f} s after the hold: {line.split('] ', 1)[-1]}\n      the driver ended {ended:.0f} s after its start: {summary[0][:300]}")
         # Released now, with no driver left: the job resumes from its folder and finishes on its own.
@@ -815,26 +1150,6 @@ def test_preempted_with_requeue_resumes(tmp_path, reference):
 
 @pytest.mark.slurm_faults
 @slurm
-def test_slurmctld_restarted_mid_run(tmp_path, reference):
-    """slurmctld stopped for 10 s and started again mid-run: the job runs on (slurmd keeps it), the
-    launcher's squeue and sacct calls fail meanwhile and it keeps waiting; the run finishes."""
-    def inject(job: str, sweep: Path) -> int:
-        n = len(_records(tmp_path / "results"))
-        pid = int(Path("/run/slurmctld.pid").read_text())
-        os.kill(pid, signal.SIGTERM)
-        _wait(lambda: not Path(f"/proc/{pid}").exists(), 30, "slurmctld stopped")
-        time.sleep(10)
-        subprocess.run([str(SCRIPT), "start"], check=True, timeout=120, capture_output=True)
-        return n
-
-    recs, history, before, out = _fault_run(tmp_path, "fault_ctld", inject)
-    assert [s for s, _ in history] == ["COMPLETED"], (history, out[-2000:])
-    assert "error:" not in out, out[-2000:]
-    _check_resumed("slurmctld stopped 10 s mid-run and restarted", recs, before, reference)
-
-
-@pytest.mark.slurm_faults
-@slurm
 def test_node_drained_mid_run_lets_the_job_finish_there(tmp_path, reference):
     """`scontrol update nodename=N state=drain` while the point runs on N (an admin or a health
     check takes the node out of service): Slurm lets the running job finish there (DRAINING) and
@@ -863,7 +1178,7 @@ OUT_OF_REQUEUES = ["hydra.launcher.timeout_min=3", "hydra.launcher.signal_delay_
 
 
 @pytest.mark.slurm_faults
-@slurm
+@side
 def test_requeue_limit_reached_ends_unfinished_naming_max_num_timeout_and_a_relaunch_resumes(tmp_path, reference):
     """max_num_timeout=0 and the time limit hit mid-run: submitit does not requeue (its verdict
     `timed-out too many times`, raised inside the point: Hydra's job catches it, so Slurm records
@@ -898,7 +1213,7 @@ def _fill(path: Path) -> None:
 
 
 @pytest.mark.slurm_faults
-@slurm
+@side
 def test_full_results_disk_keeps_every_finished_sample_and_says_what_to_do(tmp_path, reference):
     """The results folder on its own small file system (a 16 MiB tmpfs mounted there: the shared
     results disk), filled by another writer mid-run: the next append fails with ENOSPC, the point
@@ -960,7 +1275,7 @@ def _lower_memory_limit(job: str) -> int:
 
 
 @pytest.mark.slurm_faults
-@slurm
+@side
 def test_out_of_memory_kill_mid_run_names_the_memory_setting_and_a_relaunch_resumes(tmp_path, reference):
     """An out-of-memory kill mid-run: the memory limit Slurm gave the job's step (task/cgroup, from
     --mem = hydra.launcher.mem_gb=2) is lowered after a few samples to what the step uses at that
@@ -996,11 +1311,29 @@ def test_out_of_memory_kill_mid_run_names_the_memory_setting_and_a_relaunch_resu
                    len(ids), reference)
 
 
-@pytest.mark.slurm
-def test_fault_table():
-    """Prints the faults tried (run with -s to see it); nothing to check when none ran."""
+@pytest.mark.slurm_faults
+@slurm
+def test_slurmctld_restarted_mid_run(tmp_path, reference, whole_cluster):
+    """slurmctld stopped for 10 s and started again mid-run: the job runs on (slurmd keeps it), the
+    launcher's squeue and sacct calls fail meanwhile and it keeps waiting; the run finishes."""
+    def inject(job: str, sweep: Path) -> int:
+        n = len(_records(tmp_path / "results"))
+        pid = int(Path("/run/slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        _wait(lambda: not Path(f"/proc/{pid}").exists(), 30, "slurmctld stopped")
+        time.sleep(10)
+        subprocess.run([str(SCRIPT), "start"], check=True, timeout=120, capture_output=True)
+        return n
+
+    recs, history, before, out = _fault_run(tmp_path, "fault_ctld", inject)
+    assert [s for s, _ in history] == ["COMPLETED"], (history, out[-2000:])
+    assert "error:" not in out, out[-2000:]
+    _check_resumed("slurmctld stopped 10 s mid-run and restarted", recs, before, reference)
+
+
+def _print_fault_table() -> None:
     if not FAULT_TABLE:
-        pytest.skip("no fault ran (no local cluster)")
+        pytest.skip("no fault ran in this process (no local cluster, or none selected)")
     print("\n| fault | samples before | after | lost | duplicated | identical to the uninterrupted run |")
     print("|---|---|---|---|---|---|")
     for row in FAULT_TABLE:
@@ -1008,213 +1341,15 @@ def test_fault_table():
     assert all(r["lost"] == 0 and r["duplicated"] == 0 and r["identical"] for r in FAULT_TABLE)
 
 
-# ---------------------------------------------------------------------------- sweeps
+# Last in the file, so last in each process: the faults this process tried (run with -s to see it).
+@pytest.mark.slurm
+def test_fault_table():
+    """The faults on partition cpu (all of them when one process runs every slurm test)."""
+    _print_fault_table()
 
 
-def _cpu_make(target: str, results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return _make(target, "REPLICATE_CPU_SWEEPS=fly_ablation_k", "LAUNCHER=slurm", f"CPU_RESULTS={results}",
-                 f"ARGS={' '.join(SWEEP)}", *extra)
-
-
-def _planned_folders(plan_out: str) -> list[str]:
-    return re.findall(r"^\s+\d+\s+drafter\.k=\d+\s.*?(/\S+)$", plan_out, flags=re.M)
-
-
-@slurm
-def test_sweep_of_three_points_runs_as_one_array(tmp_path):
-    results = tmp_path / "runs"
-    plan = _cpu_make("replicate-cpu", results, "DRY_RUN=1")
-    assert plan.returncode == 0, plan.stderr
-    assert "3 jobs (one Slurm job array), 0 GPU(s)/job, 1 CPUs, 2 GB" in plan.stdout
-    planned = _planned_folders(plan.stdout)
-    assert len(planned) == 3
-
-    launch = _cpu_make("replicate-cpu", results)
-    assert launch.returncode == 0, launch.stdout[-2000:] + launch.stderr[-2000:]
-    done = sorted(str(p.parent) for p in results.glob("*/*/summary.json"))
-    assert done == sorted(planned)
-    for folder in done:
-        lines = (Path(folder) / "samples.jsonl").read_text().splitlines()
-        assert len(lines) == 1 and (Path(folder) / "config.yaml").exists()
-    # One array: three tasks <array id>_0..2 in submitit's folders.
-    tasks = sorted(p.name for p in results.glob("_launch/*/fly_ablation_k/.submitit/*") if re.fullmatch(r"\d+_\d+", p.name))
-    assert len(tasks) == 3 and len({t.split("_")[0] for t in tasks}) == 1, tasks
-
-    status = _cpu_make("status-cpu", results)
-    assert "[fly_ablation_k] 3 done, 0 short, 0 running, 0 failed, 0 pending" in status.stdout, status.stdout
-
-
-@slurm
-def test_scancel_of_one_task_is_named_and_a_relaunch_runs_only_it(tmp_path):
-    results = tmp_path / "runs"
-    launch = [sys.executable, "-m", "loosespec_bench.plan", "launch", "-e", "fly_ablation_k", "--",
-              "hydra/launcher=slurm", "scale=cpu", *SWEEP]
-    env = {**_env(), "LOOSESPEC_RESULTS_DIR": str(results)}
-    driver = subprocess.Popen(launch, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        jobs = _wait(lambda: [j for j in _squeue("lsb-fly_ablation_k") if j[0].endswith("_1") or "[" in j[0]], 120, "the array")
-        array = jobs[0][0].split("_")[0]
-        subprocess.run(["scancel", f"{array}_1"], check=True, timeout=30)
-        driver.communicate(timeout=600)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert driver.returncode == 1
-    log = next(results.glob("_launch/*/fly_ablation_k.log")).read_text()
-    # Cancelled while pending, an array task leaves no record in Slurm; started, it says CANCELLED.
-    assert re.search(r"^error: 1 of 3 points ended without a result: #1 drafter\.k=15 .*\(job \d+_1: (CANCELLED|no record left)", log, flags=re.M), log[-2000:]
-    assert "Traceback" not in log
-
-    status = _run([sys.executable, "-m", "loosespec_bench.plan", "status", "-e", "fly_ablation_k", "--", "hydra/launcher=slurm", "scale=cpu", *SWEEP],
-                  env=env)
-    rows = {m.group(2): m.group(1) for m in re.finditer(r"^\s+\d+\s+(\w+)\s+drafter\.k=(\d+)", status.stdout, flags=re.M)}
-    assert rows["10"] == rows["20"] == "done" and rows["15"] in ("pending", "running"), status.stdout
-
-    again = subprocess.run(launch, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-2000:]
-    assert "-> 1 jobs (2 left out" in again.stdout
-    stamps = sorted(results.glob("_launch/*/fly_ablation_k/.submitit"))
-    # One point left: submitit submits it as a plain job (folder <id>) rather than an array of one.
-    second = [p.name for p in stamps[1].glob("*") if re.fullmatch(r"\d+(_\d+)?", p.name)]
-    assert len(stamps) == 2 and len(second) == 1, second
-    assert len(list(results.glob("fly_ablation_k/*/summary.json"))) == 3
-
-
-@slurm
-@pytest.mark.parametrize(
-    "override, setting",
-    [
-        ("hydra.launcher.gpus_per_node=1", "hydra.launcher.gpus_per_node=1: partition cpu has no GPUs"),
-        ("hydra.launcher.partition=gpu", "hydra.launcher.partition=gpu: the cluster has no partition gpu"),
-        ("hydra.launcher.mem_gb=100000", "hydra.launcher.mem_gb=100000: the nodes of partition cpu have at most"),
-    ],
-    ids=["gpus-on-cpu-partition", "unknown-partition", "more-memory-than-a-node"],
-)
-def test_a_request_the_cluster_cannot_meet_is_one_error_line(tmp_path, override, setting):
-    # A key is given once (the pre-check refuses a repeated one): the override replaces SWEEP's.
-    key = override.split("=", 1)[0]
-    base = [a for a in SWEEP if a.split("=", 1)[0] != key]
-    proc = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "scale=cpu", "hydra/launcher=slurm",
-                 *base, override, f"paths.results_dir={tmp_path}"], timeout=300)
-    assert proc.returncode == 2
-    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(errors) == 1 and errors[0].startswith(f"error: {setting}"), proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert not any(tmp_path.rglob("*")), list(tmp_path.rglob("*"))  # no sweep folder left behind
-
-
-# ---------------------------------------------------------------------------- stop, relaunch, attach (issue 73)
-
-
-def _launch_cmd(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "loosespec_bench.plan", "launch", "-e", "fly_ablation_k", "--", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
-            *extra]
-
-
-# The array waits this long before it may start (sbatch --begin): a Ctrl-C and a relaunch then
-# find it pending whatever the machine's speed.
-BEGIN = "+hydra.launcher.additional_parameters.begin=now+45"
-
-
-def _alive(name: str) -> list[tuple[str, str, str]]:
-    return [j for j in _squeue(name) if j[1] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")]
-
-
-def _check_samples(results: Path, points: int) -> tuple[int, int]:
-    """(lost, duplicated) samples over the sweep's run folders: each point runs dataset.limit=1."""
-    lost = duplicated = 0
-    folders = [p for p in results.glob("fly_ablation_k/*") if p.is_dir()]
-    assert len(folders) == points, folders
-    for folder in folders:
-        ids = [json.loads(line)["id"] for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
-        lost += max(0, 1 - len(set(ids)))
-        duplicated += len(ids) - len(set(ids))
-    return lost, duplicated
-
-
-@slurm
-def test_ctrl_c_of_a_launch_then_relaunch_while_running_and_after_done(tmp_path):
-    """Ctrl-C of `plan launch`: one line naming the array and its scancel, exit 130, no traceback,
-    no sweep table; a relaunch while the jobs run attaches to them (no second job, no error.txt);
-    once done, a relaunch (plan or the plain -m) submits nothing."""
-    results = tmp_path / "runs"
-    env = {**_env(), "LOOSESPEC_RESULTS_DIR": str(results)}
-    driver = subprocess.Popen(_launch_cmd(BEGIN), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        jobs = _wait(lambda: _alive("lsb-fly_ablation_k"), 180, "the array in squeue")
-        array = jobs[0][0].split("_")[0]
-        driver.send_signal(signal.SIGINT)
-        out, err = driver.communicate(timeout=120)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert driver.returncode == 130, out + err
-    assert len(lines) == 1 and lines[0].startswith("interrupted: "), err
-    assert f"scancel {array}" in lines[0] and "of 3 points finished" in lines[0] and "attaches" in lines[0], lines[0]
-    log = next(results.glob("_launch/*/fly_ablation_k.log")).read_text()
-    assert "Traceback" not in out + err + log and "KeyboardInterrupt" not in log and "sweep of" not in log, log[-3000:]
-    assert "interrupted: " in log  # the driver's own line, in its log
-
-    # Relaunch while the jobs still run: they are attached to, not submitted again.
-    assert _alive("lsb-fly_ablation_k"), "the jobs ended before the relaunch: the test machine is too fast for this test"
-    again = subprocess.run(_launch_cmd(BEGIN), cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
-    assert "budget: 3 points, 0 done, 0 running and 3 pending in Slurm (attached to" in again.stdout, again.stdout
-    log2 = sorted(results.glob("_launch/*/fly_ablation_k.log"))[-1].read_text()
-    assert log2.count("pending in Slurm as job") == 3 and "job array" not in log2, log2[-3000:]
-    submitted = {p.name.split("_")[0] for p in results.glob("_launch/*/fly_ablation_k/.submitit/*") if re.fullmatch(r"\d+(_\d+)?", p.name)}
-    assert submitted == {array}, submitted  # one array in all
-    assert not list(results.rglob("error.txt")), list(results.rglob("error.txt"))
-    assert len(list(results.glob("fly_ablation_k/*/summary.json"))) == 3
-    lost, duplicated = _check_samples(results, 3)
-    print(f"\nRELAUNCH while running: samples lost {lost}, duplicated {duplicated}")
-    assert lost == duplicated == 0
-
-    # After done: plan launch launches nothing; the plain -m relaunch submits no job either.
-    done = subprocess.run(_launch_cmd(), cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and "all 3 points done" in done.stdout, done.stdout
-    plain = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
-                  f"paths.results_dir={results}", f"hydra.sweep.dir={tmp_path / 'plain'}"], timeout=600)
-    assert plain.returncode == 0, plain.stdout[-2000:] + plain.stderr[-2000:]
-    assert (plain.stdout + plain.stderr).count("not submitted") == 3 and "job array" not in plain.stdout + plain.stderr
-    assert not _alive("lsb-fly_ablation_k") and not list((tmp_path / "plain").glob(".submitit/*"))
-    assert _check_samples(results, 3) == (0, 0)
-
-
-@slurm
-def test_a_partition_made_inactive_ends_the_point_with_its_job_cancelled_and_a_deleted_one_is_named(tmp_path):
-    part = f"t73p{os.getpid()}"
-    subprocess.run(["scontrol", "create", f"PartitionName={part}", "Nodes=n1,n2", "State=DOWN"], check=True, timeout=30)
-    try:
-        args = [sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "hydra/launcher=slurm", "scale=cpu", *SWEEP,
-                "drafter.k=10", f"hydra.launcher.partition={part}", "hydra.launcher.held_grace_min=0.2",
-                f"paths.results_dir={tmp_path / 'runs'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-        log = tmp_path / "driver.log"
-        with log.open("w") as fh:
-            driver = subprocess.Popen(args, cwd=REPO, env=_env(), stdout=fh, stderr=subprocess.STDOUT, text=True)
-        try:
-            _wait(lambda: "PartitionDown" in log.read_text() or driver.poll() is not None, 180, "PartitionDown told")
-            assert "the partition is down" in log.read_text(), log.read_text()[-2000:]
-            subprocess.run(["scontrol", "update", f"PartitionName={part}", "State=INACTIVE"], check=True, timeout=30)
-            driver.wait(timeout=180)
-        finally:
-            if driver.poll() is None:
-                driver.kill()
-        text = log.read_text()
-        assert driver.returncode == 1, text[-2000:]
-        errors = [ln for ln in text.splitlines() if ln.startswith("error: job")]
-        assert len(errors) == 1 and "hydra.launcher.partition" in errors[0] and "(job cancelled)" in errors[0], text[-2000:]
-        assert re.search(r"Partition(Inactive|Down)", errors[0]), errors[0]
-        assert "Traceback" not in text
-        assert not _alive("lsb-fly_ablation_k"), _squeue("lsb-fly_ablation_k")  # cancelled: nothing starts it unwatched
-        assert not list((tmp_path / "runs").rglob("error.txt"))
-    finally:
-        for j in _squeue("lsb-fly_ablation_k"):
-            subprocess.run(["scancel", j[0]], timeout=30)
-        time.sleep(1)
-        subprocess.run(["scontrol", "delete", f"PartitionName={part}"], timeout=30)
-    # Deleted: the launch names the setting before submitting anything.
-    gone = _run([*args[:-2], f"paths.results_dir={tmp_path / 'runs2'}", f"hydra.sweep.dir={tmp_path / 'sweep2'}"], timeout=300)
-    lines = [ln for ln in gone.stderr.splitlines() if ln.strip()]
-    assert gone.returncode == 2 and len(lines) == 1 and f"the cluster has no partition {part}" in lines[0], gone.stderr
+@pytest.mark.slurm_side
+@pytest.mark.slurm
+def test_fault_table_side():
+    """The faults on partition side, in `make test`'s second slurm process."""
+    _print_fault_table()
