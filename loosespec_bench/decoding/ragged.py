@@ -10,30 +10,27 @@ A row whose cache is empty (its prompt) runs alone, exactly as the batch-1 loop 
 its row: prefill is one long forward that batching would only pad, and running it alone keeps
 its arithmetic the batch-1 loop's.
 
-Drafters that keep a cache (ModelDrafter, MLADrafter) draft for a batch through *programs*:
-generators with the drafter's own per-row logic that yield each forward they need as
-(feed [m] int64, rows wanted n) and receive its logits ([n, vocab] float32, the last n
-positions of the feed). BatchDrafting steps every row's program at once, so each round of the
-rows' forwards is one batched forward; a row that needs fewer forwards than the others simply
-stops taking part. The program of a drafter is named by the drafter's class
-(Drafter.batch_drafting), never guessed from its name.
+Drafters that keep a cache (ModelDrafter, MLADrafter) draft for a batch through their own
+draft programs (Drafter.batch_program, drafters/base.py: propose()'s logic as a generator that
+yields each forward it needs as (feed [m] int64, rows wanted n) and receives its logits, [n,
+vocab] float32 for the last n positions of the feed); at batch 1 the drafter drives the same
+program with its own forwards. BatchDrafting steps every row's program at once over the rows
+of one ragged cache (RowSlot), so each round of the rows' forwards is one batched forward; a
+row that needs fewer forwards than the others simply stops taking part. Whether a drafter has a
+program is declared on its class (Drafter.batch_drafting), never guessed from its name.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generator
+from typing import Any, Callable
 
 import torch
 
-from ..drafters.base import Drafter
+from ..drafters.base import DraftProgram, DraftRequest, DraftSlot, Drafter
 from ..kv import RaggedCache, new_cache
 from ..measure.work import add_forward
-from ..sampling import SamplingParams, sample_or_argmax, tempered_probs
-from ..step import Draft, common_prefix_len, empty_draft, longest_true_prefix
-
-# A forward request of a draft program: (feed [m] int64 on the host, rows wanted n <= m).
-Request = tuple[torch.Tensor, int]
-Program = Generator[Request, torch.Tensor, Draft]
+from ..sampling import SamplingParams
+from ..step import Draft
 
 
 def _head(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -108,98 +105,23 @@ def alone_forward(model: torch.nn.Module, cache: RaggedCache, b: int, feed: torc
     return fwd.logits[0].float(), (fwd.hidden_states[-1][0, -keep:] if hidden else None)
 
 
-# -- drafters' programs ------------------------------------------------------------------------
-class RowDraft:
-    """One row's draft-model state: the tokens its cache holds (as ModelDrafter.seen)."""
+# -- drafters' programs, stepped together -------------------------------------------------------
+class RowSlot(DraftSlot):
+    """Row b of a ragged draft cache as one sequence's place (a draft program's slot)."""
 
     def __init__(self, cache: RaggedCache, b: int) -> None:
+        super().__init__()
         self.cache, self.b = cache, b
-        self.seen = torch.empty(0, dtype=torch.long)
+
+    def crop(self, length: int) -> None:
+        self.cache.crop_row(self.b, length)  # this row's pointer only
 
     def reset(self) -> None:
         self.seen = torch.empty(0, dtype=torch.long)
-        self.cache.crop_row(self.b, 0)
-
-    def rollback(self, tokens: torch.Tensor) -> int:
-        """ModelDrafter._rollback: keep the longest prefix still equal to the committed tokens,
-        at least one committed token short (to feed)."""
-        keep = min(common_prefix_len(self.seen, tokens), tokens.numel() - 1)
-        if self.seen.numel() > keep:
-            self.cache.crop_row(self.b, keep)
-            self.seen = self.seen[:keep]
-        return keep
-
-    def crop(self, length: int) -> None:
-        self.cache.crop_row(self.b, length)
+        self.crop(0)
 
 
-def model_program(drafter: Any, row: RowDraft, tokens: torch.Tensor, k: int, sampling: SamplingParams, want_probs: bool) -> Program:
-    """ModelDrafter.propose for one row: K forwards of one token each (the first feeds what the
-    row's cache has not seen)."""
-    if k <= 0:
-        return empty_draft()
-    keep = row.rollback(tokens)
-    feed = tokens[keep:]  # [m] committed tokens the cache has not seen, m >= 1
-    out_tokens: list[int] = []
-    out_probs: list[torch.Tensor] = []
-    keep_probs = want_probs or not sampling.greedy
-    for _ in range(k):
-        logits = (yield feed, 1)[0].cpu()  # [vocab]
-        row.seen = torch.cat([row.seen, feed])
-        d, q = sample_or_argmax(logits, sampling, want_probs=keep_probs)
-        out_tokens.append(d)
-        if keep_probs:
-            out_probs.append(q)
-        feed = torch.tensor([d], dtype=torch.long)
-    return Draft(tokens=torch.tensor(out_tokens, dtype=torch.long), probs=torch.stack(out_probs) if keep_probs else None)
-
-
-def mla_program(drafter: Any, row: RowDraft, tokens: torch.Tensor, k: int, sampling: SamplingParams, want_probs: bool) -> Program:
-    """MLADrafter.propose for one row (drafters/mla.py: the lookup, guess and check, step for
-    step; tests/decoding/test_batch.py holds the batch to the batch-1 draft token for token)."""
-    from ..drafters.lookup import prompt_lookup
-
-    if k <= 0:
-        return empty_draft()
-    row.rollback(tokens)
-    keep_probs = want_probs and sampling.greedy
-    ctx = tokens
-    drafted: list[torch.Tensor] = []
-    probs: list[torch.Tensor] = []
-    n_drafted = 0
-    official = drafter.lookup == "official"
-    guess_prev = drafter._dummy_guess() if official else tokens.new_empty(0)
-    info = {"lookups": 0, "lookup_hits": 0, "lookup_proposed": 0, "lookup_accepted": 0, "draft_forwards": 0}
-    while n_drafted < k:
-        guess = prompt_lookup(ctx, drafter.num_pred_tokens, max_ngram=drafter.max_ngram, min_ngram=drafter.min_ngram, overlap=not official)
-        info["lookups"] += 1
-        if guess.numel() > 0:
-            info["lookup_hits"] += 1
-            guess_prev = guess
-        else:
-            guess = guess_prev
-        if not official:
-            guess = guess[: k - n_drafted - 1]
-        L = guess.numel()
-        feed = ctx[row.seen.numel() :]  # [m >= 1]
-        logits = yield torch.cat([feed, guess]), L + 1  # [L+1, vocab]
-        info["draft_forwards"] += 1
-        y = logits.argmax(dim=-1).cpu()
-        j = longest_true_prefix(guess == y[:L])
-        new = torch.cat([guess[:j], y[j : j + 1]])
-        info["lookup_proposed"] += L
-        info["lookup_accepted"] += j
-        row.seen = torch.cat([row.seen, feed, guess[:j]])
-        row.crop(row.seen.numel())
-        ctx = torch.cat([ctx, new])
-        drafted.append(new)
-        if keep_probs:
-            probs.append(tempered_probs(logits[: j + 1], 0.0, sampling.generator))
-        n_drafted += j + 1
-    return Draft(tokens=torch.cat(drafted)[:k], probs=torch.cat(probs)[:k] if keep_probs else None, info=info)
-
-
-PROGRAMS: dict[str, Callable[..., Program]] = {"model": model_program, "mla": mla_program}
+BATCH_MODES = ("stateless", "program")  # Drafter.batch_drafting values the batched loop drives
 
 
 def batch_refusal(drafter: Drafter | type[Drafter] | None) -> str | None:
@@ -208,7 +130,7 @@ def batch_refusal(drafter: Drafter | type[Drafter] | None) -> str | None:
         return None
     cls = drafter if isinstance(drafter, type) else type(drafter)
     mode = getattr(cls, "batch_drafting", None)
-    if mode == "stateless" or mode in PROGRAMS:
+    if mode in BATCH_MODES:
         return None
     return str(getattr(cls, "batch_refusal", "") or f"drafter {cls.__name__} does not declare how it drafts for a batch")
 
@@ -223,9 +145,9 @@ class BatchDrafting:
             raise ValueError(f"drafter {drafter.name} cannot batch: {why}")
         self.drafter = drafter
         self.mode = type(drafter).batch_drafting
-        self.model = getattr(drafter, "model", None) if self.mode in PROGRAMS else None
+        self.model = drafter.batch_model() if self.mode == "program" else None
         self.cache = RaggedCache(self.model.config, rows) if self.model is not None else None
-        self.rows = [RowDraft(self.cache, b) for b in range(rows)] if self.cache is not None else []
+        self.rows = [RowSlot(self.cache, b) for b in range(rows)] if self.cache is not None else []
 
     def reset_row(self, b: int, prompt: torch.Tensor) -> None:
         if self.rows:
@@ -242,12 +164,11 @@ class BatchDrafting:
         if self.mode == "stateless":
             return {b: self.drafter.propose(t, k, sampling=s, want_probs=want_probs) for b, (t, k, s) in jobs.items()}
         assert self.cache is not None and self.model is not None
-        program = PROGRAMS[self.mode]
-        running: dict[int, Program] = {}
-        asked: dict[int, Request] = {}
+        running: dict[int, DraftProgram] = {}
+        asked: dict[int, DraftRequest] = {}
         done: dict[int, Draft] = {}
         for b, (tokens, k, sampling) in jobs.items():
-            gen = program(self.drafter, self.rows[b], tokens, k, sampling, want_probs)
+            gen = self.drafter.batch_program(self.rows[b], tokens, k, sampling, want_probs)
             try:
                 asked[b] = next(gen)
                 running[b] = gen
@@ -273,4 +194,4 @@ class BatchDrafting:
         return done
 
 
-__all__ = ["BatchDrafting", "PROGRAMS", "RowDraft", "alone_forward", "batch_refusal", "ragged_forward"]
+__all__ = ["BATCH_MODES", "BatchDrafting", "RowSlot", "alone_forward", "batch_refusal", "ragged_forward"]

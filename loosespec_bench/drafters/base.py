@@ -13,19 +13,52 @@ here, so the loop reads attributes instead of probing for them.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generator, Mapping
 
 import torch
-
-from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
 
 from ..errors import ConfigError
 from ..params import MAX_DRAFT_K, Params, integer, knob
 from ..sampling import GREEDY, SamplingParams
 from ..step import Draft, common_prefix_len, empty_draft
 
-__all__ = ["Draft", "Drafter", "DrafterParams", "NgramParams", "common_prefix_len", "empty_draft"]  # Draft & co. re-exported from step
+__all__ = ["Draft", "DraftProgram", "DraftRequest", "DraftSlot", "Drafter", "DrafterParams", "NgramParams", "common_prefix_len",
+           "empty_draft"]  # Draft & co. re-exported from step
+
+# A draft program (Drafter.batch_program) is the drafter's own propose() for one sequence,
+# written as a generator that asks for each draft-model forward instead of running it: it yields
+# (feed [m] int64 on the host, n): the tokens the sequence's cache takes next and how many of the
+# feed's last positions it wants scored, receives their logits ([n, vocab] float32, on the
+# model's device), and returns the Draft. Whoever drives it runs the forward: the drafter itself
+# on its own cache at batch 1 (ModelDrafter.propose), or decoding/ragged.py's BatchDrafting,
+# which steps every row's program together so that each round of the rows' forwards is one
+# batched forward. One copy of each drafter's logic serves both.
+DraftRequest = tuple[torch.Tensor, int]
+DraftProgram = Generator[DraftRequest, torch.Tensor, Draft]
+
+
+class DraftSlot:
+    """One sequence's place in a draft-model cache: the token ids that place holds (`seen`, in
+    order) and how to crop it. The drafter's own cache at batch 1, a row of a ragged cache in a
+    batch; a program sees only this, so its rollback is the same pointer move in both."""
+
+    def __init__(self) -> None:
+        self.seen = torch.empty(0, dtype=torch.long)  # [n] ids the place holds
+
+    def crop(self, length: int) -> None:
+        """Keep the first `length` positions of this place."""
+        raise NotImplementedError
+
+    def rollback(self, tokens: torch.Tensor) -> int:
+        """Crop to the longest prefix still equal to the committed tokens ([n] int64), keeping
+        at least one committed token to feed (so the next forward yields the next logits).
+        Returns the positions kept."""
+        keep = min(common_prefix_len(self.seen, tokens), tokens.numel() - 1)
+        if self.seen.numel() > keep:
+            self.crop(keep)
+            self.seen = self.seen[:keep]
+        return keep
 
 
 @dataclass(frozen=True)
@@ -68,14 +101,25 @@ class Drafter:
     needs_tokenizers: ClassVar[bool] = False
     needs_target: ClassVar[bool] = False
     # How the batched loop (engine.batch_size > 1, decoding/batch.py) drafts for B problems at
-    # once: "stateless" (propose() per row: nothing is kept between calls), "model" / "mla" (the
-    # drafter's per-row program in decoding/ragged.py, its draft model's forwards batched over
-    # rows). None: it cannot batch, and batch_refusal says why (the pre-check's error line).
+    # once: "stateless" (propose() per row: nothing is kept between calls), "program" (the
+    # drafter's batch_program per row, its draft model's forwards batched over rows). None: it
+    # cannot batch, and batch_refusal says why (the pre-check's error line).
     batch_drafting: ClassVar[str | None] = None
     batch_refusal: ClassVar[str] = "it declares no batch program (Drafter.batch_drafting)"
     # drafter.vocab_top (models/subvocab.py): why this drafter's LM head cannot be restricted to
     # the most frequent ids (None: it can, through vocab_network). Declared, never probed.
     vocab_top_refusal: ClassVar[str | None] = None
+
+    def batch_program(
+        self, slot: DraftSlot, tokens: torch.Tensor, k: int, sampling: SamplingParams, want_probs: bool
+    ) -> DraftProgram:
+        """propose() for one sequence as a draft program (DraftProgram above) over `slot`, for a
+        drafter whose batch_drafting is "program"; its draft model is `batch_model()`."""
+        raise NotImplementedError(f"drafter {self.name} has no batch program ({self.batch_refusal})")
+
+    def batch_model(self) -> Any:
+        """The draft model a batch program's forwards run on (batch_drafting "program")."""
+        raise NotImplementedError(f"drafter {self.name} has no batch program ({self.batch_refusal})")
 
     def vocab_network(self) -> Any:
         """The draft network whose LM head drafter.vocab_top restricts (a transformers model);

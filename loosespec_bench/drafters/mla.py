@@ -34,10 +34,10 @@ import torch
 from transformers import PreTrainedModel
 
 from ..params import choice, integer, knob
-from ..sampling import GREEDY, SamplingParams, tempered_probs
-from ..step import Draft, crop_to, empty_draft, longest_true_prefix
+from ..sampling import SamplingParams, tempered_probs
+from ..step import Draft, empty_draft, longest_true_prefix
 from .lookup import prompt_lookup
-from .base import NgramParams
+from .base import DraftProgram, DraftSlot, NgramParams
 from .model import ModelDrafter
 
 LOOKUPS = ("official", "hf")
@@ -54,12 +54,12 @@ class MLAParams(NgramParams):
 
 
 class MLADrafter(ModelDrafter):
-    """ModelDrafter's cache and rollback, with a lookup-then-verify inner loop."""
+    """ModelDrafter's cache, rollback and propose, with a lookup-then-verify program."""
 
     name = "mla"
     config_names = ("mla",)
     Params = MLAParams
-    batch_drafting = "mla"  # decoding/ragged.py: mla_program, this propose() per row
+    # propose() is ModelDrafter's: it drives this class's batch_program on the drafter's cache.
 
     def __init__(self, model: PreTrainedModel, **knobs: Any) -> None:
         super().__init__(model, **knobs)
@@ -74,18 +74,14 @@ class MLADrafter(ModelDrafter):
         ids = torch.arange(DUMMY_FIRST_ID, DUMMY_FIRST_ID + self.num_pred_tokens, dtype=torch.long)
         return ids % int(self.model.config.vocab_size)
 
-    @torch.inference_mode()
-    def propose(
-        self,
-        tokens: torch.Tensor,
-        k: int,
-        sampling: SamplingParams = GREEDY,
-        *,
-        want_probs: bool = False,
-    ) -> Draft:
+    def batch_program(
+        self, slot: DraftSlot, tokens: torch.Tensor, k: int, sampling: SamplingParams, want_probs: bool
+    ) -> DraftProgram:
+        """Lookup, guess and check until K draft tokens exist: one draft-model forward per guess
+        (ModelDrafter.propose drives it at batch 1, decoding/ragged.py per row of a batch)."""
         if k <= 0:
             return empty_draft()
-        self._rollback(tokens)  # the cache now holds tokens[:len(self.seen)], at least one behind
+        slot.rollback(tokens)  # the cache now holds tokens[:len(slot.seen)], at least one behind
         keep_probs = want_probs and sampling.greedy
         ctx = tokens  # [n + drafted] committed tokens, then the draft so far
         drafted: list[torch.Tensor] = []  # pieces of the draft, [<= k] in all
@@ -111,14 +107,9 @@ class MLADrafter(ModelDrafter):
                 # and cuts at K; the kept draft is the same, this only skips thrown-away work).
                 guess = guess[: k - n_drafted - 1]
             L = guess.numel()  # [L] guessed tokens fed
-            feed = ctx[self.seen.numel() :]  # [m >= 1] context tokens the cache has not seen
-            inp = torch.cat([feed, guess])  # [m + L]
-            logits = self.model(
-                inp.unsqueeze(0).to(self.model.device),
-                cache=self.cache,
-                use_cache=True,
-                logits_to_keep=L + 1,
-            ).logits[0].float()  # [L+1, vocab]: row j predicts the token after guess[:j]
+            feed = ctx[slot.seen.numel() :]  # [m >= 1] context tokens the cache has not seen
+            # Row j of the logits predicts the token after guess[:j].
+            logits = yield torch.cat([feed, guess]), L + 1  # [L+1, vocab], on the model's device
             info["draft_forwards"] += 1
             y = logits.argmax(dim=-1).cpu()  # [L+1] the draft model's greedy tokens, on the host
             j = longest_true_prefix(guess == y[:L])  # guessed tokens the draft model agrees with
@@ -127,8 +118,8 @@ class MLADrafter(ModelDrafter):
             info["lookup_accepted"] += j
             # The cache took feed + guess; only feed + guess[:j] are now context. The new last
             # token (y_j) is not fed yet: the cache stays one behind, as ModelDrafter's does.
-            self.seen = torch.cat([self.seen, feed, guess[:j]])
-            crop_to(self.cache, self.seen.numel())
+            slot.seen = torch.cat([slot.seen, feed, guess[:j]])
+            slot.crop(slot.seen.numel())
             ctx = torch.cat([ctx, new])
             drafted.append(new)
             if keep_probs:
