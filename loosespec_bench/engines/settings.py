@@ -1,9 +1,10 @@
 """Each engine's settings (the `engine` node), declared once with their defaults, ranges and
 labels: EngineParams (what every engine takes: engine.batch_size, engine.timed_batches) and one
-Params per engine class that takes more (VLLMParams). An engine class names its own
-(`Params = VLLMParams`; engines/base.py's Engine: EngineParams), so the pre-check asks the class
-(settings/run_settings.engine_params), never its name; conf/engine/<name>.yaml restates the
-defaults for Hydra, and tests/settings/test_run_settings.py pins the file to the declaration.
+Params per engine class that takes more or narrows a range (HFParams, VLLMParams). An engine
+class names its own (`Params = VLLMParams`; engines/base.py's Engine: EngineParams), so the
+pre-check asks the class (settings/run_settings.engine_params), never its name;
+conf/engine/<name>.yaml restates the defaults for Hydra, and tests/engines/test_settings.py
+pins the file to the declaration.
 
 engine.batch_size is one name everywhere: the requests an engine runs at once. vLLM's own
 keyword for it (LLM(max_num_seqs=...)) is spelled only where engines/vllm.py hands it to vLLM.
@@ -26,6 +27,19 @@ class EngineParams(Params):
     group: ClassVar[str] = "engine"
     batch_size: int = knob(1, integer(1), "requests run at once; 1 = one request at a time")
     timed_batches: int = knob(1, integer(1), "timed batches per run: fewer distinct ones are submitted again")
+
+
+# The most problems our loop decodes at once (engine=hf, engine=hf_serve): B rows of one ragged
+# cache (decoding/batch.py); the batch sweep's sizes are 1 to 16.
+HF_MAX_BATCH = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class HFParams(EngineParams):
+    """engine=hf and engine=hf_serve (engines/hf.py): our loop, which batches at most HF_MAX_BATCH
+    problems."""
+
+    batch_size: int = knob(1, integer(1, HF_MAX_BATCH), "problems our loop decodes at once; 1 = one at a time")
 
 
 def _threads_bind(v: Any) -> str | None:
@@ -91,4 +105,4 @@ class VLLMParams(EngineParams):
                                    "null = the one method and drafter map to")
 
 
-__all__ = ["EngineParams", "FLY_RULES", "VLLMParams", "raw_speculative_config"]
+__all__ = ["EngineParams", "FLY_RULES", "HFParams", "HF_MAX_BATCH", "VLLMParams", "raw_speculative_config"]
