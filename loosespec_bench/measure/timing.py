@@ -12,10 +12,10 @@ records, besides its wall time (time.perf_counter):
 - cpu_share = cpu_s / wall_s: how many cores the run itself kept busy (about the thread count
   on a quiet machine; less when other processes take cores);
 - others_share: the share of the machine's CPU time that other processes used meanwhile,
-  (busy jiffies of all CPUs in /proc/stat - own cpu_s) / (wall_s x CPU count), in [0, 1];
-  None where /proc/stat does not exist (then loadavg stands in);
+  (busy CPU seconds of all CPUs, psutil.cpu_times() - own cpu_s) / (wall_s x CPU count), in
+  [0, 1]; None where the counters cannot be read (then loadavg stands in);
 - loadavg: os.getloadavg()'s 1-minute figure at the end (slow-moving: recorded, compared only
-  without /proc/stat).
+  without the CPU counters).
 
 A paired sample's two sides ran under the same conditions when their others_share differ by at
 most `tolerance` (an absolute share of the machine; plus the counter's grain, 2 ticks over
@@ -32,6 +32,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
+
+# The machine's CPU counters and the process tree, on every OS psutil supports (issue 72: it
+# replaces a /proc/stat and /proc/<pid>/stat parser that only Linux had).
+import psutil
 
 from ..params import Params, integer, knob, optional, real
 
@@ -109,72 +113,41 @@ def retime_enabled(cfg: Any) -> bool:
     return TimingParams.of(cfg).retime_on((cfg.get("pair") or {}).get("device", "cpu"))
 
 
+# psutil.cpu_times() fields that are not work: idle and iowait (waiting), and guest / guest_nice,
+# which Linux counts inside user / nice already (adding them would count a VM's time twice).
+_NOT_BUSY = ("idle", "iowait", "guest", "guest_nice")
+
+
 def read_proc_stat() -> float | None:
-    """Busy CPU seconds of the whole machine since boot (all CPUs; idle and iowait excluded),
-    from /proc/stat's first line; None where there is no /proc/stat (macOS, Windows)."""
+    """Busy CPU seconds of the whole machine since boot (all CPUs; idle and iowait excluded):
+    psutil.cpu_times(), which reads /proc/stat's first line on Linux and the kernel's counters
+    on macOS, BSD and Windows; None where psutil cannot read them."""
     try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
-    except OSError:
+        times = psutil.cpu_times()
+    except (OSError, RuntimeError, NotImplementedError):
         return None
-    if not fields or fields[0] != "cpu":
-        return None
-    jiffies = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
-    busy = sum(jiffies) - jiffies[3] - jiffies[4]
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-def _proc_children() -> dict[int, list[int]] | None:
-    """{parent pid: [child pids]} of every live process, from /proc/<pid>/stat; None without /proc."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    children: dict[int, list[int]] = {}
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
-                stat = f.read()
-        except OSError:  # exited meanwhile
-            continue
-        # comm (field 2) is in parentheses and may hold spaces or ')': split at the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
-        children.setdefault(int(fields[1]), []).append(int(name))
-    return children
-
-
-def _proc_cpu_s(pid: int) -> float:
-    """utime + stime of one live process in seconds (0 when it has exited)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rfind(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # fields 14, 15 of proc(5)
+    return sum(v for k, v in times._asdict().items() if k not in _NOT_BUSY)
 
 
 def process_tree_cpu() -> float:
     """CPU seconds of this process, its reaped children and its live descendants (the engine
-    processes vLLM starts); this process's own time where there is no /proc."""
+    processes vLLM starts): psutil's process tree; a descendant that exits between the listing
+    and the reading counts once reaped (RUSAGE_CHILDREN) or not at all."""
     import resource
 
     own = time.process_time()
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = own + reaped.ru_utime + reaped.ru_stime
-    children = _proc_children()
-    if children is None:
+    try:
+        children = psutil.Process().children(recursive=True)
+    except (psutil.Error, OSError):
         return total
-    todo, seen = list(children.get(os.getpid(), [])), set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
+    for child in children:
+        try:
+            t = child.cpu_times()
+        except (psutil.Error, OSError):  # exited meanwhile
             continue
-        seen.add(pid)
-        total += _proc_cpu_s(pid)
-        todo.extend(children.get(pid, []))
+        total += t.user + t.system
     return total
 
 

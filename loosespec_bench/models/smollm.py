@@ -21,7 +21,7 @@ from typing import Any
 
 from ..digest import file_sha256
 from .embedded import default_cache_dir
-from .gguf import convert_gguf, file_lock
+from .gguf import convert_gguf, file_lock, in_child
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +76,16 @@ def smollm_model_dir(name: str = SMOLLM2, cache_dir: str | Path | None = None) -
     return hf_dir
 
 
-def _convert(src: Path, hf_dir: Path) -> None:
-    """The package's GGUF as a float32 folder (models/gguf.convert_gguf: saved, reloaded and compared)."""
+def _convert(src: Path, hf_dir: Path) -> int | None:
+    """convert_here in a child process (gguf.in_child), as the Qwen pair's conversion; returns
+    its peak resident memory in bytes."""
+    return in_child(f"{__name__}:convert_here", str(src), str(hf_dir))
+
+
+def convert_here(src: str | Path, hf_dir: str | Path) -> None:
+    """The package's GGUF as a float32 folder (models/gguf.convert_gguf: saved, reloaded and
+    compared), in this process."""
+    src, hf_dir = Path(src), Path(hf_dir)
 
     def prepare(lm: Any, tokenizer: Any) -> None:
         if not tokenizer.chat_template:

@@ -28,11 +28,12 @@ at once) is harmless.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
+
+from filelock import lock_descriptor
 
 from ..errors import ConfigError
 from .run_folder import atomic_write, read_jsonl
@@ -140,7 +141,9 @@ class BaselineStore:
         line = json.dumps(rec, ensure_ascii=False) + "\n"
         fd = open_fd(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never through a link
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # one line at a time across processes
+            # One line at a time across processes: filelock's primitive (flock on Unix) on the
+            # gate's descriptor; held for one append, so its 10 ms poll is never felt.
+            lock_descriptor(fd, blocking=True, poll_interval=0.01)
             path = self.path / self.SAMPLES
             # A line cut off by a killed writer: the next line starts on a fresh one.
             if check_regular(path) and path.stat().st_size:

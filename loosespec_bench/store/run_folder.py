@@ -4,10 +4,11 @@ Files: config.yaml, samples.jsonl (append + flush + fsync per sample), summary.j
 error.txt (a failed attempt's traceback), *.bak-<time> (what a rewrite replaced) and .lock.
 
 Writers: a run (app.run) holds the folder's lock for its whole duration, the re-scorer
-(score.py) while it rewrites. The lock is fcntl.flock on .lock, taken without waiting: a
-second writer fails at once with one `error:` line naming the holder (its pid, host,
-purpose and Slurm job are written into .lock). Only a requeued Slurm job waits: its previous
-attempt (same SLURM_JOB_ID) may still be writing on the node it was taken from (RunFolder.lock). flock locks belong to the open file, so the OS drops the
+(score.py) while it rewrites. The lock is flock on .lock (filelock's lock_descriptor, on a
+descriptor opened through the safe-file gate), taken without waiting: a second writer fails at
+once with one `error:` line naming the holder (its pid, host, purpose and Slurm job are written
+into .lock). Only a requeued Slurm job waits: its previous attempt (same SLURM_JOB_ID) may still
+be writing on the node it was taken from (RunFolder.lock). flock locks belong to the open file, so the OS drops the
 lock of a killed process (kill -9, an out-of-memory kill) and a rerun resumes. On NFS, Linux
 maps flock to the server's byte-range locks: they hold across hosts, and a lost node's lock
 goes when its lease expires (about a minute and a half by default).
@@ -342,8 +343,9 @@ class RunFolder:
         the lock, wait for it to go (up to requeue_wait_s, default REQUEUE_WAIT_S) instead of
         refusing: the folder keeps a single writer, and the new attempt resumes from every sample
         the old one wrote. Any other holder is refused at once."""
-        import fcntl
         import time
+
+        from filelock import lock_descriptor
 
         if self._lock_fd is not None:
             return
@@ -355,12 +357,15 @@ class RunFolder:
         while True:
             fd = open_fd(self.path / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never through a link (safe_files)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as err:
+                # filelock's primitive on our own descriptor (flock on Unix), not its FileLock:
+                # FileLock opens the file itself, outside the safe-file gate, and hands out no
+                # descriptor to write the holder's record into.
+                if lock_descriptor(fd, blocking=False):
+                    break
+            except BaseException:
                 os.close(fd)
-                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
+                raise
+            os.close(fd)
             info = self._holder_info()
             mine = bool(job) and str(info.get("slurm_job")) == job
             if not mine or time.monotonic() - start >= wait_s:

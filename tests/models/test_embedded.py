@@ -415,6 +415,67 @@ def test_real_target_greedy_generation(real_pair: dict[str, tuple[object, object
     assert text.strip(), f"empty generation: {new.tolist()}"
 
 
+# ---------------------------------------------------------------- memory of the first run (slow)
+# Issue 72 item 9: the first `make run` held ~15 GB resident (conversion and run in one process);
+# a 16 GB laptop would be killed. The budget it must fit:
+FIRST_RUN_BUDGET = 8 << 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [DRAFT_MODEL, TARGET_MODEL])
+def test_conversion_peak_fits_the_budget(name: str, tmp_path: Path) -> None:
+    """The conversion (in its child process) into a fresh cache: its peak resident memory,
+    printed, within FIRST_RUN_BUDGET; this process holds none of it."""
+    import resource
+
+    if not _installed(name):
+        pytest.skip(f"embedded model {name} not installed: {embedded.INSTALL_HINT}")
+    model = EMBEDDED_MODELS[name]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+    gguf = assemble_gguf(name, tmp_path)
+    start = time.monotonic()
+    peak = embedded._convert_to_hf(model, gguf, tmp_path / "hf")
+    took = time.monotonic() - start
+    print(f"\n[memory] {name}: conversion child peak {peak / 2**30:.2f} GiB resident, {took:.0f} s; "
+          f"this process's peak {before / 2**30:.2f} -> {(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10) / 2**30:.2f} GiB")
+    assert embedded._is_complete(tmp_path / "hf", model)
+    assert peak is not None and peak <= FIRST_RUN_BUDGET, f"{peak / 2**30:.2f} GiB"
+
+
+def _run_measured(argv: list[str], env: dict[str, str]) -> tuple[int, int, str]:
+    """A command in its own process: (exit status, peak resident bytes of it and every process
+    it waited for: Linux's wait4 ru_maxrss is the larger of the child's and its reaped
+    descendants', stderr)."""
+    import os
+    import subprocess
+
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read() if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+    return proc.returncode, usage.ru_maxrss << 10, err
+
+
+@pytest.mark.slow
+def test_first_make_run_fits_the_budget(tmp_path: Path) -> None:
+    """`make run`'s command on a fresh model cache, shortened (1 problem, 16 new tokens): the
+    conversion in its child and the run after it, each's peak printed; neither beyond the budget."""
+    import os
+
+    if not (_installed(TARGET_MODEL) and _installed(DRAFT_MODEL)):
+        pytest.skip(f"the embedded pair is not installed: {embedded.INSTALL_HINT}")
+    env = {**os.environ, "LOOSESPEC_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "loosespec_bench", "method=spd", "dataset=mgsm", "pair.draft.quantize=int4", "dataset.limit=1",
+            "generation.max_new_tokens=16", "progress=false", f"paths.results_dir={tmp_path / 'results'}"]
+    code, peak, err = _run_measured(argv, env)
+    assert code == 0, err[-3000:]
+    conversions = [float(x) for x in re.findall(r"in a child process: \d+ s, peak ([0-9.]+) GiB resident", err)]
+    print(f"\n[memory] first make run (1 problem, 16 tokens): conversions' peaks {conversions} GiB; the run and its "
+          f"children at most {peak / 2**30:.2f} GiB resident")
+    assert len(conversions) == 2  # both models converted, each in its own child
+    assert peak <= FIRST_RUN_BUDGET, f"{peak / 2**30:.2f} GiB"
+
+
 def test_strip_gguf_quantizer_drops_every_marker():
     from types import SimpleNamespace
 
