@@ -17,8 +17,9 @@ ends the run before the next boundary, so nothing is raised twice.
 from __future__ import annotations
 
 import signal
+from contextlib import contextmanager
 from types import FrameType
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 _pending: BaseException | None = None
 
@@ -93,3 +94,41 @@ def ending_on_signals(main: Callable[[Any], int], argv: Any, what: str) -> int:
         signum = err.args[0] if err.args and isinstance(err.args[0], int) else signal.SIGINT
         print(f"stopped ({signal.Signals(signum).name}): {what}", file=sys.stderr)
         return 128 + int(signum)
+
+
+def _stop_here(signum: int, frame: FrameType | None) -> None:
+    err = KeyboardInterrupt(signum)
+    remember(err)  # raised again at the next sample boundary if something swallows it
+    raise err
+
+
+# The handlers a process starts with: the interpreter's own for SIGINT, the default action or
+# SIG_IGN (inherited: a non-interactive shell's `cmd &` starts a job with SIGINT ignored), or
+# None (set outside Python). Any other callable is someone's: submitit's, inside a Slurm job.
+_STARTING_HANDLERS = (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None)
+
+
+@contextmanager
+def stopping_on_signals(signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[list[int]]:
+    """Within the block, each of `signals` raises KeyboardInterrupt(signum) (and is remembered,
+    as keep_what_handlers_raise does), so that a run stopped by Ctrl-C or a plain `kill` unwinds
+    through its own cleanup (the lock released, the tracker closed) and can say what it kept.
+
+    Installed only over the handlers a process starts with (_STARTING_HANDLERS); a handler
+    someone else installed (submitit's SIGTERM inside a Slurm job, which requeues the job) is
+    left as it is. Nothing is installed outside the main thread (Python allows none there).
+    On leaving, the handlers found are put back. Yields the signals it installed."""
+    import threading
+
+    found: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            old = signal.getsignal(sig)
+            if old in _STARTING_HANDLERS:
+                signal.signal(sig, _stop_here)
+                found[sig] = old
+    try:
+        yield list(found)
+    finally:
+        for sig, old in found.items():
+            signal.signal(sig, signal.SIG_DFL if old is None else old)

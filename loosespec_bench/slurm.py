@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from .safe_files import append_text, check_regular, check_write_target, read_bounded
+
 # sinfo -N: one line per node and partition: name|partition (default marked *)|gres|memory MB|CPUs
 SINFO_FORMAT = "%N|%P|%G|%m|%c"
 # Where a user sets each launcher key besides the command line (slurm/README.md).
@@ -405,6 +407,7 @@ class QueueWatch:
 # last line of a folder names its current job (a relaunch appends a new one). `make status` reads
 # it to show each point's Slurm state and reason beside its samples.
 JOBS_INDEX = Path("_launch") / "slurm_jobs.jsonl"
+MAX_INDEX_BYTES = 256 << 20  # about a million launches of a point each (a line is ~200 bytes)
 
 
 def record_jobs(rows: list[tuple[Any, ...]]) -> None:
@@ -424,8 +427,10 @@ def record_jobs(rows: list[tuple[Any, ...]]) -> None:
         by_index.setdefault(folder.parent.parent / JOBS_INDEX, []).append(line)
     for index, lines in by_index.items():
         index.parent.mkdir(parents=True, exist_ok=True)
-        with index.open("a", encoding="utf-8") as f:  # one write per launch: O_APPEND keeps drivers' lines whole
-            f.write("".join(f"{ln}\n" for ln in lines))
+        # Never through a link (the index, or a `_launch` folder linked out of the results
+        # folder): a ConfigError naming it. One write per launch: O_APPEND keeps drivers' lines whole.
+        check_write_target(index, root=index.parent.parent)
+        append_text(index, "".join(f"{ln}\n" for ln in lines))
 
 
 def recorded_entries(results_dirs: set[Path]) -> dict[Path, dict[str, str]]:
@@ -436,13 +441,14 @@ def recorded_entries(results_dirs: set[Path]) -> dict[Path, dict[str, str]]:
     out: dict[Path, dict[str, str]] = {}
     for results in results_dirs:
         index = Path(results) / JOBS_INDEX
-        if not index.is_file():
+        if not check_regular(index):  # absent; a link, a FIFO or a device: a ConfigError naming it
             continue
-        for line in index.read_text(encoding="utf-8", errors="replace").splitlines():
+        text = read_bounded(index, MAX_INDEX_BYTES, "jobs index").decode("utf-8", errors="replace")
+        for line in text.splitlines():
             try:
                 row = json.loads(line)
                 out[Path(row["folder"])] = {k: str(v) for k, v in row.items() if k != "folder"} | {"job": str(row["job"])}
-            except (ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, RecursionError, KeyError, TypeError, AttributeError):
                 continue
     return out
 

@@ -511,3 +511,121 @@ def test_a_rescore_on_a_full_disk_leaves_no_backup(tmp_path, monkeypatch):
         with pytest.raises(OSError):
             rf.rewrite_samples([], "20261207T000000Z")
     assert sorted(p.name for p in folder.iterdir() if p.name != ".lock") == ["samples.jsonl"]
+
+
+# --- 1. the claims report's own readers and the Slurm jobs index, through the gate --------------
+
+def test_the_losses_breakdown_reads_and_writes_through_the_gate(tmp_path, capsys):
+    """report/claims/losses.py: a samples.jsonl that is a link, or an --out that is one, is one
+    error line (the link's target unchanged, nothing planted); a record holding a field of the
+    wrong kind is skipped with a warning, never a traceback."""
+    from loosespec_bench.report.claims.losses import main
+
+    lost = {"id": "gsm8k/1", "output_text": "The answer is 3.", "reference": "2", "metrics": {"new_tokens": 4},
+            "score": {"correct": False, "pred": "3"},
+            "baseline": {"output_text": "1+1 = 2. The answer is 2.", "metrics": {"new_tokens": 8}, "score": {"correct": True}}}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.jsonl").write_text(json.dumps(lost) + "\n" + json.dumps({**lost, "id": "gsm8k/2", "score": "wrong"}) + "\n")
+    (tmp_path / "outside.txt").write_text(OUTSIDE_TEXT)
+    assert main([str(run), "--out", str(tmp_path / "losses.md")]) == 0
+    text = (tmp_path / "losses.md").read_text()
+    assert "| gsm8k/1 | answer-first shortcut |" in text and "gsm8k/2" not in text
+
+    os.symlink(tmp_path / "outside.txt", tmp_path / "linked.md")
+    assert main([str(run), "--out", str(tmp_path / "linked.md")]) == 2
+    _one_error_line(capsys.readouterr().err, "linked.md", "symbolic link")
+    linked = tmp_path / "linked_run"
+    linked.mkdir()
+    os.symlink(run / "samples.jsonl", linked / "samples.jsonl")
+    assert main([str(linked), "--out", str(tmp_path / "l2.md")]) == 2
+    _one_error_line(capsys.readouterr().err, "samples.jsonl", "symbolic link")
+    assert (tmp_path / "outside.txt").read_text() == OUTSIDE_TEXT and not (tmp_path / "l2.md").exists()
+
+
+def test_provenance_reads_through_the_gate_and_drops_what_is_not_a_date(tmp_path):
+    """report/claims/provenance.py: a run folder's summary.json or a speed folder's calibration
+    that is a link is one ConfigError naming it (never followed); a provenance.json of the wrong
+    shape, or a time of 1e999, gives no date instead of a traceback."""
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.report.claims.provenance import calibration_time, data_first, load, parse_time
+
+    (tmp_path / "outside.json").write_text(json.dumps({"date": "2020-01-01T00:00:00Z", "signature": {"created": "2020-01-01"}}))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"date": "2026-12-01T00:00:00Z", "time_s": 1e999}))
+    assert data_first(run, None) == ("2026-12-01T00:00:00Z", "first summary.json's date less its timed seconds")
+    (run / "summary.json").unlink()
+    os.symlink(tmp_path / "outside.json", run / "summary.json")
+    with pytest.raises(ConfigError, match="summary.json is a symbolic link"):
+        data_first(run, None)
+    os.symlink(tmp_path / "outside.json", run / "calibration.json")
+    with pytest.raises(ConfigError, match="calibration.json is a symbolic link"):
+        calibration_time(run)
+    assert parse_time(1e999) is None and parse_time(float("nan")) is None
+
+    decl = tmp_path / "claims.yaml"
+    (tmp_path / "provenance.json").write_text(json.dumps(
+        {"declared": {"ok": {"at": "2026-01-01T00:00:00Z"}, "bad": 3, "list": [1]}, "data": [1, 2], "calibration": {"f": 5, "g": "2026"}}))
+    rec = load(decl)
+    assert rec is not None and rec.declared == {"ok": {"at": "2026-01-01T00:00:00Z"}} and rec.data == {} and rec.calibration == {"g": "2026"}
+    (tmp_path / "provenance.json").write_text("[1, 2]")
+    assert load(decl) is None
+
+
+def test_a_speed_configs_identity_never_reads_an_occasion_file_through_a_link(tmp_path):
+    from types import SimpleNamespace
+
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.report.claims.verdicts import _config_identity
+
+    first = {"kind": "start", "settings": {"fly": {"method": {"name": "fly"}, "drafter": {"name": "model", "k": 8}}}}
+    speed = tmp_path / "speed"
+    speed.mkdir()
+    (speed / "occasion-1.jsonl").write_text(json.dumps(first) + "\n")
+    d = SimpleNamespace(folders=[str(speed)])
+    assert _config_identity(d, "fly") == ("fly", "model", "8")
+    (speed / "occasion-1.jsonl").write_text('{"settings": 3}\n')  # the wrong shape: no identity, no traceback
+    assert _config_identity(d, "fly") == "fly"
+    (speed / "occasion-1.jsonl").unlink()
+    (tmp_path / "outside.jsonl").write_text(json.dumps(first) + "\n")
+    os.symlink(tmp_path / "outside.jsonl", speed / "occasion-1.jsonl")
+    with pytest.raises(ConfigError, match="occasion-1.jsonl is a symbolic link"):
+        _config_identity(d, "fly")
+
+
+def test_the_slurm_jobs_index_is_never_written_or_read_through_a_link(tmp_path):
+    """slurm.record_jobs / recorded_entries: the index (results/_launch/slurm_jobs.jsonl) that is
+    a link, or a `_launch` folder linked out of the results folder, is one ConfigError naming
+    it; the link's target is never appended to."""
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.slurm import JOBS_INDEX, record_jobs, recorded_jobs
+
+    results = tmp_path / "results"
+    run = results / "exp" / "run_a"
+    record_jobs([(run, "12")])
+    assert recorded_jobs({results}) == {run.resolve(): "12"}
+    index = results / JOBS_INDEX
+    index.unlink()
+    (tmp_path / "outside.txt").write_text(OUTSIDE_TEXT)
+    os.symlink(tmp_path / "outside.txt", index)
+    with pytest.raises(ConfigError, match="slurm_jobs.jsonl is a symbolic link"):
+        record_jobs([(run, "13")])
+    with pytest.raises(ConfigError, match="slurm_jobs.jsonl is a symbolic link"):
+        recorded_jobs({results})
+    assert (tmp_path / "outside.txt").read_text() == OUTSIDE_TEXT
+    index.unlink()
+    index.parent.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", index.parent)
+    with pytest.raises(ConfigError, match="outside"):
+        record_jobs([(run, "14")])
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_every_round4_case_has_a_surface_in_the_probe():
+    """python -m tests.probe_hostile_inputs counts round four by surface: a new case here needs
+    its surface there (else it is counted as 'unassigned')."""
+    from .probe_hostile_inputs import ROUND4_SURFACES, round4_functions
+
+    assert [f for f in round4_functions() if f not in ROUND4_SURFACES] == []

@@ -183,3 +183,28 @@ def test_plan_launch_handles_sigint_itself_and_its_drivers_get_the_default(monke
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # put back as it was
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_stopping_on_signals_installs_over_the_starting_handlers_only_and_puts_them_back():
+    """A run's SIGINT / SIGTERM stop (run/app.py) replaces the handlers a process starts with,
+    SIG_IGN included (a background job's inherited SIGINT), but never a handler someone else
+    installed (submitit's SIGTERM inside a Slurm job: it requeues the job); both come back."""
+    def submitits(signum, frame):
+        raise SystemExit(0)
+
+    old_int, old_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, submitits)
+        with interrupts.stopping_on_signals() as installed:
+            assert installed == [signal.SIGINT]
+            assert signal.getsignal(signal.SIGTERM) is submitits
+            with pytest.raises(KeyboardInterrupt) as stop:
+                signal.raise_signal(signal.SIGINT)
+            assert stop.value.args == (signal.SIGINT,)
+            assert interrupts.pending() is stop.value  # remembered, should something swallow it
+            interrupts.clear()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is submitits
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)

@@ -9,6 +9,8 @@ import inspect
 import json
 import logging
 import os
+import signal
+import sys
 import traceback
 import zlib
 from pathlib import Path
@@ -32,7 +34,9 @@ from .end_table import format_summary
 from ..tasks.prompting import chat_template_kwargs, cut_at_stop, encode_messages, encode_prompt, sample_hash
 from .resume import check_topup_machine, reusable_records, sample_groups, timing_topup, topped_up_from
 from ..measure.serving import batch_repeats
-from ..store.run_folder import DISK_ERRNOS, FolderLocked, RunFolder, check_files, run_dir, summary_json, write_error
+from ..store.run_folder import (
+    DISK_ERRNOS, FolderLocked, RunFolder, check_files, count_finished_lines, run_dir, summary_json, write_error,
+)
 from ..sinks.trackers import build_tracker
 from ..store.summary import RUN_PROVENANCE, build_summary, data_files, run_metadata
 from ..tasks import Sample, Task
@@ -402,9 +406,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     except BaseException as err:
         if tracker:
             tracker.close()  # the tracker's run is marked failed; finished samples are on disk
-        if isinstance(err, ConfigError) and not existed:
+        if isinstance(err, (ConfigError, KeyboardInterrupt)) and not existed:
             folder.close()
-            remove_if_empty(folder.path)  # a rejected config leaves no result folder
+            remove_if_empty(folder.path)  # a rejected config (or a run stopped before its first sample) leaves no result folder
         if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
             # A disk that filled (or went read-only) mid-run: what is on disk is every finished
             # sample (each appended and fsynced), so the same command resumes; say that in one line.
@@ -445,6 +449,10 @@ def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False)
 
     Only errors (Exception) are recorded: SystemExit / KeyboardInterrupt are how submitit
     requeues a pre-empted or timed-out job and how a user stops a run; those points resume.
+    SIGINT (Ctrl-C) and SIGTERM (a plain `kill`) stop the run through its cleanup and end it
+    with one line on stderr naming what is kept and exit 128 + the signal (SystemExit), where
+    the process has no handler of its own for them (interrupts.stopping_on_signals: submitit's,
+    inside a Slurm job, is left to requeue the job).
     A refused start (FolderLocked: another process writes the folder) records nothing, since
     the folder belongs to that process; nor does a ConfigError unless record_config_errors
     (sweep points): a rejected single run leaves no folder. The exception is re-raised, so Hydra marks the job
@@ -455,7 +463,13 @@ def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False)
     except Exception:  # a config that cannot even name its folder: its error goes to Hydra's job dir
         folder = None
     try:
-        return run(cfg)
+        with interrupts.stopping_on_signals():
+            return run(cfg)
+    except KeyboardInterrupt as err:
+        interrupts.clear()  # this stop is handled here: a later run in this process is not stopped by it
+        signum = err.args[0] if err.args and isinstance(err.args[0], int) else signal.SIGINT
+        print(stopped_line(signum, folder), file=sys.stderr, flush=True)
+        raise SystemExit(128 + int(signum)) from None
     except FolderLocked:
         raise
     except ConfigError:
@@ -468,6 +482,17 @@ def run_recording_errors(cfg: DictConfig, *, record_config_errors: bool = False)
     except Exception:
         write_error(folder or _hydra_job_dir() or Path.cwd(), traceback.format_exc())
         raise
+
+
+def stopped_line(signum: int, folder: Path | None) -> str:
+    """The one line a stopped run ends with: what survived and how to go on. Finished lines
+    are counted without parsing (a record cut off by the stop is not one: resume redoes it)."""
+    name = signal.Signals(signum).name
+    if folder is None or not folder.is_dir():
+        return f"stopped ({name}): no sample had finished, no run folder is kept; rerun the same command to start again"
+    kept = count_finished_lines(folder / RunFolder.SAMPLES)
+    return (f"stopped ({name}): the {kept} finished sample record(s) are kept in {folder}; "
+            "rerun the same command to resume from them")
 
 
 def _tracker_plots(*args: Any) -> dict[str, Path]:

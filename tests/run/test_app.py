@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from loosespec_bench.run.app import run
 from loosespec_bench.store.run_folder import RunFolder
 
@@ -115,3 +117,74 @@ def test_record_contents(tmp_path):
     assert summary["identical_to_target"] == 1.0
     assert summary["speedup"] is not None and "paired per sample" in summary["speedup_method"]
     assert len(summary["acceptance_by_position"]) == 5
+
+
+def _start(cmd: list[str], env: dict[str, str], ignore_sigint: bool) -> subprocess.Popen:
+    # ignore_sigint: as a non-interactive shell's `cmd &` starts a job (SIGINT inherited ignored).
+    pre = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=pre)
+
+
+@pytest.mark.parametrize("signum, ignore_sigint", [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+                         ids=["sigint", "sigterm", "sigint-background-job"])
+def test_a_signal_during_a_run_ends_with_one_line_keeps_the_finished_records_and_the_command_resumes(tmp_path, signum, ignore_sigint):
+    """Issue 74 item 5, through the real command line on the tiny pair: Ctrl-C or a plain `kill`
+    after the first finished sample ends the run with one line naming what is kept (exit 128 +
+    the signal, no traceback), every finished record stays as it was written, no summary is
+    written, and the same command resumes from them to the full set."""
+    args = [*TINY, "dataset.limit=5", "generation.max_new_tokens=160", "progress=false"]
+    env = {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "LOOSESPEC_RESULTS_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "loosespec_bench", *args]
+    proc = _start(cmd, env, ignore_sigint)
+    deadline, samples = time.time() + 240, None
+    try:
+        while time.time() < deadline:  # a finished sample on disk, then the signal
+            found = list((tmp_path / "smoke_tiny").glob("*/samples.jsonl"))
+            if found and found[0].read_text().count("\n") >= 1:
+                samples = found[0]
+                break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert samples is not None and proc.poll() is None, "the run finished before the signal; make samples longer"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    kept = samples.read_text().splitlines(keepends=True)
+    finished = [ln for ln in kept if ln.endswith("\n")]
+    assert last == (f"stopped ({signal.Signals(signum).name}): the {len(finished)} finished sample record(s) are kept in "
+                    f"{samples.parent}; rerun the same command to resume from them"), err
+    assert 1 <= len(finished) < 5 and not (samples.parent / "summary.json").exists()
+
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(finished)} already done" in again.stdout
+    lines = samples.read_text().splitlines(keepends=True)
+    assert lines[: len(finished)] == finished  # kept records are never rewritten or redone
+    assert len({json.loads(ln)["id"] for ln in lines}) == len(lines) == 5
+    assert json.loads((samples.parent / "summary.json").read_text())["n_samples"] == 5
+
+
+def test_a_run_stopped_before_its_first_sample_leaves_no_run_folder(tmp_path, monkeypatch, capsys):
+    """A stop while the first sample runs (the folder new, nothing finished): no run folder is
+    kept, and the line says so."""
+    from loosespec_bench.run import app
+
+    def stopped(self, sample, index):
+        raise KeyboardInterrupt(signal.SIGTERM)
+
+    monkeypatch.setattr(app.Runner, "run_sample", stopped)
+    handler = signal.getsignal(signal.SIGTERM)
+    cfg = compose_config([*TINY, "dataset.limit=2"], results_dir=tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        app.run_recording_errors(cfg)
+    assert exc.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.strip().endswith("stopped (SIGTERM): no sample had finished, no run folder is kept; "
+                                                    "rerun the same command to start again")
+    assert not (tmp_path / "smoke_tiny").exists()
+    assert signal.getsignal(signal.SIGTERM) == handler  # the handler found is put back

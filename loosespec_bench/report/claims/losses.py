@@ -20,11 +20,14 @@ problem with its kind so that a reader can check each one.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
+
+from ...errors import ConfigError
+from ...safe_files import atomic_write_text, check_regular
+from ...store.run_folder import read_jsonl
 
 KINDS = ("reasoning", "answer-first shortcut", "format", "truncation")
 _NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -60,16 +63,13 @@ def kind_of(rec: dict[str, Any]) -> str:
 
 def lost_records(run_dir: Path, key: str = "correct") -> list[dict[str, Any]]:
     out = []
-    with (Path(run_dir) / "samples.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            m = (rec.get("score") or {}).get(key)
-            t = ((rec.get("baseline") or {}).get("score") or {}).get(key)
-            if t and m is not None and not m:
-                out.append(rec)
+    # Through the gate (never a link or a FIFO); a line that is not a complete record of its
+    # kinds (score and baseline objects, texts where texts belong) is skipped with a warning.
+    for _, rec in read_jsonl(Path(run_dir) / "samples.jsonl"):
+        m = (rec.get("score") or {}).get(key)
+        t = ((rec.get("baseline") or {}).get("score") or {}).get(key)
+        if t and m is not None and not m:
+            out.append(rec)
     return out
 
 
@@ -106,14 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", help="run folders (samples.jsonl), optionally TITLE=FOLDER")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
-    items = []
-    for spec in args.runs:
-        title, _, folder = spec.rpartition("=") if "=" in spec else (Path(spec).name, "", spec)
-        if not (Path(folder) / "samples.jsonl").is_file():
-            print(f"error: {folder}: no samples.jsonl", file=sys.stderr)
-            return 2
-        items.append((title, breakdown(Path(folder))))
-    args.out.write_text(format_breakdowns(items), encoding="utf-8")
+    try:
+        items = []
+        for spec in args.runs:
+            title, _, folder = spec.rpartition("=") if "=" in spec else (Path(spec).name, "", spec)
+            if not check_regular(Path(folder) / "samples.jsonl"):  # a link or a FIFO there: ConfigError
+                raise ConfigError(f"{folder}: no samples.jsonl")
+            items.append((title, breakdown(Path(folder))))
+        atomic_write_text(args.out, format_breakdowns(items))  # never through a link, never half a file
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"losses: {args.out}")
     return 0
 

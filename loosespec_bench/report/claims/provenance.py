@@ -25,6 +25,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from ...safe_files import atomic_write_text, check_regular, open_regular, read_declaration_text
+
 PROVENANCE_NAME = "provenance.json"
 PRE_REGISTERED = "pre-registered"
 AFTER_DATA = "declared after the data"
@@ -54,7 +56,10 @@ def parse_time(text: Any) -> datetime | None:
     if text is None:
         return None
     if isinstance(text, (int, float)):
-        return datetime.fromtimestamp(float(text), tz=timezone.utc)
+        try:
+            return datetime.fromtimestamp(float(text), tz=timezone.utc)
+        except (OverflowError, ValueError, OSError):  # NaN, 1e999, a year past 9999: no time
+            return None
     try:
         t = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
@@ -95,16 +100,27 @@ def _first_commit(path: Path, root: Path) -> tuple[str, str] | None:
     return commit, _iso(parse_time(date))  # type: ignore[arg-type]
 
 
+def _json_or_none(path: Path, what: str) -> Any:
+    """The JSON in `path`; None where it is absent or not JSON (no time is read from it). Read
+    through the gate: a link, a FIFO, a device or an oversized file is one ConfigError naming
+    it, never followed, never waited on."""
+    if not check_regular(path):
+        return None
+    text = read_declaration_text(path, what)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _run_time_s(summary: dict[str, Any]) -> float:
     """A run's timed seconds as its summary states them (method and target alone where both)."""
     total = 0.0
-    for key in ("time_s",):
-        v = summary.get(key)
-        if isinstance(v, (int, float)):
-            total += float(v)
     base = summary.get("baseline")
-    if isinstance(base, dict) and isinstance(base.get("time_s"), (int, float)):
-        total += float(base["time_s"])
+    for v in (summary.get("time_s"), base.get("time_s") if isinstance(base, dict) else None):
+        # A finite, non-negative count of seconds only: NaN or 1e999 would move the start anywhere.
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e9:
+            total += float(v)
     return total
 
 
@@ -115,11 +131,11 @@ def data_first(folder: Path, root: Path | None) -> tuple[str, str] | None:
     seen: list[tuple[datetime, str]] = []
     occasions = sorted(folder.glob("occasion-*.jsonl"))
     for occ in occasions:
-        with occ.open(encoding="utf-8") as fh:
+        with open_regular(occ, "r", encoding="utf-8", newline="") as fh:  # never a link or a FIFO
             for line in fh:
                 try:
                     rec = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 t = parse_time(rec.get("at")) if isinstance(rec, dict) else None
                 if t is not None:
@@ -142,11 +158,8 @@ def data_first(folder: Path, root: Path | None) -> tuple[str, str] | None:
                     first_summary = json.loads(text) if text else None
                 except ValueError:
                     first_summary = None
-    if first_summary is None and summary_file.exists():
-        try:
-            first_summary = json.loads(summary_file.read_text(encoding="utf-8"))
-        except ValueError:
-            first_summary = None
+    if first_summary is None:
+        first_summary = _json_or_none(summary_file, "summary")
     if isinstance(first_summary, dict):
         end = parse_time(first_summary.get("date"))
         if end is not None:
@@ -161,11 +174,7 @@ def data_first(folder: Path, root: Path | None) -> tuple[str, str] | None:
 
 def calibration_time(folder: Path) -> str | None:
     """When the calibration a speed-evidence folder's work counts are priced by was taken."""
-    path = Path(folder) / "calibration.json"
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    raw = _json_or_none(Path(folder) / "calibration.json", "calibration")
     t = parse_time(((raw.get("signature") or {}) if isinstance(raw, dict) else {}).get("created"))
     return _iso(t) if t else None
 
@@ -219,13 +228,21 @@ def collect(decl_path: Path, folders: Iterable[str], speed_folders: Iterable[str
 
 
 def load(decl_path: Path) -> Record | None:
-    path = Path(decl_path).with_name(PROVENANCE_NAME)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    raw = _json_or_none(Path(decl_path).with_name(PROVENANCE_NAME), "provenance record")
+    if not isinstance(raw, dict):
         return None
-    return Record(dict(raw.get("declared") or {}), dict(raw.get("data") or {}), dict(raw.get("calibration") or {}),
-                  source=str(raw.get("source") or "provenance.json"))
+
+    def entries(key: str, texts: bool = False) -> dict[str, Any]:
+        # Only entries of the shape write() gives them (name -> {"at": text, ...}; calibration:
+        # name -> a time text): anything else in a hand-edited file is dropped, never a date.
+        node = raw.get(key)
+        if not isinstance(node, dict):
+            return {}
+        return {k: v for k, v in node.items() if isinstance(v, str) == texts and (
+            texts or (isinstance(v, dict) and all(isinstance(x, str) for x in v.values())))}
+
+    return Record(entries("declared"), entries("data"), entries("calibration", texts=True),
+                  source=str(raw.get("source") or "provenance.json")[:80])
 
 
 def write(decl_path: Path, rec: Record) -> Path:
@@ -242,8 +259,6 @@ def write(decl_path: Path, rec: Record) -> Path:
         "data": dict(sorted(rec.data.items())),
         "calibration": dict(sorted(rec.calibration.items())),
     }
-    from ...safe_files import atomic_write_text
-
     atomic_write_text(path, json.dumps(body, indent=1) + "\n")  # never through a link, never half a file
     return path
 

@@ -13,7 +13,9 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from ...errors import ConfigError
 from ...measure.stats.verdicts import adjust_pvalues
+from ...safe_files import open_regular
 from ..compare import MIN_N_VERDICT
 from .decide import (
     Decision, best_conclusion, cluster_gpu_hours, decide_on_set, fmt_iv, fmt_p, occasions_row, seconds_per_problem,
@@ -275,10 +277,13 @@ def _config_identity(d: Decision, name: str) -> Any:
     for folder in d.folders:
         for occ in sorted(Path(folder).glob("occasion-*.jsonl")):
             try:
-                first = json.loads(occ.open(encoding="utf-8").readline())
+                with open_regular(occ, "r", encoding="utf-8") as fh:  # never a link or a FIFO
+                    first = json.loads(fh.readline(1 << 20))  # the first record, bounded
                 cfg = first["settings"][name]
                 return (str(cfg["method"]["name"]), str(cfg["drafter"]["name"]), str(cfg["drafter"].get("k", "")))
-            except (OSError, ValueError, KeyError, TypeError):
+            except ConfigError:  # a link or a special file where an occasion belongs: one error line
+                raise
+            except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
                 continue
     return name
 
