@@ -7,13 +7,15 @@
 #   make report-cpu                  the CPU replication's tables, plots and index in results/cpu/
 #   make report-cpu-evidence         the CPU evidence's claims, frontier and speed figures in results/cpu/evidence/
 #   make report-cpu-claims           re-decide the three committed claims files (no figure) and print the verdict table
+#   make report-cpu-pilot            the archived n = 3 pilot's tables and plots, redrawn from its runs
+#   make notebook-html               notebooks/report.html: the report notebook executed on the committed CPU replication
 # Options: RESULTS=<results dir> REPORTS=<output dir> EXPERIMENT='fly_*' (a name or glob)
 RESULTS ?= $(or $(LOOSESPEC_RESULTS_DIR),results)
 REPORTS ?= reports
 EXPERIMENT ?=
 REPORT_ARGS = --results $(RESULTS) $(if $(EXPERIMENT),--experiment '$(EXPERIMENT)')
 
-.PHONY: install-report tables plots report index report-cpu report-cpu-evidence report-cpu-claims
+.PHONY: install-report tables plots report index report-cpu report-cpu-evidence report-cpu-claims report-cpu-pilot notebook-html
 
 # pandas + matplotlib (the `report` extra); W&B and the notebook tools are separate extras.
 install-report: install
@@ -69,3 +71,16 @@ report-cpu-claims: install-report  ## re-decide results/cpu's three claims files
 		--out $(EVIDENCE_RESULTS)/loss_breakdown.md
 	$(PY) -m loosespec_bench.report verdicts results/cpu/claims.csv results/cpu/autojudge/claims.csv $(EVIDENCE_RESULTS)/claims.csv
 	$(PY) -m pytest -q tests/report/claims/test_reviewer.py
+
+# The archived n = 3 pilot (results/cpu/pilot_n3/README.md): its tables and plots redrawn with
+# today's code from its own runs (the figures a reader opens are today's style; its index stays).
+report-cpu-pilot: install-report  ## the archived n = 3 pilot's tables and plots, redrawn from its runs
+	$(PY) -m loosespec_bench.report tables --results results/cpu/pilot_n3/runs --out results/cpu/pilot_n3
+	$(PY) -m loosespec_bench.report plots --results results/cpu/pilot_n3/runs --out results/cpu/pilot_n3/plots
+
+# The report notebook executed headless on the committed CPU replication (no model loads: it
+# reads results/cpu/runs) and exported to HTML, which a reader opens in a browser, each figure
+# with its caption.
+notebook-html: install-report  ## notebooks/report.html: the report notebook executed on the committed CPU replication
+	$(PY) -m pip install -q -e '.[notebook]'
+	cd notebooks && $(abspath $(PY)) -m nbconvert --to html --execute --ExecutePreprocessor.timeout=600 report.ipynb --output report.html

@@ -45,9 +45,6 @@ import pandas as pd
 from ..measure.stats.exact import ExactPairedBinary
 from ..schema import label_parts
 
-# Colours for rules outside plots.figure.METHOD_COLORS, told apart from those and each other.
-OTHER_RULE_COLORS = ("tab:purple", "tab:red", "tab:pink", "tab:olive", "tab:cyan", "black", "#8c564b", "#e6ab02",
-                     "#1b9e77", "#7570b3", "#66a61e", "#666666")
 DEFAULT_MARGINS = (5.0, 10.0, 20.0)  # accuracy points
 DEFAULT_ALPHA = 0.05
 COLUMNS = ["dataset", "rule", "setting", "tau", "tau_ci_low", "tau_ci_high", "speedup", "speedup_ci_low",
@@ -211,7 +208,9 @@ def certified_markdown(folder: Path) -> str:
     found = sorted(folder.rglob("certification_*.md")) if folder.is_dir() else []
     if not found:
         return f"No certification under {folder} yet (python -m loosespec_bench.certify; docs/certify.md).\n"
-    return "\n\n".join(f"<!-- {p} -->\n" + p.read_text().strip() for p in found) + "\n"
+    from ..safe_files import read_text  # a certification that is a link or a FIFO is refused, not followed
+
+    return "\n\n".join(f"<!-- {p} -->\n" + read_text(p).strip() for p in found) + "\n"
 
 
 def rule_labels(front: pd.DataFrame, index: pd.DataFrame | None = None) -> dict[str, str]:
@@ -230,80 +229,121 @@ def rule_labels(front: pd.DataFrame, index: pd.DataFrame | None = None) -> dict[
 
 def plot_frontier(front: pd.DataFrame, out_dir: Path, labels: dict[str, str] | None = None,
                   speed_note: str = "", formats: Sequence[str] = ("png", "pdf"), margins: Sequence[float] = ()) -> list[Path]:
-    """Per set, one figure two columns wide (_set_figure), saved with its caption beside it.
-    Returns the files written, each set's PNG first."""
-    from .plots.figure import MARKERS, METHOD_COLORS, save
+    """Per set, one figure two columns wide (frontier_figure: small multiples, a panel per rule),
+    saved with its caption beside it. Returns the files written, each set's PNG first."""
+    from .plots.figure import MARKERS, method_color, save
 
     labels = labels or {}
-    # One colour and marker per rule for every set's figure: a rule looks the same in every file.
-    # The papers' methods keep their colour of every figure; the other rules (a dozen on the
-    # loose-rule grid) take distinct colours from a list that leaves those out.
+    # One colour (the palette's, plots.figure) and marker per rule for every set's figure: a rule
+    # looks the same in every file, and a paper's method keeps its colour of every other figure.
     rules = sorted(front["rule"].dropna().unique())
-    used = {METHOD_COLORS[labels.get(r, r)] for r in rules if labels.get(r, r) in METHOD_COLORS}
-    spare = iter([c for c in OTHER_RULE_COLORS if c not in used])
-    colours = {r: METHOD_COLORS.get(labels.get(r, r)) or next(spare, "black") for r in rules}
-    style = {r: (colours[r], MARKERS[i % len(MARKERS)]) for i, r in enumerate(rules)}
+    names = [labels.get(r, r) for r in rules]
+    style = {r: (method_color(labels.get(r, r), names), MARKERS[i % len(MARKERS)]) for i, r in enumerate(rules)}
     paths: list[Path] = []
     for dataset, g in front.groupby("dataset", sort=True):
-        paths += save(_set_figure(str(dataset), g, style, labels, speed_note, margins), out_dir, f"frontier_{dataset}", formats)
+        paths += save(frontier_figure(str(dataset), g, style, labels, speed_note, margins), out_dir, f"frontier_{dataset}", formats)
     return paths
 
 
-def _set_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]], labels: dict[str, str],
-                speed_note: str, margins: Sequence[float] = ()) -> Any:
-    """tau (95% CI) against net answers lost per 100 problems, and beside it the speedup
-    predicted from the work counts when the points have it; one line per rule through its
-    settings in order of the y value, single-point rules as markers. The caption says what the
-    axes and intervals are, n, and (`speed_note`) whose calibration predicts the speedup."""
-    import matplotlib
+FACET_COLUMNS = 4  # rule panels a row at two columns' width (1.75 in each)
+FACET_HEIGHT = 1.45  # inches a panel row, less where the rows would pass a text block (fit_rows)
+LEGEND_ROOM = 0.55  # inches under the panels for the legend
 
-    from .plots.figure import PAPER_RC, TWO_COLUMNS, canvas, set_caption
+
+def frontier_figure(dataset: str, g: pd.DataFrame, style: dict[str, tuple[str, str]], labels: dict[str, str],
+                speed_note: str, margins: Sequence[float] = ()) -> Any:
+    """Small multiples (seaborn relplot's col=rule): one panel per rule, its settings' tau (95%
+    CI) against net answers lost per 100 problems, joined in order of tau, with every other rule's
+    points in grey behind it; under the tau rows, the same panels for the speedup predicted from
+    the work counts where the points have it. A dozen rules in one panel needed a dozen colours
+    and a legend past MAX_LEGEND; a panel per rule names its rule in its title and needs neither.
+    The caption says what the axes and intervals are, n, and (`speed_note`) whose calibration
+    predicts the speedup."""
+
+    import matplotlib
+    from matplotlib.lines import Line2D
+
+    from .plots.figure import MAX_LEGEND, NEUTRAL, PAPER_RC, TWO_COLUMNS, canvas, fit_rows, set_caption
     from ..settings.config import dataset_display_name
 
-    panels = [("tau", "tau (tokens per target step)")]
+    metrics = [("tau", "tau (tokens per target step)")]
     if g["work_speedup"].notna().any():
-        panels.append(("work_speedup", "speedup predicted from work counts"))
+        metrics.append(("work_speedup", "speedup predicted from work counts"))
+    rules = sorted(g["rule"].dropna().unique())
+    ncols = min(FACET_COLUMNS, max(2, len(rules)))
+    rule_rows = math.ceil(len(rules) / ncols)
+    nrows = rule_rows * len(metrics)
     n = g["n"].dropna()
     n_text = f"n = {int(n.min())}" if len(n) and n.min() == n.max() else (f"n = {int(n.min())}-{int(n.max())}" if len(n) else "n unknown")
     name = dataset_display_name(dataset)
-    fig, axes = canvas(TWO_COLUMNS, 2.9, ncols=len(panels))
-    entries: dict[str, Any] = {}
+    fig, grid = canvas(TWO_COLUMNS, fit_rows(nrows, FACET_HEIGHT, LEGEND_ROOM) * nrows + LEGEND_ROOM, ncols=ncols, nrows=nrows)
+    grid = grid if nrows > 1 else [grid]
+    x_all = 100 * g["net_lost"] / g["n"]
     # Text sizes are fixed when an artist is made: every artist under the paper's sizes.
     with matplotlib.rc_context(PAPER_RC):
-        for ax, (col, ylabel) in zip(axes, panels):
-            for rule, h in g.groupby("rule", sort=True):
-                h = h.dropna(subset=[col, "net_lost", "n"]).sort_values(col)
-                if h.empty:
-                    continue
-                x = 100 * h["net_lost"] / h["n"]
-                # The x interval is the paired score difference's (net lost = -difference), exact
-                # for 0/1 scores (summary.json's score_diff_ci_*).
-                xerr = [(x + 100 * h["score_diff_ci_high"]).clip(lower=0).fillna(0), (-100 * h["score_diff_ci_low"] - x).clip(lower=0).fillna(0)]
-                yerr = [(h[col] - h[f"{col}_ci_low"]).clip(lower=0).fillna(0), (h[f"{col}_ci_high"] - h[col]).clip(lower=0).fillna(0)]
+        for m, (col, ylabel) in enumerate(metrics):
+            panels = [grid[m * rule_rows + i // ncols][i % ncols] for i in range(len(rules))]
+            for ax in (grid[m * rule_rows + i // ncols][i % ncols] for i in range(len(rules), rule_rows * ncols)):
+                ax.set_visible(False)
+            for ax, rule in zip(panels, rules):
+                # Context: every other rule's points, small and grey, without intervals.
+                others = g[(g["rule"] != rule) & g[col].notna()]
+                ax.plot(100 * others["net_lost"] / others["n"], others[col], "o", color=NEUTRAL, ms=2, alpha=0.6, zorder=1)
+                h = g[g["rule"] == rule].dropna(subset=[col, "net_lost", "n"]).sort_values(col)
                 colour, marker = style[rule]
-                # The x intervals are wide at n ~ 30-100 and overlap: drawn faint, the points stay legible.
-                ax.errorbar(x, h[col], xerr=xerr, fmt="none", ecolor=colour, alpha=0.35, elinewidth=0.8, capsize=2)
-                label = labels.get(rule, rule)
-                entries.setdefault(label, ax.errorbar(x, h[col], yerr=yerr, marker=marker, color=colour, capsize=2,
-                                                      elinewidth=0.8, linestyle="-" if len(h) > 1 else "none", label=label))
-            ax.axvline(0, color="grey", linewidth=0.6)
-            for m in margins:  # the non-inferiority margins of matched.md, in the axis's units
-                ax.axvline(m, color="grey", linewidth=0.6, linestyle=":")
-            ax.set_xlabel("net answers lost per 100 problems")
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"{name}: {ylabel.split(' (')[0]}")
-            ax.grid(True, alpha=0.3)
-        speed = ("; the predicted speedup is the calibrated cost model's from every problem's work counts (forwards "
-                 "and rows, which depend only on the tokens), with its bootstrap interval" if len(panels) > 1 else "")
-        # Every rule in the legend (not add_legend's first eight): a frontier point without its
-        # rule's name says nothing.
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 6), frameon=False)
-        set_caption(fig, f"{name} ({n_text} problems): each rule's gain against the answers it changes",
+                if not h.empty:
+                    x = 100 * h["net_lost"] / h["n"]
+                    # The x interval is the paired score difference's (net lost = -difference),
+                    # exact for 0/1 scores (summary.json's score_diff_ci_*); wide at n ~ 30-200, so faint.
+                    xerr = [(x + 100 * h["score_diff_ci_high"]).clip(lower=0).fillna(0),
+                            (-100 * h["score_diff_ci_low"] - x).clip(lower=0).fillna(0)]
+                    yerr = [(h[col] - h[f"{col}_ci_low"]).clip(lower=0).fillna(0), (h[f"{col}_ci_high"] - h[col]).clip(lower=0).fillna(0)]
+                    ax.errorbar(x, h[col], xerr=xerr, fmt="none", ecolor=colour, alpha=0.35, elinewidth=0.8, capsize=1.5, zorder=2)
+                    ax.errorbar(x, h[col], yerr=yerr, marker=marker, color=colour, capsize=1.5, elinewidth=0.8, ms=3,
+                                linestyle="-" if len(h) > 1 else "none", label=labels.get(rule, rule), zorder=3)
+                ax.axvline(0, color="grey", linewidth=0.6)
+                for mg in margins:  # the non-inferiority margins of matched.md, in the axis's units
+                    ax.axvline(mg, color="grey", linewidth=0.6, linestyle=":")
+                ax.set_title(labels.get(rule, rule), fontsize=PAPER_RC["font.size"])
+                ax.grid(True, alpha=0.3)
+            # One scale for every panel of a metric (and one x scale for all): panels are compared
+            # by eye, and a rule's own limits would make a small change look large.
+            ys = [v for c in (col, f"{col}_ci_low", f"{col}_ci_high") for v in g[c].dropna()]
+            if ys:
+                pad = 0.05 * ((max(ys) - min(ys)) or 1.0)
+                for ax in panels:
+                    ax.set_ylim(min(ys) - pad, max(ys) + pad)
+            for i, ax in enumerate(panels):
+                if i % ncols == 0:
+                    ax.set_ylabel(ylabel if len(ylabel) < 22 else ylabel.replace(" (", "\n(").replace(" from ", "\nfrom "))
+                else:
+                    ax.tick_params(labelleft=False)
+                if i // ncols == rule_rows - 1 or i + ncols >= len(rules):
+                    ax.set_xlabel("net lost per 100 problems")
+        xs = [v for v in (*x_all.dropna(), *(-100 * g["score_diff_ci_low"]).dropna(), *(-100 * g["score_diff_ci_high"]).dropna(), *margins, 0)]
+        pad = 0.04 * ((max(xs) - min(xs)) or 1.0)
+        for row in grid:
+            for ax in row:
+                ax.set_xlim(min(xs) - pad, max(xs) + pad)
+        entries = {
+            "the panel's rule, in its colour (95% CI)": Line2D([], [], color="black", marker="o", ms=3),
+            "net lost, 95% CI (faint)": Line2D([], [], color="black", alpha=0.35, lw=0.8),
+            "the other rules": Line2D([], [], color=NEUTRAL, marker="o", ms=2, ls="none"),
+            "no change": Line2D([], [], color="grey", lw=0.6),
+            **({"margins": Line2D([], [], color="grey", lw=0.6, ls=":")} if margins else {}),
+        }
+        assert len(entries) <= MAX_LEGEND
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=len(entries), frameon=False)
+        speed = ("; the lower rows: the speedup the calibrated cost model predicts from every problem's work counts "
+                 "(forwards and rows, which depend only on the tokens), with its bootstrap interval" if len(metrics) > 1 else "")
+        set_caption(fig, f"{name} ({n_text} problems): each rule's gain against the answers it changes, one panel per rule",
+                    "Each panel: one rule's settings (its name above it; drawn in its colour of every figure), joined in order of the "
+                    "vertical value, over the other rules' points in grey; all panels share the horizontal scale, the tau "
+                    "panels one vertical scale and the speedup panels another. "
                     "Horizontal: answers lost minus answers gained against the target alone on the same problems, per "
                     "100 problems, with the paired score difference's 95% interval (faint; exact for 0/1 scores, and "
                     "conservative: it can reach 0 where the exact McNemar test on the lost / gained split rejects no change). "
                     f"Vertical: tau with its 95% paired bootstrap interval over problems{speed}. "
-                    "A line joins one rule's settings in order of the vertical value. "
                     + (f"Dotted: the non-inferiority margins ({', '.join(f'{m:g}' for m in margins)} points) of the matched "
                        "table, which tests each point's exact upper bound on its loss against them. " if margins else "")
                     + speed_note)
@@ -330,15 +370,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: --margins={args.margins} must be accuracy points in (0, 100), comma-separated, and "
               f"--alpha={args.alpha} in (0, 0.5)", file=sys.stderr)
         return 2
+    from ..errors import ConfigError
+
     calibration = None
     if args.calibration:
-        import json
-
         from ..measure.costmodel import Calibration
+        from ..store.declarations import read_calibration
 
         try:
-            calibration = Calibration.from_dict(json.loads(Path(args.calibration).read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as err:
+            # Through the safe-file gate (no link, no FIFO, a bounded read) and the calibration's
+            # declaration (store/declarations.py: every cost finite, the forward bodies positive,
+            # rows increasing, a signature), as calibrate and the cost model read one.
+            calibration = Calibration.from_dict(read_calibration(args.calibration))
+        except (ConfigError, OSError, ValueError, KeyError, TypeError) as err:
             print(f"error: --calibration {args.calibration}: not a readable calibration ({err}); "
                   "write one with python -m loosespec_bench.calibrate", file=sys.stderr)
             return 2
@@ -348,15 +392,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if index.empty:
         print(f"error: no finished runs of experiment {args.experiment!r} under {args.results!r}", file=sys.stderr)
         return 2
+    if calibration is not None:
+        # One calibration prices every point for its machine, whichever machine ran them, but
+        # only the forwards of the pair it measured.
+        pair = calibration.signature.get("pair")
+        others = sorted({str(p) for p in index["pair"].dropna()} - {pair}) if "pair" in index else []
+        if pair and others:
+            print(f"error: --calibration {args.calibration} was measured for pair {pair}, the runs are of {', '.join(others)}: "
+                  "a calibration prices only its own pair's forwards; give one of their pair", file=sys.stderr)
+            return 2
+    from ..safe_files import atomic_output, atomic_write_text  # never through a link, never half a file
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     front = frontier(index, calibration)
     table = matched(front, margins, args.alpha)
-    front.to_csv(out / "frontier.csv", index=False)
-    (out / "frontier.md").write_text(frontier_markdown(front, args.alpha))
-    (out / "matched.md").write_text(matched_markdown(table, args.alpha))
+    with atomic_output(out / "frontier.csv", root=out) as tmp:
+        front.to_csv(tmp, index=False)
+    atomic_write_text(out / "frontier.md", frontier_markdown(front, args.alpha), root=out)
+    atomic_write_text(out / "matched.md", matched_markdown(table, args.alpha), root=out)
     if args.certified:
-        (out / "certified.md").write_text(certified_markdown(Path(args.certified)))
+        atomic_write_text(out / "certified.md", certified_markdown(Path(args.certified)), root=out)
     note = ""
     if calibration is not None:
         sig = getattr(calibration, "signature", None) or {}

@@ -4,6 +4,7 @@ runs, methods or papers: the paper tables (report/tables/) fill it, grouping.py 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -20,6 +21,27 @@ NO_INTERVAL = "no interval"
 MIXED_CPUS = "mixed CPUs"  # a mean of speedups measured on different CPUs: not taken
 MAX_COLUMNS = 12  # a wider table prints in blocks (one per metric), each at most this wide
 UNDERPOWERED_MARK = "†"  # on a quality cell of an underpowered run; one note under the table says what it means
+
+# -- the page a LaTeX table is set for -----------------------------------------------------------
+# A two-column paper on US letter: a 7 in text block with a 0.33 in gutter (the IEEE / ACM
+# two-column sizes; a one-column venue's 5.5-6.5 in block lies between the two widths). A table is
+# a one-column `table` when every printed block fits COLUMN_WIDTH_PT, a two-column `table*` when
+# each fits TEXT_WIDTH_PT, and otherwise its figure columns are split into more blocks until each
+# fits (Table.latex_blocks): never resized, so every table prints at the document's \scriptsize.
+# tests/report/test_latex_compile.py sets exactly this page (latex_document) in a real TeX engine
+# and fails on an overfull box.
+PT_PER_IN = 72.27  # TeX points
+TEXT_WIDTH_IN = 7.0
+COLUMN_SEP_IN = 0.33
+TEXT_WIDTH_PT = TEXT_WIDTH_IN * PT_PER_IN
+COLUMN_WIDTH_PT = (TEXT_WIDTH_IN - COLUMN_SEP_IN) / 2 * PT_PER_IN
+TABLE_FONT_PT = 7.0  # \scriptsize of a 10 pt document
+TABCOLSEP_PT = 3.0  # \tabcolsep, set by every table (the default 6 pt spends 12 pt a column on air)
+# An identity column (pair, method, data set...) wider than this wraps inside a ragged-right
+# p-column (never narrower than its longest word): "DropMatch (model, K=10, js, N=5, p=0.3)" would
+# otherwise take a quarter of a 7 in block in every block of its table.
+WRAP_IDENTITY_PT = 1.15 * PT_PER_IN
+HEADER_MIN_PT = 0.5 * PT_PER_IN  # a header is broken into lines only where it is wider than this and its cells
 
 # -- cells ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -85,6 +107,84 @@ def latex_escape(text: str) -> str:
         "−": "$-$",
     }
     return "".join(repl.get(ch, ch) for ch in text)
+
+
+# -- widths from the font's metrics -------------------------------------------------------------
+# Computer Modern's advance widths (em) from the cmr10 that matplotlib ships (its BaKoMa TrueType
+# copy of Knuth's font), read once with fontTools. \scriptsize sets cmr7, which is drawn wider than
+# cmr10 scaled to 7 pt (its digits are 4.0 pt wide, cmr10's 3.5 pt at 7 pt): cmr10's widths are
+# scaled by that ratio below 10 pt. The characters a table writes in math mode ("×", "θ", "†",
+# "≥") take their cmsy / cmmi widths; anything else unknown counts a full em, so a guess errs wide.
+SMALL_SIZE_WIDENING = 4.0 / 3.5
+MATH_EM = {"×": 0.778, "θ": 0.469, "†": 0.444, "≥": 0.778, "≤": 0.778, "−": 0.778, "→": 1.0, "–": 0.5, "÷": 0.5}
+
+
+@functools.lru_cache(maxsize=1)
+def _cmr10_em() -> dict[str, float]:
+    """Each printable ASCII character's advance in em of cmr10 (matplotlib's copy), read through
+    the safe-file gate."""
+    import io
+    import logging
+
+    import matplotlib
+    from fontTools.ttLib import TTFont
+
+    from ..safe_files import read_bytes
+
+    # fontTools warns (through logging) that the 1997 font's timestamps look low: not ours to hear.
+    quiet = logging.getLogger("fontTools")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        font = TTFont(io.BytesIO(read_bytes(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "cmr10.ttf")))
+        per_em = font["head"].unitsPerEm
+    finally:
+        quiet.setLevel(level)
+    hmtx = font["hmtx"]
+    return {chr(code): hmtx[glyph][0] / per_em for code, glyph in font.getBestCmap().items() if 32 <= code < 127}
+
+
+def text_width_pt(text: str, size_pt: float = TABLE_FONT_PT) -> float:
+    """The printed width of plain text (a cell as the Markdown writes it) at `size_pt` in Computer
+    Modern, in TeX points: the sum of the characters' advances (kerning and ligatures are left
+    out: they narrow a word by a fraction of a point)."""
+    em = _cmr10_em()
+    total = sum(MATH_EM.get(ch) or em.get(ch) or 1.0 for ch in text)
+    return total * size_pt * (SMALL_SIZE_WIDENING if size_pt < 10 else 1.0)
+
+
+def latex_document(body: str) -> str:
+    """A document on the page a table is set for (TEXT_WIDTH_IN, COLUMN_SEP_IN; 10 pt, two
+    columns, Computer Modern), with the packages the tables need: the compile check sets every
+    committed table and caption in it."""
+    return ("\\documentclass[10pt,twocolumn]{article}\n"
+            f"\\usepackage[letterpaper,textwidth={TEXT_WIDTH_IN}in,columnsep={COLUMN_SEP_IN}in,textheight=9in]{{geometry}}\n"
+            "\\usepackage{booktabs,array}\n\\begin{document}\n" + body + "\n\\end{document}\n")
+
+
+def header_lines(header: str, width_pt: float) -> list[str]:
+    """A header broken at spaces into lines no wider than width_pt where it can be (a word wider
+    than that stands alone on its line)."""
+    lines: list[str] = []
+    for word in header.split():
+        if lines and text_width_pt(f"{lines[-1]} {word}") <= width_pt:
+            lines[-1] = f"{lines[-1]} {word}"
+        else:
+            lines.append(word)
+    return lines or [header]
+
+
+@dataclass(frozen=True)
+class LatexBlock:
+    """One printed tabular: its title (None: the table's only one), columns, headers, the width of
+    each identity column that wraps (None: set on one line) and the block's measured width (pt)."""
+
+    title: str | None
+    columns: list[str]
+    headers: list[str]
+    wraps: list[float | None]
+    width_pt: float
+    widths: list[float]  # each column's measured width (pt), its header broken to fit (header_lines)
 
 
 @dataclass
@@ -175,17 +275,58 @@ class Table:
         lines += [f"- {n}" for n in self.shown_notes()]
         return "\n".join(lines).rstrip("\n") + "\n"
 
+    def latex_blocks(self) -> list[LatexBlock]:
+        """The printed blocks (blocks()) as the page takes them, measured with the font's metrics
+        (text_width_pt): an identity column wider than WRAP_IDENTITY_PT wraps (never narrower than
+        its longest word), and a block wider than TEXT_WIDTH_PT splits its figure columns into
+        parts, each as many as fit beside the identity columns ('Tau per data set (1/2)')."""
+        out: list[LatexBlock] = []
+        pad = 2 * TABCOLSEP_PT
+        for title, cols, headers in self.blocks():
+            rows = self._shown_rows(cols, title is not None)
+            texts = [[h, *(_cell_text(r[i]) for r in rows)] for i, h in enumerate(headers)]
+            # A header wider than its column's cells breaks into lines at spaces (header_lines):
+            # "predicted, with the calibration's error" over a column of "1.36× [1.21, 1.52]".
+            natural = [max(max((text_width_pt(t) for t in col[1:]), default=0.0), *(text_width_pt(w) for w in col[0].split() or [""]),
+                           min(HEADER_MIN_PT, text_width_pt(col[0]))) for col in texts]
+            natural = [max(w, *(text_width_pt(line) for line in header_lines(h, w))) for h, w in zip(headers, natural)]
+            wraps: list[float | None] = []
+            for i in range(self.ids):
+                longest_word = max(text_width_pt(w) for t in texts[i] for w in (t.split() or [""]))
+                wraps.append(max(WRAP_IDENTITY_PT, longest_word) if natural[i] > WRAP_IDENTITY_PT else None)
+            ident = sum(w if w is not None else natural[i] for i, w in enumerate(wraps)) + pad * self.ids
+            parts: list[list[int]] = [[]]
+            used = ident
+            for i in range(self.ids, len(cols)):
+                if parts[-1] and used + natural[i] + pad > TEXT_WIDTH_PT:
+                    parts.append([])
+                    used = ident
+                parts[-1].append(i)
+                used += natural[i] + pad
+            for n, part in enumerate(parts):
+                at = [*range(self.ids), *part]
+                name = title if len(parts) == 1 else f"{title or 'Part'} ({n + 1}/{len(parts)})"
+                out.append(LatexBlock(name, [cols[i] for i in at], [headers[i] for i in at], wraps,
+                                      ident + sum(natural[i] + pad for i in part), [natural[i] for i in at]))
+        return out
+
     def to_latex(self) -> str:
-        """booktabs; the same blocks as the Markdown (one tabular each, titled when there are
-        several), no resizing; the notes print under the tabulars inside the table environment
-        (a footnotesize minipage), so they reach the PDF. Needs booktabs only."""
+        """booktabs, never resized; the blocks as the page takes them (latex_blocks: one tabular
+        each, titled when there are several), in a one-column `table` when every block fits
+        COLUMN_WIDTH_PT, else a two-column `table*`; the notes print under the tabulars inside the
+        float (a footnotesize minipage), so they reach the PDF. Needs booktabs and array."""
         label = re.sub(r"[^a-z0-9_]", "_", self.name.lower())
-        out = [f"% {latex_escape(self.title)} (needs \\usepackage{{booktabs}})\n",
-               "\\begin{table}[t]\n\\centering\n\\scriptsize\n\\setlength{\\tabcolsep}{3pt}\n",
+        blocks = self.latex_blocks()
+        env = "table" if all(b.width_pt <= COLUMN_WIDTH_PT for b in blocks) else "table*"
+        out = [f"% {latex_escape(self.title)} (needs \\usepackage{{booktabs,array}})\n",
+               f"\\begin{{{env}}}[t]\n\\centering\n\\scriptsize\n\\setlength{{\\tabcolsep}}{{{TABCOLSEP_PT:g}pt}}\n",
                f"\\caption{{{latex_escape(self.title)}}}\n\\label{{tab:{label}}}\n"]
-        for i, (title, cols, headers) in enumerate(self.blocks()):
-            spec = "l" * self.ids + "r" * (len(cols) - self.ids)
-            head = " & ".join(latex_escape(h) for h in headers) + r" \\"
+        for i, block in enumerate(blocks):
+            title, cols, headers = block.title, block.columns, block.headers
+            spec = "".join(r">{\raggedright\arraybackslash}p{%.1fpt}" % w if w else "l" for w in block.wraps)
+            spec += "r" * (len(cols) - self.ids)
+            head = " & ".join(_latex_header(h, w, "r" if j >= self.ids else "l", wrapped=j < self.ids and bool(block.wraps[j]))
+                              for j, (h, w) in enumerate(zip(headers, block.widths))) + r" \\"
             body = [" & ".join(_cell_text(c, latex=True) for c in row) + r" \\" for row in self._shown_rows(cols, title is not None)]
             if i:
                 out.append("\\par\\medskip\n")
@@ -195,7 +336,7 @@ class Table:
         if self.shown_notes():
             out.append("\\par\\smallskip\n\\begin{minipage}{\\linewidth}\\footnotesize\\raggedright\n"
                        + "".join(f"{_latex_note(n)}\\par\n" for n in self.shown_notes()) + "\\end{minipage}\n")
-        out.append("\\end{table}\n")
+        out.append(f"\\end{{{env}}}\n")
         return "".join(out)
 
     def to_frame(self) -> pd.DataFrame:
@@ -254,6 +395,15 @@ class Table:
 def _latex_note(note: str) -> str:
     """A note as LaTeX text: escaped, the underpowered mark as a dagger."""
     return latex_escape(note).replace(UNDERPOWERED_MARK, r"$^\dagger$")
+
+
+def _latex_header(header: str, width_pt: float, align: str, wrapped: bool) -> str:
+    """A header cell: one line, or its lines (header_lines) stacked in a nested tabular aligned as
+    its column; a wrapping p-column breaks its own."""
+    lines = [header] if wrapped else header_lines(header, width_pt)
+    if len(lines) == 1:
+        return latex_escape(lines[0])
+    return f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}" + r" \\ ".join(latex_escape(x) for x in lines) + "\\end{tabular}"
 
 
 def _blank(cell: Any) -> bool:

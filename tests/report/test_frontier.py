@@ -4,6 +4,7 @@ hand-made index with known answers."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -152,3 +153,64 @@ def test_certifications_join_the_report(tmp_path):
     (tmp_path / "certify_gsm8k").mkdir()
     (tmp_path / "certify_gsm8k" / "certification_method_theta_delta5pts_train.md").write_text("## Certification: method.theta\n")
     assert "## Certification: method.theta" in certified_markdown(tmp_path)
+
+
+def test_a_dozen_rules_become_small_multiples_in_the_palette_with_a_short_legend(tmp_path):
+    """Issue 72: the loose-rule grid's twelve rules drew twelve tab10 colours and a twelve-entry
+    legend; each rule now has its own panel (titled by it, the others grey behind it), the legend
+    stays within MAX_LEGEND, every colour is the palette's or a grey, and the figure fits a page."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    from loosespec_bench.report.frontier import frontier_figure, plot_frontier
+    from loosespec_bench.report.plots.figure import MAX_HEIGHT, MAX_LEGEND, PALETTE
+
+    rules = [f"rule{i:02d}" for i in range(12)]
+    index = pd.DataFrame([point(r, "model", 3.0 + i / 10 + j, j, 0, alpha=j) for i, r in enumerate(rules) for j in range(2)])
+    front = frontier(index)
+    paths = plot_frontier(front, tmp_path)
+    from matplotlib.image import imread
+
+    assert imread(paths[0]).shape[0] <= MAX_HEIGHT * 300
+    fig = frontier_figure("gsm8k", front, {r: ("#0072b2", "o") for r in rules}, {}, "")
+    titled = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    # tau and predicted speedup: a panel per rule for each
+    assert sorted(ax.get_title() for ax in titled) == sorted(rules * 2)
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) <= MAX_LEGEND
+    assert fig.get_figheight() <= MAX_HEIGHT
+    # The palette's colours or greys only (no tab10).
+    colours = set()
+    for ax in fig.axes:
+        for line in ax.get_lines():  # what is drawn: a line where it has a style, a marker's edge where it has one
+            if line.get_linestyle() not in ("None", "none", ""):
+                colours.add(to_hex(line.get_color()))
+            if line.get_marker() not in ("None", "none", "", None):
+                colours.add(to_hex(line.get_markeredgecolor()))
+    for c in colours:
+        r, g, b = to_rgb(c)
+        assert c in PALETTE or (r == g == b), c
+    # Each panel's own rule in colour, the eleven others grey: 11 context points of 2 settings each.
+    ax = next(a for a in titled if a.get_title() == "rule00")
+    grey = [line for line in ax.get_lines() if len(set(to_rgb(line.get_color()))) == 1 and line.get_marker() == "o"]
+    assert sum(len(line.get_xdata()) for line in grey) == 2 * 11
+
+
+def test_the_calibration_is_read_through_the_gate_and_checked(index, tmp_path, capsys, monkeypatch):
+    """Issue 74: --calibration goes through the safe-file gate and the calibration's declaration:
+    a link, NaN costs or another pair's calibration are one error line each."""
+    import json
+
+    good = json.loads((Path(__file__).resolve().parents[2] / "results" / "loose_rules" / "calibration_fp32.json").read_text())
+    nan = dict(good, target=dict(good["target"], lm_head_row_s=float("nan")))
+    (tmp_path / "nan.json").write_text(json.dumps(nan))
+    assert main(["--results", str(tmp_path), "--calibration", str(tmp_path / "nan.json")]) == 2
+    assert "error: --calibration" in capsys.readouterr().err
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "link.json").symlink_to(tmp_path / "good.json")
+    assert main(["--results", str(tmp_path), "--calibration", str(tmp_path / "link.json")]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    # Read and checked, then refused for runs of another pair: it prices only its own pair's forwards.
+    monkeypatch.setattr("loosespec_bench.report.index.load_index", lambda results, experiment: index.assign(pair="tiny"))
+    assert main(["--results", str(tmp_path), "--calibration", str(tmp_path / "good.json"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "measured for pair qwen2.5-coder-0.5b-1.5b" in err and "tiny" in err
+    assert not (tmp_path / "out").exists()

@@ -20,7 +20,16 @@ from matplotlib.image import imread  # noqa: E402
 from loosespec_bench.report.plots import build_figures  # noqa: E402
 from loosespec_bench.report.plots.acceptance import fig_acceptance_by_position  # noqa: E402
 from loosespec_bench.report.plots.entropy import fig_fly_entropy  # noqa: E402
-from loosespec_bench.report.plots.figure import MAX_LEGEND, METHOD_COLORS, MIN_TEXT_PT, WIDTHS, caption_of, save  # noqa: E402
+from loosespec_bench.report.plots.figure import (  # noqa: E402
+    MAX_HEIGHT,
+    MAX_LEGEND,
+    METHOD_COLORS,
+    MIN_TEXT_PT,
+    PALETTE,
+    WIDTHS,
+    caption_of,
+    save,
+)
 from loosespec_bench.report.plots.occasions import fig_speed_occasions  # noqa: E402
 from loosespec_bench.report.plots.sweeps import fig_vs_param  # noqa: E402
 from loosespec_bench.report.plots.tradeoff import fig_tradeoff  # noqa: E402
@@ -270,7 +279,7 @@ def test_point_tags_do_not_overlap_and_a_crowded_panel_is_left_untagged():
     fig = fig_tradeoff(df[df["dataset"] == "gsm8k"])
     (ax,) = [a for a in fig.axes if a.get_visible()]
     assert not [t for t in ax.texts if t.get_text()] and "Untagged" in caption_of(fig) and "GSM8K (30 points)" in caption_of(fig)
-    assert MAX_TAGS == 12
+    assert MAX_TAGS == 20
 
 
 def test_a_figure_without_data_says_so():
@@ -484,3 +493,118 @@ def test_the_speed_figure_draws_each_occasion_and_both_intervals():
     occasion_marks = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none"]
     assert len(occasion_marks) == 2 * 3  # two occasions x three configurations
     assert "1 contaminated problem block(s)" in caption_of(fig) and "median 1.2%" in caption_of(fig)
+
+
+# -- issue 72 item 2: the palette, the page's height, crowded panels, the committed figures -----
+def _colours(fig) -> set[str]:
+    """Every colour an artist of the figure draws with (lines, markers, error bars, fills)."""
+    from matplotlib.collections import Collection
+    from matplotlib.colors import to_hex
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    out: set[str] = set()
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for a in ax.get_children():
+            if isinstance(a, Line2D) and a.get_visible():
+                # What is drawn: the line where it has a style, the marker where it has one.
+                drawn = ([a.get_color()] if a.get_linestyle() not in ("None", "none", "") else []) + \
+                    ([a.get_markerfacecolor(), a.get_markeredgecolor()] if a.get_marker() not in ("None", "none", "", None) else [])
+                out |= {to_hex(c) for c in drawn if not (isinstance(c, str) and c == "none")}
+            elif isinstance(a, Collection) and a.get_visible():
+                out |= {to_hex(c) for c in [*a.get_edgecolor(), *a.get_facecolor()] if c[3] > 0}
+            elif isinstance(a, Patch) and a.get_visible() and a is not ax.patch and a.get_fill():
+                out.add(to_hex(a.get_facecolor()))
+    return out
+
+
+def _achromatic(hex_colour: str) -> bool:
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(hex_colour)
+    return abs(r - g) < 1e-6 and abs(g - b) < 1e-6
+
+
+def test_every_figure_draws_in_the_one_colour_blind_safe_palette():
+    """Okabe-Ito (figure.PALETTE) or greys: no tab10 colour (its red and green), in every kind."""
+    assert len(PALETTE) == 7 and len(set(PALETTE)) == 7
+    for name, fig in _all_figures().items():
+        foreign = {c for c in _colours(fig) if c not in PALETTE and not _achromatic(c)}
+        assert not foreign, (name, foreign)
+    assert set(METHOD_COLORS.values()) - set(PALETTE) <= {c for c in METHOD_COLORS.values() if _achromatic(c)}
+
+
+def test_no_figure_is_taller_than_a_text_block():
+    # Named case: speedup_tau_vs_K was 10.1 in tall (two blocks of three rows at 1.6 in).
+    for name, fig in _all_figures().items():
+        assert fig.get_figheight() <= MAX_HEIGHT, (name, fig.get_figheight())
+    rows = []
+    for ds in ("gsm8k", "humaneval", "mbpp_plus", "mgsm", "niah", "ifeval"):
+        for k in (5, 10, 15):
+            rows.append(_run(_variant(dataset__name=ds, drafter__k=k), tau=5.0, speedup=1.2, score_diff=0.0, run_id=f"{ds}{k}"))
+    fig = fig_vs_param(_index(rows), "K")
+    assert sum(ax.get_visible() for ax in fig.axes) >= 2 * 6 and fig.get_figheight() <= MAX_HEIGHT
+    from loosespec_bench.report.plots.figure import canvas
+
+    with pytest.raises(ValueError, match="at most"):
+        canvas(7.0, MAX_HEIGHT + 1)
+
+
+def test_a_crowded_panel_numbers_its_points_and_the_caption_keys_them():
+    """Named case: GSM8K on CPU C drew eleven tags like "K=15, θ=0.3, W=6" over each other's error
+    bars; six or more points of one method to tell apart are numbered by speedup instead."""
+    rows = []
+    for i, theta in enumerate((0.1, 0.2, 0.3, 0.5, 0.8, 0.9, 0.95)):
+        rows.append(_run(_variant(method__theta=theta, dataset__name="gsm8k"), tau=6.0, speedup=1.0 + i / 20, run_id=f"t{i}",
+                         retention=1.0 - i / 30, retention_ci_low=0.8, retention_ci_high=1.1, speedup_ci_low=0.95 + i / 20,
+                         speedup_ci_high=1.05 + i / 20, ci_level=0.95))
+    fig = fig_tradeoff(_index(rows))
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert sorted(t.get_text() for t in ax.texts) == [str(i) for i in range(1, 8)]
+    caption = caption_of(fig)
+    assert "Numbered points" in caption and "1 = FLy + MLA θ=0.1" in caption and "7 = FLy + MLA θ=0.95" in caption
+
+
+def test_an_absent_set_is_told_apart_from_its_prompt_variants_in_the_caption():
+    # Named case: "No panel for MGSM" under two "MGSM (native CoT prompt)" panels.
+    df = _many_runs()
+    variant = df[df["dataset"] == "mgsm"].assign(dataset="mgsm (native_cot prompt)", run_id=lambda d: d["run_id"] + "n")
+    df.loc[df["dataset"] == "mgsm", "retention"] = float("nan")
+    fig = fig_tradeoff(pd.concat([df, variant], ignore_index=True))
+    assert "MGSM (native CoT prompt)" in [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert "No panel for MGSM with its default prompt (the MGSM (native CoT prompt) panels are another prompt's)" in caption_of(fig)
+
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _png_size(path) -> tuple[int, int]:
+    """(width, height) in pixels from the PNG's header."""
+    head = path.read_bytes()[:24]
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_every_committed_figure_is_printable_and_has_its_caption_beside_it():
+    pngs = sorted((REPO / "results").rglob("*.png"))
+    assert pngs
+    for png in pngs:
+        width, height = _png_size(png)
+        # 300 dpi at one or two columns' width, no taller than a text block
+        assert width in {round(w * 300) for w in WIDTHS} and height <= MAX_HEIGHT * 300, (png, width, height)
+        assert png.with_suffix(".caption.md").exists(), png
+
+
+def test_the_committed_notebook_export_shows_each_figure_with_its_caption():
+    import html
+
+    export = REPO / "notebooks" / "report.html"
+    assert export.exists(), "notebooks/report.html: make notebook-html"
+    text = html.unescape(export.read_text(encoding="utf-8"))
+    captions = sorted((REPO / "results" / "cpu" / "plots").glob("*.caption.md"))
+    assert captions
+    for cap in captions:
+        # The notebook shows the figure with the caption the report wrote beside it.
+        assert cap.read_text(encoding="utf-8").strip()[:120] in " ".join(text.split()), cap.name
+    assert text.count("data:image/png;base64") >= len(captions)

@@ -14,8 +14,9 @@
 
 Every figure function returns a Figure (shown inline by Jupyter) and draws a visible note instead
 of an empty plot when there is nothing to draw. Reviewers' rules, kept by every figure: sized for
-a paper (figure.PAPER_RC: one column, 3.3 in, or two, 7 in, wide, 7-point text at print size),
-the caption beside the figure (<name>.caption.md / .tex), never inside it; one fixed colour per
+a paper (figure.PAPER_RC: one column, 3.3 in, or two, 7 in, wide, at most figure.MAX_HEIGHT tall,
+7-point text at print size), the caption beside the figure (<name>.caption.md / .tex), never inside
+it; colours from one colour-blind-safe palette (figure.PALETTE, Okabe-Ito), one fixed colour per
 method (METHOD_COLORS), human labels from the schema and data sets' display names (never a hash,
 a raw key or `nan`), error bars from the summaries' intervals, at most MAX_LEGEND legend entries.
 """

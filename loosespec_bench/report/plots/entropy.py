@@ -11,7 +11,7 @@ from ..index import read_records
 from ...verifiers import FLy
 from ..labels import THETA, dataset_label, is_rule, method_label
 from ..render import is_missing
-from .figure import ENTROPY_LABEL, draw_note, frame_of, panel_grid, paper_style, set_caption, sweep_key
+from .figure import ENTROPY_LABEL, OKABE_ITO, draw_note, frame_of, panel_grid, paper_style, set_caption, sweep_key
 
 # FLy's entropy modes (verifiers/fly.py MODES) in words, for panel titles: whose formula the gate is.
 MODE_NAMES = {"code": "released code's top-3 entropy", "paper": "paper's normalised entropy",
@@ -133,8 +133,10 @@ def fig_fly_entropy(runs: Sequence[Mapping[str, Any]], max_panels: int = 4) -> F
         bins = [lo + (hi - lo) * i / 25 for i in range(26)]
         # Rejected filled, accepted as an outline over it: two translucent fills would mix into a
         # third colour wherever both have counts, and the accepted ones could not be read.
-        for key, color, label, style in (("rejected", "tab:red", "rejected", {"histtype": "stepfilled", "alpha": 0.45}),
-                                         ("accepted", "tab:green", "accepted loosely", {"histtype": "step", "lw": 1.2})):
+        # Vermillion and blue (the palette's, figure.OKABE_ITO): red against green is the pair a
+        # deuteranope cannot tell apart.
+        for key, color, label, style in (("rejected", OKABE_ITO["vermillion"], "rejected", {"histtype": "stepfilled", "alpha": 0.45}),
+                                         ("accepted", OKABE_ITO["blue"], "accepted loosely", {"histtype": "step", "lw": 1.2})):
             data = slot[key]
             if data:
                 ax.hist(data, bins=bins, color=color, label=f"{label} (n={len(data)})", **style)

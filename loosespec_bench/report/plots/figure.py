@@ -32,14 +32,26 @@ ENTROPY_LABEL = {
     "paper": "normalised entropy h of the target (0 to 1)",
 }
 MAX_LEGEND = 8  # legend entries inside a figure; more series are named in a note
+# The palette, declared once and used by every figure: Okabe and Ito's colours, as matplotlib ships
+# them (matplotlib.color_sequences["okabe_ito"]). Chosen because they were drawn to stay
+# unambiguous under the common colour-vision deficiencies (Okabe and Ito 2008; Wong, Nature Methods
+# 2011), and matplotlib already carries them (seaborn's "colorblind" would add seaborn as a
+# dependency for a list of colours; tab10, the default we drew with, puts a red beside a green).
+# Named in the order of matplotlib's sequence.
+OKABE_ITO = dict(zip(("black", "orange", "sky blue", "bluish green", "yellow", "blue", "vermillion", "reddish purple"),
+                     (matplotlib.colors.to_hex(c) for c in matplotlib.color_sequences["okabe_ito"])))
+# The seven that read as a thin line on white, those that read best first; Okabe-Ito's yellow
+# (#f0e442) is left out: a 1 pt yellow line or 3 pt marker on white is hard to see at all.
+PALETTE = tuple(OKABE_ITO[c] for c in ("blue", "vermillion", "bluish green", "orange", "reddish purple", "sky blue", "black"))
+NEUTRAL = "#999999"  # reference lines, context drawn behind a panel's own series: no method's colour
 # One fixed colour per method (the label's name part: "FLy", "SPD", "EAGLE-3 + DropMatch"...), the
-# same in every figure; a method not listed takes the next free colour in order of its name.
+# same in every figure; a method not listed takes a palette colour that no listed method of the
+# same figure holds, so that no two series of one figure share a colour while the palette lasts.
 METHOD_COLORS = {
-    "FLy": "tab:blue", "FLy + MLA": "navy", "SPD": "tab:orange", "DropMatch": "tab:green", "PLD": "tab:brown", "EAGLE-3": "tab:red",
-    "EAGLE-2": "tab:pink", "Lookahead": "tab:olive", "EAGLE-3 + DropMatch": "tab:purple", "EAGLE-3 + FLy": "tab:cyan",
-    "target alone": "tab:gray",
+    "FLy": OKABE_ITO["blue"], "FLy + MLA": OKABE_ITO["sky blue"], "SPD": OKABE_ITO["black"],
+    "DropMatch": OKABE_ITO["bluish green"], "PLD": OKABE_ITO["orange"], "EAGLE-3": OKABE_ITO["reddish purple"],
+    "AutoJudge": OKABE_ITO["vermillion"], "target alone": NEUTRAL,
 }
-SPARE_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
 MARKERS = "osD^vP*X<>"
 
 
@@ -51,10 +63,15 @@ def method_name(row: Mapping[str, Any]) -> str:
 
 
 def method_color(name: str, known: Iterable[str] = ()) -> str:
+    """The method's fixed colour; for one not in METHOD_COLORS, the palette's colours that the
+    figure's listed methods (`known`) leave free, in order of the unlisted names."""
     if name in METHOD_COLORS:
         return METHOD_COLORS[name]
-    others = sorted({n for n in known if n not in METHOD_COLORS} | {name})
-    return SPARE_COLORS[others.index(name) % len(SPARE_COLORS)]
+    known = set(known) | {name}
+    taken = {METHOD_COLORS[n] for n in known if n in METHOD_COLORS}
+    free = [c for c in PALETTE if c not in taken] or list(PALETTE)
+    others = sorted(n for n in known if n not in METHOD_COLORS)
+    return free[others.index(name) % len(free)]
 
 
 # The paper's sizes: a figure is one column or two columns wide, never wider; its text is set at
@@ -72,8 +89,12 @@ PAPER_RC = {
     "errorbar.capsize": 2, "legend.frameon": False, "legend.handlelength": 1.8,
     "figure.constrained_layout.h_pad": 0.03, "figure.constrained_layout.w_pad": 0.03,
     "pdf.fonttype": 42,  # TrueType in the PDF: text a journal's checker can read
+    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),  # an artist given no colour still takes the palette's
 }
 MAX_COLUMNS = 3  # panels a row at two columns' width (about 2.2 in each); more wrap into rows
+# No figure is taller than a text block (a letter page's 9 in, less room for its caption): a
+# figure of many rows shrinks its rows (fit_rows) instead of running off the page.
+MAX_HEIGHT = 8.5  # inches
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,11 +123,19 @@ def canvas(width: float = TWO_COLUMNS, height: float = 4.0, ncols: int = 1, nrow
     """A figure one or two columns wide (WIDTHS), its axes as a list of rows (a flat list for one row)."""
     if width not in WIDTHS:
         raise ValueError(f"a figure is {ONE_COLUMN} in (one column) or {TWO_COLUMNS} in (two columns) wide, not {width}")
+    if height > MAX_HEIGHT + 1e-9:
+        raise ValueError(f"a figure is at most {MAX_HEIGHT} in tall (a text block with its caption), not {height:.2f}: fit_rows")
     with matplotlib.rc_context(PAPER_RC):
         fig = PaperFigure(figsize=(width, height), layout="constrained", dpi=DPI)
         FigureCanvasAgg(fig)
         axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, [list(r) for r in axes] if nrows > 1 else list(axes[0])
+
+
+def fit_rows(nrows: int, row_height: float, extra_height: float) -> float:
+    """The height of each of nrows rows: row_height, or less where nrows of it and extra_height
+    (titles, the legend) would pass MAX_HEIGHT."""
+    return min(row_height, (MAX_HEIGHT - extra_height) / max(1, nrows))
 
 
 def width_for(ncols: int) -> float:
@@ -123,7 +152,7 @@ def panel_grid(n_panels: int, panel_height: float, extra_height: float,
     n = max(1, n_panels)
     ncols = 2 if n == 4 else min(n, max_columns)  # four panels: two rows of two, not three and one
     nrows = math.ceil(n / ncols)
-    fig, grid = canvas(width_for(ncols), panel_height * nrows + extra_height, ncols=ncols, nrows=nrows)
+    fig, grid = canvas(width_for(ncols), fit_rows(nrows, panel_height, extra_height) * nrows + extra_height, ncols=ncols, nrows=nrows)
     return fig, [ax for row in grid for ax in row] if nrows > 1 else grid
 
 

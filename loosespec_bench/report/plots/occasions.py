@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..labels import config_label
-from .figure import add_legend, draw_note, error_bars, panel_grid, paper_style
+from .figure import OKABE_ITO, add_legend, draw_note, error_bars, panel_grid, paper_style
 
 TITLE = "Speedup over the target alone, measured on two or more occasions and predicted from the work counts"
 OCCASION_MARKERS = "^vs<>Dp"
@@ -77,7 +77,7 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
                             fmt="o", color="black", ms=3.2, capsize=1.5, elinewidth=0.8)
             for o, value in enumerate(entry.get("speedup_by_occasion") or []):
                 if value is not None:
-                    ax.plot([value], [row + 0.12], OCCASION_MARKERS[o % len(OCCASION_MARKERS)], mfc="none", mec="tab:blue",
+                    ax.plot([value], [row + 0.12], OCCASION_MARKERS[o % len(OCCASION_MARKERS)], mfc="none", mec=OKABE_ITO["blue"],
                             ms=3.2, mew=0.7)
             predicted, pci = entry.get("predicted_speedup"), _interval(entry, "predicted_speedup")
             if predicted is not None:
@@ -104,7 +104,7 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
         ax.set_visible(False)
     entries: dict[str, Any] = {
         "measured, pooled (95% CI, problems x occasions)": Line2D([], [], marker="o", color="black", ls="-", ms=3.2),
-        **{f"occasion {o + 1}": Line2D([], [], marker=OCCASION_MARKERS[o % len(OCCASION_MARKERS)], mfc="none", mec="tab:blue",
+        **{f"occasion {o + 1}": Line2D([], [], marker=OCCASION_MARKERS[o % len(OCCASION_MARKERS)], mfc="none", mec=OKABE_ITO["blue"],
                                        ls="none", ms=3.2) for o in range(n_occ)},
         "predicted from work counts (95% CI)": Line2D([], [], marker="D", color="0.55", ls="-", ms=2.6),
         **({"... with the calibration's error": Line2D([], [], color="0.8", lw=2.4)} if widened_any else {}),

@@ -22,6 +22,7 @@ from .figure import (
     cpu_letters,
     draw_note,
     error_bars,
+    fit_rows,
     frame_of,
     interval_caption,
     machine_of,
@@ -34,6 +35,9 @@ from .figure import (
     sweep_labels,
     width_for,
 )
+
+
+LEGEND_ROOM = 0.6  # inches under the panels for the legend (up to MAX_LEGEND entries, four a row)
 
 
 def adjacent_runs(piece: list[tuple], xs: list[float]) -> list[list[tuple]]:
@@ -83,8 +87,10 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
     n = max(1, len(datasets))
     ncols = min(n, MAX_COLUMNS)
     blocks = -(-n // ncols)
-    row_height = 1.6  # the y labels ("speedup over target alone (×)") need the height of their row
-    fig, rows = canvas(width_for(ncols), row_height * len(metrics) * blocks + 0.5, ncols=ncols, nrows=len(metrics) * blocks)
+    # The y labels ("speedup over target alone (×)") need the height of their row (1.6 in); six
+    # rows (two blocks of three sets) take less, so that the figure stays within a text block.
+    row_height = fit_rows(len(metrics) * blocks, 1.6, LEGEND_ROOM)
+    fig, rows = canvas(width_for(ncols), row_height * len(metrics) * blocks + LEGEND_ROOM, ncols=ncols, nrows=len(metrics) * blocks)
     rows = rows if len(metrics) * blocks > 1 else [rows]
     # grid[metric][data set]: data set j sits in block j // ncols, column j % ncols.
     grid = [[rows[(j // ncols) * len(metrics) + i][j % ncols] for j in range(n)] for i in range(len(metrics))]

@@ -66,7 +66,10 @@ def place_tags(ax: Any, tags: list[tuple[float, float, str, str]], markers: Iter
 
 
 TAG_ITERATIONS = 1000
-MAX_TAGS = 12  # a panel with more tagged points is drawn untagged: the caption says so
+MAX_TAGS = 20  # a panel with more tagged points is drawn untagged: the caption says so
+# A panel with more tags than this numbers its points instead ("1", "2"...), the caption keying each
+# number to its settings: eleven tags of "K=15, θ=0.3, W=6" length had no room but the error bars.
+NUMBER_TAGS_FROM = 6
 
 
 def _panels(df: pd.DataFrame, datasets: list[str], cpu_letter: dict[str, str]) -> tuple[dict[tuple, dict[tuple, list]], int]:
@@ -91,6 +94,15 @@ def _panels(df: pd.DataFrame, datasets: list[str], cpu_letter: dict[str, str]) -
 
 def panel_title(ds: str, machine: str | None, cpu_letter: dict[str, str]) -> str:
     return dataset_label(ds) + (f", CPU {cpu_letter[machine]}" if machine in cpu_letter else "")
+
+
+def _absent(ds: str, panels: dict[tuple, Any]) -> str:
+    """An absent set's name in the caption, told apart from drawn sets whose names begin with it
+    (no panel for "MGSM" beside two "MGSM (native CoT prompt)" panels read as a caption that
+    contradicts its figure)."""
+    name = dataset_label(ds)
+    drawn = sorted({dataset_label(d) for d, _ in panels if dataset_label(d).startswith(name + " (")})
+    return f"{name} with its default prompt (the {', '.join(drawn)} panels are another prompt's)" if drawn else name
 
 
 @paper_style
@@ -128,9 +140,11 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
     any_point = False
     to_tag: list[tuple[Any, list, list]] = []
     untagged: list[str] = []
+    keys: list[str] = []  # a numbered panel's key: number = settings
     for ax, ((ds, machine), groups) in zip(axes, panels.items()):
         pts = []
         tagged: list[tuple[float, float, str, str]] = []
+        named: dict[int, str] = {}  # a tag's method name, for a numbered panel's key
         # Points of one method that differ in a setting (SPD at K = 10 and 15, FLy at three θ)
         # share a colour and marker: each is tagged with what tells it from the others.
         tags = distinguishing({key: method_label(members[0]) for key, members in groups.items()},
@@ -148,6 +162,7 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
                             alpha=0.9)
             if tags.get(key):
                 tagged.append((s, q, tags[key], method_color(name, names)))
+                named[len(tagged) - 1] = name
             entries.setdefault(name, h)
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.axvline(1.0, color="grey", lw=0.8, ls="-.")
@@ -164,6 +179,11 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         if len(tagged) > MAX_TAGS:
             untagged.append(f"{panel} ({len(tagged)} points)")
         elif tagged:
+            if len(tagged) >= NUMBER_TAGS_FROM:
+                # Numbered in order of speedup; the caption keys each number to its settings.
+                order = sorted(range(len(tagged)), key=lambda i: (tagged[i][0], tagged[i][1]))
+                keys.append(f"{panel}: " + "; ".join(f"{n} = {named[i]} {tagged[i][2]}" for n, i in enumerate(order, 1)))
+                tagged = [(tagged[i][0], tagged[i][1], str(n), tagged[i][3]) for n, i in enumerate(order, 1)]
             to_tag.append((ax, tagged, pts))
         ax.set_title(panel)
         ax.grid(alpha=0.3)
@@ -190,8 +210,10 @@ def fig_tradeoff(index: pd.DataFrame) -> Figure:
         caption += f"\n{missing} configuration(s) without retention (target-alone accuracy 0) not drawn"
     if mixed:
         caption += f"\n{mixed} configuration(s) whose runs were timed on several CPUs (or an unnamed one) not drawn"
+    if keys:
+        caption += "\nnumbered points (a panel with more than " + f"{NUMBER_TAGS_FROM - 1} to tell apart, by speedup): " + "; ".join(keys)
     if no_panel:
-        caption += (f"\nno panel for {', '.join(dataset_label(ds) for ds in no_panel)}: no configuration there has a retention "
+        caption += (f"\nno panel for {', '.join(_absent(ds, panels) for ds in no_panel)}: no configuration there has a retention "
                     "with an interval (the target alone's accuracy 0, or too few right answers to resample)")
     if cpu_letter:
         caption += "\nspeeds compare only within one CPU, never across panels of different CPUs: " + "; ".join(

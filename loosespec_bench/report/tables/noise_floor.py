@@ -21,6 +21,12 @@ from ..grouping import (
 from ..labels import dataset_label, is_target_alone, method_label
 from ..render import Table
 
+
+# A row's role, short enough for its column; the table's notes spell each out.
+TWIN = "twin"
+OTHER_DRAFTER = "floor, other drafter"
+
+
 def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None) -> Table:
     """Each loose rule's quality on each data set, and right under it the lossless rule (SPD) at
     the same pair, drafter, K and dtype on the same data set: its retention interval is what
@@ -28,9 +34,14 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
     del published
     runs = our_runs(index)
     runs = runs[~runs["method"].map(is_target_alone)] if not runs.empty else runs
-    columns = ["pair", "data set", "method", "role", "score", "target-alone score", "score − target alone",
-               "lost / gained (sign test)", "retention", "identical to target alone", "n"]
-    meta = {c: ("", c) for c in columns[4:]}
+    # Short scope names (the header of a column is set beside a dozen others at 7 pt); the notes
+    # say what each is.
+    columns = ["pair", "data set", "method", "role", "score", "target alone", "difference",
+               "lost / gained (p)", "retention", "identical", "n"]
+    # The tidy CSV keeps each figure's full name.
+    figures = ("score", "target-alone score", "score − target alone", "lost / gained (sign test)", "retention",
+               "identical to target alone", "n")
+    meta = {c: ("", f) for c, f in zip(columns[4:], figures)}
     lossless: dict[tuple, list] = {}
     # The fallback: SPD with the same everything but the drafter (K kept). In exact arithmetic
     # SPD's output is the target's whatever drafts it; in bf16 the verified blocks' contents
@@ -60,12 +71,12 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
             twin = lossless.get((lossless_key(members[0]), ds), [])
             near = [] if twin else lossless_other.get((lossless_key_any_drafter(members[0]), ds), [])
             if twin:
-                block.append([r0["pair"], dataset_label(ds), method_label(twin[0]), "lossless twin (noise floor)", *quality(twin)])
+                block.append([r0["pair"], dataset_label(ds), method_label(twin[0]), TWIN, *quality(twin)])
             elif near:
                 # Several SPD drafters at this K would be several floors: the first by label, named.
                 near = sorted(near, key=lambda r: str(method_label(r)))
                 near = [r for r in near if method_label(r) == method_label(near[0])]
-                block.append([r0["pair"], dataset_label(ds), method_label(near[0]), "lossless, other drafter (noise floor)", *quality(near)])
+                block.append([r0["pair"], dataset_label(ds), method_label(near[0]), OTHER_DRAFTER, *quality(near)])
                 other_drafter.append(f"{label} on {ds}")
             else:
                 missing.append(f"{label} on {ds}")
@@ -73,11 +84,11 @@ def noise_floor_table(index: pd.DataFrame, published: pd.DataFrame | None = None
     blocks.sort(key=lambda b: (str(b[0][0]), str(b[0][2]), str(b[0][1])))
     rows = [row for block in blocks for row in block]
     notes = [
-        "Lossless twin: the SPD run with every setting of the loose run but the rule's own (same pair, drafter, K, dtype, data set, generation); its output differs from the target alone only by numerics (bf16 near-ties), so its retention interval is the noise floor.",
-        "identical to target alone: the share of samples whose output equals the target alone's, token for token.",
-        "lost / gained: samples whose score the method lowered / raised against the target alone's, and the exact two-sided sign test on them (McNemar's exact test for 0/1 scores). The difference's interval is exact for 0/1 scores (stats.exact.ExactPairedBinary); the bootstrap's, printed before, excluded 0 too easily (4 lost, 0 gained: [-0.30, -0.03], yet p = 0.125).",
+        "twin (lossless twin): the SPD run with every setting of the loose run but the rule's own (same pair, drafter, K, dtype, data set, generation); its output differs from the target alone only by numerics (bf16 near-ties), so its retention interval is the noise floor.",
+        "Columns: target alone = the target alone's score on the same problems; difference = score − target alone (paired); identical = the share of samples whose output equals the target alone's, token for token. Roles: loose = the loose rule; twin = its lossless twin; floor, other drafter = SPD with another drafter (below).",
+        "lost / gained (p): samples whose score the method lowered / raised against the target alone's, and the exact two-sided sign test on them (McNemar's exact test for 0/1 scores). The difference's interval is exact for 0/1 scores (stats.exact.ExactPairedBinary); the bootstrap's, printed before, excluded 0 too easily (4 lost, 0 gained: [-0.30, -0.03], yet p = 0.125).",
         *interval_notes(runs),
-        *([f"Lossless, other drafter: no SPD run with this drafter, so SPD at the same K with another drafter (named in the row) stands as the floor: in exact arithmetic SPD's output is the target's whatever drafts it, in bf16 the verified blocks differ, so it is the nearest floor, not the twin. For: {'; '.join(other_drafter)}."]
+        *([f"floor, other drafter: no SPD run with this drafter, so SPD at the same K with another drafter (named in the row) stands as the floor: in exact arithmetic SPD's output is the target's whatever drafts it, in bf16 the verified blocks differ, so it is the nearest floor, not the twin. For: {'; '.join(other_drafter)}."]
           if other_drafter else []),
         ("No lossless run at all for: " + "; ".join(missing) + ".") if missing else
         ("Every loose row has its lossless twin." if not other_drafter else "Every other loose row has its lossless twin."),
