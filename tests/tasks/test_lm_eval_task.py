@@ -18,6 +18,27 @@ from loosespec_bench.tasks.lm_eval_task import LmEvalTask
 from ..conftest import compose_config
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_task_index():
+    """lm-eval's TaskManager indexes every task YAML it ships (~7 CPU s each time, measured per
+    test here) and build_lm_eval_task makes one per call: these tests share one per include_path
+    (the index is only read; its factory builds a new task object each time)."""
+    import lm_eval.tasks
+
+    made: dict = {}
+    real = lm_eval.tasks.TaskManager
+
+    def shared(include_path=None, **kwargs):
+        key = (repr(include_path), repr(sorted(kwargs.items())))
+        if key not in made:
+            made[key] = real(include_path=include_path, **kwargs)
+        return made[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lm_eval.tasks, "TaskManager", shared)
+        yield
+
+
 @pytest.fixture(scope="module")
 def gsm8k_cot_llama(data_dir):
     task = LmEvalTask(task="gsm8k_cot_llama", data_dir=str(data_dir), limit=3)
