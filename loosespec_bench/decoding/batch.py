@@ -15,8 +15,9 @@ problem, whose prompt is prefilled alone and copied into the slot, so the batch 
 until the queue is empty. Outputs come back in the problems' order.
 
 Not batched (refused by the pre-check, engines/hf.py): tree drafts (EAGLE-2/3, Lookahead) and
-drafters that declare no batch program (Drafter.batch_drafting); a rule that reads the target's
-hidden states per layer for its drafter (EAGLE's taps) comes with those drafters.
+drafters that declare no batch program (Drafter.batch_drafting, batch_program); a rule that
+reads the target's hidden states per layer for its drafter (EAGLE's taps) comes with those
+drafters.
 """
 
 from __future__ import annotations
@@ -41,10 +42,6 @@ from ..verifiers.tree import verify
 from .cpu import cpu_fast_paths
 from .loop import StopFn, _CountedHead, _first_stop
 from .ragged import BatchDrafting, alone_forward, batch_refusal, ragged_forward
-
-
-# The most rows our loop decodes at once (engine.batch_size on engine=hf; the pre-check's range).
-MAX_BATCH = 16
 
 
 @dataclass
@@ -114,8 +111,10 @@ def generate_batch(
     """Every request generated, up to batch_size at once; outputs in the requests' order.
 
     Each output holds what loop.generate returns for the request alone (tokens, per-step
-    drafted / accepted / emitted, step records, work counts), but no per-request times: rows
-    share every forward, so only the batch's wall time exists (`stats`; the engine divides it).
+    drafted / accepted / emitted, step records, work counts), but no per-request phase times:
+    rows share every forward, so only the batch's wall time exists (`stats`; the engine divides
+    it). ttft_s and e2e_s are the request's first and last token from the batch's start (a
+    server's latencies when the batch's requests arrive at once and none is refilled).
     """
     check_batchable(verifier, drafter)
     if batch_size < 1:
@@ -246,6 +245,8 @@ def _run(
             cache.crop_row(b, row.tokens.numel() + n)
             row.tokens = torch.cat([row.tokens, torch.tensor(chunk, dtype=torch.long)])
             out.new_tokens.extend(chunk)
+            if out.ttft_s is None:  # from the batch's start: every request of a batch arrives at once
+                out.ttft_s = time.perf_counter() - t_batch
             out.drafted.append(kk)
             out.accepted.append(n)
             out.emitted.append(len(chunk))

@@ -2,13 +2,18 @@
 configured drafter and acceptance rule; the target alone is the same loop with no drafter and
 the exact rule (SPD at K = 0), so both contestants run through identical code.
 
-engine.batch_size > 1 (at most decoding.batch.MAX_BATCH): quality runs decode B problems
-together in the batched loop (decoding/batch.py; docs/batching.md), each problem's tokens,
-steps and decisions those it gets alone. The app hands the engine a chunk of problems at a
-time (prefetch; `prefetch_batches` batches' worth, so finished rows are refilled and the batch
-stays full), and generate() returns each problem's output from it. Rows share every forward,
-so a problem's time is not its own: batched runs are quality-only (check), speed is measured
-at batch 1 or by the throughput bench (python -m loosespec_bench.bench.batch)."""
+engine.batch_size > 1 (its range: engines/settings.py's HFParams): quality runs decode B
+problems together in the batched loop (decoding/batch.py; docs/batching.md), each problem's
+tokens, steps and decisions those it gets alone. The app hands the engine a chunk of problems
+at a time (prefetch; `prefetch_batches` batches' worth, so finished rows are refilled and the
+batch stays full), and generate() returns each problem's output from it. Rows share every
+forward, so a problem's time is not its own: batched runs are quality-only (check), speed is
+measured at batch 1 or by the throughput bench (python -m loosespec_bench.bench.batch).
+
+engine=hf_serve (HFServeEngine): the same loop serving whole batches, timed as a server is
+(engine=vllm's serving figures: the batch's makespan and tokens, each request's TTFT and
+end-to-end latency from the batch's start), at every batch size, batch 1 included, so a batch
+sweep (experiment=batch_sweep_hf) has our loop's curves beside vLLM's."""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from omegaconf import DictConfig
 
 from ..build import build_drafter, build_verifier
 from ..decoding import generate
-from ..decoding.batch import MAX_BATCH, BatchRequest, BatchStats, generate_batch
+from ..decoding.batch import BatchRequest, BatchStats, generate_batch
 from ..decoding.ragged import batch_refusal
 from ..drafters.base import Drafter
 from ..errors import ConfigError
@@ -35,6 +40,8 @@ from ..verifiers.base import Verifier
 from ..verifiers.spd import SPD
 from ..settings.run_settings import RunSettings
 from .base import Engine
+from .settings import HFParams
+from .vllm_serving import batch_id, serving_record
 
 
 class HFEngine(Engine):
@@ -42,6 +49,7 @@ class HFEngine(Engine):
     `from_parts` wraps components already loaded (the engine benchmark's contestants)."""
 
     name = "hf"
+    Params = HFParams  # engine.batch_size's range: what our loop batches
     # Problems per prefetch = batch_size x this: the batched loop refills finished rows from the
     # chunk, so only the chunk's last problems run in a batch that is no longer full.
     prefetch_batches = 4
@@ -50,6 +58,7 @@ class HFEngine(Engine):
         pair = cfg.pair
         settings = RunSettings.read(cfg)  # the run's settings, typed (settings/run_settings.py)
         self.batch_size = settings.engine.batch_size
+        self.timed_batches = settings.engine.timed_batches  # the app's repeats of a served batch (hf_serve)
         target = load_model(pair.target.path, dtype=pair.dtype, device=pair.device, **load_options(pair.target))
         gen = settings.generation
         drafter = build_drafter(cfg, target)  # None for method=ar
@@ -61,18 +70,17 @@ class HFEngine(Engine):
 
     @classmethod
     def check(cls, cfg: DictConfig) -> None:
-        """engine.batch_size > 1: at most MAX_BATCH rows; a rule and drafter that can batch (their
-        classes' batch_refusal); a quality-only protocol (nothing timed: baseline=shared with
-        timing.subset=0, or baseline=none), because rows share every forward."""
+        """engine.batch_size > 1: a rule and drafter that can batch (their classes'
+        batch_refusal); a quality-only protocol (nothing timed: baseline=shared with
+        timing.subset=0, or baseline=none), because rows share every forward, unless the engine
+        serves whole batches (engine=hf_serve: the batch is the unit of time)."""
         from ..settings.config import class_or_none, uses_drafter
 
-        settings = RunSettings.read(cfg)  # every value in its range (EngineParams: an integer >= 1)
+        settings = RunSettings.read(cfg)  # every value in its range (HFParams: 1..HF_MAX_BATCH)
         batch = settings.engine.batch_size
         if batch <= 1:
             return
         where = f"engine.batch_size={batch}"
-        if batch > MAX_BATCH:
-            raise ConfigError(f"{where}: our loop batches at most {MAX_BATCH} problems (decoding.batch.MAX_BATCH)")
         rule = class_or_none(str((cfg.get("method") or {}).get("_target_") or ""))
         if rule is not None and getattr(rule, "batch_refusal", None):
             raise ConfigError(f"{where}: method={cfg.method.get('name')} cannot batch: {rule.batch_refusal}; use engine.batch_size=1")
@@ -81,12 +89,14 @@ class HFEngine(Engine):
             why = batch_refusal(drafter) if drafter is not None else None
             if why is not None:
                 raise ConfigError(f"{where}: drafter={cfg.drafter.get('name')} cannot batch: {why}; use engine.batch_size=1")
+        if cls.serves_batches:
+            return  # timed by the batch (HFServeEngine.prefetch)
         subset, baseline = settings.timing.subset, settings.root.baseline
         if not (baseline == "none" or (baseline == "shared" and subset == 0)):
             raise ConfigError(
                 f"{where}: our loop batches quality-only runs (baseline=shared timing.subset=0, or baseline=none): "
                 "rows share every forward, so no sample has a time of its own; time speed at engine.batch_size=1, "
-                "or measure throughput with python -m loosespec_bench.bench.batch"
+                "or measure throughput with python -m loosespec_bench.bench.batch, or serve timed batches with engine=hf_serve"
             )
 
     @classmethod
@@ -219,6 +229,10 @@ class HFEngine(Engine):
         ready = self._ready.pop((tuple(prompt_ids), method, seed, max_new_tokens), None)
         if ready is not None:  # decoded in a batch by prefetch
             return ready
+        return self.generate_alone(prompt_ids, method=method, seed=seed, max_new_tokens=max_new_tokens)
+
+    def generate_alone(self, prompt_ids: list[int], *, method: bool, seed: int, max_new_tokens: int) -> GenerationOutput:
+        """One request through the batch-1 loop (decoding.generate)."""
         gen = torch.Generator().manual_seed(seed)
         return generate(
             self.target.model,
@@ -234,6 +248,84 @@ class HFEngine(Engine):
             generator=gen,
             record_steps=self.record_steps and method,
         )
+
+
+class HFServeEngine(HFEngine):
+    """engine=hf_serve: our loop serving batches of engine.batch_size problems, each batch timed
+    whole, as engine=vllm's serving loop times its batches (measure/serving.py reads both).
+
+    Each prefetch is one batch: its problems decoded together until the last finishes (drained,
+    not refilled: the batch is the unit of time, and a refill would merge two batches), at batch
+    1 by today's batch-1 loop (decoding.generate), above it by the batched loop. The batch's
+    makespan (from its start, prefills included, to its last token) and tokens, and each
+    request's TTFT and end-to-end latency from the batch's start (all arrive at once), go into
+    `serving` (vllm_serving.serving_record); each output's time is its share of the makespan
+    (prefill_s its TTFT, at most the share, decode_s the rest), so tokens over time summed over
+    a run is the batches' throughput. The target alone runs beside it on the same batches
+    (the app's prefetch). A batch's repeat (engine.timed_batches) runs it again: its times join
+    the first run's outputs, and its tokens are compared (identical_repeats)."""
+
+    name = "hf_serve"
+    serves_batches = True  # every batch size, batch 1 included, through prefetch
+    prefetch_batches = 1  # one batch per prefetch, drained
+
+    def warmup(self, prompt_ids: list[int]) -> None:
+        """Both contestants alone and, above batch 1, in a short batch (the batched kernels'
+        first calls), untimed."""
+        super().warmup(prompt_ids)
+        if self.batch_size > 1:
+            for method in (True, False):
+                self.generate_batch([(prompt_ids, 0)] * 2, method=method, max_new_tokens=8)
+
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput] | None:
+        """The batch through our loop, timed whole (the class's docstring); run_sample then reads
+        the outputs. repeat > 0: the same batch again, its times joined to the first run's."""
+        if not requests:
+            return None
+        outs = self.serve(requests, method=method, max_new_tokens=max_new_tokens)
+        kept: list[GenerationOutput] = []
+        for (ids, seed), out in zip(requests, outs):
+            key = (tuple(ids), method, seed, max_new_tokens)
+            first = self._ready.get(key) if repeat > 0 else None
+            if first is None:
+                self._ready[key] = out
+                kept.append(out)
+                continue
+            kept.append(first)
+            a, b = first.serving, out.serving
+            if a is not None and b is not None:
+                for name in ("makespan_s", "batch_tokens", "ttft_s", "e2e_s", "new_tokens"):
+                    a[name] = list(a[name]) + list(b[name])
+                a["identical_repeats"] = bool(a["identical_repeats"] and out.new_tokens == first.new_tokens)
+        return kept
+
+    def serve(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int) -> list[GenerationOutput]:
+        """One batch of (prompt ids, seed) requests decoded together, timed whole: outputs in the
+        requests' order, each with its `serving` record."""
+        if len(requests) > self.batch_size:
+            raise ValueError(f"a batch of {len(requests)} requests on engine.batch_size={self.batch_size}")
+        if self.batch_size == 1:
+            (ids, seed), = requests
+            out = self.generate_alone(ids, method=method, seed=seed, max_new_tokens=max_new_tokens)
+            makespan = out.prefill_s + out.decode_s  # the batch-1 loop's own clock, synchronised
+            out.e2e_s = makespan
+            outs = [out]
+        else:
+            stats = BatchStats()
+            outs = self.generate_batch(requests, method=method, max_new_tokens=max_new_tokens, stats=stats)
+            makespan = stats.wall_s
+            share = makespan / len(outs)
+            for out in outs:
+                out.prefill_s = min(out.ttft_s if out.ttft_s is not None else 0.0, share)
+                out.decode_s = share - out.prefill_s
+                out.phase_s = {}  # the batch's phases are the batch's (last_batch), not a request's
+            self.last_batch = stats
+        tokens = sum(len(o.new_tokens) for o in outs)
+        name = batch_id([ids for ids, _ in requests])
+        for out in outs:
+            out.serving = serving_record(out, batch=name, requests=len(requests), batch_size=self.batch_size,
+                                         request_rate=None, makespan_s=makespan, batch_tokens=tokens)
+        return outs
 
 
 def _check_head(drafter: Mapping[str, Any], target: Mapping[str, Any]) -> None:

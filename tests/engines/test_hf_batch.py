@@ -107,7 +107,7 @@ def test_the_run_id_does_not_change_with_the_batch_size():
     (["drafter=model_xtok"], "drafter=model_xtok cannot batch: it re-tokenizes"),
     (["baseline=paired"], "quality-only runs"),
     (["baseline=shared", "timing.subset=5"], "baseline=shared times a subset"),
-    (["engine.batch_size=17"], "at most 16"),
+    (["engine.batch_size=17"], "engine.batch_size=17 must be an integer in 1..16"),
 ])
 def test_what_cannot_batch_is_refused_before_any_model_loads(overrides, says):
     base = [o for o in QUALITY if not o.startswith(("baseline=", "timing."))]
@@ -123,3 +123,61 @@ def test_batchable_settings_pass_the_precheck():
     for extra in (["method=fly", "drafter=mla"], ["method=dropmatch"], ["method=spd", "drafter=pld"], ["method=ar"],
                   ["baseline=none", "method=fly"]):
         validate(compose_config([*QUALITY, "engine.batch_size=16", *extra]))
+
+
+# engine=hf_serve: our loop serving whole batches, each timed (issue 69 item 5).
+SERVED = ["experiment=smoke_tiny", "warmup=false", "engine=hf_serve", "baseline=paired", "method=spd", "dataset.limit=12",
+          "generation.max_new_tokens=8", "engine.timed_batches=3"]
+
+
+def test_a_served_batch_sweep_in_our_loop_writes_the_batch_sweep_points(tmp_path):
+    """Batch 1 and 4 of a served sweep into one results folder: each batch size its own run
+    folder (the engine node is in the run id), every record served (its batch's makespan and
+    tokens, its own TTFT and end-to-end latency, the target alone beside it on the same batch),
+    the tokens batch 1's, and the batch sweep's points, table and figure read both."""
+    from loosespec_bench.report.batches import batch_points
+    from loosespec_bench.report.index import load_index
+    from loosespec_bench.report.plots.batch import fig_batch_sweep
+    from loosespec_bench.report.tables.batch import batch_sweep_table
+
+    runs = {b: run(compose_config([*SERVED, f"engine.batch_size={b}"], results_dir=tmp_path)) for b in (1, 4)}
+    assert Path(runs[1]["run_dir"]) != Path(runs[4]["run_dir"])
+    recs = {b: records(s) for b, s in runs.items()}
+    assert [r["output_ids"] for r in recs[4]] == [r["output_ids"] for r in recs[1]]  # float32: batch 1's tokens
+    for b, rs in recs.items():
+        assert runs[b]["engine"] == "hf_serve" and runs[b]["batch_size"] == b
+        assert ("throughput" if b > 1 else "batch 1") in runs[b]["timing_mode"]
+        for r in rs:
+            sv, base = r["metrics"]["serving"], r["baseline"]["metrics"]["serving"]
+            assert sv["batch_size"] == b and sv["batch"] == base["batch"] and sv["requests"] == b
+            assert r["timing"]["status"] in ("clean", "excluded")
+            for side in (sv, base):
+                assert all(m > 0 for m in side["makespan_s"]) and all(t is not None and 0 < t <= e for t, e in zip(side["ttft_s"], side["e2e_s"]))
+                assert all(e <= m + 1e-6 for e, m in zip(side["e2e_s"], side["makespan_s"]))  # from the batch's start
+    # Batch 4: 12 prompts are 3 distinct batches, timed once each (engine.timed_batches=3);
+    # batch 1: 12 distinct batches.
+    assert runs[4]["serving"]["n_timed_batches"] == 3 and runs[4]["serving"]["repeats"] == 1
+    assert runs[1]["serving"]["n_timed_batches"] == 12
+    index = load_index(tmp_path)
+    points = batch_points(index)
+    got = {(p.label.split(" (")[0], p.batch) for p in points}
+    assert got == {("SPD", 1), ("SPD", 4), ("target alone", 1), ("target alone", 4)}
+    for p in points:
+        tok_s = p.figures["throughput_tok_s"]
+        assert tok_s[0] > 0 and tok_s[1] is not None and tok_s[1] <= tok_s[0] <= tok_s[2]
+        assert p.n_distinct_batches is None or p.n_distinct_batches >= 3  # the interval spans distinct batches
+    spd4 = next(p for p in points if p.batch == 4 and not p.target_alone)
+    assert spd4.figures["throughput_tok_s"][0] == pytest.approx(runs[4]["serving"]["throughput_tok_s"])
+    assert "SPD" in batch_sweep_table(index).to_markdown()
+    fig = fig_batch_sweep(index)
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == 3
+
+
+def test_served_batches_keep_the_batch_range_and_may_be_timed():
+    validate(compose_config([*SERVED, "engine.batch_size=16"]))  # paired, timed: what engine=hf refuses
+    with pytest.raises(ConfigError, match="engine.batch_size=17 must be an integer in 1..16"):
+        validate(compose_config([*SERVED, "engine.batch_size=17"]))
+    with pytest.raises(ConfigError, match="drafter=lookahead cannot batch"):
+        validate(compose_config([*SERVED, "engine.batch_size=4", "drafter=lookahead"]))
+    # Unlike engine=hf's, the served engine's node is in the run id: each batch size its own folder.
+    assert run_id(compose_config([*SERVED, "engine.batch_size=1"])) != run_id(compose_config([*SERVED, "engine.batch_size=4"]))

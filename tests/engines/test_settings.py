@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from loosespec_bench.engines.base import Engine
-from loosespec_bench.engines.settings import EngineParams, VLLMParams
+from loosespec_bench.engines.settings import HF_MAX_BATCH, EngineParams, HFParams, VLLMParams
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.params import params_of
 from loosespec_bench.settings.config import CONF_DIR
@@ -18,7 +18,7 @@ from loosespec_bench.settings.run_settings import engine_params, engine_settings
 from ..conftest import compose_config
 
 
-@pytest.mark.parametrize("name, params", [("hf", EngineParams), ("vllm", VLLMParams)])
+@pytest.mark.parametrize("name, params", [("hf", HFParams), ("hf_serve", HFParams), ("vllm", VLLMParams)])
 def test_engine_files_restate_their_class_settings(name, params):
     node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "engine" / f"{name}.yaml"))
     keys = set(node) - {"_target_", "name"}
@@ -47,3 +47,13 @@ def test_engine_settings_out_of_range_are_one_line(override, says):
     cfg = compose_config(["engine=vllm", override])
     with pytest.raises(ConfigError, match=says.replace(".", r"\.")):
         engine_settings(cfg)
+
+
+def test_each_engine_declares_its_batch_range_where_its_default_is():
+    """Our loop batches at most HF_MAX_BATCH problems (HFParams); vLLM takes any batch size."""
+    assert HFParams().batch_size == EngineParams().batch_size == 1
+    engine_settings(compose_config([f"engine.batch_size={HF_MAX_BATCH}"]))
+    for engine in ("hf", "hf_serve"):
+        with pytest.raises(ConfigError, match=f"engine.batch_size={HF_MAX_BATCH + 1} must be an integer in 1..{HF_MAX_BATCH}"):
+            engine_settings(compose_config([f"engine={engine}", f"engine.batch_size={HF_MAX_BATCH + 1}"]))
+    assert engine_settings(compose_config(["engine=vllm", "engine.batch_size=64"])).batch_size == 64

@@ -57,12 +57,12 @@ def _records_of(run_dir):
 def test_points_per_configuration_and_batch_with_the_target_alone_pooled():
     points = batch_points(_index(), _records_of)
     labels = [(p.label.split(" (")[0], p.batch) for p in points]
-    assert labels.count((TARGET_ALONE, 4)) == 1 and len(points) == 4 + 3  # 4 runs + the target alone at batch 1, 2, 4
-    spd1 = next(p for p in points if p.batch == 1 and p.label != TARGET_ALONE)
+    assert labels.count((f"{TARGET_ALONE} on vLLM", 4)) == 1 and len(points) == 4 + 3  # 4 runs + the target alone at batch 1, 2, 4
+    spd1 = next(p for p in points if p.batch == 1 and not p.target_alone)
     assert spd1.figures["throughput_speedup"][0] == pytest.approx(1.5) and spd1.figures["throughput_tok_s"][0] == pytest.approx(10.0)
     assert spd1.n_timed_batches == 4 and spd1.identical == pytest.approx(0.75) and spd1.machines == ("CPU X",)
     assert spd1.tau[0] == pytest.approx(40 / 16)
-    alone4 = next(p for p in points if p.label == TARGET_ALONE and p.batch == 4)
+    alone4 = next(p for p in points if p.target_alone and p.batch == 4)
     # Pooled over the two batch-4 runs: 40 tokens in 0.5 s and in 1.1 s, each of 3 repeats.
     assert alone4.n_timed_batches == 6 and alone4.figures["throughput_tok_s"][0] == pytest.approx(240 / (3 * 0.5 + 3 * 1.1))
     assert "throughput_speedup" not in alone4.figures and alone4.tau is None
@@ -112,3 +112,31 @@ def test_the_projection_at_batch_one_and_as_the_batch_grows():
     assert big15 < big5 < one[0]
     # n-gram drafting has no draft forwards: at least the draft model's speedup at the same tau.
     assert batch_projection(prof, k=5, tau=3.0, batch=1, draft_model=False, n_draws=50)[0] > one[0]
+
+
+def test_our_loop_served_beside_vllm_has_its_own_points_and_its_own_target_alone():
+    """engine=hf_serve runs (our loop serving batches, experiment=batch_sweep_hf) beside
+    engine=vllm's: each engine's method points carry its label (ours untagged, as method labels
+    are), and the target alone is pooled per engine, never across them."""
+    ours = {"hf_spd4": ("spd", "model", 5, 4, 2.0), "hf_dm4": ("dropmatch", "model", 5, 4, 1.6)}
+    index = _index()
+    extra = [{**index.iloc[0].to_dict(), "run_dir": d, "engine": "hf_serve", "method": m, "drafter": dr, "K": k}
+             for d, (m, dr, k, _, _) in ours.items()]
+    index = pd.concat([index, pd.DataFrame(extra)], ignore_index=True)
+
+    def records_of(run_dir):
+        _, _, _, size, speedup = {**RUNS, **ours}[run_dir]
+        return _records(size, speedup)
+
+    points = batch_points(index, records_of)
+    at4 = {p.label: p for p in points if p.batch == 4}
+    assert {"target alone", "target alone on vLLM"} <= set(at4)
+    assert at4["target alone"].engine == "hf_serve" and at4["target alone on vLLM"].engine == "vllm"
+    # Ours pools its two runs' target alone (2.0 s and 1.6 s a batch), vLLM's its own two (0.5 s, 1.1 s).
+    assert at4["target alone"].figures["throughput_tok_s"][0] == pytest.approx(240 / (3 * 2.0 + 3 * 1.6))
+    assert at4["target alone on vLLM"].figures["throughput_tok_s"][0] == pytest.approx(240 / (3 * 0.5 + 3 * 1.1))
+    mine = [p for p in points if p.engine == "hf_serve" and not p.target_alone]
+    assert len(mine) == 2 and all(" on " not in p.label for p in mine)
+    assert next(p for p in mine if p.method == "spd").figures["throughput_speedup"][0] == pytest.approx(2.0)
+    fig = fig_batch_sweep(index, records_of=records_of)
+    assert "our loop and vLLM" in caption_of(fig)
