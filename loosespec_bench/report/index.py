@@ -109,10 +109,13 @@ def flat_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def config_signature(config: Mapping[str, Any], *, exclude: Iterable[str] = (), exclude_prefixes: Iterable[str] = ()) -> str:
-    """A short hash of a flat config without the given keys (and key prefixes, e.g. 'dataset.')."""
+    """The sha256 of a flat config without the given keys (and key prefixes, e.g. 'dataset.'),
+    all 64 digits: the report averages the runs that share it, and a shortened one (12 digits,
+    48 bits) is forged in about 2^24 tries by a folder from someone else, whose numbers would
+    then be averaged into another configuration's row (issue 74)."""
     skip, prefixes = set(exclude), tuple(exclude_prefixes)
     kept = {k: v for k, v in config.items() if k not in skip and not k.startswith(prefixes)}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def config_ids(config: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -339,6 +342,23 @@ def _drop_duplicate_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def check_config_ids(rows: list[dict[str, Any]]) -> None:
+    """Runs that share a configuration id hold the same configuration (the id's keys): else a
+    ConfigError naming two of the folders, never one table row over both (config_signature)."""
+    seen: dict[tuple[str, Any], dict[str, Any]] = {}
+    for row in rows:
+        cfg = row.get("config") or {}
+        for column, keys in (("config_id", {k: v for k, v in cfg.items() if not k.startswith("dataset.") and k not in REPEAT_KEYS}),
+                             ("dataset_config_id", {k: v for k, v in cfg.items() if k.startswith("dataset.") and k not in SUBSET_KEYS})):
+            if row.get(column) is None:
+                continue
+            first = seen.setdefault((column, row[column]), {"run_dir": row.get("run_dir"), "keys": keys})
+            if first["keys"] != keys:
+                raise ConfigError(f"{first['run_dir']} and {row.get('run_dir')} share {column} {row[column]} but their "
+                                  "configurations differ; the report would average them as one: remove or rename the "
+                                  "folder that is not yours")
+
+
 def load_index(results_dir: str | Path = "results", experiment: str | None = None, *, skip_damaged: bool = False) -> pd.DataFrame:
     """One row per run folder under results_dir, columns COLUMNS (plus a column per undeclared
     rule knob that some run has); experiment filters by experiment name (fnmatch pattern).
@@ -359,6 +379,7 @@ def load_index(results_dir: str | Path = "results", experiment: str | None = Non
             log.warning("%s; skipped (--skip-damaged)", err)
             skipped.append((str(run_dir), str(err)))
     rows = _drop_duplicate_runs(rows)
+    check_config_ids(rows)
     extra = list(dict.fromkeys(c for r in rows for c in r.get("extra_knobs") or []))
     df = pd.DataFrame(rows, columns=[*COLUMNS, *(c for c in extra if c not in COLUMNS)])
     for col in NUMERIC:  # None -> NaN, so that means and sorting work column-wise

@@ -76,6 +76,28 @@ def test_the_same_run_id_in_two_experiment_folders_counts_once(tmp_path, caplog)
     assert any("counted once" in r.message for r in caplog.records)
 
 
+def test_a_configuration_id_is_the_whole_hash_and_two_configurations_never_share_one(tmp_path, monkeypatch):
+    """Issue 74: the report averages the runs that share a configuration id, so the id is the
+    whole sha256 of the configuration (a 12-digit one is forged in about 2^24 tries by a folder
+    from someone else); and should two different configurations ever share one, the index
+    refuses, naming both folders, instead of averaging them as one row."""
+    import hashlib
+
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.report import index as index_module
+
+    _folder(tmp_path, "exp", "a", _summary(tau=4.8))
+    _folder(tmp_path, "exp", "b", _summary(tau=1.0), config={**CONFIG, "drafter": {"name": "model", "k": 8}})
+    rows = load_index(tmp_path).set_index("run_id")
+    config = rows.loc["a", "config"]
+    kept = {k: v for k, v in config.items() if not k.startswith("dataset.") and k != "seed"}
+    assert rows.loc["a", "config_id"] == hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
+    assert rows.loc["a", "config_id"] != rows.loc["b", "config_id"]
+    monkeypatch.setattr(index_module, "config_signature", lambda config, **_: "forged")  # ids that collide
+    with pytest.raises(ConfigError, match=r"exp/a and .*exp/b share config_id forged but their configurations differ"):
+        load_index(tmp_path)
+
+
 @pytest.mark.parametrize("field, value", [("acceptance_by_position", ["a", "b"]), ("tau", "fast"), ("speedup", [1.2]),
                                           ("speedup_ci_low", {"x": 1}), ("timing", "busy"), ("temperature", "hot"),
                                           ("k", "five"), ("n_samples", "many"), ("method", 5), ("experiment", 7)])
