@@ -10,4 +10,7 @@ docs/certify.md is the practitioner's page.
                 calibration split; the certified setting's loss on held-out problems; what it
                 buys (tau, predicted speedup with the calibration's error, correct answers per
                 CPU hour, a measured two-occasion speedup where asked); certification.json / .md
+  readme.py     `python -m loosespec_bench.certify.readme`: results/certify/README.md from the
+                certifications on disk (a finished one's answer per rule and margin), the rest
+                labelled not certified with the planner's cost and the progress on disk
 """

@@ -56,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
                     help="0/1 quality: the task's score, or 'same tokens as the target alone' (a loss = a changed answer)")
     ap.add_argument("--speed", type=int, default=0,
                     help="N: time the certified setting paired on N held-out problems, one occasion per invocation (two in all)")
+    ap.add_argument("--batch-size", type=int, default=8,
+                    help="problems decoded at once in the quality runs (engine.batch_size; each token for token what it gets "
+                         "alone: docs/batching.md); the speed occasions time at 1 (default %(default)s)")
     ap.add_argument("--discordance", type=float, default=0.1,
                     help="for the sizing line: share of problems a balanced setting changes (default %(default)s)")
     ap.add_argument("--accuracy", type=float, default=None,
@@ -81,21 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         req = build_request(args, overrides)
-        from dataclasses import replace
+        from .ladder import format_cost, plan_cost, plan_request, sizing_line
 
-        from .ladder import auto_looks, check_request, format_cost, plan_cost, sized_n, sizing_line
-
-        cfgs = check_request(req)  # every point composed and checked: nothing loads before this passes
-        dataset = str(cfgs[0].dataset.name) + (f" ({req.split})" if req.has_split else "")
         acc = args.accuracy if args.accuracy is not None else 0.5
-        size = req.sizes[req.split]
-        n = sized_n(req, size, acc, args.discordance, 3 if args.looks is None else len(args.looks))
-        if args.looks is None:  # the looks the margin needs, within the split
-            req.design = replace(req.design, looks=auto_looks(n, size))
-            cfgs = check_request(req)
+        # every point composed and checked (nothing loads before this passes), the looks set
+        cfgs, n = plan_request(req, auto=args.looks is None, accuracy=acc, discordance=args.discordance)
+        if args.looks is None:
             print(f"looks (auto): n = {', '.join(map(str, req.design.looks))}")
+        dataset = str(cfgs[0].dataset.name) + (f" ({req.split})" if req.has_split else "")
         print(format_cost(req, plan_cost(req, cfgs)))
-        print(sizing_line(req, dataset, size, acc, args.discordance, n))
+        print(sizing_line(req, dataset, req.sizes[req.split], acc, args.discordance, n))
         sys.stdout.flush()
         if args.dry_run:
             return 0
@@ -103,7 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         result = certify(req)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        # The run's own check speaks of engine.batch_size; certify sets it from --batch-size.
+        said = str(err)
+        hint = " (certify sets engine.batch_size from --batch-size)" if "engine.batch_size=" in said and "--batch-size" not in said else ""
+        print(f"error: {err}{hint}", file=sys.stderr)
         return 2
     root = Path(req.results_dir or os.environ.get("LOOSESPEC_RESULTS_DIR") or "results")
     js, md = write_result(req, result, root)
@@ -124,6 +125,8 @@ def build_request(args: argparse.Namespace, overrides: list[str]):
     delta, estimand = check_margin(args.delta, args.retention_margin)
     if not 0 < args.alpha < 0.5:
         raise ConfigError(f"--alpha {args.alpha:g}: give a one-sided level in (0, 0.5)")
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size {args.batch_size}: give a number of problems >= 1 (1: one at a time)")
     if args.holdout < 0 or args.speed < 0:
         raise ConfigError("--holdout and --speed take a number of problems >= 0")
     if not 0 < args.discordance <= 1:
@@ -131,8 +134,9 @@ def build_request(args: argparse.Namespace, overrides: list[str]):
     if args.accuracy is not None and not 0 < args.accuracy < 1:
         raise ConfigError(f"--accuracy {args.accuracy:g}: give a share in (0, 1)")
     for o in overrides:
-        if o.split("=", 1)[0].lstrip("+~") in ("dataset.split", "dataset.limit", "experiment_name", "experiment"):
-            raise ConfigError(f"override {o}: certify sets it (use --split / --looks / -e)")
+        if o.split("=", 1)[0].lstrip("+~") in ("dataset.split", "dataset.limit", "experiment_name", "experiment",
+                                                   "engine.batch_size"):
+            raise ConfigError(f"override {o}: certify sets it (use --split / --looks / -e / --batch-size)")
     design = Design(looks=args.looks or (1,), delta=delta, alpha=args.alpha, spending=args.spending, estimand=estimand)
     if args.ladder:
         key, values = parse_ladder(args.ladder)
@@ -141,8 +145,18 @@ def build_request(args: argparse.Namespace, overrides: list[str]):
     name = f"certify_{args.experiment}" if args.experiment and not args.experiment.startswith("certify") else (args.experiment or "certify")
     return Request(experiment=args.experiment, key=key, values=values, overrides=overrides, design=design, split=args.split,
                    report_split=args.report_split, holdout=args.holdout, score=args.score, speed=args.speed,
-                   results_dir=args.results, experiment_name=name)
+                   results_dir=args.results, experiment_name=name, batch_size=args.batch_size)
+
+
+def main_ending_on_signals(argv: Sequence[str] | None = None) -> int:
+    """main, where SIGINT (Ctrl-C, or `kill -INT` of a background job, which starts with SIGINT
+    ignored) and SIGTERM end with one line: inside a run, the run's own (the records it kept);
+    between runs, this one."""
+    from ..interrupts import ending_on_signals
+
+    return ending_on_signals(main, argv, "the certification: every finished sample record is kept in its run folder; "
+                                         "the same command resumes from them and decides the same")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_ending_on_signals())

@@ -38,21 +38,41 @@ class Request:
     # False for a data set with one split (MBPP+, HumanEval): no dataset.split override, and no
     # held-out report (certify on one split, report on another needs two).
     has_split: bool = True
+    # engine.batch_size of the quality runs (every look and the held-out report): rows decoded
+    # together, each token for token what it gets alone (docs/batching.md), so the decisions are
+    # batch 1's at fewer CPU hours. The speed occasions time at batch 1 (a batched row has no time
+    # of its own). Not in the run id: a folder started at one batch size resumes at another.
+    batch_size: int = 1
 
     def setting_label(self, i: int) -> str:
         return f"{self.key}={self.values[i]}"
 
-    def point_overrides(self, i: int, split: str, limit: int, name_suffix: str = "", with_split: bool | None = None) -> list[str]:
-        """The overrides of setting i run on `limit` problems of `split`: the command line a user
-        could type (python -m loosespec_bench ...) to get the same run folder."""
+    def point_overrides(self, i: int, split: str, limit: int, name_suffix: str = "", with_split: bool | None = None,
+                        batch: int | None = None) -> list[str]:
+        """The overrides of setting i run on `limit` problems of `split` (at `batch` rows, else the
+        request's batch_size): the command line a user could type (python -m loosespec_bench ...)
+        to get the same run folder."""
+        batch = self.batch_size if batch is None else batch
         out = [f"experiment={self.experiment}"] if self.experiment else []
         out += [f"{self.key}={self.values[i]}", *self.overrides, f"dataset.limit={limit}", "progress=false",
-                f"experiment_name={self.experiment_name}{name_suffix}"]
+                f"experiment_name={self.experiment_name}{name_suffix}", f"engine.batch_size={batch}"]
+        if batch > 1:
+            # A batched run is quality-only (docs/batching.md): the target alone from the store,
+            # nothing timed; the decisions read quality only. A protocol the user gave wins (and
+            # the run's check then says what conflicts).
+            given = {o.split("=", 1)[0].lstrip("+~") for o in self.overrides}
+            out += [kv for kv in ("baseline=shared", "timing.subset=0") if kv.split("=", 1)[0] not in given]
         if self.results_dir:
             out.append(f"paths.results_dir={self.results_dir}")
         if self.has_split if with_split is None else with_split:
             out.append(f"dataset.split={split}")
         return out
+
+    def speed_overrides(self, i: int, occasion: int) -> list[str]:
+        """Speed occasion `occasion` of setting i: timed paired with the target alone on `speed`
+        held-out problems, one problem at a time (batch 1: a batched row has no time of its own)."""
+        return self.point_overrides(i, self.report_split, self.speed, f"_speed_occ{occasion}", batch=1) + [
+            "baseline=paired", "timing.subset=null"]
 
 
 _COMPOSED: dict[tuple[str, ...], DictConfig] = {}
@@ -167,21 +187,35 @@ def check_request(req: Request) -> list[DictConfig]:
     return cfgs
 
 
+# The batched loop's tokens per CPU second over batch 1's, by batch size, as the planner assumes
+# it: the one measured row in docs/batching.md (embedded pair, bf16, target alone, 12 new tokens
+# a problem, one repeat under contention: no interval). A size not listed takes the largest
+# listed below it. Only an assumption: the certification's own records measure the rate.
+ASSUMED_BATCH_GAIN = {1: 1.0, 2: 1.55, 4: 1.62, 8: 2.16, 16: 3.60}
+
+
+def batch_gain(batch: int) -> float:
+    """The assumed throughput gain of `batch` rows over one (ASSUMED_BATCH_GAIN)."""
+    return ASSUMED_BATCH_GAIN[max(b for b in ASSUMED_BATCH_GAIN if b <= max(1, batch))]
+
+
 def plan_cost(req: Request, cfgs: Sequence[DictConfig], fill: float = 1.0) -> dict[str, Any]:
     """The planner's cost (plan.estimate: its cost model's upper bound, every answer to
     max_new_tokens) of every setting to the last look, of the held-out report and of the
     optional speed occasions, in CPU hours (node-hours on a CPU)."""
-    from ..measure.costmodel import LOAD_MIN, SPEEDUP, TARGET_TPS
+    from ..measure.costmodel import LOAD_MIN, TARGET_TPS
     from ..plan import estimate
+    from ..settings.run_settings import RunSettings
 
     def estimate_n(cfg: DictConfig, n: int) -> dict[str, Any]:
         """plan.estimate at n problems: the planner sizes a set by its declared size (GSM8K's
-        test split, 1,319), so a larger train-split limit is scaled up from it (linear in n)."""
-        est = estimate(cfg, fill, dict(TARGET_TPS), dict(SPEEDUP), dict(LOAD_MIN))
-        if est["samples"] and est["samples"] != n:
-            f = n / est["samples"]
-            est["hours"] = est["load_h"] + (est["hours"] - est["load_h"]) * f
-            est.update(store_h=est["store_h"] * f, tokens=est["tokens"] * f, samples=n)
+        test split, 1,319), so a larger train-split limit is scaled up from it (linear in n);
+        a batched run's generation (not its model load) divided by the batch gain."""
+        est = estimate(cfg, fill, dict(TARGET_TPS), {}, dict(LOAD_MIN))  # {}: each rule's declared speedup
+        f = n / est["samples"] if est["samples"] else 1.0
+        gain = batch_gain(RunSettings.read(cfg).engine.batch_size)  # type: ignore[attr-defined]
+        est["hours"] = est["load_h"] + (est["hours"] - est["load_h"]) * f / gain
+        est.update(store_h=est["store_h"] * f / gain, tokens=est["tokens"] * f, samples=n)
         return est
 
     rows = []
@@ -189,7 +223,7 @@ def plan_cost(req: Request, cfgs: Sequence[DictConfig], fill: float = 1.0) -> di
         est = estimate_n(cfg, int(cfg.dataset.limit))
         # baseline=shared: the store's pass is paid once for the ladder (the first point's bill).
         hours = est["hours"] + (est["store_h"] if i == 0 else 0.0)
-        rows.append({"setting": req.setting_label(i), "samples": est["samples"], "hours": hours})
+        rows.append({"setting": req.setting_label(i), "samples": est["samples"], "hours": hours, "load_h": est["load_h"]})
     total = sum(r["hours"] for r in rows)
     extra = 0.0
     if req.holdout:
@@ -197,8 +231,7 @@ def plan_cost(req: Request, cfgs: Sequence[DictConfig], fill: float = 1.0) -> di
         extra += est["hours"] + est["store_h"]
     if req.speed:
         # two occasions, each timing the target alone beside every problem (as procedure.two_occasion_speed runs them)
-        ov = req.point_overrides(0, req.report_split, req.speed, "_speed_occ1") + ["baseline=paired", "timing.subset=null"]
-        est = estimate_n(compose(ov), req.speed)
+        est = estimate_n(compose(req.speed_overrides(0, 1)), req.speed)
         extra += 2 * est["hours"]
     return {"rows": rows, "ladder_h": total, "extra_h": extra, "total_h": total + extra}
 
@@ -209,6 +242,10 @@ def format_cost(req: Request, cost: dict[str, Any]) -> str:
     d = req.design
     lines = [f"planner's cost (upper bound: every setting to the last look, n = {d.looks[-1]}, every answer to max_new_tokens; "
              f"the sequence stops at its first failure, usually far sooner):"]
+    if req.batch_size > 1:
+        lines.append(f"  quality runs batched (engine.batch_size={req.batch_size}): their generation at the assumed "
+                     f"{batch_gain(req.batch_size):.2f}x batch 1's throughput (docs/batching.md's bf16 row; not measured "
+                     "for this pair and dtype); the speed occasions at batch 1")
     for r in cost["rows"]:
         lines.append(f"  {r['setting']:<40} {r['samples']:>6} problems  {format_hours(r['hours']):>8} CPU h")
     if cost["extra_h"]:
@@ -242,6 +279,21 @@ def auto_looks(n: int | None, size: int, looks: int = 3) -> tuple[int, ...]:
     """`looks` equally spaced looks ending at n (the sized n, capped at the split's size)."""
     end = min(n or size, size)
     return tuple(sorted({max(1, round(end * (i + 1) / looks)) for i in range(looks)}))
+
+
+def plan_request(req: Request, *, auto: bool, accuracy: float, discordance: float) -> tuple[list[DictConfig], int | None]:
+    """Every point composed and checked, and with `auto` the looks set: three equal looks ending
+    at the n that certifies a balanced setting with 80% power, within the split. Returns the
+    last look's configs (the planner prices them) and that n."""
+    from dataclasses import replace
+
+    cfgs = check_request(req)
+    size = req.sizes[req.split]
+    n = sized_n(req, size, accuracy, discordance, 3 if auto else len(req.design.looks))
+    if auto:
+        req.design = replace(req.design, looks=auto_looks(n, size))
+        cfgs = check_request(req)
+    return cfgs, n
 
 
 def check_margin(delta: float | None, retention: float | None) -> tuple[float, str]:

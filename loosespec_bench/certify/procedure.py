@@ -16,15 +16,19 @@ from omegaconf import DictConfig
 from ..errors import ConfigError
 from ..measure.stats.exact import LEVEL, ExactPairedBinary
 from ..measure.stats.sequential import CERTIFIED, OUTCOMES, Certification, loss_point
+from ..settings.run_settings import RunSettings
 from .ladder import Request, compose, sample_order
 
 Log = Callable[[str], None]
 
 
 def _run(cfg: DictConfig) -> dict[str, Any]:
-    from ..run.app import run
+    """One point's run as `python -m loosespec_bench` runs it: a crash leaves its traceback in the
+    folder (error.txt; the rerun clears it), and a stop (SIGINT, SIGTERM) ends the command with
+    the run's one line naming the records kept (exit 128 + the signal)."""
+    from ..run.app import run_recording_errors
 
-    return run(cfg)
+    return run_recording_errors(cfg)
 
 
 def _sample_ids(cfg: DictConfig) -> list[str]:
@@ -87,8 +91,9 @@ def _threads(summary: dict[str, Any]) -> int:
 
 def per_cpu_hour(records: list[dict[str, Any]], method: list[int], base: list[int], threads: int,
                  n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Correct answers per CPU hour (wall hours of generation x the run's threads), the method's
-    and the target alone's on the same problems, each with a 95% percentile bootstrap over
+    """Correct answers per CPU hour (wall hours of generation x the run's threads; in a batched run
+    a problem's hours are its share of its batch's wall time), the method's and the target
+    alone's on the same problems, each with a 95% percentile bootstrap over
     problems (the ratio of sums resampled). None where a side has no times."""
     def times(side: str) -> np.ndarray:
         out = []
@@ -158,8 +163,7 @@ def two_occasion_speed(req: Request, i: int, log: Log) -> dict[str, Any]:
 
     folders = []
     for occ in (1, 2):
-        ov = req.point_overrides(i, req.report_split, req.speed, f"_speed_occ{occ}") + ["baseline=paired", "timing.subset=null"]
-        cfg = compose(ov)
+        cfg = compose(req.speed_overrides(i, occ))
         folder = run_dir(cfg)
         if not (folder / RunFolder.SUMMARY).is_file():
             log(f"[certify] speed occasion {occ}: timing {req.setting_label(i)} and the target alone on {req.speed} "
@@ -212,6 +216,9 @@ def certify(req: Request, log: Log = print) -> dict[str, Any]:
             row["tau"] = [s.get("tau"), s.get("tau_ci_low"), s.get("tau_ci_high")]
             row["predicted_speedup"] = predicted_speedup(s)
             row["per_cpu_hour"] = per_cpu_hour(last[i]["records"], last[i]["method"], last[i]["base"], _threads(s))
+            # 0: the rule rejected every mismatch, so it did SPD's work and wrote SPD's tokens (its
+            # correct answers per CPU hour are SPD's, with this drafter and K).
+            row["loose_accepts"] = s.get("loose_accepts")
         settings.append(row)
     result: dict[str, Any] = {
         "experiment": req.experiment, "ladder_key": req.key, "ladder": req.values, "overrides": req.overrides,
@@ -220,6 +227,12 @@ def certify(req: Request, log: Log = print) -> dict[str, Any]:
         "score": req.score, "settings": settings, "certified": proc.certified,
         "loosest_certified": settings[proc.certified - 1]["setting"] if proc.certified else None,
     }
+    if last:  # what every figure was measured on (the first setting's last look; one pair and data set per ladder)
+        first = last[min(last)]
+        cfg, s = first["cfg"], first["summary"]
+        result["conditions"] = {"pair": s.get("pair"), "dataset": s.get("dataset"), "dtype": str(cfg.pair.get("dtype")),
+                                "hardware": s.get("hardware"), "batch_size": req.batch_size,
+                                "max_new_tokens": RunSettings.read(cfg).generation.max_new_tokens}
     if proc.certified and req.holdout:
         i = proc.certified - 1
         got = measure(req, i, req.report_split, req.holdout, log)

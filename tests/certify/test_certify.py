@@ -85,3 +85,79 @@ def test_tiny_pair_known_answer(tmp_path, capsys, monkeypatch):
     assert [s["outcome"] for s in again["settings"]] == [s["outcome"] for s in res["settings"]]
     assert again["settings"][0]["loss_upper"] == first["loss_upper"]
     assert again["speed"]["occasions"] == 2 and again["speed"]["note"] == ""
+
+
+def _request(*argv: str, extra: tuple[str, ...] = ()):
+    from loosespec_bench.certify.__main__ import build_request, parser
+    from loosespec_bench.certify.ladder import check_request
+
+    req = build_request(parser().parse_args(list(argv)), [*TINY[1:], *extra])
+    return req, check_request(req)
+
+
+def test_quality_runs_are_batched_and_priced_so_the_speed_occasions_run_at_batch_1(monkeypatch):
+    """--batch-size (default 8) reaches every look's run as engine.batch_size; the planner divides
+    their generation (not the model load) by the assumed batch gain; the speed occasions, timed,
+    compose at batch 1 (a batched row has no time of its own, and the run's check refuses timing it)."""
+    monkeypatch.setenv("LOOSESPEC_DATA_DIR", str(shared_data_dir()))
+    from loosespec_bench.certify.ladder import batch_gain, compose, plan_cost
+    from loosespec_bench.settings.run_settings import RunSettings
+
+    base = ["--ladder", "method.threshold_single=0.5,0.2", "--delta", "5", "--looks", "20,40", "--holdout", "0"]
+    req8, cfgs8 = _request(*base)  # the default
+    # the same protocol at batch 1 (batched runs are quality-only: the target alone from the store)
+    req1, cfgs1 = _request(*base, "--batch-size", "1", extra=("baseline=shared", "timing.subset=0"))
+    assert [RunSettings.read(c).engine.batch_size for c in cfgs8] == [8, 8]
+    assert {(RunSettings.read(c).root.baseline, RunSettings.read(c).timing.subset) for c in cfgs8} == {("shared", 0)}
+    assert [RunSettings.read(c).engine.batch_size for c in cfgs1] == [1, 1]
+    c8, c1 = plan_cost(req8, cfgs8), plan_cost(req1, cfgs1)
+    for r8, r1 in zip(c8["rows"], c1["rows"]):
+        assert (r1["hours"] - r1["load_h"]) / (r8["hours"] - r8["load_h"]) == pytest.approx(batch_gain(8))
+    assert batch_gain(8) > 1 and batch_gain(12) == batch_gain(8) and batch_gain(1) == 1
+    req8.speed = 3
+    assert RunSettings.read(compose(req8.speed_overrides(0, 1))).engine.batch_size == 1
+
+
+@pytest.mark.parametrize("argv, tail, says", [
+    (["--batch-size", "0"], [], "--batch-size 0"),
+    ([], ["engine.batch_size=4"], "certify sets it"),
+    ([], ["drafter=lookahead"], "certify sets engine.batch_size from --batch-size"),
+])
+def test_the_batch_size_is_certifys_to_set(argv, tail, says, capsys, monkeypatch):
+    monkeypatch.setenv("LOOSESPEC_DATA_DIR", str(shared_data_dir()))
+    rc = main(["--ladder", "method.threshold_single=0.5", "--delta", "5", "--looks", "20", *argv, "--dry-run", *TINY, *tail])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
+
+
+def test_a_background_certification_stopped_by_sigint_ends_with_one_line_and_resumes(tmp_path):
+    """Started as `cmd &` starts it (SIGINT ignored), `kill -INT` still stops it: through the run's
+    cleanup, with one line naming the records kept, exit 130; the same command resumes them."""
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "LOOSESPEC_DATA_DIR": str(shared_data_dir()), "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "loosespec_bench.certify", "--ladder", "method.threshold_single=0.5", "--delta", "35",
+           "--looks", "150", "--holdout", "0", "--batch-size", "2", "--results", str(tmp_path),
+           "--", "method=threshold", "pair=tiny", "drafter.k=4", "generation.max_new_tokens=64", "dataset=gsm8k", "warmup=false"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    samples = None
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:  # until the run has written a record
+        found = list(tmp_path.glob("certify/*/samples.jsonl"))
+        if found and found[0].stat().st_size:
+            samples = found[0]
+            break
+        time.sleep(0.2)
+    assert samples is not None, "no record written"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    stopped = [ln for ln in err.splitlines() if "stopped" in ln]
+    assert "Traceback" not in err and len(stopped) == 1 and stopped[0].startswith("stopped (SIGINT)"), err
+    kept = sum(1 for ln in samples.read_text().splitlines() if ln.endswith("}"))
+    assert kept >= 1 and f"{kept} finished sample record" in err
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and f"{kept} already done" in again.stdout + again.stderr

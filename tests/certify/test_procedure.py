@@ -5,13 +5,15 @@ needs and the report's words."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
-from loosespec_bench.certify.ladder import auto_looks, check_margin, parse_ladder
-from loosespec_bench.certify.procedure import counts, format_result, per_cpu_hour, predicted_speedup
+from loosespec_bench.certify.ladder import Request, auto_looks, check_margin, parse_ladder
+from loosespec_bench.certify.procedure import counts, format_result, per_cpu_hour, predicted_speedup, write_result
 from loosespec_bench.errors import ConfigError
-from loosespec_bench.measure.stats.sequential import n_for_certify
+from loosespec_bench.measure.costmodel import Calibration, ForwardCost
+from loosespec_bench.measure.stats.sequential import Design, n_for_certify
 
 
 def test_counts_pair_the_setting_with_the_target_alone():
@@ -28,9 +30,16 @@ def test_correct_answers_per_cpu_hour_with_intervals():
     assert per_cpu_hour([{"metrics": {}, "baseline": {}}], [1], [1], 1) == {"method": None, "target_alone": None}
 
 
+def _calibration(check: float) -> dict:
+    """A calibration as calibrate.py writes it (Calibration.to_dict), with its target-alone check."""
+    fwd = ForwardCost(rows=[1, 4], body_s=[0.2, 0.25], ctx0=64, ctx_row_s=1e-6, lm_head_row_s=1e-4)
+    return Calibration(target=fwd, draft=fwd, extra_lm_head_row_s=1e-4, lookup_s=1e-5, step_overhead_s=1e-3,
+                       signature={"pair": "tiny"}, check={"target_alone_decode_over_predicted": check}).to_dict()
+
+
 def test_the_predicted_speedup_interval_holds_the_calibrations_error(tmp_path):
     cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps({"check": {"target_alone_decode_over_predicted": 0.9}}))
+    cal.write_text(json.dumps(_calibration(0.9)))
     s = {"work_speedup": 1.2, "work_speedup_ci_low": 1.1, "work_speedup_ci_high": 1.3,
          "cost_model": {"calibration": str(cal), "method_time_measured_over_predicted": 1.2}}
     p = predicted_speedup(s)
@@ -39,6 +48,47 @@ def test_the_predicted_speedup_interval_holds_the_calibrations_error(tmp_path):
     s["cost_model"] = {}
     assert predicted_speedup(s)["low"] == 1.1 and "unknown" in predicted_speedup(s)["note"]
     assert predicted_speedup({}) is None
+
+
+@pytest.mark.parametrize("poison", ["link", "fifo", "nan", "gone"])
+def test_a_calibration_that_cannot_be_read_leaves_its_check_unknown_and_says_why(tmp_path, poison):
+    """The calibration is read through the gate and its declaration: a link, a FIFO (which would
+    block a plain open), a NaN cost or a deleted file is never used; the interval then holds the
+    method's measured error only, and the note names the file."""
+    real = tmp_path / "real.json"
+    real.write_text(json.dumps(_calibration(0.5)))
+    cal = tmp_path / "cal.json"
+    if poison == "link":
+        cal.symlink_to(real)
+    elif poison == "fifo":
+        os.mkfifo(cal)
+    elif poison == "nan":
+        bad = _calibration(0.5)
+        bad["target"]["body_s"][0] = float("nan")
+        cal.write_text(json.dumps(bad))
+    s = {"work_speedup": 1.2, "work_speedup_ci_low": 1.1, "work_speedup_ci_high": 1.3,
+         "cost_model": {"calibration": str(cal), "method_time_measured_over_predicted": 1.25}}
+    p = predicted_speedup(s)
+    assert p["target_alone_check"] is None and p["error_factor"] == pytest.approx(0.8)  # not the link's 0.5 / 1.25
+    assert "not read" in p["note"] and str(cal) in p["note"]
+
+
+def test_the_certification_files_are_written_through_the_gate(tmp_path):
+    """certification_<tag>.json / .md replace a file atomically and never write through a link."""
+    req = Request(experiment=None, key="method.theta", values=["1.0986"], overrides=[],
+                  design=Design(looks=(10,), delta=0.05), experiment_name="certify")
+    res = {"design": {"margin": 0.05, "looks": [10], "spending": "obrien_fleming", "alpha": 0.05, "estimand": "difference"},
+           "ladder_key": "method.theta", "split": "train", "report_split": "test", "score": "task",
+           "loosest_certified": None, "settings": [{"setting": "method.theta=1.0986", "outcome": "not tested"}]}
+    js, md = write_result(req, res, tmp_path)
+    assert json.loads(js.read_text())["ladder_key"] == "method.theta" and "Loosest certified setting: none" in md.read_text()
+    elsewhere = tmp_path / "elsewhere.md"
+    elsewhere.write_text("keep")
+    md.unlink()
+    md.symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        write_result(req, res, tmp_path)
+    assert elsewhere.read_text() == "keep"
 
 
 def test_margins_ladders_and_looks():
