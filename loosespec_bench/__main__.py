@@ -8,9 +8,10 @@ import sys
 from typing import Any
 
 from .errors import ConfigError
-from .omp import default_wait_policy
+from .omp import busy_line, default_wait_policy
 
-# Before torch loads (see omp.py): spinning OpenMP workers for CPU runs on a dedicated machine.
+# Before torch loads (see omp.py): spinning OpenMP workers for CPU runs on a quiet machine,
+# sleeping ones on a busy machine (load average above the core count; said at the run's start).
 default_wait_policy()
 
 # Flags that make Hydra print something about itself, not about a config: no pre-check.
@@ -51,7 +52,7 @@ def hydra_argv(argv: list[str], args: Any) -> list[str]:
     return [*rest, *args.overrides]
 
 
-def precheck(argv: list[str], *, resources: bool | None = None) -> None:
+def precheck(argv: list[str], *, resources: bool | None = None, scale_checked: bool = False) -> list[tuple[list[str], Any]]:
     """Compose the config for the command line (every point of a -m sweep, the experiment's own
     sweep included) and check every setting, and what this machine must provide where the
     points run here (points.precheck_points), so that a bad override or value is one
@@ -60,13 +61,14 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
     from .settings.checks import check_environment
     from .settings.points import precheck_points
 
-    from .settings.advice import check_added_keys, check_drafter_used, check_flags, check_override_syntax
+    from .settings.advice import check_added_keys, check_drafter_used, check_override_syntax, check_scale_fits
+    from .settings.flags import check_flags
 
     check_environment()
     check_flags(argv)  # lm-eval's --tasks/--limit..., `--key value`: the equivalent overrides
     args = parse_cli(argv)
     if any(getattr(args, flag, None) for flag in INFO_FLAGS):
-        return
+        return []
     check_override_syntax(list(args.overrides))  # bare words, `key=`, brackets, ~group
     if args.experimental_rerun is not None:
         from pathlib import Path
@@ -74,7 +76,9 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
         path = Path(args.experimental_rerun)
         if not path.is_file():
             raise ConfigError(f"--experimental-rerun {args.experimental_rerun}: no such file (a run's .hydra/config.pickle)")
-        return  # Hydra reruns that job's pickled config as it was
+        return []  # Hydra reruns that job's pickled config as it was
+    if not scale_checked:  # the 405B pair at scale=cpu: before any point composes
+        check_scale_fits(list(args.overrides), args.config_name or "config")
     if args.config_path is not None or args.config_dir is not None:
         raise ConfigError("--config-path / --config-dir: the configs ship in the package; add folders with "
                           "hydra.searchpath=[file:///path] (docs/extending.md)")
@@ -90,9 +94,9 @@ def precheck(argv: list[str], *, resources: bool | None = None) -> None:
         check_added_keys(list(args.overrides), args.config_name or "config")
 
     try:
-        precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
-                        resources=False if printing else resources, data_check=None if printing else data_check,
-                        settings_check=advice)
+        return precheck_points(list(args.overrides), multirun=bool(args.multirun), config_name=args.config_name or "config",
+                               resources=False if printing else resources, data_check=None if printing else data_check,
+                               settings_check=advice)
     except ConfigError as err:
         from .settings.advice import explain_composition_error  # Hydra's "+key" advice -> did-you-mean over the tree
 
@@ -148,6 +152,170 @@ def _remove_job_dir() -> None:
             break
 
 
+def checked(argv: list[str]) -> tuple[Any, list[tuple[list[str], Any]]]:
+    """The command line parsed and pre-checked as a run would be: (Hydra's parsed arguments,
+    every point with its config). A declared sweep without -m is refused first (seconds, before
+    the machine's checks). ConfigError: the one line to print."""
+    from .settings.advice import check_declared_sweep, check_override_syntax, check_scale_fits
+    from .settings.flags import check_flags
+
+    check_flags(argv)
+    args = parse_cli(argv)
+    if any(getattr(args, flag, None) for flag in INFO_FLAGS):
+        return args, []
+    check_override_syntax(list(args.overrides))
+    # The 405B pair at scale=cpu is refused whether or not -m was given: "add -m" would only
+    # lead to this refusal.
+    check_scale_fits(list(args.overrides), args.config_name or "config")
+    if not (args.multirun or args.cfg):
+        check_declared_sweep(list(args.overrides), args.config_name or "config")
+    return args, precheck(argv, scale_checked=True)
+
+
+# --- subcommands, as lm-eval has them (`lm-eval ls tasks`, `lm-eval validate`) -----------------
+# A first word of the command line that is one of these is a subcommand, never an override
+# (overrides are key=value, so no option file can be mistaken for one).
+SUBCOMMANDS = {
+    "ls": ("ls GROUP", "the options of a config group, one line each with its description: methods, drafters, datasets, "
+                       "paper_datasets, pairs, experiments, scales, loggers, engines (GROUP alone or its plural)"),
+    "validate": ("validate [-m] OVERRIDE ...", "compose every point of the command line and run the pre-check a run "
+                 "runs (settings, data, this machine where the points run here); nothing runs. Prints each point with "
+                 "its run folder and its state. `--dry-run` on a run's command line does the same"),
+    "status": ("status [-m] OVERRIDE ...", "where each point of the command line stands, read from its run folder: "
+               "done, running (or killed: the age of its last write tells), failed, pending. Nothing is checked or run; "
+               "a whole replication's status, with Slurm's view of each job: make status (python -m loosespec_bench.plan "
+               "status -e NAME)"),
+}
+# At most this many points are listed one per line by validate and status; the rest are counted.
+LISTED_POINTS = 40
+
+
+def _usage(name: str) -> str:
+    usage, text = SUBCOMMANDS[name]
+    return f"usage: python -m loosespec_bench {usage}\n\n{text}."
+
+
+def _group_named(word: str) -> str:
+    """`methods` -> method: a group of --help's catalog, singular or plural; ConfigError otherwise."""
+    from .settings.advice import _near
+    from .settings.config import HELP_GROUPS
+
+    for group in HELP_GROUPS:
+        if word in (group, f"{group}s"):
+            return group
+    near = _near(word, [f"{g}s" for g in HELP_GROUPS])
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    raise ConfigError(f"ls {word}: not a config group{hint}; ls one of: {', '.join(f'{g}s' for g in HELP_GROUPS)}")
+
+
+def ls(argv: list[str]) -> int:
+    """`ls GROUP`: each option with its `# description:` line (the files' own, as --help lists them);
+    experiments say which scales have a file of their own (experiment_scale/<scale>/<name>.yaml)."""
+    from .settings.config import HELP_GROUPS, description, group_choices, option_file, search_dirs
+
+    if argv and argv[0] in ("-h", "--help"):
+        print(_usage("ls"))
+        return 0
+    if not argv:
+        raise ConfigError(f"ls needs a group: python -m loosespec_bench ls GROUP, GROUP one of {', '.join(f'{g}s' for g in HELP_GROUPS)}")
+    if len(argv) > 1:
+        raise ConfigError(f"ls takes one group, got {' '.join(argv)}; e.g. python -m loosespec_bench ls methods")
+    group = _group_named(argv[0])
+    dirs = search_dirs()
+    names = group_choices(group, dirs)
+    scales = group_choices("scale", dirs) if group == "experiment" else []
+
+    def own(name: str) -> str:
+        mine = [sc for sc in scales if option_file("experiment_scale", f"{sc}/{name}", dirs)]
+        return f"[{','.join(mine)}]" if mine else ""
+
+    tags = {n: own(n) for n in names}
+    width = max(map(len, names), default=0)
+    tag_width = max(map(len, tags.values()), default=0)
+    print(HELP_GROUPS[group] + ("; [scale]: sized for that scale by a file of its own" if any(tags.values()) else "") + ":")
+    for n in names:
+        cells = [f"  {n:<{width}}", f"{tags[n]:<{tag_width}}" if tag_width else "", description(option_file(group, n, dirs))]  # type: ignore[arg-type]
+        print("  ".join(c for c in cells if c).rstrip())
+    return 0
+
+
+def _point_states(points: list[tuple[list[str], Any]]) -> list[tuple[str, str, Any]]:
+    """(state, what varies, run folder) of each point: store/status.point_status on the folder
+    app.run writes (store/run_folder.run_dir)."""
+    from .settings.points import varying_keys
+    from .store.run_folder import run_dir
+    from .store.status import point_status
+
+    varying = varying_keys(points)
+    out = []
+    for overrides, cfg in points:
+        label = " ".join(o for o in overrides if o.lstrip("+~").split("=", 1)[0] in varying) or " ".join(overrides) or "(defaults)"
+        folder = run_dir(cfg)
+        out.append((point_status(folder).state, label, folder))
+    return out
+
+
+def _rows(states: list[tuple[str, str, Any]]) -> str:
+    """One line per point, up to LISTED_POINTS; the rest counted."""
+    rows = [f"  {state:<8} {label}  {folder}" for state, label, folder in states[:LISTED_POINTS]]
+    if len(states) > LISTED_POINTS:
+        rows.append(f"  ... and {len(states) - LISTED_POINTS} more points")
+    return "\n".join(rows)
+
+
+def _plan_hint(overrides: list[str]) -> str | None:
+    experiment = next((o.partition("=")[2] for o in overrides if o.lstrip("+").startswith("experiment=")), None)
+    if not experiment or "," in experiment:
+        return None
+    rest = [o for o in overrides if not o.lstrip("+").startswith("experiment=")]
+    return f"its jobs, hours and power table: python -m loosespec_bench.plan -e {experiment}" + (f" -- {' '.join(rest)}" if rest else "")
+
+
+def validate(argv: list[str]) -> int:
+    """`validate [-m] OVERRIDES`: the run's own pre-check (checked()), nothing run; each point printed."""
+    if any(a in ("-h", "--help") for a in argv):
+        print(_usage("validate"))
+        return 0
+    args, points = checked(argv)
+    if any(getattr(args, flag, None) for flag in INFO_FLAGS) or args.cfg is not None:
+        raise ConfigError("validate checks a run's command line; --help, --cfg and the other printing flags go to a run: "
+                          "python -m loosespec_bench --cfg job OVERRIDES")
+    print(f"ok: {len(points)} point{'s' * (len(points) != 1)} composed and pre-checked; nothing ran")
+    print(_rows(_point_states(points)))
+    if hint := _plan_hint(list(args.overrides)):
+        print(hint)
+    return 0
+
+
+def status(argv: list[str]) -> int:
+    """`status [-m] OVERRIDES`: each point's state from its run folder (store/status.py); a pure
+    reader: composes the points, checks nothing about this machine, runs nothing."""
+    from collections import Counter
+
+    from .settings.advice import check_override_syntax, explain_composition_error
+    from .settings.flags import check_flags
+    from .settings.points import compose_points
+
+    if any(a in ("-h", "--help") for a in argv):
+        print(_usage("status"))
+        return 0
+    check_flags(argv)
+    args = parse_cli(argv)
+    overrides = list(args.overrides)
+    check_override_syntax(overrides)
+    try:
+        _, points = compose_points(overrides, multirun=bool(args.multirun), config_name=args.config_name or "config", cover=True)
+    except ConfigError as err:
+        raise ConfigError(explain_composition_error(err, overrides, args.config_name or "config")) from None
+    from .store.status import STATES
+
+    states = _point_states(points)
+    counts = Counter(state for state, _, _ in states)
+    print(", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) + f" of {len(points)} point{'s' * (len(points) != 1)}")
+    print(_rows(states))
+    return 0
+
+
 def main() -> None:
     import hydra
     from hydra.core.hydra_config import HydraConfig
@@ -164,19 +332,24 @@ def main() -> None:
 
         print(f"loosespec_bench {__version__} (hydra-core {dist_version('hydra-core')})")
         return
+    # vllm bench sweep's --dry-run on a run's command line: validate (the points, the pre-check, nothing run).
+    dry = [a for a in argv if a in ("--dry-run", "--dry_run")]
+    if argv and (argv[0] in SUBCOMMANDS or dry):
+        name, rest = (argv[0], argv[1:]) if argv[0] in SUBCOMMANDS else ("validate", argv)
+        try:
+            code = {"ls": ls, "validate": validate, "status": status}[name]([a for a in rest if a not in dry])
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+        sys.exit(code)
     try:
-        from .settings.advice import check_declared_sweep, check_flags
-
-        check_flags(argv)
-        args = parse_cli(argv)
-        # First: a declared sweep run without -m is refused before the machine's checks (seconds).
-        if not (args.multirun or args.cfg or any(getattr(args, flag, None) for flag in INFO_FLAGS)):
-            check_declared_sweep(list(args.overrides), args.config_name or "config")
-        precheck(argv)
+        args, _ = checked(argv)
         sys.argv[1:] = hydra_argv(argv, args)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    if not (args.cfg is not None or any(getattr(args, flag, None) for flag in INFO_FLAGS)) and (line := busy_line()):
+        print(f"[loosespec_bench] {line}", file=sys.stderr, flush=True)
     # After the pre-check: torch and transformers (~4.5 s to import) load only for a command
     # that passed it, so a mistyped override answers in under a second.
     from .run.app import run_recording_errors

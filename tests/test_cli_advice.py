@@ -97,6 +97,11 @@ MISTAKES: list[tuple[list[str], str]] = [
      "python -m loosespec_bench dataset=gsm8k dataset.limit=10 paths.results_dir=x"),
     (["--method", "fly"], "not flags; this harness takes key=value overrides: python -m loosespec_bench method=fly"),
     (["--seed", "3"], "seed=3"),
+    # lm-eval's flag in the hyphen spelling, and vllm bench sweep's --resume (issue 72 item 3)
+    (["--output-path", "out"], "python -m loosespec_bench paths.results_dir=out"),
+    (["--output-path=out", "--tasks", "gsm8k"], "python -m loosespec_bench paths.results_dir=out dataset=gsm8k"),
+    (["--resume", "method=fly"], "--resume: resuming is automatic: rerun the same command without it (python -m loosespec_bench method=fly)"),
+    (["--resume", "method=fly"], "for a fresh run delete that folder, or give another experiment_name=NAME"),
     # -- values the run would have ignored --
     (["method=ar", "drafter=pld"], "method=ar uses no drafter"),
     (["method=ar", "drafter.k=3"], "method=ar uses no drafter"),
@@ -106,6 +111,11 @@ MISTAKES: list[tuple[list[str], str]] = [
     (["dataset=gsm8k,mgsm"], "is a sweep; add -m"),
     (["experiment=fly_main", "scale=cpu"], "experiment=fly_main declares a sweep (drafter.k=8,12); add -m"),
     (["experiment=dropmatch_main", "scale=cpu"], "declares a sweep (drafter=model,pld)"),
+    # -- an experiment sized for a node's GPUs at scale=cpu: refused before any point is composed --
+    (["-m", "experiment=replicate_fly_405b", "scale=cpu"],
+     "replicate_fly_405b is sized for pair=llama31_8b_405b, whose target is split over a node's GPUs"),
+    (["experiment=replicate_fly_405b", "scale=cpu"], "has no cpu scale of its own"),  # before the sweep advice
+    (["-m", "experiment=replicate_ar_405b", "scale=cpu"], "Run it on GPUs (drop scale=cpu"),
 ]
 
 # Advice that was wrong before (issue 42): none of it may come back.

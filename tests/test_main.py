@@ -256,12 +256,152 @@ def test_every_experiment_at_every_scale_passes_the_precheck():
 
     from loosespec_bench.errors import ConfigError
 
+    refused = []
     for exp in group_choices("experiment"):
         for scale in group_choices("scale"):
             try:
                 precheck([f"experiment={exp}", f"scale={scale}"], resources=False)  # settings (heads, GPUs: elsewhere)
             except ConfigError as err:
+                if f"{exp} is sized for pair=" in str(err) and "no cpu scale of its own" in str(err):
+                    refused.append((exp, scale))  # a node-sized pair at scale=cpu (check_scale_fits)
+                    continue
                 # An engine=vllm experiment where vLLM is not installed (its own environment): refused
                 # with the line that says how to install it, nothing else.
                 if importlib.util.find_spec("vllm") is not None or "make install-vllm" not in str(err):
                     raise
+    # Issue 72: the 405B replication at scale=cpu would run the embedded pair under its name.
+    assert ("replicate_fly_405b", "cpu") in refused and all(scale == "cpu" for _, scale in refused), refused
+
+
+# ---- subcommands (issue 72 item 3): ls, validate (and --dry-run), status -----------------------
+
+def _cli(argv: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
+    """main() on argv as typed, with a run refused: (exit status, stdout, stderr)."""
+    import loosespec_bench.run.app as app
+
+    def no_run(*args, **kwargs):
+        raise AssertionError(f"{argv} would have run")
+
+    monkeypatch.setattr(app, "run_recording_errors", no_run)
+    monkeypatch.setattr(sys, "argv", ["loosespec_bench", *argv])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_ls_lists_each_option_with_its_description(monkeypatch, capsys):
+    from loosespec_bench.settings.config import CONF_DIR, description, group_choices
+
+    for word, group in (("methods", "method"), ("pair", "pair"), ("datasets", "dataset"), ("drafters", "drafter")):
+        code, out, err = _cli(["ls", word], monkeypatch, capsys)
+        assert code == 0 and err == "", err
+        rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+        assert sorted(rows) == sorted(group_choices(group))
+        for name, line in rows.items():
+            assert line.rstrip().endswith(description(CONF_DIR / group / f"{name}.yaml")), line
+
+
+def test_ls_experiments_marks_those_sized_for_a_scale(monkeypatch, capsys):
+    from loosespec_bench.settings.config import CONF_DIR
+
+    code, out, _ = _cli(["ls", "experiments"], monkeypatch, capsys)
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    for name, line in rows.items():
+        assert ("[cpu]" in line) == (CONF_DIR / "experiment_scale" / "cpu" / f"{name}.yaml").is_file(), line
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["ls", "method"], None),
+    (["ls", "metods"], "did you mean methods?"),
+    (["ls"], "ls needs a group"),
+    (["ls", "methods", "pairs"], "ls takes one group"),
+])
+def test_ls_mistakes_are_one_line(argv, expected, monkeypatch, capsys):
+    code, out, err = _cli(argv, monkeypatch, capsys)
+    if expected is None:
+        assert code == 0 and out
+        return
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and expected in err, err
+
+
+@pytest.mark.parametrize("name", ["ls", "validate", "status"])
+def test_each_subcommand_answers_help(name, monkeypatch, capsys):
+    code, out, err = _cli([name, "--help"], monkeypatch, capsys)
+    assert code == 0 and out.startswith(f"usage: python -m loosespec_bench {name}") and err == ""
+
+
+@pytest.mark.parametrize("first", [["validate"], ["--dry-run"], ["--dry_run"]])
+def test_validate_and_dry_run_print_the_points_and_run_nothing(first, tmp_path, monkeypatch, capsys):
+    results = tmp_path / "results"
+    argv = [*first, "-m", "experiment=smoke_tiny", "drafter.k=2,3", f"paths.results_dir={results}",
+            f"paths.data_dir={shared_data_dir()}"]
+    code, out, err = _cli(argv, monkeypatch, capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "ok: 2 points composed and pre-checked; nothing ran"
+    assert [ln.split()[:2] for ln in lines[1:3]] == [["pending", "drafter.k=2"], ["pending", "drafter.k=3"]]
+    assert all(str(results / "smoke_tiny") in ln for ln in lines[1:3])
+    assert "python -m loosespec_bench.plan -e smoke_tiny -- drafter.k=2,3" in lines[3]
+    assert not results.exists()  # nothing ran, no folder
+
+
+def test_validate_refuses_what_a_run_refuses(tmp_path, monkeypatch, capsys):
+    code, out, err = _cli(["validate", "method=fyl", f"paths.results_dir={tmp_path / 'r'}"], monkeypatch, capsys)
+    assert code == 2 and out == "" and err.startswith("error: ") and "did you mean 'fly'?" in err
+
+
+def test_dry_run_from_the_shell(tmp_path):
+    # The real command line, as a user types it: its own process, its exit status.
+    import subprocess
+
+    argv = [sys.executable, "-m", "loosespec_bench", "experiment=smoke_tiny", "--dry-run", f"paths.results_dir={tmp_path / 'r'}",
+            f"paths.data_dir={shared_data_dir()}"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok: 1 point composed and pre-checked; nothing ran")
+    assert not (tmp_path / "r").exists()
+
+
+def test_status_reads_each_point_from_its_folder(tmp_path, monkeypatch, capsys):
+    from hydra import compose, initialize_config_dir
+
+    from loosespec_bench.settings.config import CONF_DIR
+    from loosespec_bench.store.run_folder import run_dir
+
+    results = tmp_path / "results"
+    overrides = ["experiment=smoke_tiny", f"paths.results_dir={results}"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        done = run_dir(compose(config_name="config", overrides=[*overrides, "drafter.k=2"]))
+    done.mkdir(parents=True)
+    (done / "summary.json").write_text("{}")
+    code, out, err = _cli(["status", "-m", *overrides, "drafter.k=2,3"], monkeypatch, capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "1 done, 1 pending of 2 points"
+    assert lines[1].split()[:2] == ["done", "drafter.k=2"] and str(done) in lines[1]
+    assert lines[2].split()[:2] == ["pending", "drafter.k=3"]
+    assert sorted(p.name for p in results.rglob("*")) == sorted(["smoke_tiny", done.name, "summary.json"])  # wrote nothing
+
+
+def test_status_of_a_bad_command_is_advice(monkeypatch, capsys):
+    code, out, err = _cli(["status", "method=fyl"], monkeypatch, capsys)
+    assert code == 2 and "did you mean 'fly'?" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_busy_machine_is_said_at_the_start_of_a_run(tmp_path, monkeypatch, capsys):
+    import loosespec_bench.run.app as app
+    from loosespec_bench import omp
+
+    monkeypatch.setattr(omp, "_busy_seen", (7.2, 2))  # what default_wait_policy saw at import
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    started = []
+    monkeypatch.setattr(app, "run_recording_errors", lambda cfg, **kw: started.append(cfg) or {})
+    monkeypatch.setattr(sys, "argv", ["loosespec_bench", "experiment=smoke_tiny", f"paths.results_dir={tmp_path / 'r'}",
+                                      f"paths.data_dir={shared_data_dir()}", "hydra.run.dir=" + str(tmp_path / "h")])
+    main()
+    err = capsys.readouterr().err
+    assert started, err
+    busy = [ln for ln in err.splitlines() if "this machine is busy" in ln]
+    assert len(busy) == 1 and "load average 7.2" in busy[0] and "on 2 cores" in busy[0] and "OMP_WAIT_POLICY=PASSIVE" in busy[0]

@@ -3,7 +3,7 @@ words, as one ConfigError line that names what to change.
 
 Hydra's own messages advise `+key=value` for a mistyped key (which adds a key the checks then
 refuse), "missing EQUAL at '<EOF>'" for a bare word and "unrecognized arguments" for lm-eval's
-flags. Here each becomes advice computed from the actual config tree: did-you-mean over the
+flags (settings/flags.py says those). Here each becomes advice computed from the actual config tree: did-you-mean over the
 group's option files (group_choices) and the composed node's keys, never a list written twice.
 Nothing here loads a model; config.py's composition helpers are the only dependency.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -47,7 +47,7 @@ def _dirs(overrides: Sequence[str]) -> list:
         return search_dirs()
 
 
-# --- words that are not overrides: bare words, lm-eval's flags ------------------------------
+# --- words that are not overrides: bare words (flags: settings/flags.py) ------------------------
 
 def _groups_with_option(word: str, dirs: Sequence[Any]) -> list[str]:
     return [g for g in GROUPS if word in group_choices(g, dirs)]
@@ -85,143 +85,6 @@ def _top_level_keys() -> list[str]:
 
     node = OmegaConf.load(CONF_DIR / "config.yaml")
     return [k for k in node if k not in ("defaults", "hydra")]
-
-
-def _lm_eval_task(value: str, dirs: Sequence[Any]) -> str:
-    datasets = group_choices("dataset", dirs)
-    tasks = [t for t in value.split(",") if t]
-    if all(t in datasets for t in tasks):
-        return ("-m " if len(tasks) > 1 else "") + f"dataset={','.join(tasks)}"
-    # Not one of ours: lm-eval's own task through the lm_eval data set.
-    return ("-m " if len(tasks) > 1 else "") + f"dataset=lm_eval dataset.task={','.join(tasks)}"
-
-
-def _pair_for_model_args(value: str, dirs: Sequence[Any]) -> str:
-    """`--model_args pretrained=X,dtype=Y,device=Z` as pair overrides: the pair whose target is
-    X when one is declared, else pair.target.path=X."""
-    args = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
-    out = []
-    pretrained = args.get("pretrained")
-    if pretrained:
-        pairs = []
-        for name in group_choices("pair", dirs):
-            path = next((d / "pair" / f"{name}.yaml" for d in dirs if (d / "pair" / f"{name}.yaml").is_file()), None)
-            node = OmegaConf.load(path) if path is not None else {}
-            if str(OmegaConf.select(node, "target.path", default="")) == pretrained:
-                pairs.append(name)
-        out.append(f"pair={pairs[0]}" if pairs else f"pair.target.path={pretrained} pair.draft.path=DRAFT")
-    if "dtype" in args:
-        out.append(f"pair.dtype={args['dtype']}")
-    if "device" in args:
-        out.append(f"pair.device={args['device']}")
-    return " ".join(out) or "pair=NAME (python -m loosespec_bench --help lists the pairs)"
-
-
-def _engine_for_model(value: str, dirs: Sequence[Any]) -> str:
-    engines = group_choices("engine", dirs)
-    return f"engine={value}" if value in engines else f"engine=NAME (one of {', '.join(engines)})"
-
-
-def _kv(value: str, prefix: str) -> str:
-    return " ".join(f"{prefix}.{part}" for part in value.split(",") if "=" in part) or f"{prefix}.KEY=VALUE"
-
-
-# lm-eval's flags (lm_eval --help), each with the override that does the same here; None: the
-# flag has no equivalent (said so, rather than silently dropped).
-LM_EVAL_FLAGS: dict[str, Callable[[str, Sequence[Any]], str] | str | None] = {
-    "--tasks": _lm_eval_task,
-    "--limit": lambda v, d: f"dataset.limit={v}",
-    "--output_path": lambda v, d: f"paths.results_dir={v}",
-    "--model_args": _pair_for_model_args,
-    "--model": _engine_for_model,
-    "--num_fewshot": lambda v, d: f"dataset.num_fewshot={v}",
-    "--device": lambda v, d: f"pair.device={v}",
-    "--seed": lambda v, d: f"seed={v}",
-    "--gen_kwargs": lambda v, d: _kv(v, "generation"),
-    "--wandb_args": lambda v, d: "logger=wandb " + _kv(v, "logger"),
-    "--include_path": lambda v, d: f"dataset=lm_eval dataset.include_path={v}",
-    "--system_instruction": lambda v, d: f"dataset.system_prompt={v!r}",
-    "--apply_chat_template": "chat_template=true",
-    "--fewshot_as_multiturn": "dataset.fewshot_as_multiturn=true",
-    "--log_samples": "",  # samples.jsonl is always written
-    "--batch_size": None,
-}
-# Flags of lm-eval that take no value.
-LM_EVAL_SWITCHES = ("--apply_chat_template", "--fewshot_as_multiturn", "--log_samples")
-
-
-def hydra_flags() -> set[str]:
-    """Every option string Hydra's own parser knows (-m, --cfg, -cn ...)."""
-    from hydra._internal.utils import get_args_parser
-
-    return set(get_args_parser()._option_string_actions)
-
-
-def check_flags(argv: Sequence[str]) -> None:
-    """Flags Hydra does not know, said as the overrides that do the same: lm-eval's
-    (`--tasks gsm8k --limit 10` -> `dataset=gsm8k dataset.limit=10`) and `--key value` for a
-    config key or group (`--method fly` -> `method=fly`). ConfigError with the whole command's
-    translation, so that one line is enough to fix it."""
-    known = hydra_flags()
-    dirs = _dirs(argv)
-    top = set(_top_level_keys()) | set(ALL_GROUPS)
-    said: list[str] = []
-    equivalent: list[str] = []
-    missing: list[str] = []
-    i = 0
-    args = list(argv)
-    while i < len(args):
-        arg = args[i]
-        flag, eq, inline = arg.partition("=")
-        if not arg.startswith("-") or flag in known:
-            i += 1
-            continue
-        if not arg.startswith("--"):  # -M, -c: a short flag Hydra does not have
-            same = [k for k in sorted(known) if k.lower() == flag.lower()] or _near(flag, sorted(known))
-            hint = f" (did you mean {same[0]}?)" if same else ""
-            raise ConfigError(f"{flag} is not an option{hint}; settings are key=value overrides "
-                              "(python -m loosespec_bench --help lists them)")
-        takes_value = flag not in LM_EVAL_SWITCHES
-        value = inline if eq else (args[i + 1] if takes_value and i + 1 < len(args) and not args[i + 1].startswith("-") else None)
-        consumed = 1 + (1 if takes_value and not eq and value is not None else 0)
-        name = flag[2:].replace("-", "_")
-        said.append(" ".join(args[i : i + consumed]))
-        if flag in LM_EVAL_FLAGS:
-            rule = LM_EVAL_FLAGS[flag]
-            if rule is None:
-                missing.append(f"{flag} has no equivalent: samples run one at a time, speculative decoding is timed per sequence")
-            elif isinstance(rule, str):
-                if rule:
-                    equivalent.append(rule)
-            elif value is None:
-                missing.append(f"{flag} needs a value")
-            else:
-                equivalent.append(rule(value, dirs))
-        elif name in top or name.split(".")[0] in top:
-            equivalent.append(f"{name}={value}" if value is not None else f"{name}=VALUE")
-        else:
-            near = _near(flag, sorted(known), n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            raise ConfigError(f"{flag} is not an option{hint}; settings are key=value overrides "
-                              "(python -m loosespec_bench --help lists them)")
-        i += consumed
-    if not said:
-        return
-    rest = [a for a in args if not a.startswith("-")]
-    # values consumed by the flags are not overrides
-    for s in said:
-        for part in s.split(" ")[1:]:
-            if part in rest:
-                rest.remove(part)
-    parts = [*rest, *equivalent]
-    command = "python -m loosespec_bench " + " ".join(parts) if parts else ""
-    lm_eval = any(s.split(" ")[0].split("=")[0] in LM_EVAL_FLAGS for s in said)
-    text = f"{' '.join(said)}: {'lm-eval style flags' if lm_eval else 'not flags'}; this harness takes key=value overrides"
-    if command:
-        text += f": {command}"
-    if missing:
-        text += "; " + "; ".join(missing)
-    raise ConfigError(text)
 
 
 # --- overrides Hydra cannot read ------------------------------------------------------------
@@ -330,6 +193,50 @@ def check_declared_sweep(overrides: Sequence[str], config_name: str = "config") 
                       f"(e.g. {point})")
 
 
+def check_scale_fits(overrides: Sequence[str], config_name: str = "config") -> None:
+    """An experiment at a scale that puts it on another pair (scale=cpu: the embedded pair)
+    without a file of its own at that scale (experiment_scale/<scale>/<experiment>.yaml), whose
+    pair splits its target over a node's GPUs (pair.target.device_map, the 405B pair), is
+    refused before anything launches: its points would run the smaller pair under its name
+    (the 405B replication's 16 points at scale=cpu are the 70B replication's CPU runs again,
+    labelled 405B). The facts are read from the configs: the scale's pair, the experiment's own
+    pair and its device_map; nothing here names an experiment."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from .config import option_file
+
+    given: dict[str, list[str]] = {}
+    try:
+        for o in OverridesParser.create().parse_overrides([x for x in overrides if x.partition("=")[0].lstrip("+") in ("experiment", "scale")]):
+            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [str(o.value())]
+            given[o.key_or_group] = values
+    except Exception:
+        return  # the syntax check names a bad override
+    experiments, scales = given.get("experiment", []), given.get("scale", [])
+    dirs = _dirs(overrides)
+    todo = [(e, sc) for e in experiments for sc in scales if e not in ("null", "None") and option_file("experiment_scale", f"{sc}/{e}", dirs) is None]
+    if not todo:
+        return
+    with _composer(config_name) as compose:
+        for experiment, scale in todo:
+            try:
+                own = compose([f"experiment={experiment}"])
+                scaled = compose([f"experiment={experiment}", f"scale={scale}"])
+            except Exception:
+                return  # a bad name: the pre-check says what is wrong with it
+            pair, small = _choice(own, "pair"), _choice(scaled, "pair")
+            device_map = OmegaConf.select(own, "pair.target.device_map", default=None)
+            if pair == small or device_map is None:
+                continue
+            described = [n for n in group_choices("experiment", dirs) if option_file("experiment_scale", f"{scale}/{n}", dirs)]
+            raise ConfigError(
+                f"experiment={experiment} scale={scale}: {experiment} is sized for pair={pair}, whose target is split over "
+                f"a node's GPUs (pair.target.device_map={device_map}), and has no {scale} scale of its own; scale={scale} "
+                f"would run its points on pair={small} under its name. Run it on GPUs (drop scale={scale}; "
+                f"-m hydra/launcher=slurm), or an experiment sized for {scale} ({len(described)} are: "
+                f"python -m loosespec_bench ls experiments)")
+
+
 def check_added_keys(overrides: Sequence[str], config_name: str = "config") -> None:
     """`+group.key=value` on an option that no class reads (logger=none, where logger=wandb has
     a _target_): the checks cannot refuse it, the run would ignore it. Said as the key's real home."""
@@ -352,7 +259,7 @@ def check_added_keys(overrides: Sequence[str], config_name: str = "config") -> N
             if (isinstance(node, DictConfig) and "_target_" not in node and OmegaConf.select(cfg, key, default=None) is None
                     and any("_target_" in keys for _, keys in _options_with(group, "", compose, dirs))):
                 raise ConfigError(f"{line}: {group}={_choice(cfg, group)} reads no settings; "
-                                  + _missing_key(key, value, cfg, compose, dirs))
+                                  + _missing_key(key, value, cfg, compose, dirs).text)
 
 
 def check_drafter_used(overrides: Sequence[str], points: Sequence[tuple[list[str], DictConfig]]) -> None:
@@ -394,7 +301,21 @@ def _options_with(group: str, subkey: str, compose: Compose, dirs: Sequence[Any]
     return out
 
 
-def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose, dirs: Sequence[Any]) -> str:
+class KeyAdvice(NamedTuple):
+    """What _missing_key found for a key the config lacks: the line, and which kind of advice it
+    is, so that a caller decides on the kind (never by re-reading the line's words).
+    kind: 'value' (a value given subkeys), 'near' (a close key of the same node), 'elsewhere'
+    (the key of other options of its group), 'near_elsewhere' (a close key of other options),
+    'top' (a top-level key that lives in a node), 'unknown' (nothing close)."""
+
+    text: str
+    kind: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose, dirs: Sequence[Any]) -> KeyAdvice:
     """`key=value` where the composed config has no `key`: the node's own close keys, else the
     options of its group that have it, else where a key of that name lives."""
     parts = key.split(".")
@@ -414,41 +335,43 @@ def _missing_key(key: str, value: str, cfg: DictConfig | None, compose: Compose,
     choice = _choice(cfg, group) if group else None
     owner = f"{group}={choice}" if group and choice else (parent or "the config")
     if depth < len(parts) - 1 and isinstance(node, DictConfig) and leaf in node:
-        return f"{key}={value}: {'.'.join(parts[: depth + 1])} is a value, not a group of settings; set it directly ({'.'.join(parts[: depth + 1])}=VALUE)"
+        head = ".".join(parts[: depth + 1])
+        return KeyAdvice(f"{key}={value}: {head} is a value, not a group of settings; set it directly ({head}=VALUE)", "value")
     near = _near(leaf, keys)
     if near:
         fixed = ".".join([*parts[:depth], near[0], *parts[depth + 1 :]])
-        return f"{key} is not a setting of {owner}; did you mean {fixed}={value}?"
+        return KeyAdvice(f"{key} is not a setting of {owner}; did you mean {fixed}={value}?", "near")
     if group and depth >= 1:
         sub = ".".join(parts[1 : depth + 1])
         have = [o for o, ks in _options_with(group, sub, compose, dirs) if leaf in ks]
         if have:
-            return (f"{key} is not a setting of {owner}; it is one of {group}={', '.join(have)}: choose one of those "
-                    f"({group}={have[0]} {key}={value}) or leave {key} out")
+            return KeyAdvice(f"{key} is not a setting of {owner}; it is one of {group}={', '.join(have)}: choose one of those "
+                             f"({group}={have[0]} {key}={value}) or leave {key} out", "elsewhere")
         others = _options_with(group, sub, compose, dirs)
         close = sorted({n for _, ks in others for n in _near(leaf, ks)})
         if close:
             owners = [o for o, ks in others if close[0] in ks]
             fixed = ".".join([*parts[:-1], close[0]])
-            return (f"{key} is not a setting of {owner}; did you mean {fixed}? It is a setting of "
-                    f"{group}={', '.join(owners)} ({group}={owners[0]} {fixed}={value})")
+            return KeyAdvice(f"{key} is not a setting of {owner}; did you mean {fixed}? It is a setting of "
+                             f"{group}={', '.join(owners)} ({group}={owners[0]} {fixed}={value})", "near_elsewhere")
     if depth == 0 and cfg is not None:
         # A key given at the top that lives in a node: `limit=2` -> dataset.limit=2.
         homes = [f"{n}.{leaf}" for n in cfg if n != "hydra" and isinstance(cfg.get(n), DictConfig) and leaf in cfg[n]]
         if homes:
-            return f"{key} is not a top-level setting; did you mean {homes[0]}={value}?"
+            return KeyAdvice(f"{key} is not a top-level setting; did you mean {homes[0]}={value}?", "top")
     where = f"of {owner}" if depth else "at the top level"
-    return f"{key} is not a setting {where}; {'known: ' + _listing(sorted(keys)) if keys else 'remove it'}"
+    return KeyAdvice(f"{key} is not a setting {where}; {'known: ' + _listing(sorted(keys)) if keys else 'remove it'}", "unknown")
 
 
-# Hydra's messages where its exception carries no field to read (after errors.one_line: first
-# letter lowered, lines joined by "; "). The rest is read from the error's type and fields: our
-# UnknownSetting's key, Hydra's MissingConfigException (missing_cfg_file), omegaconf's key error
-# under a failed override (full_key).
+# Hydra's one message the advice still reads as text: a group override it cannot place
+# (`method@foo=fly`: "Could not override 'method@foo'") raises ConfigCompositionException with no
+# field and no omegaconf error under it. Every other case is read from the error's type and
+# fields (checks.UnknownSetting's key, MissingConfigException's missing_cfg_file, omegaconf's
+# full_key) or recomputed from the overrides and the config tree (_override_conflict: `+key`
+# on a key that exists, `~key` on one that does not, `+group` on a group that has an option),
+# where Hydra says it only in English ("An item is already at", "Could not delete", "Multiple
+# values for").
 _OVERRIDE = re.compile(r"[Cc]ould not override '([^']+)'")
-_APPEND = re.compile(r"[Aa]n item is already at '([^']+)'")
-_DELETE = re.compile(r"[Cc]ould not delete from config\. '([^']+)' does not exist")
-_MULTIPLE = re.compile(r"[Mm]ultiple values for ([\w/]+)\.")
 
 
 def _first_points(overrides: Sequence[str]) -> list[str]:
@@ -498,8 +421,43 @@ def _override_key(cause: BaseException | None, message: str) -> str | None:
     inner = cause.__cause__ or cause.__context__
     if isinstance(inner, OmegaConfBaseException) and getattr(inner, "full_key", None):
         return str(inner.full_key)
+    # Hydra offers only text here (see _OVERRIDE).
     m = _OVERRIDE.search(message)
     return m.group(1) if m else None
+
+
+def _override_conflict(overrides: Sequence[str], compose: Compose, without: Callable[[str], DictConfig | None]) -> tuple[str, str] | None:
+    """(the override, its kind) that conflicts with the tree it meets, recomputed from the tree
+    composed without it: kind 'append' (`+key` on a key the config has), 'delete' (`~key` on
+    one it lacks), 'group' (`+group=NAME` on a group that already has an option). Hydra raises
+    these as ConfigCompositionException with no field; its English message is not read."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for line in overrides:
+        try:
+            o = parser.parse_overrides([line])[0]
+        except Exception:
+            continue
+        if not (o.is_add() or o.is_delete()) or o.is_force_add():
+            continue
+        key = o.key_or_group
+        cfg = without(line)
+        if cfg is None:
+            continue
+        if key in ALL_GROUPS:
+            if o.is_add() and _choice(cfg, key) is not None:
+                return line, "group"
+            continue
+        present = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
+        if o.is_add() and present:
+            return line, "append"
+        if o.is_delete() and not present:
+            return line, "delete"
+    return None
+
+
+_ABSENT = object()
 
 
 def explain_composition_error(error: BaseException, overrides: Sequence[str], config_name: str = "config") -> str:
@@ -509,7 +467,7 @@ def explain_composition_error(error: BaseException, overrides: Sequence[str], co
     MissingConfigException, omegaconf's key error), Hydra's text only where its exception has
     no field. The config is composed without the offending override to read the tree the user
     meant to change. Other errors come back as their message."""
-    from hydra.errors import MissingConfigException
+    from hydra.errors import ConfigCompositionException, MissingConfigException
 
     from .checks import UnknownSetting
 
@@ -547,9 +505,10 @@ def explain_composition_error(error: BaseException, overrides: Sequence[str], co
                 base = re.split(r"[@/]", key, maxsplit=1)[0]
                 if base in ALL_GROUPS:
                     return f"{prefix}{line}: choose an option with {base}=NAME ({_listing(group_choices(base, dirs))})"
-            advice = prefix + _missing_key(key, value, without(line), compose, dirs)
+            found = _missing_key(key, value, without(line), compose, dirs)
+            advice = prefix + found.text
             group = key.split(".", 1)[0]
-            if "it is one of" in advice and group in ALL_GROUPS and any(o.startswith(f"{group}=") and "," in o for o in original):
+            if found.kind == "elsewhere" and group in ALL_GROUPS and any(o.startswith(f"{group}=") and "," in o for o in original):
                 advice += f"; a -m sweep over {group} sets it for every point: sweep the {group}s that have it on their own"
             return advice
         if isinstance(error, UnknownSetting) and any(o.startswith(f"+{error.key}=") for o in original):
@@ -557,22 +516,19 @@ def explain_composition_error(error: BaseException, overrides: Sequence[str], co
             # advice says where the key does live, or its close spelling.
             key = error.key
             line, value = by_key(key)
-            advice = _missing_key(key, value, without(line), compose, dirs)
-            if "did you mean" in advice or "it is one of" in advice:
-                return f"{prefix}{line}: {advice} (without the +)"
+            found = _missing_key(key, value, without(line), compose, dirs)
+            if found.kind in ("near", "near_elsewhere", "top", "elsewhere"):
+                return f"{prefix}{line}: {found.text} (without the +)"
             return message
-        if m := _APPEND.search(message):
-            key = m.group(1)
-            line, value = by_key(key)
-            return f"{prefix}{line}: {key} is already a setting; drop the +: {key}={value}"
-        if m := _DELETE.search(message):
-            key = m.group(1)
-            line, _ = by_key(key)
-            return f"{prefix}{line}: nothing to remove ({_missing_key(key, 'VALUE', without(line), compose, dirs)})"
-        if m := _MULTIPLE.search(message):
-            group = m.group(1)
-            line, value = by_key(group)
-            return f"{prefix}{line}: {group} already has an option; drop the +: {group}={value}"
+        if isinstance(cause, ConfigCompositionException) and (conflict := _override_conflict(overrides, compose, without)):
+            line, kind = conflict
+            key = line.lstrip("+~").partition("=")[0]
+            _, value = by_key(key)
+            if kind == "append":
+                return f"{prefix}{line}: {key} is already a setting; drop the +: {key}={value}"
+            if kind == "group":
+                return f"{prefix}{line}: {key} already has an option; drop the +: {key}={value}"
+            return f"{prefix}{line}: nothing to remove ({_missing_key(key, 'VALUE', without(line), compose, dirs).text})"
         if isinstance(cause, MissingConfigException) and "/" in str(cause.missing_cfg_file or ""):
             group, option = str(cause.missing_cfg_file).rsplit("/", 1)
             options = group_choices(group, dirs)
@@ -582,5 +538,5 @@ def explain_composition_error(error: BaseException, overrides: Sequence[str], co
     return message
 
 
-__all__ = ["bare_word_hint", "check_added_keys", "check_declared_sweep", "check_drafter_used", "check_flags", "check_override_syntax",
-           "explain_composition_error"]
+__all__ = ["KeyAdvice", "bare_word_hint", "check_added_keys", "check_declared_sweep", "check_drafter_used",
+           "check_override_syntax", "check_scale_fits", "explain_composition_error"]
