@@ -26,6 +26,9 @@ of the results directory counts as done); the report's tables select runs by con
           --sequential: one after the other, for the basic launcher on one machine); driver
           logs and Hydra's sweep dirs (submitit's job logs) in results/_launch/<time>/
 
+This module builds the plan and prints it; the jobs and their status (launch/jobs.py) and the
+launch itself (launch/driver.py) sit in launch/, below it.
+
 Cost model (an estimate to size an allocation, not a measurement):
   tokens/job  = samples x turns x max_new_tokens x fill            (fill = 1: every answer runs to the limit)
   hours/job   = load + tokens / (tps x speedup)  [+ tokens / tps when the target alone is paired]
@@ -33,9 +36,10 @@ Cost model (an estimate to size an allocation, not a measurement):
                 the other samples divided among the points that share the store)
   GPU-hours   = hours/job x GPUs per job (hydra.launcher.gpus_per_node; 0 = CPU: node-hours)
 where tps is the target alone's decode rate (tokens/s, batch 1, transformers, bf16) assumed per
-pair (TARGET_TPS) and speedup the method's assumed speedup over it (SPEEDUP: the papers' reported
-figures). Prefill (long NIAH prompts) is not counted. Change them with --tps PAIR=N,
---speedup METHOD=X, --fill F, --load-min PAIR=M.
+pair (TARGET_TPS) and speedup the method's assumed speedup over it (declared on its rule's class,
+Verifier.assumed_speedup: the paper's reported figure; 1 for a rule that reports none). Prefill
+(long NIAH prompts) is not counted. Change them with --tps PAIR=N, --speedup METHOD[@PAIR]=X,
+--fill F, --load-min PAIR=M.
 
 Power (`plan`, DRY_RUN=1): the power table of power.py, from the plan's finished paired runs.
 """
@@ -47,11 +51,7 @@ import datetime
 import math
 import os
 import shlex
-import shutil
-import subprocess
 import sys
-from collections import Counter
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -60,71 +60,18 @@ from omegaconf import DictConfig, OmegaConf
 from .settings.config import baseline_config, key_digest, uses_drafter
 from .settings.run_settings import RunSettings
 # The planner's throughput assumptions (the claims report prices an n with them too).
-from .measure.costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, FLOAT32_CPU_SLOWDOWN, LOAD_MIN, SPEEDUP, TARGET_TPS
+from .measure.costmodel import DEFAULT_LOAD_MIN, DEFAULT_TPS, FLOAT32_CPU_SLOWDOWN, LOAD_MIN, TARGET_TPS, assumed_speedup
 from .errors import ConfigError
 from .settings.points import varying_keys
 from .launch.power import (DEFAULT_BUDGET_FACTOR, DEFAULT_DISCORDANCE, DEFAULT_EFFECT, DEFAULT_POWER, Power, format_hours,
                     format_power, observed_discordance)
 from .store.run_folder import run_dir
-from .store.status import STATES, PointStatus, format_age, point_status
 from .tasks.sizing import full_size, set_size, turns_per_sample
+from .launch.driver import launch
 from .launch.dry_run import models_of, requeues_needed
+# A plan's jobs and their status live in launch/ (below the planner), with the launch itself.
+from .launch.jobs import Job, Sweep, format_status, job_status, slurm_states
 from .verifiers import rule_class
-from hydra_plugins.loosespec_skip_sweeper.skip_sweeper import SKIP_ENV, SkipSweeper
-
-
-@dataclass
-class Job:
-    sweep: str                  # the experiment (one -m sweep = one job array)
-    index: int                  # hydra.job.num within the sweep
-    overrides: list[str]        # the values that vary across the sweep
-    folder: Path                # results/<experiment_name>/<run id>
-    gpus: int
-    samples: int
-    samples_exact: bool
-    tokens: float               # estimated new tokens (method side)
-    hours: float                # estimated wall-clock hours of the job
-    paired: bool
-    method: str
-    pair: str
-    dataset: str
-    load_h: float = 0.0         # of `hours`: loading the models (does not grow with samples)
-    store_h: float = 0.0        # baseline=shared: the store's target-alone pass outside the timing subset (before sharing)
-    store: str = ""             # baseline=shared: the store's key digest (points with the same one share it)
-    settings: dict[str, Any] = field(default_factory=dict)
-    status: PointStatus | None = None
-    run_id: str = ""
-    owner: "Job | None" = None  # the job of an earlier sweep that runs this configuration (None: this one runs it)
-    needed_by: list[str] = field(default_factory=list)  # every sweep of the plan that needs this configuration (owners)
-    models: list[tuple[str, str]] = field(default_factory=list)  # (hub id, role) the point loads (launch/dry_run.models_of)
-    set_size: int = 0           # the data set's full size (0: unknown offline), whatever dataset.limit says
-
-    @property
-    def launched(self) -> bool:
-        return self.owner is None
-
-
-@dataclass
-class Sweep:
-    experiment: str
-    command: list[str]
-    launcher: str
-    gpus: int
-    timeout_min: float | None
-    max_requeue: int
-    jobs: list[Job] = field(default_factory=list)
-    request: str = ""           # what one job asks a cluster launcher for besides GPUs (CPUs, memory, partition)
-    params: dict[str, Any] = field(default_factory=dict)  # the launcher's settings (hydra.launcher), for the dry run's cluster check
-
-    def settings(self) -> dict[str, Any]:
-        """The settings the jobs of the sweep share ('swept' where they differ; a key that only
-        some jobs have, e.g. a rule's parameter in a sweep over rules, counts among those)."""
-        keys = dict.fromkeys(k for j in self.jobs for k in j.settings)
-        out = {}
-        for k in keys:
-            vals = {repr(j.settings[k]): j.settings[k] for j in self.jobs if k in j.settings}
-            out[k] = next(iter(vals.values())) if len(vals) == 1 else "swept"
-        return out
 
 
 SETTINGS = ("pair.target.path", "pair.draft.path", "pair.dtype", "pair.target.device_map", "pair.target.quantization",
@@ -169,6 +116,9 @@ def expand(overrides: Sequence[str]) -> tuple[DictConfig, list[tuple[list[str], 
 
 
 def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[str, float], load_min: dict[str, float]) -> dict[str, Any]:
+    """A job's size and hours (the module docstring's cost model). speedup: the command line's
+    --speedup METHOD[@PAIR]=X, which win over the figure the method's rule class declares
+    (costmodel.assumed_speedup)."""
     pair, method, dataset = str(cfg.pair.name), str(cfg.method.name), str(cfg.dataset.name)
     samples, exact = set_size(cfg.dataset)
     settings = RunSettings.read(cfg)  # the run's own settings, typed (settings/run_settings.py)
@@ -177,9 +127,10 @@ def estimate(cfg: DictConfig, fill: float, tps: dict[str, float], speedup: dict[
     rate = tps.get(pair, DEFAULT_TPS)
     if str(cfg.pair.get("dtype")) == "float32" and str(cfg.pair.get("device") or "cpu") == "cpu":
         rate /= FLOAT32_CPU_SLOWDOWN  # the table's rates are bf16 ones
-    gain = speedup.get(f"{method}@{pair}", speedup.get(method, 1.0))
-    mode = settings.root.baseline
     rule = rule_class(method)  # the target alone (method=ar) has no paired target-alone side
+    given = speedup.get(f"{method}@{pair}", speedup.get(method))  # the user's, by the name they typed
+    gain = given if given is not None else assumed_speedup(rule, pair)
+    mode = settings.root.baseline
     paired = mode in ("paired", "shared") and not (rule is not None and rule.target_alone)
     # baseline=shared: the target alone runs beside the method on the timing subset only; the
     # rest of its samples come from the store, filled once per store (build_plan shares that
@@ -204,7 +155,7 @@ def build_plan(
     with_status: bool = False,
 ) -> list[Sweep]:
     tps = {**TARGET_TPS, **(tps or {})}
-    speedup = {**SPEEDUP, **(speedup or {})}
+    speedup = dict(speedup or {})  # the command line's; the rules declare the assumed ones
     load_min = {**LOAD_MIN, **(load_min or {})}
     sweeps = []
     for exp in experiments:
@@ -247,24 +198,6 @@ def build_plan(
     return sweeps
 
 
-def slurm_states(sweeps: Sequence[Sweep]) -> None:
-    """Each unfinished point's Slurm job, state and reason (one squeue call), where the Slurm
-    launcher recorded a job for its folder (slurm.JOBS_INDEX) and squeue answers."""
-    from .slurm import query_queue, recorded_jobs, status_line
-
-    todo = [j for s in sweeps for j in s.jobs if j.status and j.status.state != "done"]
-    if not todo:
-        return
-    jobs = recorded_jobs({j.folder.parent.parent.resolve() for j in todo})
-    wanted = [(j, jobs[j.folder.resolve()]) for j in todo if j.folder.resolve() in jobs]
-    queue = query_queue(sorted({job_id for _, job_id in wanted})) if wanted and shutil.which("squeue") else None
-    if queue is None:
-        return
-    for j, job_id in wanted:
-        assert j.status is not None
-        j.status.slurm = status_line(job_id, queue.get(job_id))
-
-
 def share_stores(sweeps: Sequence[Sweep]) -> None:
     """baseline=shared: a store's target-alone pass (outside the timing subsets) runs once, so
     each point that reads the store is billed its share of that pass."""
@@ -305,29 +238,6 @@ def assign_owners(sweeps: Sequence[Sweep]) -> None:
             j.owner, j.folder = own, own.folder
             if s.experiment not in own.needed_by:
                 own.needed_by.append(s.experiment)
-
-
-def folder_status(job: Job, folder: Path) -> PointStatus:
-    """`folder`'s state for this job: a finished folder holding fewer samples than the job asks
-    (its size known exactly) is "short", not done: a later planned look raises dataset.limit,
-    which the run id leaves out, so the launch extends that folder instead of skipping it."""
-    st = point_status(folder)
-    if st.state == "done" and job.samples_exact and job.samples and st.samples < job.samples:
-        return replace(st, state="short")
-    return st
-
-
-def job_status(job: Job) -> PointStatus:
-    """The point's state in the folder that runs it; where that is not done, a finished run of the
-    same configuration in another experiment's folder (e.g. from an earlier plan) counts."""
-    st = folder_status(job, job.folder)
-    if st.state != "done":
-        for other in sorted(job.folder.parent.parent.glob(f"*/{job.run_id}")):
-            if other != job.folder and (other / "summary.json").exists():
-                found = folder_status(job, other)
-                if found.state == "done" or st.state == "pending":
-                    return found
-    return st
 
 
 def shared_points(sweeps: Sequence[Sweep]) -> list[Job]:
@@ -498,202 +408,6 @@ def format_checks(sweeps: Sequence[Sweep], cluster: tuple[Any, Any] | None = Non
     return "\n".join(lines)
 
 
-def format_status(sweeps: Sequence[Sweep], title: str = "") -> str:
-    lines = [f"== status{': ' + title if title else ''} =="]
-    total: Counter[str] = Counter()
-    for s in sweeps:
-        counts = Counter(j.status.state for j in s.jobs if j.status)
-        total.update(counts)
-        lines.append("")
-        lines.append(f"[{s.experiment}] " + ", ".join(f"{counts.get(k, 0)} {k}" for k in STATES))
-        for j in s.jobs:
-            st = j.status
-            assert st is not None
-            point = " ".join(j.overrides) or "(single point)"
-            extra = "" if j.owner is None else f"(shared: [{j.owner.sweep}] #{j.owner.index}) "
-            if st.state == "running":
-                extra += f"{st.samples}/{j.samples} samples, last write {format_age(st.age_s)} ago"
-            elif st.state == "failed":
-                extra += f"{st.samples}/{j.samples} samples; {st.error}"
-            elif st.state == "done":
-                extra += f"{st.samples} samples"
-            elif st.state == "short":
-                extra += f"finished at {st.samples}/{j.samples} samples: a launch extends it"
-            lines.append(f"  {j.index:>3}  {st.state:<8} {point:<48} {extra}")
-            if st.slurm:
-                lines.append(f"       {st.slurm}")
-            if st.state in ("running", "failed"):
-                lines.append(f"       {st.folder}")
-    lines.append("")
-    lines.append("total: " + ", ".join(f"{total.get(k, 0)} {k}" for k in STATES))
-    lines.append("running = a folder without summary.json: still running, or killed (see its last write); rerunning resumes it")
-    return "\n".join(lines)
-
-
-def budget_line(sweeps: Sequence[Sweep]) -> str:
-    """What a launch will cost, printed before it starts: the points it runs, those already done,
-    and the planner's hours left, a started point counted by the samples still missing (its model
-    load counted whole)."""
-    left = total = 0.0
-    points = done = started = 0
-    classes = point_classes(sweeps)
-    for s in sweeps:
-        per = max(s.gpus, 1)  # GPU-hours: each job's hours times its GPUs, as the plan prints them
-        for j in (j for j in s.jobs if j.launched):
-            points += 1
-            total += j.hours * per
-            st = folder_status(j, j.folder)
-            if st.state == "done":
-                done += 1
-                continue
-            frac = min(st.samples / j.samples, 1.0) if j.samples else 0.0
-            started += frac > 0
-            left += (j.load_h + (j.hours - j.load_h) * (1 - frac)) * per
-    unit = "GPU-hours" if any(s.gpus for s in sweeps) else "CPU node-hours"
-    running = sum(1 for c in classes.values() if c == "running")
-    pending = sum(1 for c in classes.values() if c == "pending")
-    attach = f", {running} running and {pending} pending in Slurm (attached to, not submitted again)" if running or pending else ""
-    return (f"budget: {points} points, {done} done{attach}, {points - done - running - pending} to run ({started} of them resume from their "
-            f"samples on disk); est. {format_hours(left)} {unit} left of {format_hours(total)} "
-            "(the planner's rates; `plan` mode prints each point)")
-
-
-def point_classes(sweeps: Sequence[Sweep]) -> dict[Path, str]:
-    """Each launched point's class before a launch (slurm.classify_point): done, running or
-    pending (the job recorded for its folder alive in squeue: the launcher attaches to it), or to
-    run. One squeue call; without squeue every unfinished point is to run."""
-    from .slurm import classify_point, query_queue, recorded_jobs
-
-    own = [j for s in sweeps for j in s.jobs if j.launched]
-    done = {j.folder.resolve(): folder_status(j, j.folder).state == "done" for j in own}
-    records = recorded_jobs({j.folder.parent.parent.resolve() for j in own}) if own else {}
-    ids = sorted({records[f] for f, d in done.items() if not d and f in records})
-    queue = query_queue(ids) if ids and shutil.which("squeue") else None
-    return {f: classify_point(d, records.get(f), queue) for f, d in done.items()}
-
-
-def launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path) -> int:
-    """Run every sweep's `-m` command. In parallel (submitit: each blocks until its array ends,
-    so all arrays are queued at once), or one after the other. Returns the number that failed,
-    -1 when stopped (Ctrl-C, SIGTERM, SIGHUP: one line says what keeps running; no traceback)."""
-    import signal as _signal
-
-    def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    live: list[tuple[Sweep, subprocess.Popen[bytes], Path]] = []
-    # SIGINT too, not only Python's default: a process started in the background by a
-    # non-interactive shell (`cmd &`, as CI runs the slurm tests) inherits SIGINT ignored, and
-    # Python then installs no KeyboardInterrupt for it. A handler set here is also reset to the
-    # default in the drivers started below (exec), so that interrupt_launch's SIGINT stops them.
-    old = {sig: _signal.signal(sig, stop) for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)}
-    try:
-        return _launch(sweeps, sequential=sequential, log_dir=log_dir, live=live)
-    except KeyboardInterrupt:
-        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # a second Ctrl-C must not cut the line short
-        print(interrupt_launch(sweeps, live), file=sys.stderr, flush=True)
-        return -1
-    finally:
-        for sig, handler in old.items():
-            _signal.signal(sig, handler)
-
-
-def _launch(sweeps: Sequence[Sweep], *, sequential: bool, log_dir: Path,
-            live: list[tuple[Sweep, "subprocess.Popen[bytes]", Path]]) -> int:
-    log_dir.mkdir(parents=True, exist_ok=True)
-    print(budget_line(sweeps), flush=True)
-    failed = 0
-    procs: list[tuple[Sweep, subprocess.Popen[bytes], Path]] = []
-    for s in sweeps:
-        log = log_dir / f"{s.experiment}.log"
-        # Sweeps started in the same second would share Hydra's default ${now:...} sweep dir.
-        command = [*s.command, f"hydra.sweep.dir={log_dir.resolve() / s.experiment}"]
-        env = dict(os.environ)
-        # Left out of the array: points an earlier sweep runs, and points already done (a relaunch
-        # after a cancelled or failed point runs only what is missing).
-        done = {j.run_id for j in s.jobs if j.launched and folder_status(j, j.folder).state == "done"}
-        skip = sorted({j.run_id for j in s.jobs if not j.launched} | done)
-        own = sum(j.launched and j.run_id not in done for j in s.jobs)
-        if not own:
-            why = "done or run in earlier sweeps" if done else "run in earlier sweeps"
-            print(f"[{s.experiment}] all {len(s.jobs)} points {why}: not launched", flush=True)
-            continue
-        if skip:
-            # The points an earlier sweep runs: left out of this sweep's array (loosespec_bench.sweeper).
-            skip_file = log_dir.resolve() / f"{s.experiment}.skip"
-            skip_file.write_text("".join(f"{r}\n" for r in skip))
-            env[SKIP_ENV] = str(skip_file)
-            command.append(f"hydra.sweeper._target_={SkipSweeper.__module__}.{SkipSweeper.__name__}")
-        print(f"$ {shlex.join(['python', *command[1:]])}\n  -> {own} jobs"
-              + (f" ({len(s.jobs) - own} left out, done or run by earlier sweeps: {skip_file})" if skip else "")
-              + f", log {log}", flush=True)
-        with log.open("ab") as fh:
-            # Its own session: a Ctrl-C in the terminal reaches this process only, which then
-            # stops each driver once (SIGINT) and prints one line for all (interrupt_launch).
-            proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        live.append((s, proc, log))
-        if sequential:
-            rc = proc.wait()
-            failed += rc != 0
-            print(f"  {'done' if rc == 0 else f'FAILED (exit {rc}; see the log and make status)'}", flush=True)
-        else:
-            procs.append((s, proc, log))
-    if procs:
-        print(f"{len(procs)} sweeps launched; waiting for them (the jobs keep running if this process is stopped; "
-              "`make status` shows where they stand)", flush=True)
-    for s, proc, log in procs:
-        rc = proc.wait()
-        failed += rc != 0
-        print(f"[{s.experiment}] {'done' if rc == 0 else f'exit {rc}: some points failed or ended without a result (error.txt in their folders; the log says which: {log})'}", flush=True)
-    return failed
-
-
-def interrupt_launch(sweeps: Sequence[Sweep], live: Sequence[tuple[Sweep, "subprocess.Popen[bytes]", Path]]) -> str:
-    """A launch stopped (Ctrl-C, SIGTERM, SIGHUP): each driver still running is stopped with
-    SIGINT (it exits at once, leaving its jobs to Slurm), then one line: the points finished, the
-    arrays that keep running with the scancel that stops them, and what a relaunch does."""
-    import re
-    import signal as _signal
-
-    from .slurm import ALIVE, interrupt_line, query_queue, recorded_jobs
-
-    for _, proc, _ in live:
-        if proc.poll() is None:
-            try:
-                proc.send_signal(_signal.SIGINT)
-            except OSError:
-                pass
-    for _, proc, _ in live:
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    own = [j for s in sweeps for j in s.jobs if j.launched]
-    finished = sum(1 for j in own if point_status(j.folder).state == "done")
-    records = recorded_jobs({j.folder.parent.parent.resolve() for j in own})
-    ids: dict[str, str] = {}
-    for j in own:
-        job = records.get(j.folder.resolve())
-        if job:
-            ids[job] = j.sweep
-    for s, _, log in live:  # arrays the drivers named, in case a record was not written
-        try:
-            for m in re.finditer(r"job array (\d+):", log.read_text(errors="replace")):
-                ids.setdefault(m.group(1), s.experiment)
-        except OSError:
-            pass
-    queue = query_queue(sorted(ids)) if ids and shutil.which("squeue") else {}
-    arrays: dict[str, str] = {}
-    alive = 0
-    for job, sweep in ids.items():
-        base = job.split("_")[0]
-        entries = [] if queue is None else [e for k, e in queue.items() if k == job or ("_" not in job and k.split("_")[0] == base)]
-        if queue is None or any(e.state in ALIVE for e in entries):
-            alive += 1 if queue is None else sum(e.state in ALIVE for e in entries)
-            arrays[base] = sweep
-    return interrupt_line(arrays, finished, len(own), alive)
-
-
 def _pairs(items: Sequence[str], flag: str) -> dict[str, float]:
     out = {}
     for item in items:
@@ -802,7 +516,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     results = os.environ.get("LOOSESPEC_RESULTS_DIR", "results")
     log_dir = Path(args.log_dir or Path(results) / "_launch" / stamp)
-    failed = launch(sweeps, sequential=args.sequential, log_dir=log_dir)
+    try:
+        failed = launch(sweeps, sequential=args.sequential, log_dir=log_dir)
+    except ConfigError as err:  # a log or skip file that is a link or a FIFO (safe_files): one line
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 130 if failed < 0 else (1 if failed else 0)
 
 

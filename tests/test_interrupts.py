@@ -164,9 +164,10 @@ def test_ctrl_c_ends_a_command_started_with_sigint_ignored_as_a_background_shell
 
 
 def test_plan_launch_handles_sigint_itself_and_its_drivers_get_the_default(monkeypatch, tmp_path):
-    """plan.launch installs its own SIGINT handler (not Python's default, absent when SIGINT was
-    inherited ignored), so a driver it starts gets SIGINT at its default (handlers reset on exec)."""
-    from loosespec_bench import plan
+    """plan launch (launch/driver.launch) installs its own SIGINT handler (not Python's default,
+    absent when SIGINT was inherited ignored), so a driver it starts gets SIGINT at its default
+    (handlers reset on exec)."""
+    from loosespec_bench.launch import driver
 
     seen = {}
 
@@ -174,11 +175,11 @@ def test_plan_launch_handles_sigint_itself_and_its_drivers_get_the_default(monke
         seen["int"] = signal.getsignal(signal.SIGINT)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(plan, "_launch", fake)
-    monkeypatch.setattr(plan, "interrupt_launch", lambda sweeps, live: "interrupted: test")
+    monkeypatch.setattr(driver, "_launch", fake)
+    monkeypatch.setattr(driver, "interrupt_launch", lambda sweeps, live: "interrupted: test")
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        assert plan.launch([], sequential=True, log_dir=tmp_path) == -1
+        assert driver.launch([], sequential=True, log_dir=tmp_path) == -1
         assert callable(seen["int"]) and seen["int"] not in (signal.SIG_IGN, signal.SIG_DFL, signal.default_int_handler)
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # put back as it was
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loosespec_bench import plan as plan_mod
+from loosespec_bench.launch import driver
 from loosespec_bench.plan import build_plan, duplicates, format_plan, format_status, shared_points
 from loosespec_bench.tasks.sizing import set_size
 
@@ -72,8 +72,8 @@ def test_launch_leaves_shared_points_out_of_later_sweeps(tmp_path, monkeypatch, 
         def wait(self):
             return 0
 
-    monkeypatch.setattr(plan_mod.subprocess, "Popen", FakePopen)
-    assert plan_mod.launch(sweeps, sequential=True, log_dir=tmp_path / "launch") == 0
+    monkeypatch.setattr(driver.subprocess, "Popen", FakePopen)
+    assert driver.launch(sweeps, sequential=True, log_dir=tmp_path / "launch") == 0
     assert len(started) == 2  # the repeated sweep: every point runs in the first: not launched
     theta_cmd, theta_env = started[0]
     assert not any("hydra.sweeper._target_" in c for c in theta_cmd) and "LOOSESPEC_SKIP_RUN_IDS" not in {
@@ -195,12 +195,12 @@ def test_launch_prints_its_budget_before_it_starts(tmp_path, monkeypatch, capsys
     half = second.folder
     half.mkdir(parents=True)
     (half / "samples.jsonl").write_text("".join(json.dumps({"id": f"s{i}"}) + "\n" for i in range(second.samples // 2)))
-    line = plan_mod.budget_line([sweep])
+    line = driver.budget_line([sweep])
     rest = sum(j.hours for j in sweep.jobs[2:])
     left = rest + second.load_h + (second.hours - second.load_h) * (1 - (second.samples // 2) / second.samples)
     n = len(sweep.jobs)
     assert line.startswith(f"budget: {n} points, 1 done, {n - 1} to run (1 of them resume")
-    assert f"est. {plan_mod.format_hours(left)} CPU node-hours left of {plan_mod.format_hours(sum(j.hours for j in sweep.jobs))}" in line
+    assert f"est. {driver.format_hours(left)} CPU node-hours left of {driver.format_hours(sum(j.hours for j in sweep.jobs))}" in line
 
     class FakePopen:
         def __init__(self, command, stdout=None, stderr=None, env=None, **kw):
@@ -209,8 +209,8 @@ def test_launch_prints_its_budget_before_it_starts(tmp_path, monkeypatch, capsys
         def wait(self):
             return 0
 
-    monkeypatch.setattr(plan_mod.subprocess, "Popen", FakePopen)
-    plan_mod.launch([sweep], sequential=True, log_dir=tmp_path / "launch")
+    monkeypatch.setattr(driver.subprocess, "Popen", FakePopen)
+    driver.launch([sweep], sequential=True, log_dir=tmp_path / "launch")
     out = capsys.readouterr().out
     assert out.index("budget: ") < out.index("started")
 
@@ -229,7 +229,7 @@ def test_a_later_look_extends_a_point_finished_at_fewer_samples(tmp_path, monkey
     st = sweep.jobs[0].status
     assert st.state == "short" and st.samples == 10
     assert "finished at 10/20 samples: a launch extends it" in format_status([sweep])
-    line = plan_mod.budget_line([sweep])
+    line = driver.budget_line([sweep])
     n = len(sweep.jobs)
     assert line.startswith(f"budget: {n} points, 0 done, {n} to run (1 of them resume")
     started = []
@@ -241,8 +241,8 @@ def test_a_later_look_extends_a_point_finished_at_fewer_samples(tmp_path, monkey
         def wait(self):
             return 0
 
-    monkeypatch.setattr(plan_mod.subprocess, "Popen", FakePopen)
-    plan_mod.launch([sweep], sequential=True, log_dir=tmp_path / "launch")
+    monkeypatch.setattr(driver.subprocess, "Popen", FakePopen)
+    driver.launch([sweep], sequential=True, log_dir=tmp_path / "launch")
     # launched, and not left out of the array (the skip file lists the points left out)
     skip = tmp_path / "launch" / "fly_ablation_window.skip"
     assert len(started) == 1 and (not skip.exists() or job.run_id not in skip.read_text())
