@@ -259,6 +259,33 @@ def test_a_float32_cpu_point_is_planned_at_the_float32_rate():
     assert h32 == pytest.approx(h16 * FLOAT32_CPU_SLOWDOWN)
 
 
+def test_the_assumed_speedup_is_the_rule_classes_own_and_the_command_line_wins():
+    """No method name in the planner: a rule declares its paper's figure on its class
+    (Verifier.assumed_speedup, by pair); a subclass, another rule, has none of its own; a
+    --speedup METHOD[@PAIR]=X from the command line wins."""
+    from omegaconf import OmegaConf
+
+    from loosespec_bench.measure.costmodel import ANY_PAIR
+    from loosespec_bench.plan import estimate
+    from loosespec_bench.verifiers import DropMatch, FLy
+
+    def hours(method, pair="tiny", speedup=None):
+        cfg = OmegaConf.create({"pair": {"name": pair, "dtype": "bfloat16", "device": "cpu"}, "method": {"name": method},
+                                "dataset": {"name": "gsm8k", "limit": 10}, "generation": {"max_new_tokens": 100},
+                                "baseline": "none"})
+        return estimate(cfg, 1.0, tps={pair: 10.0}, speedup=speedup or {}, load_min={pair: 0.0})["hours"]
+
+    alone = hours("ar")
+    assert alone / hours("fly") == pytest.approx(FLy.assumed_speedup[ANY_PAIR]) and FLy.assumed_speedup[ANY_PAIR] > 1
+    big = "llama31-8b-405b"
+    assert hours("ar", big) / hours("fly", big) == pytest.approx(FLy.assumed_speedup[big])
+    assert alone / hours("dropmatch") == pytest.approx(DropMatch.assumed_speedup[ANY_PAIR])
+    assert hours("dropmatch_autojudge") == pytest.approx(alone)  # a DropMatch subclass: no figure of its own
+    assert hours("spd") == pytest.approx(alone) and hours("someone_elses_rule") == pytest.approx(alone)
+    assert alone / hours("fly", speedup={"fly": 4.0}) == pytest.approx(4.0)
+    assert alone / hours("fly", speedup={"fly@tiny": 3.0, "fly": 4.0}) == pytest.approx(3.0)
+
+
 # --------------------------------------------------------------------------- launching
 
 

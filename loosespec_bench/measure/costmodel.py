@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..errors import ConfigError
+
 
 def acceptance_rates(
     drafted: Sequence[int], accepted: Sequence[int], k: int | None = None, *, short_as_reject: bool = False
@@ -215,10 +217,22 @@ FLOAT32_CPU_SLOWDOWN = 1.67
 # Model loading per job, minutes (weights from a shared file system into GPU memory).
 LOAD_MIN = {"llama31-8b-70b": 10.0, "qwen3-4b-32b": 5.0, "llama31-8b-405b": 30.0}
 DEFAULT_LOAD_MIN = 1.0
-# Assumed speedup over the target alone, by method (FLy: 2.81x at 70B, 5.07x at 405B; DropMatch
-# 1.22x at 8B->70B, docs/algorithms.md section 8). Per-pair entries win: "method@pair". A method
-# not listed is assumed no faster than the target alone (1.0: the target alone itself, SPD's 1.02x).
-SPEEDUP = {"dropmatch": 1.2, "fly": 2.8, "fly@llama31-8b-405b": 5.0}
+# Assumed speedup over the target alone: each rule declares its paper's reported figure on its class
+# (Verifier.assumed_speedup, e.g. FLy's, by pair name); the planner passes the class here.
+ANY_PAIR = "*"  # the key of a rule's figure for every pair it names no figure for
+
+
+def assumed_speedup(rule: Any, pair: str) -> float:
+    """The planner's assumed speedup over the target alone of `rule` (a rule class, as
+    verifiers.rule_class returns it) on `pair` (a pair name): the figure the class itself declares
+    for that pair, else its ANY_PAIR figure, else 1.0 (no faster than the target alone: the target
+    alone itself, exact SPD's 1.02x, a rule without a reported figure, or a method no class claims).
+    The class's own declaration only: a subclass is another rule (DropMatch + AutoJudge is not
+    DropMatch) and states its own figure or none."""
+    declared = vars(rule).get("assumed_speedup") if isinstance(rule, type) else None
+    if not declared:
+        return 1.0
+    return float(declared.get(pair, declared.get(ANY_PAIR, 1.0)))
 
 
 # ---- where a decoder's weight work sits: the LM head's share (DropMatch's cost projected) -------
@@ -257,6 +271,11 @@ def lm_head_share(cfg: dict[str, Any]) -> float | None:
 # loosespec_bench.calibrate) measures on one machine what each unit of work costs. Their product
 # is a predicted time per generation, and the ratio of two predicted throughputs a predicted
 # speedup that carries no timing noise of the run itself (only the calibration's).
+
+
+# The longest forward (rows) the physical check of a calibration covers: longer than any prompt the
+# harness runs (its longest contexts are NIAH's, a few tens of thousands of tokens).
+MAX_PRICED_ROWS = 1 << 17
 
 
 @dataclass
@@ -299,6 +318,31 @@ class ForwardCost:
         attn = self.ctx_row_s * (role.get("ctx_rows", 0) - self.ctx0 * role.get("rows", 0))
         return body + self.lm_head_row_s * role.get("lm_rows", 0) + attn
 
+    def nonphysical(self) -> str | None:
+        """Which term prices some forward below nothing (its text, naming the field), or None.
+
+        A forward of `rows` rows over ctx cached positions costs body(rows) + ctx_row_s x rows x
+        (ctx - ctx0), LM head aside. Below ctx0 (a prefill from an empty cache: ctx = 0) the
+        context term is negative: it takes away the attention over the ctx0 positions the body was
+        measured with, which is physical only while that attention, ctx_row_s x ctx0 x rows, is at
+        most the whole body measured there. A context slope measured too steep breaks that (issue
+        74: a calibration of the tool's own priced a prefill below zero, and a run's predicted
+        speedup came out at -0.69x). Checked at 1 row, at every measured row count and at
+        MAX_PRICED_ROWS: the body is linear between and beyond them, so these bound every forward up
+        to that many rows; and past the last measured rows the body must not fall (a longer prefill
+        never costs less)."""
+        per_row = self.ctx_row_s * self.ctx0
+        if len(self.rows) > 1 and self.body_s[-1] < self.body_s[-2]:
+            return (f"body_s falls from {self.body_s[-2]:.4g} s at {self.rows[-2]} rows to {self.body_s[-1]:.4g} s at "
+                    f"{self.rows[-1]}: extrapolated past them, a longer forward would cost less, and at enough rows nothing")
+        for rows in sorted({1, *self.rows, MAX_PRICED_ROWS}):
+            body = self.body(rows)
+            if body < per_row * rows:
+                return (f"ctx_row_s={self.ctx_row_s:.4g} s prices the attention over its ctx0={self.ctx0} cached positions at "
+                        f"{per_row * rows:.4g} s for {rows} rows, more than the whole body of a {rows}-row forward "
+                        f"({body:.4g} s): a forward over a shorter context (a prefill) would cost less than nothing")
+        return None
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ForwardCost":
         return cls(rows=[int(x) for x in d["rows"]], body_s=[float(x) for x in d["body_s"]], ctx0=int(d["ctx0"]),
@@ -329,6 +373,9 @@ class Calibration:
     # prediction ({"target_alone_decode_over_predicted": r}); empty in calibrations from before it.
     check: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        refuse_nonphysical("the calibration", self.target, self.draft)
+
     def predict_s(self, work: dict[str, Any]) -> float:
         """Predicted seconds (prefill + decode) of a generation with these work counts."""
         t = self.target.role_s(work["target_prefill"]) + self.target.role_s(work["target_verify"])
@@ -349,12 +396,27 @@ class Calibration:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Calibration":
+    def from_dict(cls, d: dict[str, Any], where: str = "the calibration") -> "Calibration":
+        """The stored form read back; `where` (its file) names it in the refusal of costs that price
+        a forward below nothing (refuse_nonphysical)."""
+        target = ForwardCost.from_dict(d["target"])
+        draft = ForwardCost.from_dict(d["draft"]) if d.get("draft") else None
+        refuse_nonphysical(where, target, draft)
         return cls(
-            target=ForwardCost.from_dict(d["target"]),
-            draft=ForwardCost.from_dict(d["draft"]) if d.get("draft") else None,
+            target=target, draft=draft,
             extra_lm_head_row_s=float(d["extra_lm_head_row_s"]), lookup_s=float(d["lookup_s"]),
             step_overhead_s=float(d["step_overhead_s"]), signature=dict(d.get("signature") or {}),
             verify_row_s=float(d.get("verify_row_s", 0.0)),
             check={str(k): float(v) for k, v in (d.get("check") or {}).items()},
         )
+
+
+def refuse_nonphysical(where: str, target: ForwardCost, draft: ForwardCost | None) -> None:
+    """One ConfigError naming `where` and the term when a network's costs price some forward below
+    nothing (ForwardCost.nonphysical): such a calibration is never used (find_calibration gives
+    the run no prediction and says why), nor stored (calibrate reads its result back first)."""
+    for role, cost in (("target", target), ("draft", draft)):
+        why = cost.nonphysical() if cost is not None else None
+        if why:
+            raise ConfigError(f"{where}: {role}.{why}; this calibration is not used (measure it again on a quiet "
+                              "machine: python -m loosespec_bench.calibrate --repeats 9)")

@@ -69,6 +69,11 @@ class Verifier:
     display_name: ClassVar[str] = ""
     lossless: ClassVar[bool] = False
     target_alone: ClassVar[bool] = False
+    # The planner's assumed speedup over the target alone (plan.py's hours, the claims' cost of an n,
+    # certify's budget): the rule's paper's reported figure by pair name, costmodel.ANY_PAIR ("*")
+    # for the pairs it names none for; empty: no faster than the target alone. Read from the class's
+    # own declaration (costmodel.assumed_speedup): a subclass is another rule and states its own.
+    assumed_speedup: ClassVar[Mapping[str, float]] = {}
 
     needs_hidden: bool = False
     needs_draft_probs: bool = False

@@ -54,6 +54,7 @@ from typing import Any, ClassVar, Mapping
 import torch
 
 from ..errors import ConfigError
+from ..measure.costmodel import ANY_PAIR
 from ..params import DEFAULT, Shown, boolean, choice, integer, knob, real
 from ..sampling import GREEDY, SamplingParams, accept_exact, exact_tail, sample_token, tempered_probs
 from ..step import Draft, TargetScores, Verdict, longest_true_prefix
@@ -274,6 +275,9 @@ class FLy(Verifier):
     Params = FLyParams
     config_names = ("fly",)
     display_name = "FLy"
+    # FLy's reported speedups over the target alone, 2.81x at 8B -> 70B and 5.07x at 8B -> 405B
+    # (docs/algorithms.md section 8), rounded down: the planner's assumption (costmodel.assumed_speedup).
+    assumed_speedup = {ANY_PAIR: 2.8, "llama31-8b-405b": 5.0}
     # The knobs the report's FLy tables and figures read (the papers' theta and W sweeps, the
     # entropy figure's gate, the no-window ablation): named here so that no other module spells
     # them; their index columns, labels and axes come from schema (report.labels.fly_column).

@@ -242,3 +242,108 @@ def test_lm_head_share_is_none_without_a_decoder_shape():
     assert weight_macs_per_token({"vocab_size": 1000, "model_type": "tiny"}) is None
     assert lm_head_share({"vocab_size": 1000}) is None
     assert lm_head_share({**LLAMA31_70B, "hidden_size": None}) is None
+
+
+# ---- issue 74: a calibration never prices a forward below nothing ------------------------------
+from loosespec_bench.errors import ConfigError  # noqa: E402
+
+
+def _steep(ctx_row_s: float) -> dict:
+    """A calibration's stored form whose target body was measured at ctx0 = 64 cached positions
+    (10 ms a row at 1 row, then 2 ms a row), every field of the kind and range the declaration
+    check accepts; only its context slope varies."""
+    fwd = {"rows": [1, 2, 4, 512], "body_s": [0.010, 0.012, 0.016, 1.032], "ctx0": 64, "ctx_row_s": ctx_row_s,
+           "lm_head_row_s": 1e-4}
+    return {"target": fwd, "draft": None, "extra_lm_head_row_s": 0.0, "lookup_s": 0.0, "step_overhead_s": 0.0,
+            "verify_row_s": 0.0, "check": {}, "signature": {}}
+
+
+def _target_alone(prompt: int, tokens: int) -> dict:
+    w = new_work()
+    add_forward(w, "target_prefill", prompt, 1, 0)
+    for i in range(tokens):
+        add_forward(w, "target_verify", 1, 1, prompt + i)
+    w["steps"] = tokens
+    return w
+
+
+def test_a_steep_context_slope_used_to_price_a_prefill_below_nothing_and_is_refused():
+    # 1e-4 s per row and cached position: the attention over ctx0 = 64 positions alone would be
+    # 6.4 ms a row, more than the 2 ms a row the whole body costs past 4 rows. A 300-row prefill
+    # from an empty cache was priced 0.608 - 300 x 64 x 1e-4 = -1.31 s (+ its LM-head row).
+    steep = _steep(1e-4)
+    cost = ForwardCost.from_dict(steep["target"])  # the network's costs alone still read
+    prefill = cost.body(300) + 1e-4 * 1 + 1e-4 * 300 * (0 - 64)
+    assert prefill == pytest.approx(0.016 + 0.002 * 296 + 1e-4 - 1.92) and prefill < 0
+    assert cost.role_s(_target_alone(300, 4)["target_prefill"]) == pytest.approx(prefill)
+    assert "ctx_row_s" in cost.nonphysical()
+    with pytest.raises(ConfigError) as err:
+        Calibration.from_dict(steep, where="results/_calibration/embedded/abc.json")
+    msg = str(err.value)
+    assert msg.startswith("results/_calibration/embedded/abc.json: target.ctx_row_s=0.0001 s prices the attention")
+    assert "less than nothing" in msg and "\n" not in msg
+    with pytest.raises(ConfigError, match="the calibration: target.ctx_row_s"):  # built in code: refused alike
+        Calibration(target=cost, draft=None, extra_lm_head_row_s=0, lookup_s=0, step_overhead_s=0, signature={})
+
+
+def test_a_gentle_context_slope_prices_every_forward_at_or_above_zero():
+    # 2e-5 s: the attention over 64 positions is 1.28 ms a row, under the 2 ms a row of the body.
+    cal = Calibration.from_dict(_steep(2e-5))
+    assert cal.target.nonphysical() is None
+    for prompt in (1, 30, 300, 5000):
+        assert cal.predict_s(_target_alone(prompt, 4)) > 0
+    # The bound is the body's growth past its last rows, 2 ms a row: 64 x 3.1e-5 = 1.98 ms holds.
+    assert Calibration.from_dict(_steep(3.1e-5)).target.nonphysical() is None
+    # 64 x 3.14e-5 = 2.01 ms a row stays under every measured body (1.029 s of attention at 512 rows
+    # against 1.032 s) but outgrows the body past them: a ~700-row prompt would be priced below zero.
+    long_prompt = ForwardCost.from_dict(_steep(3.14e-5)["target"])
+    assert long_prompt.forward_s(512, 0, 0) > 0 and long_prompt.forward_s(1000, 0, 0) < 0
+    assert "for 131072 rows" in long_prompt.nonphysical()
+
+
+def test_a_body_that_falls_past_its_last_rows_is_refused():
+    # A longer forward would be extrapolated as cheaper, and past ~2,500 rows as free.
+    falling = _steep(0.0)
+    falling["target"]["body_s"] = [0.010, 0.012, 0.016, 0.015]
+    with pytest.raises(ConfigError, match=r"cal.json: target.body_s falls from 0.016 s at 4 rows to 0.015 s at 512"):
+        Calibration.from_dict(falling, where="cal.json")
+
+
+def test_a_run_is_given_no_prediction_from_a_nonphysical_calibration(tmp_path):
+    # find_calibration (a run's, the speed bench's): the calibration matching this machine is not
+    # used, and the reason names the term.
+    import json
+
+    import torch
+
+    from loosespec_bench.calibrate import calibration_path, find_calibration, pair_node, signature
+
+    pair = pair_node("tiny")
+    sig = signature(pair, torch.get_num_threads())
+    path = calibration_path(tmp_path, sig)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**_steep(1e-4), "signature": sig}))
+    cal, why = find_calibration(tmp_path, pair)
+    assert cal is None and "target.ctx_row_s" in why and "less than nothing" in why
+    path.write_text(json.dumps({**_steep(2e-5), "signature": sig}))
+    cal, why = find_calibration(tmp_path, pair)
+    assert cal is not None and why == str(path)
+
+
+# ---- the planner's assumed speedups, declared on the rule classes ------------------------------
+from loosespec_bench.measure.costmodel import ANY_PAIR, assumed_speedup  # noqa: E402
+
+
+def test_an_assumed_speedup_is_read_from_the_class_by_pair():
+    class Reported:
+        assumed_speedup = {ANY_PAIR: 2.0, "big-pair": 5.0}
+
+    class Derived(Reported):  # another rule: the paper's figure is not its own
+        pass
+
+    class Silent:
+        pass
+
+    assert assumed_speedup(Reported, "big-pair") == 5.0 and assumed_speedup(Reported, "tiny") == 2.0
+    assert assumed_speedup(Derived, "big-pair") == 1.0 and assumed_speedup(Silent, "tiny") == 1.0
+    assert assumed_speedup(None, "tiny") == 1.0  # a method no rule class claims

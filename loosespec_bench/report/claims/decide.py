@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from ...measure.costmodel import SPEEDUP, TARGET_TPS
+from ...measure.costmodel import TARGET_TPS, assumed_speedup
 from ...errors import ConfigError
 from ...measure.metrics import dropmatch_cost_parts
 from ...measure.stats.exact import ExactPairedBinary, mcnemar_one_sided, proportion_interval
@@ -23,7 +23,7 @@ from ...measure.stats.sizing import MAX_DISCORDANT, discordant_for_power, margin
 from ...measure.stats.verdicts import (
     PAIRED_TESTS, BootstrapTest, n_for_power, sequential_boundaries, two_sided,
 )
-from ...verifiers import FLy
+from ...verifiers import FLy, rule_class
 from ..compare import MIN_N_VERDICT, Run, compare_pair, difference_stat, load_run
 from ..index import read_records
 from ..labels import NO_WINDOW, is_rule
@@ -133,7 +133,7 @@ def cluster_gpu_hours(n: int, methods: list[str]) -> float:
     tps = TARGET_TPS[CLUSTER_PAIR]
     hours = 0.0
     for m in methods:
-        gain = SPEEDUP.get(f"{m}@{CLUSTER_PAIR}", SPEEDUP.get(m, 1.0))
+        gain = assumed_speedup(rule_class(m), CLUSTER_PAIR)  # its rule's declared figure (Verifier.assumed_speedup)
         hours += n * CLUSTER_NEW_TOKENS / (tps * gain) / 3600
     hours += n * CLUSTER_NEW_TOKENS / tps / 3600  # the target alone, once (a shared store)
     return hours * CLUSTER_GPUS
