@@ -536,6 +536,12 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _said(stderr: str) -> list[str]:
+    """A command's stderr lines, less the harness's start-up notes ('[loosespec_bench] ...', e.g.
+    that the machine is busy), which are not part of what a refusal or an interrupt says."""
+    return [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("[loosespec_bench] ")]
+
+
 def _run(args: list[str], timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=REPO, env=env or _env(), capture_output=True, text=True, timeout=timeout)
 
@@ -689,7 +695,7 @@ def test_a_request_the_cluster_cannot_meet_is_one_error_line(tmp_path, override,
     proc = _run([sys.executable, "-m", "loosespec_bench", "-m", "experiment=fly_ablation_k", "scale=cpu", "hydra/launcher=slurm",
                  *base, override, f"paths.results_dir={tmp_path}"], timeout=300)
     assert proc.returncode == 2
-    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    errors = _said(proc.stderr)
     assert len(errors) == 1 and errors[0].startswith(f"error: {setting}"), proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not any(tmp_path.rglob("*")), list(tmp_path.rglob("*"))  # no sweep folder left behind
@@ -740,7 +746,7 @@ def test_ctrl_c_of_a_launch_then_relaunch_while_running_and_after_done(tmp_path)
     finally:
         if driver.poll() is None:
             driver.kill()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = _said(err)
     assert driver.returncode == 130, out + err
     assert len(lines) == 1 and lines[0].startswith("interrupted: "), err
     assert f"scancel {array}" in lines[0] and "of 3 points finished" in lines[0] and "attaches" in lines[0], lines[0]
@@ -808,7 +814,7 @@ def test_a_partition_made_inactive_ends_the_point_with_its_job_cancelled_and_a_d
         subprocess.run(["scontrol", "delete", f"PartitionName={part}"], timeout=30)
     # Deleted: the launch names the setting before submitting anything.
     gone = _run([*args[:-2], f"paths.results_dir={tmp_path / 'runs2'}", f"hydra.sweep.dir={tmp_path / 'sweep2'}"], timeout=300)
-    lines = [ln for ln in gone.stderr.splitlines() if ln.strip()]
+    lines = _said(gone.stderr)
     assert gone.returncode == 2 and len(lines) == 1 and f"the cluster has no partition {part}" in lines[0], gone.stderr
 
 
