@@ -103,6 +103,20 @@ def test_without_a_calibration_no_wall_clock_verdict_stands(tmp_path):
     assert "no calibration.json" in d.note
 
 
+def test_a_calibration_that_prices_a_forward_below_nothing_gives_no_prediction_not_a_stop(tmp_path):
+    """The committed speed_xtok calibration priced a 256-row prefill at -0.089 s (costmodel refuses
+    such costs since issue 74): the claim keeps its wall-clock figures, says why it has no
+    prediction (the file and the term), and the rest of the claims file is still decided."""
+    folder = speed_folder(tmp_path / "speed_gsm8k", {"fly": (1.6, 1.5), "spd": (1.1, 1.0)}, {"fly": 8, "spd": 12}, calibration=False)
+    bad = CALIBRATION.to_dict()
+    # ctx_row_s x ctx0 x rows = 0.001 x 100 x rows > the body (0.05 s per row): below nothing.
+    bad["target"] = {**bad["target"], "ctx0": 100, "ctx_row_s": 0.001}
+    (folder / "calibration.json").write_text(json.dumps({**bad, "source": "test"}))
+    (d,) = decide(NO_RUNS, load_declaration(declaration(tmp_path, claim("c", "fly", "spd"))), n_boot=1000)
+    assert d.verdict.startswith("undecided (wall-clock says faster; no work-count check"), d.verdict
+    assert "calibration.json's target.ctx_row_s=" in d.note and "less than nothing" in d.note, d.note
+
+
 def test_against_the_best_of_several_settings(tmp_path):
     # FLy beats SPD at K = 15 but not SPD at K = 5, the fastest here: "faster than SPD at its
     # best K" is contradicted, while the paper's comparison (K = 15) is confirmed.

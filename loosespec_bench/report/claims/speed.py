@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...measure.costmodel import Calibration
+from ...measure.costmodel import Calibration, ForwardCost
 from ...errors import ConfigError
 from ...measure.occasion_files import cell_table, load_rows, read_args, read_calibration, unfinished_occasions
 from ...measure.speed_configs import TARGET_ALONE  # the benchmark's name for the target alone (declared once)
@@ -133,7 +133,20 @@ def _predicted(folder: Path, cell: Mapping[tuple[Any, Any, str], dict[str, Any]]
         return None, "no calibration.json in the folder (the analysis found no calibration for its machine)"
     check_calibration(raw, f"{folder}/calibration.json")  # finite, positive costs: never a prediction from NaN (store/declarations.py)
     try:
-        cal = Calibration.from_dict(raw)
+        target = ForwardCost.from_dict(raw["target"])
+        draft = ForwardCost.from_dict(raw["draft"]) if raw.get("draft") else None
+    except (KeyError, TypeError, ValueError) as err:
+        raise ConfigError(f"{folder}/calibration.json is not a calibration ({err}); rerun the analysis (--analyse-only)") from None
+    # A calibration that prices some forward below nothing (costmodel.ForwardCost.nonphysical) is
+    # well-formed but unusable: the claim keeps its measured figures and says why it has no
+    # prediction, rather than stopping the whole claims report.
+    for role, cost in (("target", target), ("draft", draft)):
+        why = cost.nonphysical() if cost is not None else None
+        if why:
+            return None, (f"{folder}/calibration.json's {role}.{why}; measure it again on a quiet machine "
+                          "(python -m loosespec_bench.calibrate --repeats 9), then rerun the analysis (--analyse-only)")
+    try:
+        cal = Calibration.from_dict(raw, where=f"{folder}/calibration.json")
     except (KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{folder}/calibration.json is not a calibration ({err}); rerun the analysis (--analyse-only)") from None
     # Every cell with counts, timed clean or not (a record without counts: NaN, left out).
