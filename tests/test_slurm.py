@@ -710,8 +710,10 @@ def _launch_cmd(*extra: str) -> list[str]:
 
 
 # The array waits this long before it may start (sbatch --begin): a Ctrl-C and a relaunch then
-# find it pending whatever the machine's speed.
-BEGIN = "+hydra.launcher.additional_parameters.begin=now+45"
+# find it pending. 45 s was not enough at load 11-15 (the split slurm run of 2026-12-07: the
+# relaunch, two Python starts after the submission, found the jobs running); the test runs on
+# partition side, whose process has time to spare beside the node faults'.
+BEGIN = "+hydra.launcher.additional_parameters.begin=now+90"
 
 
 def _alive(name: str) -> list[tuple[str, str, str]]:
