@@ -41,6 +41,13 @@ TABCOLSEP_PT = 3.0  # \tabcolsep, set by every table (the default 6 pt spends 12
 # p-column (never narrower than its longest word): "DropMatch (model, K=10, js, N=5, p=0.3)" would
 # otherwise take a quarter of a 7 in block in every block of its table.
 WRAP_IDENTITY_PT = 1.15 * PT_PER_IN
+TEXT_HEIGHT_IN = 9.0
+TEXT_HEIGHT_PT = TEXT_HEIGHT_IN * PT_PER_IN
+# Heights a float's parts take: a \scriptsize line (its 8 pt baseline skip), a \footnotesize
+# note line, the caption with its skips; a table taller than the page is set as several floats.
+LINE_PT = 8.0
+NOTE_LINE_PT = 9.5
+CAPTION_PT = 30.0
 HEADER_MIN_PT = 0.5 * PT_PER_IN  # a header is broken into lines only where it is wider than this and its cells
 
 # -- cells ------------------------------------------------------------------------------------
@@ -78,7 +85,10 @@ class Num:
             extra.append(f"n={self.n}")
         if self.ci is None and self.no_interval:
             extra.append(self.why_none)
-        return core + (f" ({', '.join(extra)})" if extra else "")
+        out = core + (f" ({', '.join(extra)})" if extra else "")
+        # A percentage (schema.format_value: "2.04%") is a comment to TeX: it would swallow the rest
+        # of the row, its row end included.
+        return re.sub(r"(?<!\\)%", r"\\%", out) if latex else out
 
     def raw(self) -> str:
         out = f"{self.value:.4g}"
@@ -104,7 +114,7 @@ def latex_escape(text: str) -> str:
         "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
         "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}",
         "×": r"$\times$", "÷": r"$/$", "θ": r"$\theta$", "≥": r"$\geq$", "≤": r"$\leq$", "–": "--", "→": r"$\to$",
-        "−": "$-$",
+        "−": "$-$", "Δ": r"$\Delta$",
     }
     return "".join(repl.get(ch, ch) for ch in text)
 
@@ -116,7 +126,7 @@ def latex_escape(text: str) -> str:
 # scaled by that ratio below 10 pt. The characters a table writes in math mode ("×", "θ", "†",
 # "≥") take their cmsy / cmmi widths; anything else unknown counts a full em, so a guess errs wide.
 SMALL_SIZE_WIDENING = 4.0 / 3.5
-MATH_EM = {"×": 0.778, "θ": 0.469, "†": 0.444, "≥": 0.778, "≤": 0.778, "−": 0.778, "→": 1.0, "–": 0.5, "÷": 0.5}
+MATH_EM = {"Δ": 0.833, "×": 0.778, "θ": 0.469, "†": 0.444, "≥": 0.778, "≤": 0.778, "−": 0.778, "→": 1.0, "–": 0.5, "÷": 0.5}
 
 
 @functools.lru_cache(maxsize=1)
@@ -158,7 +168,7 @@ def latex_document(body: str) -> str:
     columns, Computer Modern), with the packages the tables need: the compile check sets every
     committed table and caption in it."""
     return ("\\documentclass[10pt,twocolumn]{article}\n"
-            f"\\usepackage[letterpaper,textwidth={TEXT_WIDTH_IN}in,columnsep={COLUMN_SEP_IN}in,textheight=9in]{{geometry}}\n"
+            f"\\usepackage[letterpaper,textwidth={TEXT_WIDTH_IN}in,columnsep={COLUMN_SEP_IN}in,textheight={TEXT_HEIGHT_IN}in]{{geometry}}\n"
             "\\usepackage{booktabs,array}\n\\begin{document}\n" + body + "\n\\end{document}\n")
 
 
@@ -314,29 +324,61 @@ class Table:
         """booktabs, never resized; the blocks as the page takes them (latex_blocks: one tabular
         each, titled when there are several), in a one-column `table` when every block fits
         COLUMN_WIDTH_PT, else a two-column `table*`; the notes print under the tabulars inside the
-        float (a footnotesize minipage), so they reach the PDF. Needs booktabs and array."""
+        float (a footnotesize minipage), so they reach the PDF. A table taller than a page
+        (_height) is set as several floats of whole blocks, each as many as fit, the later ones
+        headed "(continued)", the notes in the last (or one of their own). Needs booktabs and array."""
         label = re.sub(r"[^a-z0-9_]", "_", self.name.lower())
         blocks = self.latex_blocks()
         env = "table" if all(b.width_pt <= COLUMN_WIDTH_PT for b in blocks) else "table*"
-        out = [f"% {latex_escape(self.title)} (needs \\usepackage{{booktabs,array}})\n",
-               f"\\begin{{{env}}}[t]\n\\centering\n\\scriptsize\n\\setlength{{\\tabcolsep}}{{{TABCOLSEP_PT:g}pt}}\n",
-               f"\\caption{{{latex_escape(self.title)}}}\n\\label{{tab:{label}}}\n"]
-        for i, block in enumerate(blocks):
+        width = COLUMN_WIDTH_PT if env == "table" else TEXT_WIDTH_PT
+        notes = self.shown_notes()
+        tabulars: list[tuple[str, float]] = []
+        for block in blocks:
             title, cols, headers = block.title, block.columns, block.headers
             spec = "".join(r">{\raggedright\arraybackslash}p{%.1fpt}" % w if w else "l" for w in block.wraps)
             spec += "r" * (len(cols) - self.ids)
             head = " & ".join(_latex_header(h, w, "r" if j >= self.ids else "l", wrapped=j < self.ids and bool(block.wraps[j]))
                               for j, (h, w) in enumerate(zip(headers, block.widths))) + r" \\"
-            body = [" & ".join(_cell_text(c, latex=True) for c in row) + r" \\" for row in self._shown_rows(cols, title is not None)]
-            if i:
-                out.append("\\par\\medskip\n")
-            if title is not None:
-                out.append(f"\\textit{{{latex_escape(title)}}}\\par\\smallskip\n")
-            out.append(f"\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head}\n\\midrule\n" + "\n".join(body) + "\n\\bottomrule\n\\end{tabular}\n")
-        if self.shown_notes():
-            out.append("\\par\\smallskip\n\\begin{minipage}{\\linewidth}\\footnotesize\\raggedright\n"
-                       + "".join(f"{_latex_note(n)}\\par\n" for n in self.shown_notes()) + "\\end{minipage}\n")
-        out.append(f"\\end{{{env}}}\n")
+            rows = self._shown_rows(cols, title is not None)
+            # A row's lines: its most wrapped identity cell's (a word more a line for the ragged edge).
+            row_lines = [max([1, *(math.ceil(text_width_pt(_cell_text(row[j])) / (0.85 * w)) for j, w in enumerate(block.wraps) if w)])
+                         for row in rows]
+            head_lines = 2 + max(len(header_lines(h, w)) for h, w in zip(headers, block.widths))
+            # A block taller than a page is cut into pieces of whole rows, each under its header.
+            pieces: list[list[int]] = [[]]
+            for k, n_lines in enumerate(row_lines):
+                if pieces[-1] and (sum(row_lines[i] for i in pieces[-1]) + n_lines + head_lines + 2) * LINE_PT + CAPTION_PT > TEXT_HEIGHT_PT:
+                    pieces.append([])
+                pieces[-1].append(k)
+            for p, piece in enumerate(pieces):
+                body = [" & ".join(_cell_text(c, latex=True) for c in rows[k]) + r" \\" for k in piece]
+                name = title if p == 0 else f"{title or self.title} (continued)"
+                text = (f"\\textit{{{latex_escape(name)}}}\\par\\smallskip\n" if name is not None else "") + \
+                    f"\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head}\n\\midrule\n" + "\n".join(body) + "\n\\bottomrule\n\\end{tabular}\n"
+                tabulars.append((text, (sum(row_lines[k] for k in piece) + head_lines + 2) * LINE_PT))
+        note_text = ("\\par\\smallskip\n\\begin{minipage}{\\linewidth}\\footnotesize\\raggedright\n"
+                     + "".join(f"{_latex_note(n)}\\par\n" for n in notes) + "\\end{minipage}\n") if notes else ""
+        # Each note's lines at 8 pt across the float's width (a word more a line for the ragged edge).
+        note_height = sum(math.ceil(text_width_pt(n, 8.0) / (0.9 * width)) for n in notes) * NOTE_LINE_PT
+        floats: list[list[str]] = [[]]
+        used = CAPTION_PT
+        for text, height in tabulars:
+            if floats[-1] and used + height > TEXT_HEIGHT_PT:
+                floats.append([])
+                used = CAPTION_PT
+            floats[-1].append(text)
+            used += height
+        if note_text and used + note_height > TEXT_HEIGHT_PT and floats[-1]:
+            floats.append([])  # the notes alone: under the last block they would run off the page
+        out = [f"% {latex_escape(self.title)} (needs \\usepackage{{booktabs,array}})\n"]
+        for n, parts in enumerate(floats):
+            out.append(f"\\begin{{{env}}}[t]\n\\centering\n\\scriptsize\n\\setlength{{\\tabcolsep}}{{{TABCOLSEP_PT:g}pt}}\n")
+            out.append(f"\\caption{{{latex_escape(self.title)}}}\n\\label{{tab:{label}}}\n" if n == 0 else
+                       f"\\textit{{{latex_escape(self.title)} (continued)}}\\par\\medskip\n")
+            out.append("\\par\\medskip\n".join(parts))
+            if n == len(floats) - 1:
+                out.append(note_text)
+            out.append(f"\\end{{{env}}}\n")
         return "".join(out)
 
     def to_frame(self) -> pd.DataFrame:
