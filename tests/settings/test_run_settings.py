@@ -8,7 +8,7 @@ import dataclasses
 
 from omegaconf import OmegaConf
 
-from loosespec_bench.engines.settings import EngineParams, VLLMParams
+from loosespec_bench.engines.settings import EngineParams, HFParams, VLLMParams
 from loosespec_bench.settings.checks import validate
 from loosespec_bench.settings.config import CONF_DIR
 from loosespec_bench.settings.run_settings import SECTIONS, RootParams, RunSettings
@@ -37,7 +37,7 @@ def test_the_precheck_returns_the_typed_settings():
     s = validate(compose_config(["pair=tiny", "timing.tolerance=0.1", "generation.top_k=5", "seed=3"]))
     assert isinstance(s, RunSettings)
     assert (s.timing.tolerance, s.generation.top_k, s.root.seed, s.root.baseline) == (0.1, 5, 3, "paired")
-    assert type(s.engine) is EngineParams and s.engine.batch_size == 1
+    assert type(s.engine) is HFParams and s.engine.batch_size == 1
 
 
 def test_a_stored_config_reads_its_missing_settings_from_the_declaration():
@@ -47,4 +47,4 @@ def test_a_stored_config_reads_its_missing_settings_from_the_declaration():
     assert s.timing == s.timing.__class__()  # no timing node: every default
     assert (s.root.seed, s.root.power_threshold, s.generation.temperature, s.generation.top_p) == (2, 0.05, 0.5, 1.0)
     assert type(s.engine) is VLLMParams and s.engine.batch_size == 1  # unknown keys left aside
-    assert type(RunSettings.read(OmegaConf.create({})).engine) is EngineParams  # no engine node: our loop
+    assert type(RunSettings.read(OmegaConf.create({})).engine) is HFParams  # no engine node: our loop
