@@ -164,7 +164,8 @@ def fig_vs_param(index: pd.DataFrame, param: str) -> Figure:
             ax.grid(alpha=0.3)
             # Each set's quality figure is its own (accuracy, pass@1, recall): every column says which.
             if j % ncols == 0 or metrics[i] == "score_diff":
-                ax.set_ylabel(ylabel)
+                # A shrunk row (fit_rows) has no height for the label on one line: it breaks before its unit.
+                ax.set_ylabel(ylabel if row_height >= 1.6 else ylabel.replace(" (", "\n(").replace(" vs ", "\nvs "))
             if i == len(metrics) - 1:
                 ax.set_xlabel(xlabel)
         grid[0][j].axhline(1.0, color="grey", lw=0.8, ls="--")
