@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .errors import ConfigError
-from .omp import busy_line, default_wait_policy
+from .omp import default_wait_policy
 
 # Before torch loads (see omp.py): spinning OpenMP workers for CPU runs on a quiet machine,
 # sleeping ones on a busy machine (load average above the core count; said at the run's start).
@@ -348,8 +348,6 @@ def main() -> None:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    if not (args.cfg is not None or any(getattr(args, flag, None) for flag in INFO_FLAGS)) and (line := busy_line()):
-        print(f"[loosespec_bench] {line}", file=sys.stderr, flush=True)
     # After the pre-check: torch and transformers (~4.5 s to import) load only for a command
     # that passed it, so a mistyped override answers in under a second.
     from .run.app import run_recording_errors

@@ -6,7 +6,7 @@ machine and thread count, in a few minutes (seconds for the tiny pair):
 
 - target and draft forward latency as a function of rows fed (1..max_rows, then prefill
   sizes) at a short context ctx0, with the LM head on one row; the LM head's cost per row
-  (timed directly on hidden states); the attention's growth with context (forwards at ctx1);
+  (timed directly on hidden states); the context's growth per forward and per row (forwards of 1 and max_rows rows at ctx1);
 - the cost of one extra LM-head row with DropMatch's vocabulary-wide criterion on it, and of
   a verification row's own vocabulary-wide work (float logits, softmax, argmax);
 - one prompt lookup over a context of typical length;
@@ -192,10 +192,14 @@ def measure_network(model: Any, *, max_rows: int, repeats: int, vocab_ids: int) 
     times = interleaved_medians([forward_at(c, r) for c, r in points],
                                 [repeats if r < 256 else max(1, min(repeats, 3)) for _, r in points])
     body = [max(0.0, t - head_row) for t in times[:len(grid)]]
-    slopes = []
-    for r, t in zip((1, max_rows), times[len(grid):]):
-        slopes.append(max(0.0, (t - head_row - body[grid.index(r)]) / (r * (CTX1 - CTX0))))
-    return {"rows": grid, "body_s": body, "ctx0": CTX0, "ctx_row_s": statistics.fmean(slopes), "lm_head_row_s": head_row}
+    # The context's cost per cached position at 1 and max_rows rows, g(r) = ctx_s + ctx_row_s x r:
+    # two points, two terms. The part that does not grow with the rows (the mask, the cache's
+    # bookkeeping) is per forward; read as a per-row slope it priced a long prefill below nothing.
+    g1, gm = (max(0.0, (t - head_row - body[grid.index(r)]) / (CTX1 - CTX0))
+              for r, t in zip((1, max_rows), times[len(grid):]))
+    ctx_row_s = max(0.0, (gm - g1) / (max_rows - 1)) if max_rows > 1 else 0.0
+    ctx_s = max(0.0, g1 - ctx_row_s)
+    return {"rows": grid, "body_s": body, "ctx0": CTX0, "ctx_row_s": ctx_row_s, "ctx_s": ctx_s, "lm_head_row_s": head_row}
 
 
 def measure_extra_head_row(model: Any, *, n_paths: int, repeats: int) -> float:

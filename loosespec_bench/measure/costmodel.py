@@ -283,8 +283,12 @@ class ForwardCost:
     """Latency of one forward of a network, in seconds, as a function of its rows, the rows its
     LM head runs on, and the cached context:
 
-        t(rows, lm_rows, ctx) = body(rows) + lm_head_row_s * lm_rows + ctx_row_s * rows * (ctx - ctx0)
+        t(rows, lm_rows, ctx) = body(rows) + lm_head_row_s * lm_rows + (ctx_s + ctx_row_s * rows) * (ctx - ctx0)
 
+ctx_row_s is attention's share (per row and cached position); ctx_s the per-forward share that
+grows with the context but not with the rows (the causal mask over ctx + rows positions, the
+cache's bookkeeping). Read as one per-row slope, that per-forward share, measured at 1 row,
+priced a 128-row prefill of the tiny pair below nothing; 0 in calibrations written before it.
     body(rows): measured at context ctx0 with the LM head on one row (that row's head cost
     removed), linear between the measured row counts `rows` and extrapolated linearly beyond
     the last two (a forward's cost is not linear in its rows on a CPU: kernels change with the
@@ -295,6 +299,7 @@ class ForwardCost:
     ctx0: int
     ctx_row_s: float
     lm_head_row_s: float
+    ctx_s: float = 0.0
 
     def body(self, rows: int) -> float:
         xs, ys = self.rows, self.body_s
@@ -310,43 +315,45 @@ class ForwardCost:
         return max(0.0, y0 + (y1 - y0) * (rows - x0) / (x1 - x0))
 
     def forward_s(self, rows: int, lm_rows: int, ctx: int) -> float:
-        return self.body(rows) + self.lm_head_row_s * lm_rows + self.ctx_row_s * rows * (ctx - self.ctx0)
+        return self.body(rows) + self.lm_head_row_s * lm_rows + (self.ctx_s + self.ctx_row_s * rows) * (ctx - self.ctx0)
 
     def role_s(self, role: dict[str, Any]) -> float:
         """Predicted seconds of one role's forwards from its counts (work.new_role's fields)."""
         body = sum(int(n) * self.body(int(r)) for r, n in (role.get("rows_hist") or {}).items())
-        attn = self.ctx_row_s * (role.get("ctx_rows", 0) - self.ctx0 * role.get("rows", 0))
+        attn = (self.ctx_row_s * (role.get("ctx_rows", 0) - self.ctx0 * role.get("rows", 0))
+                + self.ctx_s * (role.get("ctx", 0) - self.ctx0 * role.get("forwards", 0)))
         return body + self.lm_head_row_s * role.get("lm_rows", 0) + attn
 
     def nonphysical(self) -> str | None:
         """Which term prices some forward below nothing (its text, naming the field), or None.
 
-        A forward of `rows` rows over ctx cached positions costs body(rows) + ctx_row_s x rows x
-        (ctx - ctx0), LM head aside. Below ctx0 (a prefill from an empty cache: ctx = 0) the
-        context term is negative: it takes away the attention over the ctx0 positions the body was
-        measured with, which is physical only while that attention, ctx_row_s x ctx0 x rows, is at
-        most the whole body measured there. A context slope measured too steep breaks that (issue
+        A forward of `rows` rows over ctx cached positions costs body(rows) + (ctx_s + ctx_row_s x
+        rows) x (ctx - ctx0), LM head aside. Below ctx0 (a prefill from an empty cache: ctx = 0) the
+        context term is negative: it takes away the context work over the ctx0 positions the body
+        was measured with, which is physical only while that work, (ctx_s + ctx_row_s x rows) x
+        ctx0, is at most the whole body measured there. A context slope measured too steep breaks that (issue
         74: a calibration of the tool's own priced a prefill below zero, and a run's predicted
         speedup came out at -0.69x). Checked at 1 row, at every measured row count and at
         MAX_PRICED_ROWS: the body is linear between and beyond them, so these bound every forward up
         to that many rows; and past the last measured rows the body must not fall (a longer prefill
         never costs less)."""
-        per_row = self.ctx_row_s * self.ctx0
+        per_row, per_forward = self.ctx_row_s * self.ctx0, self.ctx_s * self.ctx0
         if len(self.rows) > 1 and self.body_s[-1] < self.body_s[-2]:
             return (f"body_s falls from {self.body_s[-2]:.4g} s at {self.rows[-2]} rows to {self.body_s[-1]:.4g} s at "
                     f"{self.rows[-1]}: extrapolated past them, a longer forward would cost less, and at enough rows nothing")
         for rows in sorted({1, *self.rows, MAX_PRICED_ROWS}):
             body = self.body(rows)
-            if body < per_row * rows:
-                return (f"ctx_row_s={self.ctx_row_s:.4g} s prices the attention over its ctx0={self.ctx0} cached positions at "
-                        f"{per_row * rows:.4g} s for {rows} rows, more than the whole body of a {rows}-row forward "
+            if body < per_forward + per_row * rows:
+                with_fwd = f" (with ctx_s={self.ctx_s:.4g} s per forward)" if self.ctx_s else ""
+                return (f"ctx_row_s={self.ctx_row_s:.4g} s{with_fwd} prices the attention over its ctx0={self.ctx0} cached positions at "
+                        f"{per_forward + per_row * rows:.4g} s for {rows} rows, more than the whole body of a {rows}-row forward "
                         f"({body:.4g} s): a forward over a shorter context (a prefill) would cost less than nothing")
         return None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ForwardCost":
         return cls(rows=[int(x) for x in d["rows"]], body_s=[float(x) for x in d["body_s"]], ctx0=int(d["ctx0"]),
-                   ctx_row_s=float(d["ctx_row_s"]), lm_head_row_s=float(d["lm_head_row_s"]))
+                   ctx_row_s=float(d["ctx_row_s"]), lm_head_row_s=float(d["lm_head_row_s"]), ctx_s=float(d.get("ctx_s", 0.0)))
 
 
 @dataclass

@@ -26,6 +26,7 @@ from ..settings.checks import precheck_config
 from ..settings.run_settings import RunSettings
 from ..engines.base import Engine
 from .. import interrupts
+from ..omp import busy_line
 from ..errors import ConfigError
 from ..generation import GenerationOutput, merge_turns
 from ..measure.metrics import sample_metrics
@@ -344,6 +345,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             + f" -> {folder.path}",
             flush=True,
         )
+        # The busy-machine note (omp.busy_line) only once the run has passed every check and will
+        # decode: a refused command stays one error line, however loaded the machine.
+        if line := busy_line():
+            print(f"[loosespec_bench] {line}", file=sys.stderr, flush=True)
         todo = sorted(todo + topup, key=lambda item: item[0])
         tracker = build_tracker(cfg, **tracker_extras(cfg))  # None for logger=none; a SafeTracker never raises
         if tracker:

@@ -164,6 +164,8 @@ def _forward(where: str, field: str, node: Any) -> None:
         number(where, f"{field}.body_s[{i}]", b, low=0, high=_MAX_COST_S, low_open=True)
     whole(where, f"{field}.ctx0", d.get("ctx0"), low=0, high=1 << 24)
     number(where, f"{field}.ctx_row_s", d.get("ctx_row_s"), low=0, high=_MAX_COST_S)
+    if "ctx_s" in d:  # calibrations written before the per-forward context term lack it (0)
+        number(where, f"{field}.ctx_s", d.get("ctx_s"), low=0, high=_MAX_COST_S)
     number(where, f"{field}.lm_head_row_s", d.get("lm_head_row_s"), low=0, high=_MAX_COST_S)
 
 

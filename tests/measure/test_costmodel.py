@@ -136,6 +136,27 @@ def test_role_cost_from_counts_equals_the_sum_of_its_forwards():
     assert c.role_s(w["target_verify"]) == pytest.approx(sum(c.forward_s(*s) for s in shapes))
 
 
+def test_a_per_forward_context_term_prices_each_forward_once_whatever_its_rows():
+    # The mask and the cache's bookkeeping grow with the context, not with the rows: 2e-6 s per
+    # forward and cached position past ctx0, beside attention's 1e-5 per row and position.
+    c = ForwardCost(rows=[1, 2, 10], body_s=[0.010, 0.012, 0.020], ctx0=100, ctx_row_s=1e-5, lm_head_row_s=0.001, ctx_s=2e-6)
+    assert c.forward_s(2, 2, 150) == pytest.approx(0.012 + 0.002 + (2e-6 + 1e-5 * 2) * 50)
+    assert c.forward_s(10, 0, 150) - _cost().forward_s(10, 0, 150) == pytest.approx(2e-6 * 50)  # once, not per row
+    w = new_work()
+    shapes = [(1, 1, 120), (2, 2, 121), (10, 10, 130), (1, 1, 40)]
+    for r, lm, ctx in shapes:
+        add_forward(w, "target_verify", r, lm, ctx)
+    assert c.role_s(w["target_verify"]) == pytest.approx(sum(c.forward_s(*s) for s in shapes))
+    # A calibration written before the term reads it as 0 and prices as before.
+    old = {"rows": [1, 2, 10], "body_s": [0.010, 0.012, 0.020], "ctx0": 100, "ctx_row_s": 1e-5, "lm_head_row_s": 0.001}
+    assert ForwardCost.from_dict(old).ctx_s == 0.0 and ForwardCost.from_dict(old) == _cost()
+    # The refusal counts it: at 1 row the context work over ctx0 = 100 positions is 100 x (ctx_s +
+    # 1e-5), at most the 10 ms body: ctx_s of 8.9e-5 holds, 9.1e-5 prices a prefill below nothing.
+    assert ForwardCost.from_dict({**old, "ctx_s": 8.9e-5}).nonphysical() is None
+    why = ForwardCost.from_dict({**old, "ctx_s": 9.1e-5}).nonphysical()
+    assert why and "ctx_s=9.1e-05 s per forward" in why and "for 1 rows" in why
+
+
 def test_calibration_predicts_forwards_lookups_extra_rows_and_steps():
     t = _cost()
     d = ForwardCost(rows=[1, 2], body_s=[0.002, 0.003], ctx0=0, ctx_row_s=0.0, lm_head_row_s=0.0)
