@@ -345,10 +345,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             + f" -> {folder.path}",
             flush=True,
         )
-        # The busy-machine note (omp.busy_line) only once the run has passed every check and will
-        # decode: a refused command stays one error line, however loaded the machine.
-        if line := busy_line():
-            print(f"[loosespec_bench] {line}", file=sys.stderr, flush=True)
         todo = sorted(todo + topup, key=lambda item: item[0])
         tracker = build_tracker(cfg, **tracker_extras(cfg))  # None for logger=none; a SafeTracker never raises
         if tracker:
@@ -363,6 +359,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 runner.timed = timed_indices(len(samples), None if subset is None else int(subset), sample_groups(task, samples))
             runner.check_lengths([s for _, s in todo])  # before any generation
             runner.check_batch([s for _, s in todo])
+            # The busy-machine note (omp.busy_line) only once the run has passed every check and
+            # decodes: a refused command stays one error line, however loaded the machine.
+            if line := busy_line():
+                print(f"[loosespec_bench] {line}", file=sys.stderr, flush=True)
             if settings.root.warmup:
                 runner.warmup(todo[0][1])
             bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not settings.root.progress)
