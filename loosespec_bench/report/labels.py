@@ -115,17 +115,3 @@ def method_label(row: dict | pd.Series, skip: Iterable[str] = ()) -> str:
 def rule_setting(row: dict | pd.Series) -> str:
     """A rule's own knobs as text ('js, N=5, p=0.3'), from the row's knob columns (schema)."""
     return ", ".join(label_parts(row, skip=("temperature",))) or "defaults"
-
-
-# The speed benchmark's configuration names (scripts/bench_speed_evidence.py: CONFIGS) as a reader
-# knows them: its figure (plots/occasions.py) and its table (tables/speed.py).
-CONFIG_LABELS = {
-    "ar": "target alone", "spd": "SPD", "spd_k5": "SPD, K = 5", "spd_k10": "SPD, K = 10", "spd_k15": "SPD, K = 15", "fly": "FLy",
-    "fly_mla": "FLy + MLA", "dropmatch": "DropMatch", "pld": "PLD", "xtok_spd": "SPD, K = 15 (cross-family draft)",
-    "xtok_fly": "FLy, K = 15 (cross-family draft)",
-}
-
-
-def config_label(name: str) -> str:
-    """A speed-benchmark configuration's name as a reader knows it ('spd_k15' -> 'SPD, K = 15')."""
-    return CONFIG_LABELS.get(name, name)

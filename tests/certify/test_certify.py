@@ -112,8 +112,13 @@ def test_quality_runs_are_batched_and_priced_so_the_speed_occasions_run_at_batch
     assert [RunSettings.read(c).engine.batch_size for c in cfgs1] == [1, 1]
     c8, c1 = plan_cost(req8, cfgs8), plan_cost(req1, cfgs1)
     for r8, r1 in zip(c8["rows"], c1["rows"]):
-        assert (r1["hours"] - r1["load_h"]) / (r8["hours"] - r8["load_h"]) == pytest.approx(batch_gain(8))
-    assert batch_gain(8) > 1 and batch_gain(12) == batch_gain(8) and batch_gain(1) == 1
+        gen1, gen8 = (r["hours"] - r["load_h"] - r["store_h"] for r in (r1, r8))
+        assert gen1 / gen8 == pytest.approx(batch_gain(8))
+        if r1["store_h"]:  # the ladder's first point pays the target alone's pass at its own gain
+            assert r1["store_h"] / r8["store_h"] == pytest.approx(batch_gain(8, "target_alone"))
+    assert c8["rows"][0]["store_h"] > 0 and c8["rows"][1]["store_h"] == 0
+    assert batch_gain(8) > 1 and batch_gain(12) == batch_gain(8) and batch_gain(1) == 1 and batch_gain(2) == 1
+    assert batch_gain(8, "target_alone") > batch_gain(8)  # the target alone batches better than a rule's verification
     req8.speed = 3
     assert RunSettings.read(compose(req8.speed_overrides(0, 1))).engine.batch_size == 1
 

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ...settings.config import DEFAULT_ENGINE
 from ...verifiers import FLy
 from ..labels import THETA, W, is_rule
 from .acceptance import fig_acceptance_by_position
@@ -54,7 +55,9 @@ def build_figures(index: pd.DataFrame) -> dict[str, Figure]:
 def has_served_runs(index: pd.DataFrame) -> bool:
     """Whether the index holds runs of a second engine that may have been served in batches (a
     report without any draws no empty batch-sweep figure)."""
-    return not index.empty and "engine" in index and bool((index["engine"].astype(str) == "vllm").any())
+    # Our batch-1 loop (the default engine) never serves batches; vLLM and engine=hf_serve do
+    # (batches.batch_points reads the same split).
+    return not index.empty and "engine" in index and bool((~index["engine"].fillna("").astype(str).isin(("", DEFAULT_ENGINE))).any())
 
 
 def write_plots(index: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:

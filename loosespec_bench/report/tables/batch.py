@@ -13,7 +13,7 @@ import pandas as pd
 from ...errors import ConfigError
 from ...measure.latency import LABELS as LATENCY_LABELS
 from ...measure.serving import CI_TEXT, LATENCIES
-from ..batches import FIGURES, TARGET_ALONE, BatchPoint, batch_points, paying_text, repeats_only
+from ..batches import FIGURES, BatchPoint, batch_points, paying_text, repeats_only
 from ..project import batch_projection, load_profile
 from ..render import NA, Num, Table
 
@@ -30,7 +30,7 @@ def _cell(fig: tuple[float | None, float | None, float | None] | None, kind: str
 
 def projected(p: BatchPoint, profile: dict[str, Any] | None) -> Any:
     """The point's speedup projected onto the profile's hardware at its batch size, from its tau."""
-    if p.label == TARGET_ALONE:
+    if p.target_alone:
         return "-"
     if profile is None or p.tau is None or p.tau[0] is None or not p.k:
         return NA
@@ -50,10 +50,10 @@ def batch_sweep_table(index: pd.DataFrame, records_of: Callable[[Any], list[dict
     for p in points:
         rows.append([
             p.label, p.batch, "at once" if p.rate is None else f"{p.rate:g}/s (Poisson)",
-            "-" if p.label == TARGET_ALONE else _cell(p.tau, "tau"),
+            "-" if p.target_alone else _cell(p.tau, "tau"),
             *[_cell(p.figures.get(key), kind, scale) if key in p.figures else "-" for key, _, kind, scale in FIGURES],
             projected(p, profile),
-            "-" if p.label == TARGET_ALONE else NA if p.identical is None else f"{p.identical:.2f}",
+            "-" if p.target_alone else NA if p.identical is None else f"{p.identical:.2f}",
             (f"{p.n_timed_batches} ({p.n_distinct_batches} distinct x {p.n_timed_batches // max(1, p.n_distinct_batches or 1)} "
              f"repeats) ‡" if repeats_only(p) else p.n_timed_batches),
             NA if p.others_share_max is None else f"{p.others_share_max:.1%}",
