@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
@@ -123,7 +124,6 @@ def _remove_job_dir() -> None:
     """A rejected run leaves no folder: Hydra's job folder of this run goes when it holds
     nothing but Hydra's own files, and so do the empty folders above it."""
     import shutil
-    from pathlib import Path
 
     from hydra.core.hydra_config import HydraConfig
 
@@ -150,6 +150,31 @@ def _remove_job_dir() -> None:
             parent.rmdir()
         except OSError:
             break
+    # The results folder and the folders above it that this command created (Hydra made them for
+    # its job folder), when they are empty again: a refused command leaves the disk as it was.
+    for folder in _CREATED_RESULTS:
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
+# The results folder and its missing ancestors, deepest first, as they were before Hydra ran
+# (main records them after the pre-check): _remove_job_dir removes them again when empty.
+_CREATED_RESULTS: list[Path] = []
+
+
+def _record_missing_results(points: list[tuple[list[str], Any]]) -> None:
+    _CREATED_RESULTS.clear()
+    if not points:
+        return
+    try:
+        folder = Path(str(points[0][1].paths.results_dir)).expanduser().absolute()
+    except Exception:  # a config whose folder does not resolve: Hydra will say so
+        return
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        _CREATED_RESULTS.append(folder)
+        folder = folder.parent
 
 
 def checked(argv: list[str]) -> tuple[Any, list[tuple[list[str], Any]]]:
@@ -343,8 +368,9 @@ def main() -> None:
             sys.exit(2)
         sys.exit(code)
     try:
-        args, _ = checked(argv)
+        args, points = checked(argv)
         sys.argv[1:] = hydra_argv(argv, args)
+        _record_missing_results(points)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -650,8 +650,6 @@ GATE_ALLOWED = {
     "bench/engine.py": "--out", "bench/forward_cost.py": "--out", "bench/vllm.py": "--out / --ours",
     "train/autojudge.py": "--out", "train/eagle3.py": "--out", "judges/head.py": "judge cache", "judges/mining.py": "its mining folder",
     "settings/checks.py": "mkstemp probe of a folder's writability",
-    # Pending for their owners (issues 68, 73): readers of their own inputs not yet through the gate.
-    "report/frontier.py": "issue 68",
 }
 
 

@@ -183,6 +183,19 @@ def assert_one_error_line(code: int, err: str, results: Path) -> None:
     assert leftovers == [], leftovers
 
 
+def test_a_refused_run_leaves_no_results_folder_it_created_and_keeps_one_it_found(tmp_path, monkeypatch, capsys):
+    # Hydra makes the results folder for its job folder before the run refuses the data: the
+    # command removes what it created (issue 74: an empty results/ was left behind).
+    bad = ["dataset=gsm8k", "dataset.num_fewshot=99"]
+    fresh = tmp_path / "new" / "results"
+    code, err = run_main([f"paths.data_dir={shared_data_dir()}", *bad], fresh, monkeypatch, capsys)
+    assert code == 2 and err.startswith("error: ") and not (tmp_path / "new").exists()
+    kept = tmp_path / "old"
+    (kept / "mine").mkdir(parents=True)
+    code, err = run_main([f"paths.data_dir={shared_data_dir()}", *bad], kept, monkeypatch, capsys)
+    assert code == 2 and sorted(p.name for p in kept.iterdir()) == ["mine"]
+
+
 @pytest.mark.parametrize("args", [c[1] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_setting_is_one_error_line(args, tmp_path, monkeypatch, capsys):
     results = tmp_path / "results"
