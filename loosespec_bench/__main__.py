@@ -374,12 +374,13 @@ def main() -> None:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    # After the pre-check: torch and transformers (~4.5 s to import) load only for a command
-    # that passed it, so a mistyped override answers in under a second.
-    from .run.app import run_recording_errors
-
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _app(cfg: DictConfig) -> float | None:
+        # Imported where a point runs: torch, transformers and the harness (~6 CPU s) load only in
+        # the process that decodes, never in one that is refused, prints --help, or launches a
+        # sweep onto Slurm (its jobs import it themselves).
+        from .run.app import run_recording_errors
+
         sweep = HydraConfig.get().mode == RunMode.MULTIRUN
         try:
             # A failure leaves error.txt in the run folder (a ConfigError only for sweep points).
