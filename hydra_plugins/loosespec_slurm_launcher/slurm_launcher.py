@@ -185,7 +185,7 @@ def await_jobs(jobs: Sequence[Any], *, held_grace_s: float, known_nodes: set[str
 
 
 def _samples_asked(cfg: Any) -> int:
-    """The samples a point's config asks for where the count is exact (plan.folder_status's rule),
+    """The samples a point's config asks for where the count is exact (launch.jobs.folder_status's rule),
     else 0 (any finished folder counts as done)."""
     try:
         from loosespec_bench.tasks.sizing import set_size
@@ -297,7 +297,7 @@ class CheckedSlurmLauncher(SlurmLauncher):
 
         def finished(folder: Path) -> bool:
             # Done, and not short of the samples the point now asks (a later look's larger
-            # dataset.limit extends a finished folder: plan.folder_status's "short").
+            # dataset.limit extends a finished folder: launch.jobs.folder_status's "short").
             st = point_status(folder)
             return st.state == "done" and st.samples >= getattr(self, "_expected", {}).get(folder, 0)
 

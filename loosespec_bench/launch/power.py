@@ -8,7 +8,7 @@ n = (z_0.975 sqrt(d) + z_power sqrt(d - e^2))^2 / e^2 (Connor 1987; stats.n_for_
 where no run has finished, an assumed d and e (--discordance, default 0.1; --effect, default
 0.05). An n above --budget-factor (default 10) x the plan's n for the set prints "not decidable
 at this scale (n = ...)". Beside it, what running every point of the plan on that set at n
-samples would cost, with the plan's cost model (plan.py).
+samples would cost, with the plan's cost model (plan.estimate).
 """
 
 from __future__ import annotations
