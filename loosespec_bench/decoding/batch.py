@@ -26,7 +26,7 @@ import copy
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from transformers import PreTrainedModel
@@ -107,8 +107,12 @@ def generate_batch(
     stop_fn: StopFn | None = None,
     record_steps: bool = False,
     stats: BatchStats | None = None,
+    on_done: Callable[[int, GenerationOutput], None] | None = None,
 ) -> list[GenerationOutput]:
     """Every request generated, up to batch_size at once; outputs in the requests' order.
+    on_done(i, output) is called as request i finishes, inside the loop (rows finish out of
+    order), with stats.wall_s the batch's time so far: a caller records finished work while
+    the rest decode, so an interruption loses only the rows still running.
 
     Each output holds what loop.generate returns for the request alone (tokens, per-step
     drafted / accepted / emitted, step records, work counts), but no per-request phase times:
@@ -130,14 +134,14 @@ def generate_batch(
     with cpu_fast_paths(target, *(drafter.modules() if drafter is not None else [])):
         _run(target, requests, outs, rows, verifier=verifier, drafter=drafter,
              base=SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p),
-             eos=set(eos_token_ids), stop_fn=stop_fn, record_steps=record_steps, stats=stats)
+             eos=set(eos_token_ids), stop_fn=stop_fn, record_steps=record_steps, stats=stats, on_done=on_done)
     return [o for o in outs if o is not None]
 
 
 def _run(
     target: PreTrainedModel, requests: Sequence[BatchRequest], outs: list[GenerationOutput | None], rows: int, *,
     verifier: Verifier, drafter: Drafter | None, base: SamplingParams, eos: set[int], stop_fn: StopFn | None,
-    record_steps: bool, stats: BatchStats,
+    record_steps: bool, stats: BatchStats, on_done: Callable[[int, GenerationOutput], None] | None = None,
 ) -> None:
     device = target.device
     phase = stats.phase_s
@@ -169,11 +173,16 @@ def _run(
         phase["prefill"] += time.perf_counter() - t0
         return _Row(i, copy.copy(verifier), tokens, out, sampling, sampling.at(verifier.draft_temperature(base.temperature)), req.max_new_tokens, t0)
 
+    wall0 = stats.wall_s  # the stats may carry earlier batches' time
+
     def finish(b: int) -> None:
         row = slots[b]
         assert row is not None
         outs[row.index] = row.out
         slots[b] = None
+        if on_done is not None:
+            stats.wall_s = wall0 + time.perf_counter() - t_batch  # the batch's time so far
+            on_done(row.index, row.out)
 
     while True:
         for b in range(rows):  # refill: finished rows take the next waiting problems
@@ -270,4 +279,4 @@ def _run(
         phase["verify"] += t_verify
         phase["commit"] += t3 - t2 - t_verify
     sync(device)
-    stats.wall_s += time.perf_counter() - t_batch
+    stats.wall_s = wall0 + time.perf_counter() - t_batch

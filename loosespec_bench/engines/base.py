@@ -9,7 +9,7 @@ drafters, verifiers or caches.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 from omegaconf import DictConfig
 
@@ -87,12 +87,17 @@ class Engine(ABC):
         for method in (True, False):
             self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
 
-    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput] | None:  # noqa: B027
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0,
+                 on_ready: Callable[[int], None] | None = None) -> list[GenerationOutput] | None:  # noqa: B027
         """Throughput mode (batch_size > 1, or serves_batches): generate these (prompt_ids, seed)
         requests as one batch, so that the matching generate() calls that follow return at once;
         repeat > 0 runs the same batch again for its timing only. Returns the outputs the
         generate() calls will return. Engines that batch override it; the default does nothing
-        (generate runs each request alone) and returns None."""
+        (generate runs each request alone) and returns None.
+
+        on_ready(i): called with request i's index as soon as its generate() would return at
+        once, while the batch still runs, by an engine that can tell (our untimed loop), so that
+        a finished problem's record is written before the batch ends; others never call it."""
 
     def close(self) -> None:  # noqa: B027 (a hook: engines without external resources)
         """Free what the engine holds (worker processes, GPU memory); the app calls it once."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from omegaconf import DictConfig
@@ -194,26 +194,37 @@ class HFEngine(Engine):
         self._ready: dict[tuple[tuple[int, ...], bool, int, int], GenerationOutput] = {}
         self.last_batch: BatchStats | None = None
 
-    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput] | None:
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0,
+                 on_ready: Callable[[int], None] | None = None) -> list[GenerationOutput] | None:
         """The requests through the batched loop, batch_size rows at once (finished rows refilled
-        from the rest); generate() then returns each output. Each output's decode_s is its share
-        of the batch's wall time (wall / requests) and e2e_s its own finish from the batch's start:
-        the rows share every forward, so neither is a per-problem latency. repeat > 0 (timed
-        repeats) does nothing: batched runs here are quality-only (check)."""
+        from the rest); generate() then returns each output, from the moment its row finishes
+        (on_ready(i) says so, inside the loop: the app writes finished problems' records while
+        the rest decode, so an interruption loses only unfinished rows). Each output's e2e_s is
+        its own finish from the batch's start; its decode_s the batch's wall time since the
+        previous finish, so the outputs' decode_s add up to the batch's wall time (the rows share
+        every forward, so neither is a per-problem latency; batched runs here are quality-only,
+        check). repeat > 0 (timed repeats) does nothing."""
         if repeat or not requests:
             return None
         stats = BatchStats()
-        outs = self.generate_batch(requests, method=method, max_new_tokens=max_new_tokens, stats=stats)
-        share = stats.wall_s / len(outs)
-        for (ids, seed), out in zip(requests, outs):
-            out.prefill_s, out.decode_s = 0.0, share
+        last = [0.0]  # the batch's wall time at the previous finish
+
+        def done(i: int, out: GenerationOutput) -> None:
+            ids, seed = requests[i]
+            out.prefill_s, out.decode_s = 0.0, stats.wall_s - last[0]
+            last[0] = stats.wall_s
             out.phase_s = {}  # the batch's phases are the batch's (last_batch), not a problem's
             self._ready[(tuple(ids), method, seed, max_new_tokens)] = out
+            if on_ready is not None:
+                on_ready(i)
+
+        outs = self.generate_batch(requests, method=method, max_new_tokens=max_new_tokens, stats=stats, on_done=done)
         self.last_batch = stats
         return outs
 
     def generate_batch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int,
-                       stats: BatchStats | None = None) -> list[GenerationOutput]:
+                       stats: BatchStats | None = None,
+                       on_done: Callable[[int, GenerationOutput], None] | None = None) -> list[GenerationOutput]:
         """(prompt ids, seed) requests through the batched loop, in their order: what generate()
         gives for each alone (tokens, steps, decisions), batch_size rows at once."""
         reqs = [BatchRequest(torch.tensor(ids, dtype=torch.long), torch.Generator().manual_seed(seed), max_new_tokens)
@@ -222,7 +233,7 @@ class HFEngine(Engine):
             self.target.model, reqs, verifier=self.verifier if method else self.ar_verifier,
             drafter=self.drafter if method else None, batch_size=self.batch_size, temperature=self.temperature,
             top_k=self.top_k, top_p=self.top_p, eos_token_ids=self._eos, stop_fn=self.stop_fn,
-            record_steps=self.record_steps and method, stats=stats,
+            record_steps=self.record_steps and method, stats=stats, on_done=on_done,
         )
 
     def generate(self, prompt_ids: list[int], *, method: bool, seed: int, max_new_tokens: int) -> GenerationOutput:
@@ -277,9 +288,11 @@ class HFServeEngine(HFEngine):
             for method in (True, False):
                 self.generate_batch([(prompt_ids, 0)] * 2, method=method, max_new_tokens=8)
 
-    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput] | None:
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0,
+                 on_ready: Callable[[int], None] | None = None) -> list[GenerationOutput] | None:
         """The batch through our loop, timed whole (the class's docstring); run_sample then reads
-        the outputs. repeat > 0: the same batch again, its times joined to the first run's."""
+        the outputs. repeat > 0: the same batch again, its times joined to the first run's.
+        on_ready is never called: nothing may be written (or scored) inside a timed batch."""
         if not requests:
             return None
         outs = self.serve(requests, method=method, max_new_tokens=max_new_tokens)

@@ -427,11 +427,13 @@ class VLLMEngine(Engine):
         for method in (True, False) if self.target_llm is not None else (True,):
             self.generate(prompt_ids, method=method, seed=0, max_new_tokens=8)
 
-    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0) -> list[GenerationOutput]:
+    def prefetch(self, requests: list[tuple[list[int], int]], *, method: bool, max_new_tokens: int, repeat: int = 0,
+                 on_ready: typing.Callable[[int], None] | None = None) -> list[GenerationOutput]:
         """The batch's requests through the serving loop; run_sample reads the outputs. repeat >
         0 submits the same batch again (timed batches a point needs beyond its distinct ones):
         its times join the first repeat's outputs under `serving`, its tokens are compared.
-        Returns the outputs run_sample will read (the app adds the batch's load to them)."""
+        Returns the outputs run_sample will read (the app adds the batch's load to them).
+        on_ready is never called: a served batch is timed whole, so nothing is written inside it."""
         outs = self.generate_batch([ids for ids, _ in requests], method=method, seeds=[s for _, s in requests], max_new_tokens=max_new_tokens)
         kept: list[GenerationOutput] = []
         for (ids, seed), out in zip(requests, outs):

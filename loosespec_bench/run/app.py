@@ -14,7 +14,7 @@ import sys
 import traceback
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -151,18 +151,35 @@ class Runner:
             return True
         return self.store.get(sample.id, sample_hash(sample)) is None
 
-    def prefetch(self, samples: list[Sample], chunk: int, repeats: int = 1, indices: list[int] | None = None) -> None:
+    def prefetch(self, samples: list[Sample], chunk: int, repeats: int = 1, indices: list[int] | None = None,
+                 on_ready: Callable[[int], None] | None = None) -> None:
         """Throughput mode: the chunk's prompts go to the engine as one batch, per contestant
         (the order alternates between chunks and repeats, as between samples at batch 1);
         run_sample then reads the outputs. Each output's time is its batch's wall time / the
         batch size. repeats > 1: the batch runs again, interleaved the same way, for timing.
         The target alone runs only on the samples it runs on one at a time (runs_baseline;
-        indices: the samples' positions in the run, for baseline=shared's timing subset)."""
+        indices: the samples' positions in the run, for baseline=shared's timing subset).
+
+        Our untimed loop (untimed_batches) runs the target alone's batch first and calls
+        on_ready(j) inside the method's batch as soon as sample j has every side it needs, so
+        the app writes finished records while the chunk's other rows decode: an interruption
+        loses at most the rows still running and the chunk's target-alone outputs, not the
+        chunk (nothing is timed, so neither the order nor the writes inside a batch cost a figure)."""
         requests = [(list(self.encode(s)[1]), self.seed(s)) for s in samples]
         where = indices if indices is not None else list(range(len(samples)))
-        baseline = [req for req, s, i in zip(requests, samples, where) if self.runs_baseline(s, i)]
+        base_pos = [j for j, (s, i) in enumerate(zip(samples, where)) if self.runs_baseline(s, i)]
+        baseline = [requests[j] for j in base_pos]
+        stream = on_ready is not None and self.untimed_batches
+        awaits = set(base_pos)
+        pending = {j: (2 if j in awaits else 1) for j in range(len(samples))}  # sides each sample awaits
+
+        def ready(j: int) -> None:
+            pending[j] -= 1
+            if pending[j] == 0 and on_ready is not None:
+                on_ready(j)
+
         for r in range(repeats):
-            order = (True, False) if (chunk + r) % 2 == 0 else (False, True)
+            order = (False, True) if stream else (True, False) if (chunk + r) % 2 == 0 else (False, True)
             for method in order if self.paired else (True,):
                 if not method and not baseline:
                     continue
@@ -170,7 +187,10 @@ class Runner:
                 # probes in run_sample time only the read of a prefetched output).
                 probe = Probe(self.clocks)
                 probe.start()
-                outs = self.engine.prefetch(requests if method else baseline, method=method, max_new_tokens=self.max_new, repeat=r)
+                # request i of this side's batch -> sample base_pos[i] (target alone) or i (method)
+                side_ready = None if not stream else ready if method else (lambda i: ready(base_pos[i]))
+                outs = self.engine.prefetch(requests if method else baseline, method=method, max_new_tokens=self.max_new,
+                                            repeat=r, on_ready=side_ready)
                 probe.stop()
                 load = probe.record()
                 for gen in outs or []:
@@ -365,17 +385,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 print(f"[loosespec_bench] {line}", file=sys.stderr, flush=True)
             if settings.root.warmup:
                 runner.warmup(todo[0][1])
-            bar = tqdm(todo, desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not settings.root.progress)
+            bar = tqdm(total=len(todo), desc=f"{cfg.method.name}/{task.name}", unit="sample", disable=not settings.root.progress)
             batch = engine.batch_size
             repeats = batch_repeats(len(todo), batch, engine.timed_batches)
             # Problems per prefetch: a batch (vLLM), or several for our loop, which refills
             # finished rows from them (Engine.prefetch_batches).
             chunk = batch * (engine.prefetch_batches if runner.untimed_batches else 1)
-            for pos, (index, sample) in enumerate(bar):
+            written = 0  # todo[:written] are on disk, in todo's order
+            finished: set[int] = set()  # positions in todo whose outputs are all ready (our untimed loop)
+
+            def record(pos: int) -> None:
+                index, sample = todo[pos]
                 interrupts.raise_pending()  # a cluster's stop that something swallowed ends the run here
-                if runner.batched and pos % chunk == 0:  # throughput mode: the next chunk at once
-                    part = todo[pos : pos + chunk]
-                    runner.prefetch([s for _, s in part], pos // chunk, repeats, [i for i, _ in part])
                 rec = runner.run_sample(sample, index)
                 rec["run_id"] = folder.path.name  # whose record it is: resume refuses another run's (reusable_records)
                 if sample.id in done:  # a timing top-up: the timed record replaces the untimed one
@@ -386,7 +407,30 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                     if tracker:
                         tracker.log_sample(rec)  # (a top-up's sample was logged when it first ran)
                 done[rec["id"]] = rec
+                bar.update(1)
                 bar.set_postfix(tau=f"{rec['metrics']['tau']:.2f}")
+
+            def write_ready(start: int) -> Callable[[int], None]:
+                """on_ready for the chunk from todo[start]: write every finished record that has
+                no unfinished one before it (rows finish out of order; the file keeps todo's)."""
+                def ready(j: int) -> None:
+                    nonlocal written
+                    finished.add(start + j)
+                    while written in finished:
+                        record(written)
+                        written += 1
+                return ready
+
+            while written < len(todo):
+                pos = written
+                if runner.batched and pos % chunk == 0:  # throughput mode: the next chunk at once
+                    part = todo[pos : pos + chunk]
+                    runner.prefetch([s for _, s in part], pos // chunk, repeats, [i for i, _ in part], on_ready=write_ready(pos))
+                    if written > pos:
+                        continue  # written inside the batch (all of it, or up to a row the loop still owes)
+                record(pos)
+                written += 1
+            bar.close()
 
         interrupts.raise_pending()  # ... and never lets the point write its summary as if finished
         records = [done[s.id] for s in samples if s.id in done]

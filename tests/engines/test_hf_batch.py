@@ -95,6 +95,44 @@ def test_a_folder_started_at_batch_1_resumes_at_batch_8_and_mid_batch(tmp_path):
     assert resumed["n_samples"] == 9
 
 
+def test_an_interrupted_batch_keeps_every_problem_that_finished_before_it(tmp_path, monkeypatch):
+    """The records of finished rows are written while the chunk's other rows decode (in problem
+    order: a row that finished early waits for the ones before it), so Ctrl-C inside a batch
+    loses only the rows still running; the same command resumes to batch 1's records."""
+    import loosespec_bench.engines.hf as hf
+
+    ref = records(run(cfg_for(tmp_path / "ref", "method=fly", "dataset.limit=9")))
+    real = hf.generate_batch
+    finished: list[int] = []
+    sides: list[str] = []
+
+    def interrupted(target, requests, *, drafter=None, on_done=None, **kw):
+        sides.append("method" if drafter is not None else "target alone")
+        if drafter is None:
+            return real(target, requests, drafter=drafter, on_done=on_done, **kw)
+
+        def done(i, out):
+            on_done(i, out)
+            finished.append(i)
+            if len(finished) == 7:  # Ctrl-C with two of the nine rows still decoding
+                raise KeyboardInterrupt
+
+        return real(target, requests, drafter=drafter, on_done=done, **kw)
+
+    monkeypatch.setattr(hf, "generate_batch", interrupted)
+    cfg = cfg_for(tmp_path / "cut", "method=fly", "dataset.limit=9", "engine.batch_size=4")
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg)
+    assert sides == ["target alone", "method"]  # the cheaper side first: the method's rows write as they finish
+    prefix = next(m for m in range(10) if m not in finished)  # rows 0..prefix-1 all finished
+    kept = [json.loads(line) for line in next((tmp_path / "cut").rglob(RunFolder.SAMPLES)).read_text().splitlines()]
+    assert prefix >= 3 and len(kept) == prefix  # this fixture's rows finish so; written the moment they could be
+    assert same(kept, ref[:prefix])
+    monkeypatch.setattr(hf, "generate_batch", real)
+    resumed = run(cfg)
+    assert same(records(resumed), ref)
+
+
 def test_the_run_id_does_not_change_with_the_batch_size():
     a = compose_config([*QUALITY, "method=fly"])
     b = compose_config([*QUALITY, "method=fly", "engine.batch_size=8"])
