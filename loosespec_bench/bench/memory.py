@@ -9,7 +9,9 @@ on the cache the first filled, and prints for each:
 
   process tree   the largest sum of resident memory over the run and every process it started,
                  sampled every --interval s with psutil (what an 8 GB machine has to hold at once:
-                 the run waiting on its conversion child holds its own pages too)
+                 the run waiting on its conversion child holds its own pages too), and the same
+                 for anonymous memory alone (RssAnon: the file-backed rest, mmap'd weights, the
+                 kernel can drop under pressure and read again)
   largest one    the kernel's peak resident memory of the largest single process in the tree
                  (wait4's ru_maxrss: exact, never missed by sampling; a lower bound on the tree's)
   conversions    each conversion child's own peak, as the run prints it
@@ -70,51 +72,68 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def tree_rss(proc: psutil.Process) -> tuple[int, dict[str, int]]:
-    """Resident bytes of proc and its descendants now, and per role (run / conversion / other)."""
-    total, roles = 0, {"run": 0, "conversion": 0, "other": 0}
+def _anon(pid: int) -> int:
+    """Resident anonymous bytes of a process (RssAnon: what must stay in memory; the file-backed
+    rest, e.g. mmap'd safetensors, the kernel can drop and read again). 0 where /proc does not say."""
+    try:
+        status = read_text(f"/proc/{pid}/status")
+    except (OSError, ValueError):
+        return 0
+    for line in status.splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def tree_memory(proc: psutil.Process) -> dict[str, dict[str, int]]:
+    """Resident bytes (rss) and resident anonymous bytes (anon) of proc and its descendants now:
+    the sums ("tree") and each role's largest (run / conversion / other)."""
+    out = {kind: {"tree": 0, "run": 0, "conversion": 0, "other": 0} for kind in ("rss", "anon")}
     try:
         members = [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return 0, roles
+        return out
     for p in members:
         try:
-            rss = p.memory_info().rss
+            got = {"rss": p.memory_info().rss, "anon": _anon(p.pid)}
             cmd = " ".join(p.cmdline())
         except psutil.Error:
             continue  # ended between the listing and the read
         role = "run" if p.pid == proc.pid else "conversion" if "convert_here" in cmd else "other"
-        roles[role] = max(roles[role], rss)
-        total += rss
-    return total, roles
+        for kind, value in got.items():
+            out[kind][role] = max(out[kind][role], value)
+            out[kind]["tree"] += value
+    return out
 
 
 def measure(cmd: list[str], env: dict[str, str], log: Path, interval: float) -> dict[str, Any]:
-    """Run cmd to its end, sampling its process tree's resident memory; its own exit status and
-    wait4's peak (the largest single process of the tree)."""
+    """Run cmd to its end, sampling its process tree's memory; its exit status and wait4's peak
+    (the largest single process of the tree, exact)."""
     start = time.monotonic()
+    peaks = {kind: {"tree": 0, "run": 0, "conversion": 0, "other": 0} for kind in ("rss", "anon")}
     with open_regular(log, "ab") as out:  # the run's own output (a new file in our folder), read back below
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         watched = psutil.Process(proc.pid)
-        peak, peak_roles = 0, {"run": 0, "conversion": 0, "other": 0}
         status, usage = 0, None
         while True:
             # wait4 reaps it ourselves (not proc.wait) for its rusage: the kernel's peak RSS.
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            total, roles = tree_rss(watched)
-            peak = max(peak, total)
-            peak_roles = {k: max(v, roles[k]) for k, v in peak_roles.items()}
+            now = tree_memory(watched)
+            peaks = {kind: {k: max(v, now[kind][k]) for k, v in vals.items()} for kind, vals in peaks.items()}
             time.sleep(interval)
         proc.returncode = os.waitstatus_to_exitcode(status)
     text = read_text(log)
     conversions = [{"model": m.group(1), "seconds": int(m.group(2)), "peak_gib": float(m.group(3)) if m.group(3) else None}
                    for m in CONVERTED.finditer(text)]
     largest = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024) if usage is not None else 0
-    return {"exit": proc.returncode, "wall_s": round(time.monotonic() - start, 1), "tree_peak_gib": round(peak / GIB, 2),
-            "largest_process_gib": round(largest / GIB, 2), "run_process_peak_gib": round(peak_roles["run"] / GIB, 2),
-            "conversion_peak_gib": round(peak_roles["conversion"] / GIB, 2), "conversions": conversions}
+    gib = {kind: {k: round(v / GIB, 2) for k, v in vals.items()} for kind, vals in peaks.items()}
+    return {"exit": proc.returncode, "wall_s": round(time.monotonic() - start, 1), "tree_peak_gib": gib["rss"]["tree"],
+            "tree_anon_peak_gib": gib["anon"]["tree"], "largest_process_gib": round(largest / GIB, 2),
+            "run_process_peak_gib": gib["rss"]["run"], "run_process_anon_peak_gib": gib["anon"]["run"],
+            "conversion_peak_gib": gib["rss"]["conversion"], "conversion_anon_peak_gib": gib["anon"]["conversion"],
+            "conversions": conversions}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,9 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="loosespec-memory-"))
     fresh = args.cache is None
     cache = work / "models" if fresh else args.cache
-    overrides = [*MAKE_RUN, f"dataset.limit={args.limit}", f"generation.max_new_tokens={args.max_new_tokens}",
-                 f"paths.results_dir={work / 'results'}", *args.overrides]
-    cmd = [sys.executable, "-m", "loosespec_bench", *overrides]
+    overrides = [*MAKE_RUN, f"dataset.limit={args.limit}", f"generation.max_new_tokens={args.max_new_tokens}", *args.overrides]
+    cmd = [sys.executable, "-m", "loosespec_bench", *overrides]  # + each run's own results folder (nothing resumes)
     env = {**os.environ, "LOOSESPEC_CACHE_DIR": str(cache)}
     print(f"make run's memory: {' '.join(cmd[1:])}\n  model cache {cache} ({'empty: the first run converts' if fresh else 'given'})"
           f", budget {args.budget_gib:g} GiB, tree sampled every {args.interval:g} s; {psutil.virtual_memory().total / GIB:.1f} GiB "
@@ -133,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in ("first", "second"):
             row = {"run": name, "cache": "cold" if fresh and name == "first" else "warm",
-                   **measure(cmd, env, work / f"{name}.log", args.interval)}
+                   **measure([*cmd, f"paths.results_dir={work / name}"], env, work / f"{name}.log", args.interval)}
             rows.append(row)
             if row["exit"] != 0:
                 print(read_text(work / f"{name}.log")[-4000:], file=sys.stderr)
@@ -142,16 +160,22 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{'run':7} {'cache':5} {'wall s':>7} {'tree GiB':>9} {'largest GiB':>12} {'run GiB':>8} {'conversion GiB':>15}  within {args.budget_gib:g} GiB")
+    print(f"\n{'run':7} {'cache':5} {'wall s':>7} {'tree GiB':>9} {'(anon)':>7} {'largest GiB':>12} {'run GiB':>8} {'(anon)':>7} "
+          f"{'conversion GiB':>15} {'(anon)':>7}  within {args.budget_gib:g} GiB")
     ok = True
     for r in rows:
         within = r["tree_peak_gib"] <= args.budget_gib and r["largest_process_gib"] <= args.budget_gib
+        within_anon = r["tree_anon_peak_gib"] <= args.budget_gib
+        r["within_budget"], r["anon_within_budget"] = within, within_anon
         ok &= within
         conv = ", ".join(f"{c['model']} {c['peak_gib']}" for c in r["conversions"]) or "-"
-        print(f"{r['run']:7} {r['cache']:5} {r['wall_s']:7.0f} {r['tree_peak_gib']:9.2f} {r['largest_process_gib']:12.2f} "
-              f"{r['run_process_peak_gib']:8.2f} {r['conversion_peak_gib']:15.2f}  {'yes' if within else 'NO'}   (conversions as printed: {conv})")
-    print("tree: the run and its children summed, sampled (a spike under the interval can be missed); largest: wait4's exact peak "
-          "of the largest single process; run / conversion: each role's own sampled peak")
+        print(f"{r['run']:7} {r['cache']:5} {r['wall_s']:7.0f} {r['tree_peak_gib']:9.2f} {r['tree_anon_peak_gib']:7.2f} "
+              f"{r['largest_process_gib']:12.2f} {r['run_process_peak_gib']:8.2f} {r['run_process_anon_peak_gib']:7.2f} "
+              f"{r['conversion_peak_gib']:15.2f} {r['conversion_anon_peak_gib']:7.2f}  {'yes' if within else 'NO'}"
+              f"{'' if within else ' (anonymous: ' + ('yes' if within_anon else 'NO') + ')'}   (conversions as they print: {conv})")
+    print("tree: the run and its children summed, sampled every interval (a spike under it can be missed); largest: wait4's exact "
+          "peak of the largest single process; run / conversion: each role's own sampled peak; (anon): resident anonymous memory "
+          "(RssAnon), what must stay in memory: the rest is file-backed (mmap'd weights) and the kernel can drop it under pressure")
     if args.json is not None:
         atomic_write_text(args.json, json.dumps({"command": cmd[1:], "budget_gib": args.budget_gib, "interval_s": args.interval,
                                                  "machine_gib": round(psutil.virtual_memory().total / GIB, 1), "runs": rows}, indent=2) + "\n")

@@ -63,29 +63,53 @@ def file_lock(path: Path) -> Iterator[None]:
 
 def in_child(target: str, *args: str) -> int | None:
     """Call `target` ("package.module:function", with the string args) in a fresh Python process
-    and wait for it; returns the child's peak resident memory in bytes (None where the OS does
+    and wait for it; returns the child's own peak resident memory in bytes (None where the OS does
     not say). A conversion's float32 weights then leave with the child: the process that goes on
     to run the pair never holds them (issue 72: the conversion and the run in one process held
     ~15 GB resident on the first `make run`). RuntimeError when the child fails (its own error
-    went to stderr above)."""
+    went to stderr above).
+
+    The peak is the child's VmHWM (/proc/self/status, Linux), which it writes to fd 3 as it ends:
+    wait4's ru_maxrss is not the child's own, since exec carries the spawning process's
+    high-water mark into it (a child spawned by a run holding 9.7 GB "peaked" at 9.7 GB).
+    Elsewhere ru_maxrss is the fallback, an upper bound."""
     code = ("import importlib, logging, os, sys\n"
             "logging.basicConfig(level=os.environ.get('LOOSESPEC_LOG', 'WARNING').upper())\n"
             "module, function = sys.argv[1].split(':')\n"
-            "getattr(importlib.import_module(module), function)(*sys.argv[2:])\n")
-    # posix_spawn + wait4, not subprocess: wait4 gives the child's own rusage (its peak RSS),
-    # which no subprocess call returns.
-    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", code, target, *args], os.environ)
+            "try:\n"
+            "    getattr(importlib.import_module(module), function)(*sys.argv[2:])\n"
+            "finally:\n"
+            "    try:\n"  # the kernel's own file, not a user's: the process's resident high-water mark
+            "        hwm = [ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM:')][:1]\n"
+            "        os.write(3, (hwm[0] if hwm else '').encode())\n"
+            "    except OSError:\n"
+            "        pass\n")
+    read_end, write_end = os.pipe()
+    try:
+        # posix_spawn + wait4, not subprocess: wait4 gives the child's rusage (the fallback peak).
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", code, target, *args], os.environ,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, write_end, 3)])
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)  # the child's copy is its fd 3: the pipe ends when the child does
     reaped = False
     try:
         _, status, usage = os.wait4(pid, 0)
         reaped = True
+        said = os.read(read_end, 64).decode(errors="replace").strip()
     finally:
+        os.close(read_end)
         if not reaped:  # interrupted while waiting: the child does not outlive us
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
                 os.waitpid(pid, 0)
     code_or_signal = os.waitstatus_to_exitcode(status)
-    peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+    if said.isdigit():
+        peak = int(said) * 1024  # VmHWM is in kB
+    else:
+        peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
     if code_or_signal != 0:
         how = (f"killed by signal {-code_or_signal}" + (" (SIGKILL: out of memory?)" if -code_or_signal == signal.SIGKILL else "")
                if code_or_signal < 0 else f"exit status {code_or_signal}")

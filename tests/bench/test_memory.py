@@ -29,6 +29,8 @@ def test_the_tree_sums_its_members_and_wait4_gives_the_largest(tmp_path):
     assert 0.45 <= got["tree_peak_gib"] < 0.75  # ~0.5 GiB + two interpreters
     assert 0.29 <= got["largest_process_gib"] < 0.45  # the child's 300 MiB, not the sum
     assert got["conversion_peak_gib"] >= 0.29 and 0.19 <= got["run_process_peak_gib"] < 0.29
+    assert 0.45 <= got["tree_anon_peak_gib"] <= got["tree_peak_gib"]  # bytearrays are anonymous memory
+    assert 0.19 <= got["run_process_anon_peak_gib"] and 0.29 <= got["conversion_anon_peak_gib"]
     assert got["conversions"] == [{"model": "tiny-model", "seconds": 2, "peak_gib": 0.3}]
 
 

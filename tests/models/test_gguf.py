@@ -89,6 +89,22 @@ def test_in_child_runs_the_function_elsewhere_and_says_its_peak(tmp_path):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 << 10  # not this process's (KiB)
 
 
+def test_in_child_peak_is_the_childs_own_not_the_spawning_process_high_water_mark(tmp_path):
+    """exec carries the spawner's high-water mark into the child's ru_maxrss: a conversion spawned
+    by a run that had loaded a model "peaked" at the run's size. The child's own VmHWM is said."""
+    import sys
+
+    from loosespec_bench.models.gguf import in_child
+
+    held = bytearray(900 << 20)
+    held[:: 4096] = b"x" * len(held[:: 4096])  # this process now holds 900 MiB more
+    peak = in_child("tests.models.test_gguf:_hold", "100", str(tmp_path / "done"))
+    assert peak is not None and peak >= 100 << 20
+    if sys.platform.startswith("linux"):
+        assert peak < 700 << 20, f"{peak >> 20} MiB: the spawning process's 900 MiB, not the child's own"
+    del held
+
+
 def test_in_child_failure_is_a_runtime_error_naming_the_target(capfd):
     import pytest
 
