@@ -7,7 +7,7 @@ safetensors. This runs that command twice as a child of its own, the first time 
 cache (a fresh folder given as LOOSESPEC_CACHE_DIR: the first run as a user meets it), the second
 on the cache the first filled, and prints for each:
 
-  process tree   the largest sum of resident memory over the run and every process it started,
+  process tree   the largest sum of resident memory (proportional: Pss) over the run and every process it started,
                  sampled every --interval s with psutil (what an 8 GB machine has to hold at once:
                  the run waiting on its conversion child holds its own pages too), and the same
                  for anonymous memory alone (RssAnon: the file-backed rest, mmap'd weights, the
@@ -72,22 +72,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _anon(pid: int) -> int:
-    """Resident anonymous bytes of a process (RssAnon: what must stay in memory; the file-backed
-    rest, e.g. mmap'd safetensors, the kernel can drop and read again). 0 where /proc does not say."""
+def _proc_kib(path: str, field: str) -> int:
+    """A `field:  N kB` line of a /proc file, in bytes; 0 where /proc does not say."""
     try:
-        status = read_text(f"/proc/{pid}/status")
+        text = read_text(path)
     except (OSError, ValueError):
         return 0
-    for line in status.splitlines():
-        if line.startswith("RssAnon:"):
+    for line in text.splitlines():
+        if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
     return 0
 
 
 def tree_memory(proc: psutil.Process) -> dict[str, dict[str, int]]:
-    """Resident bytes (rss) and resident anonymous bytes (anon) of proc and its descendants now:
-    the sums ("tree") and each role's largest (run / conversion / other)."""
+    """Memory of proc and its descendants now. Per role (run / conversion / other), the largest
+    process's resident bytes (rss) and resident anonymous bytes (anon: RssAnon, what must stay in
+    memory; the file-backed rest, e.g. mmap'd safetensors, the kernel can drop and read again).
+    Summed over the tree ("tree"), the proportional figures (Pss, Pss_Anon): a child just forked
+    shares its parent's pages, and summing their RSS would count those pages twice."""
     out = {kind: {"tree": 0, "run": 0, "conversion": 0, "other": 0} for kind in ("rss", "anon")}
     try:
         members = [proc, *proc.children(recursive=True)]
@@ -95,14 +97,15 @@ def tree_memory(proc: psutil.Process) -> dict[str, dict[str, int]]:
         return out
     for p in members:
         try:
-            got = {"rss": p.memory_info().rss, "anon": _anon(p.pid)}
+            own = {"rss": p.memory_info().rss, "anon": _proc_kib(f"/proc/{p.pid}/status", "RssAnon")}
             cmd = " ".join(p.cmdline())
         except psutil.Error:
             continue  # ended between the listing and the read
+        shared = {"rss": _proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss"), "anon": _proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss_Anon")}
         role = "run" if p.pid == proc.pid else "conversion" if "convert_here" in cmd else "other"
-        for kind, value in got.items():
-            out[kind][role] = max(out[kind][role], value)
-            out[kind]["tree"] += value
+        for kind in ("rss", "anon"):
+            out[kind][role] = max(out[kind][role], own[kind])
+            out[kind]["tree"] += shared[kind] or own[kind]  # no smaps_rollup (old kernels): RSS, an upper bound
     return out
 
 
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['largest_process_gib']:12.2f} {r['run_process_peak_gib']:8.2f} {r['run_process_anon_peak_gib']:7.2f} "
               f"{r['conversion_peak_gib']:15.2f} {r['conversion_anon_peak_gib']:7.2f}  {'yes' if within else 'NO'}"
               f"{'' if within else ' (anonymous: ' + ('yes' if within_anon else 'NO') + ')'}   (conversions as they print: {conv})")
-    print("tree: the run and its children summed, sampled every interval (a spike under it can be missed); largest: wait4's exact "
+    print("tree: the run and its children summed (proportional set: pages two processes share count once), sampled every "
+          "interval (a spike under it can be missed); largest: wait4's exact "
           "peak of the largest single process; run / conversion: each role's own sampled peak; (anon): resident anonymous memory "
           "(RssAnon), what must stay in memory: the rest is file-backed (mmap'd weights) and the kernel can drop it under pressure")
     if args.json is not None:
