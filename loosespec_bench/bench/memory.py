@@ -12,8 +12,9 @@ on the cache the first filled, and prints for each:
                  the run waiting on its conversion child holds its own pages too), and the same
                  for anonymous memory alone (RssAnon: the file-backed rest, mmap'd weights, the
                  kernel can drop under pressure and read again)
-  largest one    the kernel's peak resident memory of the largest single process in the tree
-                 (wait4's ru_maxrss: exact, never missed by sampling; a lower bound on the tree's)
+  largest one    the kernel's peak resident memory (VmHWM) of the largest single process in the
+                 tree, read at each sample: exact but for growth in a process's last interval
+                 (not wait4's ru_maxrss, which exec makes at least the spawning process's peak)
   conversions    each conversion child's own peak, as the run prints it
 
 and whether each stays within --budget-gib (8). The tree's figure is sampled, so a spike shorter
@@ -90,19 +91,21 @@ def tree_memory(proc: psutil.Process) -> dict[str, dict[str, int]]:
     memory; the file-backed rest, e.g. mmap'd safetensors, the kernel can drop and read again).
     Summed over the tree ("tree"), the proportional figures (Pss, Pss_Anon): a child just forked
     shares its parent's pages, and summing their RSS would count those pages twice."""
-    out = {kind: {"tree": 0, "run": 0, "conversion": 0, "other": 0} for kind in ("rss", "anon")}
+    out = {kind: {"tree": 0, "run": 0, "conversion": 0, "other": 0} for kind in ("rss", "anon", "hwm")}
     try:
         members = [proc, *proc.children(recursive=True)]
     except psutil.Error:
         return out
     for p in members:
         try:
-            own = {"rss": p.memory_info().rss, "anon": _proc_kib(f"/proc/{p.pid}/status", "RssAnon")}
+            own = {"rss": p.memory_info().rss, "anon": _proc_kib(f"/proc/{p.pid}/status", "RssAnon"),
+                   "hwm": _proc_kib(f"/proc/{p.pid}/status", "VmHWM")}
             cmd = " ".join(p.cmdline())
         except psutil.Error:
             continue  # ended between the listing and the read
         shared = {"rss": _proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss"), "anon": _proc_kib(f"/proc/{p.pid}/smaps_rollup", "Pss_Anon")}
         role = "run" if p.pid == proc.pid else "conversion" if "convert_here" in cmd else "other"
+        out["hwm"][role] = max(out["hwm"][role], own["hwm"])
         for kind in ("rss", "anon"):
             out[kind][role] = max(out[kind][role], own[kind])
             out[kind]["tree"] += shared[kind] or own[kind]  # no smaps_rollup (old kernels): RSS, an upper bound
@@ -110,17 +113,18 @@ def tree_memory(proc: psutil.Process) -> dict[str, dict[str, int]]:
 
 
 def measure(cmd: list[str], env: dict[str, str], log: Path, interval: float) -> dict[str, Any]:
-    """Run cmd to its end, sampling its process tree's memory; its exit status and wait4's peak
-    (the largest single process of the tree, exact)."""
+    """Run cmd to its end, sampling its process tree's memory; its exit status and the largest
+    single process's peak: the kernel's high-water mark (VmHWM) of each process, read at each
+    sample (exact up to growth in a process's last interval). Not wait4's ru_maxrss: exec carries
+    the spawning process's high-water mark into it, so it is never below the spawner's."""
     start = time.monotonic()
-    peaks = {kind: {"tree": 0, "run": 0, "conversion": 0, "other": 0} for kind in ("rss", "anon")}
+    peaks = {kind: {"tree": 0, "run": 0, "conversion": 0, "other": 0} for kind in ("rss", "anon", "hwm")}
     with open_regular(log, "ab") as out:  # the run's own output (a new file in our folder), read back below
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         watched = psutil.Process(proc.pid)
-        status, usage = 0, None
+        status = 0
         while True:
-            # wait4 reaps it ourselves (not proc.wait) for its rusage: the kernel's peak RSS.
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             now = tree_memory(watched)
@@ -130,10 +134,10 @@ def measure(cmd: list[str], env: dict[str, str], log: Path, interval: float) -> 
     text = read_text(log)
     conversions = [{"model": m.group(1), "seconds": int(m.group(2)), "peak_gib": float(m.group(3)) if m.group(3) else None}
                    for m in CONVERTED.finditer(text)]
-    largest = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024) if usage is not None else 0
     gib = {kind: {k: round(v / GIB, 2) for k, v in vals.items()} for kind, vals in peaks.items()}
+    largest = max(gib["hwm"][role] for role in ("run", "conversion", "other"))
     return {"exit": proc.returncode, "wall_s": round(time.monotonic() - start, 1), "tree_peak_gib": gib["rss"]["tree"],
-            "tree_anon_peak_gib": gib["anon"]["tree"], "largest_process_gib": round(largest / GIB, 2),
+            "tree_anon_peak_gib": gib["anon"]["tree"], "largest_process_gib": largest,
             "run_process_peak_gib": gib["rss"]["run"], "run_process_anon_peak_gib": gib["anon"]["run"],
             "conversion_peak_gib": gib["rss"]["conversion"], "conversion_anon_peak_gib": gib["anon"]["conversion"],
             "conversions": conversions}
@@ -177,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['conversion_peak_gib']:15.2f} {r['conversion_anon_peak_gib']:7.2f}  {'yes' if within else 'NO'}"
               f"{'' if within else ' (anonymous: ' + ('yes' if within_anon else 'NO') + ')'}   (conversions as they print: {conv})")
     print("tree: the run and its children summed (proportional set: pages two processes share count once), sampled every "
-          "interval (a spike under it can be missed); largest: wait4's exact "
-          "peak of the largest single process; run / conversion: each role's own sampled peak; (anon): resident anonymous memory "
+          "interval (a spike under it can be missed); largest: the kernel's "
+          "high-water mark (VmHWM) of the largest single process; run / conversion: each role's own sampled peak; (anon): resident anonymous memory "
           "(RssAnon), what must stay in memory: the rest is file-backed (mmap'd weights) and the kernel can drop it under pressure")
     if args.json is not None:
         atomic_write_text(args.json, json.dumps({"command": cmd[1:], "budget_gib": args.budget_gib, "interval_s": args.interval,
