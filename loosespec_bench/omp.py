@@ -81,3 +81,34 @@ def busy_line() -> str | None:
 
 def describe() -> str:
     return os.environ.get(ENV, "default")
+
+
+# -- the CPU fast paths' weight copies (decoding/cpu.py) -------------------------------------
+# Declared here, without torch, so that the pre-check (settings/checks.check_environment) can
+# refuse a wrong value before any model loads. What each mode does is decoding/cpu.py's.
+PREPACK_ENV = "LOOSESPEC_CPU_PREPACK"
+PREPACK_MODES = {
+    "replace": "the oneDNN-packed copy replaces the stock weight of each decoder-layer linear (one copy in memory)",
+    "beside": "the packed copy sits beside the stock weight, so the model computes stock outside the loop (two copies)",
+    "off": "no packed copies: aten's kernels on the stock weights (slower)",
+}
+PREPACK_ALIASES = {"1": "beside", "0": "off"}  # the values the variable took before "replace" existed
+PREPACK_DEFAULT = "replace"
+
+
+def prepack_mode() -> str:
+    """The mode LOOSESPEC_CPU_PREPACK asks for (PREPACK_MODES); ValueError for any other value."""
+    raw = os.environ.get(PREPACK_ENV, PREPACK_DEFAULT).strip().lower()
+    mode = PREPACK_ALIASES.get(raw, raw)
+    if mode not in PREPACK_MODES:
+        raise ValueError(f"{PREPACK_ENV}={raw!r} is not a prepacking mode; set it to one of "
+                         f"{', '.join(PREPACK_MODES)} (or 1 = beside, 0 = off), or unset it ({PREPACK_DEFAULT})")
+    return mode
+
+
+def keep_stock_weights() -> str:
+    """For a benchmark that runs one model both with and without the loop's fast paths (ours
+    against transformers' generate(), fused against unfused): the stock weights must stay, so
+    prepacking defaults to "beside" there. A value the user set wins. Returns the mode."""
+    os.environ.setdefault(PREPACK_ENV, "beside")
+    return prepack_mode()

@@ -23,6 +23,7 @@ from transformers import DynamicCache
 
 from loosespec_bench.step import crop_to
 from loosespec_bench.decoding.cpu import cpu_fast_paths
+from loosespec_bench.omp import keep_stock_weights
 from loosespec_bench.models.loading import load_model
 from loosespec_bench.drafters.model import ModelDrafter
 from loosespec_bench.models.quantize import quantize_linears
@@ -46,6 +47,7 @@ def one_token_ms(model: torch.nn.Module, context: torch.Tensor, reps: int) -> fl
 
 
 def main() -> None:
+    keep_stock_weights()  # one model runs with and without the fast paths: its stock weights stay
     ap = argparse.ArgumentParser()
     ap.add_argument("--modes", default="none,int8,int4")
     ap.add_argument("--reps", type=int, default=20)

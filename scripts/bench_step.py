@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from loosespec_bench.omp import default_wait_policy  # before torch loads libgomp (see loosespec_bench/bench/engine.py)
+from loosespec_bench.omp import default_wait_policy, keep_stock_weights  # before torch loads libgomp (see loosespec_bench/bench/engine.py)
 
 default_wait_policy()
 
@@ -148,6 +148,7 @@ def op_groups(model: torch.nn.Module, ids: list[int], steps: int) -> dict[str, f
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    keep_stock_weights()  # one model runs with and without the fast paths: its stock weights stay
     args = parse_args(argv)
     data = data_dir(args.data_dir)
     load_before = load_avg()

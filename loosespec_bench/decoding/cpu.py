@@ -1,11 +1,13 @@
 """CPU fast paths for decode-time forwards: packed GQA attention, fused sibling projections and
 prepacked linear weights.
 
-Both are switched on only while the decoding loop runs (cpu_fast_paths), on CPU models, and
-restored afterwards, so the same model object still behaves stock elsewhere (transformers'
-generate() in the engine benchmark runs the untouched model). Neither changes the arithmetic a
-model does, only the kernel that does it: outputs agree to float rounding (bit-identical in the
-bf16 linear checks of tests/test_cpu_fast_paths.py).
+They are switched on while the decoding loop runs (cpu_fast_paths), on CPU models. Attention is
+restored afterwards. The linears' packed copies either replace the stock weights of the decoder
+layers (LOOSESPEC_CPU_PREPACK=replace, the default: one copy of the weights in memory, and those
+layers keep computing on the packed copy after the loop) or sit beside them (=beside: two copies,
+and the model computes stock outside the loop, as transformers' generate() in the engine benchmark
+needs). Neither changes the arithmetic a model does, only the kernel that does it: outputs agree
+to float rounding (bit-identical in the bf16 linear checks of tests/decoding/test_cpu.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from ..models.quantize import QuantizedLinear
+from ..omp import PREPACK_ENV, prepack_mode
 
 
 # -- CPU attention for short queries ---------------------------------------------------------
@@ -103,16 +106,28 @@ def packed_attention(*models: torch.nn.Module | None) -> Iterator[None]:
 # BF16) against ~40 GB/s for a plain sum over the same bytes; oneDNN's matmul on a weight
 # reordered once into its blocked layout (the path torch.compile's CPU "freezing" takes) reached
 # ~26 GB/s: 36 -> 27 ms per draft forward's layer matmuls, 1.35x at 6-token verification
-# queries, 2x in fp32 (bench/, the engine benchmark, measures the effect end to end). The packed copy
-# costs one more copy of the weights in memory; LOOSESPEC_CPU_PREPACK=0 switches it off.
+# queries, 2x in fp32 (bench/, the engine benchmark, measures the effect end to end).
 # Packed copies live beside the modules, not on them: an opaque oneDNN tensor attribute would
 # break copy.deepcopy, pickling and state_dict walks of the model. Gone with the module.
 _PACKED: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, torch.Tensor]]" = weakref.WeakKeyDictionary()
 
+# Memory (issue 72): a packed copy beside each stock weight held two copies of the pair's weights
+# (make run: 9.8 GiB anonymous, of which the packed copies 3.7). In "replace" mode (the default)
+# a decoder-layer linear's stock weight is released once its packed copy exists: the Parameter
+# keeps its dtype and device but holds no elements, and the module keeps its packed forward for
+# good (after the loop too), so any other use of the weight fails loudly instead of computing on
+# nothing. Not released, so that their readers keep working: the LM head (work counts read its
+# shape, the sub-vocabulary and EAGLE heads read its rows), any weight whose storage another
+# tensor of the model shares (a tied embedding), modules outside a transformers model (an EAGLE-3
+# head), and bf16 weights on a CPU without bf16 kernels (their 1-2 row inputs use the stock one).
+# A deep copy of a released model computes what the model does (its copied forwards read the
+# original's packed copies) but has no weights of its own to change: load afresh for that.
+_RELEASED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+
 
 def prepack_available() -> bool:
     return (
-        os.environ.get("LOOSESPEC_CPU_PREPACK", "1") != "0"
+        prepack_mode() != "off"
         and torch.backends.mkldnn.is_available()
         and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
         and hasattr(torch.ops.mkldnn, "_linear_pointwise")
@@ -154,14 +169,57 @@ def _packable(lin: torch.nn.Module) -> bool:
         and not hasattr(lin, "_hf_hook")
         and not lin._forward_hooks
         and not lin._forward_pre_hooks
+        and lin not in _RELEASED  # its packed copy is final (and its forward stays)
+        and w.numel() > 0  # a deep copy of a released layer: its copied forward computes on the original's packed copy
     )
 
 
+def releasable(*models: torch.nn.Module | None) -> "weakref.WeakSet[torch.nn.Module]":
+    """The linears of the models whose stock weight "replace" mode may release (see _RELEASED):
+    packable linears inside a transformers model, not its LM head, sharing storage with nothing."""
+    out: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+    if prepack_mode() != "replace":
+        return out
+    for m in models:
+        if not isinstance(m, PreTrainedModel):
+            continue
+        head = m.get_output_embeddings()
+        owners: dict[int, int] = {}  # storage address -> how many tensors of the model use it
+        for t in (*m.parameters(), *m.buffers()):
+            if t.numel():
+                owners[t.untyped_storage().data_ptr()] = owners.get(t.untyped_storage().data_ptr(), 0) + 1
+        for mod in m.modules():
+            if mod is head or not _packable(mod) or mod in _RELEASED:
+                continue
+            w = mod.weight
+            upcast = w.dtype == torch.bfloat16 and not _bf16_packable()
+            if not upcast and w.numel() and owners.get(w.untyped_storage().data_ptr()) == 1:
+                out.add(mod)
+    return out
+
+
+def _release(lin: torch.nn.Module) -> None:
+    """Drop lin's stock weight (its packed copy holds the values from now on)."""
+    with torch.no_grad():
+        lin.weight.data = torch.empty(0, dtype=lin.weight.dtype, device=lin.weight.device)
+    _RELEASED.add(lin)
+
+
+def _released_error(lin: torch.nn.Module) -> RuntimeError:
+    return RuntimeError(
+        f"{type(lin).__name__} ({lin.in_features} -> {lin.out_features}): its weight lives only in its oneDNN-packed copy "
+        f"({PREPACK_ENV}=replace), which computes inference on the CPU in {lin.weight.dtype}; for autograd, another dtype "
+        f"or device, load the model afresh with {PREPACK_ENV}=beside")
+
+
 def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
-    """The oneDNN-blocked copy of lin.weight, made once and remade if the weight changes."""
+    """The oneDNN-blocked copy of lin.weight, made once and remade if the weight changes (a
+    released weight has no other copy: its packed one is final)."""
     w = lin.weight
     key = (w.data_ptr(), w._version, tuple(w.shape), w.dtype)
     cached = _PACKED.get(lin)
+    if cached is not None and lin in _RELEASED:
+        return cached[1]
     if cached is None or cached[0] != key:
         with torch.no_grad():
             # bf16 without native kernels: an fp32 copy (see above), whose dtype tells the forward.
@@ -171,8 +229,10 @@ def _packed_weight(lin: torch.nn.Linear) -> torch.Tensor:
     return cached[1]
 
 
-def _packed_forward(lin: torch.nn.Linear) -> Any:
+def _packed_forward(lin: torch.nn.Linear, release: bool = False) -> Any:
     packed = _packed_weight(lin)
+    if release:
+        _release(lin)
     bias = lin.bias
     upcast = packed.dtype == torch.float32 and lin.weight.dtype == torch.bfloat16
     bias_f32 = bias.detach().float() if upcast and bias is not None else None
@@ -184,6 +244,8 @@ def _packed_forward(lin: torch.nn.Linear) -> Any:
             if y is not None:
                 return y
         if x.dtype != lin.weight.dtype or x.device.type != "cpu" or torch.is_grad_enabled():
+            if lin in _RELEASED:
+                raise _released_error(lin)
             return F.linear(x, lin.weight, bias)  # mixed dtypes / autograd: the stock path
         if upcast:  # bf16 layer on a CPU without bf16 kernels
             if x.numel() < _UPCAST_MIN_ROWS * x.shape[-1]:
@@ -231,6 +293,8 @@ def _fused_weight(owner: torch.nn.Module, members: list[torch.nn.Linear]) -> tup
     made once per owner and remade if any member's weight or bias changes."""
     key = tuple((t.data_ptr(), t._version) for m in members for t in (m.weight, m.bias) if t is not None)
     cached = _FUSED.get(owner)
+    if cached is not None and all(m in _RELEASED for m in members):
+        return cached[1], cached[2]  # the members' weights were released: the stacked copy is final
     if cached is None or cached[0] != key:
         with torch.no_grad():
             w = torch.cat([m.weight.detach() for m in members])  # [sum out, in]
@@ -255,8 +319,12 @@ def _version(x: torch.Tensor) -> int:
 class _FusedGroup:
     """One matmul for sibling linears; member i's forward returns its slice of the stacked output."""
 
-    def __init__(self, owner: torch.nn.Module, members: list[torch.nn.Linear]) -> None:
+    def __init__(self, owner: torch.nn.Module, members: list[torch.nn.Linear], release: bool = False) -> None:
         self.owner, self.members = owner, members
+        if release:  # stack and pack now, then drop the members' own weights
+            _fused_weight(owner, members)
+            for m in members:
+                _release(m)
         self.bounds = [0]
         for m in members:
             self.bounds.append(self.bounds[-1] + m.out_features)
@@ -283,6 +351,8 @@ class _FusedGroup:
 
         def forward(x: torch.Tensor) -> torch.Tensor:  # x: [..., in] -> [..., out_i]
             if x.dtype != lin.weight.dtype or x.device.type != "cpu" or torch.is_grad_enabled():
+                if lin in _RELEASED:
+                    raise _released_error(lin)
                 return F.linear(x, lin.weight, lin.bias)
             if x is not self._x or _version(x) != self._version or self._outs[i] is None:
                 self._compute(x)
@@ -311,7 +381,8 @@ def fusion_groups(*models: torch.nn.Module | None) -> list[tuple[torch.nn.Module
 
 @contextmanager
 def _instance_forwards(switches: Iterable[tuple[torch.nn.Module, Callable[..., Any]]]) -> Iterator[int]:
-    """Give each module its instance-level forward inside the block and remove it afterwards.
+    """Give each module its instance-level forward inside the block and remove it afterwards,
+    except from a module whose stock weight was released (it has no other forward now).
     A module that already has one (a model passed twice, or switched by an earlier fast path)
     keeps it. Yields how many modules were switched."""
     switched: list[torch.nn.Module] = []
@@ -323,14 +394,16 @@ def _instance_forwards(switches: Iterable[tuple[torch.nn.Module, Callable[..., A
         yield len(switched)
     finally:
         for mod in switched:
-            del mod.forward
+            if mod not in _RELEASED:
+                del mod.forward
 
 
 def _fused_switches(models: tuple[torch.nn.Module | None, ...]) -> Iterator[tuple[torch.nn.Module, Callable[..., Any]]]:
+    free = releasable(*models)
     for owner, members in fusion_groups(*models):
         if any("forward" in lin.__dict__ for lin in members):
             continue  # a model passed twice (a draft that is the target): switched already
-        group = _FusedGroup(owner, members)
+        group = _FusedGroup(owner, members, release=all(m in free for m in members))
         for i, lin in enumerate(members):
             yield lin, group.forward_of(i)
 
@@ -347,8 +420,9 @@ def fused_linears(*models: torch.nn.Module | None) -> Iterator[int]:
 def prepacked_linears(*models: torch.nn.Module | None) -> Iterator[int]:
     """Route every packable nn.Linear of the CPU models to oneDNN on prepacked weights inside
     the block (an instance-level forward, removed afterwards). Yields how many were switched."""
+    free = releasable(*models) if prepack_available() else weakref.WeakSet()
     switches = (
-        (mod, _packed_forward(mod))
+        (mod, _packed_forward(mod, release=mod in free))
         for m in models if m is not None
         for mod in m.modules() if _packable(mod) and "forward" not in mod.__dict__
     ) if prepack_available() else ()

@@ -54,28 +54,47 @@ def int_kernels_available() -> dict[str, bool]:
     }
 
 
-def _quantize_int8(w: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+# Rows quantised at a time: each row's scales depend on that row alone, so blocks of rows give
+# the same bits as the whole matrix, and the float32 temporaries (several per weight) stay a
+# block's size. Whole, the 0.5B draft's LM head (151936 x 896) took ~2.5 GB of temporaries,
+# the peak of the embedded pair's `make run` (issue 72).
+ROW_BLOCK = 8192
+
+
+def _quantize_int8(w: torch.Tensor, dtype: torch.dtype, block: int = ROW_BLOCK) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Symmetric per-output-channel int8. w: [out, in] -> (q int8 [out, in], scales [out] dtype, dequant [out, in] dtype)."""
-    w = w.detach().float()
-    scales = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12).to(dtype)  # [out], rounded to dtype first
-    s = scales.float()
-    q = torch.round(w / s[:, None]).clamp_(-128, 127).to(torch.int8)
-    deq = (q.float() * s[:, None]).to(dtype)
+    out_f, in_f = w.shape
+    q = torch.empty(out_f, in_f, dtype=torch.int8)
+    scales = torch.empty(out_f, dtype=dtype)
+    deq = torch.empty(out_f, in_f, dtype=dtype)
+    for a in range(0, out_f, block):
+        wb = w[a:a + block].detach().float()  # [rows, in]
+        sb = (wb.abs().amax(dim=1) / 127.0).clamp_min(1e-12).to(dtype)  # [rows], rounded to dtype first
+        s = sb.float()
+        qb = torch.round(wb / s[:, None]).clamp_(-128, 127).to(torch.int8)
+        q[a:a + block], scales[a:a + block] = qb, sb
+        deq[a:a + block] = (qb.float() * s[:, None]).to(dtype)
     return q, scales, deq
 
 
-def _quantize_int4(w: torch.Tensor, dtype: torch.dtype, group: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _quantize_int4(w: torch.Tensor, dtype: torch.dtype, group: int, block: int = ROW_BLOCK) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Asymmetric per-group int4 in the CPU kernel's layout. w: [out, in] ->
     (packed uint8, scales_and_zeros [in/group, out, 2] dtype, dequant [out, in] dtype)."""
     out_f, in_f = w.shape
-    wg = w.detach().float().view(out_f, in_f // group, group)  # [out, G, group]
-    lo, hi = wg.amin(-1), wg.amax(-1)  # [out, G]
-    scale = ((hi - lo) / 15.0).clamp_min(1e-12).to(dtype).float()
-    zero = (lo + 8.0 * scale).to(dtype).float()  # w = (q - 8) * scale + zero
-    q = torch.round((wg - zero[..., None]) / scale[..., None] + 8.0).clamp_(0, 15)  # [out, G, group]
-    deq = ((q - 8.0) * scale[..., None] + zero[..., None]).view(out_f, in_f).to(dtype)
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).view(out_f, in_f).contiguous(), 1)
-    sz = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(dtype)  # [G, out, 2]
+    n_groups = in_f // group
+    q = torch.empty(out_f, in_f, dtype=torch.int32)  # the codes 0..15, as the packing op takes them
+    sz = torch.empty(n_groups, out_f, 2, dtype=dtype)  # [G, out, 2]
+    deq = torch.empty(out_f, in_f, dtype=dtype)
+    for a in range(0, out_f, block):
+        wg = w[a:a + block].detach().float().view(-1, n_groups, group)  # [rows, G, group]
+        lo, hi = wg.amin(-1), wg.amax(-1)  # [rows, G]
+        scale = ((hi - lo) / 15.0).clamp_min(1e-12).to(dtype).float()
+        zero = (lo + 8.0 * scale).to(dtype).float()  # w = (q - 8) * scale + zero
+        qb = torch.round((wg - zero[..., None]) / scale[..., None] + 8.0).clamp_(0, 15)  # [rows, G, group]
+        deq[a:a + block] = ((qb - 8.0) * scale[..., None] + zero[..., None]).view(-1, in_f).to(dtype)
+        q[a:a + block] = qb.view(-1, in_f).to(torch.int32)
+        sz[:, a:a + block] = torch.stack([scale, zero], dim=-1).transpose(0, 1).to(dtype)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
     return packed, sz, deq
 
 
@@ -140,6 +159,22 @@ def _quantizable(lin: torch.nn.Module, mode: str, group: int) -> bool:
     return True
 
 
+def _return_freed_heap() -> None:
+    """Hand the heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing). The
+    float32 temporaries of quantising (4 bytes per weight, per layer) are below glibc's mmap
+    threshold, so their freed pages stayed in the process: ~1.4 GiB on the embedded 0.5B draft."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        trim = None
+    if trim is not None:
+        trim(0)
+
+
 def quantize_linears(
     model: torch.nn.Module, mode: str | None, *, group: int = INT4_GROUP, skip: Iterable[str] = ()
 ) -> int:
@@ -158,16 +193,23 @@ def quantize_linears(
         (name, mod) for name, mod in model.named_modules()
         if _quantizable(mod, mode, group) and not (skip and name.startswith(skip))
     ]
-    for name, mod in targets:
+    count = len(targets)
+    while targets:
+        # Popped, so that each float layer is freed as its replacement arrives: holding them all
+        # until the end held the draft's float weights twice (+2 GiB at the embedded pair's peak).
+        name, mod = targets.pop()
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, attr, QuantizedLinear(mod, mode, group))
+        del mod
+        if len(targets) % 8 == 0:
+            _return_freed_heap()  # as it goes: holes between the layers' temporaries grew the heap by ~1 GiB
     cfg = getattr(model, "config", None)
     if cfg is not None and hasattr(cfg, "tie_word_embeddings"):
         # The head is no longer the embedding: a later tie_weights() must not re-tie them.
         cfg.tie_word_embeddings = False
-    log.info("quantised %d linear layers to %s", len(targets), mode)
-    return len(targets)
+    log.info("quantised %d linear layers to %s", count, mode)
+    return count
 
 
 def quantize_drafter(drafter: object, mode: str | None) -> int:

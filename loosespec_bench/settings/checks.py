@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .config import CONF_DIR, GROUPS, ALL_GROUPS, baselines_root, class_or_none, key_digest, resolve_class, safe_name, site_conf_dir
 from ..errors import ConfigError
+from ..omp import prepack_mode
 from .path_limits import HYDRA_TAIL, RUN_FILE_TAIL, STORE_TAIL, check_environment_path_lengths, path_length_problem, shown
 from ..params import (
     Rule,
@@ -381,6 +382,10 @@ def check_environment() -> None:
         if value is not None and not all(part.strip().isdigit() and int(part) > 0 for part in value.split(",")):
             raise ConfigError(f"{name}={value!r} is not a number of threads; set it to a whole number >= 1 (e.g. {name}=2) "
                               "or unset it (threads=N sets the run's own)")
+    try:
+        prepack_mode()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     log_level = os.environ.get("LOOSESPEC_LOG")
     if log_level is not None:
         import logging

@@ -104,7 +104,7 @@ def test_generate_identical_with_and_without_prepack(monkeypatch, drafter):
     draft = load_model("tiny:1", dtype="float32").model
     prompt = torch.randint(0, 250, (30,), generator=torch.Generator().manual_seed(3))
     outs = []
-    for env in ("1", "0"):
+    for env in ("beside", "0"):  # beside: the stock weights stay, and the same model runs both
         monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", env)
         out = generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft, k=4), max_new_tokens=24)
         outs.append(out.new_tokens)
@@ -123,14 +123,103 @@ def test_cpu_fast_paths_skips_none():
     assert model.config._attn_implementation == "sdpa"
 
 
-def test_model_still_deepcopies_after_the_fast_paths():
+@pytest.mark.parametrize("mode", ["beside", "replace"])
+def test_model_still_deepcopies_after_the_fast_paths(monkeypatch, mode):
     import copy
 
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", mode)
     model = load_model("tiny:0", dtype="float32").model
     prompt = torch.randint(0, 250, (10,), generator=torch.Generator().manual_seed(0))
     generate(model, prompt, verifier=SPD(), max_new_tokens=3)
     clone = copy.deepcopy(model)  # no opaque packed tensor hangs off the modules
-    assert all("forward" not in m.__dict__ for m in _linears(clone))
+    if mode == "beside":
+        assert all("forward" not in m.__dict__ for m in _linears(clone))
+    with torch.inference_mode():  # the clone computes what the model does
+        torch.testing.assert_close(clone(prompt[None]).logits, model(prompt[None]).logits, rtol=0, atol=0)
+
+
+# ---- "replace": the packed copy instead of the stock weight (issue 72, memory) ------------------
+
+def _decoder_linears(model):
+    head = model.get_output_embeddings()
+    return [m for m in model.modules() if type(m) is torch.nn.Linear and m is not head]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("drafter", ["model", "mla"])
+def test_replace_gives_the_tokens_and_steps_of_beside(monkeypatch, dtype, drafter):
+    """The loop computes with the same packed copies in both modes: same tokens, same steps, on
+    fresh models each time; replace leaves one copy (the decoder layers' stock weights empty)."""
+    prompt = torch.randint(0, 250, (30,), generator=torch.Generator().manual_seed(5))
+    outs = {}
+    for mode in ("beside", "replace"):
+        monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", mode)
+        target = load_model("tiny:0", dtype=dtype).model
+        draft = load_model("tiny:1", dtype=dtype).model
+        runs = [generate(target, prompt, verifier=SPD(), drafter=make_drafter(drafter, draft, k=4), max_new_tokens=24,
+                         record_steps=True) for _ in range(2)]  # the second run: on the released model
+        outs[mode] = [(r.new_tokens, r.drafted, r.accepted, r.step_records) for r in runs]
+        emptied = [m.weight.numel() == 0 for m in _decoder_linears(target) + _decoder_linears(draft)]
+        assert all(emptied) if mode == "replace" else not any(emptied)
+        assert target.get_output_embeddings().weight.numel() > 0  # the head is never released
+    assert outs["beside"] == outs["replace"]
+    assert outs["replace"][0] == outs["replace"][1]
+
+
+def test_replace_keeps_a_tied_head_and_its_embedding(monkeypatch):
+    """A weight another tensor shares (a tied LM head / input embedding) keeps its storage."""
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", "replace")
+    model = load_model("tiny:0", dtype="float32").model
+    model.lm_head.weight = model.model.embed_tokens.weight  # tie them, as Qwen's small models are
+    before = model.model.embed_tokens.weight.clone()
+    prompt = torch.randint(0, 250, (12,), generator=torch.Generator().manual_seed(1))
+    generate(model, prompt, verifier=SPD(), max_new_tokens=4)
+    assert torch.equal(model.model.embed_tokens.weight, before)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+
+
+def test_a_released_weight_refuses_what_its_packed_copy_cannot_do(monkeypatch):
+    """After the loop a released layer computes inference on the CPU as before, and refuses
+    autograd or another dtype with a line that says how to get the stock weight back."""
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", "replace")
+    model = load_model("tiny:0", dtype="float32").model
+    prompt = torch.randint(0, 250, (12,), generator=torch.Generator().manual_seed(2))
+    generate(model, prompt, verifier=SPD(), max_new_tokens=4)
+    lin = _decoder_linears(model)[0]
+    assert lin.weight.numel() == 0 and "forward" in lin.__dict__
+    with torch.inference_mode():
+        assert lin(torch.randn(2, lin.in_features)).shape == (2, lin.out_features)
+    with pytest.raises(RuntimeError, match="LOOSESPEC_CPU_PREPACK=beside"):
+        lin(torch.randn(2, lin.in_features, requires_grad=True))
+    with pytest.raises(RuntimeError, match="oneDNN-packed copy"), torch.inference_mode():
+        lin(torch.randn(2, lin.in_features, dtype=torch.float64))
+
+
+def test_replace_releases_nothing_where_bf16_is_upcast(monkeypatch):
+    """Without native bf16 kernels a bf16 layer's 1-2 row inputs use the stock weight: kept."""
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", "replace")
+    monkeypatch.setattr(cpu_paths, "_bf16_packable", lambda: False)
+    model = load_model("tiny:0", dtype="bfloat16").model
+    assert not cpu_paths.releasable(model)
+    assert cpu_paths.releasable(load_model("tiny:0", dtype="float32").model)
+
+
+@pytest.mark.parametrize("value", ["2", "yes", "replaced", ""])
+def test_a_prepack_mode_nobody_declared_is_refused_before_a_model_loads(monkeypatch, value):
+    from loosespec_bench.errors import ConfigError
+    from loosespec_bench.settings.checks import check_environment
+
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", value)
+    with pytest.raises(ConfigError, match="LOOSESPEC_CPU_PREPACK=.* is not a prepacking mode; set it to one of replace, beside, off"):
+        check_environment()
+
+
+@pytest.mark.parametrize("value,mode", [("1", "beside"), ("0", "off"), ("Replace", "replace"), (" beside ", "beside")])
+def test_the_prepack_values_people_used_before_still_mean_what_they_meant(monkeypatch, value, mode):
+    from loosespec_bench.omp import prepack_mode
+
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", value)
+    assert prepack_mode() == mode
 
 
 @pytest.mark.parametrize("q", [1, 3, 6, 17])
@@ -165,6 +254,7 @@ def test_packed_attention_matches_stock_sdpa(q):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_fused_projections_give_the_unfused_logits_bit_for_bit(monkeypatch, dtype):
     """Prefill, a 1-row decode and a 9-row verification: fused and unfused outputs are equal."""
+    monkeypatch.setenv("LOOSESPEC_CPU_PREPACK", "beside")  # one model runs both ways: its stock weights stay
     model = load_model("tiny:0", dtype=dtype).model.eval()
     ids = torch.randint(0, 250, (1, 40), generator=torch.Generator().manual_seed(4))
     outs = {}

@@ -489,3 +489,27 @@ def test_strip_gguf_quantizer_drops_every_marker():
     assert removed == [lm]
     assert not hasattr(lm, "hf_quantizer") and not hasattr(lm, "quantization_method")
     assert lm.config.quantization_config is None and lm.is_quantized is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [DRAFT_MODEL, TARGET_MODEL])
+def test_the_pread_load_is_the_mapped_load_bit_for_bit(name: str) -> None:
+    """models.loading.read_local (what load_model uses for a local folder) against transformers'
+    own mapped load: the same tensors, logits, config and generation config, in bf16 and fp32."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from loosespec_bench.models.loading import read_local
+
+    path = _require(name)
+    for dtype in (torch.bfloat16, torch.float32):
+        a = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
+        b = read_local(Path(path), dtype)
+        assert b is not None
+        sa, sb = a.state_dict(), b.eval().state_dict()
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa), (name, dtype)
+        ids = torch.tensor([[1, 2, 3, 100, 2000, 30000]])
+        with torch.inference_mode():
+            assert torch.equal(a(ids).logits, b(ids).logits), (name, dtype)
+        assert a.config.to_dict() == b.config.to_dict() and a.generation_config.to_dict() == b.generation_config.to_dict()
+        del a, b

@@ -10,6 +10,7 @@ from loosespec_bench.decoding import generate
 from loosespec_bench.decoding.cpu import prepacked_linears
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.loading import load_model
+from loosespec_bench.models import quantize
 from loosespec_bench.models.quantize import QuantizedLinear, int_kernels_available, quantize_drafter, quantize_linears
 from loosespec_bench.verifiers.spd import SPD
 
@@ -162,3 +163,16 @@ def test_cli_run_with_quantized_subvocab_draft(tmp_path, monkeypatch):
     (summary,) = (tmp_path / "smoke_tiny").glob("*/summary.json")
     rows = [json.loads(ln) for ln in (summary.parent / "samples.jsonl").read_text().splitlines()]
     assert rows and all(r["output_ids"] == r["baseline"]["output_ids"] for r in rows)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_quantising_in_row_blocks_gives_the_whole_matrix_bits(mode, dtype):
+    """Blocks of rows bound the float32 temporaries (issue 72: the draft's LM head whole was the
+    make-run peak); each row's scales are its own, so every block size gives the same bits."""
+    torch.manual_seed(11)
+    w = (torch.randn(272, 128) * 0.05).to(dtype)  # 272: a multiple of 16 the int4 packing needs
+    fn = quantize._quantize_int8 if mode == "int8" else (lambda w, d, block: quantize._quantize_int4(w, d, 64, block=block))
+    whole = fn(w, dtype, block=10**9)
+    for block in (1, 16, 100, 271):
+        assert all(torch.equal(a, b) for a, b in zip(fn(w, dtype, block=block), whole)), block
