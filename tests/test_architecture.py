@@ -742,3 +742,38 @@ def test_every_file_access_passes_the_gate():
 
 def test_the_gate_allow_list_names_only_modules_that_exist():
     assert [m for m in GATE_ALLOWED if not (PKG / m).is_file()] == []
+
+
+# ---- issue 71 item 4: one vocabulary of configuration names, declared once ---------------------
+# Every benchmark's configuration names (the speed benchmark's, the engine, batch and vLLM benches'
+# contestants) and their old spellings are declared in measure/speed_configs.py; bench/ matches a
+# name only through it (its constants, DECLARED, canonical / pick), never by a string of its own.
+NAMES_DECLARATION = PKG / "measure" / "speed_configs.py"
+
+
+def spelled_config_names(path: Path, names: set[str]) -> list[str]:
+    """`line: name` for every string literal in `path` equal to one of `names` (a docstring, a
+    message or an f-string piece that only contains a name is not one)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return sorted(f"{n.lineno}: {n.value}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names)
+
+
+def _declared_config_names() -> set[str]:
+    from loosespec_bench.measure import speed_configs
+
+    return set(speed_configs.DECLARED) | set(speed_configs.ALIASES) | set(speed_configs.BATCH_OLD_NAMES)
+
+
+def test_the_config_name_guard_sees_a_name_spelled_outside_its_declaration(tmp_path):
+    # Guards the guard: a literal equal to a name or an alias is found; text that only holds one is not.
+    (tmp_path / "m.py").write_text('"""Runs fly-mla."""\nA = ("ar", "fly-mla")\nB = f"{A} vs ar"\nC = "ar,spd"\n')
+    assert spelled_config_names(tmp_path / "m.py", _declared_config_names()) == ["2: ar", "2: fly-mla"]
+
+
+def test_bench_matches_configuration_names_only_through_their_declaration():
+    names = _declared_config_names()
+    assert {"ar", "fly_mla", "fly-mla", "hf-ar", "vllm-spd", "eagle3_tree"} <= names
+    bad = {str(p.relative_to(PKG)): hits for p in sorted((PKG / "bench").rglob("*.py"))
+           if (hits := spelled_config_names(p, names))}
+    assert bad == {}, f"configuration names spelled outside {NAMES_DECLARATION.relative_to(PKG)}: {bad}"

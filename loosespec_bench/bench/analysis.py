@@ -13,6 +13,8 @@ import torch
 
 from loosespec_bench.measure import costmodel
 from loosespec_bench.measure.metrics import median_or_none as _median, pair_up, paired_ratio_stats
+from loosespec_bench.measure.speed_configs import (
+    DROPMATCH, FLY, FLY_MLA, FLY_MLA_HF, HF_AR, HF_ASSIST, HF_PLD, PLD, SPD, SPD_MLA, TARGET_ALONE)
 from loosespec_bench.measure.stats.intervals import median_stat, paired_bootstrap
 
 from .contestants import Bench, Run
@@ -85,7 +87,7 @@ def compare(runs: list[Run], a: str, b: str, lossless: bool) -> dict[str, Any]:
 
 def speedup_vs_ar(runs: list[Run], name: str) -> float | None:
     """Median of paired ratios: target alone's seconds per token / the contestant's."""
-    pairs = paired(runs, name, "ar")
+    pairs = paired(runs, name, TARGET_ALONE)
     return _median([rb.s_per_token / ra.s_per_token for ra, rb in pairs])
 
 
@@ -118,7 +120,7 @@ def cost_model(runs: list[Run], name: str, k: int, calib: dict[str, Any] | None)
     of the runs) are printed beside it to show where a gap comes from: they include the draft
     model's prompt prefill (step 1 of every run), lookups and Python overhead.
     """
-    ar = [r for r in runs if r.contestant == "ar" and r.phase_s]
+    ar = [r for r in runs if r.contestant == TARGET_ALONE and r.phase_s]
     rs = [r for r in runs if r.contestant == name and r.phase_s]
     if not ar or not rs:
         return None
@@ -209,12 +211,12 @@ def print_report(res: dict[str, Any], bench: Bench, args: argparse.Namespace) ->
         sh = lambda key: fmt(o.get(key), ".1%")  # noqa: E731
         print(f"{n:<12} {fmt(o['step_ms'], '.1f'):>8} {sh('draft_share'):>7} {sh('target_share'):>7} "
               f"{sh('verify_share'):>7} {sh('rollback_share'):>8} {sh('commit_share'):>8} {sh('other_share'):>6}")
-    for n in ("fly", "fly-mla", "fly-mla-hf"):
+    for n in (FLY, FLY_MLA, FLY_MLA_HF):
         o = res["overheads"].get(n)
         if o and o.get("verify_share") is not None:
             ok = "OK" if o["verify_share"] < RULE_SHARE_LIMIT else "OVER"
             print(f"FLy rule share ({n}): {o['verify_share']:.2%} of step time (limit {RULE_SHARE_LIMIT:.0%}): {ok}")
-    o = res["overheads"].get("dropmatch")
+    o = res["overheads"].get(DROPMATCH)
     if o and o.get("dropmatch_lm_head_share") is not None:
         ok = "OK" if o["dropmatch_lm_head_share"] < RULE_SHARE_LIMIT else "OVER"
         print(f"DropMatch LM-head passes + criterion: {o['dropmatch_lm_head_share']:.2%} of step time "
@@ -250,34 +252,34 @@ def summarize(runs: list[Run], bench: Bench, args: argparse.Namespace, calib: di
     res: dict[str, Any] = {"contestants": {}, "comparisons": {}, "overheads": {}, "costmodel": {}, "calibration": calib}
     for n in names:
         s = per_contestant(runs, n)
-        if n != "ar" and "ar" in names and bench.contestants[n].ours:
+        if n != TARGET_ALONE and TARGET_ALONE in names and bench.contestants[n].ours:
             s["speedup_vs_ar"] = speedup_vs_ar(runs, n)
         res["contestants"][n] = s
     targets = {
-        "ar|hf-ar": ("<= 1.02", 1.02), "spd|hf-assist": ("<= 0.90", 0.90), "spd-mla|hf-assist": ("<= 0.90", 0.90),
-        "pld|hf-pld": ("<= 1.00", 1.00),
+        (TARGET_ALONE, HF_AR): ("<= 1.02", 1.02), (SPD, HF_ASSIST): ("<= 0.90", 0.90), (SPD_MLA, HF_ASSIST): ("<= 0.90", 0.90),
+        (PLD, HF_PLD): ("<= 1.00", 1.00),
     }
     for a, b, _ in bench.comparisons:
         if a in names and b in names:
             lossless = bench.contestants[a].lossless and bench.contestants[b].lossless
             c = compare(runs, a, b, lossless)
-            if f"{a}|{b}" in targets and c["time_ratio_median"] is not None:
-                text, lim = targets[f"{a}|{b}"]
+            if (a, b) in targets and c["time_ratio_median"] is not None:
+                text, lim = targets[(a, b)]
                 c["target"] = f"{text}: {'met' if c['time_ratio_median'] <= lim else 'MISSED'}"
             res["comparisons"][f"{a}|{b}"] = c
-    if "ar" in names and res["contestants"]["ar"]["accuracy_math"]:
-        base = res["contestants"]["ar"]["accuracy_math"]
+    if TARGET_ALONE in names and res["contestants"][TARGET_ALONE]["accuracy_math"]:
+        base = res["contestants"][TARGET_ALONE]["accuracy_math"]
         res["retention"] = {
             n: res["contestants"][n]["accuracy_math"] / base
             for n in names
-            if n != "ar" and bench.contestants[n].ours and res["contestants"][n]["accuracy_math"] is not None
+            if n != TARGET_ALONE and bench.contestants[n].ours and res["contestants"][n]["accuracy_math"] is not None
         }
     for n in names:
         if bench.contestants[n].ours:
             o = overheads(runs, n)
             if o:
                 res["overheads"][n] = o
-            if n != "ar":
+            if n != TARGET_ALONE:
                 m = cost_model(runs, n, bench.contestants[n].k, res.get("calibration"))
                 if m:
                     res["costmodel"][n] = m

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Throughput of our loop against batch size: tokens per CPU second at batch 1, 2, 4, 8, 16.
 
-For each dtype, the target alone (method=ar), SPD (a draft model, K = --spd-k) and FLy (MLA
-drafts, K = --fly-k, the released rule) decode the same --problems GSM8K prompts greedily,
-at batch 1 through today's loop (decoding.generate, one problem at a time: what a quality run
-at engine.batch_size=1 runs) and at each larger batch through the batched loop
+For each dtype, the target alone (method=ar), SPD (a draft model, K = --spd-k) and FLy + MLA
+(fly_mla: MLA drafts, K = --fly-k, the released rule) decode the same --problems GSM8K prompts
+greedily, at batch 1 through today's loop (decoding.generate, one problem at a time: what a
+quality run at engine.batch_size=1 runs) and at each larger batch through the batched loop
 (decoding.batch.generate_batch, rows refilled from the queue). Every (contestant, batch size)
 cell runs once per repeat; inside a repeat the batch sizes run back to back in an order that
 rotates between repeats, so slow drift of a shared machine falls on every size alike, and the
@@ -59,13 +59,18 @@ from loosespec_bench.drafters import MLADrafter, ModelDrafter
 from loosespec_bench.drafters.base import Drafter
 from loosespec_bench.engines.settings import HF_MAX_BATCH
 from loosespec_bench.errors import ConfigError
+from loosespec_bench.measure import speed_configs as configs
 from loosespec_bench.safe_files import atomic_write_text, check_write_target
 from loosespec_bench.step import sync
 from loosespec_bench.verifiers.base import Verifier
 from loosespec_bench.verifiers.fly import FLy
 from loosespec_bench.verifiers.spd import SPD, TargetAlone
 
-CONTESTANTS = ("ar", "spd", "fly")
+# By the names measure/speed_configs.py declares. Before issue 71 this bench called FLy + MLA "fly"
+# (configs.BATCH_OLD_NAMES): --contestants still takes it, and read_cells reads its old files so.
+CONTESTANTS = (configs.TARGET_ALONE, configs.SPD, configs.FLY_MLA)
+# Set in every --out file written since: its names are the declared ones (no old "fly").
+NAMES_DECLARED = "names_declared"
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -77,7 +82,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--draft", default=None, help="draft path (default: the embedded 0.5B)")
     p.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated: float32,bfloat16")
     p.add_argument("--batch-sizes", default="1,2,4,8,16")
-    p.add_argument("--contestants", default=",".join(CONTESTANTS), help="ar (target alone), spd, fly")
+    p.add_argument("--contestants", default=",".join(CONTESTANTS),
+                   help=", ".join(f"{n} ({configs.config_label(n)})" for n in CONTESTANTS)
+                   + "".join(f"; {old}: the old name of {new}" for old, new in configs.BATCH_OLD_NAMES.items()))
     p.add_argument("--problems", type=int, default=16, help="GSM8K prompts decoded per cell")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--max-prompt-tokens", type=int, default=256, help="keep each prompt's last N tokens (prefill cost)")
@@ -98,10 +105,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--batch-sizes takes a comma list of whole numbers, e.g. 1,2,4,8,16")
     if not args.batch_sizes or min(args.batch_sizes) < 1 or max(args.batch_sizes) > HF_MAX_BATCH:
         p.error(f"--batch-sizes: each from 1 to {HF_MAX_BATCH} (what our loop batches: engines/settings.py's HFParams)")
-    args.contestants = [c for c in args.contestants.split(",") if c]
-    bad = [c for c in args.contestants if c not in CONTESTANTS]
+    given = [c for c in args.contestants.split(",") if c]
+    args.contestants, bad = configs.pick(given, CONTESTANTS, configs.BATCH_OLD_NAMES)
     if bad or not args.contestants:
         p.error(f"--contestants: unknown {', '.join(bad) or 'nothing'}; choose from {', '.join(CONTESTANTS)}")
+    for old in sorted(set(given) & set(configs.BATCH_OLD_NAMES)):
+        new = configs.BATCH_OLD_NAMES[old]
+        print(f"note: --contestants {old} is this bench's old name of {new} ({configs.config_label(new)}): "
+              f"it runs, and is recorded, as {new}", file=sys.stderr, flush=True)
     for name in ("problems", "max_new_tokens", "max_prompt_tokens", "repeats", "spd_k", "fly_k"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
@@ -211,9 +222,9 @@ class Contestant:
 
 def contestants(names: list[str], draft: torch.nn.Module | None, spd_k: int, fly_k: int) -> list[Contestant]:
     table = {
-        "ar": Contestant("ar", TargetAlone(), lambda: None),
-        "spd": Contestant("spd", SPD(), lambda: ModelDrafter(draft, k=spd_k)),
-        "fly": Contestant("fly", FLy(), lambda: MLADrafter(draft, k=fly_k)),
+        configs.TARGET_ALONE: Contestant(configs.TARGET_ALONE, TargetAlone(), lambda: None),
+        configs.SPD: Contestant(configs.SPD, SPD(), lambda: ModelDrafter(draft, k=spd_k)),
+        configs.FLY_MLA: Contestant(configs.FLY_MLA, FLy(), lambda: MLADrafter(draft, k=fly_k)),
     }
     return [table[n] for n in names]
 
@@ -284,6 +295,19 @@ def fmt(m: float, lo: float, hi: float, digits: int = 2) -> str:
     return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
+def read_cells(data: dict[str, Any]) -> dict[str, dict[tuple[str, int], dict[str, Any]]]:
+    """An --out file's cells per dtype, keyed (declared name, batch size). A file written before
+    this bench recorded NAMES_DECLARED called FLy + MLA "fly" (configs.BATCH_OLD_NAMES): read so."""
+    old_names = None if data.get(NAMES_DECLARED) else configs.BATCH_OLD_NAMES
+    out: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
+    for dtype, res in data.get("dtypes", {}).items():
+        cells = out.setdefault(dtype, {})
+        for key, cell in res.get("cells", {}).items():
+            name, _, batch = key.rpartition("@")
+            cells[(configs.canonical(name, old_names), int(batch))] = cell
+    return out
+
+
 # -- the run ------------------------------------------------------------------------------------
 def load_pair(args: argparse.Namespace, dtype: str) -> tuple[torch.nn.Module, torch.nn.Module | None, Any]:
     if args.tiny:
@@ -295,7 +319,7 @@ def load_pair(args: argparse.Namespace, dtype: str) -> tuple[torch.nn.Module, to
     from loosespec_bench.models import load_model
 
     target = load_model(args.target or TARGET, dtype=dtype, device=args.device)
-    needs_draft = any(c != "ar" for c in args.contestants)
+    needs_draft = any(c != configs.TARGET_ALONE for c in args.contestants)
     draft = load_model(args.draft or DRAFT, dtype=dtype, device=args.device).model if needs_draft else None
     return target.model, draft, target.tokenizer
 
@@ -344,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     state_start = load_state()
     share = CpuShare()
     print(f"[batch bench] loadavg {state_start['loadavg_1m']:.2f} on {state_start['cpus']} CPUs", flush=True)
-    results: dict[str, Any] = {"args": {k: v for k, v in vars(args).items()}, "dtypes": {}}
+    results: dict[str, Any] = {"args": {k: v for k, v in vars(args).items()}, NAMES_DECLARED: True, "dtypes": {}}
     for dtype in args.dtypes:
         target, draft, tok = load_pair(args, dtype)
         prompts = prompts_for(args, tok)

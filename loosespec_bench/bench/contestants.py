@@ -19,6 +19,7 @@ import torch
 from loosespec_bench.engines.base import Engine
 from loosespec_bench.engines.hf import HFEngine
 from loosespec_bench.generation import GenerationOutput
+from loosespec_bench.measure import speed_configs as configs
 from loosespec_bench.tasks.prompting import cut_at_stop, eos_ids
 from loosespec_bench.step import crop_to
 from loosespec_bench.drafters.lookup import PromptLookupDrafter
@@ -28,25 +29,28 @@ from loosespec_bench.verifiers.spd import SPD, TargetAlone
 
 from .prompts import MATH_SETS, Prompt, data_dir
 
+# The contestants, by the names measure/speed_configs.py declares (--contestants takes their
+# aliases too: configs.pick).
 ALL_CONTESTANTS = (
-    "ar", "hf-ar", "spd", "spd-mla", "hf-assist", "hf-assist-dyn", "pld", "hf-pld", "fly", "fly-mla", "fly-mla-hf", "dropmatch",
-    "eagle3", "eagle3-tree", "lookahead",
+    configs.TARGET_ALONE, configs.HF_AR, configs.SPD, configs.SPD_MLA, configs.HF_ASSIST, configs.HF_ASSIST_DYN,
+    configs.PLD, configs.HF_PLD, configs.FLY, configs.FLY_MLA, configs.FLY_MLA_HF, configs.DROPMATCH,
+    configs.EAGLE3, configs.EAGLE3_TREE, configs.LOOKAHEAD,
 )
 # (ours, peer, label): the rows of the comparison table.
 COMPARISONS = (
-    ("ar", "hf-ar", "target alone: ours vs generate()"),
-    ("spd", "hf-assist", "SPD draft model: ours vs HF assisted (K constant)"),
-    ("spd", "hf-assist-dyn", "SPD draft model: ours vs HF assisted (heuristic K)"),
-    ("spd-mla", "hf-assist", "SPD, MLA drafting: ours vs HF assisted (K constant)"),
-    ("spd-mla", "hf-assist-dyn", "SPD, MLA drafting: ours vs HF assisted (heuristic K)"),
-    ("pld", "hf-pld", "prompt lookup: ours vs HF prompt_lookup_num_tokens"),
-    ("fly", "spd", "FLy (draft model): vs our SPD"),
-    ("fly-mla", "spd", "FLy + MLA: vs our SPD"),
-    ("dropmatch", "spd", "DropMatch (draft model): vs our SPD"),
-    ("eagle3-tree", "eagle3", "EAGLE head: dynamic tree vs chain (same head)"),
-    ("eagle3-tree", "ar", "EAGLE dynamic tree: vs our target alone (identical tokens: lossless)"),
-    ("lookahead", "pld", "Lookahead decoding vs prompt lookup"),
-    ("lookahead", "ar", "Lookahead decoding: vs our target alone (identical tokens: lossless)"),
+    (configs.TARGET_ALONE, configs.HF_AR, "target alone: ours vs generate()"),
+    (configs.SPD, configs.HF_ASSIST, "SPD draft model: ours vs HF assisted (K constant)"),
+    (configs.SPD, configs.HF_ASSIST_DYN, "SPD draft model: ours vs HF assisted (heuristic K)"),
+    (configs.SPD_MLA, configs.HF_ASSIST, "SPD, MLA drafting: ours vs HF assisted (K constant)"),
+    (configs.SPD_MLA, configs.HF_ASSIST_DYN, "SPD, MLA drafting: ours vs HF assisted (heuristic K)"),
+    (configs.PLD, configs.HF_PLD, "prompt lookup: ours vs HF prompt_lookup_num_tokens"),
+    (configs.FLY, configs.SPD, "FLy (draft model): vs our SPD"),
+    (configs.FLY_MLA, configs.SPD, "FLy + MLA: vs our SPD"),
+    (configs.DROPMATCH, configs.SPD, "DropMatch (draft model): vs our SPD"),
+    (configs.EAGLE3_TREE, configs.EAGLE3, "EAGLE head: dynamic tree vs chain (same head)"),
+    (configs.EAGLE3_TREE, configs.TARGET_ALONE, "EAGLE dynamic tree: vs our target alone (identical tokens: lossless)"),
+    (configs.LOOKAHEAD, configs.PLD, "Lookahead decoding vs prompt lookup"),
+    (configs.LOOKAHEAD, configs.TARGET_ALONE, "Lookahead decoding: vs our target alone (identical tokens: lossless)"),
 )
 
 
@@ -230,7 +234,7 @@ class Bench:
         rule = rule_class(cfg.method.name)  # None: a method no rule of the package claims
         lossless = rule is not None and rule.lossless
         self.contestants[name] = Contestant(name, True, lossless, k, f"engine={cfg.engine.name}: {overrides}", engine)
-        self.comparisons.append((name, "ar", f"{name} (engine={cfg.engine.name}): vs our target alone"))
+        self.comparisons.append((name, configs.TARGET_ALONE, f"{name} (engine={cfg.engine.name}): vs our target alone"))
 
     def _optional(self, module: str, attr: str) -> Any | None:
         try:
@@ -252,39 +256,43 @@ class Bench:
             if name in names:  # transformers' greedy generate(), with or without drafts: the target's own tokens
                 out[name] = Contestant(name, False, True, k, describe, engine)
 
-        ours("ar", 0, "our loop, target alone", self._ours(TargetAlone(), None))
-        theirs("hf-ar", 0, "transformers generate(), greedy", self._hf())
-        ours("spd", a.k, f"our SPD, draft model, K={a.k}", self._ours(SPD(), ModelDrafter(d, k=a.k)))
-        theirs("hf-assist", a.k, f"HF assisted, K={a.k} constant, no confidence stop", self._hf(assistant="constant"))
-        theirs("hf-assist-dyn", a.k, f"HF assisted, K={a.k} heuristic, confidence {a.hf_confidence}", self._hf(assistant="heuristic"))
+        ours(configs.TARGET_ALONE, 0, "our loop, target alone", self._ours(TargetAlone(), None))
+        theirs(configs.HF_AR, 0, "transformers generate(), greedy", self._hf())
+        ours(configs.SPD, a.k, f"our SPD, draft model, K={a.k}", self._ours(SPD(), ModelDrafter(d, k=a.k)))
+        theirs(configs.HF_ASSIST, a.k, f"HF assisted, K={a.k} constant, no confidence stop", self._hf(assistant="constant"))
+        theirs(configs.HF_ASSIST_DYN, a.k, f"HF assisted, K={a.k} heuristic, confidence {a.hf_confidence}",
+               self._hf(assistant="heuristic"))
         pld = PromptLookupDrafter(k=a.pld_k, max_ngram=a.pld_max_ngram)
-        ours("pld", a.pld_k, f"our prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._ours(SPD(), pld))
-        theirs("hf-pld", a.pld_k, f"HF prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._hf(prompt_lookup=a.pld_k))
-        FLy = self._optional("loosespec_bench.verifiers.fly", "FLy") if {"fly", "fly-mla", "fly-mla-hf"} & set(names) else None
-        MLA = self._optional("loosespec_bench.drafters.mla", "MLADrafter") if {"fly-mla", "fly-mla-hf", "spd-mla"} & set(names) else None
-        DropMatch = self._optional("loosespec_bench.verifiers.dropmatch", "DropMatch") if "dropmatch" in names else None
+        ours(configs.PLD, a.pld_k, f"our prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}", self._ours(SPD(), pld))
+        theirs(configs.HF_PLD, a.pld_k, f"HF prompt lookup, K={a.pld_k}, n-gram<={a.pld_max_ngram}",
+               self._hf(prompt_lookup=a.pld_k))
+        fly_family = {configs.FLY, configs.FLY_MLA, configs.FLY_MLA_HF}
+        mla_family = {configs.FLY_MLA, configs.FLY_MLA_HF, configs.SPD_MLA}
+        FLy = self._optional("loosespec_bench.verifiers.fly", "FLy") if fly_family & set(names) else None
+        MLA = self._optional("loosespec_bench.drafters.mla", "MLADrafter") if mla_family & set(names) else None
+        DropMatch = self._optional("loosespec_bench.verifiers.dropmatch", "DropMatch") if configs.DROPMATCH in names else None
         if MLA is not None:
             # The same greedy draft as ModelDrafter (the draft model checks prompt-lookup guesses
             # and keeps only its own argmax tokens), in fewer draft forwards: lossless SPD, same
             # acceptance, less drafting time. Only bf16 near-ties of batched vs 1-token draft
             # forwards can change a draft token, and the exact rule still decides every output.
-            ours("spd-mla", a.k, f"our SPD, draft model sped up by lookup (MLA), K={a.k}",
+            ours(configs.SPD_MLA, a.k, f"our SPD, draft model sped up by lookup (MLA), K={a.k}",
                 self._ours(SPD(), MLA(d, k=a.k)))
         if FLy is not None:
             fly_rule = FLy(theta=a.fly_theta, window=a.fly_window)
-            ours("fly", a.fly_k, f"FLy (theta {a.fly_theta}, W {a.fly_window}), draft model, K={a.fly_k}",
+            ours(configs.FLY, a.fly_k, f"FLy (theta {a.fly_theta}, W {a.fly_window}), draft model, K={a.fly_k}",
                 self._ours(fly_rule, ModelDrafter(d, k=a.fly_k), record=True))
             if MLA is not None:
-                ours("fly-mla", a.fly_k, f"FLy + MLA, K={a.fly_k}",
+                ours(configs.FLY_MLA, a.fly_k, f"FLy + MLA, K={a.fly_k}",
                     self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d, k=a.fly_k), record=True))
                 # transformers-style lookup: no dummy guess, guesses cut to what can be kept, a
                 # plain 1-token step while nothing matches (cheap with a quantized draft).
-                ours("fly-mla-hf", a.fly_k, f"FLy + MLA (lookup=hf), K={a.fly_k}",
+                ours(configs.FLY_MLA_HF, a.fly_k, f"FLy + MLA (lookup=hf), K={a.fly_k}",
                     self._ours(FLy(theta=a.fly_theta, window=a.fly_window), MLA(d, k=a.fly_k, lookup="hf"), record=True))
         if DropMatch is not None:
-            ours("dropmatch", a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
+            ours(configs.DROPMATCH, a.k, f"DropMatch (js, 5 paths, p 0.3), draft model, K={a.k}",
                 self._ours(DropMatch(lm_head_batch=a.dm_lm_head_batch), ModelDrafter(d, k=a.k), record=True))
-        if {"eagle3", "eagle3-tree"} & set(names):
+        if {configs.EAGLE3, configs.EAGLE3_TREE} & set(names):
             # The same head (the embedded pair's CPU-trained one; random on --tiny) drafts a chain
             # of K and EAGLE's dynamic tree (official total_token / depth / top_k by default).
             from loosespec_bench.drafters import Eagle3Drafter
@@ -292,21 +300,21 @@ class Bench:
             head = a.eagle3_head or ("random" if a.tiny else os.path.expanduser(
                 os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
             if head != "random" and not os.path.isdir(head):
-                for name in ("eagle3", "eagle3-tree"):
+                for name in (configs.EAGLE3, configs.EAGLE3_TREE):
                     self.unavailable[name] = f"no EAGLE head at {head} (python -m loosespec_bench.train.eagle3, or --eagle3-head)"
             else:
                 tm = self.target.model
-                ours("eagle3", a.k, f"our SPD, EAGLE head chain, K={a.k}",
+                ours(configs.EAGLE3, a.k, f"our SPD, EAGLE head chain, K={a.k}",
                     self._ours(SPD(), Eagle3Drafter(tm, head, k=a.k)))
                 tree = Eagle3Drafter(tm, head, tree=True, total_token=a.tree_total, depth=a.tree_depth, top_k=a.tree_top_k)
-                ours("eagle3-tree", tree.k,
+                ours(configs.EAGLE3_TREE, tree.k,
                     f"our SPD, EAGLE dynamic tree ({a.tree_total} tokens, depth {a.tree_depth}, top-{a.tree_top_k}), same head",
                     self._ours(SPD(), tree, record=True))
-        if "lookahead" in names:
+        if configs.LOOKAHEAD in names:
             from loosespec_bench.drafters.lookahead import LookaheadDrafter
 
             la = LookaheadDrafter(k=a.la_level - 1, window=a.la_window, guess_set=a.la_guess)
-            ours("lookahead", la.k, f"our Lookahead (N {a.la_level}, W {a.la_window}, G {a.la_guess})",
+            ours(configs.LOOKAHEAD, la.k, f"our Lookahead (N {a.la_level}, W {a.la_window}, G {a.la_guess})",
                 self._ours(SPD(), la))
         for name in names:
             if name not in out:

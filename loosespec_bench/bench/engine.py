@@ -46,7 +46,7 @@ from __future__ import annotations
 # machine; on one shared with busy processes spinning workers stall every barrier (a 1.5B
 # forward measured 10x slower at load average 10): run with OMP_WAIT_POLICY=PASSIVE there.
 # Every contestant runs under the same setting, and the report prints it. See loosespec_bench/omp.py.
-from loosespec_bench.omp import default_wait_policy
+from loosespec_bench.omp import default_wait_policy, keep_stock_weights
 
 default_wait_policy()
 
@@ -66,6 +66,7 @@ import transformers  # noqa: E402
 
 from loosespec_bench.settings.config import check_group_overrides  # noqa: E402
 from loosespec_bench.errors import ConfigError  # noqa: E402
+from loosespec_bench.measure.speed_configs import ALIASES, TARGET_ALONE, pick  # noqa: E402
 
 from .analysis import print_report, summarize  # noqa: E402
 from .contestants import ALL_CONTESTANTS, Bench, Run  # noqa: E402
@@ -95,7 +96,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--la-guess", type=int, default=7)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup-tokens", type=int, default=8)
-    ap.add_argument("--contestants", default=",".join(ALL_CONTESTANTS), help=f"comma list of {', '.join(ALL_CONTESTANTS)}")
+    ap.add_argument("--contestants", default=",".join(ALL_CONTESTANTS),
+                    help=f"comma list of {', '.join(ALL_CONTESTANTS)} (old spellings taken: "
+                         f"{', '.join(f'{old} = {new}' for old, new in ALIASES.items() if new in ALL_CONTESTANTS)})")
     ap.add_argument("--engine", action="append", default=[], metavar="NAME=OVERRIDES",
                     help="one more contestant: the engine the package config builds with these overrides "
                          "(e.g. 'vllm-spd=engine=vllm method=spd drafter=model'); repeat for several")
@@ -127,14 +130,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         check_group_overrides([f"dataset={name}" for name in args.sets.split(",")])
     except ConfigError as err:
         ap.error(f"--sets: {err}")
-    args.contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
-    bad = [c for c in args.contestants if c not in ALL_CONTESTANTS]
+    # Declared names (measure/speed_configs.py), an old spelling read as its declared name.
+    args.contestants, bad = pick([c.strip() for c in args.contestants.split(",") if c.strip()], ALL_CONTESTANTS)
     if bad:
         ap.error(f"unknown contestants {bad}; choose from {', '.join(ALL_CONTESTANTS)}")
     return args
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    keep_stock_weights()  # one model runs with and without the fast paths: its stock weights stay
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 print(f"[bench] {p.set}/{p.id} r{r} {n:<13} {len(run.tokens):>4} tok {run.wall_s:7.2f}s "
                       f"{len(run.tokens) / run.wall_s:6.2f} tok/s  load {load_avg()}", flush=True)
     calib = None
-    if args.calibration_reps > 0 and "ar" in names:
+    if args.calibration_reps > 0 and TARGET_ALONE in names:
         # Context: the mean prompt plus half the new tokens, i.e. the middle of a typical run.
         ctx_len = int(statistics.mean(p.ids.numel() for p in prompts)) + args.max_new_tokens // 2
         context = torch.cat([p.ids for p in prompts])[:ctx_len]

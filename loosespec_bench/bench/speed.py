@@ -60,7 +60,7 @@ from typing import Any, Sequence  # noqa: E402
 
 from ..errors import ConfigError  # noqa: E402
 from ..measure.occasion_files import ARGS, CALIBRATION, load_rows, occasion_done, unfinished_occasions  # noqa: E402
-from ..measure.speed_configs import CONFIGS, TARGET_ALONE  # noqa: E402
+from ..measure.speed_configs import CONFIGS, TARGET_ALONE, pick  # noqa: E402
 from ..safe_files import atomic_write_text, check_regular, open_regular, read_text  # noqa: E402
 from ..settings.config import CONF_DIR  # noqa: E402
 from .speed_report import analyse, print_report, segments_of  # noqa: E402
@@ -106,8 +106,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = p.parse_args(argv)
     a.argv = list(argv)  # what each occasion's child process is started with
-    names = [c.strip() for c in a.configs.split(",") if c.strip()]
-    unknown = [c for c in names if c not in CONFIGS]
+    names, unknown = pick([c.strip() for c in a.configs.split(",") if c.strip()], CONFIGS)  # an old spelling: its name
     if unknown:
         error(f"--configs: unknown {unknown}; choose from {', '.join(CONFIGS)}")
     a.config_names = [TARGET_ALONE] + [c for c in names if c != TARGET_ALONE]

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from loosespec_bench.engines import vllm as ve
+from loosespec_bench.measure import speed_configs as configs
 from loosespec_bench.measure.metrics import pair_up, paired_ratio_stats
 
 # Our bench's prompts, Run record and summaries: the same code on both sides.
@@ -42,9 +43,13 @@ from .analysis import fmt, paired, per_contestant, prompt_interval, speedup_vs_a
 from .contestants import Run
 from .prompts import DEFAULT_SETS, DRAFT, TARGET, Prompt, build_prompts, data_dir, load_avg
 
-CONTESTANTS = ("vllm-ar", "vllm-spd", "vllm-pld", "vllm-eagle3")
+# By the names measure/speed_configs.py declares; each declares the configuration of ours it runs.
+CONTESTANTS = (configs.VLLM_AR, configs.VLLM_SPD, configs.VLLM_PLD, configs.VLLM_EAGLE3)
 # (ours in the engine benchmark, vLLM's here): the side-by-side rows.
-PAIRS = (("ar", "vllm-ar"), ("spd", "vllm-spd"), ("pld", "vllm-pld"), ("eagle3", "vllm-eagle3"))
+PAIRS = tuple((configs.DECLARED[n].beside, n) for n in CONTESTANTS)
+# The method column of docs/vllm.md's table, per configuration of ours.
+METHOD_COLUMN = {configs.TARGET_ALONE: "target alone", configs.SPD: "SPD, draft 0.5B", configs.PLD: "prompt lookup (ngram)",
+                 configs.EAGLE3: "EAGLE-3 head"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,10 +61,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--pld-k", type=int, default=10)
     ap.add_argument("--pld-max-ngram", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--contestants", default="vllm-ar,vllm-spd,vllm-pld")
+    ap.add_argument("--contestants", default=",".join(CONTESTANTS[:3]))
     ap.add_argument("--eagle3-head", default=os.path.expanduser(os.environ.get("LOOSESPEC_EAGLE3_DIR", "~/.cache/loosespec_bench/eagle3") + "/qwen2.5-coder-1.5b-instruct"))
     ap.add_argument("--batch-sizes", default="", help="throughput sweep, e.g. 1,2,4,8 (empty: none)")
-    ap.add_argument("--batch-contestants", default="vllm-ar,vllm-spd", help="who the batch sweep runs")
+    ap.add_argument("--batch-contestants", default=",".join(CONTESTANTS[:2]), help="who the batch sweep runs")
     ap.add_argument("--sequential", action="store_true", help="one engine in memory at a time (not interleaved)")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--kvcache-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE per engine")
@@ -71,8 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--runs", default=None, help="this script's earlier --out file: print the tables again (with --ours), load nothing")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    args.contestants = [c.strip() for c in args.contestants.split(",") if c.strip()]
-    bad = [c for c in args.contestants if c not in CONTESTANTS]
+    args.contestants, bad = configs.pick([c.strip() for c in args.contestants.split(",") if c.strip()], CONTESTANTS)
     if bad:
         ap.error(f"unknown contestants {bad}; choose from {', '.join(CONTESTANTS)}")
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
@@ -123,13 +127,15 @@ def spec_of(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
     (engines.vllm.speculative_config) of the config the contestant stands for."""
     from .contestants import compose_config
 
-    drafters = {
-        "vllm-ar": ["method=ar"],
-        "vllm-spd": ["method=spd", "drafter=model", f"drafter.k={args.k}"],
-        "vllm-pld": ["method=spd", "drafter=pld", f"drafter.k={args.pld_k}", "drafter.min_ngram=1", f"drafter.max_ngram={args.pld_max_ngram}"],
-        "vllm-eagle3": ["method=spd", "drafter=eagle3", f"drafter.k={args.k}", f"drafter.head_path={quoted(args.eagle3_head)}"],
+    # The harness's overrides of the configuration of ours it runs, with this script's settings.
+    settings = {
+        configs.VLLM_AR: [],
+        configs.VLLM_SPD: [f"drafter.k={args.k}"],
+        configs.VLLM_PLD: [f"drafter.k={args.pld_k}", "drafter.min_ngram=1", f"drafter.max_ngram={args.pld_max_ngram}"],
+        configs.VLLM_EAGLE3: [f"drafter.k={args.k}", f"drafter.head_path={quoted(args.eagle3_head)}"],
     }
-    return ve.speculative_config(compose_config([*drafters[name], f"pair.draft.path={quoted(args.draft)}"]))
+    ours = configs.DECLARED[configs.DECLARED[name].beside].overrides
+    return ve.speculative_config(compose_config([*ours, *settings[name], f"pair.draft.path={quoted(args.draft)}"]))
 
 
 def run_once(llm: Any, sp: Any, name: str, prompts: list[Any], repeat: int, position: int) -> list[Run]:
@@ -153,8 +159,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.runs:
         old = json.loads(Path(args.runs).read_text())
-        runs = [Run(**r) for r in old["runs"]]
-        res = {k: old[k] for k in ("contestants", "batch", "load_before", "load_after")}
+        runs = stored_runs(old["runs"])
+        res = {"contestants": stored_names(old["contestants"]), "batch": stored_names(old["batch"]),
+               "load_before": old["load_before"], "load_after": old["load_after"]}
         res["side_by_side"] = {}
         names = list(res["contestants"])
         if args.ours:
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sp = SamplingParams(temperature=0.0, max_tokens=args.max_new_tokens, stop_token_ids=sorted(eos), seed=0)
     warm = SamplingParams(temperature=0.0, max_tokens=8, stop_token_ids=sorted(eos), seed=0)
     load_before = load_avg()
-    names = [n for n in args.contestants if n != "vllm-eagle3" or os.path.isdir(args.eagle3_head)]
+    names = [n for n in args.contestants if n != configs.VLLM_EAGLE3 or os.path.isdir(args.eagle3_head)]
     for n in sorted(set(args.contestants) - set(names)):
         print(f"[bench-vllm] {n}: no EAGLE-3 head at {args.eagle3_head} (python -m loosespec_bench.train.eagle3); skipped", flush=True)
     runs: list[Run] = []
@@ -221,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res: dict[str, Any] = {"contestants": {}, "batch": {}, "side_by_side": {}}
     for n in names:
         s = per_contestant(runs, n)
-        s["speedup_vs_own_ar"] = speedup_vs_ar(_renamed(runs, "vllm-ar", "ar"), n) if n != "vllm-ar" and "vllm-ar" in names else None
+        s["speedup_vs_own_ar"] = (speedup_vs_ar(_renamed(runs, configs.VLLM_AR, configs.TARGET_ALONE), n)
+                                  if n != configs.VLLM_AR and configs.VLLM_AR in names else None)
         res["contestants"][n] = s
     for n, sizes in batch_runs.items():
         for b, rs in sizes.items():
@@ -246,18 +254,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def side_by_side(res: dict[str, Any], runs: list[Run], names: list[str], ours_file: str) -> None:
     """Ours (the engine benchmark's --out file) against vLLM's runs on the same (prompt, repeat)."""
     ours = json.loads(Path(ours_file).read_text())
-    theirs = [Run(**r) for r in ours["runs"]]
-    res["ours_contestants"] = ours["contestants"]
+    theirs = stored_runs(ours["runs"])
+    res["ours_contestants"] = stored_names(ours["contestants"])
     res["ours_load"] = (ours.get("load_before"), ours.get("load_after"))
     for a, b in PAIRS:
-        if b in names and a in ours["contestants"]:
+        if b in names and a in res["ours_contestants"]:
             pairs = pair_up({(x.set, x.prompt, x.repeat): x for x in theirs if x.contestant == a},
                             {(x.set, x.prompt, x.repeat): x for x in runs if x.contestant == b})
             res["side_by_side"][f"{a}|{b}"] = {
                 "pairs": len(pairs),
                 **paired_ratio_stats([x.s_per_token / y.s_per_token for x, y in pairs], [x.tokens == y.tokens for x, y in pairs], name="time_ratio"),
             }
-    res["table"] = markdown_table(theirs, runs, list(ours["contestants"]), names)
+    res["table"] = markdown_table(theirs, runs, list(res["ours_contestants"]), names)
+
+
+def stored_runs(records: list[dict[str, Any]]) -> list[Run]:
+    """A stored --out file's runs (this script's, or the engine benchmark's), each contestant by
+    its declared name: an old spelling ("fly-mla") read as the declared one (configs.canonical)."""
+    return [Run(**{**r, "contestant": configs.canonical(r["contestant"])}) for r in records]
+
+
+def stored_names(table: dict[str, Any]) -> dict[str, Any]:
+    """A stored per-contestant table, keyed by declared names (configs.canonical), in its order."""
+    return {configs.canonical(name): value for name, value in table.items()}
 
 
 def paired_figure(pairs: list[tuple[Run, Run]], fn: Any) -> str:
@@ -274,11 +293,10 @@ def paired_figure(pairs: list[tuple[Run, Run]], fn: Any) -> str:
 
 def markdown_table(ours_runs: list[Run], runs: list[Run], ours_names: list[str], names: list[str]) -> str:
     """docs/vllm.md's side-by-side table: one row per engine and method on the same prompts."""
-    label = {"ar": "target alone", "spd": "SPD, draft 0.5B", "pld": "prompt lookup (ngram)", "eagle3": "EAGLE-3 head"}
     rows = ["| engine | method | tok/s (pooled; runs min-max) | tau | speedup over own target alone | identical to own target alone "
             "| time ours / vLLM per token | identical ours = vLLM |", "|---|---|---|---|---|---|---|---|"]
-    sides = [("ours", ours_runs, [a for a, _ in PAIRS if a in ours_names], "ar"),
-             ("vLLM", runs, [b for _, b in PAIRS if b in names], "vllm-ar")]
+    sides = [("ours", ours_runs, [a for a, _ in PAIRS if a in ours_names], configs.TARGET_ALONE),
+             ("vLLM", runs, [b for _, b in PAIRS if b in names], configs.VLLM_AR)]
     partner = dict(PAIRS) | {b: a for a, b in PAIRS}
     for engine, rs, members, ar in sides:
         for n in members:
@@ -295,7 +313,7 @@ def markdown_table(ours_runs: list[Run], runs: list[Run], ours_names: list[str],
                              {(x.set, x.prompt, x.repeat): x for x in runs if x.contestant == (other if engine == "ours" else n)}))
             ratio = paired_figure(pairs, lambda a, b: a.s_per_token / b.s_per_token) if engine == "ours" else "(row above)"
             same = f"{sum(a.tokens == b.tokens for a, b in pairs)}/{len(pairs)}" if engine == "ours" and pairs else "-"
-            rows.append(f"| {engine} | {label[n.removeprefix('vllm-')]} | {tokens / wall:.2f} ({min(speeds):.2f}-{max(speeds):.2f}) "
+            rows.append(f"| {engine} | {METHOD_COLUMN[configs.DECLARED[n].beside or n]} | {tokens / wall:.2f} ({min(speeds):.2f}-{max(speeds):.2f}) "
                         f"| {tokens / steps:.2f} | {speedup} | {same_own} | {ratio} | {same} |")
     return "\n".join(rows)
 

@@ -37,7 +37,7 @@ def test_bench_engine_tiny_fp32_smoke(tmp_path, capsys):
         assert s["runs"] == 3, name
         assert s["tokens"] > 0 and s["tokens_per_s"] > 0
     # Lossless pairs give the same tokens in fp32 (tiny models; ties are well separated).
-    for key in ("ar|hf-ar", "spd|hf-assist", "spd|hf-assist-dyn", "spd-mla|hf-assist", "pld|hf-pld"):
+    for key in ("ar|hf-ar", "spd|hf-assist", "spd|hf-assist-dyn", "spd_mla|hf-assist", "pld|hf-pld"):
         c = res["comparisons"][key]
         assert c["lossless_pair"] and c["pairs"] == 3
         assert c["identical"] == 3, key
@@ -100,3 +100,33 @@ def test_compare_gives_the_median_over_prompts_with_its_interval():
     c = compare(runs, "ours", "peer", lossless=True)
     assert c["pairs"] == 6 and c["time_ratio_prompts"] == pytest.approx(0.8)
     assert c["time_ratio_ci_low"] is None or c["time_ratio_ci_low"] <= 0.8 <= c["time_ratio_ci_high"]
+
+
+# ---- names (issue 71 item 4): declared in measure/speed_configs.py ------------------------------
+def test_every_contestant_and_comparison_names_a_declared_configuration():
+    from loosespec_bench.measure.speed_configs import DECLARED
+
+    assert set(bench_contestants.ALL_CONTESTANTS) <= set(DECLARED)
+    assert {n for a, b, _ in bench_contestants.COMPARISONS for n in (a, b)} <= set(bench_contestants.ALL_CONTESTANTS)
+    for ours, peer, _ in bench_contestants.COMPARISONS:  # a peer is compared with ours, or ours with ours
+        assert DECLARED[ours].beside is None
+
+
+def test_the_old_spellings_still_name_their_contestants():
+    # bench.mk's peers target and docs/cpu-performance.md's commands spell them so.
+    args = engine.parse_args(["--contestants", "ar,hf-ar,fly-mla,fly-mla-hf,spd-mla,eagle3-tree"])
+    assert args.contestants == ["ar", "hf-ar", "fly_mla", "fly_mla_hf", "spd_mla", "eagle3_tree"]
+    assert engine.parse_args(["--contestants", "fly-mla,fly_mla"]).contestants == ["fly_mla"]
+
+
+@pytest.mark.parametrize("name", ["spd_mla", "fly_mla_hf", "eagle3", "eagle3_tree", "lookahead"])
+def test_each_contestant_of_ours_declares_the_harness_configuration_it_is(name):
+    # The engine benchmark builds these itself; their declared overrides are what the harness runs for them.
+    from loosespec_bench.measure.speed_configs import DECLARED
+
+    cfg = bench_contestants.compose_config(["pair=qwen25_coder_embedded", "dataset=gsm8k", *DECLARED[name].overrides])
+    method = {"fly_mla_hf": "fly"}.get(name, "spd")
+    drafter = {"spd_mla": "mla", "fly_mla_hf": "mla"}.get(name, name)
+    assert cfg.method.name == method and cfg.drafter.name == drafter.removesuffix("_tree")
+    assert cfg.drafter.get("lookup", None) == ("hf" if name == "fly_mla_hf" else cfg.drafter.get("lookup", None))
+    assert cfg.drafter.get("tree", False) == (name == "eagle3_tree")

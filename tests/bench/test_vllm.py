@@ -93,3 +93,37 @@ def test_each_contestant_is_the_engines_own_speculative_config(bv):
     eagle = bv.spec_of("vllm-eagle3", args)
     assert eagle["method"] == "eagle3" and eagle["num_speculative_tokens"] == 4
     assert eagle["model"].endswith("/heads/it's here") and not eagle["model"].startswith("~")
+
+
+# ---- names (issue 71 item 4): declared in measure/speed_configs.py ------------------------------
+def test_each_vllm_contestant_is_declared_beside_the_configuration_of_ours_it_runs(bv):
+    from loosespec_bench.measure.speed_configs import DECLARED
+
+    assert set(bv.CONTESTANTS) <= set(DECLARED)
+    assert bv.PAIRS == (("ar", "vllm-ar"), ("spd", "vllm-spd"), ("pld", "vllm-pld"), ("eagle3", "vllm-eagle3"))
+    assert set(bv.METHOD_COLUMN) == {ours for ours, _ in bv.PAIRS}
+    args = bv.parse_args(["--contestants", "vllm-ar,vllm-spd"])
+    assert args.contestants == ["vllm-ar", "vllm-spd"]
+
+
+def test_an_old_spelling_in_a_stored_file_reads_as_the_declared_name(bv):
+    # The engine benchmark's file of 2026-12-04 (results/bench/peers-2026-12-04/ours.json) holds "fly-mla".
+    stored = {"fly-mla": {"runs": 1}, "ar": {"runs": 1}}
+    assert list(bv.stored_names(stored)) == ["fly_mla", "ar"]
+    record = vars(_run(bv, "fly-mla", "1", 0, 1.0, [1], 1))
+    (run,) = bv.stored_runs([record])
+    assert run.contestant == "fly_mla" and record["contestant"] == "fly-mla"
+
+
+def test_the_committed_side_by_side_table_prints_again_as_it_was(bv, capsys):
+    """The names are read through the declaration, and the printed tables stay byte for byte those
+    the run printed (results/bench/peers-2026-12-04/vllm.txt)."""
+    from ..conftest import REPO
+
+    folder = REPO / "results" / "bench" / "peers-2026-12-04"
+    res = bv.main(["--runs", str(folder / "vllm.json"), "--ours", str(folder / "ours.json")])
+    out = capsys.readouterr().out
+    assert "fly_mla" in res["ours_contestants"] and "fly-mla" not in res["ours_contestants"]
+    printed = (folder / "vllm.txt").read_text()
+    report = out[out.index("\n== vLLM contestants"):]
+    assert "docs/vllm.md's table" in report and report.rstrip("\n") in printed

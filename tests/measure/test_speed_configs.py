@@ -45,3 +45,53 @@ def test_labels_and_order_of_declared_and_undeclared_names():
 def test_each_count_test_compares_two_declared_configurations(test):
     a, b, count = test
     assert a in CONFIGS and b in CONFIGS and a != b and count in ("target_forwards", "draft_forwards")
+
+
+# ---- every benchmark's names, declared once (issue 71 item 4) -----------------------------------
+from loosespec_bench.measure import speed_configs as configs  # noqa: E402
+
+
+def test_every_declared_name_has_a_label_of_its_own_and_is_ours_or_beside_ours():
+    assert list(configs.DECLARED)[: len(CONFIGS)] == list(CONFIGS)  # the speed benchmark's first, in its order
+    labels = [c.label for c in configs.DECLARED.values()]
+    assert len(set(labels)) == len(labels)
+    for name, config in configs.DECLARED.items():
+        assert config.name == name and config.label
+        if config.beside is None:  # ours: lower case words joined by _, run by the harness's overrides
+            assert re.fullmatch(r"[a-z0-9_]+", name) and config.overrides, name
+            assert all(re.fullmatch(r"[a-z_.]+=[a-z0-9_]+", o) for o in config.overrides), name
+            assert sum(o.startswith("method=") for o in config.overrides) == 1, name
+        else:  # a peer's: its engine's prefix, beside a configuration of ours, no harness overrides
+            assert re.fullmatch(r"(hf|vllm)-[a-z0-9-]+", name) and config.overrides == (), name
+            assert configs.DECLARED[config.beside].beside is None, name
+
+
+def test_every_alias_maps_to_a_declared_name_and_shadows_none():
+    assert configs.ALIASES == {"fly-mla": "fly_mla", "spd-mla": "spd_mla", "fly-mla-hf": "fly_mla_hf",
+                               "eagle3-tree": "eagle3_tree"}
+    assert configs.BATCH_OLD_NAMES == {"fly": "fly_mla"}
+    for old, new in (*configs.ALIASES.items(), *configs.BATCH_OLD_NAMES.items()):
+        assert new in configs.DECLARED, old
+    assert not set(configs.ALIASES) & set(configs.DECLARED)  # an alias never names another configuration
+    # "fly" is FLy with the draft model everywhere: FLy + MLA only in the batch bench's old files.
+    assert configs.BATCH_OLD_NAMES.keys() <= configs.DECLARED.keys() and configs.config_label(configs.FLY) == "FLy"
+
+
+def test_canonical_maps_old_spellings_and_keeps_any_other_name():
+    assert configs.canonical("fly-mla") == configs.canonical("fly_mla") == configs.FLY_MLA
+    assert configs.canonical("fly") == configs.FLY  # everywhere but the batch bench's old files
+    assert configs.canonical("fly", configs.BATCH_OLD_NAMES) == configs.FLY_MLA
+    assert configs.canonical("hf-ar") == configs.HF_AR and configs.canonical("cfg-spd") == "cfg-spd"  # undeclared: as spelled
+
+
+def test_pick_reads_a_commands_list_through_the_declaration():
+    allowed = (configs.TARGET_ALONE, configs.FLY_MLA, configs.EAGLE3_TREE)
+    assert configs.pick(["ar", "fly-mla", "eagle3-tree", "fly_mla", "nope"], allowed) == (
+        ["ar", "fly_mla", "eagle3_tree"], ["nope"])
+    assert configs.pick(["fly"], allowed) == ([], ["fly"])  # FLy (draft model) is not among them
+    assert configs.pick(["fly"], allowed, configs.BATCH_OLD_NAMES) == (["fly_mla"], [])
+
+
+def test_labels_of_every_benchmarks_names():
+    assert configs.config_label("fly_mla") == "FLy + MLA" and configs.config_label("vllm-spd") == "SPD on vLLM"
+    assert configs.config_label("fly-mla") == "fly-mla"  # a reader maps an old spelling first (canonical)
