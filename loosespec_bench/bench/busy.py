@@ -38,6 +38,7 @@ from typing import Any, Iterator
 import psutil
 
 from ..safe_files import atomic_write_text, open_regular, read_text
+from .child import watch
 from .memory import MAKE_RUN
 
 POLICIES = ("ACTIVE", "PASSIVE", "auto")  # auto: no OMP_WAIT_POLICY given, the run's own rule decides
@@ -102,19 +103,10 @@ def one_run(cmd: list[str], policy: str, busy: bool, timeout: float, work: Path,
     with open_regular(log, "ab") as out:  # a file, not a pipe: a full pipe would stall the run
         proc = subprocess.Popen([*cmd, f"paths.results_dir={work / tag}"], env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=out)
-    cut = False
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() - start > timeout and not cut:
-            proc.kill()
-            cut = True
-        time.sleep(0.2)
-    wall = time.monotonic() - start
+    ended = watch(proc, 0.2, timeout=timeout)
+    wall, cut = time.monotonic() - start, ended.cut
     err = read_text(log)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    own = usage.ru_utime + usage.ru_stime
+    own = ended.usage.ru_utime + ended.usage.ru_stime
     share = others_share(cpu0, psutil.cpu_times(), own, wall)
     said = [line for line in err.splitlines() if "this machine is busy" in line]
     policy_said = next((w.split("=", 1)[1].rstrip(",") for w in said[0].split() if w.startswith("OMP_WAIT_POLICY=")), None) if said else None

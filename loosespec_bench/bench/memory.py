@@ -45,6 +45,7 @@ from typing import Any
 import psutil
 
 from ..safe_files import atomic_write_text, open_regular, read_text
+from .child import watch
 
 GIB = 2**30
 # `make run`'s command (Makefile: run, RUN_ARGS), cut to a few problems: memory does not grow with n.
@@ -122,15 +123,13 @@ def measure(cmd: list[str], env: dict[str, str], log: Path, interval: float) -> 
     with open_regular(log, "ab") as out:  # the run's own output (a new file in our folder), read back below
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         watched = psutil.Process(proc.pid)
-        status = 0
-        while True:
-            pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
+
+        def sample() -> None:
+            nonlocal peaks
             now = tree_memory(watched)
             peaks = {kind: {k: max(v, now[kind][k]) for k, v in vals.items()} for kind, vals in peaks.items()}
-            time.sleep(interval)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+
+        watch(proc, interval, sample)
     text = read_text(log)
     conversions = [{"model": m.group(1), "seconds": int(m.group(2)), "peak_gib": float(m.group(3)) if m.group(3) else None}
                    for m in CONVERTED.finditer(text)]
