@@ -14,9 +14,11 @@ half-written folder never exists. file_lock and make_shareable are the cache's l
 permissions, shared the same way; in_child runs a conversion in a process of its own and says
 its peak resident memory.
 """
+
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -178,7 +180,7 @@ def stream_gguf_tensors(gguf: Path, meta_model: Any, out_dir: Path, shard_bytes:
     from transformers.modeling_gguf_pytorch_utils import (
         TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map, load_gguf_checkpoint, read_field)
 
-    from ..safe_files import atomic_write_text
+    from ..safe_files import atomic_write_text, check_write_target
 
     parsed = load_gguf_checkpoint(str(gguf), return_tensors=False)  # metadata only
     parsed["tensors"] = {}  # where some processors (MoE experts) put tensors themselves
@@ -190,20 +192,22 @@ def stream_gguf_tensors(gguf: Path, meta_model: Any, out_dir: Path, shard_bytes:
     shards: list[list[str]] = []
     pending: dict[str, torch.Tensor] = {}
     size = total_bytes = 0
+    seen: set[str] = set()
     weight_map: dict[str, str] = {}
 
     def flush() -> None:
         nonlocal pending, size
         if pending:
-            part = out_dir / f".part-{len(shards):05d}.safetensors"
+            part = check_write_target(out_dir / f".part-{len(shards):05d}.safetensors", out_dir)  # no link followed
             save_file(pending, str(part), metadata={"format": "pt"})
             shards.append(list(pending))
         pending, size = {}, 0
 
     def add(name: str, tensor: torch.Tensor) -> None:
         nonlocal size, total_bytes
-        if name in pending or name in weight_map or any(name in s for s in shards):
+        if name in seen:
             raise RuntimeError(f"{gguf.name}: two GGUF tensors map to {name}")
+        seen.add(name)
         if size and size + tensor.numel() * tensor.element_size() > shard_bytes:
             flush()
         pending[name] = tensor
@@ -222,11 +226,9 @@ def stream_gguf_tensors(gguf: Path, meta_model: Any, out_dir: Path, shard_bytes:
     total = len(shards)
     for i, names in enumerate(shards):
         final = f"model-{i + 1:05d}-of-{total:05d}.safetensors"
-        os.replace(out_dir / f".part-{i:05d}.safetensors", out_dir / final)
+        os.replace(out_dir / f".part-{i:05d}.safetensors", check_write_target(out_dir / final, out_dir))
         weight_map.update({n: final for n in names})
     index = {"metadata": {"total_size": total_bytes}, "weight_map": dict(sorted(weight_map.items()))}
-    import json
-
     atomic_write_text(out_dir / "model.safetensors.index.json", json.dumps(index, indent=2, sort_keys=True) + "\n")
     return weight_map
 

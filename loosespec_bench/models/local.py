@@ -41,7 +41,7 @@ def read_local(folder: Path, dtype: torch.dtype, loading_info: dict[str, Any] | 
     10.3 GiB resident for a model of 2.9 (issue 72). Read with pread, the file passes through the
     page cache (the kernel's, not the process's) and the load peaks at 3.9 GiB. The weights are
     the same bits (transformers casts each tensor as before; checked by tests/models/test_local.py
-    on the embedded pair); the load takes longer (10 s against 3 s for the 1.5B from a warm cache).
+    on tiny models and, slow, by tests/models/test_embedded.py on the embedded pair); the load takes longer (10 s against 3 s for the 1.5B from a warm cache).
     loading_info: filled with from_pretrained's (missing, unexpected and mismatched keys)."""
     from safetensors import safe_open
     from transformers import AutoConfig, GenerationConfig
@@ -66,6 +66,8 @@ def read_local(folder: Path, dtype: torch.dtype, loading_info: dict[str, Any] | 
         loading_info.update(info)  # missing / unexpected / mismatched keys, for a caller that checks them
     del state, handles
     model.config.name_or_path = str(folder)  # what from_pretrained(folder) records
-    if (folder / "generation_config.json").is_file():
+    from ..safe_files import check_regular
+
+    if check_regular(folder / "generation_config.json"):  # a link there is refused, not followed
         model.generation_config = GenerationConfig.from_pretrained(folder)
     return model

@@ -26,8 +26,9 @@ gets its own quantised copy, the input embedding stays in the model dtype.
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Iterable
+from typing import Any, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -159,18 +160,19 @@ def _quantizable(lin: torch.nn.Module, mode: str, group: int) -> bool:
     return True
 
 
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's malloc_trim, looked up once in the process's own symbols (None without glibc)."""
+    import ctypes
+
+    return getattr(ctypes.CDLL(None), "malloc_trim", None)
+
+
 def _return_freed_heap() -> None:
     """Hand the heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing). The
     float32 temporaries of quantising (4 bytes per weight, per layer) are below glibc's mmap
     threshold, so their freed pages stayed in the process: ~1.4 GiB on the embedded 0.5B draft."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        trim = None
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
 
