@@ -25,6 +25,7 @@ from .models.quantize import quantize_drafter
 from .models.subvocab import restrict_draft_vocab
 from .models.loading import load_options
 from .params import BOOKKEEPING_KEYS, check_node, declared_rules, params_of  # noqa: F401 (BOOKKEEPING_KEYS re-exported)
+from .settings.run_settings import PathsParams, section
 from .tasks import Task
 from .verifiers.base import Verifier
 
@@ -153,6 +154,6 @@ def build_drafter(cfg: DictConfig, target_loaded: LoadedModel) -> Drafter | None
     # before quantising so that the smaller head is the one quantised. pair.draft.quantize:
     # weight-only int8/int4 linears for the draft network (a draft model or an EAGLE-3 head),
     # once here; the target is never quantised, so lossless methods stay lossless.
-    restrict_draft_vocab(drafter, node.get("vocab_top"), target_loaded.tokenizer, cfg.paths.data_dir)
+    restrict_draft_vocab(drafter, node.get("vocab_top"), target_loaded.tokenizer, section(cfg, PathsParams).data_dir)
     quantize_drafter(drafter, pair.draft.get("quantize"))
     return drafter

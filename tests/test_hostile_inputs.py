@@ -590,7 +590,8 @@ def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
 def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_a_file_there(tmp_path):
     """check_baseline_store computes the store folder itself (baselines sits above checks):
     it must be BaselineStore's folder, for every point; a link or a file there is refused."""
-    from loosespec_bench.store.baselines import BaselineStore, baselines_root
+    from loosespec_bench.settings.run_settings import PathsParams, section
+    from loosespec_bench.store.baselines import BaselineStore
     from loosespec_bench.settings.checks import check_baseline_store
     from loosespec_bench.settings.config import baseline_config
     from loosespec_bench.errors import ConfigError
@@ -599,7 +600,7 @@ def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_
 
     for extra in ([], ["dataset=gsm8k", "generation.temperature=0.5", "seed=3"]):
         cfg = compose_config(["pair=tiny", "baseline=shared", *extra], results_dir=tmp_path / "results")
-        store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{cfg.dataset.name}").path
+        store = BaselineStore(section(cfg, PathsParams).baselines_root, baseline_config(cfg), f"{cfg.pair.name}_{cfg.dataset.name}").path
         check_baseline_store(cfg)  # nothing there yet: passes, and creates nothing
         assert not (tmp_path / "results").exists()
         store.parent.mkdir(parents=True)

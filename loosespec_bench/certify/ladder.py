@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
 from ..measure.stats.sequential import Design, n_for_certify
+from ..settings.run_settings import GenerationParams, RunSettings, section
 
 SCORES = ("task", "identical")  # the 0/1 quality: the task's own score, or "same tokens as the target alone"
 
@@ -163,7 +164,7 @@ def check_request(req: Request) -> list[DictConfig]:
     cfgs = []
     for i in range(len(req.values)):
         cfg = compose(req.point_overrides(i, req.split, n_max))
-        if str(cfg.generation.temperature) not in ("0", "0.0"):
+        if section(cfg, GenerationParams).temperature != 0:
             raise ConfigError("certify: give greedy decoding (generation.temperature=0): one output per problem and setting")
         cfgs.append(cfg)
     rule = str(cfgs[0].method.name)
@@ -213,7 +214,6 @@ def plan_cost(req: Request, cfgs: Sequence[DictConfig], fill: float = 1.0) -> di
     optional speed occasions, in CPU hours (node-hours on a CPU)."""
     from ..measure.costmodel import LOAD_MIN, TARGET_TPS
     from ..plan import estimate
-    from ..settings.run_settings import RunSettings
 
     def estimate_n(cfg: DictConfig, n: int) -> dict[str, Any]:
         """plan.estimate at n problems: the planner sizes a set by its declared size (GSM8K's

@@ -38,7 +38,7 @@ from ..tasks.prompting import eos_ids, make_stop_fn
 from ..tasks import Task
 from ..verifiers.base import Verifier
 from ..verifiers.spd import SPD
-from ..settings.run_settings import RunSettings
+from ..settings.run_settings import GenerationParams, RunSettings
 from .base import Engine
 from .settings import HFParams
 from .vllm_serving import batch_id, serving_record
@@ -159,12 +159,12 @@ class HFEngine(Engine):
         *,
         verifier: Verifier,
         drafter: Drafter | None,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
+        temperature: float = GenerationParams.temperature,
+        top_k: int = GenerationParams.top_k,
+        top_p: float = GenerationParams.top_p,
         stop_strings: Sequence[str] = (),
         record_steps: bool = False,
-        batch_size: int = 1,
+        batch_size: int = HFParams.batch_size,
     ) -> "HFEngine":
         """An engine over a loaded target and built rule/drafter (drafter None: the method is the
         target alone), without a config: several engines can share one loaded target."""
@@ -175,7 +175,7 @@ class HFEngine(Engine):
 
     def _setup(
         self, target: LoadedModel, *, verifier: Verifier, drafter: Drafter | None, temperature: float, top_k: int,
-        top_p: float, stop_strings: Sequence[str], record_steps: bool, batch_size: int = 1,
+        top_p: float, stop_strings: Sequence[str], record_steps: bool, batch_size: int,
     ) -> None:
         self.target = target
         self.verifier = verifier

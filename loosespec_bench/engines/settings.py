@@ -39,7 +39,8 @@ class HFParams(EngineParams):
     """engine=hf and engine=hf_serve (engines/hf.py): our loop, which batches at most HF_MAX_BATCH
     problems."""
 
-    batch_size: int = knob(1, integer(1, HF_MAX_BATCH), "problems our loop decodes at once; 1 = one at a time")
+    # The range narrows; the default stays EngineParams' (declared there once).
+    batch_size: int = knob(EngineParams.batch_size, integer(1, HF_MAX_BATCH), "problems our loop decodes at once; 1 = one at a time")
 
 
 def _threads_bind(v: Any) -> str | None:

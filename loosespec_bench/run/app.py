@@ -20,7 +20,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from ..store.baselines import BaselineStore, baselines_root, timed_indices
+from ..store.baselines import BaselineStore, timed_indices
 from ..build import build_engine, build_task, check_artefacts
 from ..settings.checks import precheck_config
 from ..settings.run_settings import RunSettings
@@ -55,12 +55,13 @@ class Runner:
     encoded with the engine's tokenizer, the paired baseline in alternating order, multi-turn
     conversations, records and scores. Knows the Engine interface only (engines/base.py)."""
 
-    def __init__(self, cfg: DictConfig, task: Task, engine: Engine) -> None:
+    def __init__(self, cfg: DictConfig, task: Task, engine: Engine, settings: RunSettings | None = None) -> None:
         self.cfg = cfg
         self.task = task
         self.engine = engine
-        # The run's own settings, typed (settings/run_settings.py): read here, never as raw keys.
-        self.settings = settings = RunSettings.read(cfg)
+        # The run's own settings, typed (settings/run_settings.py): the pre-check's, or read
+        # here (a script's runner), never as raw keys.
+        self.settings = settings = settings or RunSettings.read(cfg)
         self.max_new = settings.generation.max_new_tokens or task.max_new_tokens
         # Tests inject fake clocks (timing.py). An engine whose models run in child processes
         # (vLLM) is timed by the CPU of the whole process tree, not of this process alone.
@@ -355,7 +356,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         folder.clear_error()  # this attempt replaces the last one's verdict
         done = reusable_records(folder, samples)
         todo = [(i, s) for i, s in enumerate(samples) if s.id not in done]
-        topup = timing_topup(cfg, samples, done, sample_groups(task, samples))
+        topup = timing_topup(settings, target_alone(cfg), samples, done, sample_groups(task, samples))
         check_topup_machine(folder.path, topup)  # before the config is rewritten: a refusal changes nothing
         folder.write_config(OmegaConf.to_yaml(cfg, resolve=True))
         print(
@@ -371,10 +372,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             tracker.start(cfg, folder.path, folder.path.name)
         if todo:
             engine = build_engine(cfg, task)  # the models load here
-            runner = Runner(cfg, task, engine)
+            runner = Runner(cfg, task, engine, settings)
             runner.run_name = f"{settings.root.experiment_name}/{folder.path.name}"
             if settings.root.baseline == "shared" and runner.paired:
-                runner.store = BaselineStore(baselines_root(cfg), baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
+                runner.store = BaselineStore(settings.paths.baselines_root, baseline_config(cfg), f"{cfg.pair.name}_{task.name}").open()
                 subset = settings.timing.subset
                 runner.timed = timed_indices(len(samples), None if subset is None else int(subset), sample_groups(task, samples))
             runner.check_lengths([s for _, s in todo])  # before any generation
@@ -434,7 +435,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
         interrupts.raise_pending()  # ... and never lets the point write its summary as if finished
         records = [done[s.id] for s in samples if s.id in done]
-        cal, cal_source = run_calibration(cfg)
+        cal, cal_source = run_calibration(settings, cfg.pair)
         summary = build_summary(
             task, records, seed=settings.root.seed, power_threshold=settings.root.power_threshold,
             timing_tolerance=settings.timing.tolerance, calibration=cal, calibration_source=cal_source,
@@ -480,13 +481,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
-def run_calibration(cfg: DictConfig) -> tuple[Any, str]:
+def run_calibration(settings: RunSettings, pair: Any) -> tuple[Any, str]:
     """The stored cost-model calibration for this run's pair, machine and threads
     (calibrate.find_calibration), or (None, why)."""
-    if not str((cfg.get("pair") or {}).get("device", "cpu")).startswith("cpu"):
+    if not str((pair or {}).get("device", "cpu")).startswith("cpu"):
         return None, "calibrations are measured on the CPU only (calibrate.py)"
-    settings = RunSettings.read(cfg)
-    return find_calibration(settings.paths.results_dir, cfg.pair, settings.root.threads or None)
+    return find_calibration(settings.paths.results_dir, pair, settings.root.threads or None)
 
 
 class DiskError(ConfigError):

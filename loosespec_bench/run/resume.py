@@ -8,7 +8,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
 
 from ..store.baselines import timed_indices
 from ..errors import ConfigError
@@ -19,7 +18,6 @@ from ..store.summary import machine
 from ..tasks import Sample
 from ..measure.timing import UNTIMED
 from ..settings.run_settings import RunSettings
-from ..verifiers import rule_class
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +77,7 @@ def sample_groups(task: Any, samples: list[Sample]) -> list[Any] | None:
     return [s.meta.get(key) for s in samples] if key else None
 
 
-def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[str, Any]],
+def timing_topup(settings: RunSettings, target_alone: bool, samples: list[Sample], done: dict[str, dict[str, Any]],
                  groups: list[Any] | None = None) -> list[tuple[int, Sample]]:
     """baseline=shared: the finished samples that are now inside the timing subset but ran
     untimed (the target alone read from the store). A resume with a larger timing.subset (or
@@ -89,10 +87,9 @@ def timing_topup(cfg: DictConfig, samples: list[Sample], done: dict[str, dict[st
     sample timed so far. Nothing is topped up unless the subset asks for more timed samples
     than the run already has: a run timed under an earlier rule for choosing them (MGSM's
     before groups were spread) keeps its timed samples instead of gaining some at every resume,
-    perhaps on another CPU."""
-    rule = rule_class(str(cfg.method.name))  # the target alone (method=ar) has no method side to time
-    settings = RunSettings.read(cfg)  # the run's settings, typed (settings/run_settings.py)
-    if settings.root.baseline != "shared" or (rule is not None and rule.target_alone):
+    perhaps on another CPU. `target_alone`: the method is the target alone (method=ar), which
+    has no method side to time."""
+    if settings.root.baseline != "shared" or target_alone:
         return []
     subset = settings.timing.subset
     untimed = {sid for sid, rec in done.items() if (rec.get("timing") or {}).get("status") == UNTIMED}

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from .config import CONF_DIR, GROUPS, ALL_GROUPS, baselines_root, class_or_none, key_digest, resolve_class, safe_name, site_conf_dir
+from .config import CONF_DIR, GROUPS, ALL_GROUPS, class_or_none, key_digest, resolve_class, safe_name, site_conf_dir
 from ..errors import ConfigError
 from ..omp import prepack_mode
 from .path_limits import HYDRA_TAIL, RUN_FILE_TAIL, STORE_TAIL, check_environment_path_lengths, path_length_problem, shown
@@ -48,7 +48,7 @@ from ..params import (
     params_of,
     string,
 )
-from .run_settings import ENGINE_BOOKKEEPING, SECTIONS, RunSettings, engine_settings
+from .run_settings import ENGINE_BOOKKEEPING, SECTIONS, PathsParams, RunSettings, engine_settings
 
 class UnknownSetting(ConfigError):
     """A key that a node's class does not take; `key` is its full name (drafter.k), which
@@ -234,12 +234,13 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
     return data
 
 
-def validate(cfg: DictConfig) -> RunSettings:
+def validate(cfg: DictConfig, data: dict[str, Any] | None = None) -> RunSettings:
     """Every setting's key, range and cross rule (module docstring); pure. Returns the run's
-    settings, typed (run_settings.RunSettings), for the app to read."""
+    settings, typed (run_settings.RunSettings), for the app to read. `data`: the config,
+    resolved (resolved(cfg)), where the caller has it."""
     from ..models.loading import pair_settings
 
-    data = resolved(cfg)
+    data = resolved(cfg) if data is None else data
     _check_plain(data)
     sections = RunSettings.sections(data)  # the top level, generation, paths, timing (run_settings.py)
     pair = data["pair"]
@@ -394,12 +395,13 @@ def check_environment() -> None:
             raise ConfigError(f"LOOSESPEC_LOG={log_level!r} is not a log level; use DEBUG, INFO, WARNING or ERROR")
 
 
-def check_resources(cfg: DictConfig) -> None:
-    """What this machine must provide for the config (module docstring); raises ConfigError."""
-    data = resolved(cfg)
+def check_resources(cfg: DictConfig, data: dict[str, Any] | None = None) -> None:
+    """What this machine must provide for the config (module docstring); raises ConfigError.
+    `data`: the config, resolved, where the caller has it."""
+    data = resolved(cfg) if data is None else data
     check_environment()
     check_results_dir(data["paths"]["results_dir"])
-    check_baseline_store(cfg)  # the store root and this point's store (issue 41)
+    check_baseline_store(cfg, data)  # the store root and this point's store (issue 41)
     check_free_space(data["paths"]["results_dir"], data)
     if data.get("baseline") == "shared" and data["paths"].get("baselines_dir") is not None:
         check_results_dir(data["paths"]["baselines_dir"], "paths.baselines_dir")
@@ -461,9 +463,10 @@ def check_free_space(value: str, data: Mapping[str, Any], where: str = "paths.re
 def precheck_config(cfg: DictConfig, *, resources: bool = True) -> RunSettings:
     """validate, then (resources) check_resources: what the CLI and app.run call. Returns the
     run's settings, typed (RunSettings), as validate built them."""
-    settings = validate(cfg)
+    data = resolved(cfg)  # once: every check below reads the same resolved settings
+    settings = validate(cfg, data)
     if resources:
-        check_resources(cfg)
+        check_resources(cfg, data)
     return settings
 
 
@@ -499,7 +502,7 @@ def check_path_lengths(cfg: DictConfig, data: Mapping[str, Any] | None = None) -
         checks.append((f"the run folder {shown(run)!r}", rid, run + RUN_FILE_TAIL))
     if data.get("baseline") == "shared" and not paths.get("baselines_dir"):
         pair, dataset = data.get("pair") or {}, data.get("dataset") or {}
-        store = os.path.join(root, "_baselines", f"{pair.get('name')}_{dataset.get('name')}")
+        store = os.path.join(os.path.abspath(PathsParams.read(paths).baselines_root), f"{pair.get('name')}_{dataset.get('name')}")
         checks.append(("the baseline store (paths.results_dir/_baselines)", store, store + STORE_TAIL))
     for where, value, full in checks:
         problem = path_length_problem(full)
@@ -551,7 +554,7 @@ def _engine_names() -> list[str]:
     return group_choices("engine")
 
 
-def check_baseline_store(cfg: DictConfig) -> None:
+def check_baseline_store(cfg: DictConfig, data: dict[str, Any] | None = None) -> None:
     """baseline=shared: the store root (paths.baselines_dir, else results_dir/_baselines, which
     was never checked) is a writable folder on a writable file system, a default root that is a
     symbolic link leads nowhere outside paths.results_dir, and this point's store folder (its
@@ -559,12 +562,12 @@ def check_baseline_store(cfg: DictConfig) -> None:
     real writable folder if it exists. Nothing is created (check_results_dir removes its probes)."""
     from .config import baseline_config
 
-    data = resolved(cfg)
+    data = resolved(cfg) if data is None else data
     if data.get("baseline") != "shared" or not _uses_drafter(data):
         return  # no store: the target alone runs beside the method, or is the method
     explicit = data["paths"].get("baselines_dir")
     where = "paths.baselines_dir" if explicit else "the baseline store root (paths.results_dir/_baselines)"
-    root = baselines_root(data)  # the folder the store opens (store/baselines.py reads the same)
+    root = PathsParams.read(data["paths"]).baselines_root  # the folder the store opens (app.run reads the same)
     if not explicit and root.is_symlink():
         results = os.path.realpath(os.path.expanduser(str(data["paths"]["results_dir"])))
         target = os.path.realpath(root)

@@ -313,12 +313,6 @@ def key_digest(key: Any) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def baselines_root(cfg: Any) -> Path:
-    """The folder of a config's target-alone stores: paths.baselines_dir, else results_dir/_baselines."""
-    paths = cfg["paths"] if isinstance(cfg, dict) else cfg.paths
-    return Path(paths.get("baselines_dir") or Path(str(paths["results_dir"])) / "_baselines").expanduser()
-
-
 def resolve_class(target: Any, group: str = "", base: type | None = None) -> type:
     """The class a config node's `_target_` names, not built: the one resolver (the drafter's,
     the engine's, the method's, the settings check's). A ConfigError naming `group` when the name

@@ -92,18 +92,16 @@ def lookup_flag(flag: str) -> str:
 def run_folder_of(overrides: Sequence[str], config_name: str = "config") -> str | None:
     """The run folder a one-run command line writes (paths.results_dir/experiment_name/run id,
     as store/run_folder.run_dir makes it), or None where it does not compose to one run."""
-    import os
-
     from omegaconf import open_dict
 
-    from .config import run_id
+    from .run_settings import run_path
 
     try:
         with _composer(config_name) as compose:
             cfg = compose(list(overrides))
         with open_dict(cfg):
             del cfg["hydra"]  # as a run's config: Hydra's own node resolves only inside a job
-        return os.path.join(str(cfg.paths.results_dir), str(cfg.experiment_name), run_id(cfg))
+        return str(run_path(cfg))
     except Exception:
         return None  # a sweep or a bad command: the advice names no folder
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
@@ -311,13 +310,12 @@ def check_run_id_collisions(points: list[tuple[list[str], DictConfig]], varying:
     and started at once (a launcher's parallel jobs) they would fight over its lock."""
     if len(points) < 2:
         return
-    from .config import run_id
+    from .run_settings import run_path
 
     seen: dict[str, tuple[int, str]] = {}
     for number, (point, cfg) in enumerate(points):
         try:
-            # run_folder.run_dir's folder (run_folder shares this floor): results_dir/experiment_name/<run id>.
-            folder = os.path.abspath(Path(str(cfg.paths.results_dir)).expanduser() / str(cfg.experiment_name) / run_id(cfg))
+            folder = os.path.abspath(run_path(cfg))  # the folder store/run_folder.run_dir opens
         except ConfigError:
             continue  # validate has refused it already
         label = " ".join(p for p in point if p.lstrip("+~").split("=", 1)[0] in varying) or " ".join(point) or "(no overrides)"

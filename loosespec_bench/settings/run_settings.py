@@ -21,7 +21,8 @@ always did (settings/config.py run_id), so declaring the settings moved no folde
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,7 +41,7 @@ from ..params import (
     string,
     temperature,
 )
-from .config import engine_class, safe_path_name
+from .config import engine_class, run_id, safe_path_name
 
 BASELINE_MODES = ("paired", "shared", "none")
 
@@ -76,6 +77,12 @@ class PathsParams(Params):
     # config.yaml: ${lsb.data_dir:} ($LOOSESPEC_DATA_DIR, else the default folder); null = the hub
     data_dir: Any = knob(None, optional(string), "the data sets' folder")
     baselines_dir: Any = knob(None, optional(string), "baseline=shared: the stores' folder; null = <results_dir>/_baselines")
+
+    @property
+    def baselines_root(self) -> Path:
+        """The folder of the target-alone stores (store/baselines.py): baselines_dir, else
+        <results_dir>/_baselines."""
+        return Path(self.baselines_dir or Path(self.results_dir) / "_baselines").expanduser()
 
 
 # The plain sections of config.yaml and their declarations, in the order the pre-check reads them.
@@ -145,6 +152,22 @@ def engine_settings(cfg: DictConfig, node: Any = None) -> Params:
     return params.build({k: v for k, v in node.items() if k not in ENGINE_BOOKKEEPING})
 
 
+P = TypeVar("P", bound=Params)
+
+
+def section(cfg: DictConfig | Mapping[str, Any], params: type[P]) -> P:
+    """One declared section of a composed or stored config (RootParams: its top level), the
+    declared defaults for what it lacks: for a reader that needs one section, not the engine's."""
+    data = _container(cfg)
+    return params.read(data if params is RootParams else _mapping(data.get(params.group)))  # type: ignore[arg-type]
+
+
+def run_path(cfg: DictConfig | Mapping[str, Any]) -> Path:
+    """results_dir/experiment_name/<run id>: the folder a composed config's run writes (store/
+    run_folder.run_dir opens it, after checking it stays under results_dir)."""
+    return Path(section(cfg, PathsParams).results_dir).expanduser() / section(cfg, RootParams).experiment_name / run_id(cfg)
+
+
 def _container(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The keys the run's settings are read from, resolved (the method, drafter and data set
     nodes are their classes' to read, and are not resolved here)."""
@@ -168,4 +191,4 @@ def run_settings(cfg: DictConfig | Mapping[str, Any]) -> RunSettings:
 
 
 __all__ = ["GenerationParams", "PathsParams", "RootParams", "RunSettings", "TimingParams", "engine_params", "engine_settings",
-           "run_settings"]
+           "run_path", "run_settings", "section"]

@@ -38,8 +38,9 @@ from filelock import lock_descriptor
 from ..errors import ConfigError
 from .run_folder import atomic_write, read_jsonl
 from ..safe_files import check_regular, confined, open_fd, open_regular, read_text
-# The stores' folder and a store's digest are the settings' (the pre-check checks the same folder).
-from ..settings.config import baselines_root, key_digest  # noqa: F401  (baselines_root re-exported: app, score)
+# A store's digest is the settings' (the pre-check checks the same folder; the stores' folder is
+# PathsParams.baselines_root, settings/run_settings.py).
+from ..settings.config import key_digest
 
 # What a store record keeps beside the side's own fields (output_text, output_ids, metrics,
 # score, turns): which run computed it and how it was timed there.

@@ -57,17 +57,13 @@ def run_dir(cfg: Any) -> Path:
     """The folder app.run writes for this config: results_dir/experiment_name/run id, always
     under results_dir: every part is a checked name (config.safe_name), and a path that would
     still leave the folder is a ConfigError."""
-    from ..settings.config import run_id, safe_path_name
+    from ..settings.run_settings import PathsParams, run_path, section
 
-    results = cfg.paths.results_dir
-    if not isinstance(results, str) or not results.strip():
+    results = section(cfg, PathsParams).results_dir  # declared ranges: a non-empty string
+    if not results.strip():
         raise ConfigError(f"paths.results_dir={results!r} must be a folder path (set it or LOOSESPEC_RESULTS_DIR)")
-    reason = safe_path_name(cfg.experiment_name)
-    if reason:
-        raise ConfigError(f"experiment_name={cfg.experiment_name!r} {reason}")
-    root = Path(results).expanduser()
-    path = root / cfg.experiment_name / run_id(cfg)
-    if not path.resolve().is_relative_to(root.resolve()):
+    path = run_path(cfg)  # experiment_name and the run id are checked names (safe_path_name, safe_name)
+    if not path.resolve().is_relative_to(Path(results).expanduser().resolve()):
         raise ConfigError(f"the run folder {path} is not under paths.results_dir={results!r}")
     return path
 

@@ -31,7 +31,6 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -95,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     from loosespec_bench.judges.mining import MinedStore, feature_rows, mine_problem, problem_record
     from loosespec_bench.models import load_model
     from loosespec_bench.models.loading import load_options
+    from loosespec_bench.settings.run_settings import RunSettings
     from loosespec_bench.tasks.prompting import chat_template_kwargs, cut_at_stop, encode_prompt, eos_ids
     from loosespec_bench.step import crop_to
     from loosespec_bench.tasks import Sample
@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     order = np.random.default_rng(args.seed).permutation(len(samples))
-    max_new = int(cfg.generation.max_new_tokens or task.max_new_tokens)
+    settings = RunSettings.read(cfg)  # the run-level settings, typed (settings/run_settings.py)
+    max_new = int(settings.generation.max_new_tokens or task.max_new_tokens)
 
     pair = cfg.pair
     log(f"loading {pair.target.path} and {pair.draft.path}")
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     drafter = build_drafter(cfg, target_lm)  # the pair's draft model (drafter=model)
     draft = drafter.model
     eos = eos_ids(target_lm)
-    chat = bool(cfg.chat_template)
+    chat = settings.root.chat_template
     meta = {
         "pair": str(pair.name), "target": str(pair.target.path), "draft": str(pair.draft.path), "dtype": str(pair.dtype),
         "dataset": str(cfg.dataset.name), "split": "train", "num_fewshot": int(cfg.dataset.num_fewshot),

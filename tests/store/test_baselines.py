@@ -157,6 +157,7 @@ def test_a_run_already_timed_to_its_subset_is_not_topped_up_under_a_new_rule():
     from omegaconf import OmegaConf
 
     from loosespec_bench.run.resume import timing_topup
+    from loosespec_bench.settings.run_settings import RunSettings
     from loosespec_bench.tasks import Sample
 
     samples = [Sample(id=f"{g}-{i}", messages=[], reference=None, meta={"language": g})
@@ -165,9 +166,10 @@ def test_a_run_already_timed_to_its_subset_is_not_topped_up_under_a_new_rule():
     # Timed under the plain rule (positions 0, 3: both French), the rest untimed.
     done = {s.id: {"timing": {"status": "clean" if i in (0, 3) else "untimed"}} for i, s in enumerate(samples)}
     cfg = OmegaConf.create({"baseline": "shared", "method": {"name": "spd"}, "timing": {"subset": 2}})
-    assert timing_topup(cfg, samples, done, groups) == []  # 2 timed already: a resume adds none
+    assert timing_topup(RunSettings.read(cfg), False, samples, done, groups) == []  # 2 timed already: a resume adds none
     cfg.timing.subset = None  # all: the untimed four, on request
-    assert [i for i, _ in timing_topup(cfg, samples, done, groups)] == [1, 2, 4, 5]
+    assert [i for i, _ in timing_topup(RunSettings.read(cfg), False, samples, done, groups)] == [1, 2, 4, 5]
+    assert timing_topup(RunSettings.read(cfg), True, samples, done, groups) == []  # the target alone: no method side to time
 
 
 def test_a_top_up_on_another_cpu_is_refused_before_any_model_loads(tmp_path):
