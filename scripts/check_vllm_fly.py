@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Our FLy rule inside vLLM (engines/vllm_fly.py: FLyCPUWorker), checked against our verifier.
+"""Our FLy rule inside vLLM (engines/vllm_sampler.py: RuleCPUWorker), checked against our verifier.
 
 Runs vLLM (from .venv-vllm) with the pair's draft model as proposer, K = --k, and our FLy as its
 rejection sampler, greedy, on the prompts of the engine benchmark (loosespec_bench.bench); the sampler records every
@@ -33,7 +33,7 @@ from typing import Any  # noqa: E402
 from loosespec_bench.bench.prompts import DEFAULT_SETS, DRAFT, TARGET, build_prompts, data_dir, load_avg  # noqa: E402
 
 from loosespec_bench.engines import vllm as ve  # noqa: E402
-from loosespec_bench.engines.vllm_fly import CONFIG_KEY, replay  # noqa: E402
+from loosespec_bench.engines.vllm_sampler import CONFIG_KEY, WORKER, class_path, replay  # noqa: E402
 from loosespec_bench.verifiers.fly import FLy  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--record-dir", default=None, help="keep the recorded steps here (default: a temporary folder)")
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    # vLLM's engine process imports our sampler (engines/vllm_fly.py) from the installed package:
+    # vLLM's engine process imports our sampler (engines/vllm_sampler.py) from the installed package:
     # `make install-vllm` installs this checkout into .venv-vllm (editable), so no path is set here.
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # One engine per prompt: its recording folder holds exactly that request's steps.
         rec = root / f"prompt_{i}"
         shutil.rmtree(rec, ignore_errors=True)
-        llm = LLM(**common, worker_cls="loosespec_bench.engines.vllm_fly.FLyCPUWorker",
-                  additional_config={CONFIG_KEY: {**rule_opts, "record_dir": str(rec)}})
+        llm = LLM(**common, worker_cls=WORKER,
+                  additional_config={CONFIG_KEY: {"rule": class_path(FLy), "knobs": rule_opts, "record_dir": str(rec)}})
         (o,) = llm.generate([{"prompt_token_ids": p.ids.tolist()}], sp, use_tqdm=False)
         llm.llm_engine.engine_core.shutdown()
         del llm

@@ -651,7 +651,7 @@ GATE_ALLOWED = {
     # Model caches: the Hugging Face hub cache stores every file as a link to a blob; links are its layout.
     "digest.py": "hashes cached model files (links)", "models/embedded.py": "model cache", "models/gguf.py": "model cache",
     "models/loading.py": "model cache", "models/smollm.py": "model cache", "engines/hf.py": "model config in the cache",
-    "drafters/eagle/checkpoint.py": "head checkpoints in the cache", "engines/vllm_fly.py": "vLLM's own record folder",
+    "drafters/eagle/checkpoint.py": "head checkpoints in the cache", "engines/vllm_sampler.py": "vLLM's own record folder",
     # Packaged files of this installation (never a user's or a folder's).
     "tasks/niah.py": "packaged prompt", "tasks/mgsm.py": "packaged FLy prompts (its data files go through the gate)", "tasks/answers.py": "packaged answers", "settings/config.py": "packaged site conf",
     # Developer tools writing to their own --out (not the harness's commands).

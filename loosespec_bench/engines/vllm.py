@@ -7,9 +7,13 @@ with vLLM generating. The method and drafter settings map onto vLLM's speculativ
   method=spd drafter=eagle3    method="eagle3", the head folder drafter.head_path, K = drafter.k
   method=fly method.mode=vllm  vLLM's FLy (rejection_sample_method="fly", theta, W) where the
                                installed vLLM has it; else one `error:` line naming the version
+  method=fly engine.fly_rule=ours, and every other logits-only rule (threshold, typical,
+  cascade, ...)                our rule as vLLM's rejection sampler (engines/vllm_sampler.py),
+                               on the CPU worker, greedy
 
-Everything else (DropMatch, trees, our FLy's code and paper modes, MLA, Lookahead, cross-tokenizer
-or quantised drafts) is refused by `VLLMEngine.check` before any model loads.
+Everything else (a rule that reads hidden states, the draft's q_i or keeps state over a request:
+DropMatch, AutoJudge, FSD, lenient, the ensemble, ASD, each with its reason; trees, MLA, Lookahead,
+cross-tokenizer or quantised drafts) is refused by `VLLMEngine.check` before any model loads.
 
 The paired baseline is a second vLLM engine on the same target without a speculative config
 (vLLM has no per-request switch for speculation), so speedup compares vLLM with vLLM. Prompts
@@ -38,13 +42,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
-from ..verifiers import SPD, DropMatch, FLy, Verifier, rule_class
+from ..params import BOOKKEEPING_KEYS, params_of
+from ..verifiers import SPD, FLy
 from ..verifiers.fly import FLyParams
+from ..settings.config import method_class
 from ..generation import GenerationOutput
 from .base import Engine
 from ..settings.run_settings import RunSettings
 from .settings import VLLMParams, raw_speculative_config
 # The serving loop and what vLLM's outputs say (engines/vllm_serving.py), named here as before.
+from .vllm_sampler import CONFIG_KEY, WORKER, class_path, sampler_refusal
 from .vllm_serving import (  # noqa: F401
     RequestTimes,
     arrival_offsets,
@@ -60,11 +67,8 @@ from .vllm_serving import (  # noqa: F401
 
 # Our drafter name -> vLLM's speculative method.
 SPEC_METHODS = {"model": "draft_model", "pld": "ngram", "eagle3": "eagle3"}
-# Rules (their classes, subclasses included) and drafters that only our loop implements, with
-# what to use instead.
-REFUSED_RULES: dict[type[Verifier], str] = {
-    DropMatch: "DropMatch's rule needs the target's hidden states under dropout, which vLLM's sampler never sees",
-}
+# Drafters that only our loop implements, with what to use instead. (Which rules vLLM can run
+# is asked of the rules: vllm_sampler.sampler_refusal.)
 REFUSED_DRAFTERS = {
     "eagle2": "draft trees (EAGLE-2/3 dynamic trees) are our loop's; vLLM verifies chains",
     "eagle3_tree": "draft trees (EAGLE-2/3 dynamic trees) are our loop's; vLLM verifies chains",
@@ -133,18 +137,23 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
     the module docstring); check() calls it before any model loads.
     """
     method = str(cfg.method.name)
-    rule = rule_class(method)
-    refused = next((why for cls, why in REFUSED_RULES.items() if rule is not None and issubclass(rule, cls)), None)
-    if refused:
-        raise ConfigError(f"engine=vllm cannot run method={method}: {refused}; use engine=hf")
+    rule = method_class(cfg)
+    if rule is None:
+        raise ConfigError(f"engine=vllm: method={method}'s rule cannot be imported here; use engine=hf")
+    if runs_ours(cfg):
+        refused = sampler_refusal(rule, rule_knobs(cfg))
+        if refused:
+            raise ConfigError(f"engine=vllm cannot run method={method} ({rule.display_name or rule.__name__}) inside vLLM's sampler: "
+                              f"{refused}; use engine=hf")
+        if RunSettings.read(cfg).generation.temperature > 0:
+            raise ConfigError(f"engine=vllm runs our method={method} inside vLLM for greedy decoding only "
+                              "(generation.temperature=0); use engine=hf at T > 0")
     raw = vllm_settings(cfg).speculative_config
     if rule is not None and rule.target_alone:
         if raw is not None:
             raise ConfigError(f"engine.speculative_config is set but method={method} runs the target alone; "
                               "set engine.speculative_config=null, or method=spd (vLLM's own verification)")
         return None
-    if rule not in (SPD, FLy):  # exact SPD and FLy only, not subclasses: vLLM verifies no other rule
-        raise ConfigError(f"engine=vllm runs method=ar, spd and vLLM's fly; method={method} is our loop's (use engine=hf)")
     if raw is not None:
         # Passed as is (vllm serve's --speculative-config): the run id includes it, the drafter's
         # settings are not mapped; the keys are checked against the installed vLLM in check().
@@ -182,14 +191,33 @@ def speculative_config(cfg: DictConfig, *, draft_source: str | None = None) -> d
     return spec
 
 
-FLY_WORKER = "loosespec_bench.engines.vllm_fly.FLyCPUWorker"
 # vLLM's FLy kernels compute the entropy over the top 3 probabilities (vllm/v1/spec_decode/fly.py).
 VLLM_FLY_ENTROPY_TOP_K = 3
 
 
 def runs_fly(cfg: DictConfig) -> bool:
     """Whether the composed config's rule is FLy (vLLM's own, or ours inside vLLM)."""
-    return rule_class(str(cfg.method.name)) is FLy
+    return method_class(cfg) is FLy
+
+
+def runs_ours(cfg: DictConfig) -> bool:
+    """Whether our rule decides inside vLLM's rejection sampler (engines/vllm_sampler.py): FLy
+    with engine.fly_rule=ours, and every rule vLLM has none of its own for (all but exact SPD,
+    FLy and the target alone; exact classes: a subclass is another rule)."""
+    rule = method_class(cfg)
+    if rule is None or rule.target_alone or rule is SPD:
+        return False
+    return fly_rule(cfg) == "ours" if rule is FLy else True
+
+
+def rule_knobs(cfg: DictConfig) -> dict[str, Any]:
+    """The method's knobs as its rule takes them, declared defaults filled in (its Params); a
+    rule without Params (an extension's) gets its node less the harness's bookkeeping."""
+    node = OmegaConf.to_container(cfg.method, resolve=True) if OmegaConf.is_config(cfg.method) else dict(cfg.method)
+    params = params_of(method_class(cfg))  # type: ignore[arg-type]
+    if params is not None:
+        return params.read(node).values()  # type: ignore[arg-type]
+    return {k: v for k, v in node.items() if k not in BOOKKEEPING_KEYS}  # type: ignore[union-attr]
 
 
 def fly_params(cfg: DictConfig) -> FLyParams:
@@ -205,11 +233,8 @@ def fly_rule(cfg: DictConfig) -> str:
 
 def fly_options(cfg: DictConfig) -> dict[str, Any]:
     """vLLM's FLy settings for method=fly (mode=vllm only: vLLM implements that variant); with
-    engine.fly_rule=ours none (our sampler decides: ours_fly_options), greedy only."""
+    engine.fly_rule=ours none (our sampler decides: sampler_options)."""
     if fly_rule(cfg) == "ours":
-        if RunSettings.read(cfg).generation.temperature > 0:
-            raise ConfigError("engine.fly_rule=ours runs our FLy inside vLLM for greedy decoding only (generation.temperature=0); "
-                              "use engine=hf at T > 0")
         return {}
     p = fly_params(cfg)
     mode = p.mode
@@ -228,11 +253,12 @@ def fly_options(cfg: DictConfig) -> dict[str, Any]:
     return {"rejection_sample_method": "fly", "fly_entropy_threshold": float(p.theta), "fly_window_size": int(p.window)}
 
 
-def ours_fly_options(cfg: DictConfig) -> dict[str, Any]:
-    """LLM(...) keywords that make vLLM verify with our FLy (engines/vllm_fly.py): the worker
-    class whose model runner gets our rejection sampler, and the rule's knobs for it."""
-    # Every FLy knob, its default filled in (FLyParams): the worker builds FLy(**knobs) from them.
-    return {"worker_cls": FLY_WORKER, "additional_config": {"loosespec_fly": fly_params(cfg).values()}}
+def sampler_options(cfg: DictConfig) -> dict[str, Any]:
+    """LLM(...) keywords that make vLLM verify with our rule (engines/vllm_sampler.py): the
+    worker class whose model runner gets our rejection sampler, and the rule with its knobs
+    (every default filled in: the worker builds Rule(**knobs) from them)."""
+    rule = {"rule": class_path(method_class(cfg)), "knobs": rule_knobs(cfg)}  # type: ignore[arg-type]
+    return {"worker_cls": WORKER, "additional_config": {CONFIG_KEY: rule}}
 
 
 def _check_raw_keys(spec: dict[str, Any]) -> None:
@@ -357,9 +383,10 @@ class VLLMEngine(Engine):
             _check_raw_keys(spec)
         elif runs_fly(cfg) and fly_rule(cfg) == "vllm":
             _check_fly_available()
-        if runs_fly(cfg) and fly_rule(cfg) == "ours" and not str(cfg.pair.device).startswith("cpu"):
-            raise ConfigError(f"engine.fly_rule=ours plugs our sampler into vLLM's CPU worker; pair.device={cfg.pair.device} "
-                              "needs vLLM's own FLy (engine.fly_rule=vllm) or engine=hf")
+        if runs_ours(cfg) and not str(cfg.pair.device).startswith("cpu"):
+            raise ConfigError(f"engine=vllm runs our method={cfg.method.name} by plugging our sampler into vLLM's CPU worker; "
+                              f"pair.device={cfg.pair.device} needs engine=hf"
+                              + (" or vLLM's own FLy (engine.fly_rule=vllm)" if runs_fly(cfg) else ""))
 
     def __init__(self, cfg: DictConfig, task: Any) -> None:
         self.check(cfg)
@@ -396,8 +423,8 @@ class VLLMEngine(Engine):
         opts = llm_options(cfg, target)
         self._llms: list[Any] = []
         self._ready: dict[tuple[Any, ...], GenerationOutput] = {}  # prefetched outputs (batch_size > 1)
-        # Our FLy as vLLM's sampler goes to the method's engine only (the target alone verifies nothing).
-        extra = ours_fly_options(cfg) if runs_fly(cfg) and fly_rule(cfg) == "ours" else {}
+        # Our rule as vLLM's sampler goes to the method's engine only (the target alone verifies nothing).
+        extra = sampler_options(cfg) if runs_ours(cfg) else {}
         self.method_llm = self._make({**opts, **extra}, self.spec) if self.spec is not None else None
         need_target = self.spec is None or self.run.root.baseline in ("paired", "shared")
         self.target_llm = self._make(opts, None) if need_target else None

@@ -101,6 +101,7 @@ class ASD(Verifier):
     Params = ASDParams
     config_names = ("asd",)
     display_name = "ASD"
+    keeps_request_state = True  # the regret ledger lasts one request
 
     def __init__(self, **knobs: Any) -> None:
         self.params = self.Params.build(knobs)

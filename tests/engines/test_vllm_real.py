@@ -50,7 +50,7 @@ def _outputs(folder_root) -> dict[str, list[int]]:
 
 def test_our_fly_inside_vllm_gives_batch_ones_tokens_at_batch_four_in_float32(tmp_path):
     """Issue 47: FLy at batch > 1 decides each request as at batch 1 (our sampler runs the rule
-    per request on its own rows: engines/vllm_fly.py). In float32, where batching does not flip
+    per request on its own rows: engines/vllm_sampler.py). In float32, where batching does not flip
     near-ties, the tokens are the same; both runs submit all at once, one engine each."""
     common = ["engine=vllm", "method=fly", "engine.fly_rule=ours", "dataset=gsm8k", "dataset.limit=4", "generation.max_new_tokens=48",
               "pair.dtype=float32", "baseline=none", "warmup=false"]

