@@ -589,7 +589,10 @@ def test_the_free_space_check_reckons_a_lower_bound_of_what_a_run_writes():
 # -- issue 41, third round: the checks' own rules --------------------------------------------------
 def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_a_file_there(tmp_path):
     """check_baseline_store computes the store folder itself (baselines sits above checks):
-    it must be BaselineStore's folder, for every point; a link or a file there is refused."""
+    it must be BaselineStore's folder as app.run names it (<pair>_<task.name>), for every point,
+    lm-eval's too (its task's name is not its config's lm_eval-<task>); a link or a file there is
+    refused."""
+    from loosespec_bench.build import build_task
     from loosespec_bench.settings.run_settings import PathsParams, section
     from loosespec_bench.store.baselines import BaselineStore
     from loosespec_bench.settings.checks import check_baseline_store
@@ -598,9 +601,10 @@ def test_the_store_check_names_the_folder_the_store_opens_and_refuses_a_link_or_
 
     from .conftest import compose_config
 
-    for extra in ([], ["dataset=gsm8k", "generation.temperature=0.5", "seed=3"]):
+    for extra in ([], ["dataset=gsm8k", "generation.temperature=0.5", "seed=3"], ["dataset=lm_eval", "dataset.task=gsm8k_cot_llama"]):
         cfg = compose_config(["pair=tiny", "baseline=shared", *extra], results_dir=tmp_path / "results")
-        store = BaselineStore(section(cfg, PathsParams).baselines_root, baseline_config(cfg), f"{cfg.pair.name}_{cfg.dataset.name}").path
+        task = build_task(cfg)
+        store = BaselineStore(section(cfg, PathsParams).baselines_root, baseline_config(cfg), f"{cfg.pair.name}_{task.name}").path
         check_baseline_store(cfg)  # nothing there yet: passes, and creates nothing
         assert not (tmp_path / "results").exists()
         store.parent.mkdir(parents=True)

@@ -502,7 +502,11 @@ def check_path_lengths(cfg: DictConfig, data: Mapping[str, Any] | None = None) -
         checks.append((f"the run folder {shown(run)!r}", rid, run + RUN_FILE_TAIL))
     if data.get("baseline") == "shared" and not paths.get("baselines_dir"):
         pair, dataset = data.get("pair") or {}, data.get("dataset") or {}
-        store = os.path.join(os.path.abspath(PathsParams.read(paths).baselines_root), f"{pair.get('name')}_{dataset.get('name')}")
+        try:
+            task = target_class("dataset", dataset).name_of(dataset)
+        except ConfigError:
+            task = dataset.get("name")  # the dataset check says what is wrong with it
+        store = os.path.join(os.path.abspath(PathsParams.read(paths).baselines_root), f"{pair.get('name')}_{task}")
         checks.append(("the baseline store (paths.results_dir/_baselines)", store, store + STORE_TAIL))
     for where, value, full in checks:
         problem = path_length_problem(full)
@@ -576,8 +580,8 @@ def check_baseline_store(cfg: DictConfig, data: dict[str, Any] | None = None) ->
                               f"written there; replace the link by a folder, or name that folder (paths.baselines_dir={target})")
     check_results_dir(str(root), where)
     pair, dataset = data["pair"], data["dataset"]
-    # BaselineStore's folder: its digest is config.key_digest, which the store names its folder by.
-    store = root / f"{pair.get('name')}_{dataset.get('name')}_{key_digest(baseline_config(cfg))}"
+    # BaselineStore's folder, as app.run names it: <pair>_<the task's name>_<config.key_digest>.
+    store = root / f"{pair.get('name')}_{target_class('dataset', dataset).name_of(dataset)}_{key_digest(baseline_config(cfg))}"
     if store.is_symlink():
         raise ConfigError(f"the baseline store {store} is a symbolic link; a store is a folder of its own under {where}: "
                           "remove the link (the run makes the folder)")

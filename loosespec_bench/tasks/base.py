@@ -124,6 +124,12 @@ class Task:
         self.data_files: set[Path] = set()  # every file local_path() gave out (summary: sha256)
 
     @classmethod
+    def name_of(cls, settings: Mapping[str, Any]) -> str:
+        """The name a task built from this config node has (Task.name: the shared baseline
+        store's folder, the records), from the settings alone: the node's `name`."""
+        return str(settings.get("name", cls.name))
+
+    @classmethod
     def size_of(cls, settings: Mapping[str, Any]) -> tuple[int | None, bool]:
         """(samples of the full data set a config node describes, whether the count is exact),
         before dataset.limit, from the settings alone. None: unknown, e.g. a node that reuses the

@@ -26,7 +26,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
 from ..params import boolean, integer, optional, string
@@ -175,6 +175,13 @@ class LmEvalTask(Task):
     }
     shuffle = False  # lm-eval's doc_iterator cuts at the limit itself (samples() below)
 
+    @classmethod
+    def name_of(cls, settings: Mapping[str, Any]) -> str:
+        """lm-eval's task name (dataset.task), not the config's lm_eval-<task>: records and the
+        shared store name the task lm-eval knows."""
+        task = settings.get("task")
+        return str(task) if task else cls.name
+
     def __init__(
         self,
         *,
@@ -193,7 +200,7 @@ class LmEvalTask(Task):
         # and errors raised inside Hydra's instantiate would reach the user wrapped in a
         # traceback instead of as one ConfigError line.
         self.task_name = str(task) if task else ""
-        self.name = self.task_name or "lm_eval"
+        self.name = self.name_of({"task": task})
         self._options = dict(num_fewshot=num_fewshot, include_path=include_path, metric=metric, max_new_tokens=max_new_tokens)
         self.apply_chat_template = bool(apply_chat_template)
         self.fewshot_as_multiturn = bool(fewshot_as_multiturn)
