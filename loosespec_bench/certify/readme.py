@@ -138,7 +138,7 @@ def pending_row(state: dict[str, Any]) -> str:
     """A ladder at a margin with no finished certification: the planner's cost and the progress."""
     from ..launch.power import format_hours
 
-    first_look = state["looks"][0]
+    looks = state["looks"]
     parts = []
     for p in state["progress"]:
         if not p["problems"] and p["state"] == "pending":
@@ -146,9 +146,12 @@ def pending_row(state: dict[str, Any]) -> str:
         rate = f"{p['method_s']:.0f} s" if p["method_s"] is not None else "-"
         if p["target_alone_s"] is not None:
             rate += f" + target alone {p['target_alone_s']:.0f} s (on {p['target_alone_n']})"
-        # point_status's "running" is a folder without summary.json: running now, or stopped; either way it resumes.
-        st = "unfinished, resumes" if p["state"] == "running" else p["state"]
-        parts.append(f"{p['setting']}: {p['problems']} of {first_look} problems of look 1 ({st}; wall per problem {rate})")
+        # The look the problems on disk are for: the first whose n they have not passed.
+        look = next((i for i, n in enumerate(looks) if p["problems"] <= n), len(looks) - 1)
+        # point_status's "running" is a folder without summary.json: running now, or stopped; either
+        # way it resumes. A folder short of its look's n resumes too, whatever summary an earlier look left.
+        st = "unfinished, resumes" if p["state"] == "running" or p["problems"] < looks[look] else p["state"]
+        parts.append(f"{p['setting']}: {p['problems']} of {looks[look]} problems of look {look + 1} ({st}; wall per problem {rate})")
     progress = "; ".join(parts) or "not started"
     return (f"| `{state['experiment']}` ({state['key']}) | {state['margin']:g} pts | **not certified** | "
             f"{', '.join(map(str, state['looks']))} | {format_hours(state['cost_h'])} | {progress} |")

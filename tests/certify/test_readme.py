@@ -56,3 +56,20 @@ def test_readme_from_a_tiny_certification(tmp_path, capsys, monkeypatch):
     assert readme(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "symbolic link" in err[0]
+
+
+def test_the_progress_names_the_look_its_problems_are_for():
+    """A setting past its first look reads as the next look's progress, unfinished, even where
+    the first look's summary is still on disk."""
+    from loosespec_bench.certify.readme import pending_row
+
+    def progress(n: int, state: str) -> dict:
+        return {"setting": f"theta={n}", "problems": n, "state": state, "method_s": 40.0, "target_alone_s": None}
+
+    state = {"experiment": "e", "key": "method.theta", "margin": 5.0, "looks": [197, 395, 592], "cost_h": 18.8,
+             "progress": [progress(197, "done"), progress(229, "done"), progress(592, "done"), progress(12, "running")]}
+    row = pending_row(state)
+    assert "theta=197: 197 of 197 problems of look 1 (done;" in row
+    assert "theta=229: 229 of 395 problems of look 2 (unfinished, resumes;" in row
+    assert "theta=592: 592 of 592 problems of look 3 (done;" in row
+    assert "theta=12: 12 of 197 problems of look 1 (unfinished, resumes;" in row
