@@ -42,6 +42,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ..safe_files import atomic_write_text
 from ..sampling import GREEDY
 from ..step import Draft, TargetScores
 from ..verifiers.base import Verifier
@@ -174,7 +175,7 @@ if RejectionSampler is not None:
                                                             sampler_rule(opts), record_dir)
             if record_dir:  # what replay() needs to rebuild the same rule
                 Path(record_dir).mkdir(parents=True, exist_ok=True)
-                (Path(record_dir) / OPTIONS_FILE).write_text(json.dumps(opts))
+                atomic_write_text(Path(record_dir) / OPTIONS_FILE, json.dumps(opts))  # the gate: no link followed
 
         def compile_or_warm_up_model(self) -> Any:
             out = super().compile_or_warm_up_model()
